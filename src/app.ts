@@ -1,0 +1,45 @@
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { Config } from './config.js';
+import { LancedbEngine } from './engine/lancedb-engine.js';
+import { buildHttpServer } from './http/server.js';
+import type { CatalogDeps } from './service/catalog.js';
+import { HealthService } from './service/health.js';
+import { Locations } from './service/locations.js';
+import { NamespaceService } from './service/namespaces.js';
+import { PageTokens } from './service/page-token.js';
+import { TableService } from './service/tables.js';
+import type { ObjectStore } from './store/object-store.js';
+import { openStore, parseLocation } from './store/open-store.js';
+
+export const SERVICE_VERSION = '0.1.0';
+
+export interface App {
+  server: FastifyInstance;
+  store: ObjectStore;
+  /** Stops accepting requests, lets in-flight ones finish, then releases the store and engine. */
+  close(): Promise<void>;
+}
+
+/** Wires the store, the engine, the services and the HTTP server for one root. */
+export async function createApp(config: Config, logger: FastifyBaseLogger): Promise<App> {
+  const rootLocation = parseLocation(config.root);
+  if (!rootLocation) throw new Error(`unsupported root ${JSON.stringify(config.root)}: use a path, file://, or s3://bucket/prefix`);
+  const store = await openStore(rootLocation, config.s3, { createBucket: config.s3.createBucket });
+  const engine = await LancedbEngine.start();
+  const locations = new Locations(store, rootLocation, config.s3);
+  const deps: CatalogDeps = { store, engine, locations, pageTokens: new PageTokens(config.pageTokenSecret) };
+  const server = buildHttpServer(
+    { namespaces: new NamespaceService(deps), tables: new TableService(deps), health: new HealthService(store) },
+    { logger, jsonBodyLimit: config.maxJsonBodyBytes, arrowBodyLimit: config.maxArrowBodyBytes, version: SERVICE_VERSION },
+  );
+  return {
+    server,
+    store,
+    close: async () => {
+      await server.close();
+      await engine.close();
+      await locations.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,99 @@
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+
+// Configuration from command-line options, then environment variables, then defaults. With no
+// configuration at all the service serves ./data on 127.0.0.1:2333.
+
+const Config = z.object({
+  root: z.string().min(1),
+  host: z.string().min(1),
+  port: z.coerce.number().int().min(0).max(65535),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+  s3: z.object({
+    endpoint: z.string().optional(),
+    region: z.string().min(1),
+    accessKeyId: z.string().optional(),
+    secretAccessKey: z.string().optional(),
+    sessionToken: z.string().optional(),
+    forcePathStyle: z.boolean(),
+    createBucket: z.boolean(),
+  }),
+  pageTokenSecret: z.string().min(1),
+  /** Largest Arrow IPC request body, in bytes. */
+  maxArrowBodyBytes: z.coerce.number().int().positive(),
+  /** Largest JSON request body, in bytes. */
+  maxJsonBodyBytes: z.coerce.number().int().positive(),
+});
+export type Config = z.infer<typeof Config>;
+
+export const CONFIG_HELP = `Usage: npm start -- [options]
+
+  --root <path|s3://bucket/prefix>  catalog root            env LANCE_NS_ROOT      default ./data
+  --host <addr>                     address to listen on    env LANCE_NS_HOST      default 127.0.0.1
+  --port <n>                        port                    env LANCE_NS_PORT      default 2333
+  --log-level <level>               pino level              env LANCE_NS_LOG_LEVEL default info
+  --s3-endpoint <url>               S3 endpoint             env LANCE_NS_S3_ENDPOINT, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL
+  --s3-region <region>              S3 region               env LANCE_NS_S3_REGION, AWS_REGION   default us-east-1
+  --s3-access-key-id <id>           S3 access key           env LANCE_NS_S3_ACCESS_KEY_ID, AWS_ACCESS_KEY_ID
+  --s3-secret-access-key <key>      S3 secret key           env LANCE_NS_S3_SECRET_ACCESS_KEY, AWS_SECRET_ACCESS_KEY
+  --s3-session-token <token>        S3 session token        env LANCE_NS_S3_SESSION_TOKEN, AWS_SESSION_TOKEN
+  --s3-path-style <true|false>      path-style addressing   env LANCE_NS_S3_PATH_STYLE  default true when an endpoint is set
+  --s3-create-bucket <true|false>   create a missing bucket env LANCE_NS_S3_CREATE_BUCKET default false
+  --page-token-secret <s>           HMAC key of page tokens (same on every replica)  env LANCE_NS_PAGE_TOKEN_SECRET
+  --max-arrow-body-bytes <n>        largest Arrow request   env LANCE_NS_MAX_ARROW_BODY_BYTES default 268435456
+  --max-json-body-bytes <n>         largest JSON request    env LANCE_NS_MAX_JSON_BODY_BYTES  default 16777216
+`;
+
+const bool = (v: string | undefined): boolean | undefined =>
+  v === undefined ? undefined : ['1', 'true', 'yes', 'on'].includes(v.toLowerCase());
+
+export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      root: { type: 'string' },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      'log-level': { type: 'string' },
+      's3-endpoint': { type: 'string' },
+      's3-region': { type: 'string' },
+      's3-access-key-id': { type: 'string' },
+      's3-secret-access-key': { type: 'string' },
+      's3-session-token': { type: 'string' },
+      's3-path-style': { type: 'string' },
+      's3-create-bucket': { type: 'string' },
+      'page-token-secret': { type: 'string' },
+      'max-arrow-body-bytes': { type: 'string' },
+      'max-json-body-bytes': { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(CONFIG_HELP);
+    process.exit(0);
+  }
+  const endpoint = values['s3-endpoint'] ?? env.LANCE_NS_S3_ENDPOINT ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
+  const parsed = Config.safeParse({
+    root: values.root ?? env.LANCE_NS_ROOT ?? './data',
+    host: values.host ?? env.LANCE_NS_HOST ?? '127.0.0.1',
+    port: values.port ?? env.LANCE_NS_PORT ?? 2333,
+    logLevel: values['log-level'] ?? env.LANCE_NS_LOG_LEVEL ?? 'info',
+    s3: {
+      endpoint,
+      region: values['s3-region'] ?? env.LANCE_NS_S3_REGION ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION ?? 'us-east-1',
+      accessKeyId: values['s3-access-key-id'] ?? env.LANCE_NS_S3_ACCESS_KEY_ID ?? env.AWS_ACCESS_KEY_ID,
+      secretAccessKey: values['s3-secret-access-key'] ?? env.LANCE_NS_S3_SECRET_ACCESS_KEY ?? env.AWS_SECRET_ACCESS_KEY,
+      sessionToken: values['s3-session-token'] ?? env.LANCE_NS_S3_SESSION_TOKEN ?? env.AWS_SESSION_TOKEN,
+      forcePathStyle: bool(values['s3-path-style'] ?? env.LANCE_NS_S3_PATH_STYLE) ?? endpoint !== undefined,
+      createBucket: bool(values['s3-create-bucket'] ?? env.LANCE_NS_S3_CREATE_BUCKET) ?? false,
+    },
+    pageTokenSecret: values['page-token-secret'] ?? env.LANCE_NS_PAGE_TOKEN_SECRET ?? 'lance-namespace-page-token',
+    maxArrowBodyBytes: values['max-arrow-body-bytes'] ?? env.LANCE_NS_MAX_ARROW_BODY_BYTES ?? 256 * 1024 * 1024,
+    maxJsonBodyBytes: values['max-json-body-bytes'] ?? env.LANCE_NS_MAX_JSON_BODY_BYTES ?? 16 * 1024 * 1024,
+  });
+  if (!parsed.success) {
+    throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  }
+  return parsed.data;
+}

@@ -1,0 +1,152 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { invalidInput } from '../model/errors.js';
+import type { RequestContext } from '../service/request-context.js';
+import { describeZodError } from './errors.js';
+
+// Schema-first routes. A route declares its operation, paths, methods and zod schemas; one runner
+// parses the path id, the query and the body with them (every failure is a 400 with code 13 that
+// names the field), builds the request context, calls the handler and sends the result. The same
+// declarations generate the OpenAPI document (openapi.ts).
+
+export type HttpMethod = 'GET' | 'POST';
+
+export interface RouteInput<B, Q> {
+  /** The path id split by the delimiter; [] is the root namespace. Empty for routes without {id}. */
+  id: string[];
+  delimiter: string;
+  body: B;
+  query: Q;
+  /** The raw request body (Arrow IPC routes). */
+  raw: Buffer;
+  ctx: RequestContext;
+  /** Extra path parameters (e.g. index_name). */
+  params: Record<string, string>;
+}
+
+export type RouteResponse = z.ZodType | 'empty' | 'arrow-file';
+
+export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType> {
+  operationId: string;
+  summary: string;
+  tag: string;
+  /** Paths with `{id}`-style parameters; the first is canonical, the rest are aliases clients send. */
+  paths: readonly string[];
+  methods: readonly HttpMethod[];
+  body?: B;
+  /** The body is an Arrow IPC stream rather than JSON. */
+  arrowBody?: boolean;
+  query?: Q;
+  response: RouteResponse;
+  successStatus?: number;
+  /** Changes catalog state: recorded by the mutation hook. */
+  mutation?: boolean;
+  /** Returns the response body (ignored for 'empty'). */
+  handler(input: RouteInput<z.output<B>, z.output<Q>>): Promise<unknown>;
+}
+
+/** Identity function that infers the body and query types of a route's handler. */
+export function defineRoute<B extends z.ZodType, Q extends z.ZodType = z.ZodObject<Record<string, never>>>(spec: RouteSpec<B, Q>): RouteSpec {
+  return spec as unknown as RouteSpec;
+}
+
+export interface MutationEvent {
+  operationId: string;
+  id: string[];
+  ctx: RequestContext;
+  status: number;
+}
+
+export interface RouteOptions {
+  jsonBodyLimit: number;
+  arrowBodyLimit: number;
+  onMutation: (event: MutationEvent, request: FastifyRequest) => void;
+}
+
+const CONTEXT_HEADER = 'x-namespace-ctx-';
+
+/** Splits a path id by the delimiter; the delimiter alone is the root namespace. */
+export function parsePathId(raw: string, delimiter: string): string[] {
+  if (delimiter === '') throw invalidInput('delimiter must not be empty');
+  if (raw === delimiter) return [];
+  if (raw === '') throw invalidInput('the id in the path must not be empty (use the delimiter for the root namespace)');
+  const parts = raw.split(delimiter);
+  const empty = parts.findIndex((p) => p === '');
+  if (empty >= 0) throw invalidInput(`the id ${JSON.stringify(raw)} has an empty part at position ${empty}`);
+  return parts;
+}
+
+function parseJsonBody(raw: Buffer): unknown {
+  const text = raw.toString('utf8').trim();
+  if (text === '' || text === 'null') return {};
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw invalidInput(`the request body is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+function parseWith<S extends z.ZodType>(schema: S, value: unknown, where: string): z.output<S> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw invalidInput(describeZodError(parsed.error, where));
+  return parsed.data;
+}
+
+function contextOf(request: FastifyRequest, body: unknown): Record<string, string> {
+  const context: Record<string, string> = {};
+  if (typeof body === 'object' && body !== null && 'context' in body) {
+    const fromBody = (body as { context?: unknown }).context;
+    if (typeof fromBody === 'object' && fromBody !== null) {
+      for (const [k, v] of Object.entries(fromBody)) if (typeof v === 'string') context[k] = v;
+    }
+  }
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (name.startsWith(CONTEXT_HEADER) && typeof value === 'string') context[name.slice(CONTEXT_HEADER.length)] = value;
+  }
+  return context;
+}
+
+const toFastifyPath = (p: string): string => p.replace(/\{([^}]+)\}/g, ':$1');
+
+async function run(route: RouteSpec, options: RouteOptions, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const queryRecord = (request.query ?? {}) as Record<string, unknown>;
+  const params = (request.params ?? {}) as Record<string, string>;
+  const delimiterValue = queryRecord.delimiter;
+  if (delimiterValue !== undefined && typeof delimiterValue !== 'string') throw invalidInput('delimiter: must be given once, as a string');
+  const delimiter = delimiterValue ?? '$';
+  const id = params.id === undefined ? [] : parsePathId(params.id, delimiter);
+  const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+  const json = route.arrowBody || request.method === 'GET' ? {} : parseJsonBody(raw);
+  const body = route.body ? parseWith(route.body, json, 'request body') : json;
+  const query = route.query ? parseWith(route.query, queryRecord, 'query parameters') : {};
+  const bodyId = (body as { id?: unknown }).id;
+  if (params.id !== undefined && Array.isArray(bodyId) && JSON.stringify(bodyId) !== JSON.stringify(id)) {
+    throw invalidInput(`the id in the body ${JSON.stringify(bodyId)} does not match the id in the path ${JSON.stringify(id)}`);
+  }
+  const ctx: RequestContext = { requestId: String(request.id), principal: null, context: contextOf(request, body) };
+  const result = await route.handler({ id, delimiter, body, query, raw, ctx, params });
+  const status = route.successStatus ?? 200;
+  if (route.mutation) options.onMutation({ operationId: route.operationId, id, ctx, status }, request);
+  if (route.response === 'empty') {
+    await reply.code(status).send();
+    return;
+  }
+  if (route.response === 'arrow-file') {
+    await reply.code(status).type('application/vnd.apache.arrow.file').send(result);
+    return;
+  }
+  await reply.code(status).type('application/json').send(JSON.stringify(result));
+}
+
+export function registerRoutes(app: FastifyInstance, routes: readonly RouteSpec[], options: RouteOptions): void {
+  for (const route of routes) {
+    for (const path of route.paths) {
+      app.route({
+        method: [...route.methods],
+        url: toFastifyPath(path),
+        bodyLimit: route.arrowBody ? options.arrowBodyLimit : options.jsonBodyLimit,
+        handler: (request, reply) => run(route, options, request, reply),
+      });
+    }
+  }
+}

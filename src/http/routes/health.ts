@@ -1,0 +1,33 @@
+import { z } from 'zod';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import type { HealthService } from '../../service/health.js';
+import { defineRoute, type RouteSpec } from '../route.js';
+
+const HealthResponse = z.object({ status: z.literal('ok') }).meta({ id: 'HealthResponse' });
+
+export function healthRoutes(health: HealthService): RouteSpec[] {
+  return [
+    defineRoute({
+      operationId: 'Live',
+      summary: 'Liveness: the process serves requests',
+      tag: 'Health',
+      paths: ['/health/live'],
+      methods: ['GET'],
+      response: HealthResponse,
+      handler: async () => ({ status: 'ok' }),
+    }),
+    defineRoute({
+      operationId: 'Ready',
+      summary: 'Readiness: the root is reachable and writable (503 otherwise)',
+      tag: 'Health',
+      paths: ['/health/ready'],
+      methods: ['GET'],
+      response: HealthResponse,
+      handler: async () => {
+        const result = await health.ready();
+        if (!result.ok) throw new NamespaceError(ErrorCode.ServiceUnavailable, result.reason);
+        return { status: 'ok' };
+      },
+    }),
+  ];
+}

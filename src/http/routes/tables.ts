@@ -1,0 +1,178 @@
+import { z } from 'zod';
+import { invalidInput } from '../../model/errors.js';
+import {
+  CreateTableQuery,
+  CreateTableResponse,
+  DeclareTableRequest,
+  DeclareTableResponse,
+  DescribeTableQuery,
+  DescribeTableRequest,
+  DescribeTableResponse,
+  DropTableResponse,
+  ListTablesQuery,
+  ListTablesRequest,
+  ListTablesResponse,
+  RegisterTableRequest,
+  RegisterTableResponse,
+  RenameTableRequest,
+  RenameTableResponse,
+  TableExistsRequest,
+  TableIdRequest,
+} from '../../model/tables.js';
+import type { TableService } from '../../service/tables.js';
+import { defineRoute, type RouteSpec } from '../route.js';
+
+const StringMap = z.record(z.string(), z.string());
+
+/** CreateTable's `properties` and `storage_options` travel as JSON objects in the query string. */
+function jsonQueryMap(value: string | undefined, name: string): Record<string, string> | undefined {
+  if (value === undefined || value === '') return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    throw invalidInput(`${name}: must be a JSON object of strings`);
+  }
+  const result = StringMap.safeParse(parsed);
+  if (!result.success) throw invalidInput(`${name}: must be a JSON object of strings`);
+  return result.data;
+}
+
+/** A query flag, when given, wins over the body flag of the same name. */
+const flag = (fromQuery: boolean | undefined, fromBody: boolean | null | undefined): boolean => fromQuery ?? fromBody ?? false;
+
+export function tableRoutes(tables: TableService): RouteSpec[] {
+  return [
+    defineRoute({
+      operationId: 'ListTables',
+      summary: 'List the tables directly in a namespace',
+      tag: 'Table',
+      paths: ['/v1/namespace/{id}/table/list'],
+      methods: ['GET', 'POST'],
+      body: ListTablesRequest,
+      query: ListTablesQuery,
+      response: ListTablesResponse,
+      handler: ({ ctx, id, body, query }) =>
+        tables.list(ctx, id, {
+          pageToken: query.page_token ?? body.page_token,
+          limit: query.limit ?? body.limit,
+          includeDeclared: query.include_declared ?? body.include_declared,
+        }),
+    }),
+    defineRoute({
+      operationId: 'ListAllTables',
+      summary: 'List every table of every namespace, as full ids joined by the delimiter',
+      tag: 'Table',
+      paths: ['/v1/table'],
+      methods: ['GET', 'POST'],
+      body: ListTablesRequest,
+      query: ListTablesQuery,
+      response: ListTablesResponse,
+      handler: ({ ctx, delimiter, body, query }) =>
+        tables.listAll(ctx, delimiter, {
+          pageToken: query.page_token ?? body.page_token,
+          limit: query.limit ?? body.limit,
+          includeDeclared: query.include_declared ?? body.include_declared,
+        }),
+    }),
+    defineRoute({
+      operationId: 'DeclareTable',
+      summary: 'Declare a table without data (writes the .lance-reserved marker)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/declare', '/v1/table/{id}/create-empty'],
+      methods: ['POST'],
+      body: DeclareTableRequest,
+      response: DeclareTableResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => tables.declare(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'CreateTable',
+      summary: 'Create a table from an Arrow IPC stream (an empty stream makes an empty table)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/create'],
+      methods: ['POST'],
+      arrowBody: true,
+      query: CreateTableQuery,
+      response: CreateTableResponse,
+      mutation: true,
+      handler: ({ ctx, id, query, raw }) =>
+        tables.create(ctx, id, {
+          mode: query.mode,
+          properties: jsonQueryMap(query.properties, 'properties'),
+          storageOptions: jsonQueryMap(query.storage_options, 'storage_options'),
+          arrowIpcStream: raw,
+        }),
+    }),
+    defineRoute({
+      operationId: 'RegisterTable',
+      summary: 'Register an existing Lance dataset at a location under a table id',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/register'],
+      methods: ['POST'],
+      body: RegisterTableRequest,
+      response: RegisterTableResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => tables.register(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'DescribeTable',
+      summary: 'Describe a table (location, properties, managed_versioning; more on request)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/describe'],
+      methods: ['POST'],
+      body: DescribeTableRequest,
+      query: DescribeTableQuery,
+      response: DescribeTableResponse,
+      handler: ({ ctx, id, body, query }) =>
+        tables.describe(ctx, id, body, {
+          withTableUri: flag(query.with_table_uri, body.with_table_uri),
+          loadDetailedMetadata: flag(query.load_detailed_metadata, body.load_detailed_metadata),
+          checkDeclared: flag(query.check_declared, body.check_declared),
+        }),
+    }),
+    defineRoute({
+      operationId: 'TableExists',
+      summary: 'Check that a table exists: 200 with no body, or 404',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/exists'],
+      methods: ['POST'],
+      body: TableExistsRequest,
+      response: 'empty',
+      handler: ({ ctx, id, body }) => tables.exists(ctx, id, body.version),
+    }),
+    defineRoute({
+      operationId: 'DropTable',
+      summary: 'Drop a table and delete its data',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/drop'],
+      methods: ['POST'],
+      body: TableIdRequest,
+      response: DropTableResponse,
+      mutation: true,
+      handler: ({ ctx, id }) => tables.drop(ctx, id),
+    }),
+    defineRoute({
+      operationId: 'DeregisterTable',
+      summary: 'Deregister a table: hide it and keep its data',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/deregister'],
+      methods: ['POST'],
+      body: TableIdRequest,
+      response: DropTableResponse,
+      mutation: true,
+      handler: ({ ctx, id }) => tables.deregister(ctx, id),
+    }),
+    defineRoute({
+      operationId: 'RenameTable',
+      summary: 'Rename or move a table (atomic on a local root; 406 on an object store)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/rename'],
+      methods: ['POST'],
+      body: RenameTableRequest,
+      response: RenameTableResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => tables.rename(ctx, id, body),
+    }),
+  ];
+}

@@ -1,0 +1,83 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { HealthService } from '../service/health.js';
+import type { NamespaceService } from '../service/namespaces.js';
+import type { TableService } from '../service/tables.js';
+import { toWireError, wireError } from './errors.js';
+import { buildOpenApi } from './openapi.js';
+import { registerRoutes, type MutationEvent, type RouteSpec } from './route.js';
+import { healthRoutes } from './routes/health.js';
+import { namespaceRoutes } from './routes/namespaces.js';
+import { tableRoutes } from './routes/tables.js';
+import { unsupportedRoutes } from './routes/unsupported.js';
+
+export interface Services {
+  namespaces: NamespaceService;
+  tables: TableService;
+  health: HealthService;
+}
+
+export interface HttpServerOptions {
+  logger: FastifyBaseLogger;
+  jsonBodyLimit: number;
+  arrowBodyLimit: number;
+  version: string;
+}
+
+export function allRoutes(services: Services): RouteSpec[] {
+  return [
+    ...healthRoutes(services.health),
+    ...namespaceRoutes(services.namespaces),
+    ...tableRoutes(services.tables),
+    ...unsupportedRoutes(),
+  ];
+}
+
+export function buildHttpServer(services: Services, options: HttpServerOptions): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: options.logger,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => randomUUID(),
+    routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, maxParamLength: 2048 },
+    forceCloseConnections: 'idle',
+    bodyLimit: options.jsonBodyLimit,
+  });
+
+  // Every body arrives as bytes: JSON routes parse it themselves (so an empty body or `null` is
+  // an empty request), Arrow routes take it as it is. The content type does not decide.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  const routes = allRoutes(services);
+  registerRoutes(app, routes, {
+    jsonBodyLimit: options.jsonBodyLimit,
+    arrowBodyLimit: options.arrowBodyLimit,
+    // The one place every mutation is recorded (the audit log will hang here).
+    onMutation: (event: MutationEvent, request) => {
+      request.log.info({ audit: { operation: event.operationId, id: event.id, status: event.status, principal: event.ctx.principal?.id ?? null, context: event.ctx.context } }, 'mutation');
+    },
+  });
+
+  const openapi = buildOpenApi(routes, { title: 'Lance Namespace Service', version: options.version });
+  app.get('/openapi.json', async (_request, reply) => reply.type('application/json').send(openapi));
+
+  app.setNotFoundHandler(async (request, reply) => {
+    const path = request.url.split('?')[0] ?? request.url;
+    const { status, body } = wireError(404, 0, `no such route: ${request.method} ${path}`, path);
+    return reply.code(status).type('application/json').send(body);
+  });
+
+  app.setErrorHandler(async (error, request, reply) => {
+    const path = request.url.split('?')[0] ?? request.url;
+    const wire = toWireError(error, path);
+    if (wire.internal) request.log.error({ err: error }, 'request failed');
+    else request.log.info({ code: wire.body.code, error: wire.body.error }, 'request rejected');
+    return reply.code(wire.status).type('application/json').send(wire.body);
+  });
+
+  return app;
+}

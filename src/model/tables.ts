@@ -1,0 +1,138 @@
+import { z } from 'zod';
+import { caseInsensitiveEnum, PageLimit, PageToken, Properties, QueryBoolean, QueryLimit, RequestBase } from './common.js';
+
+export const StorageOptions = z.record(z.string(), z.string()).meta({ id: 'StorageOptions' });
+
+export const ListTablesQuery = z.object({
+  page_token: z.string().optional(),
+  limit: QueryLimit.optional(),
+  include_declared: QueryBoolean.optional(),
+});
+
+export const ListTablesRequest = z
+  .object({ ...RequestBase, page_token: PageToken.optional(), limit: PageLimit.optional(), include_declared: z.boolean().optional() })
+  .meta({ id: 'ListTablesRequest' });
+
+export const ListTablesResponse = z
+  .object({ tables: z.array(z.string()), page_token: PageToken.optional() })
+  .meta({ id: 'ListTablesResponse' });
+export type ListTablesResponse = z.infer<typeof ListTablesResponse>;
+
+export const DeclareTableRequest = z
+  .object({
+    ...RequestBase,
+    location: z.string().nullable().optional(),
+    vend_credentials: z.boolean().nullable().optional(),
+    properties: Properties.nullable().optional(),
+  })
+  .meta({ id: 'DeclareTableRequest' });
+export type DeclareTableRequest = z.infer<typeof DeclareTableRequest>;
+
+export const DeclareTableResponse = z
+  .object({
+    transaction_id: z.string().optional(),
+    location: z.string(),
+    storage_options: StorageOptions.optional(),
+    properties: Properties.nullable(),
+    managed_versioning: z.boolean(),
+  })
+  .meta({ id: 'DeclareTableResponse' });
+export type DeclareTableResponse = z.infer<typeof DeclareTableResponse>;
+
+export const CreateTableMode = caseInsensitiveEnum(['Create', 'ExistOk', 'Overwrite'], 'Behaviour when the table exists.');
+
+/** CreateTable carries its fields in the query string; the body is an Arrow IPC stream. */
+export const CreateTableQuery = z.object({
+  mode: CreateTableMode.optional(),
+  properties: z.string().optional().meta({ description: 'JSON object of string properties.' }),
+  storage_options: z.string().optional().meta({ description: 'JSON object of write-time storage options.' }),
+});
+
+export const CreateTableResponse = z
+  .object({
+    transaction_id: z.string().optional(),
+    location: z.string(),
+    version: z.number().int().min(0),
+    storage_options: StorageOptions.optional(),
+    properties: Properties.nullable(),
+  })
+  .meta({ id: 'CreateTableResponse' });
+export type CreateTableResponse = z.infer<typeof CreateTableResponse>;
+
+export const RegisterTableMode = caseInsensitiveEnum(['Create', 'Overwrite'], 'Behaviour when a table of the same name exists.');
+
+export const RegisterTableRequest = z
+  .object({ ...RequestBase, location: z.string(), mode: RegisterTableMode.optional(), properties: Properties.nullable().optional() })
+  .meta({ id: 'RegisterTableRequest' });
+export type RegisterTableRequest = z.infer<typeof RegisterTableRequest>;
+
+export const RegisterTableResponse = z
+  .object({ transaction_id: z.string().optional(), location: z.string(), properties: Properties.nullable() })
+  .meta({ id: 'RegisterTableResponse' });
+export type RegisterTableResponse = z.infer<typeof RegisterTableResponse>;
+
+export const DescribeTableQuery = z.object({
+  with_table_uri: QueryBoolean.optional(),
+  load_detailed_metadata: QueryBoolean.optional(),
+  check_declared: QueryBoolean.optional(),
+});
+
+export const DescribeTableRequest = z
+  .object({
+    ...RequestBase,
+    version: z.number().int().min(0).nullable().optional(),
+    tag: z.string().nullable().optional(),
+    branch: z.string().nullable().optional(),
+    with_table_uri: z.boolean().nullable().optional(),
+    load_detailed_metadata: z.boolean().nullable().optional(),
+    check_declared: z.boolean().nullable().optional(),
+    vend_credentials: z.boolean().nullable().optional(),
+  })
+  .meta({ id: 'DescribeTableRequest' });
+export type DescribeTableRequest = z.infer<typeof DescribeTableRequest>;
+
+export const DescribeTableResponse = z
+  .object({
+    table: z.string().optional(),
+    namespace: z.array(z.string()).optional(),
+    version: z.number().int().min(0).optional(),
+    location: z.string(),
+    table_uri: z.string().optional(),
+    schema: z.record(z.string(), z.unknown()).optional(),
+    storage_options: StorageOptions.optional(),
+    stats: z.object({ num_deleted_rows: z.number().int(), num_fragments: z.number().int() }).optional(),
+    metadata: z.record(z.string(), z.string()).optional(),
+    properties: Properties.nullable(),
+    managed_versioning: z.boolean(),
+    is_only_declared: z.boolean().nullable().optional(),
+  })
+  .meta({ id: 'DescribeTableResponse' });
+export type DescribeTableResponse = z.infer<typeof DescribeTableResponse>;
+
+export const TableExistsRequest = z
+  .object({ ...RequestBase, version: z.number().int().min(0).nullable().optional() })
+  .meta({ id: 'TableExistsRequest' });
+
+export const TableIdRequest = z.object({ ...RequestBase }).meta({ id: 'TableIdRequest' });
+
+export const DropTableResponse = z
+  .object({
+    transaction_id: z.string().optional(),
+    id: z.array(z.string()),
+    location: z.string(),
+    properties: Properties.nullable(),
+  })
+  .meta({ id: 'DropTableResponse' });
+export type DropTableResponse = z.infer<typeof DropTableResponse>;
+
+export const RenameTableRequest = z
+  .object({
+    ...RequestBase,
+    new_table_name: z.string(),
+    new_namespace_id: z.array(z.string()).nullable().optional(),
+  })
+  .meta({ id: 'RenameTableRequest' });
+export type RenameTableRequest = z.infer<typeof RenameTableRequest>;
+
+export const RenameTableResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'RenameTableResponse' });
+export type RenameTableResponse = z.infer<typeof RenameTableResponse>;

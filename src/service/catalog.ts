@@ -1,0 +1,64 @@
+import type { LanceEngine } from '../engine/lance-engine.js';
+import { ErrorCode, NamespaceError } from '../model/errors.js';
+import type { ObjectStore } from '../store/object-store.js';
+import { namespaceRecordKey } from './layout.js';
+import type { Locations } from './locations.js';
+import type { PageTokens } from './page-token.js';
+import { NamespaceRecord, readRecord, type Versioned } from './records.js';
+
+/** Everything the catalog services run on. */
+export interface CatalogDeps {
+  store: ObjectStore;
+  engine: LanceEngine;
+  locations: Locations;
+  pageTokens: PageTokens;
+}
+
+export const displayId = (id: string[]): string => (id.length === 0 ? 'the root namespace' : JSON.stringify(id));
+
+export const namespaceNotFound = (ns: string[]) =>
+  new NamespaceError(ErrorCode.NamespaceNotFound, `namespace ${displayId(ns)} does not exist`);
+
+/** The namespace record; the root always exists, with or without a record file. */
+export async function readNamespace(store: ObjectStore, ns: string[]): Promise<Versioned<NamespaceRecord> | null> {
+  const record = await readRecord(store, namespaceRecordKey(ns), NamespaceRecord);
+  if (record || ns.length > 0) return record;
+  return { value: NamespaceRecord.parse({}), etag: '' };
+}
+
+/** Throws NamespaceNotFound unless the namespace exists (a namespace being dropped still exists). */
+export async function requireNamespace(store: ObjectStore, ns: string[]): Promise<Versioned<NamespaceRecord>> {
+  const record = await readNamespace(store, ns);
+  if (!record) throw namespaceNotFound(ns);
+  return record;
+}
+
+async function acceptsChildren(store: ObjectStore, ns: string[]): Promise<boolean> {
+  const record = await readNamespace(store, ns);
+  return record !== null && record.value.state === 'active';
+}
+
+/**
+ * Creates a child (namespace or table) inside `parent` so that a concurrent Restrict drop of the
+ * parent never leaves it orphaned.
+ *
+ * Invariant: a child exists only in a parent that exists. The drop first marks the parent
+ * `dropping` (replace-if-unchanged), then lists its children, then deletes the record. A creator
+ * checks the parent after its own create-if-absent landed: if the drop's listing ran before that
+ * create, the drop's mark came before it too, so the creator sees `dropping` (or no record) and
+ * undoes itself; if the listing ran after, the drop sees the child and fails as not empty.
+ */
+export async function createInNamespace<T>(
+  store: ObjectStore,
+  parent: string[],
+  create: () => Promise<T>,
+  undo: () => Promise<void>,
+): Promise<T> {
+  if (!(await acceptsChildren(store, parent))) throw namespaceNotFound(parent);
+  const result = await create();
+  if (!(await acceptsChildren(store, parent))) {
+    await undo();
+    throw namespaceNotFound(parent);
+  }
+  return result;
+}

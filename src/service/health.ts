@@ -1,0 +1,23 @@
+import { randomUUID } from 'node:crypto';
+import type { ObjectStore } from '../store/object-store.js';
+import { CATALOG_DIR } from './layout.js';
+
+/** Readiness: the root can be written and read back. Each replica probes its own key. */
+export class HealthService {
+  private readonly probeKey = `${CATALOG_DIR}/health/${randomUUID()}`;
+
+  constructor(private readonly store: ObjectStore) {}
+
+  async ready(): Promise<{ ok: true } | { ok: false; reason: string }> {
+    try {
+      const body = new Date().toISOString();
+      await this.store.put(this.probeKey, body);
+      const back = await this.store.get(this.probeKey);
+      await this.store.delete(this.probeKey);
+      if (back?.body.toString() !== body) return { ok: false, reason: 'the root did not return what was written' };
+      return { ok: true };
+    } catch (e) {
+      return { ok: false, reason: `the root ${this.store.rootUri} is not writable: ${(e as Error).message}` };
+    }
+  }
+}

@@ -1,0 +1,82 @@
+import path from 'node:path';
+import { invalidInput } from '../model/errors.js';
+import { LocalObjectStore } from '../store/local-store.js';
+import type { ObjectStore } from '../store/object-store.js';
+import { type S3Connection, type StoreLocation, parseLocation } from '../store/open-store.js';
+import { S3ObjectStore } from '../store/s3-store.js';
+
+/** A directory of a store: `key` is '' (the store root) or ends in '/'. */
+export interface StoreDir {
+  store: ObjectStore;
+  key: string;
+  /** True when the directory lies under the catalog root (the service owns what is there). */
+  owned: boolean;
+}
+
+// Resolves table locations: the catalog's own directories, and registered locations given as a
+// path relative to the root, an absolute path, file://, or s3://. Stores for locations outside the
+// root are opened on demand with the root's S3 connection and kept for reuse.
+export class Locations {
+  private readonly external = new Map<string, ObjectStore>();
+
+  constructor(
+    readonly root: ObjectStore,
+    private readonly rootLocation: StoreLocation,
+    private readonly s3: S3Connection,
+  ) {}
+
+  own(key: string): StoreDir {
+    return { store: this.root, key, owned: true };
+  }
+
+  /** Resolves a user-supplied location; a 400 for anything unusable. */
+  resolve(location: string): StoreDir {
+    const trimmed = location.trim();
+    if (trimmed === '') throw invalidInput('location must not be empty');
+    const isRelative = !/^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) && !path.isAbsolute(trimmed);
+    if (isRelative) {
+      const parts = trimmed.replace(/\/+$/, '').split('/');
+      if (parts.some((p) => p === '..' || p === '.' || p === '')) {
+        throw invalidInput(`location ${JSON.stringify(location)}: path traversal is not allowed in a relative location`);
+      }
+      return this.own(`${parts.join('/')}/`);
+    }
+    const parsed = parseLocation(trimmed);
+    if (!parsed) throw invalidInput(`location ${JSON.stringify(location)} is not a supported location (a path, file://, or s3://bucket/prefix)`);
+    const inside = this.keyInsideRoot(parsed);
+    if (inside !== null) return this.own(inside);
+    return { store: this.externalStore(parsed), key: '', owned: false };
+  }
+
+  /** Key of a location under the root ('' for the root itself, else ending in '/'), or null. */
+  private keyInsideRoot(loc: StoreLocation): string | null {
+    const root = this.rootLocation;
+    if (loc.kind === 'local' && root.kind === 'local') {
+      const rel = path.relative(root.dir, loc.dir);
+      if (rel === '') return '';
+      if (rel.startsWith('..') || path.isAbsolute(rel)) return null;
+      return `${rel.split(path.sep).join('/')}/`;
+    }
+    if (loc.kind === 's3' && root.kind === 's3' && loc.bucket === root.bucket) {
+      if (root.prefix === '') return loc.prefix === '' ? '' : `${loc.prefix}/`;
+      if (loc.prefix === root.prefix) return '';
+      if (loc.prefix.startsWith(`${root.prefix}/`)) return `${loc.prefix.slice(root.prefix.length + 1)}/`;
+    }
+    return null;
+  }
+
+  private externalStore(loc: StoreLocation): ObjectStore {
+    const id = loc.kind === 'local' ? `file:${loc.dir}` : `s3:${loc.bucket}/${loc.prefix}`;
+    let store = this.external.get(id);
+    if (!store) {
+      store = loc.kind === 'local' ? new LocalObjectStore(loc.dir) : new S3ObjectStore({ ...this.s3, bucket: loc.bucket, prefix: loc.prefix });
+      this.external.set(id, store);
+    }
+    return store;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.external.values()].map((s) => s.close()));
+    this.external.clear();
+  }
+}

@@ -1,0 +1,177 @@
+import pLimit from 'p-limit';
+import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
+import type {
+  CreateNamespaceRequest,
+  CreateNamespaceResponse,
+  DescribeNamespaceResponse,
+  DropNamespaceRequest,
+  DropNamespaceResponse,
+  ListNamespacesResponse,
+} from '../model/namespaces.js';
+import { listAll, PreconditionFailedError } from '../store/object-store.js';
+import { type CatalogDeps, createInNamespace, displayId, namespaceNotFound, readNamespace, requireNamespace } from './catalog.js';
+import { childOfPrefix, namespaceDirKey, namespaceRecordKey, validateNamespaceId } from './layout.js';
+import { paginate } from './page-token.js';
+import { encodeRecord, NamespaceRecord } from './records.js';
+import type { RequestContext } from './request-context.js';
+
+const CAS_RETRIES = 10;
+const CHECK_CONCURRENCY = 16;
+
+export interface PageRequest {
+  pageToken?: string | null | undefined;
+  limit?: number | null | undefined;
+}
+
+export class NamespaceService {
+  constructor(private readonly deps: CatalogDeps) {}
+
+  private get store() {
+    return this.deps.store;
+  }
+
+  async create(_ctx: RequestContext, ns: string[], request: CreateNamespaceRequest): Promise<CreateNamespaceResponse> {
+    validateNamespaceId(ns);
+    const mode = request.mode ?? 'Create';
+    const properties = request.properties ?? {};
+    const key = namespaceRecordKey(ns);
+    const fresh: NamespaceRecord = { properties, created_at: new Date().toISOString(), state: 'active' };
+    if (ns.length > 0) {
+      try {
+        // Linearization point: of concurrent creators, exactly one create-if-absent succeeds.
+        await createInNamespace(
+          this.store,
+          ns.slice(0, -1),
+          () => this.store.put(key, encodeRecord(fresh), { ifNoneMatch: '*' }),
+          () => this.store.delete(key),
+        );
+        return { properties };
+      } catch (e) {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+      }
+    }
+    // The namespace exists (the root always does).
+    for (let attempt = 0; attempt < CAS_RETRIES; attempt++) {
+      const existing = await readNamespace(this.store, ns);
+      if (!existing) return this.create(_ctx, ns, request); // dropped meanwhile: create afresh
+      if (mode === 'Create') {
+        throw new NamespaceError(
+          ErrorCode.NamespaceAlreadyExists,
+          ns.length === 0 ? 'the root namespace already exists' : `namespace ${displayId(ns)} already exists`,
+        );
+      }
+      if (mode === 'ExistOk' && existing.value.state === 'active') return { properties: existing.value.properties };
+      // Overwrite replaces the properties; either mode revives a namespace whose drop was abandoned.
+      const next: NamespaceRecord = {
+        ...existing.value,
+        properties: mode === 'Overwrite' ? properties : existing.value.properties,
+        state: 'active',
+      };
+      try {
+        await this.store.put(key, encodeRecord(next), existing.etag === '' ? { ifNoneMatch: '*' } : { ifMatch: existing.etag });
+        return { properties: next.properties };
+      } catch (e) {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+      }
+    }
+    throw new NamespaceError(ErrorCode.ConcurrentModification, `namespace ${displayId(ns)} kept changing; retry`);
+  }
+
+  async describe(_ctx: RequestContext, ns: string[]): Promise<DescribeNamespaceResponse> {
+    validateNamespaceId(ns);
+    const record = await requireNamespace(this.store, ns);
+    return { properties: record.value.properties };
+  }
+
+  async exists(_ctx: RequestContext, ns: string[]): Promise<void> {
+    validateNamespaceId(ns);
+    await requireNamespace(this.store, ns);
+  }
+
+  /** Child namespace names of `ns`, in byte order of their names. */
+  async list(_ctx: RequestContext, ns: string[], page: PageRequest): Promise<ListNamespacesResponse> {
+    validateNamespaceId(ns);
+    const scope = JSON.stringify(ns);
+    const after = this.deps.pageTokens.decode('namespaces', scope, page.pageToken);
+    await requireNamespace(this.store, ns);
+    const dirKey = namespaceDirKey(ns);
+    const listing = await listAll(this.store, dirKey, after ? { delimiter: '/', startAfter: `${dirKey}${after}/` } : { delimiter: '/' });
+    const candidates = listing.commonPrefixes
+      .map((p) => childOfPrefix(dirKey, p))
+      .filter((c): c is { kind: 'namespace'; name: string } => c?.kind === 'namespace')
+      .map((c) => c.name);
+    const want = page.limit === undefined || page.limit === null ? Infinity : page.limit + 1;
+    const names = await this.keepNamespaces(ns, candidates, want);
+    const { page: items, pageToken } = paginate(names, { limit: page.limit, currentToken: page.pageToken }, (n) => n, (last) =>
+      this.deps.pageTokens.encode('namespaces', scope, last),
+    );
+    return { namespaces: items, page_token: pageToken };
+  }
+
+  /** Keeps the candidates that hold a namespace marker, in order, stopping once `want` are found. */
+  private async keepNamespaces(parent: string[], candidates: string[], want: number): Promise<string[]> {
+    const limit = pLimit(CHECK_CONCURRENCY);
+    const kept: string[] = [];
+    for (let i = 0; i < candidates.length && kept.length < want; i += CHECK_CONCURRENCY) {
+      const batch = candidates.slice(i, i + CHECK_CONCURRENCY);
+      const present = await Promise.all(batch.map((name) => limit(() => this.store.head(namespaceRecordKey([...parent, name])))));
+      batch.forEach((name, j) => {
+        if (present[j] && kept.length < want) kept.push(name);
+      });
+    }
+    return kept;
+  }
+
+  /**
+   * Drops a namespace. Restrict (the default) refuses a namespace with any child; Cascade removes
+   * every child, tables' data included. Mode Skip makes a missing namespace a success.
+   * The namespace is first marked `dropping` so no child can be created while it goes (see
+   * createInNamespace); a failed Restrict drop restores the mark it replaced.
+   */
+  async drop(_ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {
+    validateNamespaceId(ns);
+    if (ns.length === 0) throw invalidInput('the root namespace cannot be dropped');
+    const mode = request.mode ?? 'Fail';
+    const behavior = request.behavior ?? 'Restrict';
+    const key = namespaceRecordKey(ns);
+    for (let attempt = 0; attempt < CAS_RETRIES; attempt++) {
+      const existing = await readNamespace(this.store, ns);
+      if (!existing) {
+        if (mode === 'Skip') return {};
+        throw namespaceNotFound(ns);
+      }
+      let marked;
+      try {
+        marked = await this.store.put(key, encodeRecord({ ...existing.value, state: 'dropping' }), { ifMatch: existing.etag });
+      } catch (e) {
+        if (e instanceof PreconditionFailedError) continue; // changed meanwhile: read again
+        throw e;
+      }
+      const dirKey = namespaceDirKey(ns);
+      const listing = await listAll(this.store, dirKey, { delimiter: '/' });
+      const children = [...listing.commonPrefixes, ...listing.objects.map((o) => o.key).filter((k) => k !== key)];
+      if (children.length > 0 && behavior === 'Restrict') {
+        await this.store.put(key, encodeRecord(existing.value), { ifMatch: marked.etag }).catch((e: unknown) => {
+          if (!(e instanceof PreconditionFailedError)) throw e;
+        });
+        const names = children.slice(0, 5).map((c) => c.slice(dirKey.length).replace(/\/$/, ''));
+        throw new NamespaceError(
+          ErrorCode.NamespaceNotEmpty,
+          `namespace ${displayId(ns)} is not empty: it contains ${children.length} child object(s) (${names.join(', ')}${children.length > 5 ? ', ...' : ''})`,
+        );
+      }
+      for (const child of children) {
+        // A child namespace is dropped through the same protocol, so that creators inside it see
+        // its own `dropping` mark; what remains of it (and every table) is then deleted.
+        const kind = child.endsWith('/') ? childOfPrefix(dirKey, child) : null;
+        if (kind?.kind === 'namespace') await this.drop(_ctx, [...ns, kind.name], { mode: 'Skip', behavior: 'Cascade' });
+        if (child.endsWith('/')) await this.store.deletePrefix(child);
+        else await this.store.delete(child);
+      }
+      await this.store.delete(key);
+      return { properties: existing.value.properties };
+    }
+    throw new NamespaceError(ErrorCode.ConcurrentModification, `namespace ${displayId(ns)} kept changing during the drop; retry`);
+  }
+}
+

@@ -1,0 +1,82 @@
+import { ErrorCode, NamespaceError } from '../model/errors.js';
+import type { ObjectStore } from '../store/object-store.js';
+import { displayId } from './catalog.js';
+import {
+  DEREGISTERED_MARKER,
+  RESERVED_MARKER,
+  TABLE_RECORD,
+  type TableRef,
+  tableDirKey,
+  tableRecordKey,
+  VERSIONS_DIR,
+} from './layout.js';
+import type { Locations, StoreDir } from './locations.js';
+import { parseManifestFileName } from './manifest-names.js';
+import { readRecord, TableRecord, type Versioned } from './records.js';
+
+/** What the store says about one table name, read with one LIST (plus a GET of the record). */
+export interface TableState {
+  ref: TableRef;
+  dirKey: string;
+  record: Versioned<TableRecord> | null;
+  reserved: boolean;
+  deregistered: boolean;
+  /** The table's own directory has a `_versions/` folder (Lance data may live there). */
+  ownVersionsDir: boolean;
+  /** Anything at all is in the table's directory. */
+  occupied: boolean;
+}
+
+/**
+ * A table is visible when it is not deregistered and has a record (declare, create, register),
+ * a reserved marker (declared by Lance's own directory catalog), or versions (written by Lance).
+ */
+export const isVisible = (s: TableState): boolean => !s.deregistered && (s.record !== null || s.reserved || s.ownVersionsDir);
+
+export async function readTableState(store: ObjectStore, ref: TableRef): Promise<TableState> {
+  const dirKey = tableDirKey(ref);
+  const page = await store.list(dirKey, { delimiter: '/', maxKeys: 1000 });
+  const names = new Set(page.objects.map((o) => o.key.slice(dirKey.length)));
+  const record = names.has(TABLE_RECORD) ? await readRecord(store, tableRecordKey(ref), TableRecord) : null;
+  return {
+    ref,
+    dirKey,
+    record,
+    reserved: names.has(RESERVED_MARKER),
+    deregistered: names.has(DEREGISTERED_MARKER),
+    ownVersionsDir: page.commonPrefixes.includes(`${dirKey}${VERSIONS_DIR}/`),
+    occupied: page.objects.length > 0 || page.commonPrefixes.length > 0,
+  };
+}
+
+export const tableNotFound = (id: string[]) => new NamespaceError(ErrorCode.TableNotFound, `table ${displayId(id)} does not exist`);
+
+export async function requireVisibleTable(store: ObjectStore, ref: TableRef): Promise<TableState> {
+  const state = await readTableState(store, ref);
+  if (!isVisible(state)) throw tableNotFound([...ref.namespace, ref.name]);
+  return state;
+}
+
+/** Where the table's Lance dataset lives: its own directory, or the registered location. */
+export function dataDir(locations: Locations, state: TableState): StoreDir {
+  const registered = state.record?.value.location;
+  return registered === undefined ? locations.own(state.dirKey) : locations.resolve(registered);
+}
+
+/** Whether a committed manifest exists under the dataset directory (staged ones do not count). */
+export async function hasCommittedVersion(dir: StoreDir): Promise<boolean> {
+  const prefix = `${dir.key}${VERSIONS_DIR}/`;
+  let startAfter: string | undefined;
+  for (;;) {
+    const page = await dir.store.list(prefix, { delimiter: '/', maxKeys: 100, ...(startAfter ? { startAfter } : {}) });
+    if (page.objects.some((o) => parseManifestFileName(o.key.slice(prefix.length)) !== null)) return true;
+    if (!page.nextStartAfter) return false;
+    startAfter = page.nextStartAfter;
+  }
+}
+
+/** Whether the table has data: for its own directory, skip the second LIST when there is no `_versions/`. */
+export async function tableHasData(locations: Locations, state: TableState): Promise<boolean> {
+  if (state.record?.value.location === undefined && !state.ownVersionsDir) return false;
+  return hasCommittedVersion(dataDir(locations, state));
+}

@@ -1,0 +1,370 @@
+import { randomBytes } from 'node:crypto';
+import { constants as fsc, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import {
+  compareKeys,
+  type ListOptions,
+  type ListPage,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutCondition,
+  PreconditionFailedError,
+  type StoredObject,
+  StoreUnavailableError,
+} from './object-store.js';
+
+// Local-directory adapter.
+//
+// Invariants:
+// - create-if-absent is `link(tmp, final)`: the kernel refuses an existing name (EEXIST), so of any
+//   number of concurrent creators, in this process or others on the same file system, exactly one wins.
+// - replace-if-unchanged holds a per-key lock (an in-process queue plus an O_EXCL lock file shared
+//   with other processes) across "stat, compare etag, rename": no two such replaces interleave.
+// - every acknowledged write was fsynced, file and directory, before the call returned.
+// Temporary and lock files carry a marker in their names and are never listed.
+
+const TEMP_MARK = '.~tmp~';
+const LOCK_MARK = '.~lock~';
+const LOCK_STALE_MS = 30_000;
+const LOCK_WAIT_MS = 10_000;
+const DEFAULT_MAX_KEYS = 1000;
+
+function isInternalName(name: string): boolean {
+  return name.includes(TEMP_MARK) || name.includes(LOCK_MARK);
+}
+
+function errCode(e: unknown): string | undefined {
+  return typeof e === 'object' && e !== null && 'code' in e ? String((e as { code: unknown }).code) : undefined;
+}
+
+export class LocalObjectStore implements ObjectStore {
+  readonly rootUri: string;
+  private readonly root: string;
+  private readonly keyQueues = new Map<string, Promise<unknown>>();
+
+  constructor(rootDir: string) {
+    this.root = path.resolve(rootDir);
+    this.rootUri = pathToFileURL(this.root).href;
+  }
+
+  /** Creates the root directory if needed. */
+  async init(): Promise<void> {
+    await fs.mkdir(this.root, { recursive: true });
+  }
+
+  private pathOf(key: string): string {
+    const parts = key.split('/');
+    const last = parts[parts.length - 1];
+    if (key.startsWith('/') || parts.some((p, i) => p === '..' || p === '.' || (p === '' && i < parts.length - 1))) {
+      throw new Error(`invalid store key: ${JSON.stringify(key)}`);
+    }
+    if (last !== undefined && isInternalName(last)) throw new Error(`reserved store key: ${JSON.stringify(key)}`);
+    return path.join(this.root, ...parts);
+  }
+
+  location(key: string): string {
+    return key === '' ? this.root : this.pathOf(key.replace(/\/$/, ''));
+  }
+
+  uri(key: string): string {
+    return pathToFileURL(this.location(key)).href;
+  }
+
+  engineStorageOptions(): Record<string, string> {
+    return {};
+  }
+
+  clientStorageOptions(): Record<string, string> {
+    return {};
+  }
+
+  async close(): Promise<void> {}
+
+  private static info(key: string, st: import('node:fs').BigIntStats): ObjectInfo {
+    // A replace is a rename of a new inode, so inode + mtime + size changes on every write.
+    const etag = `"${st.ino.toString(16)}-${st.mtimeNs.toString(16)}-${st.size.toString(16)}"`;
+    return { key, size: Number(st.size), etag, lastModified: new Date(Number(st.mtimeMs)) };
+  }
+
+  async head(key: string): Promise<ObjectInfo | null> {
+    try {
+      const st = await fs.stat(this.pathOf(key), { bigint: true });
+      return st.isFile() ? LocalObjectStore.info(key, st) : null;
+    } catch (e) {
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return null;
+      throw e;
+    }
+  }
+
+  async get(key: string): Promise<StoredObject | null> {
+    let fh: import('node:fs/promises').FileHandle;
+    try {
+      fh = await fs.open(this.pathOf(key), 'r');
+    } catch (e) {
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR' || errCode(e) === 'EISDIR') return null;
+      throw e;
+    }
+    try {
+      const st = await fh.stat({ bigint: true });
+      if (!st.isFile()) return null;
+      const body = await fh.readFile();
+      return { ...LocalObjectStore.info(key, st), body };
+    } catch (e) {
+      if (errCode(e) === 'EISDIR') return null;
+      throw e;
+    } finally {
+      await fh.close();
+    }
+  }
+
+  /** Writes a fsynced temporary file next to `target`, creating parent directories. */
+  private async writeTemp(target: string, body: Buffer | string): Promise<string> {
+    const dir = path.dirname(target);
+    const tmp = `${target}${TEMP_MARK}${randomBytes(6).toString('hex')}`;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await fs.mkdir(dir, { recursive: true });
+        const fh = await fs.open(tmp, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
+        try {
+          await fh.writeFile(body);
+          await fh.sync();
+        } finally {
+          await fh.close();
+        }
+        return tmp;
+      } catch (e) {
+        // A concurrent delete may prune the freshly made directory; make it again.
+        if (errCode(e) === 'ENOENT' && attempt < 5) continue;
+        throw e;
+      }
+    }
+  }
+
+  private async syncDir(dir: string): Promise<void> {
+    const fh = await fs.open(dir, 'r');
+    try {
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo> {
+    const target = this.pathOf(key);
+    if (condition && 'ifMatch' in condition) {
+      return this.withKeyLock(target, async () => {
+        const current = await this.head(key);
+        if (!current) throw new PreconditionFailedError(key, 'object does not exist');
+        if (current.etag !== condition.ifMatch) throw new PreconditionFailedError(key, 'etag changed');
+        return this.replace(key, target, body);
+      });
+    }
+    if (condition && 'ifNoneMatch' in condition) {
+      const tmp = await this.writeTemp(target, body);
+      try {
+        await fs.link(tmp, target);
+      } catch (e) {
+        if (errCode(e) === 'EEXIST') throw new PreconditionFailedError(key, 'object exists');
+        throw e;
+      } finally {
+        await fs.unlink(tmp).catch(() => undefined);
+      }
+      await this.syncDir(path.dirname(target));
+      const st = await fs.stat(target, { bigint: true });
+      return LocalObjectStore.info(key, st);
+    }
+    return this.replace(key, target, body);
+  }
+
+  private async replace(key: string, target: string, body: Buffer | string): Promise<ObjectInfo> {
+    const tmp = await this.writeTemp(target, body);
+    try {
+      await fs.rename(tmp, target);
+    } catch (e) {
+      await fs.unlink(tmp).catch(() => undefined);
+      throw e;
+    }
+    await this.syncDir(path.dirname(target));
+    const st = await fs.stat(target, { bigint: true });
+    return LocalObjectStore.info(key, st);
+  }
+
+  /** Serializes replace-if-unchanged on one key, within this process and across processes. */
+  private async withKeyLock<T>(target: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.keyQueues.get(target) ?? Promise.resolve();
+    const run = previous.catch(() => undefined).then(async () => {
+      const lockPath = `${target}${LOCK_MARK}`;
+      await this.acquireLockFile(lockPath);
+      try {
+        return await fn();
+      } finally {
+        await fs.unlink(lockPath).catch(() => undefined);
+      }
+    });
+    this.keyQueues.set(target, run);
+    try {
+      return await run;
+    } finally {
+      if (this.keyQueues.get(target) === run) this.keyQueues.delete(target);
+    }
+  }
+
+  private async acquireLockFile(lockPath: string): Promise<void> {
+    const deadline = Date.now() + LOCK_WAIT_MS;
+    for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
+      try {
+        await fs.mkdir(path.dirname(lockPath), { recursive: true });
+        const fh = await fs.open(lockPath, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
+        await fh.close();
+        return;
+      } catch (e) {
+        if (errCode(e) !== 'EEXIST') throw e;
+      }
+      // A holder that died leaves its lock behind; after LOCK_STALE_MS nobody can still be inside.
+      const st = await fs.stat(lockPath).catch(() => null);
+      if (st && Date.now() - st.mtimeMs > LOCK_STALE_MS) await fs.unlink(lockPath).catch(() => undefined);
+      if (Date.now() > deadline) throw new StoreUnavailableError(`timed out waiting for lock ${lockPath}`);
+      await new Promise((r) => setTimeout(r, delay + Math.random() * delay));
+    }
+  }
+
+  async copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo> {
+    const source = await this.get(fromKey);
+    if (!source) throw Object.assign(new Error(`no such object: ${fromKey}`), { code: 'ENOENT' });
+    return this.put(toKey, source.body, condition);
+  }
+
+  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
+    const slash = prefix.lastIndexOf('/');
+    const dirKey = slash >= 0 ? prefix.slice(0, slash + 1) : '';
+    const namePrefix = prefix.slice(slash + 1);
+    const dirPath = dirKey === '' ? this.root : this.pathOf(dirKey.slice(0, -1));
+    const entries: Array<{ key: string; isPrefix: boolean; info?: ObjectInfo }> = [];
+    if (options.delimiter === '/') {
+      let dirents: import('node:fs').Dirent[];
+      try {
+        dirents = await fs.readdir(dirPath, { withFileTypes: true });
+      } catch (e) {
+        if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return { objects: [], commonPrefixes: [] };
+        throw e;
+      }
+      for (const d of dirents) {
+        if (!d.name.startsWith(namePrefix) || isInternalName(d.name)) continue;
+        if (d.isDirectory()) entries.push({ key: `${dirKey}${d.name}/`, isPrefix: true });
+        else if (d.isFile()) entries.push({ key: `${dirKey}${d.name}`, isPrefix: false });
+      }
+    } else {
+      await this.walk(dirPath, dirKey, (key) => {
+        if (key.startsWith(prefix)) entries.push({ key, isPrefix: false });
+      });
+    }
+    entries.sort((a, b) => compareKeys(a.key, b.key));
+    const after = options.startAfter;
+    // A startAfter ending in '/' also skips everything under it, as the S3 adapter does.
+    const remaining =
+      after === undefined
+        ? entries
+        : entries.filter((e) => compareKeys(e.key, after) > 0 && !(after.endsWith('/') && e.key.startsWith(after)));
+    const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
+    const page = remaining.slice(0, maxKeys);
+    const objects: ObjectInfo[] = [];
+    const commonPrefixes: string[] = [];
+    for (const e of page) {
+      if (e.isPrefix) {
+        commonPrefixes.push(e.key);
+        continue;
+      }
+      const info = await this.head(e.key);
+      if (info) objects.push(info); // deleted since readdir: skip, as S3 would
+    }
+    const last = page[page.length - 1];
+    return remaining.length > maxKeys && last ? { objects, commonPrefixes, nextStartAfter: last.key } : { objects, commonPrefixes };
+  }
+
+  private async walk(dirPath: string, dirKey: string, visit: (key: string) => void): Promise<void> {
+    let dirents: import('node:fs').Dirent[];
+    try {
+      dirents = await fs.readdir(dirPath, { withFileTypes: true });
+    } catch (e) {
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return;
+      throw e;
+    }
+    for (const d of dirents) {
+      if (isInternalName(d.name)) continue;
+      if (d.isDirectory()) await this.walk(path.join(dirPath, d.name), `${dirKey}${d.name}/`, visit);
+      else if (d.isFile()) visit(`${dirKey}${d.name}`);
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    const target = this.pathOf(key);
+    try {
+      await fs.unlink(target);
+    } catch (e) {
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return;
+      throw e;
+    }
+    await this.pruneEmptyDirs(path.dirname(target));
+  }
+
+  async deletePrefix(prefix: string, options: { keep?: string[] } = {}): Promise<number> {
+    if (!prefix.endsWith('/')) throw new Error(`deletePrefix needs a prefix ending in '/': ${prefix}`);
+    const dirPath = this.pathOf(prefix.slice(0, -1));
+    const keep = new Set(options.keep ?? []);
+    const doomed: string[] = [];
+    await this.walk(dirPath, prefix, (key) => {
+      if (!keep.has(key)) doomed.push(key);
+    });
+    if (keep.size === 0) {
+      await fs.rm(dirPath, { recursive: true, force: true });
+    } else {
+      for (const key of doomed) await fs.unlink(this.pathOf(key)).catch(() => undefined);
+      await this.removeEmptyDirsBelow(dirPath);
+    }
+    await this.pruneEmptyDirs(path.dirname(dirPath));
+    return doomed.length;
+  }
+
+  /** Removes the empty directories inside `dir` (depth first), keeping `dir` itself. */
+  private async removeEmptyDirsBelow(dir: string): Promise<void> {
+    const dirents = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
+    for (const d of dirents) {
+      if (!d.isDirectory()) continue;
+      const sub = path.join(dir, d.name);
+      await this.removeEmptyDirsBelow(sub);
+      await fs.rmdir(sub).catch(() => undefined);
+    }
+  }
+
+  async renameDir(fromPrefix: string, toPrefix: string): Promise<void> {
+    const from = this.pathOf(fromPrefix.replace(/\/$/, ''));
+    const to = this.pathOf(toPrefix.replace(/\/$/, ''));
+    await fs.mkdir(path.dirname(to), { recursive: true });
+    // rename(2) replaces an empty destination directory, so refuse any existing one first; table
+    // directories are never empty, so a racing rename onto the same name fails with ENOTEMPTY.
+    if (await fs.stat(to).then(() => true, () => false)) throw new PreconditionFailedError(toPrefix, 'destination exists');
+    try {
+      await fs.rename(from, to);
+    } catch (e) {
+      if (errCode(e) === 'ENOTEMPTY' || errCode(e) === 'EEXIST') throw new PreconditionFailedError(toPrefix, 'destination exists');
+      throw e;
+    }
+    await this.syncDir(path.dirname(to));
+    await this.syncDir(path.dirname(from)).catch(() => undefined);
+    await this.pruneEmptyDirs(path.dirname(from));
+  }
+
+  /** Object stores have no empty directories; remove the ones deletes leave behind, up to the root. */
+  private async pruneEmptyDirs(dir: string): Promise<void> {
+    let current = dir;
+    while (current.startsWith(this.root + path.sep)) {
+      try {
+        await fs.rmdir(current);
+      } catch {
+        return; // not empty, or already gone
+      }
+      current = path.dirname(current);
+    }
+  }
+}

@@ -1,0 +1,105 @@
+// The ObjectStore port: the only way the service touches persistent state. Every race in the
+// catalog is settled by one of the two conditional puts below, so each adapter must make them
+// atomic (and, for the local disk, durable before they return).
+
+/** Metadata of a stored object. `etag` is opaque; compare it only for equality. */
+export interface ObjectInfo {
+  key: string;
+  size: number;
+  etag: string;
+  lastModified: Date;
+}
+
+export interface StoredObject extends ObjectInfo {
+  body: Buffer;
+}
+
+/** Put only if the key is absent (`ifNoneMatch: '*'`) or only if its current etag matches (`ifMatch`). */
+export type PutCondition = { ifNoneMatch: '*' } | { ifMatch: string };
+
+export interface ListOptions {
+  /** Group keys by the next occurrence of this string after the prefix (only '/' is supported). */
+  delimiter?: '/';
+  /** Return only keys (and common prefixes) that sort strictly after this key; one ending in '/' also skips all keys under it. */
+  startAfter?: string;
+  /** Upper bound on objects + common prefixes in one page. */
+  maxKeys?: number;
+}
+
+export interface ListPage {
+  objects: ObjectInfo[];
+  /** With a delimiter: the distinct "directories" one level below the prefix, each ending in '/'. */
+  commonPrefixes: string[];
+  /** Set when more entries follow; pass it as `startAfter` to continue. */
+  nextStartAfter?: string;
+}
+
+/** The condition of a conditional put did not hold: the key exists, or its etag changed. */
+export class PreconditionFailedError extends Error {
+  constructor(readonly key: string, detail: string) {
+    super(`precondition failed for ${key}: ${detail}`);
+    this.name = 'PreconditionFailedError';
+  }
+}
+
+/** The store could not be reached or kept failing after bounded retries. */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreUnavailableError';
+  }
+}
+
+/**
+ * Keys are '/'-separated paths relative to the store's root; they never start with '/'.
+ * `location(key)` turns a key into the form the Lance engine and clients open
+ * (an absolute path on local disk, `s3://bucket/...` on S3).
+ */
+export interface ObjectStore {
+  /** URI of the store root, e.g. `file:///data` or `s3://bucket/prefix`. */
+  readonly rootUri: string;
+  get(key: string): Promise<StoredObject | null>;
+  head(key: string): Promise<ObjectInfo | null>;
+  put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo>;
+  /** Copy within the store; with `ifNoneMatch` the destination must be absent. */
+  copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo>;
+  list(prefix: string, options?: ListOptions): Promise<ListPage>;
+  /** Deleting an absent key is not an error. */
+  delete(key: string): Promise<void>;
+  /** Deletes every key under the prefix (which must end in '/') but those in `keep`; returns how many went. */
+  deletePrefix(prefix: string, options?: { keep?: string[] }): Promise<number>;
+  /**
+   * Atomically renames a directory (both arguments end in '/'); PreconditionFailedError when the
+   * destination exists. Only stores with a real rename implement it (object stores do not).
+   */
+  renameDir?(fromPrefix: string, toPrefix: string): Promise<void>;
+  /** Location of a key as the Lance engine opens it. */
+  location(key: string): string;
+  /** Location as a complete URI (`file://...` or `s3://...`). */
+  uri(key: string): string;
+  /** Options the Lance engine needs to open locations in this store (endpoint, region, keys). */
+  engineStorageOptions(): Record<string, string>;
+  /** Options safe to hand to clients: never secrets. */
+  clientStorageOptions(): Record<string, string>;
+  /** Releases connections; the store must not be used afterwards. */
+  close(): Promise<void>;
+}
+
+/** Lists every entry under a prefix, following pages. Use only where the result is known to be small. */
+export async function listAll(store: ObjectStore, prefix: string, options: ListOptions = {}): Promise<ListPage> {
+  const objects: ObjectInfo[] = [];
+  const commonPrefixes: string[] = [];
+  let startAfter = options.startAfter;
+  for (;;) {
+    const page = await store.list(prefix, { ...options, ...(startAfter !== undefined ? { startAfter } : {}) });
+    objects.push(...page.objects);
+    commonPrefixes.push(...page.commonPrefixes);
+    if (!page.nextStartAfter) return { objects, commonPrefixes };
+    startAfter = page.nextStartAfter;
+  }
+}
+
+/** Byte-wise UTF-8 order, the order S3 lists keys in. */
+export function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}

@@ -1,0 +1,374 @@
+import { createHash } from 'node:crypto';
+import {
+  CopyObjectCommand,
+  DeleteObjectCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+import {
+  compareKeys,
+  type ListOptions,
+  type ListPage,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutCondition,
+  PreconditionFailedError,
+  type StoredObject,
+  StoreUnavailableError,
+} from './object-store.js';
+
+export interface S3StoreConfig {
+  bucket: string;
+  /** Key prefix of the root inside the bucket, without leading or trailing '/'. */
+  prefix: string;
+  endpoint?: string;
+  region: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  sessionToken?: string;
+  forcePathStyle: boolean;
+  /** Attempts per call for retryable failures (503, SlowDown, timeouts, 409 ConditionalRequestConflict). */
+  maxAttempts?: number;
+  /** Per-request timeout in milliseconds. */
+  requestTimeoutMs?: number;
+}
+
+const MULTIPART_THRESHOLD = 16 * 1024 * 1024;
+const RETRYABLE_NAMES = new Set([
+  'SlowDown',
+  'ServiceUnavailable',
+  'InternalError',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'TimeoutError',
+  'ThrottlingException',
+  'ConditionalRequestConflict',
+  'NetworkingError',
+]);
+const RETRYABLE_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'ENOTFOUND', 'ECONNABORTED']);
+
+interface SdkError {
+  name?: string;
+  code?: string;
+  $metadata?: { httpStatusCode?: number };
+}
+
+function asSdkError(e: unknown): SdkError {
+  return typeof e === 'object' && e !== null ? (e as SdkError) : {};
+}
+
+function statusOf(e: unknown): number | undefined {
+  return asSdkError(e).$metadata?.httpStatusCode;
+}
+
+/** Failures worth another attempt: throttling, server errors, timeouts, dropped connections, 409 races. */
+export function isRetryableS3Error(e: unknown): boolean {
+  const err = asSdkError(e);
+  const status = err.$metadata?.httpStatusCode;
+  if (err.name && RETRYABLE_NAMES.has(err.name)) return true;
+  if (err.code && RETRYABLE_CODES.has(err.code)) return true;
+  return status === 500 || status === 502 || status === 503 || status === 504 || status === 429;
+}
+
+function isNotFound(e: unknown): boolean {
+  const err = asSdkError(e);
+  return err.name === 'NoSuchKey' || err.name === 'NotFound' || err.$metadata?.httpStatusCode === 404;
+}
+
+function isPreconditionFailed(e: unknown): boolean {
+  const err = asSdkError(e);
+  return err.name === 'PreconditionFailed' || err.$metadata?.httpStatusCode === 412;
+}
+
+const md5Etag = (body: Buffer): string => `"${createHash('md5').update(body).digest('hex')}"`;
+const unquote = (etag: string): string => etag.replace(/^"(.*)"$/, '$1');
+
+/**
+ * Runs `op` up to `attempts` times with exponential backoff and full jitter while it fails with a
+ * retryable error; `attempt` (0-based) tells the operation whether an earlier try may have landed.
+ */
+export async function withRetries<T>(attempts: number, op: (attempt: number) => Promise<T>, baseDelayMs = 25): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await op(attempt);
+    } catch (e) {
+      if (!isRetryableS3Error(e)) throw e;
+      if (attempt + 1 >= attempts) {
+        throw new StoreUnavailableError(`object store kept failing after ${attempts} attempts: ${String((e as Error).message ?? e)}`, { cause: e });
+      }
+      const cap = Math.min(2000, baseDelayMs * 2 ** attempt);
+      await new Promise((r) => setTimeout(r, Math.random() * cap));
+    }
+  }
+}
+
+// S3 adapter. Create-if-absent is PutObject with `If-None-Match: *`, replace-if-unchanged is
+// PutObject with `If-Match: <etag>`; the server settles races. Because a retried put may find its own
+// earlier attempt already landed, a 412 after a retry is checked against the body's MD5 before it is
+// reported as a lost race.
+export class S3ObjectStore implements ObjectStore {
+  readonly rootUri: string;
+  private readonly client: S3Client;
+  private readonly attempts: number;
+  /** Some servers (Ceph RGW 16) compare If-Match literally and only accept the unquoted etag. */
+  private ifMatchUnquoted = false;
+
+  constructor(private readonly config: S3StoreConfig) {
+    this.rootUri = `s3://${config.bucket}${config.prefix ? `/${config.prefix}` : ''}`;
+    this.attempts = config.maxAttempts ?? 5;
+    const clientConfig: S3ClientConfig = {
+      region: config.region,
+      forcePathStyle: config.forcePathStyle,
+      maxAttempts: 1, // retries are ours (withRetries), so that conditional puts can be re-checked
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+      requestHandler: new NodeHttpHandler({
+        connectionTimeout: 5_000,
+        requestTimeout: config.requestTimeoutMs ?? 30_000,
+      }),
+    };
+    if (config.endpoint) clientConfig.endpoint = config.endpoint;
+    if (config.accessKeyId && config.secretAccessKey) {
+      clientConfig.credentials = {
+        accessKeyId: config.accessKeyId,
+        secretAccessKey: config.secretAccessKey,
+        ...(config.sessionToken ? { sessionToken: config.sessionToken } : {}),
+      };
+    }
+    this.client = new S3Client(clientConfig);
+  }
+
+  private fullKey(key: string): string {
+    return this.config.prefix ? `${this.config.prefix}/${key}` : key;
+  }
+
+  private storeKey(fullKey: string): string {
+    return this.config.prefix ? fullKey.slice(this.config.prefix.length + 1) : fullKey;
+  }
+
+  location(key: string): string {
+    const k = this.fullKey(key).replace(/\/$/, '');
+    return `s3://${this.config.bucket}/${k}`;
+  }
+
+  uri(key: string): string {
+    return this.location(key);
+  }
+
+  engineStorageOptions(): Record<string, string> {
+    const options = this.clientStorageOptions();
+    if (this.config.accessKeyId && this.config.secretAccessKey) {
+      options.aws_access_key_id = this.config.accessKeyId;
+      options.aws_secret_access_key = this.config.secretAccessKey;
+      if (this.config.sessionToken) options.aws_session_token = this.config.sessionToken;
+    }
+    return options;
+  }
+
+  clientStorageOptions(): Record<string, string> {
+    const options: Record<string, string> = { aws_region: this.config.region };
+    if (this.config.endpoint) {
+      options.aws_endpoint = this.config.endpoint;
+      if (this.config.endpoint.startsWith('http://')) options.allow_http = 'true';
+    }
+    if (this.config.forcePathStyle) options.aws_virtual_hosted_style_request = 'false';
+    return options;
+  }
+
+  async close(): Promise<void> {
+    this.client.destroy();
+  }
+
+  /** Creates the bucket if it does not exist (used by tests and first start against a fresh server). */
+  async ensureBucket(): Promise<void> {
+    const { CreateBucketCommand, HeadBucketCommand } = await import('@aws-sdk/client-s3');
+    try {
+      await withRetries(this.attempts, () => this.client.send(new HeadBucketCommand({ Bucket: this.config.bucket })));
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+      try {
+        await this.client.send(new CreateBucketCommand({ Bucket: this.config.bucket }));
+      } catch (ce) {
+        const name = asSdkError(ce).name;
+        if (name !== 'BucketAlreadyOwnedByYou' && name !== 'BucketAlreadyExists') throw ce;
+      }
+    }
+  }
+
+  async head(key: string): Promise<ObjectInfo | null> {
+    try {
+      const out = await withRetries(this.attempts, () =>
+        this.client.send(new HeadObjectCommand({ Bucket: this.config.bucket, Key: this.fullKey(key) })),
+      );
+      return { key, size: out.ContentLength ?? 0, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0) };
+    } catch (e) {
+      if (isNotFound(e)) return null;
+      throw e;
+    }
+  }
+
+  async get(key: string): Promise<StoredObject | null> {
+    try {
+      return await withRetries(this.attempts, async () => {
+        const out = await this.client.send(new GetObjectCommand({ Bucket: this.config.bucket, Key: this.fullKey(key) }));
+        const body = Buffer.from(out.Body ? await out.Body.transformToByteArray() : new Uint8Array());
+        return { key, body, size: body.length, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0) };
+      });
+    } catch (e) {
+      if (isNotFound(e)) return null;
+      throw e;
+    }
+  }
+
+  async put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo> {
+    const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+    const Key = this.fullKey(key);
+    if (!condition && bytes.length > MULTIPART_THRESHOLD) {
+      const upload = new Upload({ client: this.client, params: { Bucket: this.config.bucket, Key, Body: bytes } });
+      await upload.done();
+      const info = await this.head(key);
+      if (!info) throw new StoreUnavailableError(`multipart upload of ${key} finished but the object is missing`);
+      return info;
+    }
+    const ourEtag = md5Etag(bytes);
+    const send = (ifMatch?: string) =>
+      withRetries(this.attempts, async (attempt) => {
+        try {
+          const out = await this.client.send(
+            new PutObjectCommand({
+              Bucket: this.config.bucket,
+              Key,
+              Body: bytes,
+              ...(condition && 'ifNoneMatch' in condition ? { IfNoneMatch: '*' } : {}),
+              ...(ifMatch !== undefined ? { IfMatch: ifMatch } : {}),
+            }),
+          );
+          return { key, size: bytes.length, etag: out.ETag ?? ourEtag, lastModified: new Date() };
+        } catch (e) {
+          if (isPreconditionFailed(e) && attempt > 0) {
+            // An earlier attempt may have landed and its response been lost.
+            const current = await this.head(key);
+            if (current && unquote(current.etag) === unquote(ourEtag)) return current;
+          }
+          throw e;
+        }
+      });
+    try {
+      if (condition && 'ifMatch' in condition) {
+        const tag = this.ifMatchUnquoted ? unquote(condition.ifMatch) : condition.ifMatch;
+        try {
+          return await send(tag);
+        } catch (e) {
+          if (!isPreconditionFailed(e) || this.ifMatchUnquoted) throw e;
+          const current = await this.head(key);
+          if (!current || current.etag !== condition.ifMatch) throw e;
+          // The etag still matches, so the server rejected the quoting: learn it and resend.
+          this.ifMatchUnquoted = true;
+          return await send(unquote(condition.ifMatch));
+        }
+      }
+      return await send();
+    } catch (e) {
+      if (isPreconditionFailed(e)) {
+        throw new PreconditionFailedError(key, condition && 'ifMatch' in condition ? 'etag changed' : 'object exists');
+      }
+      if (isNotFound(e) && condition && 'ifMatch' in condition) throw new PreconditionFailedError(key, 'object does not exist');
+      throw e;
+    }
+  }
+
+  async copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo> {
+    if (condition) {
+      // Not every S3 server honours conditions on CopyObject (RGW ignores them), so copy by put.
+      const source = await this.get(fromKey);
+      if (!source) throw Object.assign(new Error(`no such object: ${fromKey}`), { code: 'ENOENT' });
+      return this.put(toKey, source.body, condition);
+    }
+    await withRetries(this.attempts, () =>
+      this.client.send(
+        new CopyObjectCommand({
+          Bucket: this.config.bucket,
+          Key: this.fullKey(toKey),
+          CopySource: encodeURIComponent(`${this.config.bucket}/${this.fullKey(fromKey)}`).replace(/%2F/g, '/'),
+        }),
+      ),
+    );
+    const info = await this.head(toKey);
+    if (!info) throw new StoreUnavailableError(`copy to ${toKey} finished but the object is missing`);
+    return info;
+  }
+
+  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
+    const after = options.startAfter;
+    // Skipping "everything under after/" is "after the key with '/' replaced by '0'", the next byte.
+    const startAfter = after === undefined ? undefined : after.endsWith('/') ? `${after.slice(0, -1)}0` : after;
+    const out = await withRetries(this.attempts, () =>
+      this.client.send(
+        new ListObjectsV2Command({
+          Bucket: this.config.bucket,
+          Prefix: this.fullKey(prefix),
+          ...(options.delimiter ? { Delimiter: options.delimiter } : {}),
+          ...(startAfter !== undefined ? { StartAfter: this.fullKey(startAfter) } : {}),
+          MaxKeys: options.maxKeys ?? 1000,
+        }),
+      ),
+    );
+    const objects: ObjectInfo[] = (out.Contents ?? []).map((o) => ({
+      key: this.storeKey(o.Key ?? ''),
+      size: o.Size ?? 0,
+      etag: o.ETag ?? '',
+      lastModified: o.LastModified ?? new Date(0),
+    }));
+    const commonPrefixes = (out.CommonPrefixes ?? [])
+      .map((p) => this.storeKey(p.Prefix ?? ''))
+      .filter((p) => after === undefined || compareKeys(p, after) > 0);
+    if (!out.IsTruncated) return { objects, commonPrefixes };
+    const candidates = [...objects.map((o) => o.key), ...commonPrefixes].sort(compareKeys);
+    const last = candidates[candidates.length - 1] ?? after;
+    return last === undefined ? { objects, commonPrefixes } : { objects, commonPrefixes, nextStartAfter: last };
+  }
+
+  async delete(key: string): Promise<void> {
+    try {
+      await withRetries(this.attempts, () =>
+        this.client.send(new DeleteObjectCommand({ Bucket: this.config.bucket, Key: this.fullKey(key) })),
+      );
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+  }
+
+  async deletePrefix(prefix: string, options: { keep?: string[] } = {}): Promise<number> {
+    if (!prefix.endsWith('/')) throw new Error(`deletePrefix needs a prefix ending in '/': ${prefix}`);
+    const keep = new Set(options.keep ?? []);
+    let count = 0;
+    let startAfter: string | undefined;
+    for (;;) {
+      const page = await this.list(prefix, { maxKeys: 1000, ...(startAfter ? { startAfter } : {}) });
+      const doomed = page.objects.filter((o) => !keep.has(o.key));
+      if (doomed.length > 0) {
+        const out = await withRetries(this.attempts, () =>
+          this.client.send(
+            new DeleteObjectsCommand({
+              Bucket: this.config.bucket,
+              Delete: { Objects: doomed.map((o) => ({ Key: this.fullKey(o.key) })), Quiet: true },
+            }),
+          ),
+        );
+        if (out.Errors && out.Errors.length > 0) {
+          throw new StoreUnavailableError(`could not delete ${out.Errors.length} objects under ${prefix}: ${out.Errors[0]?.Message ?? ''}`);
+        }
+        count += doomed.length;
+      }
+      if (!page.nextStartAfter) return count;
+      startAfter = page.nextStartAfter;
+    }
+  }
+}
