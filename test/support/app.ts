@@ -1,0 +1,57 @@
+import type { AddressInfo } from 'node:net';
+import { pino } from 'pino';
+import { type App, createApp } from '../../src/app.js';
+import { type Config, loadConfig } from '../../src/config.js';
+import type { TestRoot } from './backends.js';
+
+export interface TestApp {
+  app: App;
+  /** Sends a request through Fastify's inject (no socket). */
+  call(method: 'GET' | 'POST', url: string, body?: unknown, headers?: Record<string, string>): Promise<TestResponse>;
+  close(): Promise<void>;
+}
+
+export interface TestResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  /** The body parsed as JSON (an empty object when empty or not JSON). */
+  json: Record<string, unknown>;
+}
+
+export function testConfig(root: TestRoot, overrides: Partial<Config> = {}): Config {
+  const base = loadConfig(['--root', root.root, '--port', '0', '--log-level', process.env.LANCE_NS_TEST_LOG ?? 'silent'], {});
+  return { ...base, s3: { ...base.s3, ...root.s3, createBucket: false }, ...overrides };
+}
+
+export async function startTestApp(root: TestRoot, overrides: Partial<Config> = {}): Promise<TestApp> {
+  const config = testConfig(root, overrides);
+  const app = await createApp(config, pino({ level: config.logLevel }));
+  await app.server.ready();
+  return {
+    app,
+    async call(method, url, body, headers = {}) {
+      const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body);
+      const res = await app.server.inject({ method, url, payload, headers: { 'content-type': 'application/json', ...headers } });
+      return { status: res.statusCode, headers: res.headers, text: res.body, json: safeJson(res.body) };
+    },
+    close: () => app.close(),
+  };
+}
+
+/** Starts the app listening on a loopback port, for real clients. */
+export async function listenTestApp(root: TestRoot, overrides: Partial<Config> = {}): Promise<TestApp & { url: string }> {
+  const test = await startTestApp(root, overrides);
+  await test.app.server.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = test.app.server.server.address() as AddressInfo;
+  return { ...test, url: `http://127.0.0.1:${port}` };
+}
+
+function safeJson(text: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : { value };
+  } catch {
+    return {};
+  }
+}
