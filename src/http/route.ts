@@ -124,6 +124,11 @@ async function run(route: RouteSpec, options: RouteOptions, request: FastifyRequ
     throw invalidInput(`the id in the body ${JSON.stringify(bodyId)} does not match the id in the path ${JSON.stringify(id)}`);
   }
   const ctx: RequestContext = { requestId: String(request.id), principal: null, context: contextOf(request, body) };
+  // Context travels back the way it came in, so callers can correlate (values that cannot be
+  // header values are left out).
+  for (const [key, value] of Object.entries(ctx.context)) {
+    if (/^[\x21-\x7e]+$/.test(key) && /^[\x20-\x7e]*$/.test(value)) void reply.header(`${CONTEXT_HEADER}${key.toLowerCase()}`, value);
+  }
   const result = await route.handler({ id, delimiter, body, query, raw, ctx, params });
   const status = route.successStatus ?? 200;
   if (route.mutation) options.onMutation({ operationId: route.operationId, id, ctx, status }, request);

@@ -346,7 +346,7 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async deletePrefix(prefix: string, options: { keep?: string[] } = {}): Promise<number> {
-    if (!prefix.endsWith('/')) throw new Error(`deletePrefix needs a prefix ending in '/': ${prefix}`);
+    if (prefix !== '' && !prefix.endsWith('/')) throw new Error(`deletePrefix needs '' or a prefix ending in '/': ${prefix}`);
     const keep = new Set(options.keep ?? []);
     let count = 0;
     let startAfter: string | undefined;

@@ -1,0 +1,208 @@
+import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arrow } from '../../src/engine/arrow.js';
+import { type TestApp, listenTestApp } from '../support/app.js';
+import { backends, type TestRoot } from '../support/backends.js';
+
+// The real @lancedb/lancedb client (its REST namespace implementation) against the running
+// service. The client talks REST only for the catalog (namespaces, declare/describe/drop of
+// tables) and reads and writes the table data straight on storage at the location the service
+// answers; so for S3 roots it needs the credentials, which the service never vends.
+
+type LancedbModule = typeof import('@lancedb/lancedb');
+type Connection = import('@lancedb/lancedb').Connection;
+type Table = import('@lancedb/lancedb').Table;
+
+const require = createRequire(import.meta.url);
+const lancedb = require('@lancedb/lancedb') as LancedbModule;
+
+const DIM = 4;
+
+const schema = new arrow.Schema([
+  new arrow.Field('id', new arrow.Int64(), false),
+  new arrow.Field('name', new arrow.Utf8(), true),
+  new arrow.Field('vec', new arrow.FixedSizeList(DIM, new arrow.Field('item', new arrow.Float32(), true)), true),
+]);
+
+interface Row {
+  id: bigint;
+  name: string;
+  vec: number[];
+}
+
+/** Rows whose float values are exact in float32. */
+function makeRows(from: number, count: number): Row[] {
+  return Array.from({ length: count }, (_, i) => {
+    const n = from + i;
+    return { id: BigInt(n), name: `row-${n}`, vec: Array.from({ length: DIM }, (_, j) => n + j / 4) };
+  });
+}
+
+/** An Arrow table with exactly `schema` (no inferred types, no dictionary strings). */
+function arrowTable(rows: Row[]): import('apache-arrow').Table {
+  const vecType = schema.fields[2]?.type as import('apache-arrow').FixedSizeList<import('apache-arrow').Float32>;
+  const data = arrow.makeData({
+    type: new arrow.Struct(schema.fields),
+    length: rows.length,
+    nullCount: 0,
+    children: [
+      arrow.vectorFromArray(rows.map((r) => r.id), new arrow.Int64()).data[0],
+      arrow.vectorFromArray(rows.map((r) => r.name), new arrow.Utf8()).data[0],
+      arrow.makeData({
+        type: vecType,
+        length: rows.length,
+        nullCount: 0,
+        child: arrow.makeData({ type: new arrow.Float32(), length: rows.length * DIM, data: Float32Array.from(rows.flatMap((r) => r.vec)) }),
+      }),
+    ].map((d) => {
+      if (!d) throw new Error('empty column');
+      return d;
+    }),
+  });
+  return new arrow.Table(schema, new arrow.RecordBatch(schema, data));
+}
+
+/** All rows of a table, normalized and sorted by id. */
+async function readAll(table: Table): Promise<Row[]> {
+  const result = await table.query().toArrow();
+  const ids = result.getChild('id');
+  const names = result.getChild('name');
+  const vecs = result.getChild('vec');
+  if (!ids || !names || !vecs) throw new Error(`unexpected columns: ${result.schema.fields.map((f) => f.name).join(', ')}`);
+  const rows: Row[] = [];
+  for (let i = 0; i < result.numRows; i++) {
+    const vec = vecs.get(i) as import('apache-arrow').Vector<import('apache-arrow').Float32> | null;
+    rows.push({ id: BigInt(ids.get(i) as bigint), name: String(names.get(i)), vec: vec ? Array.from(vec.toArray()) : [] });
+  }
+  return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+}
+
+const unique = (prefix: string) => `${prefix}_${randomBytes(4).toString('hex')}`;
+
+/** What the client must be told besides what the service vends: the S3 credentials. */
+function clientStorageOptions(root: TestRoot): Record<string, string> {
+  if (!root.root.startsWith('s3://')) return {};
+  const options: Record<string, string> = {};
+  if (root.s3.accessKeyId) options.aws_access_key_id = root.s3.accessKeyId;
+  if (root.s3.secretAccessKey) options.aws_secret_access_key = root.s3.secretAccessKey;
+  return options;
+}
+
+describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (backend) => {
+  let root: TestRoot;
+  let app: TestApp & { url: string };
+  let db: Connection;
+
+  beforeAll(async () => {
+    root = await backend.newRoot();
+    app = await listenTestApp(root);
+    db = await lancedb.connectNamespace('rest', { uri: app.url }, { storageOptions: clientStorageOptions(root) });
+  });
+
+  afterAll(async () => {
+    db?.close();
+    await app?.close();
+    await root?.dispose();
+  });
+
+  it('creates, lists and describes a namespace with properties', async () => {
+    const ns = unique('ns');
+    const created = await db.createNamespace([ns], { properties: { owner: 'alice', purpose: 'real-client test' } });
+    expect(created.properties ?? {}).toMatchObject({ owner: 'alice', purpose: 'real-client test' });
+
+    const listed = await db.listNamespaces();
+    expect(listed.namespaces).toContain(ns);
+
+    const described = await db.describeNamespace([ns]);
+    expect(described.properties).toEqual({ owner: 'alice', purpose: 'real-client test' });
+
+    await db.dropNamespace([ns]);
+    expect((await db.listNamespaces()).namespaces).not.toContain(ns);
+  });
+
+  it('creates, reads, appends to, lists and drops tables; restrict-drops the namespace only once empty', async () => {
+    const ns = unique('ns');
+    await db.createNamespace([ns], { properties: { kind: 'tables' } });
+
+    const name = unique('items');
+    const first = makeRows(0, 10);
+    const created = await db.createTable(name, arrowTable(first), [ns], { schema, storageOptions: clientStorageOptions(root) });
+    expect(await created.countRows()).toBe(10);
+    created.close();
+
+    expect((await db.listTables([ns])).tables).toEqual([name]);
+
+    const table = await db.openTable(name, [ns]);
+    const opened = await table.schema();
+    expect(opened.fields.map((f) => [f.name, String(f.type)])).toEqual([
+      ['id', 'Int64'],
+      ['name', 'Utf8'],
+      ['vec', 'FixedSizeList[4]<Float32>'],
+    ]);
+    expect(await readAll(table)).toEqual(first);
+
+    const more = makeRows(10, 5);
+    await table.add(arrowTable(more));
+    expect(await table.countRows()).toBe(15);
+    expect(await table.countRows('id >= 10')).toBe(5);
+    table.close();
+
+    // A second handle sees the appended rows too (they went to storage, not to a cache).
+    const reopened = await db.openTable(name, [ns]);
+    expect(await readAll(reopened)).toEqual([...first, ...more]);
+    reopened.close();
+
+    const emptyName = unique('empty');
+    const empty = await db.createEmptyTable(emptyName, schema, [ns]);
+    expect(await empty.countRows()).toBe(0);
+    empty.close();
+    const emptyOpened = await db.openTable(emptyName, [ns]);
+    expect(await emptyOpened.countRows()).toBe(0);
+    expect((await emptyOpened.schema()).fields.map((f) => f.name)).toEqual(['id', 'name', 'vec']);
+    emptyOpened.close();
+    expect([...(await db.listTables([ns])).tables].sort()).toEqual([emptyName, name].sort());
+
+    await db.dropTable(emptyName, [ns]);
+    expect((await db.listTables([ns])).tables).toEqual([name]);
+    await expect(db.openTable(emptyName, [ns])).rejects.toThrow(/not found/i);
+
+    // Restrict (the default) refuses a namespace that still holds a table.
+    await expect(db.dropNamespace([ns])).rejects.toThrow();
+    expect((await db.listNamespaces()).namespaces).toContain(ns);
+    expect((await db.listTables([ns])).tables).toEqual([name]);
+
+    await db.dropTable(name, [ns]);
+    expect((await db.listTables([ns])).tables).toEqual([]);
+    await db.dropNamespace([ns]);
+    expect((await db.listNamespaces()).namespaces).not.toContain(ns);
+  });
+
+  it('works in a nested namespace a/b', async () => {
+    const a = unique('a');
+    const b = unique('b');
+    await db.createNamespace([a], { properties: { level: '1' } });
+    await db.createNamespace([a, b], { properties: { level: '2' } });
+    expect((await db.listNamespaces([a])).namespaces).toEqual([b]);
+    expect((await db.describeNamespace([a, b])).properties).toEqual({ level: '2' });
+
+    const name = unique('nested');
+    const rows = makeRows(100, 7);
+    (await db.createTable(name, arrowTable(rows), [a, b], { schema })).close();
+    expect((await db.listTables([a, b])).tables).toEqual([name]);
+    expect((await db.listTables([a])).tables).toEqual([]);
+
+    const table = await db.openTable(name, [a, b]);
+    expect(await readAll(table)).toEqual(rows);
+    table.close();
+
+    // Not empty: the child namespace holds a table, the parent holds the child.
+    await expect(db.dropNamespace([a, b])).rejects.toThrow();
+    await expect(db.dropNamespace([a])).rejects.toThrow();
+
+    await db.dropTable(name, [a, b]);
+    await db.dropNamespace([a, b]);
+    await db.dropNamespace([a]);
+    expect((await db.listNamespaces()).namespaces).not.toContain(a);
+  });
+});
