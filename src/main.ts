@@ -2,6 +2,9 @@ import { pino } from 'pino';
 import { createApp } from './app.js';
 import { loadConfig } from './config.js';
 
+// The SDK's notice that its 2027 releases need Node 22 is noise while versions are pinned exactly.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
 const config = loadConfig(process.argv.slice(2), process.env);
 const logger = pino({ level: config.logLevel });
 const app = await createApp(config, logger);

@@ -1,3 +1,5 @@
+import type { JsonArrowSchema } from './json-arrow-schema.js';
+
 // The Lance engine port: data operations on Lance datasets, addressed by location. The service
 // never sees SDK types; the adapter (lancedb-engine.ts) is the only module that imports
 // @lancedb/lancedb.
@@ -19,10 +21,12 @@ export interface LanceEngine {
   createDataset(at: DatasetLocation, arrowIpcStream: Buffer, mode: CreateDatasetMode): Promise<{ version: number }>;
   /** Opens the dataset and returns its latest version; throws EngineError('not_a_dataset') if there is none. */
   datasetVersion(at: DatasetLocation): Promise<number>;
+  /** Version and schema (in the spec's JSON Arrow form) of the latest version, or of `version`. */
+  describeDataset(at: DatasetLocation, version?: number): Promise<{ version: number; schema: JsonArrowSchema }>;
   close(): Promise<void>;
 }
 
-export type EngineErrorKind = 'invalid_input' | 'not_a_dataset' | 'already_exists' | 'conflict' | 'internal';
+export type EngineErrorKind = 'invalid_input' | 'not_a_dataset' | 'version_not_found' | 'already_exists' | 'conflict' | 'internal';
 
 /** An engine failure, classified so the service can map it to a namespace error code. */
 export class EngineError extends Error {

@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import { arrow } from './arrow.js';
+import { schemaToJson, type JsonArrowSchema } from './json-arrow-schema.js';
 import { type CreateDatasetMode, type DatasetLocation, EngineError, type LanceEngine } from './lance-engine.js';
 
 type LancedbModule = typeof import('@lancedb/lancedb');
@@ -97,15 +98,23 @@ export class LancedbEngine implements LanceEngine {
         if (mode === 'overwrite') {
           const existing = await this.connection.openTable(handle).catch(() => null);
           if (existing) {
-            await existing.add(data, { mode: 'overwrite' });
-            return { version: await existing.version() };
+            try {
+              await existing.add(data, { mode: 'overwrite' });
+              return { version: await existing.version() };
+            } finally {
+              existing.close();
+            }
           }
         }
         const table =
           data.numRows === 0
             ? await this.connection.createEmptyTable(handle, data.schema)
             : await this.connection.createTable(handle, data);
-        return { version: await table.version() };
+        try {
+          return { version: await table.version() };
+        } finally {
+          table.close();
+        }
       } catch (e) {
         throw classify(e);
       }
@@ -119,12 +128,33 @@ export class LancedbEngine implements LanceEngine {
         return await table.version();
       } catch (e) {
         throw classify(e, 'not_a_dataset');
+      } finally {
+        table.close();
+      }
+    });
+  }
+
+  async describeDataset(at: DatasetLocation, version?: number): Promise<{ version: number; schema: JsonArrowSchema }> {
+    return this.withHandle(at, async (handle) => {
+      const table = await this.open(handle);
+      try {
+        if (version !== undefined) await table.checkout(version);
+        return { version: await table.version(), schema: schemaToJson(await table.schema()) };
+      } catch (e) {
+        const failure = classify(e, 'internal');
+        if (version !== undefined && failure.kind === 'not_a_dataset') throw new EngineError('version_not_found', failure.message, { cause: e });
+        throw failure;
+      } finally {
+        table.close();
       }
     });
   }
 
   async close(): Promise<void> {
     this.connection.close();
-    await new Promise<void>((resolve) => this.resolver.close(() => resolve()));
+    // The client keeps its connections to the resolver alive; close them rather than wait them out.
+    const closed = new Promise<void>((resolve) => this.resolver.close(() => resolve()));
+    this.resolver.closeAllConnections();
+    await closed;
   }
 }

@@ -48,8 +48,15 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
 
+  // During a graceful shutdown the responses of in-flight requests close their connections, so
+  // that the process need not wait out keep-alive timeouts.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    if (closing) reply.header('connection', 'close');
   });
 
   const routes = allRoutes(services);

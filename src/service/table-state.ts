@@ -11,7 +11,8 @@ import {
   VERSIONS_DIR,
 } from './layout.js';
 import type { Locations, StoreDir } from './locations.js';
-import { parseManifestFileName } from './manifest-names.js';
+import { readManifestSummary, type ManifestSummary } from '../engine/lance-manifest.js';
+import { manifestFileName, parseManifestFileName } from './manifest-names.js';
 import { readRecord, TableRecord, type Versioned } from './records.js';
 
 /** What the store says about one table name, read with one LIST (plus a GET of the record). */
@@ -79,4 +80,13 @@ export async function hasCommittedVersion(dir: StoreDir): Promise<boolean> {
 export async function tableHasData(locations: Locations, state: TableState): Promise<boolean> {
   if (state.record?.value.location === undefined && !state.ownVersionsDir) return false;
   return hasCommittedVersion(dataDir(locations, state));
+}
+
+/** The summary of one version's manifest (V2 name first, then V1), or null when it does not exist. */
+export async function readVersionManifest(dir: StoreDir, version: number): Promise<ManifestSummary | null> {
+  for (const scheme of ['V2', 'V1'] as const) {
+    const object = await dir.store.get(`${dir.key}${VERSIONS_DIR}/${manifestFileName(version, scheme)}`);
+    if (object) return readManifestSummary(object.body);
+  }
+  return null;
 }

@@ -38,6 +38,7 @@ import type { RequestContext } from './request-context.js';
 import {
   dataDir,
   isVisible,
+  readVersionManifest,
   readTableState,
   requireVisibleTable,
   type TableState,
@@ -248,13 +249,21 @@ export class TableService {
       if (response.is_only_declared) {
         throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
       }
-      response.table = ref.name;
-      response.namespace = ref.namespace;
-      response.version = await this.deps.engine.datasetVersion(this.datasetAt(dir)).catch((e: unknown) => {
+      const asked = request.version ?? undefined;
+      const { version, schema } = await this.deps.engine.describeDataset(this.datasetAt(dir), asked).catch((e: unknown) => {
+        if (e instanceof EngineError && e.kind === 'version_not_found') {
+          throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
+        }
         throw engineFailure(e, id);
       });
-      if (request.version !== undefined && request.version !== null && request.version !== response.version) {
-        throw unsupported('describing an older version (time travel) is not supported yet; omit version to describe the latest');
+      const manifest = await readVersionManifest(dir, version);
+      response.table = ref.name;
+      response.namespace = ref.namespace;
+      response.version = version;
+      response.schema = { ...schema };
+      if (manifest) {
+        response.stats = { num_deleted_rows: manifest.numDeletedRows, num_fragments: manifest.numFragments };
+        response.metadata = manifest.tableMetadata;
       }
     }
     return response;

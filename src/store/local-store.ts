@@ -322,7 +322,8 @@ export class LocalObjectStore implements ObjectStore {
       for (const key of doomed) await fs.unlink(this.pathOf(key)).catch(() => undefined);
       await this.removeEmptyDirsBelow(dirPath);
     }
-    await this.pruneEmptyDirs(path.dirname(dirPath));
+    // With `keep`, dirPath itself may now be empty too (nothing kept existed): prune from it.
+    await this.pruneEmptyDirs(keep.size === 0 ? path.dirname(dirPath) : dirPath);
     return doomed.length;
   }
 

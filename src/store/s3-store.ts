@@ -132,6 +132,9 @@ export class S3ObjectStore implements ObjectStore {
       requestHandler: new NodeHttpHandler({
         connectionTimeout: 5_000,
         requestTimeout: config.requestTimeoutMs ?? 30_000,
+        // Without this, @smithy/node-http-handler 4.x only logs a warning when requestTimeout passes
+        // and the request hangs on: a stalled server would never surface as a (retryable) TimeoutError.
+        throwOnRequestTimeout: true,
       }),
     };
     if (config.endpoint) clientConfig.endpoint = config.endpoint;
@@ -307,8 +310,10 @@ export class S3ObjectStore implements ObjectStore {
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
     const after = options.startAfter;
-    // Skipping "everything under after/" is "after the key with '/' replaced by '0'", the next byte.
-    const startAfter = after === undefined ? undefined : after.endsWith('/') ? `${after.slice(0, -1)}0` : after;
+    // Skipping "everything under after/" needs an exclusive bound above every key under it yet below
+    // `${base}0` (which must still be listed, so replacing '/' by '0' would lose it): append U+10FFFF,
+    // the largest code point, whose UTF-8 (F4 8F BF BF) no key under it can exceed in practice.
+    const startAfter = after === undefined ? undefined : after.endsWith('/') ? `${after}\u{10FFFF}` : after;
     const out = await withRetries(this.attempts, () =>
       this.client.send(
         new ListObjectsV2Command({

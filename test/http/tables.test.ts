@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { peopleStream, readRows } from '../support/arrow-data.js';
+import { connectTable, peopleStream, readRows } from '../support/arrow-data.js';
 import { backends, type TestRoot } from '../support/backends.js';
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
@@ -85,6 +85,35 @@ describe.each(backends())('tables on $name', (backend) => {
     expect(overwrite.status).toBe(200);
     expect(overwrite.json.version).toBe(2);
     expect((await readRows(String(overwrite.json.location), engineOptions)).map((r) => r.id)).toEqual([4, 5]);
+  });
+
+  it('describes detailed metadata: JSON Arrow schema, stats, and any earlier version', async () => {
+    const created = await create('ns$detail', [1, 2, 3, 4]);
+    const location = String(created.json.location);
+    // Delete two rows behind the service's back, as a client writing directly would.
+    const table = await connectTable(location, engineOptions);
+    await table.delete('id <= 2');
+    table.close();
+    const res = await t.call('POST', '/v1/table/ns%24detail/describe', { load_detailed_metadata: true });
+    expect(res.status).toBe(200);
+    expect(res.json).toMatchObject({
+      version: 2,
+      table: 'detail',
+      namespace: ['ns'],
+      stats: { num_deleted_rows: 2, num_fragments: 1 },
+      metadata: {},
+      schema: {
+        fields: [
+          { name: 'id', nullable: false, type: { type: 'int64' } },
+          { name: 'name', nullable: true, type: { type: 'utf8' } },
+        ],
+      },
+    });
+    const first = await t.call('POST', '/v1/table/ns%24detail/describe', { load_detailed_metadata: true, version: 1 });
+    expect(first.json).toMatchObject({ version: 1, stats: { num_deleted_rows: 0, num_fragments: 1 } });
+    const missing = await t.call('POST', '/v1/table/ns%24detail/describe', { load_detailed_metadata: true, version: 40 });
+    expect(missing.status).toBe(404);
+    expect(missing.json.code).toBe(11);
   });
 
   it('makes an empty table from a schema-only stream and rejects a missing or broken body', async () => {

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
+import { tableDirKey } from '../../src/service/layout.js';
+import { listAll } from '../../src/store/object-store.js';
 import { type TestApp, listenTestApp } from '../support/app.js';
 import { backends, type TestRoot } from '../support/backends.js';
 
@@ -78,32 +80,81 @@ async function readAll(table: Table): Promise<Row[]> {
   return rows.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
+/** Keys of the table's directory in the catalog root, relative to it (looked at behind the service's back). */
+async function tableFiles(root: TestRoot, namespace: string[], name: string): Promise<string[]> {
+  const dir = tableDirKey({ namespace, name });
+  return (await listAll(root.store, dir)).objects.map((o) => o.key.slice(dir.length));
+}
+
+const manifests = (files: string[]) => files.filter((f) => /^_versions\/[^/]+\.manifest$/.test(f));
+
+/** The service's own view of a table the client created: declared only, or with data. */
+async function serviceSeesData(url: string, id: string[]): Promise<{ isOnlyDeclared: unknown; listedWithDataOnly: boolean }> {
+  const enc = (parts: string[]) => encodeURIComponent(parts.join('$'));
+  const described = await fetch(`${url}/v1/table/${enc(id)}/describe`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ id, check_declared: true }),
+  });
+  expect(described.status).toBe(200);
+  const body = (await described.json()) as { is_only_declared?: unknown };
+  const listed = await fetch(`${url}/v1/namespace/${enc(id.slice(0, -1))}/table/list?include_declared=false`);
+  expect(listed.status).toBe(200);
+  const tables = ((await listed.json()) as { tables?: unknown }).tables;
+  return { isOnlyDeclared: body.is_only_declared, listedWithDataOnly: Array.isArray(tables) && tables.includes(id.at(-1)) };
+}
+
 const unique = (prefix: string) => `${prefix}_${randomBytes(4).toString('hex')}`;
 
-/** What the client must be told besides what the service vends: the S3 credentials. */
-function clientStorageOptions(root: TestRoot): Record<string, string> {
-  if (!root.root.startsWith('s3://')) return {};
-  const options: Record<string, string> = {};
-  if (root.s3.accessKeyId) options.aws_access_key_id = root.s3.accessKeyId;
-  if (root.s3.secretAccessKey) options.aws_secret_access_key = root.s3.secretAccessKey;
-  return options;
+/**
+ * S3 credentials for the client. The service vends none (its storage_options carry only endpoint,
+ * region, allow_http and path style), so the client must bring its own. The client 0.39.0 takes
+ * them only from the AWS default chain: once the service answers storage_options, the client
+ * attaches a namespace storage-options provider that re-describes the table with
+ * `vend_credentials: true` and uses only that answer, ignoring both
+ * `connectNamespace(..., { storageOptions })` and per-table `storageOptions` (createTable fails with
+ * "Failed to get AWS credentials"). So the credentials go into this worker's environment, for the
+ * S3 suites only; the service itself always uses its own configured credentials.
+ */
+function useClientCredentials(root: TestRoot): () => void {
+  if (!root.root.startsWith('s3://')) return () => {};
+  const env = {
+    AWS_ACCESS_KEY_ID: root.s3.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: root.s3.secretAccessKey,
+    // Skip the EC2 metadata lookups of the default chain (seconds per table on a machine without IMDS).
+    AWS_EC2_METADATA_DISABLED: 'true',
+  };
+  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  return () => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  };
 }
 
 describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (backend) => {
   let root: TestRoot;
   let app: TestApp & { url: string };
   let db: Connection;
+  let restoreEnv = () => {};
 
   beforeAll(async () => {
     root = await backend.newRoot();
+    restoreEnv = useClientCredentials(root);
     app = await listenTestApp(root);
-    db = await lancedb.connectNamespace('rest', { uri: app.url }, { storageOptions: clientStorageOptions(root) });
+    db = await lancedb.connectNamespace('rest', { uri: app.url });
   });
 
   afterAll(async () => {
     db?.close();
     await app?.close();
     await root?.dispose();
+    restoreEnv();
   });
 
   it('creates, lists and describes a namespace with properties', async () => {
@@ -127,9 +178,12 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
 
     const name = unique('items');
     const first = makeRows(0, 10);
-    const created = await db.createTable(name, arrowTable(first), [ns], { schema, storageOptions: clientStorageOptions(root) });
+    const created = await db.createTable(name, arrowTable(first), [ns], { schema });
     expect(await created.countRows()).toBe(10);
     created.close();
+    // The client wrote the dataset itself, into the table's directory under the catalog root.
+    expect(manifests(await tableFiles(root, [ns], name))).toHaveLength(1);
+    expect(await serviceSeesData(app.url, [ns, name])).toEqual({ isOnlyDeclared: false, listedWithDataOnly: true });
 
     expect((await db.listTables([ns])).tables).toEqual([name]);
 
@@ -147,6 +201,7 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
     expect(await table.countRows()).toBe(15);
     expect(await table.countRows('id >= 10')).toBe(5);
     table.close();
+    expect(manifests(await tableFiles(root, [ns], name))).toHaveLength(2);
 
     // A second handle sees the appended rows too (they went to storage, not to a cache).
     const reopened = await db.openTable(name, [ns]);
@@ -157,6 +212,7 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
     const empty = await db.createEmptyTable(emptyName, schema, [ns]);
     expect(await empty.countRows()).toBe(0);
     empty.close();
+    expect(await serviceSeesData(app.url, [ns, emptyName])).toEqual({ isOnlyDeclared: false, listedWithDataOnly: true });
     const emptyOpened = await db.openTable(emptyName, [ns]);
     expect(await emptyOpened.countRows()).toBe(0);
     expect((await emptyOpened.schema()).fields.map((f) => f.name)).toEqual(['id', 'name', 'vec']);
@@ -166,14 +222,16 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
     await db.dropTable(emptyName, [ns]);
     expect((await db.listTables([ns])).tables).toEqual([name]);
     await expect(db.openTable(emptyName, [ns])).rejects.toThrow(/not found/i);
+    expect(await tableFiles(root, [ns], emptyName)).toEqual([]);
 
     // Restrict (the default) refuses a namespace that still holds a table.
-    await expect(db.dropNamespace([ns])).rejects.toThrow();
+    await expect(db.dropNamespace([ns])).rejects.toThrow(/not empty/i);
     expect((await db.listNamespaces()).namespaces).toContain(ns);
     expect((await db.listTables([ns])).tables).toEqual([name]);
 
     await db.dropTable(name, [ns]);
     expect((await db.listTables([ns])).tables).toEqual([]);
+    expect(await tableFiles(root, [ns], name)).toEqual([]);
     await db.dropNamespace([ns]);
     expect((await db.listNamespaces()).namespaces).not.toContain(ns);
   });
@@ -192,17 +250,20 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
     expect((await db.listTables([a, b])).tables).toEqual([name]);
     expect((await db.listTables([a])).tables).toEqual([]);
 
+    expect(manifests(await tableFiles(root, [a, b], name))).toHaveLength(1);
+
     const table = await db.openTable(name, [a, b]);
     expect(await readAll(table)).toEqual(rows);
     table.close();
 
     // Not empty: the child namespace holds a table, the parent holds the child.
-    await expect(db.dropNamespace([a, b])).rejects.toThrow();
-    await expect(db.dropNamespace([a])).rejects.toThrow();
+    await expect(db.dropNamespace([a, b])).rejects.toThrow(/not empty/i);
+    await expect(db.dropNamespace([a])).rejects.toThrow(/not empty/i);
 
     await db.dropTable(name, [a, b]);
     await db.dropNamespace([a, b]);
     await db.dropNamespace([a]);
     expect((await db.listNamespaces()).namespaces).not.toContain(a);
+    await expect(db.describeNamespace([a])).rejects.toThrow(/not found|does not exist/i);
   });
 });

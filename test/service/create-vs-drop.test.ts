@@ -20,6 +20,7 @@ const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 const noEngine: LanceEngine = {
   createDataset: () => Promise.reject(new EngineError('internal', 'not used here')),
   datasetVersion: () => Promise.reject(new EngineError('internal', 'not used here')),
+  describeDataset: () => Promise.reject(new EngineError('internal', 'not used here')),
   close: async () => {},
 };
 

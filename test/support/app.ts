@@ -13,7 +13,7 @@ export interface TestApp {
 
 export interface TestResponse {
   status: number;
-  headers: Record<string, string | string[] | undefined>;
+  headers: Record<string, string | string[] | number | undefined>;
   text: string;
   /** The body parsed as JSON (an empty object when empty or not JSON). */
   json: Record<string, unknown>;

@@ -15,14 +15,21 @@ export function peopleStream(ids: number[]): Buffer {
   return Buffer.from(arrow.tableToIPC(table, 'stream'));
 }
 
-/** Reads every row of the Lance dataset at a location straight through the engine library. */
-export async function readRows(location: string, storageOptions: Record<string, string> = {}): Promise<Array<Record<string, unknown>>> {
+/** Opens the Lance dataset at a location straight through the engine library. */
+export async function connectTable(location: string, storageOptions: Record<string, string> = {}): Promise<import('@lancedb/lancedb').Table> {
   const lancedb = require('@lancedb/lancedb') as typeof import('@lancedb/lancedb');
   const slash = location.lastIndexOf('/');
-  const parent = location.slice(0, slash);
-  const name = location.slice(slash + 1).replace(/\.lance$/, '');
-  const db = await lancedb.connect(parent, { storageOptions });
-  const table = await db.openTable(name);
-  const rows = (await table.query().toArray()) as Array<Record<string, unknown>>;
-  return rows.map((r) => ({ ...r, id: typeof r.id === 'bigint' ? Number(r.id) : r.id })).sort((a, b) => Number(a.id) - Number(b.id));
+  const db = await lancedb.connect(location.slice(0, slash), { storageOptions });
+  return db.openTable(location.slice(slash + 1).replace(/\.lance$/, ''));
+}
+
+/** Reads every row of the Lance dataset at a location straight through the engine library, ordered by id. */
+export async function readRows(location: string, storageOptions: Record<string, string> = {}): Promise<Array<Record<string, unknown>>> {
+  const table = await connectTable(location, storageOptions);
+  try {
+    const rows = (await table.query().toArray()) as Array<Record<string, unknown>>;
+    return rows.map((r) => ({ ...r, id: typeof r.id === 'bigint' ? Number(r.id) : r.id })).sort((a, b) => Number(a.id) - Number(b.id));
+  } finally {
+    table.close();
+  }
 }

@@ -1,0 +1,119 @@
+// Reads the few facts the catalog needs from a Lance manifest file without opening the dataset:
+// version, fragment and deleted-row counts, timestamp and table metadata. A manifest file ends in
+// a 16-byte footer: u64 LE offset of the manifest, u16 major, u16 minor, magic "LANC"; at the
+// offset, a u32 LE length and the protobuf `lance.table.Manifest`. Field numbers follow Lance's
+// protos/table.proto: Manifest{fragments=2, version=3, timestamp=7, table_metadata=19},
+// DataFragment{deletion_file=3, physical_rows=4}, DeletionFile{num_deleted_rows=4}.
+
+export interface ManifestSummary {
+  version: number;
+  numFragments: number;
+  physicalRows: number;
+  numDeletedRows: number;
+  timestampMillis: number | undefined;
+  tableMetadata: Record<string, string>;
+}
+
+const MAGIC = 'LANC';
+
+class ProtoReader {
+  private pos = 0;
+  constructor(private readonly buf: Buffer) {}
+
+  get done(): boolean {
+    return this.pos >= this.buf.length;
+  }
+
+  varint(): bigint {
+    let result = 0n;
+    let shift = 0n;
+    for (;;) {
+      if (this.pos >= this.buf.length) throw new Error('truncated varint');
+      const byte = this.buf[this.pos++] ?? 0;
+      result |= BigInt(byte & 0x7f) << shift;
+      if ((byte & 0x80) === 0) return result;
+      shift += 7n;
+      if (shift > 63n) throw new Error('varint too long');
+    }
+  }
+
+  /** Next field: its number, wire type, and for length-delimited fields the bytes. */
+  field(): { num: number; wire: number; value: bigint; bytes?: Buffer } {
+    const key = Number(this.varint());
+    const num = key >>> 3;
+    const wire = key & 7;
+    switch (wire) {
+      case 0:
+        return { num, wire, value: this.varint() };
+      case 1:
+        this.pos += 8;
+        return { num, wire, value: 0n };
+      case 2: {
+        const len = Number(this.varint());
+        if (this.pos + len > this.buf.length) throw new Error('truncated field');
+        const bytes = this.buf.subarray(this.pos, this.pos + len);
+        this.pos += len;
+        return { num, wire, value: BigInt(len), bytes };
+      }
+      case 5:
+        this.pos += 4;
+        return { num, wire, value: 0n };
+      default:
+        throw new Error(`unsupported protobuf wire type ${wire}`);
+    }
+  }
+}
+
+function fields(buf: Buffer, visit: (f: { num: number; wire: number; value: bigint; bytes?: Buffer }) => void): void {
+  const reader = new ProtoReader(buf);
+  while (!reader.done) visit(reader.field());
+}
+
+function mapEntry(bytes: Buffer): [string, string] {
+  let key = '';
+  let value = '';
+  fields(bytes, (f) => {
+    if (f.num === 1 && f.bytes) key = f.bytes.toString('utf8');
+    if (f.num === 2 && f.bytes) value = f.bytes.toString('utf8');
+  });
+  return [key, value];
+}
+
+/** Parses a manifest file's bytes; throws on anything that is not a Lance manifest. */
+export function readManifestSummary(file: Buffer): ManifestSummary {
+  if (file.length < 16 || file.subarray(file.length - 4).toString('latin1') !== MAGIC) {
+    throw new Error('not a Lance manifest (no LANC footer)');
+  }
+  const offset = Number(file.readBigUInt64LE(file.length - 16));
+  if (offset + 4 > file.length - 16) throw new Error('manifest offset out of range');
+  const length = file.readUInt32LE(offset);
+  const body = file.subarray(offset + 4, offset + 4 + length);
+  if (body.length !== length) throw new Error('manifest truncated');
+  const summary: ManifestSummary = { version: 0, numFragments: 0, physicalRows: 0, numDeletedRows: 0, timestampMillis: undefined, tableMetadata: {} };
+  fields(body, (f) => {
+    if (f.num === 3 && f.wire === 0) summary.version = Number(f.value);
+    else if (f.num === 2 && f.bytes) {
+      summary.numFragments++;
+      fields(f.bytes, (ff) => {
+        if (ff.num === 4 && ff.wire === 0) summary.physicalRows += Number(ff.value);
+        if (ff.num === 3 && ff.bytes) {
+          fields(ff.bytes, (df) => {
+            if (df.num === 4 && df.wire === 0) summary.numDeletedRows += Number(df.value);
+          });
+        }
+      });
+    } else if (f.num === 7 && f.bytes) {
+      let seconds = 0;
+      let nanos = 0;
+      fields(f.bytes, (tf) => {
+        if (tf.num === 1) seconds = Number(tf.value);
+        if (tf.num === 2) nanos = Number(tf.value);
+      });
+      summary.timestampMillis = seconds * 1000 + Math.floor(nanos / 1e6);
+    } else if (f.num === 19 && f.bytes) {
+      const [k, v] = mapEntry(f.bytes);
+      summary.tableMetadata[k] = v;
+    }
+  });
+  return summary;
+}

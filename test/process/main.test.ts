@@ -1,0 +1,102 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { peopleStream } from '../support/arrow-data.js';
+
+const repo = path.resolve(import.meta.dirname, '../..');
+
+interface Running {
+  child: ChildProcess;
+  url: string;
+  /** Resolves when a log line matching the predicate appears. */
+  waitForLog(match: (line: Record<string, unknown>) => boolean): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+/** Starts the service as `npm start` would (through tsx, without a build), on a free port. */
+function startService(cwd: string, args: string[]): Promise<Running> {
+  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), '--port', '0', ...args], {
+    cwd,
+    env: { ...process.env, NODE_OPTIONS: '' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const waiters: Array<{ match: (l: Record<string, unknown>) => boolean; resolve: () => void }> = [];
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  readline.createInterface({ input: child.stdout! }).on('line', (text) => {
+    let line: Record<string, unknown>;
+    try {
+      line = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    for (const w of waiters.filter((w) => w.match(line))) {
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve();
+    }
+  });
+  const waitForLog = (match: (line: Record<string, unknown>) => boolean) => new Promise<void>((resolve) => waiters.push({ match, resolve }));
+  return new Promise((resolve, reject) => {
+    const listening = /^Server listening at (http:\/\/127\.0\.0\.1:\d+)$/;
+    waiters.push({
+      match: (l) => {
+        const url = typeof l.msg === 'string' ? listening.exec(l.msg)?.[1] : undefined;
+        if (url) resolve({ child, url, waitForLog, exited });
+        return url !== undefined;
+      },
+      resolve: () => {},
+    });
+    void exited.then((code) => reject(new Error(`service exited early with ${code}`)));
+  });
+}
+
+describe('the service process', () => {
+  let cwd: string;
+  let running: Running | undefined;
+  beforeEach(async () => {
+    cwd = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-proc-'));
+  });
+  afterEach(async () => {
+    running?.child.kill('SIGKILL');
+    running = undefined;
+    await rm(cwd, { recursive: true, force: true });
+  });
+
+  it('serves ./data with no configuration and is ready', async () => {
+    running = await startService(cwd, []);
+    const ready = await fetch(`${running.url}/health/ready`);
+    expect(ready.status).toBe(200);
+    expect((await stat(path.join(cwd, 'data'))).isDirectory()).toBe(true);
+    const created = await fetch(`${running.url}/v1/namespace/hello/create`, { method: 'POST', body: '{}' });
+    expect(created.status).toBe(200);
+    expect((await stat(path.join(cwd, 'data/hello/.lance-namespace'))).isFile()).toBe(true);
+  });
+
+  it('on SIGTERM lets an in-flight request finish, then exits 0', async () => {
+    running = await startService(cwd, ['--root', path.join(cwd, 'root')]);
+    await fetch(`${running.url}/v1/namespace/ns/create`, { method: 'POST', body: '{}' });
+    const body = peopleStream([1, 2, 3]);
+    const { hostname, port } = new URL(running.url);
+    const response = new Promise<number>((resolve, reject) => {
+      const req = http.request(
+        { hostname, port, method: 'POST', path: '/v1/table/ns%24t/create', headers: { 'content-type': 'application/vnd.apache.arrow.stream', 'content-length': body.length } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      // Half the body now; the rest only after the service has begun shutting down.
+      req.write(body.subarray(0, 8));
+      void running!.waitForLog((l) => l.msg === 'shutting down: finishing in-flight requests').then(() => req.end(body.subarray(8)));
+    });
+    await running.waitForLog((l) => l.msg === 'incoming request' && (l.req as { url?: string } | undefined)?.url === '/v1/table/ns%24t/create');
+    running.child.kill('SIGTERM');
+    expect(await response).toBe(200);
+    expect(await running.exited).toBe(0);
+    expect((await stat(path.join(cwd, 'root/ns/t.lance/_versions'))).isDirectory()).toBe(true);
+  });
+});

@@ -1,0 +1,126 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+import { httpStatusOfCode, toWireError } from '../../src/http/errors.js';
+import { parsePathId } from '../../src/http/route.js';
+import { caseInsensitiveEnum } from '../../src/model/common.js';
+import { NamespaceError } from '../../src/model/errors.js';
+import { tableRefOf, validateNamespaceId } from '../../src/service/layout.js';
+import { Locations } from '../../src/service/locations.js';
+import { manifestFileName, parseManifestFileName } from '../../src/service/manifest-names.js';
+import { PageTokens, paginate } from '../../src/service/page-token.js';
+import { LocalObjectStore } from '../../src/store/local-store.js';
+import { parseLocation } from '../../src/store/open-store.js';
+import { PreconditionFailedError, StoreUnavailableError } from '../../src/store/object-store.js';
+
+describe('path ids', () => {
+  it('splits by the delimiter and maps the bare delimiter to the root', () => {
+    expect(parsePathId('$', '$')).toEqual([]);
+    expect(parsePathId('a$b$c', '$')).toEqual(['a', 'b', 'c']);
+    expect(parsePathId('a.b', '.')).toEqual(['a', 'b']);
+    expect(parsePathId('a$b', '::')).toEqual(['a$b']);
+    expect(parsePathId('a::b', '::')).toEqual(['a', 'b']);
+    for (const bad of ['', 'a$$b', '$a', 'a$']) expect(() => parsePathId(bad, '$')).toThrow(NamespaceError);
+    expect(() => parsePathId('a', '')).toThrow(NamespaceError);
+  });
+});
+
+describe('names', () => {
+  it('accepts ordinary names and refuses the dangerous ones', () => {
+    expect(validateNamespaceId(['sales', 'eu-west', 'Q1 2026', 'ünïcode'])).toHaveLength(4);
+    expect(tableRefOf(['a', 'b', 't.v2'])).toEqual({ namespace: ['a', 'b'], name: 't.v2' });
+    for (const bad of ['', '.', '..', '.x', 'a/b', 'a\\b', 'a\u0000b', 'a\nb', 'x.lance', 'X.LANCE', '_catalog', 'a.~tmp~b', 'n'.repeat(250)]) {
+      expect(() => validateNamespaceId([bad]), JSON.stringify(bad)).toThrow(NamespaceError);
+    }
+    expect(() => tableRefOf([])).toThrow(NamespaceError);
+    expect(() => tableRefOf(['ns', '..'])).toThrow(NamespaceError);
+    expect(tableRefOf(['x.lance.t']).name).toBe('x.lance.t');
+  });
+});
+
+describe('case-insensitive enums', () => {
+  const Mode = caseInsensitiveEnum(['Create', 'ExistOk', 'Overwrite']);
+  it('accepts PascalCase, snake_case and any case, and returns the canonical value', () => {
+    for (const v of ['ExistOk', 'exist_ok', 'EXIST_OK', 'existok']) expect(Mode.parse(v)).toBe('ExistOk');
+    expect(Mode.safeParse('exists').success).toBe(false);
+  });
+});
+
+describe('page tokens', () => {
+  const tokens = new PageTokens('secret');
+  it('round-trips within one listing and refuses forged, foreign or other-secret tokens', () => {
+    const token = tokens.encode('namespaces', '["a"]', 'x');
+    expect(tokens.decode('namespaces', '["a"]', token)).toBe('x');
+    expect(tokens.decode('namespaces', '["a"]', '')).toBeUndefined();
+    expect(tokens.decode('namespaces', '["a"]', null)).toBeUndefined();
+    expect(() => tokens.decode('namespaces', '["b"]', token)).toThrow(NamespaceError);
+    expect(() => tokens.decode('tables', '["a"]', token)).toThrow(NamespaceError);
+    expect(() => new PageTokens('other').decode('namespaces', '["a"]', token)).toThrow(NamespaceError);
+    const [payload] = token.split('.');
+    expect(() => tokens.decode('namespaces', '["a"]', `${payload}.${'A'.repeat(22)}`)).toThrow(NamespaceError);
+    expect(() => tokens.decode('namespaces', '["a"]', 'x.y.z')).toThrow(NamespaceError);
+  });
+  it('paginates with an inclusive limit', () => {
+    const next = (last: string) => `after:${last}`;
+    expect(paginate(['a', 'b', 'c'], { limit: 2, currentToken: null }, (s) => s, next)).toEqual({ page: ['a', 'b'], pageToken: 'after:b' });
+    expect(paginate(['a', 'b'], { limit: 2, currentToken: null }, (s) => s, next)).toEqual({ page: ['a', 'b'], pageToken: null });
+    expect(paginate(['a'], { limit: undefined, currentToken: null }, (s) => s, next)).toEqual({ page: ['a'], pageToken: null });
+    expect(paginate(['a'], { limit: 0, currentToken: 'tok' }, (s) => s, next)).toEqual({ page: [], pageToken: 'tok' });
+  });
+});
+
+describe('manifest names', () => {
+  it('follows Lance: V1 plain, V2 the 20-digit u64::MAX - version', () => {
+    expect(manifestFileName(1, 'V2')).toBe('18446744073709551614.manifest');
+    expect(manifestFileName(0, 'V2')).toBe('18446744073709551615.manifest');
+    expect(manifestFileName(42, 'V1')).toBe('42.manifest');
+    expect(parseManifestFileName('18446744073709551573.manifest')).toEqual({ version: 42, scheme: 'V2' });
+    expect(parseManifestFileName('7.manifest')).toEqual({ version: 7, scheme: 'V1' });
+    for (const other of ['18446744073709551573.manifest-1b2c', 'd5.manifest', '.manifest', 'x.manifest', '7.txn']) {
+      expect(parseManifestFileName(other), other).toBeNull();
+    }
+  });
+});
+
+describe('error mapping', () => {
+  it('maps every spec code 0-23 to its HTTP status', () => {
+    const expected = [406, 404, 409, 409, 404, 409, 404, 409, 404, 409, 404, 404, 404, 400, 409, 403, 401, 503, 500, 409, 400, 429, 404, 409];
+    expected.forEach((status, code) => {
+      expect(httpStatusOfCode(code), `code ${code}`).toBe(status);
+      const wire = toWireError(new NamespaceError(code as never, `boom ${code}`), '/v1/x');
+      expect(wire.status).toBe(status);
+      expect(wire.body).toMatchObject({ code, error: `boom ${code}`, instance: '/v1/x', status });
+    });
+  });
+  it('maps store failures to 503 and lost races to 409 code 14', () => {
+    expect(toWireError(new StoreUnavailableError('down'), '/x')).toMatchObject({ status: 503, body: { code: 17 } });
+    expect(toWireError(new PreconditionFailedError('k', 'etag changed'), '/x')).toMatchObject({ status: 409, body: { code: 14 } });
+    expect(toWireError(new Error('surprise'), '/x')).toMatchObject({ status: 500, body: { code: 18 }, internal: true });
+  });
+});
+
+describe('locations', () => {
+  it('parses roots and keeps registered locations inside the root as keys', () => {
+    expect(parseLocation('s3://bucket/a/b/')).toEqual({ kind: 's3', bucket: 'bucket', prefix: 'a/b' });
+    expect(parseLocation('s3://bucket')).toEqual({ kind: 's3', bucket: 'bucket', prefix: '' });
+    expect(parseLocation('file:///tmp/x')).toEqual({ kind: 'local', dir: '/tmp/x' });
+    expect(parseLocation('gs://b/x')).toBeNull();
+    expect(parseLocation('s3://b/../x')).toBeNull();
+    const store = new LocalObjectStore('/data/root');
+    const locations = new Locations(store, { kind: 'local', dir: '/data/root' }, { region: 'r', forcePathStyle: true });
+    expect(locations.resolve('ns/t.lance')).toMatchObject({ key: 'ns/t.lance/', owned: true });
+    expect(locations.resolve('/data/root/ns/t.lance')).toMatchObject({ key: 'ns/t.lance/', owned: true });
+    expect(locations.resolve('file:///data/root/ns/t.lance/')).toMatchObject({ key: 'ns/t.lance/', owned: true });
+    expect(locations.resolve('/elsewhere/t.lance')).toMatchObject({ key: '', owned: false });
+    for (const bad of ['../x', 'a/../../x', './x', '', 'ftp://x/y']) expect(() => locations.resolve(bad), bad).toThrow(NamespaceError);
+  });
+});
+
+describe('configuration', () => {
+  it('serves ./data on 127.0.0.1:2333 with no configuration; options beat environment', () => {
+    expect(loadConfig([], {})).toMatchObject({ root: './data', host: '127.0.0.1', port: 2333, s3: { region: 'us-east-1', forcePathStyle: false } });
+    const c = loadConfig(['--root', 's3://b/p', '--port', '9000'], { LANCE_NS_PORT: '1', LANCE_NS_S3_ENDPOINT: 'http://127.0.0.1:9', AWS_ACCESS_KEY_ID: 'ak' });
+    expect(c).toMatchObject({ root: 's3://b/p', port: 9000, s3: { endpoint: 'http://127.0.0.1:9', accessKeyId: 'ak', forcePathStyle: true } });
+    expect(() => loadConfig(['--port', 'x'], {})).toThrow(/port/);
+    expect(() => loadConfig(['--bogus'], {})).toThrow();
+  });
+});
