@@ -5,7 +5,7 @@
 #   npm test -- test/http          only some files (arguments go to vitest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -d node_modules/@lancedb/lancedb ] || npm ci --no-audit --no-fund
+[ -d node_modules/@lancedb/lancedb ] || npm install --no-audit --no-fund
 bash scripts/install-s3-test-deps.sh
 [ -x scripts/install-python-test-deps.sh ] && bash scripts/install-python-test-deps.sh
 npx tsc -p tsconfig.json --noEmit
