@@ -367,9 +367,10 @@ export class TableService {
   }
 
   /**
-   * Drops the table and deletes its data. The deregistered marker goes first, so the table
+   * Drops the table and deletes its directory. The deregistered marker goes first, so the table
    * disappears atomically; its files follow, the marker last, so a crash part-way leaves a hidden
-   * table that another drop finishes. Data registered outside the root is not the catalog's to delete.
+   * table that another drop finishes. Data at a registered location stays: it may be shared with
+   * another registration or live outside the root, and is not the catalog's to delete.
    */
   async drop(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
     const ref = tableRefOf(id);
@@ -380,7 +381,6 @@ export class TableService {
     await this.store.put(marker, '', { ifNoneMatch: '*' }).catch((e: unknown) => {
       if (!(e instanceof PreconditionFailedError)) throw e;
     });
-    if (dir.owned && dir.key !== state.dirKey && dir.key !== '') await dir.store.deletePrefix(dir.key);
     await this.store.deletePrefix(state.dirKey, { keep: [marker] });
     await this.store.delete(marker);
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };

@@ -175,6 +175,10 @@ describe.each(backends())('tables on $name', (backend) => {
     const over = await t.call('POST', '/v1/table/ns%24reg/register', { location, mode: 'overwrite', properties: { v: '2' } });
     expect(over.status).toBe(200);
     expect((await t.call('POST', '/v1/table/ns%24reg/describe', {})).json.properties).toEqual({ v: '2' });
+    // Dropping a registration leaves the data at its location, which another table may share.
+    expect((await t.call('POST', '/v1/table/ns%24regcopy/drop')).status).toBe(200);
+    expect(await readRows(location, engineOptions)).toHaveLength(2);
+    expect((await t.call('POST', '/v1/table/ns%24reg/describe', { load_detailed_metadata: true })).json.version).toBe(1);
   });
 
   it('refuses to register what is not a readable Lance dataset', async () => {
