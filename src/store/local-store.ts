@@ -309,14 +309,14 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   async deletePrefix(prefix: string, options: { keep?: string[] } = {}): Promise<number> {
-    if (!prefix.endsWith('/')) throw new Error(`deletePrefix needs a prefix ending in '/': ${prefix}`);
-    const dirPath = this.pathOf(prefix.slice(0, -1));
+    if (prefix !== '' && !prefix.endsWith('/')) throw new Error(`deletePrefix needs '' or a prefix ending in '/': ${prefix}`);
+    const dirPath = prefix === '' ? this.root : this.pathOf(prefix.slice(0, -1));
     const keep = new Set(options.keep ?? []);
     const doomed: string[] = [];
     await this.walk(dirPath, prefix, (key) => {
       if (!keep.has(key)) doomed.push(key);
     });
-    if (keep.size === 0) {
+    if (keep.size === 0 && dirPath !== this.root) {
       await fs.rm(dirPath, { recursive: true, force: true });
     } else {
       for (const key of doomed) await fs.unlink(this.pathOf(key)).catch(() => undefined);

@@ -66,7 +66,7 @@ export interface ObjectStore {
   list(prefix: string, options?: ListOptions): Promise<ListPage>;
   /** Deleting an absent key is not an error. */
   delete(key: string): Promise<void>;
-  /** Deletes every key under the prefix (which must end in '/') but those in `keep`; returns how many went. */
+  /** Deletes every key under the prefix ('' for all, else ending in '/') but those in `keep`; returns how many went. */
   deletePrefix(prefix: string, options?: { keep?: string[] }): Promise<number>;
   /**
    * Atomically renames a directory (both arguments end in '/'); PreconditionFailedError when the

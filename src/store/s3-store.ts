@@ -234,8 +234,8 @@ export class S3ObjectStore implements ObjectStore {
     const bytes = typeof body === 'string' ? Buffer.from(body) : body;
     const Key = this.fullKey(key);
     if (!condition && bytes.length > MULTIPART_THRESHOLD) {
-      const upload = new Upload({ client: this.client, params: { Bucket: this.config.bucket, Key, Body: bytes } });
-      await upload.done();
+      // The uploader does not retry failed parts; retry the whole upload instead.
+      await withRetries(this.attempts, () => new Upload({ client: this.client, params: { Bucket: this.config.bucket, Key, Body: bytes } }).done());
       const info = await this.head(key);
       if (!info) throw new StoreUnavailableError(`multipart upload of ${key} finished but the object is missing`);
       return info;
@@ -314,26 +314,42 @@ export class S3ObjectStore implements ObjectStore {
     // `${base}0` (which must still be listed, so replacing '/' by '0' would lose it): append U+10FFFF,
     // the largest code point, whose UTF-8 (F4 8F BF BF) no key under it can exceed in practice.
     const startAfter = after === undefined ? undefined : after.endsWith('/') ? `${after}\u{10FFFF}` : after;
-    const out = await withRetries(this.attempts, () =>
-      this.client.send(
-        new ListObjectsV2Command({
-          Bucket: this.config.bucket,
-          Prefix: this.fullKey(prefix),
-          ...(options.delimiter ? { Delimiter: options.delimiter } : {}),
-          ...(startAfter !== undefined ? { StartAfter: this.fullKey(startAfter) } : {}),
-          MaxKeys: options.maxKeys ?? 1000,
-        }),
-      ),
-    );
-    const objects: ObjectInfo[] = (out.Contents ?? []).map((o) => ({
-      key: this.storeKey(o.Key ?? ''),
-      size: o.Size ?? 0,
-      etag: o.ETag ?? '',
-      lastModified: o.LastModified ?? new Date(0),
-    }));
-    const commonPrefixes = (out.CommonPrefixes ?? [])
-      .map((p) => this.storeKey(p.Prefix ?? ''))
-      .filter((p) => after === undefined || compareKeys(p, after) > 0);
+    const send = (continuationToken?: string) =>
+      withRetries(this.attempts, () =>
+        this.client.send(
+          new ListObjectsV2Command({
+            Bucket: this.config.bucket,
+            Prefix: this.fullKey(prefix),
+            ...(options.delimiter ? { Delimiter: options.delimiter } : {}),
+            ...(continuationToken
+              ? { ContinuationToken: continuationToken }
+              : startAfter !== undefined
+                ? { StartAfter: this.fullKey(startAfter) }
+                : {}),
+            MaxKeys: options.maxKeys ?? 1000,
+          }),
+        ),
+      );
+    let out = await send();
+    const objects: ObjectInfo[] = [];
+    let commonPrefixes: string[] = [];
+    for (;;) {
+      objects.push(
+        ...(out.Contents ?? []).map((o) => ({
+          key: this.storeKey(o.Key ?? ''),
+          size: o.Size ?? 0,
+          etag: o.ETag ?? '',
+          lastModified: o.LastModified ?? new Date(0),
+        })),
+      );
+      commonPrefixes = (out.CommonPrefixes ?? [])
+        .map((p) => this.storeKey(p.Prefix ?? ''))
+        .filter((p) => after === undefined || compareKeys(p, after) > 0);
+      // A truncated page can be empty once filtered (the rest of a rolled-up prefix): follow the
+      // server's own cursor until there is something to return, so that paging always advances.
+      if (objects.length + commonPrefixes.length > 0 || !out.IsTruncated || !out.NextContinuationToken) break;
+      out = await send(out.NextContinuationToken);
+    }
     if (!out.IsTruncated) return { objects, commonPrefixes };
     const candidates = [...objects.map((o) => o.key), ...commonPrefixes].sort(compareKeys);
     const last = candidates[candidates.length - 1] ?? after;

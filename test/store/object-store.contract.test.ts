@@ -1,0 +1,479 @@
+// Contract of the ObjectStore port, run against every backend of this test run (local disk always,
+// radosgw always unless LANCE_NS_TEST_S3=off, MinIO when Docker answers). Every test gets a fresh,
+// empty root, so tests never see each other's keys.
+
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LocalObjectStore } from '../../src/store/local-store.js';
+import {
+  compareKeys,
+  listAll,
+  type ListOptions,
+  type ObjectInfo,
+  type ObjectStore,
+  PreconditionFailedError,
+} from '../../src/store/object-store.js';
+import { backends, localBackend, type TestRoot } from '../support/backends.js';
+
+function fulfilledIndexes<T>(results: PromiseSettledResult<T>[]): number[] {
+  return results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+}
+
+function rejectionReasons<T>(results: PromiseSettledResult<T>[]): unknown[] {
+  return results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
+}
+
+async function bodyOf(store: ObjectStore, key: string): Promise<string | null> {
+  const got = await store.get(key);
+  return got ? got.body.toString('utf8') : null;
+}
+
+async function putAll(store: ObjectStore, keys: string[]): Promise<void> {
+  for (const key of keys) await store.put(key, `body of ${key}`);
+}
+
+const sortedKeys = (keys: string[]): string[] => [...keys].sort(compareKeys);
+const keysOf = (objects: ObjectInfo[]): string[] => objects.map((o) => o.key);
+
+/** Pages through a listing one `list` call at a time, returning every page. */
+async function pages(store: ObjectStore, prefix: string, options: ListOptions): Promise<Array<{ objects: string[]; commonPrefixes: string[] }>> {
+  const out: Array<{ objects: string[]; commonPrefixes: string[] }> = [];
+  let startAfter = options.startAfter;
+  for (let i = 0; i < 100; i++) {
+    const page = await store.list(prefix, { ...options, ...(startAfter !== undefined ? { startAfter } : {}) });
+    out.push({ objects: keysOf(page.objects), commonPrefixes: page.commonPrefixes });
+    if (!page.nextStartAfter) return out;
+    expect(page.nextStartAfter === startAfter, 'nextStartAfter must advance').toBe(false);
+    startAfter = page.nextStartAfter;
+  }
+  throw new Error('listing did not terminate within 100 pages');
+}
+
+// Byte order differs from JavaScript's UTF-16 order for U+FF21 (EF BC A1) versus U+1F600 (F0 9F 98 80,
+// a surrogate pair D83D DE00 in UTF-16): bytes put U+FF21 first, UTF-16 the emoji. Also
+// '-' (2D) < '/' (2F) < 'B' (42) < 'a' (61), so 'l/a-b' sorts before the prefix 'l/a/'.
+const WIDE_A = '\uFF21';
+const EMOJI = '\u{1F600}';
+const LISTING_KEYS = [
+  'l/B',
+  'l/a-b',
+  'l/a/1',
+  'l/a/2/deep',
+  'l/z',
+  `l/${WIDE_A}`,
+  `l/${EMOJI}`,
+  `l/${EMOJI}dir/k`,
+  'l/é/x',
+  'lz',
+  'other/x',
+];
+
+describe.each(backends())('ObjectStore contract on $name', (backend) => {
+  let root: TestRoot;
+  let store: ObjectStore;
+  beforeEach(async () => {
+    root = await backend.newRoot();
+    store = root.store;
+  });
+  afterEach(async () => {
+    await root.dispose();
+  });
+
+  describe('get / head / put', () => {
+    it('returns null for absent keys', async () => {
+      expect(await store.get('nope/missing.json')).toBeNull();
+      expect(await store.head('nope/missing.json')).toBeNull();
+      expect(await store.get('missing-at-root')).toBeNull();
+      expect(await store.head('missing-at-root')).toBeNull();
+    });
+
+    it('round-trips bytes with size and etag', async () => {
+      const body = Buffer.from([0, 1, 2, 255, 254, 10, 13, 0]);
+      const put = await store.put('ns/t.lance/data.bin', body);
+      expect(put.key).toBe('ns/t.lance/data.bin');
+      expect(put.size).toBe(body.length);
+      expect(put.etag).toEqual(expect.any(String));
+      expect(put.etag.length).toBeGreaterThan(0);
+
+      const got = await store.get('ns/t.lance/data.bin');
+      expect(got).not.toBeNull();
+      expect(got?.body.equals(body)).toBe(true);
+      expect(got?.size).toBe(body.length);
+      expect(got?.etag).toBe(put.etag);
+      expect(got?.lastModified).toBeInstanceOf(Date);
+
+      const head = await store.head('ns/t.lance/data.bin');
+      expect(head).toMatchObject({ key: 'ns/t.lance/data.bin', size: body.length, etag: put.etag });
+
+      // Strings are stored as UTF-8; an empty body is a real (empty) object.
+      await store.put('s.txt', 'grüße');
+      expect(await bodyOf(store, 's.txt')).toBe('grüße');
+      const empty = await store.put('empty', Buffer.alloc(0));
+      expect(empty.size).toBe(0);
+      expect((await store.get('empty'))?.body.length).toBe(0);
+    });
+
+    it('unconditional put replaces and changes the etag', async () => {
+      const first = await store.put('k', 'one');
+      const second = await store.put('k', 'two, longer');
+      expect(second.etag).not.toBe(first.etag);
+      expect(await bodyOf(store, 'k')).toBe('two, longer');
+      expect((await store.head('k'))?.etag).toBe(second.etag);
+    });
+
+    it('ifNoneMatch creates an absent key and refuses an existing one, leaving it untouched', async () => {
+      const created = await store.put('m/1.manifest', 'first', { ifNoneMatch: '*' });
+      expect(created.size).toBe(5);
+      expect(await bodyOf(store, 'm/1.manifest')).toBe('first');
+
+      const err = await store.put('m/1.manifest', 'second', { ifNoneMatch: '*' }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(PreconditionFailedError);
+      expect((err as PreconditionFailedError).key).toBe('m/1.manifest');
+      const after = await store.get('m/1.manifest');
+      expect(after?.body.toString()).toBe('first');
+      expect(after?.etag).toBe(created.etag);
+    });
+
+    it('ifMatch replaces with the current etag and refuses a stale etag or an absent key', async () => {
+      const v1 = await store.put('state.json', '{"v":1}');
+      const v2 = await store.put('state.json', '{"v":2,"x":true}', { ifMatch: v1.etag });
+      expect(v2.etag).not.toBe(v1.etag);
+      expect(await bodyOf(store, 'state.json')).toBe('{"v":2,"x":true}');
+      expect((await store.head('state.json'))?.etag).toBe(v2.etag);
+
+      await expect(store.put('state.json', '{"v":3}', { ifMatch: v1.etag })).rejects.toBeInstanceOf(PreconditionFailedError);
+      expect(await bodyOf(store, 'state.json')).toBe('{"v":2,"x":true}');
+
+      await expect(store.put('absent.json', 'x', { ifMatch: v2.etag })).rejects.toBeInstanceOf(PreconditionFailedError);
+      expect(await store.head('absent.json')).toBeNull();
+
+      // The etag returned by a conditional replace is itself usable for the next one.
+      const v3 = await store.put('state.json', '{"v":3}', { ifMatch: v2.etag });
+      expect(v3.etag).toBe((await store.head('state.json'))?.etag);
+    });
+
+    it('of 30 concurrent create-if-absent puts exactly one wins and its body is stored', async () => {
+      const results = await Promise.allSettled(
+        Array.from({ length: 30 }, (_, i) => store.put('race/1.manifest', `writer-${i}`, { ifNoneMatch: '*' })),
+      );
+      const winners = fulfilledIndexes(results);
+      expect(winners).toHaveLength(1);
+      const reasons = rejectionReasons(results);
+      expect(reasons).toHaveLength(29);
+      for (const reason of reasons) expect(reason).toBeInstanceOf(PreconditionFailedError);
+      expect(await bodyOf(store, 'race/1.manifest')).toBe(`writer-${winners[0]}`);
+    });
+
+    it('of 20 concurrent replace-if-unchanged puts from one read exactly one wins', async () => {
+      await store.put('race/state.json', 'base');
+      // Two rounds: on RGW the first one also makes the adapter learn its If-Match quoting, the
+      // second races with the learned form from the start.
+      for (const round of [1, 2]) {
+        const read = await store.get('race/state.json');
+        expect(read).not.toBeNull();
+        const etag = read?.etag ?? '';
+        const results = await Promise.allSettled(
+          Array.from({ length: 20 }, (_, i) => store.put('race/state.json', `round-${round}-replacer-${i}`, { ifMatch: etag })),
+        );
+        const winners = fulfilledIndexes(results);
+        expect(winners).toHaveLength(1);
+        for (const reason of rejectionReasons(results)) expect(reason).toBeInstanceOf(PreconditionFailedError);
+        const final = await store.get('race/state.json');
+        expect(final?.body.toString()).toBe(`round-${round}-replacer-${winners[0]}`);
+        const won = results[winners[0] ?? -1];
+        expect(won?.status === 'fulfilled' ? won.value.etag : undefined).toBe(final?.etag);
+      }
+    });
+
+    it('round-trips a large (>16 MiB) unconditional put', async () => {
+      const body = randomBytes(17 * 1024 * 1024 + 123);
+      const put = await store.put('big/data.lance', body);
+      expect(put.size).toBe(body.length);
+      const head = await store.head('big/data.lance');
+      expect(head?.size).toBe(body.length);
+      const got = await store.get('big/data.lance');
+      expect(got?.size).toBe(body.length);
+      expect(got?.body.equals(body)).toBe(true);
+    });
+  });
+
+  describe('list', () => {
+    it('with a delimiter returns the objects and the common prefixes one level down, in byte order', async () => {
+      await putAll(store, LISTING_KEYS);
+      const page = await store.list('l/', { delimiter: '/' });
+      expect(keysOf(page.objects)).toEqual(['l/B', 'l/a-b', 'l/z', `l/${WIDE_A}`, `l/${EMOJI}`]);
+      expect(page.commonPrefixes).toEqual(['l/a/', 'l/é/', `l/${EMOJI}dir/`]);
+      expect(page.nextStartAfter).toBeUndefined();
+      for (const o of page.objects) {
+        expect(o.size).toBe(Buffer.byteLength(`body of ${o.key}`));
+        expect(o.etag.length).toBeGreaterThan(0);
+      }
+      // Byte order, not UTF-16 order: the emoji sorts after U+FF21.
+      expect([`l/${EMOJI}`, `l/${WIDE_A}`].sort()).toEqual([`l/${EMOJI}`, `l/${WIDE_A}`]);
+
+      // A prefix that is not a directory matches names that start with it.
+      const partial = await store.list('l/a', { delimiter: '/' });
+      expect(keysOf(partial.objects)).toEqual(['l/a-b']);
+      expect(partial.commonPrefixes).toEqual(['l/a/']);
+
+      // The root itself.
+      const top = await store.list('', { delimiter: '/' });
+      expect(keysOf(top.objects)).toEqual(['lz']);
+      expect(top.commonPrefixes).toEqual(['l/', 'other/']);
+
+      // An absent prefix is an empty listing.
+      expect(await store.list('nothing/', { delimiter: '/' })).toEqual({ objects: [], commonPrefixes: [] });
+    });
+
+    it('without a delimiter lists recursively in byte order', async () => {
+      await putAll(store, LISTING_KEYS);
+      const page = await store.list('l/');
+      const expected = sortedKeys(LISTING_KEYS.filter((k) => k.startsWith('l/')));
+      expect(keysOf(page.objects)).toEqual(expected);
+      expect(page.commonPrefixes).toEqual([]);
+      expect(keysOf((await store.list('')).objects)).toEqual(sortedKeys(LISTING_KEYS));
+      expect(keysOf((await store.list('l')).objects)).toEqual(sortedKeys(LISTING_KEYS.filter((k) => k.startsWith('l'))));
+    });
+
+    it.each([1, 2, 3])('pages with maxKeys=%i visit every entry exactly once', async (maxKeys) => {
+      await putAll(store, LISTING_KEYS);
+      const full = await store.list('l/', { delimiter: '/' });
+      const paged = await pages(store, 'l/', { delimiter: '/', maxKeys });
+      for (const p of paged) expect(p.objects.length + p.commonPrefixes.length).toBeLessThanOrEqual(maxKeys);
+      expect(paged.length).toBeGreaterThan(1);
+      const objects = paged.flatMap((p) => p.objects);
+      const prefixes = paged.flatMap((p) => p.commonPrefixes);
+      expect(objects).toEqual(keysOf(full.objects));
+      expect(prefixes).toEqual(full.commonPrefixes);
+      // Across pages the merged entries stay in byte order.
+      const merged = paged.flatMap((p) => sortedKeys([...p.objects, ...p.commonPrefixes]));
+      expect(merged).toEqual(sortedKeys([...objects, ...prefixes]));
+
+      const recursive = await pages(store, 'l/', { maxKeys });
+      expect(recursive.flatMap((p) => p.objects)).toEqual(sortedKeys(LISTING_KEYS.filter((k) => k.startsWith('l/'))));
+
+      // listAll follows the same pages.
+      const all = await listAll(store, 'l/', { delimiter: '/', maxKeys });
+      expect(keysOf(all.objects)).toEqual(keysOf(full.objects));
+      expect(all.commonPrefixes).toEqual(full.commonPrefixes);
+    });
+
+    it('startAfter returns only later entries; one ending in "/" skips everything under it', async () => {
+      // 'm/d0' is the first key after everything under 'm/d/' ('0' is the byte after '/').
+      await putAll(store, ['m/c', 'm/d/x', 'm/d/y/z', 'm/d0', 'm/d1/q', 'm/e']);
+
+      const delimited = await store.list('m/', { delimiter: '/', startAfter: 'm/d/' });
+      expect(keysOf(delimited.objects)).toEqual(['m/d0', 'm/e']);
+      expect(delimited.commonPrefixes).toEqual(['m/d1/']);
+
+      const recursive = await store.list('m/', { startAfter: 'm/d/' });
+      expect(keysOf(recursive.objects)).toEqual(['m/d0', 'm/d1/q', 'm/e']);
+
+      const afterKey = await store.list('m/', { delimiter: '/', startAfter: 'm/d0' });
+      expect(keysOf(afterKey.objects)).toEqual(['m/e']);
+      expect(afterKey.commonPrefixes).toEqual(['m/d1/']);
+
+      const afterPrefix = await store.list('m/', { delimiter: '/', startAfter: 'm/d1/' });
+      expect(keysOf(afterPrefix.objects)).toEqual(['m/e']);
+      expect(afterPrefix.commonPrefixes).toEqual([]);
+
+      const beforeAll = await store.list('m/', { delimiter: '/', startAfter: 'm/' });
+      expect(keysOf(beforeAll.objects)).toEqual([]);
+      expect(beforeAll.commonPrefixes).toEqual([]);
+
+      const fromStart = await store.list('m/', { delimiter: '/', startAfter: 'm/a' });
+      expect(keysOf(fromStart.objects)).toEqual(['m/c', 'm/d0', 'm/e']);
+      expect(fromStart.commonPrefixes).toEqual(['m/d/', 'm/d1/']);
+    });
+  });
+
+  describe('delete', () => {
+    it('deletes a key and accepts absent keys', async () => {
+      await store.delete('never/was/here');
+      await store.delete('never-here');
+      await store.put('d/a/b', 'x');
+      await store.put('d/keep', 'y');
+      await store.delete('d/a/b');
+      expect(await store.get('d/a/b')).toBeNull();
+      await store.delete('d/a/b');
+      const page = await store.list('d/', { delimiter: '/' });
+      expect(keysOf(page.objects)).toEqual(['d/keep']);
+      expect(page.commonPrefixes).toEqual([]);
+    });
+
+    it('deletePrefix removes everything under the prefix but the kept keys', async () => {
+      await putAll(store, ['p/a', 'p/b/c', 'p/b/d/e', 'p/keep', 'p/b/d/kept', 'pz', 'q/x']);
+      expect(await store.deletePrefix('p/', { keep: ['p/keep', 'p/b/d/kept', 'p/not-there'] })).toBe(3);
+      expect(keysOf((await store.list('')).objects)).toEqual(['p/b/d/kept', 'p/keep', 'pz', 'q/x']);
+      expect(await bodyOf(store, 'p/keep')).toBe('body of p/keep');
+      const p = await store.list('p/', { delimiter: '/' });
+      expect(keysOf(p.objects)).toEqual(['p/keep']);
+      expect(p.commonPrefixes).toEqual(['p/b/']);
+
+      expect(await store.deletePrefix('p/')).toBe(2);
+      const top = await store.list('', { delimiter: '/' });
+      expect(keysOf(top.objects)).toEqual(['pz']);
+      expect(top.commonPrefixes).toEqual(['q/']);
+
+      expect(await store.deletePrefix('absent/')).toBe(0);
+    });
+
+    it('deletePrefix keeping only absent keys leaves no trace of the prefix', async () => {
+      await putAll(store, ['r/a', 'r/s/t', 'x']);
+      expect(await store.deletePrefix('r/', { keep: ['r/none'] })).toBe(2);
+      const top = await store.list('', { delimiter: '/' });
+      expect(keysOf(top.objects)).toEqual(['x']);
+      expect(top.commonPrefixes).toEqual([]);
+    });
+  });
+
+  describe('copy', () => {
+    it('copies, and with ifNoneMatch refuses an existing destination', async () => {
+      await store.put('c/src', 'source body');
+      const copied = await store.copy('c/src', 'c/dst');
+      expect(copied).toMatchObject({ key: 'c/dst', size: 11 });
+      expect(await bodyOf(store, 'c/dst')).toBe('source body');
+      expect(await bodyOf(store, 'c/src')).toBe('source body');
+
+      await store.put('c/other', 'other body');
+      await expect(store.copy('c/other', 'c/dst', { ifNoneMatch: '*' })).rejects.toBeInstanceOf(PreconditionFailedError);
+      expect(await bodyOf(store, 'c/dst')).toBe('source body');
+
+      const fresh = await store.copy('c/other', 'c/fresh', { ifNoneMatch: '*' });
+      expect(fresh.key).toBe('c/fresh');
+      expect(await bodyOf(store, 'c/fresh')).toBe('other body');
+    });
+
+    it('rejects a copy from an absent key', async () => {
+      await expect(store.copy('c/missing', 'c/dst')).rejects.toThrow();
+      await expect(store.copy('c/missing', 'c/dst2', { ifNoneMatch: '*' })).rejects.toThrow();
+      expect(await store.head('c/dst')).toBeNull();
+    });
+  });
+
+  describe('locations', () => {
+    it('has URIs under the root URI and engine locations for them', async () => {
+      const scheme = backend.name === 'local' ? 'file://' : 's3://';
+      expect(store.rootUri.startsWith(scheme)).toBe(true);
+      expect(store.rootUri.endsWith('/')).toBe(false);
+      expect(store.uri('ns/t.lance')).toBe(`${store.rootUri}/ns/t.lance`);
+      expect(store.uri('ns/t.lance/')).toBe(`${store.rootUri}/ns/t.lance`);
+      if (backend.name === 'local') {
+        expect(path.isAbsolute(store.location('ns/t.lance'))).toBe(true);
+        expect(store.location('ns/t.lance')).toBe(fileURLToPath(store.uri('ns/t.lance')));
+        expect(store.location('ns/t.lance/')).toBe(store.location('ns/t.lance'));
+        expect(store.location('')).toBe(fileURLToPath(store.rootUri));
+      } else {
+        expect(store.location('ns/t.lance')).toBe(store.uri('ns/t.lance'));
+        expect(store.location('ns/t.lance/')).toBe(store.uri('ns/t.lance'));
+      }
+    });
+
+    it('never hands secrets to clients', async () => {
+      const client = store.clientStorageOptions();
+      for (const name of Object.keys(client)) expect(name).not.toMatch(/secret|session_token|access_key/i);
+      const engine = store.engineStorageOptions();
+      if (backend.name === 'local') {
+        expect(engine).toEqual({});
+        expect(client).toEqual({});
+      } else {
+        expect(engine).toMatchObject({ aws_access_key_id: root.s3.accessKeyId, aws_secret_access_key: root.s3.secretAccessKey });
+        expect(client).toMatchObject({ aws_endpoint: root.s3.endpoint, allow_http: 'true', aws_region: root.s3.region });
+      }
+    });
+  });
+});
+
+describe('LocalObjectStore specifics', () => {
+  let root: TestRoot;
+  let store: LocalObjectStore;
+  beforeEach(async () => {
+    root = await localBackend.newRoot();
+    expect(root.store).toBeInstanceOf(LocalObjectStore);
+    store = root.store as LocalObjectStore;
+  });
+  afterEach(async () => {
+    await root.dispose();
+  });
+
+  it('rejects keys that are absolute, empty-segmented or climb out of the root', async () => {
+    const outside = path.join(path.dirname(root.root), `escape-${path.basename(root.root)}`);
+    const bad = [
+      `../${path.basename(outside)}`,
+      'a/../../x',
+      'a/..',
+      '..',
+      'a/./b',
+      '/etc/passwd',
+      'a//b',
+    ];
+    for (const key of bad) {
+      await expect(store.put(key, 'x'), key).rejects.toThrow(/invalid store key/);
+      await expect(store.get(key), key).rejects.toThrow(/invalid store key/);
+      await expect(store.head(key), key).rejects.toThrow(/invalid store key/);
+      await expect(store.put(key, 'x', { ifNoneMatch: '*' }), key).rejects.toThrow(/invalid store key/);
+    }
+    await expect(store.list('../', { delimiter: '/' })).rejects.toThrow(/invalid store key/);
+    await expect(store.deletePrefix('../')).rejects.toThrow(/invalid store key/);
+    await expect(fs.stat(outside)).rejects.toMatchObject({ code: 'ENOENT' });
+    // Names reserved for temporary and lock files cannot be keys either.
+    await expect(store.put('a/x.~tmp~1', 'x')).rejects.toThrow(/reserved store key/);
+    await expect(store.put('a/x.~lock~', 'x')).rejects.toThrow(/reserved store key/);
+  });
+
+  it('renameDir moves a directory and refuses an existing destination', async () => {
+    await putAll(store, ['ns/src.lance/_versions/1.manifest', 'ns/src.lance/data/a.lance', 'ns/other.lance/x']);
+    await store.renameDir('ns/src.lance/', 'moved/deeper/dst.lance/');
+    expect(keysOf((await store.list('moved/')).objects)).toEqual([
+      'moved/deeper/dst.lance/_versions/1.manifest',
+      'moved/deeper/dst.lance/data/a.lance',
+    ]);
+    expect(await bodyOf(store, 'moved/deeper/dst.lance/data/a.lance')).toBe('body of ns/src.lance/data/a.lance');
+    expect((await store.list('ns/', { delimiter: '/' })).commonPrefixes).toEqual(['ns/other.lance/']);
+
+    await expect(store.renameDir('moved/deeper/dst.lance/', 'ns/other.lance/')).rejects.toBeInstanceOf(PreconditionFailedError);
+    expect(await bodyOf(store, 'moved/deeper/dst.lance/data/a.lance')).toBe('body of ns/src.lance/data/a.lance');
+    expect(await bodyOf(store, 'ns/other.lance/x')).toBe('body of ns/other.lance/x');
+
+    // Moving the last entry out of a directory leaves no empty directory behind.
+    await store.renameDir('ns/other.lance/', 'moved/other.lance/');
+    expect(await store.list('', { delimiter: '/' })).toEqual({ objects: [], commonPrefixes: ['moved/'] });
+  });
+
+  it('never lists temporary or lock files', async () => {
+    await putAll(store, ['t/a', 't/sub/b']);
+    const dir = path.join(root.root, 't');
+    await fs.writeFile(path.join(dir, 'a.~tmp~0123abcd'), 'partial');
+    await fs.writeFile(path.join(dir, 'c.~lock~'), ''); // a lock on a key that does not exist
+    await fs.writeFile(path.join(dir, 'sub', 'b.~lock~'), '');
+    await fs.mkdir(path.join(dir, 'x.~tmp~dir'));
+
+    const delimited = await store.list('t/', { delimiter: '/' });
+    expect(keysOf(delimited.objects)).toEqual(['t/a']);
+    expect(delimited.commonPrefixes).toEqual(['t/sub/']);
+    expect(keysOf((await store.list('t/')).objects)).toEqual(['t/a', 't/sub/b']);
+    expect(keysOf((await store.list('t/a')).objects)).toEqual(['t/a']);
+    expect(keysOf((await listAll(store, '', { maxKeys: 1 })).objects)).toEqual(['t/a', 't/sub/b']);
+
+    // While replace-if-unchanged puts hold their lock files, listings still show only real keys.
+    const etag = (await store.head('t/a'))?.etag ?? '';
+    const writes = Promise.allSettled(Array.from({ length: 10 }, (_, i) => store.put('t/a', `v${i}`, { ifMatch: etag })));
+    const listings = await Promise.all(Array.from({ length: 10 }, () => store.list('t/', { delimiter: '/' })));
+    for (const listing of listings) {
+      for (const key of [...keysOf(listing.objects), ...listing.commonPrefixes]) expect(key).not.toMatch(/\.~(tmp|lock)~/);
+    }
+    expect(fulfilledIndexes(await writes)).toHaveLength(1);
+  });
+
+  it('leaves no empty directory behind when the last key of a directory goes', async () => {
+    await putAll(store, ['x/y/z/k', 'x/y/other']);
+    await store.delete('x/y/z/k');
+    expect(await store.list('x/y/', { delimiter: '/' })).toMatchObject({ commonPrefixes: [] });
+    await store.delete('x/y/other');
+    expect(await store.list('', { delimiter: '/' })).toEqual({ objects: [], commonPrefixes: [] });
+    expect(await fs.readdir(root.root)).toEqual([]);
+  });
+});
