@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { encodeRecord } from '../../src/service/records.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { useTestApp } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
-import { backends, type TestRoot } from '../support/backends.js';
+import { backends } from '../support/backends.js';
 
 // Races settled in the store: these try to break the create-if-absent and drop-vs-create
 // invariants with many concurrent callers, on every backend.
@@ -10,103 +10,94 @@ import { backends, type TestRoot } from '../support/backends.js';
 const tally = (statuses: number[]) => statuses.reduce<Record<number, number>>((acc, s) => ({ ...acc, [s]: (acc[s] ?? 0) + 1 }), {});
 
 describe.each(backends())('races on $name', (backend) => {
-  let root: TestRoot;
-  let t: TestApp;
-  beforeAll(async () => {
-    root = await backend.newRoot();
-    t = await startTestApp(root);
-  });
-  afterAll(async () => {
-    await t.close();
-    await root.dispose();
-  });
+  const fx = useTestApp(backend);
 
   it('50 concurrent creates of one namespace: exactly one succeeds, the rest get 409 code 2', async () => {
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => t.call('POST', '/v1/namespace/contested/create', { properties: { who: String(i) } })));
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => fx.t.call('POST', '/v1/namespace/contested/create', { properties: { who: String(i) } })));
     expect(tally(results.map((r) => r.status))).toEqual({ 200: 1, 409: 49 });
     expect(results.filter((r) => r.status === 409).every((r) => r.json.code === 2)).toBe(true);
     const winner = results.find((r) => r.status === 200);
-    expect((await t.call('POST', '/v1/namespace/contested/describe', {})).json).toEqual(winner?.json);
+    expect((await fx.t.call('POST', '/v1/namespace/contested/describe', {})).json).toEqual(winner?.json);
   });
 
   it('50 concurrent declares of one table: exactly one succeeds, the rest get 409 code 5', async () => {
-    await t.call('POST', '/v1/namespace/tr/create', {});
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => t.call('POST', '/v1/table/tr%24one/declare', { properties: { who: String(i) } })));
+    await fx.t.call('POST', '/v1/namespace/tr/create', {});
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => fx.t.call('POST', '/v1/table/tr%24one/declare', { properties: { who: String(i) } })));
     expect(tally(results.map((r) => r.status))).toEqual({ 200: 1, 409: 49 });
     expect(results.filter((r) => r.status === 409).every((r) => r.json.code === 5)).toBe(true);
     const winner = results.find((r) => r.status === 200);
-    expect((await t.call('POST', '/v1/table/tr%24one/describe', {})).json.properties).toEqual(winner?.json.properties);
+    expect((await fx.t.call('POST', '/v1/table/tr%24one/describe', {})).json.properties).toEqual(winner?.json.properties);
   });
 
   it('concurrent creates of one table with data: exactly one succeeds and its rows are the table', async () => {
-    await t.call('POST', '/v1/namespace/tc/create', {});
+    await fx.t.call('POST', '/v1/namespace/tc/create', {});
     const results = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>
-        t.call('POST', '/v1/table/tc%24one/create', peopleStream([i * 10, i * 10 + 1]), { 'content-type': 'application/vnd.apache.arrow.stream' }),
+        fx.t.call('POST', '/v1/table/tc%24one/create', peopleStream([i * 10, i * 10 + 1]), { 'content-type': 'application/vnd.apache.arrow.stream' }),
       ),
     );
     expect(tally(results.map((r) => r.status))).toEqual({ 200: 1, 409: 11 });
-    const described = await t.call('POST', '/v1/table/tc%24one/describe?load_detailed_metadata=true', {});
+    const described = await fx.t.call('POST', '/v1/table/tc%24one/describe?load_detailed_metadata=true', {});
     expect(described.json.version).toBe(1);
   });
 
   it('a Restrict drop racing table creation never leaves a table in a dropped namespace', async () => {
     for (let round = 0; round < 8; round++) {
       const ns = `race${round}`;
-      expect((await t.call('POST', `/v1/namespace/${ns}/create`, {})).status).toBe(200);
-      const creates = Array.from({ length: 4 }, (_, i) => t.call('POST', `/v1/table/${ns}%24t${i}/declare`, {}));
-      const nested = t.call('POST', `/v1/namespace/${ns}%24child/create`, {});
-      const drop = t.call('POST', `/v1/namespace/${ns}/drop`, {});
+      expect((await fx.t.call('POST', `/v1/namespace/${ns}/create`, {})).status).toBe(200);
+      const creates = Array.from({ length: 4 }, (_, i) => fx.t.call('POST', `/v1/table/${ns}%24t${i}/declare`, {}));
+      const nested = fx.t.call('POST', `/v1/namespace/${ns}%24child/create`, {});
+      const drop = fx.t.call('POST', `/v1/namespace/${ns}/drop`, {});
       const [dropRes, nestedRes, ...createRes] = await Promise.all([drop, nested, ...creates]);
-      const nsExists = (await t.call('POST', `/v1/namespace/${ns}/exists`, {})).status === 200;
-      const leftovers = await root.store.list(`${ns}/`, {});
+      const nsExists = (await fx.t.call('POST', `/v1/namespace/${ns}/exists`, {})).status === 200;
+      const leftovers = await fx.root.store.list(`${ns}/`, {});
       if (dropRes?.status === 200) {
         expect(nsExists).toBe(false);
         expect(leftovers.objects.map((o) => o.key)).toEqual([]);
         for (const r of [nestedRes, ...createRes]) expect(r?.status === 404 || r?.status === 409 || r?.status === 200).toBe(true);
         // Any child that answered 200 was undone only if the drop won; none may exist now.
-        for (let i = 0; i < 4; i++) expect((await t.call('POST', `/v1/table/${ns}%24t${i}/exists`, {})).status).toBe(404);
+        for (let i = 0; i < 4; i++) expect((await fx.t.call('POST', `/v1/table/${ns}%24t${i}/exists`, {})).status).toBe(404);
       } else {
         expect(dropRes?.status).toBe(409);
         expect(dropRes?.json.code).toBe(3);
         expect(nsExists).toBe(true);
         // Every create that succeeded is still there.
         for (let i = 0; i < 4; i++) {
-          const exists = (await t.call('POST', `/v1/table/${ns}%24t${i}/exists`, {})).status;
+          const exists = (await fx.t.call('POST', `/v1/table/${ns}%24t${i}/exists`, {})).status;
           if (createRes[i]?.status === 200) expect(exists).toBe(200);
         }
         // The namespace accepts children again.
-        expect((await t.call('POST', `/v1/table/${ns}%24after/declare`, {})).status).toBe(200);
+        expect((await fx.t.call('POST', `/v1/table/${ns}%24after/declare`, {})).status).toBe(200);
       }
     }
   });
 
   it('a drop that died after marking the namespace is finished by the next drop, and no child can be created meanwhile', async () => {
-    await t.call('POST', '/v1/namespace/stuck/create', { properties: { a: 'b' } });
+    await fx.t.call('POST', '/v1/namespace/stuck/create', { properties: { a: 'b' } });
     // What a drop leaves when it is killed right after its first step.
-    await root.store.put('stuck/.lance-namespace', encodeRecord({ properties: { a: 'b' }, state: 'dropping' }));
-    const child = await t.call('POST', '/v1/table/stuck%24t/declare', {});
+    await fx.root.store.put('stuck/.lance-namespace', encodeRecord({ properties: { a: 'b' }, state: 'dropping' }));
+    const child = await fx.t.call('POST', '/v1/table/stuck%24t/declare', {});
     expect(child.status).toBe(404);
     expect(child.json.code).toBe(1);
-    expect((await root.store.list('stuck/', {})).objects.map((o) => o.key)).toEqual(['stuck/.lance-namespace']);
-    expect((await t.call('POST', '/v1/namespace/stuck/exists', {})).status).toBe(200);
-    expect((await t.call('POST', '/v1/namespace/stuck/drop', {})).status).toBe(200);
-    expect((await t.call('POST', '/v1/namespace/stuck/exists', {})).status).toBe(404);
+    expect((await fx.root.store.list('stuck/', {})).objects.map((o) => o.key)).toEqual(['stuck/.lance-namespace']);
+    expect((await fx.t.call('POST', '/v1/namespace/stuck/exists', {})).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/namespace/stuck/drop', {})).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/namespace/stuck/exists', {})).status).toBe(404);
     // ExistOk revives an abandoned drop instead.
-    await t.call('POST', '/v1/namespace/stuck2/create', {});
-    await root.store.put('stuck2/.lance-namespace', encodeRecord({ properties: {}, state: 'dropping' }));
-    expect((await t.call('POST', '/v1/namespace/stuck2/create', { mode: 'ExistOk' })).status).toBe(200);
-    expect((await t.call('POST', '/v1/table/stuck2%24t/declare', {})).status).toBe(200);
+    await fx.t.call('POST', '/v1/namespace/stuck2/create', {});
+    await fx.root.store.put('stuck2/.lance-namespace', encodeRecord({ properties: {}, state: 'dropping' }));
+    expect((await fx.t.call('POST', '/v1/namespace/stuck2/create', { mode: 'ExistOk' })).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/table/stuck2%24t/declare', {})).status).toBe(200);
   });
 
   it('a drop of a table that died half-way is finished by the next drop', async () => {
-    await t.call('POST', '/v1/namespace/half/create', {});
-    await t.call('POST', '/v1/table/half%24t/create', peopleStream([1, 2]), { 'content-type': 'application/vnd.apache.arrow.stream' });
+    await fx.t.call('POST', '/v1/namespace/half/create', {});
+    await fx.t.call('POST', '/v1/table/half%24t/create', peopleStream([1, 2]), { 'content-type': 'application/vnd.apache.arrow.stream' });
     // Killed after hiding the table and deleting part of its files.
-    await root.store.put('half/t.lance/.lance-deregistered', '');
-    await root.store.delete('half/t.lance/.lance-table.json');
-    expect((await t.call('POST', '/v1/table/half%24t/exists', {})).status).toBe(404);
-    expect((await t.call('POST', '/v1/table/half%24t/drop')).status).toBe(200);
-    expect((await root.store.list('half/t.lance/', {})).objects).toEqual([]);
+    await fx.root.store.put('half/t.lance/.lance-deregistered', '');
+    await fx.root.store.delete('half/t.lance/.lance-table.json');
+    expect((await fx.t.call('POST', '/v1/table/half%24t/exists', {})).status).toBe(404);
+    expect((await fx.t.call('POST', '/v1/table/half%24t/drop')).status).toBe(200);
+    expect((await fx.root.store.list('half/t.lance/', {})).objects).toEqual([]);
   });
 });

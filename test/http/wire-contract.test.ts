@@ -1,21 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../support/app.js';
-import { localBackend, type TestRoot } from '../support/backends.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../support/app.js';
+import { localBackend } from '../support/backends.js';
 
 describe('wire contract', () => {
-  let root: TestRoot;
-  let t: TestApp;
-  beforeAll(async () => {
-    root = await localBackend.newRoot();
-    t = await startTestApp(root, { maxJsonBodyBytes: 64 * 1024 });
-  });
-  afterAll(async () => {
-    await t.close();
-    await root.dispose();
-  });
+  const fx = useTestApp(localBackend, { maxJsonBodyBytes: 64 * 1024 });
 
   it('answers errors with the spec body: code, error, instance and problem details', async () => {
-    const res = await t.call('POST', '/v1/namespace/missing/describe', {});
+    const res = await fx.t.call('POST', '/v1/namespace/missing/describe', {});
     expect(res.status).toBe(404);
     expect(res.headers['content-type']).toContain('application/json');
     expect(res.json).toEqual({
@@ -40,29 +31,29 @@ describe('wire contract', () => {
       ['/v1/table/w%24t/describe', { version: -1 }, 'version'],
     ];
     for (const [url, body, field] of cases) {
-      const res = await t.call('POST', url, body);
+      const res = await fx.t.call('POST', url, body);
       expect(res.status, url).toBe(400);
       expect(res.json.code, url).toBe(13);
       expect(String(res.json.error), url).toContain(field);
     }
-    expect((await t.call('POST', '/v1/namespace/w1/exists', {})).status).toBe(404);
+    expect((await fx.t.call('POST', '/v1/namespace/w1/exists', {})).status).toBe(404);
   });
 
   it('rejects a body that is not JSON, and treats an empty or null body as an empty request', async () => {
-    const broken = await t.call('POST', '/v1/namespace/j/create', Buffer.from('{"properties":'));
+    const broken = await fx.t.call('POST', '/v1/namespace/j/create', Buffer.from('{"properties":'));
     expect(broken.status).toBe(400);
     expect(broken.json.code).toBe(13);
-    expect((await t.call('POST', '/v1/namespace/j/create', Buffer.alloc(0))).status).toBe(200);
-    expect((await t.call('POST', '/v1/namespace/j/describe', Buffer.from('null'))).status).toBe(200);
-    const noType = await t.app.server.inject({ method: 'POST', url: '/v1/namespace/j/exists' });
+    expect((await fx.t.call('POST', '/v1/namespace/j/create', Buffer.alloc(0))).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/namespace/j/describe', Buffer.from('null'))).status).toBe(200);
+    const noType = await fx.t.app.server.inject({ method: 'POST', url: '/v1/namespace/j/exists' });
     expect(noType.statusCode).toBe(200);
   });
 
   it('answers 413 to an oversized body', async () => {
-    const res = await t.call('POST', '/v1/namespace/big/create', { properties: { blob: 'x'.repeat(100 * 1024) } });
+    const res = await fx.t.call('POST', '/v1/namespace/big/create', { properties: { blob: 'x'.repeat(100 * 1024) } });
     expect(res.status).toBe(413);
     expect(res.json.code).toBe(13);
-    expect((await t.call('POST', '/v1/namespace/big/exists', {})).status).toBe(404);
+    expect((await fx.t.call('POST', '/v1/namespace/big/exists', {})).status).toBe(404);
   });
 
   it('answers a spec-shaped 404 for unknown routes and methods', async () => {
@@ -71,7 +62,7 @@ describe('wire contract', () => {
       ['GET', '/v1/namespace/x/create'],
       ['POST', '/nothing'],
     ] as const) {
-      const res = await t.call(method, url);
+      const res = await fx.t.call(method, url);
       expect(res.status).toBe(404);
       expect(res.json).toMatchObject({ code: 0, type: '/errors/not-found-error', instance: url });
     }
@@ -79,7 +70,7 @@ describe('wire contract', () => {
 
   it('answers 406 Unsupported for spec operations not implemented yet', async () => {
     for (const url of ['/v1/table/a%24b/version/list', '/v1/table/a%24b/update', '/v1/transaction/x/describe', '/v1/table/a%24b/index/i/stats']) {
-      const res = await t.call('POST', url, {});
+      const res = await fx.t.call('POST', url, {});
       expect(res.status, url).toBe(406);
       expect(res.json.code, url).toBe(0);
       expect(String(res.json.error), url).toContain('not implemented');
@@ -87,20 +78,20 @@ describe('wire contract', () => {
   });
 
   it('accepts percent-encoded ids, custom delimiters, trailing slashes and rejects empty id parts', async () => {
-    expect((await t.call('POST', '/v1/namespace/enc/create', {})).status).toBe(200);
-    expect((await t.call('POST', '/v1/namespace/enc%24in%20ner/create', {})).status).toBe(200);
-    expect((await t.call('GET', '/v1/namespace/enc/list')).json.namespaces).toEqual(['in ner']);
-    expect((await t.call('POST', '/v1/namespace/enc%7Cin%20ner/exists?delimiter=%7C', {})).status).toBe(200);
-    expect((await t.call('POST', '/v1/namespace/enc/exists/', {})).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/namespace/enc/create', {})).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/namespace/enc%24in%20ner/create', {})).status).toBe(200);
+    expect((await fx.t.call('GET', '/v1/namespace/enc/list')).json.namespaces).toEqual(['in ner']);
+    expect((await fx.t.call('POST', '/v1/namespace/enc%7Cin%20ner/exists?delimiter=%7C', {})).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/namespace/enc/exists/', {})).status).toBe(200);
     for (const id of ['enc%24%24x', '%24enc', 'enc%24']) {
-      const res = await t.call('POST', `/v1/namespace/${id}/exists`, {});
+      const res = await fx.t.call('POST', `/v1/namespace/${id}/exists`, {});
       expect(res.status, id).toBe(400);
       expect(res.json.code, id).toBe(13);
     }
   });
 
   it('takes context from x-namespace-ctx-* headers and the body, echoes it and the request id', async () => {
-    const res = await t.call('POST', '/v1/namespace/ctx/create', { context: { team: 'data', trace: 'body' } }, {
+    const res = await fx.t.call('POST', '/v1/namespace/ctx/create', { context: { team: 'data', trace: 'body' } }, {
       'x-namespace-ctx-trace': 'header',
       'x-request-id': 'req-123',
     });
@@ -108,14 +99,14 @@ describe('wire contract', () => {
     expect(res.headers['x-request-id']).toBe('req-123');
     expect(res.headers['x-namespace-ctx-team']).toBe('data');
     expect(res.headers['x-namespace-ctx-trace']).toBe('header');
-    const generated = await t.call('POST', '/v1/namespace/ctx/exists', {});
+    const generated = await fx.t.call('POST', '/v1/namespace/ctx/exists', {});
     expect(String(generated.headers['x-request-id'])).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it('serves health checks and the OpenAPI document generated from the route schemas', async () => {
-    expect((await t.call('GET', '/health/live')).json).toEqual({ status: 'ok' });
-    expect((await t.call('GET', '/health/ready')).json).toEqual({ status: 'ok' });
-    const doc = await t.call('GET', '/openapi.json');
+    expect((await fx.t.call('GET', '/health/live')).json).toEqual({ status: 'ok' });
+    expect((await fx.t.call('GET', '/health/ready')).json).toEqual({ status: 'ok' });
+    const doc = await fx.t.call('GET', '/openapi.json');
     expect(doc.status).toBe(200);
     expect(doc.json.openapi).toBe('3.1.0');
     const paths = doc.json.paths as Record<string, Record<string, { operationId: string; requestBody?: unknown }>>;

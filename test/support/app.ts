@@ -1,8 +1,9 @@
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
+import { afterAll, beforeAll } from 'vitest';
 import { type App, createApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
-import type { TestRoot } from './backends.js';
+import type { Backend, TestRoot } from './backends.js';
 
 export interface TestApp {
   app: App;
@@ -54,4 +55,21 @@ function safeJson(text: string): Record<string, unknown> {
   } catch {
     return {};
   }
+}
+
+/**
+ * A fresh root on `backend` and the app over it for the enclosing describe block; the fields are
+ * set before the first test runs.
+ */
+export function useTestApp(backend: Backend, overrides: Partial<Config> = {}): { root: TestRoot; t: TestApp } {
+  const fixture = {} as { root: TestRoot; t: TestApp };
+  beforeAll(async () => {
+    fixture.root = await backend.newRoot();
+    fixture.t = await startTestApp(fixture.root, overrides);
+  });
+  afterAll(async () => {
+    await fixture.t?.close();
+    await fixture.root?.dispose();
+  });
+  return fixture;
 }

@@ -38,6 +38,16 @@ function jsonQueryMap(value: string | undefined, name: string): Record<string, s
   return result.data;
 }
 
+type ListTablesQuery = z.output<typeof ListTablesQuery>;
+type ListTablesBody = z.output<typeof ListTablesRequest>;
+
+/** Paging arguments of the table lists: the query string wins over the (POST) body. */
+const listArgs = (query: ListTablesQuery, body: ListTablesBody) => ({
+  pageToken: query.page_token ?? body.page_token,
+  limit: query.limit ?? body.limit,
+  includeDeclared: query.include_declared ?? body.include_declared,
+});
+
 /** A query flag, when given, wins over the body flag of the same name. */
 const flag = (fromQuery: boolean | undefined, fromBody: boolean | null | undefined): boolean => fromQuery ?? fromBody ?? false;
 
@@ -52,12 +62,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       body: ListTablesRequest,
       query: ListTablesQuery,
       response: ListTablesResponse,
-      handler: ({ ctx, id, body, query }) =>
-        tables.list(ctx, id, {
-          pageToken: query.page_token ?? body.page_token,
-          limit: query.limit ?? body.limit,
-          includeDeclared: query.include_declared ?? body.include_declared,
-        }),
+      handler: ({ ctx, id, body, query }) => tables.list(ctx, id, listArgs(query, body)),
     }),
     defineRoute({
       operationId: 'ListAllTables',
@@ -68,12 +73,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       body: ListTablesRequest,
       query: ListTablesQuery,
       response: ListTablesResponse,
-      handler: ({ ctx, delimiter, body, query }) =>
-        tables.listAll(ctx, delimiter, {
-          pageToken: query.page_token ?? body.page_token,
-          limit: query.limit ?? body.limit,
-          includeDeclared: query.include_declared ?? body.include_declared,
-        }),
+      handler: ({ ctx, delimiter, body, query }) => tables.listAll(ctx, delimiter, listArgs(query, body)),
     }),
     defineRoute({
       operationId: 'DeclareTable',
