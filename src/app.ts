@@ -8,6 +8,8 @@ import { Locations } from './service/locations.js';
 import { NamespaceService } from './service/namespaces.js';
 import { PageTokens } from './service/page-token.js';
 import { TableService } from './service/tables.js';
+import { TransactionLog } from './service/transactions.js';
+import { TableVersionService } from './service/versions.js';
 import type { ObjectStore } from './store/object-store.js';
 import { openStore, parseLocation } from './store/open-store.js';
 
@@ -27,9 +29,19 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   const store = await openStore(rootLocation, config.s3, { createBucket: config.s3.createBucket });
   const engine = await LancedbEngine.start();
   const locations = new Locations(store, rootLocation, config.s3);
-  const deps: CatalogDeps = { store, engine, locations, pageTokens: new PageTokens(config.pageTokenSecret) };
+  const deps: CatalogDeps = {
+    store,
+    engine,
+    locations,
+    pageTokens: new PageTokens(config.pageTokenSecret),
+    settings: { managedVersioningDefault: config.managedVersioning },
+  };
+  const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: config.transactionLeaseMs });
+  // Finish or roll back what a crash left in flight before serving.
+  const recovered = await versions.recoverAll();
+  if (recovered > 0) logger.info({ recovered }, 'recovered unfinished transactions');
   const server = buildHttpServer(
-    { namespaces: new NamespaceService(deps), tables: new TableService(deps), health: new HealthService(store) },
+    { namespaces: new NamespaceService(deps), tables: new TableService(deps), versions, health: new HealthService(store) },
     { logger, jsonBodyLimit: config.maxJsonBodyBytes, arrowBodyLimit: config.maxArrowBodyBytes, version: SERVICE_VERSION },
   );
   return {

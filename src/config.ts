@@ -19,6 +19,10 @@ const Config = z.object({
     createBucket: z.boolean(),
   }),
   pageTokenSecret: z.string().min(1),
+  /** Managed versioning for tables and namespaces that do not set the property. */
+  managedVersioning: z.boolean(),
+  /** How long an unfinished commit (a reservation, a batch before its commit point) is trusted. */
+  transactionLeaseMs: z.coerce.number().int().positive(),
   /** Largest Arrow IPC request body, in bytes. */
   maxArrowBodyBytes: z.coerce.number().int().positive(),
   /** Largest JSON request body, in bytes. */
@@ -40,6 +44,8 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --s3-path-style <true|false>      path-style addressing   env LANCE_NS_S3_PATH_STYLE  default true when an endpoint is set
   --s3-create-bucket <true|false>   create a missing bucket env LANCE_NS_S3_CREATE_BUCKET default false
   --page-token-secret <s>           HMAC key of page tokens (same on every replica)  env LANCE_NS_PAGE_TOKEN_SECRET
+  --managed-versioning <true|false> default for tables that do not set it   env LANCE_NS_MANAGED_VERSIONING default false
+  --transaction-lease-ms <n>        after this an unfinished commit is presumed dead  env LANCE_NS_TRANSACTION_LEASE_MS default 30000
   --max-arrow-body-bytes <n>        largest Arrow request   env LANCE_NS_MAX_ARROW_BODY_BYTES default 268435456
   --max-json-body-bytes <n>         largest JSON request    env LANCE_NS_MAX_JSON_BODY_BYTES  default 16777216
 `;
@@ -64,6 +70,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       's3-path-style': { type: 'string' },
       's3-create-bucket': { type: 'string' },
       'page-token-secret': { type: 'string' },
+      'managed-versioning': { type: 'string' },
+      'transaction-lease-ms': { type: 'string' },
       'max-arrow-body-bytes': { type: 'string' },
       'max-json-body-bytes': { type: 'string' },
       help: { type: 'boolean' },
@@ -89,6 +97,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       createBucket: bool(values['s3-create-bucket'] ?? env.LANCE_NS_S3_CREATE_BUCKET) ?? false,
     },
     pageTokenSecret: values['page-token-secret'] ?? env.LANCE_NS_PAGE_TOKEN_SECRET ?? 'lance-namespace-page-token',
+    managedVersioning: bool(values['managed-versioning'] ?? env.LANCE_NS_MANAGED_VERSIONING) ?? false,
+    transactionLeaseMs: values['transaction-lease-ms'] ?? env.LANCE_NS_TRANSACTION_LEASE_MS ?? 30_000,
     maxArrowBodyBytes: values['max-arrow-body-bytes'] ?? env.LANCE_NS_MAX_ARROW_BODY_BYTES ?? 256 * 1024 * 1024,
     maxJsonBodyBytes: values['max-json-body-bytes'] ?? env.LANCE_NS_MAX_JSON_BODY_BYTES ?? 16 * 1024 * 1024,
   });

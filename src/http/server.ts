@@ -3,6 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { HealthService } from '../service/health.js';
 import type { NamespaceService } from '../service/namespaces.js';
 import type { TableService } from '../service/tables.js';
+import type { TableVersionService } from '../service/versions.js';
 import { toWireError, wireError } from './errors.js';
 import { buildOpenApi } from './openapi.js';
 import { registerRoutes, type MutationEvent, type RouteSpec } from './route.js';
@@ -10,10 +11,12 @@ import { healthRoutes } from './routes/health.js';
 import { namespaceRoutes } from './routes/namespaces.js';
 import { tableRoutes } from './routes/tables.js';
 import { unsupportedRoutes } from './routes/unsupported.js';
+import { versionRoutes } from './routes/versions.js';
 
 export interface Services {
   namespaces: NamespaceService;
   tables: TableService;
+  versions: TableVersionService;
   health: HealthService;
 }
 
@@ -29,6 +32,7 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...healthRoutes(services.health),
     ...namespaceRoutes(services.namespaces),
     ...tableRoutes(services.tables),
+    ...versionRoutes(services.versions),
     ...unsupportedRoutes(),
   ];
 }

@@ -12,6 +12,33 @@ export interface CatalogDeps {
   engine: LanceEngine;
   locations: Locations;
   pageTokens: PageTokens;
+  settings: CatalogSettings;
+}
+
+export interface CatalogSettings {
+  /** Managed versioning for tables whose own property and namespaces leave it unset. */
+  managedVersioningDefault: boolean;
+}
+
+export const MANAGED_VERSIONING = 'managed_versioning';
+
+const flagOf = (properties: Record<string, string> | undefined): boolean | undefined => {
+  const v = properties?.[MANAGED_VERSIONING]?.trim().toLowerCase();
+  return v === 'true' ? true : v === 'false' ? false : undefined;
+};
+
+/**
+ * Whether a table's versions are managed by the service: the table's own `managed_versioning`
+ * property, else that of the nearest enclosing namespace that sets it, else the server default.
+ */
+export async function resolveManagedVersioning(deps: CatalogDeps, namespace: string[], properties: Record<string, string>): Promise<boolean> {
+  const own = flagOf(properties);
+  if (own !== undefined) return own;
+  for (let depth = namespace.length; depth >= 0; depth--) {
+    const inherited = flagOf((await readNamespace(deps.store, namespace.slice(0, depth)))?.value.properties);
+    if (inherited !== undefined) return inherited;
+  }
+  return deps.settings.managedVersioningDefault;
 }
 
 export const displayId = (id: string[]): string => (id.length === 0 ? 'the root namespace' : JSON.stringify(id));

@@ -18,6 +18,8 @@ export const TableRecord = z.object({
   created_at: z.string().optional(),
   /** Set for a registered table whose data lives elsewhere; absent means the table's own directory. */
   location: z.string().optional(),
+  /** Resolved when the table was created (see resolveManagedVersioning); absent for older records. */
+  managed_versioning: z.boolean().optional(),
 });
 export type TableRecord = z.infer<typeof TableRecord>;
 

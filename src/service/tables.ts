@@ -15,7 +15,7 @@ import type {
   RenameTableResponse,
 } from '../model/tables.js';
 import { listAll, PreconditionFailedError } from '../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, readNamespace, requireNamespace } from './catalog.js';
+import { type CatalogDeps, createInNamespace, displayId, readNamespace, requireNamespace, resolveManagedVersioning } from './catalog.js';
 import {
   childOfPrefix,
   deregisteredMarkerKey,
@@ -64,8 +64,6 @@ export interface DescribeFlags {
 const tableAlreadyExists = (id: string[], why = 'already exists') =>
   new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(id)} ${why}`);
 
-/** Managed versioning is switched on by the table property `managed_versioning` = "true". */
-const managedVersioning = (properties: Record<string, string>): boolean => properties.managed_versioning?.toLowerCase() === 'true';
 
 function engineFailure(e: unknown, id: string[]): unknown {
   if (!(e instanceof EngineError)) return e;
@@ -128,7 +126,10 @@ export class TableService {
     if (isVisible(state)) throw tableAlreadyExists(id);
     if (state.occupied) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const properties = request.properties ?? {};
-    await this.claimName(ref, { properties, created_at: new Date().toISOString() }, () => this.store.delete(reservedMarkerKey(ref)));
+    const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
+    await this.claimName(ref, { properties, created_at: new Date().toISOString(), managed_versioning: managed }, () =>
+      this.store.delete(reservedMarkerKey(ref)),
+    );
     // Lance's directory catalog recognizes a declared table by this marker.
     await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
       if (!(e instanceof PreconditionFailedError)) throw e;
@@ -137,7 +138,7 @@ export class TableService {
       location,
       storage_options: this.store.clientStorageOptions(),
       properties,
-      managed_versioning: managedVersioning(properties),
+      managed_versioning: managed,
     };
   }
 
@@ -176,7 +177,8 @@ export class TableService {
       }
     } else {
       if (state.occupied) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
-      await this.claimName(ref, { properties, created_at: new Date().toISOString() });
+      const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
+      await this.claimName(ref, { properties, created_at: new Date().toISOString(), managed_versioning: managed });
       claimed = true;
     }
     const dir = dataDir(this.deps.locations, state);
@@ -211,6 +213,7 @@ export class TableService {
       properties,
       created_at: new Date().toISOString(),
       ...(isOwnDir ? {} : { location: request.location.trim() }),
+      managed_versioning: await resolveManagedVersioning(this.deps, ref.namespace, properties),
     };
     const state = await readTableState(this.store, ref);
     if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
@@ -238,7 +241,7 @@ export class TableService {
     const response: DescribeTableResponse = {
       location: dir.store.location(dir.key),
       properties,
-      managed_versioning: managedVersioning(properties),
+      managed_versioning: state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, ref.namespace, properties)),
       storage_options: dir.store.clientStorageOptions(),
     };
     if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);

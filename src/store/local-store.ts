@@ -67,6 +67,10 @@ export class LocalObjectStore implements ObjectStore {
     return key === '' ? this.root : this.pathOf(key.replace(/\/$/, ''));
   }
 
+  objectPath(key: string): string {
+    return this.location(key).replace(/^\/+/, '');
+  }
+
   uri(key: string): string {
     return pathToFileURL(this.location(key)).href;
   }

@@ -75,6 +75,11 @@ export interface ObjectStore {
   renameDir?(fromPrefix: string, toPrefix: string): Promise<void>;
   /** Location of a key as the Lance engine opens it. */
   location(key: string): string;
+  /**
+   * A key as Lance's object_store names paths, which is how clients send manifest paths: on a local
+   * disk the absolute path without its leading '/', on S3 the key within the bucket.
+   */
+  objectPath(key: string): string;
   /** Location as a complete URI (`file://...` or `s3://...`). */
   uri(key: string): string;
   /** Options the Lance engine needs to open locations in this store (endpoint, region, keys). */

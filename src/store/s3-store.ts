@@ -161,6 +161,10 @@ export class S3ObjectStore implements ObjectStore {
     return `s3://${this.config.bucket}/${k}`;
   }
 
+  objectPath(key: string): string {
+    return this.fullKey(key).replace(/\/$/, '');
+  }
+
   uri(key: string): string {
     return this.location(key);
   }

@@ -55,7 +55,7 @@ describe('create in a namespace vs. a Restrict drop', () => {
   afterEach(() => rm(dir, { recursive: true, force: true }));
 
   const services = (store: ObjectStore) => {
-    const deps: CatalogDeps = { store, engine: noEngine, locations: new Locations(store, { kind: 'local', dir }, { region: 'x', forcePathStyle: true }), pageTokens: new PageTokens('k') };
+    const deps: CatalogDeps = { store, engine: noEngine, locations: new Locations(store, { kind: 'local', dir }, { region: 'x', forcePathStyle: true }), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false } };
     return { namespaces: new NamespaceService(deps), tables: new TableService(deps) };
   };
 

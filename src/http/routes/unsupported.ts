@@ -19,11 +19,6 @@ const DATA = 'the data-operations milestone';
 const TXN = 'the transactions milestone';
 
 export const PENDING_OPERATIONS: readonly Pending[] = [
-  { operationId: 'ListTableVersions', path: '/v1/table/{id}/version/list', methods: ['GET', 'POST'], plannedIn: VERSIONS },
-  { operationId: 'CreateTableVersion', path: '/v1/table/{id}/version/create', plannedIn: VERSIONS },
-  { operationId: 'DescribeTableVersion', path: '/v1/table/{id}/version/describe', plannedIn: VERSIONS },
-  { operationId: 'BatchDeleteTableVersions', path: '/v1/table/{id}/version/delete', plannedIn: VERSIONS },
-  { operationId: 'BatchCreateTableVersions', path: '/v1/table/version/batch-create', plannedIn: VERSIONS },
   { operationId: 'BatchCommitTables', path: '/v1/table/batch-commit', plannedIn: VERSIONS },
   { operationId: 'RestoreTable', path: '/v1/table/{id}/restore', plannedIn: DATA },
   { operationId: 'UpdateTableSchemaMetadata', path: '/v1/table/{id}/schema_metadata/update', plannedIn: DATA },
@@ -54,7 +49,6 @@ export const PENDING_OPERATIONS: readonly Pending[] = [
   { operationId: 'CreateTableBranch', path: '/v1/table/{id}/branches/create', plannedIn: DATA },
   { operationId: 'DeleteTableBranch', path: '/v1/table/{id}/branches/delete', plannedIn: DATA },
   { operationId: 'AlterTableBackfillColumns', path: '/v1/table/{id}/backfill_column', plannedIn: TXN },
-  { operationId: 'DescribeTransaction', path: '/v1/transaction/{id}/describe', plannedIn: TXN },
   { operationId: 'AlterTransaction', path: '/v1/transaction/{id}/alter', plannedIn: TXN },
   { operationId: 'RefreshMaterializedView', path: '/v1/materialized_view/{id}/refresh', plannedIn: 'a later milestone' },
   { operationId: 'CreateMaterializedView', path: '/v1/materialized_view/{id}/create', plannedIn: 'a later milestone' },

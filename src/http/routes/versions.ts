@@ -1,0 +1,92 @@
+import {
+  BatchCreateTableVersionsRequest,
+  BatchCreateTableVersionsResponse,
+  BatchDeleteTableVersionsRequest,
+  BatchDeleteTableVersionsResponse,
+  CreateTableVersionRequest,
+  CreateTableVersionResponse,
+  DescribeTableVersionRequest,
+  DescribeTableVersionResponse,
+  DescribeTransactionRequest,
+  DescribeTransactionResponse,
+  ListTableVersionsQuery,
+  ListTableVersionsRequest,
+  ListTableVersionsResponse,
+} from '../../model/versions.js';
+import type { TableVersionService } from '../../service/versions.js';
+import { defineRoute, type RouteSpec } from '../route.js';
+
+export function versionRoutes(versions: TableVersionService): RouteSpec[] {
+  return [
+    defineRoute({
+      operationId: 'CreateTableVersion',
+      summary: 'Commit a staged manifest as the next version of a table (put-if-not-exists; 409 code 14 on a lost race)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/version/create'],
+      methods: ['POST'],
+      body: CreateTableVersionRequest,
+      response: CreateTableVersionResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => versions.create(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'DescribeTableVersion',
+      summary: 'Describe one version of a table (the latest when version is absent)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/version/describe'],
+      methods: ['POST'],
+      body: DescribeTableVersionRequest,
+      response: DescribeTableVersionResponse,
+      handler: ({ ctx, id, body }) => versions.describe(ctx, id, body.version, body.branch),
+    }),
+    defineRoute({
+      operationId: 'ListTableVersions',
+      summary: 'List the versions of a table (descending, limit, page_token)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/version/list'],
+      methods: ['GET', 'POST'],
+      body: ListTableVersionsRequest,
+      query: ListTableVersionsQuery,
+      response: ListTableVersionsResponse,
+      handler: ({ ctx, id, body, query }) =>
+        versions.list(ctx, id, {
+          pageToken: query.page_token ?? body.page_token,
+          limit: query.limit ?? body.limit,
+          descending: query.descending ?? body.descending,
+          branch: query.branch ?? body.branch,
+        }),
+    }),
+    defineRoute({
+      operationId: 'BatchDeleteTableVersions',
+      summary: 'Delete the version records (manifests) in [start, end) ranges; end -1 means through the latest',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/version/delete', '/v1/table/{id}/version/batch-delete'],
+      methods: ['POST'],
+      body: BatchDeleteTableVersionsRequest,
+      response: BatchDeleteTableVersionsResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => versions.batchDelete(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'BatchCreateTableVersions',
+      summary: 'Commit versions of several tables atomically (all or none)',
+      tag: 'Table',
+      paths: ['/v1/table/version/batch-create'],
+      methods: ['POST'],
+      body: BatchCreateTableVersionsRequest,
+      response: BatchCreateTableVersionsResponse,
+      mutation: true,
+      handler: ({ ctx, body }) => versions.batchCreate(ctx, body.entries),
+    }),
+    defineRoute({
+      operationId: 'DescribeTransaction',
+      summary: 'Describe a transaction: status and properties',
+      tag: 'Transaction',
+      paths: ['/v1/transaction/{id}/describe'],
+      methods: ['POST'],
+      body: DescribeTransactionRequest,
+      response: DescribeTransactionResponse,
+      handler: ({ ctx, id, delimiter }) => versions.describeTransaction(ctx, id.join(delimiter)),
+    }),
+  ];
+}

@@ -1,0 +1,226 @@
+import pLimit from 'p-limit';
+import { z } from 'zod';
+import { invalidInput } from '../model/errors.js';
+import { type ObjectInfo, PreconditionFailedError, listAll } from '../store/object-store.js';
+import { VERSIONS_DIR } from './layout.js';
+import type { StoreDir } from './locations.js';
+import { type ManifestNamingScheme, manifestFileName, parseManifestFileName } from './manifest-names.js';
+import { encodeRecord, readRecord, type Versioned } from './records.js';
+
+// The versions of one Lance dataset as the store holds them: committed manifests under
+// `_versions/` (V1 and V2 names), Lance's latest-version hint, and the service's sidecars under
+// `_catalog/` in the dataset directory: version metadata and version-slot reservations.
+
+export interface CommittedVersion {
+  version: number;
+  scheme: ManifestNamingScheme;
+  key: string;
+  size: number;
+  etag: string;
+  lastModified: Date;
+}
+
+export const VersionSidecar = z.object({
+  version: z.number().int().min(0),
+  manifest_size: z.number().int().min(0).optional(),
+  e_tag: z.string().optional(),
+  metadata: z.record(z.string(), z.string()).optional(),
+  naming_scheme: z.enum(['V1', 'V2']),
+  committed_at: z.string(),
+  transaction_id: z.string().optional(),
+});
+export type VersionSidecar = z.infer<typeof VersionSidecar>;
+
+/** Who holds a version slot: a single create (no transaction) or a batch transaction. */
+export const Reservation = z.object({
+  transaction_id: z.string().optional(),
+  created_at: z.string(),
+  /** After this instant a holder that has not finished is presumed dead. */
+  expires_at: z.string(),
+});
+export type Reservation = z.infer<typeof Reservation>;
+
+const HINT = 'latest_version_hint.json';
+const FIRST_PAGE = 100;
+const pad = (v: number): string => String(v).padStart(20, '0');
+
+export class TableVersions {
+  constructor(readonly dir: StoreDir) {}
+
+  get store() {
+    return this.dir.store;
+  }
+
+  get versionsPrefix(): string {
+    return `${this.dir.key}${VERSIONS_DIR}/`;
+  }
+
+  finalKey(version: number, scheme: ManifestNamingScheme): string {
+    return `${this.versionsPrefix}${manifestFileName(version, scheme)}`;
+  }
+
+  sidecarKey(version: number): string {
+    return `${this.dir.key}_catalog/versions/${pad(version)}.json`;
+  }
+
+  reservationKey(version: number): string {
+    return `${this.dir.key}_catalog/reservations/${pad(version)}.json`;
+  }
+
+  private parse(info: ObjectInfo): CommittedVersion | null {
+    const parsed = parseManifestFileName(info.key.slice(this.versionsPrefix.length));
+    return parsed ? { ...parsed, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified } : null;
+  }
+
+  /** Every committed version, ascending; a version present under both names counts once (V2). */
+  async all(): Promise<CommittedVersion[]> {
+    const listing = await listAll(this.store, this.versionsPrefix, { delimiter: '/' });
+    const byVersion = new Map<number, CommittedVersion>();
+    for (const info of listing.objects) {
+      const v = this.parse(info);
+      if (v && (byVersion.get(v.version)?.scheme !== 'V2')) byVersion.set(v.version, v);
+    }
+    return [...byVersion.values()].sort((a, b) => a.version - b.version);
+  }
+
+  /** The committed manifest of one version, or null. */
+  async get(version: number, preferred: ManifestNamingScheme = 'V2'): Promise<CommittedVersion | null> {
+    const order: ManifestNamingScheme[] = preferred === 'V2' ? ['V2', 'V1'] : ['V1', 'V2'];
+    for (const scheme of order) {
+      const info = await this.store.head(this.finalKey(version, scheme));
+      if (info) return { version, scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified };
+    }
+    return null;
+  }
+
+  /**
+   * The latest committed version. On V2 tables one short LIST finds it (V2 names sort newest
+   * first), so the cost does not grow with the number of versions; then one probe checks that no
+   * newer version exists under the other naming scheme. V1 tables start from Lance's hint file and
+   * the first page, and probe upward exponentially. Versions above any committed one are
+   * contiguous (every commit is latest + 1), which is what makes probing upward exact.
+   */
+  async latest(): Promise<CommittedVersion | null> {
+    const page = await this.store.list(this.versionsPrefix, { delimiter: '/', maxKeys: FIRST_PAGE });
+    let best: CommittedVersion | null = null;
+    for (const info of page.objects) {
+      const v = this.parse(info);
+      if (v && (!best || v.version > best.version)) best = v;
+    }
+    if (!best || best.scheme === 'V1') {
+      const hinted = await this.hintedVersion();
+      if (hinted !== undefined && (!best || hinted > best.version)) best = (await this.get(hinted, best?.scheme ?? 'V2')) ?? best;
+    }
+    if (!best && page.nextStartAfter) {
+      const everything = await this.all();
+      best = everything[everything.length - 1] ?? null;
+    }
+    if (!best) return null;
+    return this.probeUpward(best);
+  }
+
+  private async hintedVersion(): Promise<number | undefined> {
+    const hint = await this.store.get(`${this.versionsPrefix}${HINT}`);
+    if (!hint) return undefined;
+    try {
+      const value: unknown = JSON.parse(hint.body.toString('utf8'));
+      const version = typeof value === 'object' && value !== null ? (value as { version?: unknown }).version : undefined;
+      return typeof version === 'number' && Number.isSafeInteger(version) && version >= 0 ? version : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async probeUpward(known: CommittedVersion): Promise<CommittedVersion> {
+    let best = known;
+    let step = 1;
+    // Exponential search for a missing version above `best`, then binary search below it.
+    for (;;) {
+      const next = await this.get(best.version + step, best.scheme);
+      if (!next) break;
+      best = next;
+      step *= 2;
+    }
+    let low = best.version;
+    let high = best.version + step; // missing
+    while (high - low > 1) {
+      const mid = Math.floor((low + high) / 2);
+      const found = await this.get(mid, best.scheme);
+      if (found) {
+        best = found;
+        low = mid;
+      } else high = mid;
+    }
+    return best;
+  }
+
+  /** Records the latest version for Lance readers; best effort, readers probe past a stale hint. */
+  async writeHint(version: number): Promise<void> {
+    await this.store.put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version })).catch(() => undefined);
+  }
+
+  async readSidecars(versions: number[]): Promise<Map<number, VersionSidecar>> {
+    const limit = pLimit(16);
+    const found = new Map<number, VersionSidecar>();
+    await Promise.all(
+      versions.map((v) =>
+        limit(async () => {
+          const record = await readRecord(this.store, this.sidecarKey(v), VersionSidecar).catch(() => null);
+          if (record) found.set(v, record.value);
+        }),
+      ),
+    );
+    return found;
+  }
+
+  async writeSidecar(sidecar: VersionSidecar): Promise<void> {
+    await this.store.put(this.sidecarKey(sidecar.version), encodeRecord(sidecar));
+  }
+
+  async readReservation(version: number): Promise<Versioned<Reservation> | null> {
+    return readRecord(this.store, this.reservationKey(version), Reservation);
+  }
+
+  /** Claims a version slot; false when someone holds it. */
+  async claim(version: number, reservation: Reservation, replacing?: string): Promise<boolean> {
+    try {
+      await this.store.put(this.reservationKey(version), encodeRecord(reservation), replacing ? { ifMatch: replacing } : { ifNoneMatch: '*' });
+      return true;
+    } catch (e) {
+      if (e instanceof PreconditionFailedError) return false;
+      throw e;
+    }
+  }
+
+  async release(version: number): Promise<void> {
+    await this.store.delete(this.reservationKey(version));
+  }
+
+  /**
+   * Resolves a client's staged manifest path to a key of this dataset's store. Clients send the
+   * object_store form (local: absolute path without the leading '/'; S3: the key in the bucket);
+   * absolute paths, file:// and s3:// URIs, and paths relative to the table are accepted too.
+   */
+  stagedKey(manifestPath: string): string {
+    const dirPath = this.store.objectPath(this.dir.key);
+    let path = manifestPath.trim();
+    const s3 = /^s3a?:\/\/[^/]+\/(.*)$/i.exec(path);
+    if (s3) path = s3[1] ?? '';
+    else if (/^file:\/\//i.test(path)) path = decodeURIComponent(path.replace(/^file:\/\//i, ''));
+    path = path.replace(/^\/+/, '');
+    let relative: string | null = null;
+    if (dirPath === '') relative = path;
+    else if (path.startsWith(`${dirPath}/`)) relative = path.slice(dirPath.length + 1);
+    else if (path.startsWith(`${VERSIONS_DIR}/`)) relative = path;
+    const parts = relative?.split('/') ?? [];
+    if (relative === null || relative === '' || parts.some((p) => p === '' || p === '.' || p === '..')) {
+      throw invalidInput(`manifest_path ${JSON.stringify(manifestPath)} must lie inside the table's directory ${dirPath}`);
+    }
+    return `${this.dir.key}${relative}`;
+  }
+
+  /** The path clients read a committed manifest from (the same form they send staged paths in). */
+  manifestPath(key: string): string {
+    return this.store.objectPath(key);
+  }
+}

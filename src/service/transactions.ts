@@ -1,0 +1,96 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { ErrorCode, NamespaceError } from '../model/errors.js';
+import { listAll, PreconditionFailedError, type ObjectStore } from '../store/object-store.js';
+import { CATALOG_DIR } from './layout.js';
+import { encodeRecord, readRecord, type Versioned } from './records.js';
+
+// Transaction records under <root>/_catalog/transactions/<id>.json. Every change to a record is a
+// replace-if-unchanged of the version that was read, so concurrent writers (replicas finishing
+// each other's work, a coordinator and a recoverer) never both win.
+
+export const TransactionStatus = z.enum(['Queued', 'Running', 'Succeeded', 'Failed', 'Canceled']);
+export type TransactionStatus = z.infer<typeof TransactionStatus>;
+
+export const TERMINAL: ReadonlySet<TransactionStatus> = new Set(['Succeeded', 'Failed', 'Canceled']);
+
+/** One version a batch commits: where the dataset is, the staged bytes and the final name. */
+export const BatchEntry = z.object({
+  table_id: z.array(z.string()),
+  /** Dataset location as Locations.resolve takes it. */
+  location: z.string(),
+  version: z.number().int().min(0),
+  staged_key: z.string(),
+  final_key: z.string(),
+  naming_scheme: z.enum(['V1', 'V2']),
+  manifest_size: z.number().int().min(0).optional(),
+  e_tag: z.string().optional(),
+  metadata: z.record(z.string(), z.string()).optional(),
+});
+export type BatchEntry = z.infer<typeof BatchEntry>;
+
+export const TransactionRecord = z.object({
+  id: z.string(),
+  status: TransactionStatus,
+  /** What the transaction does, e.g. `batch_create_table_versions`. */
+  operation: z.string(),
+  /**
+   * Protocol phase of a batch: `reserving` (slots being claimed; rolled back if abandoned),
+   * `committing` (past the commit point; rolled forward by whoever finds it), `done`.
+   */
+  phase: z.enum(['reserving', 'committing', 'done']).optional(),
+  properties: z.record(z.string(), z.string()).default({}),
+  entries: z.array(BatchEntry).optional(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  /** A coordinator that has not reached the commit point by then is presumed dead. */
+  lease_until: z.string().optional(),
+});
+export type TransactionRecord = z.infer<typeof TransactionRecord>;
+
+const PREFIX = `${CATALOG_DIR}/transactions/`;
+
+export class TransactionLog {
+  constructor(private readonly store: ObjectStore) {}
+
+  private key(id: string): string {
+    return `${PREFIX}${id}.json`;
+  }
+
+  newId(): string {
+    return randomUUID();
+  }
+
+  async create(record: TransactionRecord): Promise<Versioned<TransactionRecord>> {
+    const info = await this.store.put(this.key(record.id), encodeRecord(record), { ifNoneMatch: '*' });
+    return { value: record, etag: info.etag };
+  }
+
+  async read(id: string): Promise<Versioned<TransactionRecord> | null> {
+    if (!/^[A-Za-z0-9._-]{1,128}$/.test(id) || id.startsWith('.')) return null;
+    return readRecord(this.store, this.key(id), TransactionRecord);
+  }
+
+  async require(id: string): Promise<Versioned<TransactionRecord>> {
+    const record = await this.read(id);
+    if (!record) throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify(id)} does not exist`);
+    return record;
+  }
+
+  /** Replaces the record if it is still the version read; null when another writer got there first. */
+  async update(current: Versioned<TransactionRecord>, next: TransactionRecord): Promise<Versioned<TransactionRecord> | null> {
+    try {
+      const info = await this.store.put(this.key(next.id), encodeRecord({ ...next, updated_at: new Date().toISOString() }), { ifMatch: current.etag });
+      return { value: next, etag: info.etag };
+    } catch (e) {
+      if (e instanceof PreconditionFailedError) return null;
+      throw e;
+    }
+  }
+
+  /** Ids of every transaction record (for recovery at start-up). */
+  async ids(): Promise<string[]> {
+    const listing = await listAll(this.store, PREFIX, { delimiter: '/' });
+    return listing.objects.map((o) => o.key.slice(PREFIX.length)).filter((k) => k.endsWith('.json')).map((k) => k.slice(0, -5));
+  }
+}

@@ -1,0 +1,449 @@
+import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../model/errors.js';
+import type {
+  BatchCreateTableVersionsResponse,
+  BatchDeleteTableVersionsRequest,
+  BatchDeleteTableVersionsResponse,
+  CreateTableVersionEntry,
+  CreateTableVersionResponse,
+  DescribeTableVersionResponse,
+  ListTableVersionsResponse,
+  TableVersion,
+} from '../model/versions.js';
+import { PreconditionFailedError } from '../store/object-store.js';
+import { type CatalogDeps, displayId } from './catalog.js';
+import { faultPoint } from './fault-points.js';
+import { reservedMarkerKey, tableRefOf } from './layout.js';
+import type { ManifestNamingScheme } from './manifest-names.js';
+import type { PageRequest } from './namespaces.js';
+import type { RequestContext } from './request-context.js';
+import { dataDir, requireVisibleTable, type TableState } from './table-state.js';
+import { type CommittedVersion, type Reservation, TableVersions } from './table-versions.js';
+import { type BatchEntry, type TransactionLog, type TransactionRecord } from './transactions.js';
+import type { Versioned } from './records.js';
+
+// The service as commit coordinator of Lance tables.
+//
+// Invariants:
+// - A version is committed by one create-if-absent of its final manifest name, so an
+//   acknowledged version is never overwritten and of two writers of one version exactly one wins
+//   (the other gets 409 code 14 and Lance rebases).
+// - Only version latest + 1 may be created, so the history has no gaps.
+// - Every writer of version v, single or batch, first holds v's reservation (create-if-absent of
+//   `_catalog/reservations/v`). A batch claims all its slots, then flips its transaction record to
+//   `committing` (the commit point, a replace-if-unchanged), then writes the manifests. Before the
+//   commit point a crash leaves only reservations, which are rolled back once the lease expires;
+//   after it, whoever finds the record (a later request, a restart, another replica) rolls it
+//   forward from the staged manifests, which are deleted only once the record says Succeeded.
+
+export interface VersionSettings {
+  /** How long a reservation or an unfinished batch is trusted before it is presumed dead. */
+  leaseMs: number;
+}
+
+const conflict = (message: string) => new NamespaceError(ErrorCode.ConcurrentModification, message);
+const versionNotFound = (id: string[], version: number) =>
+  new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
+
+function requireMainBranch(branch: string | null | undefined): void {
+  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
+    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
+  }
+}
+
+/** A version create request resolved against its table. */
+interface PlannedVersion {
+  entry: BatchEntry;
+  versions: TableVersions;
+  /** The table as read when planning (absent when replaying a transaction record). */
+  state?: TableState;
+}
+
+export class TableVersionService {
+  constructor(
+    private readonly deps: CatalogDeps,
+    private readonly log: TransactionLog,
+    private readonly settings: VersionSettings,
+  ) {}
+
+  private async tableVersions(id: string[]): Promise<TableVersions> {
+    return (await this.table(id)).versions;
+  }
+
+  private async table(id: string[]): Promise<{ versions: TableVersions; state: TableState }> {
+    const state = await requireVisibleTable(this.deps.store, tableRefOf(id));
+    return { versions: new TableVersions(dataDir(this.deps.locations, state)), state };
+  }
+
+  private async toWire(versions: TableVersions, committed: CommittedVersion[]): Promise<TableVersion[]> {
+    const sidecars = await versions.readSidecars(committed.map((c) => c.version));
+    return committed.map((c) => {
+      const sidecar = sidecars.get(c.version);
+      return {
+        version: c.version,
+        manifest_path: versions.manifestPath(c.key),
+        manifest_size: sidecar?.manifest_size ?? c.size,
+        e_tag: sidecar?.e_tag ?? c.etag,
+        timestamp_millis: c.lastModified.getTime(),
+        metadata: sidecar?.metadata ?? {},
+      };
+    });
+  }
+
+  private lease(transactionId?: string): Reservation {
+    const now = Date.now();
+    return {
+      ...(transactionId ? { transaction_id: transactionId } : {}),
+      created_at: new Date(now).toISOString(),
+      expires_at: new Date(now + this.settings.leaseMs).toISOString(),
+    };
+  }
+
+  private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<PlannedVersion> {
+    requireMainBranch(request.branch);
+    const { versions, state } = await this.table(id);
+    const stagedKey = versions.stagedKey(request.manifest_path);
+    let scheme: ManifestNamingScheme | undefined = request.naming_scheme ?? undefined;
+    if (!scheme) scheme = (await versions.latest())?.scheme ?? 'V2';
+    return {
+      versions,
+      state,
+      entry: {
+        table_id: id,
+        location: versions.store.location(versions.dir.key),
+        version: request.version,
+        staged_key: stagedKey,
+        final_key: versions.finalKey(request.version, scheme),
+        naming_scheme: scheme,
+        ...(request.manifest_size !== undefined && request.manifest_size !== null ? { manifest_size: request.manifest_size } : {}),
+        ...(request.e_tag ? { e_tag: request.e_tag } : {}),
+        ...(request.metadata ? { metadata: request.metadata } : {}),
+      },
+    };
+  }
+
+  /**
+   * Claims version slot v for a writer. A slot held past its lease by a writer that died is taken
+   * over with a replace-if-unchanged; a slot held by a batch is first resolved (the batch rolled
+   * forward or back), which may free it.
+   */
+  private async claimSlot(versions: TableVersions, version: number, reservation: Reservation): Promise<boolean> {
+    for (let attempt = 0; attempt < 4; attempt++) {
+      if (await versions.claim(version, reservation)) return true;
+      const held = await versions.readReservation(version);
+      if (!held) continue; // released meanwhile
+      if (held.value.transaction_id && held.value.transaction_id !== reservation.transaction_id) {
+        await this.recover(held.value.transaction_id);
+        continue;
+      }
+      if (Date.parse(held.value.expires_at) < Date.now()) {
+        if (await versions.claim(version, reservation, held.etag)) return true;
+        continue;
+      }
+      return false;
+    }
+    return false;
+  }
+
+  /** Checks that the planned versions of one table are exactly latest + 1, latest + 2, ... */
+  private async checkNext(planned: PlannedVersion[]): Promise<void> {
+    const byTable = new Map<string, PlannedVersion[]>();
+    for (const p of planned) byTable.set(p.entry.location, [...(byTable.get(p.entry.location) ?? []), p]);
+    for (const group of byTable.values()) {
+      const first = group[0];
+      if (!first) continue;
+      const latest = (await first.versions.latest())?.version ?? 0;
+      group.sort((a, b) => a.entry.version - b.entry.version);
+      group.forEach((p, i) => {
+        if (p.entry.version !== latest + 1 + i) {
+          throw conflict(`table ${displayId(p.entry.table_id)}: version ${p.entry.version} is not the next version (the latest is ${latest})`);
+        }
+      });
+    }
+  }
+
+  /**
+   * Copies the staged manifest to its final name with create-if-absent. Finding the final name
+   * already holding the same bytes is success (a retry, or a roll-forward after a crash).
+   */
+  private async writeManifest(p: PlannedVersion, transactionId?: string): Promise<CommittedVersion> {
+    const { entry, versions } = p;
+    const staged = await versions.store.get(entry.staged_key);
+    if (staged) {
+      try {
+        await versions.store.put(entry.final_key, staged.body, { ifNoneMatch: '*' });
+      } catch (e) {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+        const existing = await versions.store.get(entry.final_key);
+        if (!existing || !existing.body.equals(staged.body)) {
+          throw conflict(`table ${displayId(entry.table_id)}: version ${entry.version} was already committed with another manifest`);
+        }
+      }
+    }
+    const committed = await versions.get(entry.version, entry.naming_scheme);
+    if (!committed) {
+      throw invalidInput(`staged manifest ${JSON.stringify(versions.manifestPath(entry.staged_key))} does not exist`);
+    }
+    await versions.writeSidecar({
+      version: entry.version,
+      ...(entry.manifest_size !== undefined ? { manifest_size: entry.manifest_size } : {}),
+      ...(entry.e_tag !== undefined ? { e_tag: entry.e_tag } : {}),
+      ...(entry.metadata !== undefined ? { metadata: entry.metadata } : {}),
+      naming_scheme: entry.naming_scheme,
+      committed_at: new Date().toISOString(),
+      ...(transactionId ? { transaction_id: transactionId } : {}),
+    });
+    await versions.writeHint(entry.version);
+    return committed;
+  }
+
+  async create(
+    _ctx: RequestContext,
+    id: string[],
+    request: Omit<CreateTableVersionEntry, 'id'>,
+  ): Promise<CreateTableVersionResponse> {
+    const p = await this.plan(id, request);
+    const { versions, entry } = p;
+    if (!(await this.claimSlot(versions, entry.version, this.lease()))) {
+      throw conflict(`table ${displayId(id)}: version ${entry.version} is being committed by another writer`);
+    }
+    try {
+      const existing = await versions.get(entry.version, entry.naming_scheme);
+      if (existing) {
+        // A retry of a create that succeeded: the same bytes again (or the staged file already gone).
+        const staged = await versions.store.get(entry.staged_key);
+        const final = await versions.store.get(existing.key);
+        if (staged && final && !staged.body.equals(final.body)) {
+          throw conflict(`table ${displayId(id)}: version ${entry.version} already exists with another manifest`);
+        }
+        if (!staged && entry.manifest_size !== undefined && entry.manifest_size !== existing.size) {
+          throw conflict(`table ${displayId(id)}: version ${entry.version} already exists with another manifest`);
+        }
+      } else {
+        await this.checkNext([p]);
+      }
+      const committed = await this.writeManifest(p);
+      await versions.store.delete(entry.staged_key);
+      // A declared table that now has data is declared no more (Lance's marker goes with the first version).
+      if (p.state?.reserved) await this.deps.store.delete(reservedMarkerKey(p.state.ref));
+      const [version] = await this.toWire(versions, [committed]);
+      if (!version) throw new NamespaceError(ErrorCode.Internal, 'committed version vanished');
+      return { version };
+    } finally {
+      await versions.release(entry.version);
+    }
+  }
+
+  async describe(_ctx: RequestContext, id: string[], version: number | null | undefined, branch?: string | null): Promise<DescribeTableVersionResponse> {
+    requireMainBranch(branch);
+    const versions = await this.tableVersions(id);
+    const committed = version === undefined || version === null ? await versions.latest() : await versions.get(version);
+    if (!committed) {
+      if (version === undefined || version === null) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no versions`);
+      throw versionNotFound(id, version);
+    }
+    const [wire] = await this.toWire(versions, [committed]);
+    if (!wire) throw versionNotFound(id, committed.version);
+    return { version: wire };
+  }
+
+  async list(
+    _ctx: RequestContext,
+    id: string[],
+    page: PageRequest & { descending?: boolean | null | undefined; branch?: string | null | undefined },
+  ): Promise<ListTableVersionsResponse> {
+    requireMainBranch(page.branch);
+    const scope = JSON.stringify(id);
+    const afterToken = this.deps.pageTokens.decode('versions', scope, page.pageToken);
+    const versions = await this.tableVersions(id);
+    const descending = page.descending ?? false;
+    let ordered: CommittedVersion[];
+    if (descending && page.limit === 1 && afterToken === undefined) {
+      // The commit path of every Lance client: constant cost on V2 tables.
+      const latest = await versions.latest();
+      const next = latest ? await this.hasOlder(versions, latest.version) : false;
+      ordered = latest ? [latest] : [];
+      const pageToken = next && latest ? this.deps.pageTokens.encode('versions', scope, String(latest.version)) : null;
+      return { versions: await this.toWire(versions, ordered), page_token: pageToken };
+    }
+    ordered = await versions.all();
+    if (descending) ordered.reverse();
+    if (afterToken !== undefined && afterToken !== '') {
+      const after = Number(afterToken);
+      ordered = ordered.filter((v) => (descending ? v.version < after : v.version > after));
+    }
+    const limit = page.limit ?? undefined;
+    const slice = limit === undefined ? ordered : ordered.slice(0, limit);
+    const last = slice[slice.length - 1];
+    const more = limit !== undefined && ordered.length > limit;
+    return {
+      versions: await this.toWire(versions, slice),
+      page_token: more ? (last ? this.deps.pageTokens.encode('versions', scope, String(last.version)) : page.pageToken || null) : null,
+    };
+  }
+
+  private async hasOlder(versions: TableVersions, version: number): Promise<boolean> {
+    return version > 0 && (await versions.get(version - 1)) !== null;
+  }
+
+  /** Deletes the manifests of the versions in the ranges ([start, end), end -1 = through the latest). */
+  async batchDelete(_ctx: RequestContext, id: string[], request: BatchDeleteTableVersionsRequest): Promise<BatchDeleteTableVersionsResponse> {
+    requireMainBranch(request.branch);
+    for (const r of request.ranges) {
+      if (r.end_version !== -1 && r.end_version < r.start_version) {
+        throw invalidInput(`ranges: end_version ${r.end_version} is before start_version ${r.start_version}`);
+      }
+    }
+    const versions = await this.tableVersions(id);
+    const doomed = (await versions.all()).filter((v) =>
+      request.ranges.some((r) => v.version >= r.start_version && (r.end_version === -1 || v.version < r.end_version)),
+    );
+    for (const v of doomed) {
+      await versions.store.delete(v.key);
+      await versions.store.delete(versions.sidecarKey(v.version));
+    }
+    return { deleted_count: doomed.length };
+  }
+
+  /**
+   * Commits versions of several tables atomically: all or none, also across a crash at any step.
+   * See the invariants at the top of this file.
+   */
+  async batchCreate(_ctx: RequestContext, entries: CreateTableVersionEntry[]): Promise<BatchCreateTableVersionsResponse> {
+    const planned: PlannedVersion[] = [];
+    for (const e of entries) planned.push(await this.plan(e.id, e));
+    const seen = new Set<string>();
+    for (const p of planned) {
+      const slot = `${p.entry.location}#${p.entry.version}`;
+      if (seen.has(slot)) throw invalidInput(`entries: version ${p.entry.version} of table ${displayId(p.entry.table_id)} appears twice`);
+      seen.add(slot);
+    }
+    const transactionId = this.log.newId();
+    const now = new Date().toISOString();
+    let record = await this.log.create({
+      id: transactionId,
+      status: 'Running',
+      operation: 'batch_create_table_versions',
+      phase: 'reserving',
+      properties: {
+        operation: 'batch_create_table_versions',
+        tables: planned.map((p) => p.entry.table_id.join('$')).join(','),
+        versions: planned.map((p) => String(p.entry.version)).join(','),
+      },
+      entries: planned.map((p) => p.entry),
+      created_at: now,
+      updated_at: now,
+      lease_until: new Date(Date.now() + this.settings.leaseMs).toISOString(),
+    });
+    faultPoint('batch:after-record');
+    // A fixed order of claims: two overlapping batches cannot each hold a slot the other needs forever.
+    const order = [...planned].sort((a, b) => (a.entry.location < b.entry.location ? -1 : a.entry.location > b.entry.location ? 1 : a.entry.version - b.entry.version));
+    try {
+      for (const [i, p] of order.entries()) {
+        if (!(await this.claimSlot(p.versions, p.entry.version, this.lease(transactionId)))) {
+          throw conflict(`table ${displayId(p.entry.table_id)}: version ${p.entry.version} is being committed by another writer`);
+        }
+        faultPoint(`batch:after-reserve-${i}`);
+      }
+      await this.checkNext(planned);
+      for (const p of planned) {
+        if (!(await p.versions.store.head(p.entry.staged_key))) {
+          throw invalidInput(`staged manifest ${JSON.stringify(p.versions.manifestPath(p.entry.staged_key))} does not exist`);
+        }
+      }
+      faultPoint('batch:before-commit-point');
+      const committing = await this.log.update(record, { ...record.value, phase: 'committing' });
+      if (!committing) throw conflict(`transaction ${transactionId} was rolled back while it was being prepared`);
+      record = committing;
+    } catch (e) {
+      await this.rollBack(record);
+      throw e;
+    }
+    faultPoint('batch:after-commit-point');
+    const committed = await this.rollForward(record);
+    const wire: TableVersion[] = [];
+    for (const p of planned) {
+      const c = committed.get(`${p.entry.location}#${p.entry.version}`);
+      if (c) wire.push(...(await this.toWire(p.versions, [c])));
+    }
+    return { versions: wire, transaction_id: transactionId };
+  }
+
+  private planFromEntry(entry: BatchEntry): PlannedVersion {
+    return { entry, versions: new TableVersions(this.deps.locations.resolve(entry.location)) };
+  }
+
+  /** Finishes a batch past its commit point: manifests, then Succeeded, then cleanup. Idempotent. */
+  private async rollForward(record: Versioned<TransactionRecord>): Promise<Map<string, CommittedVersion>> {
+    const committed = new Map<string, CommittedVersion>();
+    for (const [i, entry] of (record.value.entries ?? []).entries()) {
+      const p = this.planFromEntry(entry);
+      committed.set(`${entry.location}#${entry.version}`, await this.writeManifest(p, record.value.id));
+      faultPoint(`batch:after-manifest-${i}`);
+    }
+    let current: Versioned<TransactionRecord> | null = record;
+    while (current && current.value.phase !== 'done') {
+      const done = await this.log.update(current, { ...current.value, status: 'Succeeded', phase: 'done' });
+      current = done ?? (await this.log.read(record.value.id));
+    }
+    faultPoint('batch:after-succeeded');
+    await this.cleanUp(record.value);
+    return committed;
+  }
+
+  /** Abandons a batch before its commit point: Failed, then its reservations go. */
+  private async rollBack(record: Versioned<TransactionRecord>): Promise<void> {
+    let current: Versioned<TransactionRecord> | null = record;
+    while (current && current.value.phase === 'reserving') {
+      const failed = await this.log.update(current, { ...current.value, status: 'Failed', phase: 'done' });
+      current = failed ?? (await this.log.read(record.value.id));
+    }
+    if (current?.value.phase === 'committing') {
+      await this.rollForward(current); // a recoverer pushed it past the commit point
+      return;
+    }
+    await this.cleanUp(record.value);
+  }
+
+  /** Releases the reservations a finished transaction still holds; deletes its staged manifests if it succeeded. */
+  private async cleanUp(record: TransactionRecord): Promise<void> {
+    for (const entry of record.entries ?? []) {
+      const { versions } = this.planFromEntry(entry);
+      if (record.status === 'Succeeded') await versions.store.delete(entry.staged_key);
+      const held = await versions.readReservation(entry.version);
+      if (held?.value.transaction_id === record.id) await versions.release(entry.version);
+    }
+  }
+
+  /**
+   * Brings a transaction found unfinished to an end: past the commit point it is rolled forward;
+   * before it, once its lease has expired, rolled back. A live coordinator is left alone.
+   */
+  async recover(transactionId: string): Promise<void> {
+    const record = await this.log.read(transactionId);
+    if (!record || !record.value.entries) return;
+    const { phase } = record.value;
+    if (phase === 'committing') await this.rollForward(record);
+    else if (phase === 'reserving') {
+      const lease = record.value.lease_until ? Date.parse(record.value.lease_until) : 0;
+      if (lease < Date.now()) await this.rollBack(record);
+    } else await this.cleanUp(record.value);
+  }
+
+  /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at. */
+  async recoverAll(): Promise<number> {
+    let count = 0;
+    for (const id of await this.log.ids()) {
+      const record = await this.log.read(id);
+      if (record?.value.entries && record.value.phase !== 'done') {
+        await this.recover(id);
+        count++;
+      }
+    }
+    return count;
+  }
+
+  async describeTransaction(_ctx: RequestContext, transactionId: string): Promise<{ status: string; properties: Record<string, string> }> {
+    const record = await this.log.require(transactionId);
+    return { status: record.value.status, properties: record.value.properties };
+  }
+}
