@@ -386,7 +386,7 @@ export class TableVersionService {
       current = done ?? (await this.log.read(record.value.id));
     }
     faultPoint('batch:after-succeeded');
-    await this.cleanUp(record.value);
+    await this.cleanUp(record.value, true);
     return committed;
   }
 
@@ -401,14 +401,14 @@ export class TableVersionService {
       await this.rollForward(current); // a recoverer pushed it past the commit point
       return;
     }
-    await this.cleanUp(record.value);
+    await this.cleanUp(record.value, false);
   }
 
   /** Releases the reservations a finished transaction still holds; deletes its staged manifests if it succeeded. */
-  private async cleanUp(record: TransactionRecord): Promise<void> {
+  private async cleanUp(record: TransactionRecord, succeeded: boolean): Promise<void> {
     for (const entry of record.entries ?? []) {
       const { versions } = this.planFromEntry(entry);
-      if (record.status === 'Succeeded') await versions.store.delete(entry.staged_key);
+      if (succeeded) await versions.store.delete(entry.staged_key);
       const held = await versions.readReservation(entry.version);
       if (held?.value.transaction_id === record.id) await versions.release(entry.version);
     }
@@ -426,7 +426,7 @@ export class TableVersionService {
     else if (phase === 'reserving') {
       const lease = record.value.lease_until ? Date.parse(record.value.lease_until) : 0;
       if (lease < Date.now()) await this.rollBack(record);
-    } else await this.cleanUp(record.value);
+    } else await this.cleanUp(record.value, record.value.status === 'Succeeded');
   }
 
   /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at. */

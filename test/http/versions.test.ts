@@ -1,0 +1,237 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { manifestFileName } from '../../src/service/manifest-names.js';
+import { useTestApp } from '../support/app.js';
+import { backends } from '../support/backends.js';
+
+// Table versions over HTTP: the service as commit coordinator. Manifests here are opaque bytes;
+// the service never parses a staged manifest, it only commits it under its final name.
+
+describe.each(backends())('table versions on $name', (backend) => {
+  const fx = useTestApp(backend);
+  let counter = 0;
+
+  /** A declared table in its own namespace; returns helpers bound to it. */
+  async function table() {
+    const ns = `v${++counter}`;
+    await fx.t.call('POST', `/v1/namespace/${ns}/create`, {});
+    expect((await fx.t.call('POST', `/v1/table/${ns}%24t/declare`, {})).status).toBe(200);
+    const dir = `${ns}/t.lance/`;
+    const path = `/v1/table/${ns}%24t`;
+    /** Stages bytes the way a Lance writer does, returns the path relative to the table. */
+    const stage = async (version: number, body = `manifest ${version} ${randomUUID()}`) => {
+      const rel = `_versions/${version}.manifest-${randomUUID()}`;
+      await fx.root.store.put(`${dir}${rel}`, body);
+      return { rel, body };
+    };
+    const commit = async (version: number, extra: Record<string, unknown> = {}) => {
+      const { rel } = await stage(version);
+      return fx.t.call('POST', `${path}/version/create`, { version, manifest_path: rel, ...extra });
+    };
+    return { ns, dir, path, stage, commit };
+  }
+
+  it('commits a staged manifest as the next version, under the V2 name by default', async () => {
+    const t = await table();
+    const staged = await t.stage(1, 'first manifest');
+    const res = await fx.t.call('POST', `${t.path}/version/create`, {
+      version: 1,
+      manifest_path: fx.root.store.objectPath(`${t.dir}${staged.rel}`),
+      metadata: { writer: 'test' },
+      e_tag: 'client-etag',
+      manifest_size: 14,
+    });
+    expect(res.status).toBe(200);
+    const finalKey = `${t.dir}_versions/${manifestFileName(1, 'V2')}`;
+    expect(res.json.version).toMatchObject({
+      version: 1,
+      manifest_path: fx.root.store.objectPath(finalKey),
+      manifest_size: 14,
+      e_tag: 'client-etag',
+      metadata: { writer: 'test' },
+    });
+    expect((await fx.root.store.get(finalKey))?.body.toString()).toBe('first manifest');
+    expect(await fx.root.store.head(`${t.dir}${staged.rel}`)).toBeNull();
+    expect(await fx.root.store.head(`${t.dir}.lance-reserved`)).toBeNull();
+    expect((await fx.t.call('POST', `${t.path}/describe?check_declared=true`, {})).json.is_only_declared).toBe(false);
+    const described = await fx.t.call('POST', `${t.path}/version/describe`, { version: 1 });
+    expect(described.json.version).toEqual(res.json.version);
+  });
+
+  it('treats the same request again as a retry and other bytes for a taken version as a conflict', async () => {
+    const t = await table();
+    const staged = await t.stage(1, 'v1 bytes');
+    const body = { version: 1, manifest_path: staged.rel, manifest_size: 8 };
+    expect((await fx.t.call('POST', `${t.path}/version/create`, body)).status).toBe(200);
+    const retry = await fx.t.call('POST', `${t.path}/version/create`, body);
+    expect(retry.status).toBe(200);
+    expect(retry.json.version).toMatchObject({ version: 1 });
+    const again = await t.stage(1, 'v1 bytes');
+    expect((await fx.t.call('POST', `${t.path}/version/create`, { version: 1, manifest_path: again.rel })).status).toBe(200);
+    const other = await t.commit(1);
+    expect(other.status).toBe(409);
+    expect(other.json.code).toBe(14);
+    expect((await fx.root.store.get(`${t.dir}_versions/${manifestFileName(1, 'V2')}`))?.body.toString()).toBe('v1 bytes');
+  });
+
+  it('only accepts the next version, so the history has no gaps', async () => {
+    const t = await table();
+    const skip = await t.commit(2);
+    expect(skip.status).toBe(409);
+    expect(skip.json.code).toBe(14);
+    for (let v = 1; v <= 3; v++) expect((await t.commit(v)).status).toBe(200);
+    expect((await t.commit(5)).json.code).toBe(14);
+    const list = await fx.t.call('GET', `${t.path}/version/list`);
+    expect((list.json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([1, 2, 3]);
+  });
+
+  it('refuses staged paths outside the table directory and missing staged files', async () => {
+    const t = await table();
+    await fx.t.call('POST', '/v1/table/' + t.ns + '%24other/declare', {});
+    const elsewhere = `${t.ns}/other.lance/_versions/1.manifest-x`;
+    await fx.root.store.put(elsewhere, 'x');
+    for (const manifest_path of [fx.root.store.objectPath(elsewhere), '../other.lance/_versions/1.manifest-x', '_versions/../../other.lance/x', '/etc/passwd', 'data/../../x']) {
+      const res = await fx.t.call('POST', `${t.path}/version/create`, { version: 1, manifest_path });
+      expect(res.status, manifest_path).toBe(400);
+      expect(res.json.code, manifest_path).toBe(13);
+    }
+    const missing = await fx.t.call('POST', `${t.path}/version/create`, { version: 1, manifest_path: '_versions/1.manifest-nothing' });
+    expect(missing.status).toBe(400);
+    expect((await fx.t.call('GET', `${t.path}/version/list`)).json.versions).toEqual([]);
+    const noTable = await fx.t.call('POST', `/v1/table/${t.ns}%24ghost/version/create`, { version: 1, manifest_path: '_versions/x' });
+    expect(noTable.status).toBe(404);
+    expect(noTable.json.code).toBe(4);
+  });
+
+  it('follows the naming scheme the table uses: V1 once it has V1 names', async () => {
+    const t = await table();
+    const first = await t.commit(1, { naming_scheme: 'v1' });
+    expect(String((first.json.version as { manifest_path: string }).manifest_path)).toMatch(/_versions\/1\.manifest$/);
+    const second = await t.commit(2);
+    expect(String((second.json.version as { manifest_path: string }).manifest_path)).toMatch(/_versions\/2\.manifest$/);
+    const third = await t.commit(3, { naming_scheme: 'V2' });
+    expect(String((third.json.version as { manifest_path: string }).manifest_path)).toMatch(/_versions\/18446744073709551612\.manifest$/);
+    const latest = await fx.t.call('POST', `${t.path}/version/list?descending=true&limit=1`);
+    expect((latest.json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([3]);
+    expect((await fx.t.call('POST', `${t.path}/version/describe`, {})).json.version).toMatchObject({ version: 3 });
+    const bad = await t.commit(4, { naming_scheme: 'V3' });
+    expect(bad.status).toBe(400);
+  });
+
+  it('lists versions ascending or descending with pages, on GET and bodyless POST', async () => {
+    const t = await table();
+    for (let v = 1; v <= 7; v++) expect((await t.commit(v)).status).toBe(200);
+    const all = await fx.t.call('POST', `${t.path}/version/list`);
+    expect((all.json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    for (const descending of [true, false]) {
+      const seen: number[] = [];
+      let token: unknown = null;
+      do {
+        const q = `?descending=${descending}&limit=3${token ? `&page_token=${encodeURIComponent(String(token))}` : ''}`;
+        const res = await fx.t.call('GET', `${t.path}/version/list${q}`);
+        const page = (res.json.versions as Array<{ version: number }>).map((v) => v.version);
+        expect(page.length).toBeLessThanOrEqual(3);
+        seen.push(...page);
+        token = res.json.page_token;
+      } while (token);
+      expect(seen).toEqual(descending ? [7, 6, 5, 4, 3, 2, 1] : [1, 2, 3, 4, 5, 6, 7]);
+    }
+    const latest = await fx.t.call('POST', `${t.path}/version/list?descending=true&limit=1`);
+    const next = await fx.t.call('POST', `${t.path}/version/list?descending=true&limit=1&page_token=${encodeURIComponent(String(latest.json.page_token))}`);
+    expect((next.json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([6]);
+    const missing = await fx.t.call('POST', `${t.path}/version/describe`, { version: 99 });
+    expect(missing.status).toBe(404);
+    expect(missing.json.code).toBe(11);
+    const branch = await fx.t.call('POST', `${t.path}/version/list?branch=dev`);
+    expect(branch.status).toBe(406);
+  });
+
+  it('deletes version records in [start, end) ranges, -1 meaning through the latest', async () => {
+    const t = await table();
+    for (let v = 1; v <= 6; v++) await t.commit(v);
+    const res = await fx.t.call('POST', `${t.path}/version/delete`, { ranges: [{ start_version: 1, end_version: 3 }, { start_version: 5, end_version: 6 }] });
+    expect(res.json).toEqual({ deleted_count: 3 });
+    expect(((await fx.t.call('GET', `${t.path}/version/list`)).json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([3, 4, 6]);
+    const bad = await fx.t.call('POST', `${t.path}/version/delete`, { ranges: [{ start_version: 5, end_version: 2 }] });
+    expect(bad.status).toBe(400);
+    const rest = await fx.t.call('POST', `${t.path}/version/delete`, { ranges: [{ start_version: 4, end_version: -1 }] });
+    expect(rest.json).toEqual({ deleted_count: 2 });
+    expect(((await fx.t.call('GET', `${t.path}/version/list`)).json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([3]);
+  });
+
+  it('of 20 concurrent writers of the next version exactly one wins; the others get 409 code 14', async () => {
+    const t = await table();
+    await t.commit(1);
+    const staged = await Promise.all(Array.from({ length: 20 }, () => t.stage(2)));
+    const results = await Promise.all(staged.map((s) => fx.t.call('POST', `${t.path}/version/create`, { version: 2, manifest_path: s.rel })));
+    const ok = results.filter((r) => r.status === 200);
+    expect(ok).toHaveLength(1);
+    expect(results.filter((r) => r.status === 409).every((r) => r.json.code === 14)).toBe(true);
+    const winner = staged[results.indexOf(ok[0]!)];
+    expect((await fx.root.store.get(`${t.dir}_versions/${manifestFileName(2, 'V2')}`))?.body.toString()).toBe(winner?.body);
+    expect((await fx.root.store.list(`${t.dir}_catalog/reservations/`, {})).objects).toEqual([]);
+  });
+
+  it('commits versions of several tables atomically and the transaction can be described', async () => {
+    const a = await table();
+    const b = await table();
+    await a.commit(1);
+    const sa = await a.stage(2);
+    const sb = await b.stage(1);
+    const res = await fx.t.call('POST', '/v1/table/version/batch-create', {
+      entries: [
+        { id: [a.ns, 't'], version: 2, manifest_path: sa.rel, metadata: { k: 'a' } },
+        { id: [b.ns, 't'], version: 1, manifest_path: sb.rel },
+      ],
+    });
+    expect(res.status).toBe(200);
+    expect((res.json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([2, 1]);
+    const txn = await fx.t.call('POST', `/v1/transaction/${res.json.transaction_id}/describe`, {});
+    expect(txn.json).toMatchObject({ status: 'Succeeded', properties: { operation: 'batch_create_table_versions' } });
+    expect((await fx.t.call('POST', `${a.path}/version/describe`, {})).json.version).toMatchObject({ version: 2, metadata: { k: 'a' } });
+    expect(await fx.root.store.head(`${a.dir}${sa.rel}`)).toBeNull();
+    // One entry that is not the next version: nothing is committed.
+    const sa3 = await a.stage(3);
+    const sb5 = await b.stage(5);
+    const bad = await fx.t.call('POST', '/v1/table/version/batch-create', {
+      entries: [
+        { id: [a.ns, 't'], version: 3, manifest_path: sa3.rel },
+        { id: [b.ns, 't'], version: 5, manifest_path: sb5.rel },
+      ],
+    });
+    expect(bad.status).toBe(409);
+    expect(bad.json.code).toBe(14);
+    expect((await fx.t.call('POST', `${a.path}/version/describe`, {})).json.version).toMatchObject({ version: 2 });
+    for (const t of [a, b]) expect((await fx.root.store.list(`${t.dir}_catalog/reservations/`, {})).objects).toEqual([]);
+    expect((await fx.t.call('POST', `${a.path}/version/create`, { version: 3, manifest_path: sa3.rel })).status).toBe(200);
+    const unknown = await fx.t.call('POST', '/v1/transaction/no-such-transaction/describe', {});
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.code).toBe(10);
+  });
+
+  it('never lets two overlapping concurrent batches both commit the same slot', async () => {
+    const tables = [await table(), await table(), await table()];
+    for (let round = 0; round < 4; round++) {
+      const version = round + 1;
+      const batches = await Promise.all(
+        [0, 1, 2].map(async (i) => {
+          // Batch i takes tables i and i+1 (mod 3): every pair of batches overlaps on one table.
+          const pair = [tables[i]!, tables[(i + 1) % 3]!];
+          const entries = await Promise.all(pair.map(async (t) => ({ id: [t.ns, 't'], version, manifest_path: (await t.stage(version)).rel })));
+          return fx.t.call('POST', '/v1/table/version/batch-create', { entries });
+        }),
+      );
+      const winners = batches.filter((r) => r.status === 200);
+      expect(winners.length).toBeLessThanOrEqual(1);
+      for (const r of batches.filter((r) => r.status !== 200)) expect(r.json.code).toBe(14);
+      // Every table holds the version iff a winning batch included it; nothing half-done.
+      for (const [i, t] of tables.entries()) {
+        const has = (await fx.t.call('POST', `${t.path}/version/describe`, { version })).status === 200;
+        const inWinner = winners.length === 1 && [batches.indexOf(winners[0]!), (batches.indexOf(winners[0]!) + 1) % 3].includes(i);
+        expect(has, `table ${i} version ${version}`).toBe(inWinner);
+        // Bring every table to `version` so the next round starts level.
+        if (!has) expect((await t.commit(version)).status).toBe(200);
+      }
+    }
+  });
+});
