@@ -97,3 +97,43 @@ export const DescribeTransactionResponse = z
   .object({ status: z.string(), properties: z.record(z.string(), z.string()) })
   .meta({ id: 'DescribeTransactionResponse' });
 export type DescribeTransactionResponse = z.infer<typeof DescribeTransactionResponse>;
+
+/** BatchCommitTables: operations that take effect together or not at all. Each names its table in `id`. */
+const TableId = z.array(z.string()).min(1);
+
+export const CommitTableOperation = z
+  .object({
+    declare_table: z
+      .object({ ...RequestBase, id: TableId, location: z.string().nullable().optional(), properties: z.record(z.string(), z.string()).nullable().optional(), vend_credentials: z.boolean().nullable().optional() })
+      .optional(),
+    create_table_version: z.object({ ...RequestBase, id: TableId, ...VersionFields }).optional(),
+    delete_table_versions: z.object({ ...RequestBase, id: TableId, ranges: z.array(VersionRange).min(1), branch: Branch }).optional(),
+    deregister_table: z.object({ ...RequestBase, id: TableId }).optional(),
+  })
+  .refine((op) => [op.declare_table, op.create_table_version, op.delete_table_versions, op.deregister_table].filter((x) => x !== undefined).length === 1, {
+    message: 'each operation must set exactly one of declare_table, create_table_version, delete_table_versions, deregister_table',
+  })
+  .meta({ id: 'CommitTableOperation' });
+export type CommitTableOperation = z.infer<typeof CommitTableOperation>;
+
+export const BatchCommitTablesRequest = z
+  .object({ identity: Identity.optional(), context: Context.optional(), operations: z.array(CommitTableOperation).min(1) })
+  .meta({ id: 'BatchCommitTablesRequest' });
+export type BatchCommitTablesRequest = z.infer<typeof BatchCommitTablesRequest>;
+
+export const CommitTableResult = z
+  .object({
+    declare_table: z
+      .object({ location: z.string(), properties: z.record(z.string(), z.string()).nullable(), managed_versioning: z.boolean(), storage_options: z.record(z.string(), z.string()).optional() })
+      .optional(),
+    create_table_version: z.object({ version: TableVersion }).optional(),
+    delete_table_versions: z.object({ deleted_count: z.number().int().min(0) }).optional(),
+    deregister_table: z.object({ id: z.array(z.string()), location: z.string(), properties: z.record(z.string(), z.string()).nullable() }).optional(),
+  })
+  .meta({ id: 'CommitTableResult' });
+export type CommitTableResult = z.infer<typeof CommitTableResult>;
+
+export const BatchCommitTablesResponse = z
+  .object({ results: z.array(CommitTableResult), transaction_id: z.string().optional() })
+  .meta({ id: 'BatchCommitTablesResponse' });
+export type BatchCommitTablesResponse = z.infer<typeof BatchCommitTablesResponse>;

@@ -6,11 +6,13 @@ import { tableDirKey } from '../../src/service/layout.js';
 import { listAll } from '../../src/store/object-store.js';
 import { type TestApp, listenTestApp } from '../support/app.js';
 import { backends, type TestRoot } from '../support/backends.js';
+import { useClientCredentials } from '../support/client-credentials.js';
 
 // The real @lancedb/lancedb client (its REST namespace implementation) against the running
 // service. The client talks REST only for the catalog (namespaces, declare/describe/drop of
 // tables) and reads and writes the table data straight on storage at the location the service
-// answers; so for S3 roots it needs the credentials, which the service never vends.
+// answers; so for S3 roots it needs the credentials, which the service never vends (see
+// useClientCredentials).
 
 type LancedbModule = typeof import('@lancedb/lancedb');
 type Connection = import('@lancedb/lancedb').Connection;
@@ -105,37 +107,6 @@ async function serviceSeesData(url: string, id: string[]): Promise<{ isOnlyDecla
 }
 
 const unique = (prefix: string) => `${prefix}_${randomBytes(4).toString('hex')}`;
-
-/**
- * S3 credentials for the client. The service vends none (its storage_options carry only endpoint,
- * region, allow_http and path style), so the client must bring its own. The client 0.39.0 takes
- * them only from the AWS default chain: once the service answers storage_options, the client
- * attaches a namespace storage-options provider that re-describes the table with
- * `vend_credentials: true` and uses only that answer, ignoring both
- * `connectNamespace(..., { storageOptions })` and per-table `storageOptions` (createTable fails with
- * "Failed to get AWS credentials"). So the credentials go into this worker's environment, for the
- * S3 suites only; the service itself always uses its own configured credentials.
- */
-function useClientCredentials(root: TestRoot): () => void {
-  if (!root.root.startsWith('s3://')) return () => {};
-  const env = {
-    AWS_ACCESS_KEY_ID: root.s3.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: root.s3.secretAccessKey,
-    // Skip the EC2 metadata lookups of the default chain (seconds per table on a machine without IMDS).
-    AWS_EC2_METADATA_DISABLED: 'true',
-  };
-  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
-  for (const [k, v] of Object.entries(env)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
-  return () => {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  };
-}
 
 describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (backend) => {
   let root: TestRoot;

@@ -9,9 +9,21 @@ and the data path is pylance's namespace integration:
   lance.write_dataset(data, namespace_client=ns, table_id=[...])  (declare_table on create,
                                                                    describe_table on append)
   lance.dataset(namespace_client=ns, table_id=[...])              (describe_table)
+
+With managed versioning (a namespace or table property managed_versioning=true, answered as
+`managed_versioning: true` by declare/describe), pylance stages each manifest and commits it
+through the service (create_table_version) instead of writing the final manifest itself.
+
+Run as a script (`python pylance_client.py append-worker '<json>'`) it is one writer process of
+test_managed_versioning_concurrent_appends.
 """
 
+import json
 import os
+import subprocess
+import sys
+import tempfile
+import time
 import uuid
 
 import lance
@@ -23,10 +35,13 @@ from lance_namespace import (
     DeclareTableRequest,
     DescribeNamespaceRequest,
     DescribeTableRequest,
+    DescribeTableVersionRequest,
+    DescribeTableVersionResponse,
     DropNamespaceRequest,
     DropTableRequest,
     ListNamespacesRequest,
     ListTablesRequest,
+    ListTableVersionsRequest,
     NamespaceExistsRequest,
     TableExistsRequest,
 )
@@ -353,3 +368,198 @@ def test_drop_namespace_with_tables_raises(ns):
         ns.table_exists(TableExistsRequest(id=table_id))
     finally:
         drop_namespace_quietly(ns, namespace)
+
+
+# ---------------------------------------------------------------------------------------------
+# Managed versioning: the service as commit coordinator
+# ---------------------------------------------------------------------------------------------
+
+APPENDS_PER_WRITER = 15
+ROWS_PER_APPEND = 2
+WRITER_TIMEOUT_S = 180
+
+
+def append_worker(config: dict) -> None:
+    """One writer process: connect, report ready, wait for the start line on stdin, append."""
+    ns = lance_namespace.connect("rest", {"uri": config["url"]})
+    table_id = config["table_id"]
+    print(json.dumps({"kind": "ready"}), flush=True)
+    if not sys.stdin.readline():
+        raise SystemExit("stdin closed before the start signal")
+    versions = []
+    started = time.time()
+    for i in range(config["appends"]):
+        first = config["first_id"] + i * config["rows_per_append"]
+        ds = lance.write_dataset(rows(first, config["rows_per_append"]), namespace_client=ns, table_id=table_id, mode="append")
+        versions.append(ds.version)
+    print(json.dumps({"kind": "done", "versions": versions, "started": started, "ended": time.time()}), flush=True)
+
+
+def start_writer(config: dict) -> subprocess.Popen:
+    """Starts a writer process; its stderr goes to a temporary file (read by writer_stderr)."""
+    stderr = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "append-worker", json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    proc.stderr_file = stderr
+    return proc
+
+
+def writer_stderr(proc: subprocess.Popen) -> str:
+    proc.stderr_file.seek(0)
+    return proc.stderr_file.read()
+
+
+def read_message(proc: subprocess.Popen) -> dict:
+    """The next JSON line the writer prints (lines that are not JSON objects are skipped)."""
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            proc.wait(timeout=WRITER_TIMEOUT_S)
+            raise AssertionError(f"writer exited with {proc.returncode} before reporting; stderr:\n{writer_stderr(proc)}")
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and "kind" in message:
+            return message
+
+
+def all_versions(ns, table_id) -> list:
+    """Every version the service lists, following page tokens."""
+    out = []
+    token = None
+    for _ in range(100):
+        page = ns.list_table_versions(ListTableVersionsRequest(id=table_id, limit=20, page_token=token))
+        out.extend(page.versions)
+        token = page.page_token
+        if not token:
+            return out
+    raise AssertionError("list_table_versions: more than 100 pages")
+
+
+def describe_version(ns, table_id, version=None):
+    """describe_table_version. pylance 14.0.2's RestNamespace takes and returns plain dicts here
+    (unlike list_table_versions, which takes the lance_namespace request model)."""
+    request = DescribeTableVersionRequest(id=table_id, version=version)
+    try:
+        response = ns.describe_table_version(request)
+    except TypeError:
+        response = ns.describe_table_version(request.model_dump(exclude_none=True))
+    return DescribeTableVersionResponse.from_dict(response) if isinstance(response, dict) else response
+
+
+def local_dir(location: str):
+    """The table directory on local disk, or None when the table is not on the local file system."""
+    if location.startswith("file://"):
+        return location[len("file://"):]
+    if "://" in location:
+        return None
+    return location
+
+
+def test_managed_versioning_concurrent_appends(ns):
+    """Two Python processes append to one managed-versioning table at the same time: every row
+    lands once, the service's version history is 1..latest without gaps, and each version was
+    committed through the service (final manifests it lists and describes; on local disk also
+    its per-version sidecar and no staged manifest left over)."""
+    namespace = unique("mv_ns")
+    table = unique("tbl")
+    table_id = [namespace, table]
+    writers = []
+    try:
+        create_namespace(ns, namespace, {"managed_versioning": "true"})
+        assert ns.describe_namespace(DescribeNamespaceRequest(id=[namespace])).properties == {"managed_versioning": "true"}
+
+        seed = rows(0, 3)
+        created = lance.write_dataset(seed, namespace_client=ns, table_id=table_id)
+        assert created.version == 1
+        described = ns.describe_table(DescribeTableRequest(id=table_id))
+        assert described.managed_versioning is True
+        # Version 1 went through the service too.
+        assert [v.version for v in all_versions(ns, table_id)] == [1]
+
+        configs = [
+            {
+                "url": server_url(),
+                "table_id": table_id,
+                "first_id": 1000 * (i + 1),
+                "appends": APPENDS_PER_WRITER,
+                "rows_per_append": ROWS_PER_APPEND,
+            }
+            for i in range(2)
+        ]
+        writers = [start_writer(c) for c in configs]
+        for w in writers:
+            assert read_message(w)["kind"] == "ready"
+        for w in writers:
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        results = []
+        for w in writers:
+            message = read_message(w)
+            assert message["kind"] == "done", f"{message}; stderr:\n{writer_stderr(w)}"
+            w.wait(timeout=WRITER_TIMEOUT_S)
+            assert w.returncode == 0, writer_stderr(w)
+            results.append(message)
+
+        # They really overlapped in time.
+        a, b = results
+        assert a["started"] < b["ended"] and b["started"] < a["ended"]
+
+        # Each append got a version of its own; together exactly 2..latest.
+        latest = 1 + 2 * APPENDS_PER_WRITER
+        assert sorted(a["versions"] + b["versions"]) == list(range(2, latest + 1))
+
+        # Every row exactly once.
+        expected_ids = list(range(3)) + [
+            c["first_id"] + k for c in configs for k in range(c["appends"] * c["rows_per_append"])
+        ]
+        dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert dataset.version == latest
+        assert dataset.count_rows() == len(expected_ids)
+        assert sorted(dataset.to_table(columns=["id"]).column("id").to_pylist()) == sorted(expected_ids)
+
+        # The service's history: gap-free 1..latest, every entry a final (not staged) manifest.
+        listed = all_versions(ns, table_id)
+        assert [v.version for v in listed] == list(range(1, latest + 1))
+        for v in listed:
+            assert v.manifest_path.endswith(".manifest"), v.manifest_path
+        newest = describe_version(ns, table_id)
+        assert newest.version.version == latest
+        for version in (1, latest // 2, latest):
+            one = describe_version(ns, table_id, version)
+            assert one.version.version == version
+            assert one.version.manifest_path == listed[version - 1].manifest_path
+
+        # On local disk: the service's sidecar for every version, and no staged manifest left.
+        directory = local_dir(described.location)
+        if directory is not None:
+            sidecars = sorted(os.listdir(os.path.join(directory, "_catalog", "versions")))
+            assert sidecars == [f"{v:020d}.json" for v in range(1, latest + 1)]
+            reservations = os.path.join(directory, "_catalog", "reservations")
+            assert not os.path.isdir(reservations) or os.listdir(reservations) == []
+            staged = sorted(f for f in os.listdir(os.path.join(directory, "_versions")) if ".manifest-" in f)
+            staged_versions = sorted(
+                (2**64 - 1 - int(f.split(".")[0])) if len(f.split(".")[0]) == 20 else int(f.split(".")[0]) for f in staged
+            )
+            assert staged == [], f"staged manifests left behind, of versions {staged_versions}"
+    finally:
+        for w in writers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+            w.stderr_file.close()
+        drop_namespace_quietly(ns, namespace)
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "append-worker":
+    try:
+        append_worker(json.loads(sys.argv[2]))
+    except BaseException as e:  # report, then fail the process
+        print(json.dumps({"kind": "error", "message": f"{type(e).__name__}: {e}"}), flush=True)
+        raise
