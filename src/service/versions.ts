@@ -58,7 +58,13 @@ interface PlannedVersion {
   state?: TableState;
 }
 
+/** Longest a writer waits for another writer's hold on the same version slot. */
+const MAX_SLOT_WAIT_MS = 10_000;
+
 export class TableVersionService {
+  /** Single commits in flight in this process, by reservation key: waiters await them instead of polling. */
+  private readonly inFlight = new Map<string, Promise<void>>();
+
   constructor(
     private readonly deps: CatalogDeps,
     private readonly log: TransactionLog,
@@ -124,24 +130,33 @@ export class TableVersionService {
   /**
    * Claims version slot v for a writer. A slot held past its lease by a writer that died is taken
    * over with a replace-if-unchanged; a slot held by a batch is first resolved (the batch rolled
-   * forward or back), which may free it.
+   * forward or back), which may free it. A slot held by a live writer is waited for, up to
+   * MAX_SLOT_WAIT_MS: a loser must be answered only once the winner's version is visible, because
+   * a Lance client that gets 409 asks for that version to learn whether its own commit landed.
    */
   private async claimSlot(versions: TableVersions, version: number, reservation: Reservation): Promise<boolean> {
-    for (let attempt = 0; attempt < 4; attempt++) {
+    const deadline = Date.now() + MAX_SLOT_WAIT_MS;
+    let delay = 2;
+    for (;;) {
       if (await versions.claim(version, reservation)) return true;
       const held = await versions.readReservation(version);
       if (!held) continue; // released meanwhile
-      if (held.value.transaction_id && held.value.transaction_id !== reservation.transaction_id) {
-        await this.recover(held.value.transaction_id);
-        continue;
-      }
-      if (Date.parse(held.value.expires_at) < Date.now()) {
+      const holder = held.value.transaction_id;
+      if (holder && holder !== reservation.transaction_id) {
+        await this.recover(holder);
+      } else if (Date.parse(held.value.expires_at) < Date.now()) {
         if (await versions.claim(version, reservation, held.etag)) return true;
         continue;
       }
-      return false;
+      if (Date.now() > deadline) return false;
+      const local = this.inFlight.get(versions.reservationKey(version));
+      if (local) await local;
+      else {
+        // Held by another replica (or a batch): poll with backoff until it is released.
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 50);
+      }
     }
-    return false;
   }
 
   /** Checks that the planned versions of one table are exactly latest + 1, latest + 2, ... */
@@ -206,6 +221,9 @@ export class TableVersionService {
     if (!(await this.claimSlot(versions, entry.version, this.lease()))) {
       throw conflict(`table ${displayId(id)}: version ${entry.version} is being committed by another writer`);
     }
+    const slotKey = versions.reservationKey(entry.version);
+    let settled = () => {};
+    this.inFlight.set(slotKey, new Promise<void>((resolve) => (settled = resolve)));
     try {
       const existing = await versions.get(entry.version, entry.naming_scheme);
       if (existing) {
@@ -230,6 +248,8 @@ export class TableVersionService {
       return { version };
     } finally {
       await versions.release(entry.version);
+      this.inFlight.delete(slotKey);
+      settled();
     }
   }
 
@@ -386,7 +406,8 @@ export class TableVersionService {
       current = done ?? (await this.log.read(record.value.id));
     }
     faultPoint('batch:after-succeeded');
-    await this.cleanUp(record.value, true);
+    if (current) await this.finish(current);
+    else await this.cleanUp(record.value, true);
     return committed;
   }
 
@@ -401,7 +422,19 @@ export class TableVersionService {
       await this.rollForward(current); // a recoverer pushed it past the commit point
       return;
     }
-    await this.cleanUp(record.value, false);
+    if (current) await this.finish(current);
+    else await this.cleanUp(record.value, false);
+  }
+
+  /**
+   * Cleans up after a `done` batch, then marks its record cleaned_up. Without the mark, start-up
+   * recovery (which skips finished records) could not tell a batch that crashed between `done`
+   * and its clean-up: its reservations would stay forever and, if it succeeded, so would its
+   * staged manifests. Losing the race to mark the record means another finisher marked it.
+   */
+  private async finish(record: Versioned<TransactionRecord>): Promise<void> {
+    await this.cleanUp(record.value, record.value.status === 'Succeeded');
+    if (!record.value.cleaned_up) await this.log.update(record, { ...record.value, cleaned_up: true });
   }
 
   /** Releases the reservations a finished transaction still holds; deletes its staged manifests if it succeeded. */
@@ -426,7 +459,7 @@ export class TableVersionService {
     else if (phase === 'reserving') {
       const lease = record.value.lease_until ? Date.parse(record.value.lease_until) : 0;
       if (lease < Date.now()) await this.rollBack(record);
-    } else await this.cleanUp(record.value, record.value.status === 'Succeeded');
+    } else await this.finish(record);
   }
 
   /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at. */
@@ -434,7 +467,8 @@ export class TableVersionService {
     let count = 0;
     for (const id of await this.log.ids()) {
       const record = await this.log.read(id);
-      if (record?.value.entries && record.value.phase !== 'done') {
+      // A `done` batch not yet cleaned up crashed before its clean-up: finish that too.
+      if (record?.value.entries && (record.value.phase !== 'done' || !record.value.cleaned_up)) {
         await this.recover(id);
         count++;
       }
