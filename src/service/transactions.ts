@@ -45,6 +45,12 @@ export const TransactionRecord = z.object({
   updated_at: z.string(),
   /** A coordinator that has not reached the commit point by then is presumed dead. */
   lease_until: z.string().optional(),
+  /**
+   * Set once a `done` batch holds nothing any more (its reservations released and, if it
+   * succeeded, its staged manifests deleted). A crash between `done` and the clean-up leaves it
+   * unset, which is how start-up recovery finds such a batch.
+   */
+  cleaned_up: z.boolean().optional(),
 });
 export type TransactionRecord = z.infer<typeof TransactionRecord>;
 
