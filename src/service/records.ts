@@ -20,6 +20,8 @@ export const TableRecord = z.object({
   location: z.string().optional(),
   /** Resolved when the table was created (see resolveManagedVersioning); absent for older records. */
   managed_versioning: z.boolean().optional(),
+  /** Declared by this batch commit; the table exists only once that transaction is committed. */
+  pending_transaction: z.string().optional(),
 });
 export type TableRecord = z.infer<typeof TableRecord>;
 

@@ -14,6 +14,7 @@ import type { Locations, StoreDir } from './locations.js';
 import { readManifestSummary, type ManifestSummary } from '../engine/lance-manifest.js';
 import { manifestFileName, parseManifestFileName } from './manifest-names.js';
 import { readRecord, TableRecord, type Versioned } from './records.js';
+import { isCommitted } from './transactions.js';
 
 /** What the store says about one table name, read with one LIST (plus a GET of the record). */
 export interface TableState {
@@ -24,6 +25,8 @@ export interface TableState {
   deregistered: boolean;
   /** The table's own directory has a `_versions/` folder (Lance data may live there). */
   ownVersionsDir: boolean;
+  /** No record nor marker, but committed versions: a dataset Lance wrote without the catalog. */
+  writtenByLance: boolean;
   /** Anything at all is in the table's directory. */
   occupied: boolean;
 }
@@ -32,20 +35,31 @@ export interface TableState {
  * A table is visible when it is not deregistered and has a record (declare, create, register),
  * a reserved marker (declared by Lance's own directory catalog), or versions (written by Lance).
  */
-export const isVisible = (s: TableState): boolean => !s.deregistered && (s.record !== null || s.reserved || s.ownVersionsDir);
+export const isVisible = (s: TableState): boolean => !s.deregistered && (s.record !== null || s.reserved || s.writtenByLance);
 
 export async function readTableState(store: ObjectStore, ref: TableRef): Promise<TableState> {
   const dirKey = tableDirKey(ref);
   const page = await store.list(dirKey, { delimiter: '/', maxKeys: 1000 });
   const names = new Set(page.objects.map((o) => o.key.slice(dirKey.length)));
-  const record = names.has(TABLE_RECORD) ? await readRecord(store, tableRecordKey(ref), TableRecord) : null;
+  let record = names.has(TABLE_RECORD) ? await readRecord(store, tableRecordKey(ref), TableRecord) : null;
+  // A table declared by a batch commit that has not reached its commit point does not exist yet.
+  const pending = record?.value.pending_transaction;
+  if (pending !== undefined && !(await isCommitted(store, pending))) record = null;
+  const reserved = names.has(RESERVED_MARKER);
+  const ownVersionsDir = page.commonPrefixes.includes(`${dirKey}${VERSIONS_DIR}/`);
+  // Only a directory without any catalog file needs the second LIST: staged manifests alone
+  // (a client staging before its batch commit declares the table) do not make a table.
+  const writtenByLance = record === null && !reserved && !names.has(TABLE_RECORD) && ownVersionsDir
+    ? await hasCommittedVersion({ store, key: dirKey, owned: true })
+    : false;
   return {
     ref,
     dirKey,
     record,
-    reserved: names.has(RESERVED_MARKER),
+    reserved,
     deregistered: names.has(DEREGISTERED_MARKER),
-    ownVersionsDir: page.commonPrefixes.includes(`${dirKey}${VERSIONS_DIR}/`),
+    ownVersionsDir,
+    writtenByLance,
     occupied: page.objects.length > 0 || page.commonPrefixes.length > 0,
   };
 }

@@ -124,7 +124,7 @@ export class TableService {
     await requireNamespace(this.store, ref.namespace);
     const state = await readTableState(this.store, ref);
     if (isVisible(state)) throw tableAlreadyExists(id);
-    if (state.occupied) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
+    if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const properties = request.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
     await this.claimName(ref, { properties, created_at: new Date().toISOString(), managed_versioning: managed }, () =>
@@ -176,7 +176,7 @@ export class TableService {
         properties = { ...existingProperties, ...properties };
       }
     } else {
-      if (state.occupied) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
+      if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
       const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
       await this.claimName(ref, { properties, created_at: new Date().toISOString(), managed_versioning: managed });
       claimed = true;

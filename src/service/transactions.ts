@@ -29,6 +29,25 @@ export const BatchEntry = z.object({
 });
 export type BatchEntry = z.infer<typeof BatchEntry>;
 
+/** A catalog change a batch commit makes besides versions; applied after its commit point. */
+export const TableOp = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('declare'),
+    table_id: z.array(z.string()),
+    properties: z.record(z.string(), z.string()),
+    managed_versioning: z.boolean(),
+  }),
+  z.object({
+    kind: z.literal('delete_versions'),
+    table_id: z.array(z.string()),
+    location: z.string(),
+    /** Resolved when the batch was planned, so that replaying it deletes the same versions. */
+    versions: z.array(z.object({ version: z.number().int().min(0), key: z.string() })),
+  }),
+  z.object({ kind: z.literal('deregister'), table_id: z.array(z.string()) }),
+]);
+export type TableOp = z.infer<typeof TableOp>;
+
 export const TransactionRecord = z.object({
   id: z.string(),
   status: TransactionStatus,
@@ -41,6 +60,7 @@ export const TransactionRecord = z.object({
   phase: z.enum(['reserving', 'committing', 'done']).optional(),
   properties: z.record(z.string(), z.string()).default({}),
   entries: z.array(BatchEntry).optional(),
+  table_ops: z.array(TableOp).optional(),
   created_at: z.string(),
   updated_at: z.string(),
   /** A coordinator that has not reached the commit point by then is presumed dead. */
@@ -99,4 +119,13 @@ export class TransactionLog {
     const listing = await listAll(this.store, PREFIX, { delimiter: '/' });
     return listing.objects.map((o) => o.key.slice(PREFIX.length)).filter((k) => k.endsWith('.json')).map((k) => k.slice(0, -5));
   }
+}
+
+/**
+ * Whether a transaction reached its commit point. A table record created by a batch that has not
+ * (a pending declare) is invisible until it does.
+ */
+export async function isCommitted(store: ObjectStore, id: string): Promise<boolean> {
+  const record = await new TransactionLog(store).read(id);
+  return record !== null && (record.value.phase === 'committing' || record.value.status === 'Succeeded');
 }

@@ -1,8 +1,11 @@
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../model/errors.js';
 import type {
+  BatchCommitTablesResponse,
   BatchCreateTableVersionsResponse,
   BatchDeleteTableVersionsRequest,
   BatchDeleteTableVersionsResponse,
+  CommitTableOperation,
+  CommitTableResult,
   CreateTableVersionEntry,
   CreateTableVersionResponse,
   DescribeTableVersionResponse,
@@ -10,16 +13,16 @@ import type {
   TableVersion,
 } from '../model/versions.js';
 import { PreconditionFailedError } from '../store/object-store.js';
-import { type CatalogDeps, displayId } from './catalog.js';
+import { type CatalogDeps, createInNamespace, displayId, resolveManagedVersioning } from './catalog.js';
 import { faultPoint } from './fault-points.js';
-import { reservedMarkerKey, tableRefOf } from './layout.js';
+import { deregisteredMarkerKey, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from './layout.js';
 import type { ManifestNamingScheme } from './manifest-names.js';
 import type { PageRequest } from './namespaces.js';
 import type { RequestContext } from './request-context.js';
-import { dataDir, requireVisibleTable, type TableState } from './table-state.js';
+import { dataDir, isVisible, readTableState, requireVisibleTable, type TableState } from './table-state.js';
 import { type CommittedVersion, type Reservation, TableVersions } from './table-versions.js';
-import { type BatchEntry, type TransactionLog, type TransactionRecord } from './transactions.js';
-import type { Versioned } from './records.js';
+import { type BatchEntry, type TableOp, type TransactionLog, type TransactionRecord } from './transactions.js';
+import { encodeRecord, readRecord, TableRecord, type Versioned } from './records.js';
 
 // The service as commit coordinator of Lance tables.
 //
@@ -43,6 +46,13 @@ export interface VersionSettings {
 const conflict = (message: string) => new NamespaceError(ErrorCode.ConcurrentModification, message);
 const versionNotFound = (id: string[], version: number) =>
   new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
+
+const ignorePrecondition = (e: unknown): void => {
+  if (!(e instanceof PreconditionFailedError)) throw e;
+};
+
+const inRanges = (version: number, ranges: Array<{ start_version: number; end_version: number }>): boolean =>
+  ranges.some((r) => version >= r.start_version && (r.end_version === -1 || version < r.end_version));
 
 function requireMainBranch(branch: string | null | undefined): void {
   if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
@@ -314,9 +324,7 @@ export class TableVersionService {
       }
     }
     const versions = await this.tableVersions(id);
-    const doomed = (await versions.all()).filter((v) =>
-      request.ranges.some((r) => v.version >= r.start_version && (r.end_version === -1 || v.version < r.end_version)),
-    );
+    const doomed = (await versions.all()).filter((v) => inRanges(v.version, request.ranges));
     for (const v of doomed) {
       await versions.store.delete(v.key);
       await versions.store.delete(versions.sidecarKey(v.version));
@@ -331,25 +339,134 @@ export class TableVersionService {
   async batchCreate(_ctx: RequestContext, entries: CreateTableVersionEntry[]): Promise<BatchCreateTableVersionsResponse> {
     const planned: PlannedVersion[] = [];
     for (const e of entries) planned.push(await this.plan(e.id, e));
+    const { transactionId, committed } = await this.runBatch('batch_create_table_versions', planned, []);
+    return { versions: await this.wireOf(planned, committed), transaction_id: transactionId };
+  }
+
+  /**
+   * Applies declare / create-version / delete-versions / deregister operations on any tables
+   * together: all or none, with the same protocol as batchCreate. A declare claims its table name
+   * with a record marked pending on this transaction, invisible until the commit point; the other
+   * changes are made only after it.
+   */
+  async batchCommit(_ctx: RequestContext, operations: CommitTableOperation[]): Promise<BatchCommitTablesResponse> {
+    const planned: PlannedVersion[] = [];
+    const ops: TableOp[] = [];
+    const declared = new Set<string>();
+    for (const op of operations) {
+      if (op.declare_table) {
+        const ref = tableRefOf(op.declare_table.id);
+        const own = this.deps.locations.own(tableDirKey(ref));
+        if (op.declare_table.location && op.declare_table.location.trim() !== '') {
+          const asked = this.deps.locations.resolve(op.declare_table.location);
+          if (asked.store !== own.store || asked.key !== own.key) throw invalidInput(`declare_table: location must be the table's directory ${own.store.location(own.key)}`);
+        }
+        const properties = op.declare_table.properties ?? {};
+        ops.push({ kind: 'declare', table_id: op.declare_table.id, properties, managed_versioning: await resolveManagedVersioning(this.deps, ref.namespace, properties) });
+        declared.add(JSON.stringify(op.declare_table.id));
+      } else if (op.create_table_version) {
+        const request = op.create_table_version;
+        const newTable = declared.has(JSON.stringify(request.id));
+        planned.push(newTable ? this.planNewTable(request.id, request) : await this.plan(request.id, request));
+      } else if (op.delete_table_versions) {
+        const { id, ranges, branch } = op.delete_table_versions;
+        requireMainBranch(branch);
+        const versions = await this.tableVersions(id);
+        const doomed = (await versions.all()).filter((v) => inRanges(v.version, ranges));
+        ops.push({ kind: 'delete_versions', table_id: id, location: versions.store.location(versions.dir.key), versions: doomed.map((v) => ({ version: v.version, key: v.key })) });
+      } else if (op.deregister_table) {
+        await requireVisibleTable(this.deps.store, tableRefOf(op.deregister_table.id));
+        ops.push({ kind: 'deregister', table_id: op.deregister_table.id });
+      }
+    }
+    const { transactionId, committed } = await this.runBatch('batch_commit_tables', planned, ops);
+    const versions = await this.wireOf(planned, committed);
+    let v = 0;
+    let o = 0;
+    const results: CommitTableResult[] = [];
+    for (const op of operations) {
+      if (op.create_table_version) {
+        const version = versions[v++];
+        if (version) results.push({ create_table_version: { version } });
+        continue;
+      }
+      const applied = ops[o++];
+      if (applied?.kind === 'declare') {
+        const own = this.deps.locations.own(tableDirKey(tableRefOf(applied.table_id)));
+        results.push({
+          declare_table: {
+            location: own.store.location(own.key),
+            properties: applied.properties,
+            managed_versioning: applied.managed_versioning,
+            storage_options: own.store.clientStorageOptions(),
+          },
+        });
+      } else if (applied?.kind === 'delete_versions') results.push({ delete_table_versions: { deleted_count: applied.versions.length } });
+      else if (applied?.kind === 'deregister') {
+        const own = this.deps.locations.own(tableDirKey(tableRefOf(applied.table_id)));
+        results.push({ deregister_table: { id: applied.table_id, location: own.store.location(own.key), properties: null } });
+      }
+    }
+    return { results, transaction_id: transactionId };
+  }
+
+  /** A version of a table this batch declares: it has no record yet, so no state to read. */
+  private planNewTable(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): PlannedVersion {
+    requireMainBranch(request.branch);
+    const versions = new TableVersions(this.deps.locations.own(tableDirKey(tableRefOf(id))));
+    const scheme = request.naming_scheme ?? 'V2';
+    return {
+      versions,
+      entry: {
+        table_id: id,
+        location: versions.store.location(versions.dir.key),
+        version: request.version,
+        staged_key: versions.stagedKey(request.manifest_path),
+        final_key: versions.finalKey(request.version, scheme),
+        naming_scheme: scheme,
+        ...(request.manifest_size !== undefined && request.manifest_size !== null ? { manifest_size: request.manifest_size } : {}),
+        ...(request.e_tag ? { e_tag: request.e_tag } : {}),
+        ...(request.metadata ? { metadata: request.metadata } : {}),
+      },
+    };
+  }
+
+  private async wireOf(planned: PlannedVersion[], committed: Map<string, CommittedVersion>): Promise<TableVersion[]> {
+    const wire: TableVersion[] = [];
+    for (const p of planned) {
+      const c = committed.get(`${p.entry.location}#${p.entry.version}`);
+      if (c) wire.push(...(await this.toWire(p.versions, [c])));
+    }
+    return wire;
+  }
+
+  /** The batch protocol (see the invariants at the top of this file). */
+  private async runBatch(
+    operation: string,
+    planned: PlannedVersion[],
+    ops: TableOp[],
+  ): Promise<{ transactionId: string; committed: Map<string, CommittedVersion> }> {
     const seen = new Set<string>();
     for (const p of planned) {
       const slot = `${p.entry.location}#${p.entry.version}`;
-      if (seen.has(slot)) throw invalidInput(`entries: version ${p.entry.version} of table ${displayId(p.entry.table_id)} appears twice`);
+      if (seen.has(slot)) throw invalidInput(`version ${p.entry.version} of table ${displayId(p.entry.table_id)} appears twice`);
       seen.add(slot);
     }
     const transactionId = this.log.newId();
     const now = new Date().toISOString();
+    const tables = [...planned.map((p) => p.entry.table_id), ...ops.map((o) => o.table_id)];
     let record = await this.log.create({
       id: transactionId,
       status: 'Running',
-      operation: 'batch_create_table_versions',
+      operation,
       phase: 'reserving',
       properties: {
-        operation: 'batch_create_table_versions',
-        tables: planned.map((p) => p.entry.table_id.join('$')).join(','),
-        versions: planned.map((p) => String(p.entry.version)).join(','),
+        operation,
+        tables: [...new Set(tables.map((t) => t.join('$')))].join(','),
+        ...(planned.length > 0 ? { versions: planned.map((p) => String(p.entry.version)).join(',') } : {}),
       },
       entries: planned.map((p) => p.entry),
+      ...(ops.length > 0 ? { table_ops: ops } : {}),
       created_at: now,
       updated_at: now,
       lease_until: new Date(Date.now() + this.settings.leaseMs).toISOString(),
@@ -358,6 +475,7 @@ export class TableVersionService {
     // A fixed order of claims: two overlapping batches cannot each hold a slot the other needs forever.
     const order = [...planned].sort((a, b) => (a.entry.location < b.entry.location ? -1 : a.entry.location > b.entry.location ? 1 : a.entry.version - b.entry.version));
     try {
+      for (const op of ops) if (op.kind === 'declare') await this.claimName(op, transactionId);
       for (const [i, p] of order.entries()) {
         if (!(await this.claimSlot(p.versions, p.entry.version, this.lease(transactionId)))) {
           throw conflict(`table ${displayId(p.entry.table_id)}: version ${p.entry.version} is being committed by another writer`);
@@ -379,13 +497,61 @@ export class TableVersionService {
       throw e;
     }
     faultPoint('batch:after-commit-point');
-    const committed = await this.rollForward(record);
-    const wire: TableVersion[] = [];
-    for (const p of planned) {
-      const c = committed.get(`${p.entry.location}#${p.entry.version}`);
-      if (c) wire.push(...(await this.toWire(p.versions, [c])));
+    return { transactionId, committed: await this.rollForward(record) };
+  }
+
+  /** Claims a table name for a declare in a batch: its record, pending on the transaction. */
+  private async claimName(op: Extract<TableOp, { kind: 'declare' }>, transactionId: string): Promise<void> {
+    const ref = tableRefOf(op.table_id);
+    const state = await readTableState(this.deps.store, ref);
+    // Staged manifests may already sit in the directory; a record (the claim) or data may not.
+    if (isVisible(state) || state.deregistered) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
+    const key = tableRecordKey(ref);
+    const record: TableRecord = {
+      properties: op.properties,
+      created_at: new Date().toISOString(),
+      managed_versioning: op.managed_versioning,
+      pending_transaction: transactionId,
+    };
+    try {
+      await createInNamespace(this.deps.store, ref.namespace, () => this.deps.store.put(key, encodeRecord(record), { ifNoneMatch: '*' }), () => this.deps.store.delete(key));
+    } catch (e) {
+      if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
+      throw e;
     }
-    return { versions: wire, transaction_id: transactionId };
+  }
+
+  /** Applies the table operations of a committed batch. Idempotent. */
+  private async applyTableOps(record: TransactionRecord): Promise<void> {
+    for (const op of record.table_ops ?? []) {
+      const ref = tableRefOf(op.table_id);
+      if (op.kind === 'declare') {
+        const current = await readRecord(this.deps.store, tableRecordKey(ref), TableRecord);
+        if (current?.value.pending_transaction === record.id) {
+          const { pending_transaction: _pending, ...settled } = current.value;
+          await this.deps.store.put(tableRecordKey(ref), encodeRecord(settled), { ifMatch: current.etag }).catch(ignorePrecondition);
+        }
+        await this.deps.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch(ignorePrecondition);
+      } else if (op.kind === 'delete_versions') {
+        const versions = new TableVersions(this.deps.locations.resolve(op.location));
+        for (const v of op.versions) {
+          await versions.store.delete(v.key);
+          await versions.store.delete(versions.sidecarKey(v.version));
+        }
+      } else {
+        await this.deps.store.put(deregisteredMarkerKey(ref), '', { ifNoneMatch: '*' }).catch(ignorePrecondition);
+      }
+    }
+  }
+
+  /** Undoes what an abandoned batch claimed for its table operations: its pending table records. */
+  private async undoTableOps(record: TransactionRecord): Promise<void> {
+    for (const op of record.table_ops ?? []) {
+      if (op.kind !== 'declare') continue;
+      const key = tableRecordKey(tableRefOf(op.table_id));
+      const current = await readRecord(this.deps.store, key, TableRecord);
+      if (current?.value.pending_transaction === record.id) await this.deps.store.delete(key);
+    }
   }
 
   private planFromEntry(entry: BatchEntry): PlannedVersion {
@@ -400,6 +566,7 @@ export class TableVersionService {
       committed.set(`${entry.location}#${entry.version}`, await this.writeManifest(p, record.value.id));
       faultPoint(`batch:after-manifest-${i}`);
     }
+    await this.applyTableOps(record.value);
     let current: Versioned<TransactionRecord> | null = record;
     while (current && current.value.phase !== 'done') {
       const done = await this.log.update(current, { ...current.value, status: 'Succeeded', phase: 'done' });
@@ -439,6 +606,7 @@ export class TableVersionService {
 
   /** Releases the reservations a finished transaction still holds; deletes its staged manifests if it succeeded. */
   private async cleanUp(record: TransactionRecord, succeeded: boolean): Promise<void> {
+    if (!succeeded) await this.undoTableOps(record);
     for (const entry of record.entries ?? []) {
       const { versions } = this.planFromEntry(entry);
       if (succeeded) await versions.store.delete(entry.staged_key);
@@ -462,6 +630,16 @@ export class TableVersionService {
     } else await this.finish(record);
   }
 
+  /**
+   * A batch whose lease has not expired may still have a live coordinator (on another replica),
+   * so it is left alone now and looked at again once the lease runs out.
+   */
+  private recheckAtLeaseEnd(record: TransactionRecord): void {
+    const remaining = record.lease_until ? Date.parse(record.lease_until) - Date.now() : 0;
+    if (record.phase !== 'reserving' || remaining < 0) return;
+    setTimeout(() => void this.recover(record.id).catch(() => undefined), remaining + 10).unref();
+  }
+
   /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at. */
   async recoverAll(): Promise<number> {
     let count = 0;
@@ -470,6 +648,8 @@ export class TableVersionService {
       // A `done` batch not yet cleaned up crashed before its clean-up: finish that too.
       if (record?.value.entries && (record.value.phase !== 'done' || !record.value.cleaned_up)) {
         await this.recover(id);
+        const after = await this.log.read(id);
+        if (after) this.recheckAtLeaseEnd(after.value);
         count++;
       }
     }

@@ -235,3 +235,71 @@ describe.each(backends())('table versions on $name', (backend) => {
     }
   });
 });
+
+describe.each(backends())('batch commit of tables on $name', (backend) => {
+  const fx = useTestApp(backend);
+
+  const stage = async (dir: string, version: number) => {
+    const rel = `_versions/${version}.manifest-${randomUUID()}`;
+    await fx.root.store.put(`${dir}${rel}`, `manifest ${version} ${randomUUID()}`);
+    return rel;
+  };
+
+  it('declares, commits, deletes versions and deregisters in one atomic step', async () => {
+    await fx.t.call('POST', '/v1/namespace/bc/create', {});
+    await fx.t.call('POST', '/v1/table/bc%24old/declare', {});
+    for (let v = 1; v <= 3; v++) {
+      const rel = await stage('bc/old.lance/', v);
+      expect((await fx.t.call('POST', '/v1/table/bc%24old/version/create', { version: v, manifest_path: rel })).status).toBe(200);
+    }
+    await fx.t.call('POST', '/v1/table/bc%24gone/declare', {});
+    const newRel = await stage('bc/fresh.lance/', 1);
+    const oldRel = await stage('bc/old.lance/', 4);
+    const res = await fx.t.call('POST', '/v1/table/batch-commit', {
+      operations: [
+        { declare_table: { id: ['bc', 'fresh'], properties: { k: 'v' } } },
+        { create_table_version: { id: ['bc', 'fresh'], version: 1, manifest_path: newRel } },
+        { create_table_version: { id: ['bc', 'old'], version: 4, manifest_path: oldRel } },
+        { delete_table_versions: { id: ['bc', 'old'], ranges: [{ start_version: 1, end_version: 3 }] } },
+        { deregister_table: { id: ['bc', 'gone'] } },
+      ],
+    });
+    expect(res.status).toBe(200);
+    const results = res.json.results as Array<Record<string, Record<string, unknown>>>;
+    expect(results.map((r) => Object.keys(r)[0])).toEqual(['declare_table', 'create_table_version', 'create_table_version', 'delete_table_versions', 'deregister_table']);
+    expect(results[0]?.declare_table).toMatchObject({ properties: { k: 'v' }, managed_versioning: false });
+    expect(results[3]?.delete_table_versions).toEqual({ deleted_count: 2 });
+    expect((await fx.t.call('POST', '/v1/table/bc%24fresh/describe', {})).json.properties).toEqual({ k: 'v' });
+    expect(((await fx.t.call('GET', '/v1/table/bc%24fresh/version/list')).json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([1]);
+    expect(((await fx.t.call('GET', '/v1/table/bc%24old/version/list')).json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([3, 4]);
+    expect((await fx.t.call('POST', '/v1/table/bc%24gone/exists', {})).status).toBe(404);
+    const txn = await fx.t.call('POST', `/v1/transaction/${res.json.transaction_id}/describe`, {});
+    expect(txn.json).toMatchObject({ status: 'Succeeded', properties: { operation: 'batch_commit_tables' } });
+  });
+
+  it('applies nothing when one operation fails, and frees what it claimed', async () => {
+    await fx.t.call('POST', '/v1/namespace/bf/create', {});
+    await fx.t.call('POST', '/v1/table/bf%24taken/declare', {});
+    await fx.t.call('POST', '/v1/table/bf%24keep/declare', {});
+    const rel = await stage('bf/newbie.lance/', 1);
+    const res = await fx.t.call('POST', '/v1/table/batch-commit', {
+      operations: [
+        { declare_table: { id: ['bf', 'newbie'] } },
+        { create_table_version: { id: ['bf', 'newbie'], version: 1, manifest_path: rel } },
+        { deregister_table: { id: ['bf', 'keep'] } },
+        { declare_table: { id: ['bf', 'taken'] } },
+      ],
+    });
+    expect(res.status).toBe(409);
+    expect(res.json.code).toBe(5);
+    expect((await fx.t.call('POST', '/v1/table/bf%24newbie/exists', {})).status).toBe(404);
+    expect((await fx.t.call('POST', '/v1/table/bf%24keep/exists', {})).status).toBe(200);
+    expect(await fx.root.store.head('bf/newbie.lance/.lance-table.json')).toBeNull();
+    expect((await fx.root.store.list('bf/newbie.lance/_catalog/', {})).objects).toEqual([]);
+    // The name is free again.
+    expect((await fx.t.call('POST', '/v1/table/bf%24newbie/declare', {})).status).toBe(200);
+    const bad = await fx.t.call('POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['bf', 'x'] }, deregister_table: { id: ['bf', 'keep'] } }] });
+    expect(bad.status).toBe(400);
+    expect(bad.json.code).toBe(13);
+  });
+});

@@ -14,12 +14,10 @@ interface Pending {
   plannedIn: string;
 }
 
-const VERSIONS = 'the table-versions milestone';
 const DATA = 'the data-operations milestone';
 const TXN = 'the transactions milestone';
 
 export const PENDING_OPERATIONS: readonly Pending[] = [
-  { operationId: 'BatchCommitTables', path: '/v1/table/batch-commit', plannedIn: VERSIONS },
   { operationId: 'RestoreTable', path: '/v1/table/{id}/restore', plannedIn: DATA },
   { operationId: 'UpdateTableSchemaMetadata', path: '/v1/table/{id}/schema_metadata/update', plannedIn: DATA },
   { operationId: 'AlterTableAlterColumns', path: '/v1/table/{id}/alter_columns', plannedIn: DATA },

@@ -1,4 +1,6 @@
 import {
+  BatchCommitTablesRequest,
+  BatchCommitTablesResponse,
   BatchCreateTableVersionsRequest,
   BatchCreateTableVersionsResponse,
   BatchDeleteTableVersionsRequest,
@@ -77,6 +79,17 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       response: BatchCreateTableVersionsResponse,
       mutation: true,
       handler: ({ ctx, body }) => versions.batchCreate(ctx, body.entries),
+    }),
+    defineRoute({
+      operationId: 'BatchCommitTables',
+      summary: 'Apply declare, create-version, delete-versions and deregister operations on several tables atomically',
+      tag: 'Table',
+      paths: ['/v1/table/batch-commit'],
+      methods: ['POST'],
+      body: BatchCommitTablesRequest,
+      response: BatchCommitTablesResponse,
+      mutation: true,
+      handler: ({ ctx, body }) => versions.batchCommit(ctx, body.operations),
     }),
     defineRoute({
       operationId: 'DescribeTransaction',
