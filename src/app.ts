@@ -1,8 +1,14 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Config } from './config.js';
-import { LancedbEngine } from './engine/lancedb-engine.js';
+import { LancedbEngine } from './engine/lancedb/engine.js';
 import { buildHttpServer } from './http/server.js';
 import type { CatalogDeps } from './service/catalog.js';
+import { ColumnService } from './service/data/columns.js';
+import { DataTables } from './service/data/dataset.js';
+import { IndexService } from './service/data/indices.js';
+import { QueryService } from './service/data/queries.js';
+import { RowService } from './service/data/rows.js';
+import { TagService } from './service/data/tags.js';
 import { HealthService } from './service/health.js';
 import { Locations } from './service/locations.js';
 import { NamespaceService } from './service/namespaces.js';
@@ -37,11 +43,22 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     settings: { managedVersioningDefault: config.managedVersioning },
   };
   const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: config.transactionLeaseMs });
+  const data = new DataTables(deps, versions);
   // Finish or roll back what a crash left in flight before serving.
   const recovered = await versions.recoverAll();
   if (recovered > 0) logger.info({ recovered }, 'recovered unfinished transactions');
   const server = buildHttpServer(
-    { namespaces: new NamespaceService(deps), tables: new TableService(deps), versions, health: new HealthService(store) },
+    {
+      namespaces: new NamespaceService(deps),
+      tables: new TableService(deps),
+      versions,
+      rows: new RowService(data),
+      columns: new ColumnService(data),
+      indices: new IndexService(data),
+      tags: new TagService(data),
+      queries: new QueryService(data),
+      health: new HealthService(store),
+    },
     { logger, jsonBodyLimit: config.maxJsonBodyBytes, arrowBodyLimit: config.maxArrowBodyBytes, version: SERVICE_VERSION },
   );
   return {

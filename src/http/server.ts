@@ -3,6 +3,11 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { HealthService } from '../service/health.js';
 import type { NamespaceService } from '../service/namespaces.js';
 import type { TableService } from '../service/tables.js';
+import type { ColumnService } from '../service/data/columns.js';
+import type { IndexService } from '../service/data/indices.js';
+import type { QueryService } from '../service/data/queries.js';
+import type { RowService } from '../service/data/rows.js';
+import type { TagService } from '../service/data/tags.js';
 import type { TableVersionService } from '../service/versions.js';
 import { toWireError, wireError } from './errors.js';
 import { buildOpenApi } from './openapi.js';
@@ -12,11 +17,21 @@ import { namespaceRoutes } from './routes/namespaces.js';
 import { tableRoutes } from './routes/tables.js';
 import { unsupportedRoutes } from './routes/unsupported.js';
 import { versionRoutes } from './routes/versions.js';
+import { columnRoutes } from './routes/columns.js';
+import { indexRoutes } from './routes/indices.js';
+import { queryRoutes } from './routes/queries.js';
+import { rowRoutes } from './routes/rows.js';
+import { tagRoutes } from './routes/tags.js';
 
 export interface Services {
   namespaces: NamespaceService;
   tables: TableService;
   versions: TableVersionService;
+  rows: RowService;
+  columns: ColumnService;
+  indices: IndexService;
+  tags: TagService;
+  queries: QueryService;
   health: HealthService;
 }
 
@@ -33,6 +48,11 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...namespaceRoutes(services.namespaces),
     ...tableRoutes(services.tables),
     ...versionRoutes(services.versions),
+    ...rowRoutes(services.rows),
+    ...columnRoutes(services.columns),
+    ...indexRoutes(services.indices),
+    ...tagRoutes(services.tags),
+    ...queryRoutes(services.queries),
     ...unsupportedRoutes(),
   ];
 }

@@ -1,5 +1,6 @@
 import pLimit from 'p-limit';
 import { EngineError } from '../engine/lance-engine.js';
+import { engineFailure } from './engine-errors.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../model/errors.js';
 import type {
   CreateTableResponse,
@@ -64,22 +65,6 @@ export interface DescribeFlags {
 const tableAlreadyExists = (id: string[], why = 'already exists') =>
   new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(id)} ${why}`);
 
-
-function engineFailure(e: unknown, id: string[]): unknown {
-  if (!(e instanceof EngineError)) return e;
-  switch (e.kind) {
-    case 'invalid_input':
-      return invalidInput(e.message, e);
-    case 'already_exists':
-      return tableAlreadyExists(id, 'already has data (another writer created it)');
-    case 'conflict':
-      return new NamespaceError(ErrorCode.ConcurrentModification, e.message, { cause: e });
-    case 'not_a_dataset':
-      return new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} has no readable Lance dataset: ${e.message}`, { cause: e });
-    default:
-      return new NamespaceError(ErrorCode.Internal, e.message, { cause: e });
-  }
-}
 
 export class TableService {
   constructor(private readonly deps: CatalogDeps) {}

@@ -1,3 +1,4 @@
+import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '../engine/lance-engine.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../model/errors.js';
 import type {
   BatchCommitTablesResponse,
@@ -654,6 +655,52 @@ export class TableVersionService {
       }
     }
     return count;
+  }
+
+  /**
+   * The commit path of one table as the engine sees it: the service's own writes to a table with
+   * managed versioning commit through the same create-if-absent of the next manifest, under the
+   * same reservations, as clients' commits.
+   */
+  coordinatorFor(ctx: RequestContext, id: string[]): CommitCoordinator {
+    const coordinated = (v: TableVersion): CoordinatedVersion => ({
+      version: v.version,
+      manifestPath: v.manifest_path,
+      manifestSize: v.manifest_size,
+      eTag: v.e_tag,
+      timestampMillis: v.timestamp_millis,
+    });
+    return {
+      latest: async () => {
+        const versions = await this.tableVersions(id);
+        const latest = await versions.latest();
+        return latest ? ((await this.toWire(versions, [latest])).map(coordinated)[0] ?? null) : null;
+      },
+      describe: async (version) => {
+        const versions = await this.tableVersions(id);
+        const found = await versions.get(version);
+        return found ? ((await this.toWire(versions, [found])).map(coordinated)[0] ?? null) : null;
+      },
+      list: async () => {
+        const versions = await this.tableVersions(id);
+        return (await this.toWire(versions, await versions.all())).map(coordinated);
+      },
+      create: async (request) => {
+        try {
+          const { version } = await this.create(ctx, id, {
+            version: request.version,
+            manifest_path: request.manifestPath,
+            ...(request.manifestSize !== undefined ? { manifest_size: request.manifestSize } : {}),
+            ...(request.eTag !== undefined ? { e_tag: request.eTag } : {}),
+            ...(request.namingScheme !== undefined ? { naming_scheme: request.namingScheme } : {}),
+          });
+          return coordinated(version);
+        } catch (e) {
+          if (e instanceof NamespaceError && e.code === ErrorCode.ConcurrentModification) throw new EngineError('conflict', e.message, { cause: e });
+          throw e;
+        }
+      },
+    };
   }
 
   async describeTransaction(_ctx: RequestContext, transactionId: string): Promise<{ status: string; properties: Record<string, string> }> {

@@ -17,12 +17,10 @@ import type { ObjectStore, PutCondition } from '../../src/store/object-store.js'
 // whole drop at a chosen step of a creator, which no timing-based race can do reliably.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
-const noEngine: LanceEngine = {
-  createDataset: () => Promise.reject(new EngineError('internal', 'not used here')),
-  datasetVersion: () => Promise.reject(new EngineError('internal', 'not used here')),
-  describeDataset: () => Promise.reject(new EngineError('internal', 'not used here')),
-  close: async () => {},
-};
+// These protocols never reach the engine; any call would fail the test.
+const noEngine = new Proxy({} as LanceEngine, {
+  get: () => () => Promise.reject(new EngineError('internal', 'the engine is not used here')),
+});
 
 /** A store that runs `hook` just before the first put of `key`. */
 function pausingStore(inner: ObjectStore, key: string, hook: () => Promise<void>): ObjectStore {

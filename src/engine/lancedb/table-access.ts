@@ -1,0 +1,166 @@
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createRequire } from 'node:module';
+import { type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind } from '../lance-engine.js';
+
+export type LancedbModule = typeof import('@lancedb/lancedb');
+export type Connection = import('@lancedb/lancedb').Connection;
+export type Table = import('@lancedb/lancedb').Table;
+
+const require = createRequire(import.meta.url);
+export const lancedb = (): LancedbModule => require('@lancedb/lancedb') as LancedbModule;
+
+// @lancedb/lancedb opens tables only by name under a connection, never by an arbitrary location.
+// Its REST namespace client, though, opens whatever location a namespace's `describe` (or
+// `declare`) answers. So the adapter runs a private resolver on 127.0.0.1: each operation
+// registers a one-off handle for its location, opens the handle through the client, and drops it.
+// For a table with managed versioning the resolver also answers the client's version calls
+// (list latest, describe, create) from the handle's commit coordinator, so that the engine's own
+// commits go through the service's commit path like every client's.
+
+/** Classifies an error thrown by the Lance engine by its message. */
+export function classify(e: unknown, fallback: EngineErrorKind = 'internal'): EngineError {
+  if (e instanceof EngineError) return e;
+  const message = e instanceof Error ? e.message : String(e);
+  let kind = fallback;
+  if (/commit conflict|preempted|concurrent|conflicting/i.test(message)) kind = 'conflict';
+  else if (/already exists/i.test(message)) kind = 'already_exists';
+  else if (/Dataset at path .* was not found|no such file|not a dataset|Table '.*' was not found/i.test(message)) kind = 'not_a_dataset';
+  else if (/version .* (not found|does not exist)|not found.*version/i.test(message)) kind = 'version_not_found';
+  return new EngineError(kind, message, { cause: e });
+}
+
+interface Handle extends DatasetLocation {}
+
+function send(res: http.ServerResponse, status: number, body: unknown): void {
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify(body));
+}
+
+const wireVersion = (v: CoordinatedVersion) => ({
+  version: v.version,
+  manifest_path: v.manifestPath,
+  ...(v.manifestSize !== undefined ? { manifest_size: v.manifestSize } : {}),
+  ...(v.eTag !== undefined ? { e_tag: v.eTag } : {}),
+  ...(v.timestampMillis !== undefined ? { timestamp_millis: v.timestampMillis } : {}),
+});
+
+export class TableAccess {
+  private constructor(
+    private readonly resolver: http.Server,
+    private readonly connection: Connection,
+    /** Live handles; the resolver reads the same map. */
+    private readonly handles: Map<string, Handle>,
+  ) {}
+
+  static async start(): Promise<TableAccess> {
+    const handles = new Map<string, Handle>();
+    const resolver = http.createServer((req, res) => void TableAccess.resolve(handles, req, res));
+    await new Promise<void>((resolve, reject) => {
+      resolver.once('error', reject);
+      resolver.listen(0, '127.0.0.1', () => resolve());
+    });
+    const port = (resolver.address() as AddressInfo).port;
+    const connection = await lancedb().connectNamespace('rest', { uri: `http://127.0.0.1:${port}` });
+    return new TableAccess(resolver, connection, handles);
+  }
+
+  private static async resolve(handles: Map<string, Handle>, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const url = new URL(req.url ?? '/', 'http://resolver');
+    const match = /^\/v1\/table\/([^/]+)\/(describe|declare|version\/list|version\/describe|version\/create)$/.exec(url.pathname);
+    const handle = match ? handles.get(decodeURIComponent(match[1] ?? '')) : undefined;
+    if (!match || !handle) {
+      send(res, 404, { code: 4, error: 'unknown engine handle' });
+      return;
+    }
+    const op = match[2];
+    const coordinator = handle.coordinator;
+    if (op === 'describe' || op === 'declare') {
+      send(res, 200, { location: handle.location, storage_options: handle.storageOptions, managed_versioning: coordinator !== undefined });
+      return;
+    }
+    if (!coordinator) {
+      send(res, 406, { code: 0, error: 'this table does not have managed versioning' });
+      return;
+    }
+    try {
+      const text = Buffer.concat(chunks).toString('utf8').trim();
+      const body = (text === '' || text === 'null' ? {} : JSON.parse(text)) as Record<string, unknown>;
+      if (op === 'version/list') {
+        const latestOnly = url.searchParams.get('descending') === 'true' && url.searchParams.get('limit') === '1';
+        const all = latestOnly ? [await coordinator.latest()].filter((v): v is CoordinatedVersion => v !== null) : await coordinator.list();
+        if (url.searchParams.get('descending') === 'true') all.sort((a, b) => b.version - a.version);
+        send(res, 200, { versions: all.map(wireVersion) });
+      } else if (op === 'version/describe') {
+        const asked = typeof body.version === 'number' ? body.version : undefined;
+        const found = asked === undefined ? await coordinator.latest() : await coordinator.describe(asked);
+        if (!found) send(res, 404, { code: 11, error: `version ${asked ?? 'latest'} not found` });
+        else send(res, 200, { version: wireVersion(found) });
+      } else {
+        const created = await coordinator.create({
+          version: Number(body.version),
+          manifestPath: String(body.manifest_path),
+          ...(typeof body.manifest_size === 'number' ? { manifestSize: body.manifest_size } : {}),
+          ...(typeof body.e_tag === 'string' ? { eTag: body.e_tag } : {}),
+          ...(body.naming_scheme === 'V1' || body.naming_scheme === 'V2' ? { namingScheme: body.naming_scheme } : {}),
+        });
+        send(res, 200, { version: wireVersion(created) });
+      }
+    } catch (e) {
+      const failure = classify(e);
+      send(res, failure.kind === 'conflict' ? 409 : 500, { code: failure.kind === 'conflict' ? 14 : 18, error: failure.message });
+    }
+  }
+
+  private async withHandle<T>(at: DatasetLocation, fn: (handle: string) => Promise<T>): Promise<T> {
+    const handle = `h${randomBytes(8).toString('hex')}`;
+    this.handles.set(handle, at);
+    try {
+      return await fn(handle);
+    } finally {
+      this.handles.delete(handle);
+    }
+  }
+
+  /** Opens the dataset (at `version` when given) for one operation and closes it afterwards. */
+  async withTable<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number } = {}): Promise<T> {
+    return this.withHandle(at, async (handle) => {
+      let table: Table;
+      try {
+        table = await this.connection.openTable(handle);
+      } catch (e) {
+        throw classify(e, 'not_a_dataset');
+      }
+      try {
+        if (options.version !== undefined) {
+          try {
+            await table.checkout(options.version);
+          } catch (e) {
+            // Whatever Lance calls it, a failed checkout of an existing dataset is a missing version.
+            throw new EngineError('version_not_found', e instanceof Error ? e.message : String(e), { cause: e });
+          }
+        }
+        return await fn(table);
+      } finally {
+        table.close();
+      }
+    });
+  }
+
+  /** Runs `fn` with a handle name for the location, for operations that create the dataset. */
+  async withNewTable<T>(at: DatasetLocation, fn: (connection: Connection, handle: string) => Promise<T>): Promise<T> {
+    return this.withHandle(at, (handle) => fn(this.connection, handle));
+  }
+
+  async close(): Promise<void> {
+    this.connection.close();
+    // The client keeps its connections to the resolver alive; close them rather than wait them out.
+    const closed = new Promise<void>((resolve) => this.resolver.close(() => resolve()));
+    this.resolver.closeAllConnections();
+    await closed;
+  }
+}
