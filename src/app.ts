@@ -50,7 +50,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   const server = buildHttpServer(
     {
       namespaces: new NamespaceService(deps),
-      tables: new TableService(deps),
+      tables: new TableService(deps, (ctx, id) => versions.coordinatorFor(ctx, id)),
       versions,
       rows: new RowService(data),
       columns: new ColumnService(data),

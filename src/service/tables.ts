@@ -1,5 +1,5 @@
 import pLimit from 'p-limit';
-import { EngineError } from '../engine/lance-engine.js';
+import { type CommitCoordinator, EngineError } from '../engine/lance-engine.js';
 import { engineFailure } from './engine-errors.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../model/errors.js';
 import type {
@@ -67,7 +67,11 @@ const tableAlreadyExists = (id: string[], why = 'already exists') =>
 
 
 export class TableService {
-  constructor(private readonly deps: CatalogDeps) {}
+  constructor(
+    private readonly deps: CatalogDeps,
+    /** The commit path of a managed table, so that the engine's writes go through it. */
+    private readonly coordinatorFor: (ctx: RequestContext, id: string[]) => CommitCoordinator,
+  ) {}
 
   private get store() {
     return this.deps.store;
@@ -132,7 +136,7 @@ export class TableService {
    * so of concurrent creators exactly one proceeds to write data. A declared table (reserved
    * marker) is filled in place; concurrent fills race on Lance's own create-if-absent of version 1.
    */
-  async create(_ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
+  async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
     const ref = tableRefOf(id);
     const mode = input.mode ?? 'Create';
     await requireNamespace(this.store, ref.namespace);
@@ -140,6 +144,7 @@ export class TableService {
     let properties = input.properties ?? {};
     let claimed = false;
     let overwrite = false;
+    let managed = state.record?.value.managed_versioning;
     if (isVisible(state)) {
       const hasData = await tableHasData(this.deps.locations, state);
       const existingProperties = state.record?.value.properties ?? {};
@@ -162,14 +167,16 @@ export class TableService {
       }
     } else {
       if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
-      const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
+      managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
       await this.claimName(ref, { properties, created_at: new Date().toISOString(), managed_versioning: managed });
       claimed = true;
     }
+    managed ??= await resolveManagedVersioning(this.deps, ref.namespace, properties);
     const dir = dataDir(this.deps.locations, state);
+    const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, id) } : {}) };
     let version: number;
     try {
-      ({ version } = await this.deps.engine.createDataset(this.datasetAt(dir, input.storageOptions), input.arrowIpcStream, overwrite ? 'overwrite' : 'create'));
+      ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, overwrite ? 'overwrite' : 'create'));
     } catch (e) {
       if (claimed) await this.store.delete(tableRecordKey(ref));
       throw engineFailure(e, id);

@@ -54,7 +54,7 @@ describe('create in a namespace vs. a Restrict drop', () => {
 
   const services = (store: ObjectStore) => {
     const deps: CatalogDeps = { store, engine: noEngine, locations: new Locations(store, { kind: 'local', dir }, { region: 'x', forcePathStyle: true }), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false } };
-    return { namespaces: new NamespaceService(deps), tables: new TableService(deps) };
+    return { namespaces: new NamespaceService(deps), tables: new TableService(deps, () => { throw new Error('no managed tables here'); }) };
   };
 
   it('a drop that completes between the creator’s parent check and its create makes the creator undo itself', async () => {
