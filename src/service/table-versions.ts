@@ -98,9 +98,16 @@ export class TableVersions {
    * first), so the cost does not grow with the number of versions; then one probe checks that no
    * newer version exists under the other naming scheme. V1 tables start from Lance's hint file and
    * the first page, and probe upward exponentially. Versions above any committed one are
-   * contiguous (every commit is latest + 1), which is what makes probing upward exact.
+   * contiguous (every commit is latest + 1), which is what makes probing upward exact. On a local
+   * disk, where a LIST reads the whole directory, the hint and point lookups come first.
    */
   async latest(): Promise<CommittedVersion | null> {
+    // Where a LIST reads the whole directory (a local disk), start from the hint and probe instead.
+    if (this.store.listsWholeDirectory) {
+      const hinted = await this.hintedVersion();
+      const start = hinted === undefined ? null : await this.get(hinted);
+      if (start) return this.probeUpward(start);
+    }
     const page = await this.store.list(this.versionsPrefix, { delimiter: '/', maxKeys: FIRST_PAGE });
     let best: CommittedVersion | null = null;
     for (const info of page.objects) {

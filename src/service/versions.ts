@@ -100,7 +100,7 @@ export class TableVersionService {
         manifest_path: versions.manifestPath(c.key),
         manifest_size: sidecar?.manifest_size ?? c.size,
         e_tag: sidecar?.e_tag ?? c.etag,
-        timestamp_millis: c.lastModified.getTime(),
+        timestamp_millis: sidecar ? Date.parse(sidecar.committed_at) : c.lastModified.getTime(),
         metadata: sidecar?.metadata ?? {},
       };
     });
@@ -115,12 +115,17 @@ export class TableVersionService {
     };
   }
 
-  private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<PlannedVersion> {
+  /**
+   * Resolves a version request against its table. Without a naming scheme in the request, the
+   * scheme of the latest version is used: `latest` when the caller already looked it up, else
+   * one lookup here.
+   */
+  private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>, known?: { versions: TableVersions; state: TableState; latest: CommittedVersion | null }): Promise<PlannedVersion> {
     requireMainBranch(request.branch);
-    const { versions, state } = await this.table(id);
+    const { versions, state } = known ?? (await this.table(id));
     const stagedKey = versions.stagedKey(request.manifest_path);
     let scheme: ManifestNamingScheme | undefined = request.naming_scheme ?? undefined;
-    if (!scheme) scheme = (await versions.latest())?.scheme ?? 'V2';
+    if (!scheme) scheme = (known ? known.latest : await versions.latest())?.scheme ?? 'V2';
     return {
       versions,
       state,
@@ -194,9 +199,11 @@ export class TableVersionService {
   private async writeManifest(p: PlannedVersion, transactionId?: string): Promise<CommittedVersion> {
     const { entry, versions } = p;
     const staged = await versions.store.get(entry.staged_key);
+    let committed: CommittedVersion | null = null;
     if (staged) {
       try {
-        await versions.store.put(entry.final_key, staged.body, { ifNoneMatch: '*' });
+        const info = await versions.store.put(entry.final_key, staged.body, { ifNoneMatch: '*' });
+        committed = { version: entry.version, scheme: entry.naming_scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified };
       } catch (e) {
         if (!(e instanceof PreconditionFailedError)) throw e;
         const existing = await versions.store.get(entry.final_key);
@@ -205,20 +212,25 @@ export class TableVersionService {
         }
       }
     }
-    const committed = await versions.get(entry.version, entry.naming_scheme);
+    committed ??= await versions.get(entry.version, entry.naming_scheme);
     if (!committed) {
       throw invalidInput(`staged manifest ${JSON.stringify(versions.manifestPath(entry.staged_key))} does not exist`);
     }
+    // The commit time is the sidecar's, so that every answer about this version agrees on it
+    // (object stores report modification times in whole seconds).
+    const committedAt = new Date();
     await versions.writeSidecar({
       version: entry.version,
       ...(entry.manifest_size !== undefined ? { manifest_size: entry.manifest_size } : {}),
       ...(entry.e_tag !== undefined ? { e_tag: entry.e_tag } : {}),
       ...(entry.metadata !== undefined ? { metadata: entry.metadata } : {}),
       naming_scheme: entry.naming_scheme,
-      committed_at: new Date().toISOString(),
+      committed_at: committedAt.toISOString(),
       ...(transactionId ? { transaction_id: transactionId } : {}),
     });
-    await versions.writeHint(entry.version);
+    committed = { ...committed, lastModified: committedAt };
+    // Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks.
+    if (entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory) await versions.writeHint(entry.version);
     return committed;
   }
 
@@ -227,41 +239,68 @@ export class TableVersionService {
     id: string[],
     request: Omit<CreateTableVersionEntry, 'id'>,
   ): Promise<CreateTableVersionResponse> {
-    const p = await this.plan(id, request);
-    const { versions, entry } = p;
-    if (!(await this.claimSlot(versions, entry.version, this.lease()))) {
-      throw conflict(`table ${displayId(id)}: version ${entry.version} is being committed by another writer`);
+    requireMainBranch(request.branch);
+    const { versions, state } = await this.table(id);
+    if (!(await this.claimSlot(versions, request.version, this.lease()))) {
+      throw conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
     }
-    const slotKey = versions.reservationKey(entry.version);
+    const slotKey = versions.reservationKey(request.version);
     let settled = () => {};
     this.inFlight.set(slotKey, new Promise<void>((resolve) => (settled = resolve)));
     try {
-      const existing = await versions.get(entry.version, entry.naming_scheme);
-      if (existing) {
-        // A retry of a create that succeeded: the same bytes again (or the staged file already gone).
-        const staged = await versions.store.get(entry.staged_key);
-        const final = await versions.store.get(existing.key);
-        if (staged && final && !staged.body.equals(final.body)) {
-          throw conflict(`table ${displayId(id)}: version ${entry.version} already exists with another manifest`);
-        }
-        if (!staged && entry.manifest_size !== undefined && entry.manifest_size !== existing.size) {
-          throw conflict(`table ${displayId(id)}: version ${entry.version} already exists with another manifest`);
-        }
-      } else {
-        await this.checkNext([p]);
+      // One lookup of the latest version, while holding the slot, decides everything.
+      const latest = await versions.latest();
+      const p = await this.plan(id, request, { versions, state, latest });
+      const { entry } = p;
+      const next = (latest?.version ?? 0) + 1;
+      if (entry.version > next) {
+        throw conflict(`table ${displayId(id)}: version ${entry.version} is not the next version (the latest is ${latest?.version ?? 0})`);
       }
-      const committed = await this.writeManifest(p);
+      const retried = entry.version < next ? await this.acceptRetry(p) : null;
+      const committed = retried ?? (await this.writeManifest(p));
       await versions.store.delete(entry.staged_key);
       // A declared table that now has data is declared no more (Lance's marker goes with the first version).
-      if (p.state?.reserved) await this.deps.store.delete(reservedMarkerKey(p.state.ref));
-      const [version] = await this.toWire(versions, [committed]);
-      if (!version) throw new NamespaceError(ErrorCode.Internal, 'committed version vanished');
-      return { version };
+      if (state.reserved) await this.deps.store.delete(reservedMarkerKey(state.ref));
+      const [known] = retried ? await this.toWire(versions, [retried]) : [];
+      return { version: known ?? this.wireOfEntry(versions, entry, committed) };
     } finally {
-      await versions.release(entry.version);
+      await versions.release(request.version);
       this.inFlight.delete(slotKey);
       settled();
     }
+  }
+
+  /**
+   * A create for a version that already exists succeeds only as a retry of the create that made
+   * it: the same staged bytes, or (the staged file gone after that success) the same e_tag and size.
+   */
+  private async acceptRetry(p: PlannedVersion): Promise<CommittedVersion> {
+    const { versions, entry } = p;
+    const existing = await versions.get(entry.version, entry.naming_scheme);
+    const taken = () => conflict(`table ${displayId(entry.table_id)}: version ${entry.version} already exists with another manifest`);
+    if (!existing) throw conflict(`table ${displayId(entry.table_id)}: version ${entry.version} is not the next version`);
+    const staged = await versions.store.get(entry.staged_key);
+    if (staged) {
+      const final = await versions.store.get(existing.key);
+      if (!final || !staged.body.equals(final.body)) throw taken();
+    } else {
+      const sidecar = (await versions.readSidecars([entry.version])).get(entry.version);
+      if (entry.manifest_size !== undefined && entry.manifest_size !== existing.size) throw taken();
+      if (entry.e_tag !== undefined && sidecar?.e_tag !== undefined && sidecar.e_tag !== entry.e_tag) throw taken();
+    }
+    return existing;
+  }
+
+  /** The TableVersion of a version this request just committed, without reading it back. */
+  private wireOfEntry(versions: TableVersions, entry: BatchEntry, committed: CommittedVersion): TableVersion {
+    return {
+      version: committed.version,
+      manifest_path: versions.manifestPath(committed.key),
+      manifest_size: entry.manifest_size ?? committed.size,
+      e_tag: entry.e_tag ?? committed.etag,
+      timestamp_millis: committed.lastModified.getTime(),
+      metadata: entry.metadata ?? {},
+    };
   }
 
   async describe(_ctx: RequestContext, id: string[], version: number | null | undefined, branch?: string | null): Promise<DescribeTableVersionResponse> {
@@ -330,6 +369,10 @@ export class TableVersionService {
       await versions.store.delete(v.key);
       await versions.store.delete(versions.sidecarKey(v.version));
     }
+    // A hint below a deleted range would stop upward probing short of the latest version.
+    const remaining = await versions.all();
+    const latest = remaining[remaining.length - 1];
+    if (doomed.length > 0 && latest) await versions.writeHint(latest.version);
     return { deleted_count: doomed.length };
   }
 

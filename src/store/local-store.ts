@@ -40,6 +40,7 @@ function errCode(e: unknown): string | undefined {
 
 export class LocalObjectStore implements ObjectStore {
   readonly rootUri: string;
+  readonly listsWholeDirectory = true;
   private readonly root: string;
   private readonly keyQueues = new Map<string, Promise<unknown>>();
 

@@ -58,6 +58,11 @@ export class StoreUnavailableError extends Error {
 export interface ObjectStore {
   /** URI of the store root, e.g. `file:///data` or `s3://bucket/prefix`. */
   readonly rootUri: string;
+  /**
+   * True when a LIST costs time in proportion to the whole directory rather than to the page
+   * (a local directory is read and sorted in full), so callers prefer point lookups there.
+   */
+  readonly listsWholeDirectory: boolean;
   get(key: string): Promise<StoredObject | null>;
   head(key: string): Promise<ObjectInfo | null>;
   put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo>;

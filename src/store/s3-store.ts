@@ -115,6 +115,7 @@ export async function withRetries<T>(attempts: number, op: (attempt: number) => 
 // reported as a lost race.
 export class S3ObjectStore implements ObjectStore {
   readonly rootUri: string;
+  readonly listsWholeDirectory = false;
   private readonly client: S3Client;
   private readonly attempts: number;
   /** Some servers (Ceph RGW 16) compare If-Match literally and only accept the unquoted etag. */

@@ -1,0 +1,361 @@
+// Benchmark of the table-versions commit path and the latest-version lookup.
+//
+//   npx tsx scripts/bench-versions.ts [--backend local|rgw|both] [--quick]
+//   npm run bench:versions -- --backend local --quick
+//
+// Starts the service in-process (createApp, listening on 127.0.0.1:0, logs silent) on a fresh
+// temporary local root and/or on a throwaway Ceph radosgw started here (test/support/s3-server.ts),
+// then measures over real HTTP:
+//   1. commits per second through POST /v1/table/{id}/version/create: sequential commits on one
+//      table, and 16 sequential committers on 16 tables in parallel. Each commit first stages a
+//      small manifest-like blob at `<table>/_versions/<v>.manifest-<uuid>` through the service's
+//      store, as a Lance writer does, then sends its path relative to the table.
+//   2. latency of GET /v1/table/{id}/version/list?descending=true&limit=1 (what every Lance
+//      writer calls before committing) at 100, 10,000 and 100,000 versions. The versions are
+//      written straight into `_versions/` with V2 names, as Lance's own writers leave them;
+//      --quick stops at 10,000.
+// Temporary roots and the radosgw are removed at exit, also on errors and on Ctrl-C.
+
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import pLimit from 'p-limit';
+import { pino } from 'pino';
+import { type App, createApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { tableDirKey, VERSIONS_DIR } from '../src/service/layout.js';
+import { manifestFileName } from '../src/service/manifest-names.js';
+import { startRgw } from '../test/support/s3-server.js';
+
+type BackendName = 'local' | 'rgw';
+
+interface Sizes {
+  /** Sequential commits on one table. */
+  singleCommits: number;
+  /** Parallel committers, one table each. */
+  parallelTables: number;
+  /** Sequential commits per parallel committer. */
+  commitsPerTable: number;
+  /** Version counts the lookup is measured at (ascending). */
+  versionCounts: number[];
+  /** Lookups per version count. */
+  lookups: number;
+  /** Concurrent PUTs while writing manifests directly. */
+  writeConcurrency: number;
+}
+
+const NAMESPACE = 'bench';
+const DELIMITER = '$';
+
+// ---------------------------------------------------------------------------------------------
+// Cleanup: every resource registers an undo step; they run once, newest first, on any exit path.
+
+const cleanups: Array<() => Promise<void>> = [];
+let cleaning: Promise<void> | undefined;
+
+function runCleanups(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const undo of cleanups.splice(0).reverse()) {
+      try {
+        await undo();
+      } catch (e) {
+        process.stderr.write(`cleanup failed: ${e instanceof Error ? e.message : String(e)}\n`);
+      }
+    }
+  })();
+  return cleaning;
+}
+
+/**
+ * Set on SIGINT/SIGTERM: the run stops at its next step and cleans up on its way out (so a radosgw
+ * still starting is stopped too); if it has not left after 20 s, cleanup runs from here.
+ */
+let aborted = false;
+
+function checkAborted(): void {
+  if (aborted) throw new Error('interrupted');
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (aborted) process.exit(130); // a second signal: leave at once
+    aborted = true;
+    process.exitCode = 130;
+    process.stderr.write(`\n${signal}: stopping, then cleaning up (again to leave at once)\n`);
+    setTimeout(() => void runCleanups().finally(() => process.exit(130)), 20_000).unref();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers.
+
+const now = (): number => performance.now();
+
+function percentile(sortedMs: number[], p: number): number {
+  if (sortedMs.length === 0) return Number.NaN;
+  const index = Math.min(sortedMs.length - 1, Math.max(0, Math.ceil((p / 100) * sortedMs.length) - 1));
+  return sortedMs[index] ?? Number.NaN;
+}
+
+function summarize(samplesMs: number[]): { p50: number; p95: number; mean: number } {
+  const sorted = [...samplesMs].sort((a, b) => a - b);
+  const mean = sorted.reduce((s, x) => s + x, 0) / Math.max(1, sorted.length);
+  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), mean };
+}
+
+const ms = (x: number): string => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+const secs = (x: number): string => `${(x / 1000).toFixed(1)} s`;
+
+function log(message: string): void {
+  process.stderr.write(`[bench] ${message}\n`);
+}
+
+/** A manifest-like blob: a few hundred bytes of noise ending in Lance's magic. */
+function manifestBlob(): Buffer {
+  return Buffer.concat([randomBytes(500), Buffer.from('LANC')]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The service under test and an HTTP client for it.
+
+interface Service {
+  app: App;
+  baseUrl: string;
+}
+
+async function startService(backend: BackendName): Promise<Service> {
+  let args: string[];
+  if (backend === 'local') {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-bench-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 }));
+    args = ['--root', dir];
+  } else {
+    log('starting radosgw (first run installs Debian packages)');
+    const started = now();
+    const rgw = await startRgw();
+    cleanups.push(rgw.stop);
+    checkAborted();
+    log(`radosgw up at ${rgw.server.endpoint} in ${secs(now() - started)}`);
+    args = [
+      '--root', `s3://lance-bench/run-${randomBytes(4).toString('hex')}`,
+      '--s3-endpoint', rgw.server.endpoint,
+      '--s3-region', rgw.server.region,
+      '--s3-access-key-id', rgw.server.accessKeyId,
+      '--s3-secret-access-key', rgw.server.secretAccessKey,
+      '--s3-create-bucket', 'true',
+    ];
+  }
+  // An empty environment: nothing from the caller's shell (AWS_*, LANCE_NS_*) leaks in.
+  const config = loadConfig([...args, '--host', '127.0.0.1', '--port', '0', '--log-level', 'silent'], {});
+  const app = await createApp(config, pino({ level: 'silent' }));
+  cleanups.push(() => app.close());
+  checkAborted();
+  await app.server.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = app.server.server.address() as AddressInfo;
+  return { app, baseUrl: `http://127.0.0.1:${port}` };
+}
+
+async function call(service: Service, method: 'GET' | 'POST', route: string, body?: unknown): Promise<unknown> {
+  const init: RequestInit = { method };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers = { 'content-type': 'application/json' };
+  }
+  const res = await fetch(`${service.baseUrl}${route}`, init);
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${route} -> ${res.status}: ${text.slice(0, 300)}`);
+  return text === '' ? {} : (JSON.parse(text) as unknown);
+}
+
+const tablePath = (name: string): string => encodeURIComponent([NAMESPACE, name].join(DELIMITER));
+const tableKey = (name: string): string => tableDirKey({ namespace: [NAMESPACE], name });
+
+async function declareTable(service: Service, name: string): Promise<void> {
+  await call(service, 'POST', `/v1/table/${tablePath(name)}/declare`, {});
+}
+
+/** Stages a manifest through the store and commits it as `version` over HTTP; returns the request's ms. */
+async function commit(service: Service, table: string, version: number): Promise<number> {
+  checkAborted();
+  const relative = `${VERSIONS_DIR}/${version}.manifest-${randomUUID()}`;
+  await service.app.store.put(`${tableKey(table)}${relative}`, manifestBlob());
+  const started = now();
+  const response = await call(service, 'POST', `/v1/table/${tablePath(table)}/version/create`, { version, manifest_path: relative });
+  const elapsed = now() - started;
+  const committed = (response as { version?: { version?: unknown } }).version?.version;
+  if (committed !== version) throw new Error(`table ${table}: committed ${String(committed)}, expected ${version}`);
+  return elapsed;
+}
+
+/** Latest version as GET version/list?descending=true&limit=1 reports it. */
+async function latestVersion(service: Service, table: string): Promise<number | undefined> {
+  checkAborted();
+  const response = await call(service, 'GET', `/v1/table/${tablePath(table)}/version/list?descending=true&limit=1`);
+  const versions = (response as { versions?: Array<{ version?: unknown }> }).versions ?? [];
+  const v = versions[0]?.version;
+  return typeof v === 'number' ? v : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The measurements.
+
+interface Row {
+  metric: string;
+  value: string;
+}
+
+async function benchCommits(service: Service, sizes: Sizes, rows: Row[]): Promise<{ single: number; parallel: number }> {
+  await declareTable(service, 'single');
+  const requestMs: number[] = [];
+  const started = now();
+  for (let v = 1; v <= sizes.singleCommits; v++) requestMs.push(await commit(service, 'single', v));
+  const elapsed = now() - started;
+  const single = sizes.singleCommits / (elapsed / 1000);
+  const s = summarize(requestMs);
+  rows.push({ metric: `commits/s, 1 table (${sizes.singleCommits} sequential, stage + create)`, value: single.toFixed(1) });
+  rows.push({ metric: '  version/create request p50 / p95', value: `${ms(s.p50)} / ${ms(s.p95)} ms` });
+  log(`1 table: ${single.toFixed(1)} commits/s`);
+
+  const tables = Array.from({ length: sizes.parallelTables }, (_, i) => `par${i}`);
+  for (const t of tables) await declareTable(service, t);
+  const parallelMs: number[] = [];
+  const parallelStarted = now();
+  await Promise.all(
+    tables.map(async (t) => {
+      for (let v = 1; v <= sizes.commitsPerTable; v++) parallelMs.push(await commit(service, t, v));
+    }),
+  );
+  const parallelElapsed = now() - parallelStarted;
+  const total = sizes.parallelTables * sizes.commitsPerTable;
+  const parallel = total / (parallelElapsed / 1000);
+  const p = summarize(parallelMs);
+  rows.push({ metric: `commits/s, ${sizes.parallelTables} tables in parallel (${sizes.commitsPerTable} each)`, value: parallel.toFixed(1) });
+  rows.push({ metric: '  version/create request p50 / p95', value: `${ms(p.p50)} / ${ms(p.p95)} ms` });
+  log(`${sizes.parallelTables} tables: ${parallel.toFixed(1)} commits/s`);
+  return { single, parallel };
+}
+
+async function benchLatest(service: Service, sizes: Sizes, rows: Row[]): Promise<Map<number, number>> {
+  const table = 'history';
+  await declareTable(service, table);
+  const versionsKey = `${tableKey(table)}${VERSIONS_DIR}/`;
+  const limit = pLimit(sizes.writeConcurrency);
+  const p50s = new Map<number, number>();
+  let written = 0;
+  for (const count of sizes.versionCounts) {
+    const setupStarted = now();
+    const from = written + 1;
+    const tasks: Array<Promise<unknown>> = [];
+    for (let v = from; v <= count; v++) {
+      tasks.push(
+        limit(() => {
+          checkAborted();
+          return service.app.store.put(`${versionsKey}${manifestFileName(v, 'V2')}`, manifestBlob());
+        }),
+      );
+    }
+    await Promise.all(tasks);
+    written = count;
+    const setupMs = now() - setupStarted;
+    log(`${count} versions written (${count - from + 1} PUTs in ${secs(setupMs)})`);
+
+    checkAborted();
+    const seen = await latestVersion(service, table); // also a warm-up
+    if (seen !== count) throw new Error(`version/list reported latest ${String(seen)} at ${count} versions`);
+    for (let i = 0; i < 5; i++) await latestVersion(service, table);
+    const samples: number[] = [];
+    for (let i = 0; i < sizes.lookups; i++) {
+      const started = now();
+      await latestVersion(service, table);
+      samples.push(now() - started);
+    }
+    const s = summarize(samples);
+    p50s.set(count, s.p50);
+    rows.push({
+      metric: `latest lookup at ${count.toLocaleString('en-US')} versions, p50 / p95 (${sizes.lookups} calls)`,
+      value: `${ms(s.p50)} / ${ms(s.p95)} ms`,
+    });
+    rows.push({ metric: `  setup: ${(count - from + 1).toLocaleString('en-US')} manifest PUTs (concurrency ${sizes.writeConcurrency})`, value: secs(setupMs) });
+    log(`latest at ${count}: p50 ${ms(s.p50)} ms, p95 ${ms(s.p95)} ms`);
+  }
+  return p50s;
+}
+
+interface BackendResult {
+  backend: BackendName;
+  rows: Row[];
+  single: number;
+  parallel: number;
+  latest: Map<number, number>;
+}
+
+async function runBackend(backend: BackendName, sizes: Sizes): Promise<BackendResult> {
+  const undoDepth = cleanups.length;
+  const service = await startService(backend);
+  try {
+    await call(service, 'POST', `/v1/namespace/${NAMESPACE}/create`, {});
+    const rows: Row[] = [];
+    const { single, parallel } = await benchCommits(service, sizes, rows);
+    const latest = await benchLatest(service, sizes, rows);
+    return { backend, rows, single, parallel, latest };
+  } finally {
+    // Release this backend's service, root and radosgw before the next backend starts.
+    for (const undo of cleanups.splice(undoDepth).reverse()) await undo().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
+  }
+}
+
+function printTable(result: BackendResult): void {
+  const width = Math.max(...result.rows.map((r) => r.metric.length));
+  process.stdout.write(`\n${'backend'.padEnd(8)} ${'metric'.padEnd(width)}  value\n`);
+  for (const r of result.rows) process.stdout.write(`${result.backend.padEnd(8)} ${r.metric.padEnd(width)}  ${r.value}\n`);
+}
+
+function summaryLine(results: BackendResult[]): string {
+  return results
+    .map((r) => {
+      const latest = [...r.latest.entries()].map(([n, p50]) => `${n >= 1000 ? `${n / 1000}k` : n}: ${ms(p50)} ms`).join(', ');
+      return `${r.backend}: ${r.single.toFixed(0)} commits/s on 1 table, ${r.parallel.toFixed(0)} commits/s on 16 tables; latest lookup p50 ${latest}`;
+    })
+    .join(' | ');
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    strict: true,
+    options: { backend: { type: 'string', default: 'both' }, quick: { type: 'boolean', default: false } },
+  });
+  const which = values.backend;
+  if (which !== 'local' && which !== 'rgw' && which !== 'both') throw new Error(`--backend must be local, rgw or both, not ${JSON.stringify(which)}`);
+  const backends: BackendName[] = which === 'both' ? ['local', 'rgw'] : [which];
+  const quick = values.quick === true;
+  const sizes: Sizes = {
+    singleCommits: quick ? 100 : 500,
+    parallelTables: 16,
+    commitsPerTable: quick ? 20 : 100,
+    versionCounts: quick ? [100, 10_000] : [100, 10_000, 100_000],
+    lookups: 200,
+    writeConcurrency: 64,
+  };
+  log(`${os.cpus().length} cores, node ${process.version}, backends ${backends.join(', ')}${quick ? ', quick' : ''}`);
+  const results: BackendResult[] = [];
+  for (const backend of backends) {
+    const started = now();
+    results.push(await runBackend(backend, sizes));
+    log(`${backend} done in ${secs(now() - started)}`);
+  }
+  for (const r of results) printTable(r);
+  process.stdout.write(`\nsummary: ${summaryLine(results)}\n`);
+}
+
+main()
+  .then(() => runCleanups())
+  .catch(async (e: unknown) => {
+    if (aborted) process.stderr.write('bench interrupted\n');
+    else process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    await runCleanups();
+    process.exitCode = aborted ? 130 : 1;
+  });
