@@ -1,14 +1,57 @@
-import type { TagOps } from '../ports/tags.js';
-import type { TableAccess } from './table-access.js';
+import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import type { TagInfo, TagOps } from '../ports/tags.js';
+import { engineMessage } from './rows.js';
+import { classify, type Table, type TableAccess } from './table-access.js';
+
+type Tags = Awaited<ReturnType<Table['tags']>>;
+
+/** Classifies a failure of a tag operation by Lance's ref error kinds. */
+function tagFailure(e: unknown): EngineError {
+  if (e instanceof EngineError) return e;
+  const raw = e instanceof Error ? e.message : String(e);
+  const message = engineMessage(e);
+  if (/Ref conflict/i.test(raw)) return new EngineError('tag_exists', message, { cause: e });
+  if (/Ref not found/i.test(raw)) return new EngineError('tag_not_found', message, { cause: e });
+  if (/Version not found/i.test(raw)) return new EngineError('version_not_found', message, { cause: e });
+  if (/Ref is invalid|Invalid input/i.test(raw)) return new EngineError('invalid_input', message, { cause: e });
+  return new EngineError(classify(e).kind, message, { cause: e });
+}
 
 /** The tags operations of the Lance engine over @lancedb/lancedb. */
 export class LancedbTags implements TagOps {
-  readonly group = 'tags';
-
   constructor(private readonly access: TableAccess) {}
 
-  /** The table access every operation of this group goes through. */
-  protected get tables(): TableAccess {
-    return this.access;
+  private withTags<T>(at: DatasetLocation, fn: (tags: Tags) => Promise<T>): Promise<T> {
+    return this.access.withTable(at, async (table) => {
+      try {
+        return await fn(await table.tags());
+      } catch (e) {
+        throw tagFailure(e);
+      }
+    });
+  }
+
+  list(at: DatasetLocation): Promise<Map<string, TagInfo>> {
+    return this.withTags(at, async (tags) => {
+      const listed = await tags.list();
+      // TagContents are native objects whose fields are getters: copy them out by name.
+      return new Map(Object.entries(listed).map(([name, contents]) => [name, { version: contents.version, manifestSize: contents.manifestSize }] as const));
+    });
+  }
+
+  version(at: DatasetLocation, tag: string): Promise<number> {
+    return this.withTags(at, (tags) => tags.getVersion(tag));
+  }
+
+  create(at: DatasetLocation, tag: string, version: number): Promise<void> {
+    return this.withTags(at, (tags) => tags.create(tag, version));
+  }
+
+  update(at: DatasetLocation, tag: string, version: number): Promise<void> {
+    return this.withTags(at, (tags) => tags.update(tag, version));
+  }
+
+  delete(at: DatasetLocation, tag: string): Promise<void> {
+    return this.withTags(at, (tags) => tags.delete(tag));
   }
 }

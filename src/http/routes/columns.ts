@@ -1,6 +1,108 @@
+import {
+  AlterTableAddColumnsRequest,
+  AlterTableAddColumnsResponse,
+  AlterTableAlterColumnsRequest,
+  AlterTableAlterColumnsResponse,
+  AlterTableDropColumnsRequest,
+  AlterTableDropColumnsResponse,
+  BranchQuery,
+  DescribeTableIndexStatsQuery,
+  DescribeTableIndexStatsRequest,
+  DescribeTableIndexStatsResponse,
+  GetTableStatsRequest,
+  GetTableStatsResponse,
+  UpdateFieldMetadataRequest,
+  UpdateFieldMetadataResponse,
+  UpdateTableSchemaMetadataBody,
+  UpdateTableSchemaMetadataQuery,
+} from '../../model/columns.js';
 import type { ColumnService } from '../../service/data/columns.js';
-import type { RouteSpec } from '../route.js';
+import { defineRoute, type RouteSpec } from '../route.js';
 
-export function columnRoutes(_service: ColumnService): RouteSpec[] {
-  return [];
+export function columnRoutes(columns: ColumnService): RouteSpec[] {
+  return [
+    defineRoute({
+      operationId: 'AlterTableAlterColumns',
+      summary: 'Rename, retype or change the nullability of columns (one commit)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/alter_columns'],
+      methods: ['POST'],
+      body: AlterTableAlterColumnsRequest,
+      response: AlterTableAlterColumnsResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => columns.alterColumns(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'AlterTableDropColumns',
+      summary: 'Drop columns (metadata only; the data files stay until compaction)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/drop_columns'],
+      methods: ['POST'],
+      body: AlterTableDropColumnsRequest,
+      response: AlterTableDropColumnsResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => columns.dropColumns(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'AlterTableAddColumns',
+      summary: 'Add columns from SQL: evaluated now (expression) or declared with a kept binding (computed)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/add_columns'],
+      methods: ['POST'],
+      body: AlterTableAddColumnsRequest,
+      response: AlterTableAddColumnsResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => columns.addColumns(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'UpdateFieldMetadata',
+      summary: 'Merge into or replace the metadata of fields (a null value deletes a key)',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/update_field_metadata'],
+      methods: ['POST'],
+      body: UpdateFieldMetadataRequest,
+      response: UpdateFieldMetadataResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => columns.updateFieldMetadata(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'UpdateTableSchemaMetadata',
+      summary: 'Replace schema metadata: 406, the engine cannot change it after creation',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/schema_metadata/update'],
+      methods: ['POST'],
+      body: UpdateTableSchemaMetadataBody,
+      query: UpdateTableSchemaMetadataQuery,
+      response: UpdateTableSchemaMetadataBody,
+      handler: ({ ctx, id, query }) => columns.updateSchemaMetadata(ctx, id, query.branch),
+    }),
+    defineRoute({
+      operationId: 'GetTableStats',
+      summary: 'Row, byte, index and fragment statistics of the latest version',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/stats'],
+      methods: ['GET', 'POST'],
+      body: GetTableStatsRequest,
+      query: BranchQuery,
+      response: GetTableStatsResponse,
+      handler: ({ ctx, id, body, query }) => columns.tableStats(ctx, id, body.branch ?? query.branch),
+    }),
+    defineRoute({
+      operationId: 'DescribeTableIndexStats',
+      summary: 'Statistics of one index (type, distance, indexed and unindexed rows), at the latest or a given version',
+      tag: 'Index',
+      paths: ['/v1/table/{id}/index/{index_name}/stats'],
+      methods: ['GET', 'POST'],
+      body: DescribeTableIndexStatsRequest,
+      query: DescribeTableIndexStatsQuery,
+      response: DescribeTableIndexStatsResponse,
+      handler: ({ ctx, id, body, query, params }) =>
+        columns.indexStats(ctx, id, {
+          indexName: params.index_name ?? '',
+          bodyIndexName: body.index_name,
+          version: body.version ?? query.version,
+          branch: body.branch ?? query.branch,
+        }),
+    }),
+  ];
 }

@@ -1,6 +1,96 @@
+import {
+  CountTableRowsQuery,
+  CountTableRowsRequest,
+  CountTableRowsResponse,
+  DeleteFromTableRequest,
+  DeleteFromTableResponse,
+  InsertIntoTableQuery,
+  InsertIntoTableResponse,
+  MergeInsertIntoTableQuery,
+  MergeInsertIntoTableResponse,
+  RestoreTableRequest,
+  RestoreTableResponse,
+  UpdateTableRequest,
+  UpdateTableResponse,
+} from '../../model/rows.js';
 import type { RowService } from '../../service/data/rows.js';
-import type { RouteSpec } from '../route.js';
+import { defineRoute, type RouteSpec } from '../route.js';
 
-export function rowRoutes(_service: RowService): RouteSpec[] {
-  return [];
+export function rowRoutes(rows: RowService): RouteSpec[] {
+  return [
+    defineRoute({
+      operationId: 'UpdateTable',
+      summary: 'Update rows with SQL expressions, where an optional predicate holds',
+      tag: 'Data',
+      paths: ['/v1/table/{id}/update'],
+      methods: ['POST'],
+      body: UpdateTableRequest,
+      response: UpdateTableResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => rows.update(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'DeleteFromTable',
+      summary: 'Delete the rows where a SQL predicate holds',
+      tag: 'Data',
+      paths: ['/v1/table/{id}/delete'],
+      methods: ['POST'],
+      body: DeleteFromTableRequest,
+      response: DeleteFromTableResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => rows.delete(ctx, id, body),
+    }),
+    defineRoute({
+      operationId: 'InsertIntoTable',
+      summary: 'Append (or overwrite with) the rows of an Arrow IPC stream; fills a declared table',
+      tag: 'Data',
+      paths: ['/v1/table/{id}/insert'],
+      methods: ['POST'],
+      arrowBody: true,
+      query: InsertIntoTableQuery,
+      response: InsertIntoTableResponse,
+      mutation: true,
+      handler: ({ ctx, id, query, raw }) => rows.insert(ctx, id, { mode: query.mode, branch: query.branch, arrowIpcStream: raw }),
+    }),
+    defineRoute({
+      operationId: 'MergeInsertIntoTable',
+      summary: 'Merge (upsert) the rows of an Arrow IPC stream on a key column',
+      tag: 'Data',
+      paths: ['/v1/table/{id}/merge_insert'],
+      methods: ['POST'],
+      arrowBody: true,
+      query: MergeInsertIntoTableQuery,
+      response: MergeInsertIntoTableResponse,
+      mutation: true,
+      handler: ({ ctx, id, query, raw }) => rows.mergeInsert(ctx, id, query, raw),
+    }),
+    defineRoute({
+      operationId: 'CountTableRows',
+      summary: 'Count the rows (where an optional predicate holds, at an optional version); a bare JSON integer',
+      tag: 'Data',
+      paths: ['/v1/table/{id}/count_rows'],
+      // Older clients send a GET with the fields in the query string.
+      methods: ['GET', 'POST'],
+      body: CountTableRowsRequest,
+      query: CountTableRowsQuery,
+      response: CountTableRowsResponse,
+      handler: ({ ctx, id, body, query }) =>
+        rows.count(ctx, id, {
+          predicate: query.predicate ?? body.predicate,
+          version: query.version ?? body.version,
+          branch: query.branch ?? body.branch,
+        }),
+    }),
+    defineRoute({
+      operationId: 'RestoreTable',
+      summary: 'Restore a version: its content becomes a new latest version',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/restore'],
+      methods: ['POST'],
+      body: RestoreTableRequest,
+      response: RestoreTableResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => rows.restore(ctx, id, body),
+    }),
+  ];
 }

@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { PageLimit, PageToken, QueryLimit, RequestBase } from './common.js';
+
+// Tags of a table: named pointers to versions, kept by Lance under `_refs/tags/` of the dataset.
+
+const Version = z.number().int().min(0);
+const Branch = z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' });
+const TagName = z.string().min(1).meta({ description: "Tag name: letters, digits, '.', '-' and '_', not starting with '.'." });
+
+export const TagContents = z
+  .object({
+    branch: z.string().optional().meta({ description: 'Branch the tag was created on; absent for the main branch.' }),
+    version: Version,
+    manifestSize: z.number().int().min(0),
+  })
+  .meta({ id: 'TagContents' });
+export type TagContents = z.infer<typeof TagContents>;
+
+/** ListTableTags has no body in REST; page_token and limit travel in the query string. */
+export const ListTableTagsQuery = z.object({
+  page_token: z.string().optional(),
+  limit: QueryLimit.optional(),
+});
+
+export const ListTableTagsRequest = z
+  .object({ ...RequestBase, page_token: PageToken.optional(), limit: PageLimit.optional() })
+  .meta({ id: 'ListTableTagsRequest' });
+
+export const ListTableTagsResponse = z
+  .object({ tags: z.record(z.string(), TagContents), page_token: PageToken.optional() })
+  .meta({ id: 'ListTableTagsResponse' });
+export type ListTableTagsResponse = z.infer<typeof ListTableTagsResponse>;
+
+export const GetTableTagVersionRequest = z.object({ ...RequestBase, tag: TagName }).meta({ id: 'GetTableTagVersionRequest' });
+export type GetTableTagVersionRequest = z.infer<typeof GetTableTagVersionRequest>;
+
+export const GetTableTagVersionResponse = z
+  .object({ version: Version, branch: z.string().optional() })
+  .meta({ id: 'GetTableTagVersionResponse' });
+export type GetTableTagVersionResponse = z.infer<typeof GetTableTagVersionResponse>;
+
+export const CreateTableTagRequest = z
+  .object({ ...RequestBase, tag: TagName, version: Version, branch: Branch })
+  .meta({ id: 'CreateTableTagRequest' });
+export type CreateTableTagRequest = z.infer<typeof CreateTableTagRequest>;
+
+export const CreateTableTagResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'CreateTableTagResponse' });
+export type CreateTableTagResponse = z.infer<typeof CreateTableTagResponse>;
+
+export const UpdateTableTagRequest = z
+  .object({ ...RequestBase, tag: TagName, version: Version, branch: Branch })
+  .meta({ id: 'UpdateTableTagRequest' });
+export type UpdateTableTagRequest = z.infer<typeof UpdateTableTagRequest>;
+
+export const UpdateTableTagResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'UpdateTableTagResponse' });
+export type UpdateTableTagResponse = z.infer<typeof UpdateTableTagResponse>;
+
+export const DeleteTableTagRequest = z.object({ ...RequestBase, tag: TagName }).meta({ id: 'DeleteTableTagRequest' });
+export type DeleteTableTagRequest = z.infer<typeof DeleteTableTagRequest>;
+
+export const DeleteTableTagResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'DeleteTableTagResponse' });
+export type DeleteTableTagResponse = z.infer<typeof DeleteTableTagResponse>;

@@ -1,0 +1,291 @@
+import { EngineError } from '../../engine/lance-engine.js';
+import { type MergeInsertOptions, MergeTimedOut } from '../../engine/ports/rows.js';
+import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
+import type {
+  DeleteFromTableRequest,
+  DeleteFromTableResponse,
+  InsertIntoTableResponse,
+  MergeInsertIntoTableQuery,
+  MergeInsertIntoTableResponse,
+  RestoreTableRequest,
+  RestoreTableResponse,
+  UpdateTableRequest,
+  UpdateTableResponse,
+} from '../../model/rows.js';
+import { PreconditionFailedError } from '../../store/object-store.js';
+import { displayId } from '../catalog.js';
+import { engineFailure } from '../engine-errors.js';
+import { CATALOG_DIR, reservedMarkerKey, tableDirKey, tableRecordKey } from '../layout.js';
+import { encodeRecord, readRecord, TableRecord } from '../records.js';
+import type { RequestContext } from '../request-context.js';
+import type { DataTable, DataTables } from './dataset.js';
+
+/** Branches other than main are not supported yet (406), as in the version operations. */
+export function requireMainBranch(branch: string | null | undefined): void {
+  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
+    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
+  }
+}
+
+/**
+ * The catalog the data tables resolve against. DataTables does not expose its store (the table
+ * records and markers live there, which for a registered table is not the dataset's store) nor
+ * its page tokens, so they are read from its dependencies; element access is TypeScript's typed
+ * way to reach a private member.
+ */
+/** A SQL predicate that is blank means "no predicate" where one is optional. */
+const optionalPredicate = (p: string | null | undefined): string | undefined => (p === undefined || p === null || p.trim() === '' ? undefined : p);
+
+const UNITS_MS: Record<string, number> = { ms: 1, s: 1000, sec: 1000, m: 60_000, min: 60_000, h: 3_600_000 };
+
+/** A merge timeout like "30s", "5m", "1m30s", "250ms"; a bare number is seconds. */
+export function parseTimeout(text: string): number {
+  const t = text.trim();
+  let ms: number;
+  if (/^\d+(\.\d+)?$/.test(t)) ms = Number(t) * 1000;
+  else if (/^(\d+(\.\d+)?\s*(ms|sec|s|min|m|h)\s*)+$/.test(t)) {
+    ms = 0;
+    for (const [, n, unit] of t.matchAll(/(\d+(?:\.\d+)?)\s*(ms|sec|s|min|m|h)/g)) ms += Number(n) * (UNITS_MS[unit ?? 's'] ?? 1000);
+  } else {
+    throw invalidInput(`timeout: must be a duration such as "30s", "5m" or "250ms", got ${JSON.stringify(text)}`);
+  }
+  if (!Number.isFinite(ms) || ms < 1) throw invalidInput(`timeout: must be at least 1ms, got ${JSON.stringify(text)}`);
+  return Math.round(ms);
+}
+
+/** Claim of the one request that creates a declared table's dataset (see RowService.createDataset). */
+const CREATION_CLAIM = 'dataset-create.json';
+/** After this a claim is presumed left by a crashed holder (the default transaction lease). */
+const CREATION_CLAIM_LEASE_MS = 30_000;
+
+/** When a creation claim was taken; NaN for an unreadable claim, which is then treated as stale. */
+function claimTime(body: Buffer): number {
+  try {
+    return Date.parse(String((JSON.parse(body.toString('utf8')) as { claimed_at?: unknown }).claimed_at));
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Attempts at recording properties against concurrent changes of the table record. */
+const RECORD_ATTEMPTS = 5;
+
+/** The row operations of the Lance namespace spec, over the Lance engine. */
+export class RowService {
+  constructor(private readonly tables: DataTables) {}
+
+  private get engine() {
+    return this.tables.engine;
+  }
+
+  /** Maps an engine failure; a merge that ran out of its time bound is unavailable rather than internal. */
+  private failure(e: unknown, id: string[]): unknown {
+    if (e instanceof MergeTimedOut) return new NamespaceError(ErrorCode.ServiceUnavailable, `table ${displayId(id)}: ${e.message}`, { cause: e });
+    return engineFailure(e, id);
+  }
+
+  /** As `failure`, naming the version asked for when it is the one missing (the engine names a manifest path). */
+  private versionFailure(e: unknown, id: string[], version: number | undefined): unknown {
+    if (version !== undefined && e instanceof EngineError && e.kind === 'version_not_found') {
+      return new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`, { cause: e });
+    }
+    return this.failure(e, id);
+  }
+
+  async update(ctx: RequestContext, id: string[], request: UpdateTableRequest): Promise<UpdateTableResponse> {
+    requireMainBranch(request.branch);
+    // Null or absent updates every row; a blank string is more likely a mistake than that wish.
+    if (typeof request.predicate === 'string' && request.predicate.trim() === '') {
+      throw invalidInput('predicate: must not be blank (omit it, or send null, to update every row)');
+    }
+    const seen = new Set<string>();
+    for (const [column] of request.updates) {
+      if (seen.has(column)) throw invalidInput(`updates: column ${JSON.stringify(column)} is updated twice`);
+      seen.add(column);
+    }
+    const table = await this.tables.open(ctx, id);
+    const { updatedRows, version } = await this.engine.rows.update(table.at, request.updates, request.predicate ?? undefined).catch((e: unknown) => {
+      throw this.failure(e, id);
+    });
+    // The rows are the operation; the properties are recorded once they are committed, so that a
+    // refused update changes nothing.
+    const properties = await this.recordProperties(table, request.properties ?? {});
+    return { updated_rows: updatedRows, version, properties };
+  }
+
+  /**
+   * Merges `given` into the table record's properties with a replace-if-unchanged of the record
+   * read (create-if-absent for a table Lance wrote without one), again on a lost race. Returns the
+   * table's properties.
+   */
+  private async recordProperties(table: DataTable, given: Record<string, string>): Promise<Record<string, string>> {
+    const current = table.state.record;
+    if (Object.keys(given).length === 0) return current?.value.properties ?? {};
+    const store = this.tables.catalog.store;
+    const key = tableRecordKey(table.ref);
+    let read = current;
+    for (let attempt = 0; attempt < RECORD_ATTEMPTS; attempt++) {
+      if (attempt > 0) read = await readRecord(store, key, TableRecord);
+      const value: TableRecord = read
+        ? { ...read.value, properties: { ...read.value.properties, ...given } }
+        : { properties: { ...given }, created_at: new Date().toISOString() };
+      try {
+        await store.put(key, encodeRecord(value), read ? { ifMatch: read.etag } : { ifNoneMatch: '*' });
+        return value.properties;
+      } catch (e) {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+      }
+    }
+    throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(table.id)}: its record kept changing while the properties were recorded; retry`);
+  }
+
+  async delete(ctx: RequestContext, id: string[], request: DeleteFromTableRequest): Promise<DeleteFromTableResponse> {
+    requireMainBranch(request.branch);
+    if (request.predicate.trim() === '') throw invalidInput("predicate: must not be empty (to delete every row, use 'true')");
+    const table = await this.tables.open(ctx, id);
+    const { version } = await this.engine.rows.delete(table.at, request.predicate).catch((e: unknown) => {
+      throw this.failure(e, id);
+    });
+    return { version };
+  }
+
+  async insert(ctx: RequestContext, id: string[], input: { mode?: 'Append' | 'Overwrite' | undefined; branch?: string | undefined; arrowIpcStream: Buffer }): Promise<InsertIntoTableResponse> {
+    requireMainBranch(input.branch);
+    const table = await this.tables.open(ctx, id, { allowDeclared: true });
+    if (!table.hasData) {
+      const created = await this.createDataset(ctx, table, input.arrowIpcStream);
+      if (created) return { num_inserted_rows: created.rows, version: created.version };
+    }
+    const { insertedRows, version } = await this.engine.rows
+      .insert(table.at, input.arrowIpcStream, input.mode === 'Overwrite' ? 'overwrite' : 'append')
+      .catch((e: unknown) => {
+        throw this.failure(e, id);
+      });
+    return { num_inserted_rows: insertedRows, version };
+  }
+
+  async mergeInsert(ctx: RequestContext, id: string[], query: MergeInsertIntoTableQuery, arrowIpcStream: Buffer): Promise<MergeInsertIntoTableResponse> {
+    requireMainBranch(query.branch);
+    const options: MergeInsertOptions = {
+      on: query.on,
+      whenMatchedUpdateAll: query.when_matched_update_all ?? false,
+      updateAllWhere: optionalPredicate(query.when_matched_update_all_filt),
+      whenNotMatchedInsertAll: query.when_not_matched_insert_all ?? false,
+      whenNotMatchedBySourceDelete: query.when_not_matched_by_source_delete ?? false,
+      deleteWhere: optionalPredicate(query.when_not_matched_by_source_delete_filt),
+      timeoutMs: query.timeout === undefined || query.timeout.trim() === '' ? undefined : parseTimeout(query.timeout),
+      useIndex: query.use_index,
+    };
+    const table = await this.tables.open(ctx, id, { allowDeclared: true });
+    if (!table.hasData) {
+      // Nothing to match yet: the dataset starts as what the merge would make of an empty one.
+      let initial: Buffer;
+      try {
+        initial = this.engine.rows.initialStreamForMerge(arrowIpcStream, options);
+      } catch (e) {
+        throw this.failure(e, id);
+      }
+      const created = await this.createDataset(ctx, table, initial);
+      if (created) return { num_inserted_rows: created.rows, num_updated_rows: 0, num_deleted_rows: 0, version: created.version };
+    }
+    const result = await this.engine.rows.mergeInsert(table.at, arrowIpcStream, options).catch((e: unknown) => {
+      throw this.failure(e, id);
+    });
+    return { num_updated_rows: result.updatedRows, num_inserted_rows: result.insertedRows, num_deleted_rows: result.deletedRows, version: result.version };
+  }
+
+  /**
+   * Creates the dataset of a declared table from an Arrow IPC stream (as CreateTable fills a
+   * declared table) and removes the declared marker. Null when the dataset exists by now: the
+   * caller then writes into it like into any table.
+   *
+   * Lance alone cannot settle concurrent creators: the loser of version 1 rebases its create (an
+   * overwrite) onto the winner's version and commits it as version 2, silently replacing the
+   * winner's rows. So creators first take a claim (create-if-absent in the table's `_catalog/`);
+   * only the holder creates, and a request that meets a live claim is answered 409 code 14 (the
+   * dataset is about to exist; a retry appends to it). A claim left by a crashed holder is taken
+   * over once its lease has run out, by a replace-if-unchanged of exactly the stale claim.
+   */
+  private async createDataset(ctx: RequestContext, table: DataTable, arrowIpcStream: Buffer): Promise<{ version: number; rows: number } | null> {
+    const release = await this.claimCreation(ctx, table);
+    if (!release) {
+      if (await this.datasetExists(table)) return null;
+      throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(table.id)}: its dataset is being created by another request; retry`);
+    }
+    try {
+      // The previous holder may have created it and released the claim after this request's open.
+      if (await this.datasetExists(table)) return null;
+      let version: number;
+      try {
+        ({ version } = await this.engine.createDataset(table.at, arrowIpcStream, 'create'));
+      } catch (e) {
+        // Created meanwhile by a path that takes no claim (CreateTable, a Lance client).
+        if (e instanceof EngineError && e.kind === 'already_exists') return null;
+        throw this.failure(e, table.id);
+      }
+      if (table.state.reserved) await this.tables.catalog.store.delete(reservedMarkerKey(table.ref));
+      const rows = await this.engine.rows.countRows(table.at, { version }).catch((e: unknown) => {
+        throw this.failure(e, table.id);
+      });
+      return { version, rows };
+    } finally {
+      await release();
+    }
+  }
+
+  private async datasetExists(table: DataTable): Promise<boolean> {
+    try {
+      await this.engine.datasetVersion(table.at);
+      return true;
+    } catch (e) {
+      if (e instanceof EngineError && e.kind === 'not_a_dataset') return false;
+      throw this.failure(e, table.id);
+    }
+  }
+
+  /** Takes the claim to create the table's dataset; returns its release, or null while another request holds it. */
+  private async claimCreation(ctx: RequestContext, table: DataTable): Promise<(() => Promise<void>) | null> {
+    const store = this.tables.catalog.store;
+    const key = `${tableDirKey(table.ref)}${CATALOG_DIR}/${CREATION_CLAIM}`;
+    const claim = encodeRecord({ request_id: ctx.requestId, claimed_at: new Date().toISOString() });
+    const release = () => store.delete(key);
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        await store.put(key, claim, { ifNoneMatch: '*' });
+        return release;
+      } catch (e) {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+      }
+      const held = await store.get(key);
+      if (!held) continue; // released in between: claim again
+      const claimedAt = claimTime(held.body);
+      if (Number.isFinite(claimedAt) && Date.now() - claimedAt < CREATION_CLAIM_LEASE_MS) return null;
+      try {
+        await store.put(key, claim, { ifMatch: held.etag });
+        return release;
+      } catch (e) {
+        if (e instanceof PreconditionFailedError) return null;
+        throw e;
+      }
+    }
+    return null;
+  }
+
+  async count(ctx: RequestContext, id: string[], request: { predicate?: string | null | undefined; version?: number | null | undefined; branch?: string | null | undefined }): Promise<number> {
+    requireMainBranch(request.branch);
+    const table = await this.tables.open(ctx, id);
+    const version = request.version ?? undefined;
+    return this.engine.rows.countRows(table.at, { predicate: optionalPredicate(request.predicate), version }).catch((e: unknown) => {
+      throw this.versionFailure(e, id, version);
+    });
+  }
+
+  async restore(ctx: RequestContext, id: string[], request: RestoreTableRequest): Promise<RestoreTableResponse> {
+    requireMainBranch(request.branch);
+    const table = await this.tables.open(ctx, id);
+    await this.engine.rows.restore(table.at, request.version).catch((e: unknown) => {
+      throw this.versionFailure(e, id, request.version);
+    });
+    return {};
+  }
+}

@@ -1,0 +1,87 @@
+import type {
+  CreateTableTagRequest,
+  CreateTableTagResponse,
+  DeleteTableTagRequest,
+  DeleteTableTagResponse,
+  GetTableTagVersionRequest,
+  GetTableTagVersionResponse,
+  ListTableTagsResponse,
+  TagContents,
+  UpdateTableTagRequest,
+  UpdateTableTagResponse,
+} from '../../model/tags.js';
+import { engineFailure } from '../engine-errors.js';
+import type { PageRequest } from '../namespaces.js';
+import { paginate } from '../page-token.js';
+import type { RequestContext } from '../request-context.js';
+import type { DataTables } from './dataset.js';
+import { requireMainBranch } from './rows.js';
+
+/** The tag operations of the Lance namespace spec, over the Lance engine (tags live in the dataset's `_refs/tags/`). */
+export class TagService {
+  constructor(private readonly tables: DataTables) {}
+
+  private get engine() {
+    return this.tables.engine;
+  }
+
+  /** Tags by name in byte order, a page at a time; page tokens are signed and bound to the table. */
+  async list(ctx: RequestContext, id: string[], page: PageRequest): Promise<ListTableTagsResponse> {
+    const { pageTokens } = this.tables.catalog;
+    const scope = JSON.stringify(id);
+    const after = pageTokens.decode('tags', scope, page.pageToken);
+    const table = await this.tables.open(ctx, id);
+    const tags = await this.engine.tags.list(table.at).catch((e: unknown) => {
+      throw engineFailure(e, id);
+    });
+    const names = [...tags.keys()].sort(byteOrder).filter((name) => after === undefined || byteOrder(name, after) > 0);
+    const { page: pageNames, pageToken } = paginate(names, { limit: page.limit, currentToken: page.pageToken }, (n) => n, (last) =>
+      pageTokens.encode('tags', scope, last),
+    );
+    const out: Record<string, TagContents> = {};
+    for (const name of pageNames) {
+      const tag = tags.get(name);
+      if (tag) out[name] = { version: tag.version, manifestSize: tag.manifestSize };
+    }
+    return { tags: out, page_token: pageToken };
+  }
+
+  async version(ctx: RequestContext, id: string[], request: GetTableTagVersionRequest): Promise<GetTableTagVersionResponse> {
+    const table = await this.tables.open(ctx, id);
+    const version = await this.engine.tags.version(table.at, request.tag).catch((e: unknown) => {
+      throw engineFailure(e, id);
+    });
+    return { version };
+  }
+
+  async create(ctx: RequestContext, id: string[], request: CreateTableTagRequest): Promise<CreateTableTagResponse> {
+    requireMainBranch(request.branch);
+    const table = await this.tables.open(ctx, id);
+    await this.engine.tags.create(table.at, request.tag, request.version).catch((e: unknown) => {
+      throw engineFailure(e, id);
+    });
+    return {};
+  }
+
+  async update(ctx: RequestContext, id: string[], request: UpdateTableTagRequest): Promise<UpdateTableTagResponse> {
+    requireMainBranch(request.branch);
+    const table = await this.tables.open(ctx, id);
+    await this.engine.tags.update(table.at, request.tag, request.version).catch((e: unknown) => {
+      throw engineFailure(e, id);
+    });
+    return {};
+  }
+
+  async delete(ctx: RequestContext, id: string[], request: DeleteTableTagRequest): Promise<DeleteTableTagResponse> {
+    const table = await this.tables.open(ctx, id);
+    await this.engine.tags.delete(table.at, request.tag).catch((e: unknown) => {
+      throw engineFailure(e, id);
+    });
+    return {};
+  }
+}
+
+/** Byte order of UTF-8 strings, the order every list of the service uses. */
+function byteOrder(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
