@@ -1,5 +1,6 @@
 import pLimit from 'p-limit';
 import { type CommitCoordinator, EngineError } from '../engine/lance-engine.js';
+import { claimDatasetCreation } from './dataset-creation.js';
 import { engineFailure } from './engine-errors.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../model/errors.js';
 import type {
@@ -134,7 +135,8 @@ export class TableService {
   /**
    * Creates a table from an Arrow IPC stream. A new name is claimed by creating its record first,
    * so of concurrent creators exactly one proceeds to write data. A declared table (reserved
-   * marker) is filled in place; concurrent fills race on Lance's own create-if-absent of version 1.
+   * marker) is filled in place by the one request holding its creation claim (see
+   * dataset-creation.ts: Lance would turn a losing concurrent create into an overwrite).
    */
   async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
     const ref = tableRefOf(id);
@@ -174,12 +176,18 @@ export class TableService {
     managed ??= await resolveManagedVersioning(this.deps, ref.namespace, properties);
     const dir = dataDir(this.deps.locations, state);
     const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, id) } : {}) };
+    // Filling a declared table: only the holder of the creation claim may create its dataset.
+    const release = !claimed && !overwrite ? await claimDatasetCreation(this.store, ref, ctx.requestId) : null;
+    if (!claimed && !overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
     let version: number;
     try {
+      if (release && (await tableHasData(this.deps.locations, await readTableState(this.store, ref)))) throw tableAlreadyExists(id);
       ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, overwrite ? 'overwrite' : 'create'));
     } catch (e) {
       if (claimed) await this.store.delete(tableRecordKey(ref));
       throw engineFailure(e, id);
+    } finally {
+      await release?.();
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
     return { location: dir.store.location(dir.key), version, properties, storage_options: dir.store.clientStorageOptions() };

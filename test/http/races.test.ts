@@ -41,6 +41,22 @@ describe.each(backends())('races on $name', (backend) => {
     expect(described.json.version).toBe(1);
   });
 
+  it('concurrent creates filling one declared table: exactly one writes, no rows are silently replaced', async () => {
+    await fx.t.call('POST', '/v1/namespace/td/create', {});
+    await fx.t.call('POST', '/v1/table/td%24one/declare', {});
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        fx.t.call('POST', '/v1/table/td%24one/create', peopleStream([i * 10, i * 10 + 1]), { 'content-type': 'application/vnd.apache.arrow.stream' }),
+      ),
+    );
+    expect(tally(results.map((r) => r.status))).toEqual({ 200: 1, 409: 7 });
+    const winner = results.findIndex((r) => r.status === 200);
+    const described = await fx.t.call('POST', '/v1/table/td%24one/describe?load_detailed_metadata=true', {});
+    expect(described.json.version).toBe(1);
+    const { readRows } = await import('../support/arrow-data.js');
+    expect((await readRows(String(described.json.location), fx.root.store.engineStorageOptions())).map((r) => r.id)).toEqual([winner * 10, winner * 10 + 1]);
+  });
+
   it('a Restrict drop racing table creation never leaves a table in a dropped namespace', async () => {
     for (let round = 0; round < 8; round++) {
       const ns = `race${round}`;

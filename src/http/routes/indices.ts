@@ -1,6 +1,77 @@
+import {
+  CreateTableIndexRequest,
+  CreateTableIndexResponse,
+  CreateTableScalarIndexResponse,
+  DropTableIndexQuery,
+  DropTableIndexRequest,
+  DropTableIndexResponse,
+  ListTableIndicesQuery,
+  ListTableIndicesRequest,
+  ListTableIndicesResponse,
+} from '../../model/indices.js';
+import { invalidInput } from '../../model/errors.js';
 import type { IndexService } from '../../service/data/indices.js';
-import type { RouteSpec } from '../route.js';
+import { defineRoute, type RouteSpec } from '../route.js';
 
-export function indexRoutes(_service: IndexService): RouteSpec[] {
-  return [];
+export function indexRoutes(indices: IndexService): RouteSpec[] {
+  return [
+    defineRoute({
+      operationId: 'CreateTableIndex',
+      summary: 'Create an index on a column (vector, scalar or FTS); the index is built before this returns',
+      tag: 'Index',
+      paths: ['/v1/table/{id}/create_index'],
+      methods: ['POST'],
+      body: CreateTableIndexRequest,
+      response: CreateTableIndexResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => indices.create(ctx, id, body, { scalarOnly: false }),
+    }),
+    defineRoute({
+      operationId: 'CreateTableScalarIndex',
+      summary: 'Create a scalar or FTS index on a column; the index is built before this returns',
+      tag: 'Index',
+      paths: ['/v1/table/{id}/create_scalar_index'],
+      methods: ['POST'],
+      body: CreateTableIndexRequest,
+      response: CreateTableScalarIndexResponse,
+      mutation: true,
+      handler: ({ ctx, id, body }) => indices.create(ctx, id, body, { scalarOnly: true }),
+    }),
+    defineRoute({
+      operationId: 'ListTableIndices',
+      summary: 'List the indexes of a table (at its latest version, or at `version`)',
+      tag: 'Index',
+      paths: ['/v1/table/{id}/index/list'],
+      methods: ['GET', 'POST'],
+      body: ListTableIndicesRequest,
+      query: ListTableIndicesQuery,
+      response: ListTableIndicesResponse,
+      handler: ({ ctx, id, body, query }) =>
+        indices.list(ctx, id, {
+          pageToken: query.page_token ?? body.page_token,
+          limit: query.limit ?? body.limit,
+          version: query.version ?? body.version,
+          branch: query.branch ?? body.branch,
+        }),
+    }),
+    defineRoute({
+      operationId: 'DropTableIndex',
+      summary: 'Drop an index of a table',
+      tag: 'Index',
+      paths: ['/v1/table/{id}/index/{index_name}/drop'],
+      methods: ['POST'],
+      body: DropTableIndexRequest,
+      query: DropTableIndexQuery,
+      response: DropTableIndexResponse,
+      mutation: true,
+      handler: ({ ctx, id, body, query, params }) => {
+        const name = params.index_name ?? '';
+        if (name === '') throw invalidInput('index_name: the path must name the index');
+        if (body.index_name && body.index_name !== name) {
+          throw invalidInput(`the index_name in the body ${JSON.stringify(body.index_name)} does not match the one in the path ${JSON.stringify(name)}`);
+        }
+        return indices.drop(ctx, id, name, query.branch ?? body.branch);
+      },
+    }),
+  ];
 }

@@ -19,6 +19,7 @@ import { CATALOG_DIR, reservedMarkerKey, tableDirKey, tableRecordKey } from '../
 import { encodeRecord, readRecord, TableRecord } from '../records.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTable, DataTables } from './dataset.js';
+import { claimDatasetCreation } from '../dataset-creation.js';
 
 /** Branches other than main are not supported yet (406), as in the version operations. */
 export function requireMainBranch(branch: string | null | undefined): void {
@@ -51,20 +52,6 @@ export function parseTimeout(text: string): number {
   }
   if (!Number.isFinite(ms) || ms < 1) throw invalidInput(`timeout: must be at least 1ms, got ${JSON.stringify(text)}`);
   return Math.round(ms);
-}
-
-/** Claim of the one request that creates a declared table's dataset (see RowService.createDataset). */
-const CREATION_CLAIM = 'dataset-create.json';
-/** After this a claim is presumed left by a crashed holder (the default transaction lease). */
-const CREATION_CLAIM_LEASE_MS = 30_000;
-
-/** When a creation claim was taken; NaN for an unreadable claim, which is then treated as stale. */
-function claimTime(body: Buffer): number {
-  try {
-    return Date.parse(String((JSON.parse(body.toString('utf8')) as { claimed_at?: unknown }).claimed_at));
-  } catch {
-    return Number.NaN;
-  }
 }
 
 /** Attempts at recording properties against concurrent changes of the table record. */
@@ -207,7 +194,7 @@ export class RowService {
    * over once its lease has run out, by a replace-if-unchanged of exactly the stale claim.
    */
   private async createDataset(ctx: RequestContext, table: DataTable, arrowIpcStream: Buffer): Promise<{ version: number; rows: number } | null> {
-    const release = await this.claimCreation(ctx, table);
+    const release = await claimDatasetCreation(this.tables.catalog.store, table.ref, ctx.requestId);
     if (!release) {
       if (await this.datasetExists(table)) return null;
       throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(table.id)}: its dataset is being created by another request; retry`);
@@ -241,34 +228,6 @@ export class RowService {
       if (e instanceof EngineError && e.kind === 'not_a_dataset') return false;
       throw this.failure(e, table.id);
     }
-  }
-
-  /** Takes the claim to create the table's dataset; returns its release, or null while another request holds it. */
-  private async claimCreation(ctx: RequestContext, table: DataTable): Promise<(() => Promise<void>) | null> {
-    const store = this.tables.catalog.store;
-    const key = `${tableDirKey(table.ref)}${CATALOG_DIR}/${CREATION_CLAIM}`;
-    const claim = encodeRecord({ request_id: ctx.requestId, claimed_at: new Date().toISOString() });
-    const release = () => store.delete(key);
-    for (let attempt = 0; attempt < 2; attempt++) {
-      try {
-        await store.put(key, claim, { ifNoneMatch: '*' });
-        return release;
-      } catch (e) {
-        if (!(e instanceof PreconditionFailedError)) throw e;
-      }
-      const held = await store.get(key);
-      if (!held) continue; // released in between: claim again
-      const claimedAt = claimTime(held.body);
-      if (Number.isFinite(claimedAt) && Date.now() - claimedAt < CREATION_CLAIM_LEASE_MS) return null;
-      try {
-        await store.put(key, claim, { ifMatch: held.etag });
-        return release;
-      } catch (e) {
-        if (e instanceof PreconditionFailedError) return null;
-        throw e;
-      }
-    }
-    return null;
   }
 
   async count(ctx: RequestContext, id: string[], request: { predicate?: string | null | undefined; version?: number | null | undefined; branch?: string | null | undefined }): Promise<number> {

@@ -1,0 +1,141 @@
+import type { IndexDescription, IndexSpec } from '../../engine/ports/indices.js';
+import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
+import {
+  type CreateTableIndexRequest,
+  type CreateTableIndexResponse,
+  type DropTableIndexResponse,
+  type IndexContent,
+  type ListTableIndicesResponse,
+  VECTOR_INDEX_TYPES,
+} from '../../model/indices.js';
+import { displayId } from '../catalog.js';
+import { engineFailure } from '../engine-errors.js';
+import type { PageRequest } from '../namespaces.js';
+import { type PageTokens, paginate } from '../page-token.js';
+import type { RequestContext } from '../request-context.js';
+import type { DataTables } from './dataset.js';
+
+function requireMainBranch(branch: string | null | undefined): void {
+  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
+    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
+  }
+}
+
+const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
+
+function specOf(request: CreateTableIndexRequest): IndexSpec {
+  return {
+    column: request.column,
+    type: request.index_type,
+    name: opt(request.name),
+    distanceType: opt(request.distance_type),
+    vector: {
+      numPartitions: opt(request.num_partitions),
+      numSubVectors: opt(request.num_sub_vectors),
+      numBits: opt(request.num_bits),
+      sampleRate: opt(request.sample_rate),
+      maxIterations: opt(request.max_iterations),
+      targetPartitionSize: opt(request.target_partition_size),
+      m: opt(request.m),
+      efConstruction: opt(request.ef_construction),
+    },
+    fts: {
+      withPosition: opt(request.with_position),
+      baseTokenizer: opt(request.base_tokenizer),
+      language: opt(request.language),
+      maxTokenLength: opt(request.max_token_length),
+      lowerCase: opt(request.lower_case),
+      stem: opt(request.stem),
+      removeStopWords: opt(request.remove_stop_words),
+      asciiFolding: opt(request.ascii_folding),
+    },
+  };
+}
+
+function contentOf(index: IndexDescription): IndexContent {
+  return {
+    index_name: index.name,
+    index_uuid: index.uuid,
+    columns: index.columns,
+    // Indexes are built before CreateTableIndex answers, so every listed index is complete.
+    status: 'done',
+    index_type: index.type,
+    ...(index.typeUrl !== undefined ? { type_url: index.typeUrl } : {}),
+    ...(index.numIndexedRows !== undefined ? { num_indexed_rows: index.numIndexedRows } : {}),
+    ...(index.numUnindexedRows !== undefined ? { num_unindexed_rows: index.numUnindexedRows } : {}),
+    size_bytes: index.sizeBytes ?? null,
+    ...(index.numSegments !== undefined ? { num_segments: index.numSegments } : {}),
+    created_at: index.createdAt ?? null,
+    ...(index.indexVersion !== undefined ? { index_version: index.indexVersion } : {}),
+    index_details: index.details ?? null,
+  };
+}
+
+/** Byte order of the UTF-8 names, the order every list of this service uses. */
+const byName = (a: IndexDescription, b: IndexDescription): number => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name));
+
+/** The indices operations of the Lance namespace spec, over the Lance engine. */
+export class IndexService {
+  constructor(private readonly tables: DataTables) {}
+
+  private get pageTokens(): PageTokens {
+    return this.tables.catalog.pageTokens;
+  }
+
+  /**
+   * CreateTableIndex (and CreateTableScalarIndex with `scalarOnly`). The spec allows the build to
+   * run in the background; here it runs in the request, so the index is complete (and listed) when
+   * this returns.
+   */
+  async create(ctx: RequestContext, id: string[], request: CreateTableIndexRequest, options: { scalarOnly: boolean }): Promise<CreateTableIndexResponse> {
+    requireMainBranch(request.branch);
+    if (options.scalarOnly && VECTOR_INDEX_TYPES.has(request.index_type)) {
+      throw invalidInput(`index_type: ${request.index_type} is a vector index; create it with create_index, not create_scalar_index`);
+    }
+    const table = await this.tables.open(ctx, id);
+    try {
+      await this.tables.engine.indices.createIndex(table.at, specOf(request));
+    } catch (e) {
+      throw engineFailure(e, id);
+    }
+    return {};
+  }
+
+  async list(
+    ctx: RequestContext,
+    id: string[],
+    page: PageRequest & { version?: number | null | undefined; branch?: string | null | undefined },
+  ): Promise<ListTableIndicesResponse> {
+    requireMainBranch(page.branch);
+    const scope = JSON.stringify(id);
+    const after = this.pageTokens.decode('indices', scope, page.pageToken);
+    const table = await this.tables.open(ctx, id, { allowDeclared: true });
+    const version = opt(page.version);
+    let indices: IndexDescription[] = [];
+    if (table.hasData) {
+      try {
+        indices = await this.tables.engine.indices.listIndices(table.at, { version });
+      } catch (e) {
+        throw engineFailure(e, id);
+      }
+    } else if (version !== undefined) {
+      throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} is declared and has no version ${version}`);
+    }
+    const ordered = indices.sort(byName).filter((i) => after === undefined || Buffer.compare(Buffer.from(i.name), Buffer.from(after)) > 0);
+    const { page: shown, pageToken } = paginate(ordered, { limit: page.limit, currentToken: page.pageToken }, (i) => i.name, (last) =>
+      this.pageTokens.encode('indices', scope, last),
+    );
+    return { indexes: shown.map(contentOf), page_token: pageToken };
+  }
+
+  async drop(ctx: RequestContext, id: string[], name: string, branch: string | null | undefined): Promise<DropTableIndexResponse> {
+    requireMainBranch(branch);
+    const table = await this.tables.open(ctx, id);
+    try {
+      await this.tables.engine.indices.dropIndex(table.at, name);
+    } catch (e) {
+      throw engineFailure(e, id);
+    }
+    return {};
+  }
+}
