@@ -14,6 +14,7 @@ import { Locations } from './service/locations.js';
 import { NamespaceService } from './service/namespaces.js';
 import { PageTokens } from './service/page-token.js';
 import { TableService } from './service/tables.js';
+import { TransactionService } from './service/transaction-service.js';
 import { TransactionLog } from './service/transactions.js';
 import { TableVersionService } from './service/versions.js';
 import type { ObjectStore } from './store/object-store.js';
@@ -42,7 +43,8 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     pageTokens: new PageTokens(config.pageTokenSecret),
     settings: { managedVersioningDefault: config.managedVersioning },
   };
-  const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: config.transactionLeaseMs });
+  const transactionLog = new TransactionLog(store);
+  const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs });
   const data = new DataTables(deps, versions);
   // Finish or roll back what a crash left in flight before serving.
   const recovered = await versions.recoverAll();
@@ -52,6 +54,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       namespaces: new NamespaceService(deps),
       tables: new TableService(deps, (ctx, id) => versions.coordinatorFor(ctx, id)),
       versions,
+      transactions: new TransactionService(deps, transactionLog),
       rows: new RowService(data),
       columns: new ColumnService(data),
       indices: new IndexService(data),

@@ -2,7 +2,7 @@
 // version, fragment and deleted-row counts, timestamp and table metadata. A manifest file ends in
 // a 16-byte footer: u64 LE offset of the manifest, u16 major, u16 minor, magic "LANC"; at the
 // offset, a u32 LE length and the protobuf `lance.table.Manifest`. Field numbers follow Lance's
-// protos/table.proto: Manifest{fragments=2, version=3, timestamp=7, table_metadata=19},
+// protos/table.proto: Manifest{fragments=2, version=3, timestamp=7, transaction_file=12, table_metadata=19},
 // DataFragment{deletion_file=3, physical_rows=4}, DeletionFile{num_deleted_rows=4}.
 
 export interface ManifestSummary {
@@ -12,6 +12,16 @@ export interface ManifestSummary {
   numDeletedRows: number;
   timestampMillis: number | undefined;
   tableMetadata: Record<string, string>;
+  /** Name of the transaction file under `_transactions/` that made this version, if any. */
+  transactionFile: string | undefined;
+}
+
+/** What a Lance transaction file says about the commit that wrote it. */
+export interface TransactionSummary {
+  readVersion: number;
+  uuid: string;
+  /** The operation's name in Lance's protos (append, delete, overwrite, ...). */
+  operation: string;
 }
 
 const MAGIC = 'LANC';
@@ -89,7 +99,15 @@ export function readManifestSummary(file: Buffer): ManifestSummary {
   const length = file.readUInt32LE(offset);
   const body = file.subarray(offset + 4, offset + 4 + length);
   if (body.length !== length) throw new Error('manifest truncated');
-  const summary: ManifestSummary = { version: 0, numFragments: 0, physicalRows: 0, numDeletedRows: 0, timestampMillis: undefined, tableMetadata: {} };
+  const summary: ManifestSummary = {
+    version: 0,
+    numFragments: 0,
+    physicalRows: 0,
+    numDeletedRows: 0,
+    timestampMillis: undefined,
+    tableMetadata: {},
+    transactionFile: undefined,
+  };
   fields(body, (f) => {
     if (f.num === 3 && f.wire === 0) summary.version = Number(f.value);
     else if (f.num === 2 && f.bytes) {
@@ -110,10 +128,44 @@ export function readManifestSummary(file: Buffer): ManifestSummary {
         if (tf.num === 2) nanos = Number(tf.value);
       });
       summary.timestampMillis = seconds * 1000 + Math.floor(nanos / 1e6);
+    } else if (f.num === 12 && f.bytes) {
+      summary.transactionFile = f.bytes.toString('utf8') || undefined;
     } else if (f.num === 19 && f.bytes) {
       const [k, v] = mapEntry(f.bytes);
       summary.tableMetadata[k] = v;
     }
+  });
+  return summary;
+}
+
+// protos/transaction.proto: Transaction{read_version=1, uuid=2, operation oneof 100..116}.
+const OPERATIONS: Record<number, string> = {
+  100: 'append',
+  101: 'delete',
+  102: 'overwrite',
+  103: 'create_index',
+  104: 'rewrite',
+  105: 'merge',
+  106: 'restore',
+  107: 'reserve_fragments',
+  108: 'update',
+  109: 'project',
+  110: 'update_config',
+  111: 'data_replacement',
+  112: 'update_mem_wal_state',
+  113: 'clone',
+  114: 'update_bases',
+  115: 'data_overlay',
+  116: 'user_operation',
+};
+
+/** Parses a Lance transaction file (`_transactions/<read_version>-<uuid>.txn`, a bare protobuf). */
+export function readTransactionSummary(file: Buffer): TransactionSummary {
+  const summary: TransactionSummary = { readVersion: 0, uuid: '', operation: 'unknown' };
+  fields(file, (f) => {
+    if (f.num === 1 && f.wire === 0) summary.readVersion = Number(f.value);
+    else if (f.num === 2 && f.bytes) summary.uuid = f.bytes.toString('utf8');
+    else if (OPERATIONS[f.num] && f.wire === 2) summary.operation = OPERATIONS[f.num] ?? 'unknown';
   });
   return summary;
 }

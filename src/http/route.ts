@@ -41,6 +41,8 @@ export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType 
   successStatus?: number;
   /** Changes catalog state: recorded by the mutation hook. */
   mutation?: boolean;
+  /** False where the body's `id` names something else than the path's (transactions); default true. */
+  bodyIdIsPathId?: boolean;
   /** Returns the response body (ignored for 'empty'). */
   handler(input: RouteInput<z.output<B>, z.output<Q>>): Promise<unknown>;
 }
@@ -120,7 +122,7 @@ async function run(route: RouteSpec, options: RouteOptions, request: FastifyRequ
   const body = route.body ? parseWith(route.body, json, 'request body') : json;
   const query = route.query ? parseWith(route.query, queryRecord, 'query parameters') : {};
   const bodyId = (body as { id?: unknown }).id;
-  if (params.id !== undefined && Array.isArray(bodyId) && JSON.stringify(bodyId) !== JSON.stringify(id)) {
+  if (params.id !== undefined && route.bodyIdIsPathId !== false && Array.isArray(bodyId) && JSON.stringify(bodyId) !== JSON.stringify(id)) {
     throw invalidInput(`the id in the body ${JSON.stringify(bodyId)} does not match the id in the path ${JSON.stringify(id)}`);
   }
   const ctx: RequestContext = { requestId: String(request.id), principal: null, context: contextOf(request, body) };

@@ -8,6 +8,7 @@ import type { IndexService } from '../service/data/indices.js';
 import type { QueryService } from '../service/data/queries.js';
 import type { RowService } from '../service/data/rows.js';
 import type { TagService } from '../service/data/tags.js';
+import type { TransactionService } from '../service/transaction-service.js';
 import type { TableVersionService } from '../service/versions.js';
 import { toWireError, wireError } from './errors.js';
 import { buildOpenApi } from './openapi.js';
@@ -16,6 +17,7 @@ import { healthRoutes } from './routes/health.js';
 import { namespaceRoutes } from './routes/namespaces.js';
 import { tableRoutes } from './routes/tables.js';
 import { unsupportedRoutes } from './routes/unsupported.js';
+import { transactionRoutes } from './routes/transactions.js';
 import { versionRoutes } from './routes/versions.js';
 import { columnRoutes } from './routes/columns.js';
 import { indexRoutes } from './routes/indices.js';
@@ -27,6 +29,7 @@ export interface Services {
   namespaces: NamespaceService;
   tables: TableService;
   versions: TableVersionService;
+  transactions: TransactionService;
   rows: RowService;
   columns: ColumnService;
   indices: IndexService;
@@ -48,6 +51,7 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...namespaceRoutes(services.namespaces),
     ...tableRoutes(services.tables),
     ...versionRoutes(services.versions),
+    ...transactionRoutes(services.transactions),
     ...rowRoutes(services.rows),
     ...columnRoutes(services.columns),
     ...indexRoutes(services.indices),

@@ -91,13 +91,6 @@ export const BatchCreateTableVersionsResponse = z
   .meta({ id: 'BatchCreateTableVersionsResponse' });
 export type BatchCreateTableVersionsResponse = z.infer<typeof BatchCreateTableVersionsResponse>;
 
-export const DescribeTransactionRequest = z.object({ ...RequestBase }).meta({ id: 'DescribeTransactionRequest' });
-
-export const DescribeTransactionResponse = z
-  .object({ status: z.string(), properties: z.record(z.string(), z.string()) })
-  .meta({ id: 'DescribeTransactionResponse' });
-export type DescribeTransactionResponse = z.infer<typeof DescribeTransactionResponse>;
-
 /** BatchCommitTables: operations that take effect together or not at all. Each names its table in `id`. */
 const TableId = z.array(z.string()).min(1);
 

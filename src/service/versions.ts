@@ -745,9 +745,4 @@ export class TableVersionService {
       },
     };
   }
-
-  async describeTransaction(_ctx: RequestContext, transactionId: string): Promise<{ status: string; properties: Record<string, string> }> {
-    const record = await this.log.require(transactionId);
-    return { status: record.value.status, properties: record.value.properties };
-  }
 }

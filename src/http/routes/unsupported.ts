@@ -22,7 +22,6 @@ export const PENDING_OPERATIONS: readonly Pending[] = [
   { operationId: 'CreateTableBranch', path: '/v1/table/{id}/branches/create', plannedIn: DATA },
   { operationId: 'DeleteTableBranch', path: '/v1/table/{id}/branches/delete', plannedIn: DATA },
   { operationId: 'AlterTableBackfillColumns', path: '/v1/table/{id}/backfill_column', plannedIn: TXN },
-  { operationId: 'AlterTransaction', path: '/v1/transaction/{id}/alter', plannedIn: TXN },
   { operationId: 'RefreshMaterializedView', path: '/v1/materialized_view/{id}/refresh', plannedIn: 'a later milestone' },
   { operationId: 'CreateMaterializedView', path: '/v1/materialized_view/{id}/create', plannedIn: 'a later milestone' },
 ];

@@ -9,8 +9,6 @@ import {
   CreateTableVersionResponse,
   DescribeTableVersionRequest,
   DescribeTableVersionResponse,
-  DescribeTransactionRequest,
-  DescribeTransactionResponse,
   ListTableVersionsQuery,
   ListTableVersionsRequest,
   ListTableVersionsResponse,
@@ -90,16 +88,6 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       response: BatchCommitTablesResponse,
       mutation: true,
       handler: ({ ctx, body }) => versions.batchCommit(ctx, body.operations),
-    }),
-    defineRoute({
-      operationId: 'DescribeTransaction',
-      summary: 'Describe a transaction: status and properties',
-      tag: 'Transaction',
-      paths: ['/v1/transaction/{id}/describe'],
-      methods: ['POST'],
-      body: DescribeTransactionRequest,
-      response: DescribeTransactionResponse,
-      handler: ({ ctx, id, delimiter }) => versions.describeTransaction(ctx, id.join(delimiter)),
     }),
   ];
 }

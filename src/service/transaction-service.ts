@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto';
+import { readManifestSummary, readTransactionSummary } from '../engine/lance-manifest.js';
+import { ErrorCode, NamespaceError } from '../model/errors.js';
+import type { AlterTransactionAction } from '../model/transactions.js';
+import { type CatalogDeps, displayId } from './catalog.js';
+import { tableRefOf } from './layout.js';
+import type { RequestContext } from './request-context.js';
+import { dataDir, requireVisibleTable } from './table-state.js';
+import { TableVersions } from './table-versions.js';
+import { TERMINAL, type TransactionLog, type TransactionRecord, type TransactionStatus } from './transactions.js';
+import type { Versioned } from './records.js';
+
+// DescribeTransaction and AlterTransaction.
+//
+// Invariant: every alter applies all of its actions or none, as one replace-if-unchanged of the
+// transaction record; a writer that loses the race re-reads the record and applies its actions
+// again to what it finds, so concurrent alters end in a state equal to some serial order of them.
+// A terminal status (Succeeded, Failed, Canceled) never changes.
+//
+// Ids: the service's own records (batches, jobs) by their id; and, as Lance's clients send them, a
+// table id followed by a Lance transaction uuid or a version number (`ns$events$12`), which names
+// the Lance commit of that version: status Succeeded, properties from its transaction file, plus
+// whatever properties were set on it (kept in a record of their own).
+
+const ALTER_ATTEMPTS = 10;
+
+/** Allowed status moves; setting the current status again is a no-op. */
+const NEXT: Record<TransactionStatus, readonly TransactionStatus[]> = {
+  Queued: ['Running', 'Canceled'],
+  Running: ['Succeeded', 'Failed', 'Canceled'],
+  Succeeded: [],
+  Failed: [],
+  Canceled: [],
+};
+
+export interface TransactionView {
+  status: string;
+  properties: Record<string, string>;
+}
+
+const conflict = (message: string) => new NamespaceError(ErrorCode.ConcurrentModification, message);
+
+export class TransactionService {
+  constructor(
+    private readonly deps: CatalogDeps,
+    private readonly log: TransactionLog,
+  ) {}
+
+  async describe(_ctx: RequestContext, id: string[], tableId: string[] | undefined): Promise<TransactionView> {
+    const found = await this.find(id, tableId);
+    return { status: found.record.value.status, properties: found.record.value.properties };
+  }
+
+  async alter(_ctx: RequestContext, id: string[], tableId: string[] | undefined, actions: AlterTransactionAction[]): Promise<TransactionView> {
+    for (let attempt = 0; attempt < ALTER_ATTEMPTS; attempt++) {
+      const found = await this.find(id, tableId);
+      const next = this.apply(found.record.value, actions, found.lanceCommit);
+      if (next === found.record.value) return { status: next.status, properties: next.properties };
+      const written = found.stored ? await this.log.update(found.record, next) : await this.createOverlay(next);
+      if (written) return { status: written.value.status, properties: written.value.properties };
+    }
+    throw conflict(`transaction ${JSON.stringify(id.join('$'))} kept changing; retry`);
+  }
+
+  /** The actions applied to a copy of the record, or the record itself when nothing changes. */
+  private apply(record: TransactionRecord, actions: AlterTransactionAction[], lanceCommit: boolean): TransactionRecord {
+    let status = record.status;
+    const properties = { ...record.properties };
+    let changed = false;
+    for (const action of actions) {
+      if (action.setStatusAction) {
+        const to = action.setStatusAction.status;
+        if (to === status) continue;
+        if (TERMINAL.has(status)) throw conflict(`transaction ${record.id} is ${status}; a terminal status never changes`);
+        if (lanceCommit || record.phase !== undefined) {
+          throw conflict(`the status of transaction ${record.id} is managed by the service`);
+        }
+        if (!NEXT[status].includes(to)) throw conflict(`transaction ${record.id} cannot move from ${status} to ${to}`);
+        status = to;
+        changed = true;
+      } else if (action.setPropertyAction) {
+        const { key, value, mode = 'Overwrite' } = action.setPropertyAction;
+        if (key in properties) {
+          if (mode === 'Fail') throw conflict(`transaction ${record.id} already has property ${JSON.stringify(key)}`);
+          if (mode === 'Skip' || properties[key] === value) continue;
+        }
+        properties[key] = value;
+        changed = true;
+      } else if (action.unsetPropertyAction) {
+        const { key, mode = 'Skip' } = action.unsetPropertyAction;
+        if (!(key in properties)) {
+          if (mode === 'Fail') throw conflict(`transaction ${record.id} has no property ${JSON.stringify(key)}`);
+          continue;
+        }
+        delete properties[key];
+        changed = true;
+      }
+    }
+    return changed ? { ...record, status, properties } : record;
+  }
+
+  private async createOverlay(record: TransactionRecord): Promise<Versioned<TransactionRecord> | null> {
+    try {
+      return await this.log.create(record);
+    } catch (e) {
+      if (e instanceof Error && e.name === 'PreconditionFailedError') return null;
+      throw e;
+    }
+  }
+
+  /**
+   * Resolves a transaction id: a record of the service's, else the Lance form (table id + uuid or
+   * version), where the table id is the leading parts of the id or, when the id is a single part,
+   * the request body's `id` (some clients send the table there).
+   */
+  private async find(id: string[], tableId: string[] | undefined): Promise<{ record: Versioned<TransactionRecord>; stored: boolean; lanceCommit: boolean }> {
+    const joined = id.join('$');
+    if (id.length === 1) {
+      const own = await this.log.read(id[0] ?? '');
+      if (own) return { record: own, stored: true, lanceCommit: false };
+    }
+    const table = id.length > 1 ? id.slice(0, -1) : tableId && tableId.length > 0 ? tableId : undefined;
+    const ref = id[id.length - 1] ?? '';
+    if (!table) throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify(joined)} does not exist`);
+    const commit = await this.lanceCommit(table, ref);
+    const overlayId = `lance-${createHash('sha256').update(JSON.stringify([...table, String(commit.version)])).digest('base64url').slice(0, 32)}`;
+    const overlay = await this.log.read(overlayId);
+    if (overlay) return { record: overlay, stored: true, lanceCommit: true };
+    const now = new Date().toISOString();
+    return {
+      record: {
+        value: { id: overlayId, status: 'Succeeded', operation: 'lance_commit', properties: commit.properties, created_at: now, updated_at: now },
+        etag: '',
+      },
+      stored: false,
+      lanceCommit: true,
+    };
+  }
+
+  /** The Lance commit that made a version (by number or by its transaction uuid). */
+  private async lanceCommit(table: string[], ref: string): Promise<{ version: number; properties: Record<string, string> }> {
+    if (!/^\d{1,15}$/.test(ref) && !/^[0-9a-f-]{36}$/i.test(ref)) {
+      throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify([...table, ref].join('$'))} does not exist`);
+    }
+    const state = await requireVisibleTable(this.deps.store, tableRefOf(table)).catch(() => {
+      throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify([...table, ref].join('$'))}: table ${displayId(table)} does not exist`);
+    });
+    const versions = new TableVersions(dataDir(this.deps.locations, state));
+    const notFound = () => new NamespaceError(ErrorCode.TransactionNotFound, `table ${displayId(table)} has no Lance commit ${JSON.stringify(ref)}`);
+    const describeVersion = async (version: number) => {
+      const manifest = await versions.get(version);
+      if (!manifest) return null;
+      const object = await versions.store.get(manifest.key);
+      const summary = object ? readManifestSummary(object.body) : null;
+      const properties: Record<string, string> = { version: String(version) };
+      if (summary?.transactionFile) {
+        const txn = await versions.store.get(`${versions.dir.key}_transactions/${summary.transactionFile}`);
+        if (txn) {
+          const t = readTransactionSummary(txn.body);
+          Object.assign(properties, { uuid: t.uuid, read_version: String(t.readVersion), operation: t.operation });
+        }
+      }
+      return { version, properties, uuid: properties.uuid };
+    };
+    if (/^\d+$/.test(ref)) {
+      const found = await describeVersion(Number(ref));
+      if (!found) throw notFound();
+      return found;
+    }
+    // A uuid: its transaction file names the version it was read from; the commit is the first
+    // later version whose manifest points at that file (normally read_version + 1).
+    const listing = await versions.store.list(`${versions.dir.key}_transactions/`, { delimiter: '/' });
+    const file = listing.objects.find((o) => o.key.endsWith(`-${ref.toLowerCase()}.txn`));
+    if (!file) throw notFound();
+    const readVersion = Number(file.key.slice(file.key.lastIndexOf('/') + 1).split('-')[0]);
+    const latest = (await versions.latest())?.version ?? 0;
+    for (let v = readVersion + 1; v <= Math.min(latest, readVersion + 64); v++) {
+      const found = await describeVersion(v);
+      if (found?.uuid?.toLowerCase() === ref.toLowerCase()) return found;
+    }
+    throw notFound();
+  }
+}
+
