@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
-import { useTestApp } from '../support/app.js';
+import { useNamespaceFixture } from '../support/app.js';
 import { connectTable, peopleStream, readRows } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
 
@@ -24,15 +24,11 @@ function otherStream(): Buffer {
 }
 
 describe.each(backends())('row operations on $name', (backend) => {
-  const fx = useTestApp(backend);
+  const { fx, path, post, engineOptions: options } = useNamespaceFixture(backend);
   let engineOptions: Record<string, string>;
-  beforeAll(async () => {
-    engineOptions = fx.root.store.engineStorageOptions();
-    expect((await fx.t.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+  beforeAll(() => {
+    engineOptions = options();
   });
-
-  const path = (table: string, op: string, query = '') => `/v1/table/ns%24${table}/${op}${query}`;
-  const post = (table: string, op: string, body: unknown, query = '') => fx.t.call('POST', path(table, op, query), body);
   /** Creates ns$<table> with rows 1..n named name-<id>; returns its location. */
   async function createTable(table: string, n: number): Promise<string> {
     const res = await fx.t.call('POST', path(table, 'create'), peopleStream(Array.from({ length: n }, (_, i) => i + 1)), ARROW);

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { useTestApp } from '../support/app.js';
+import { useNamespaceFixture } from '../support/app.js';
 import { connectTable, peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
 
@@ -11,15 +11,11 @@ interface EngineTag {
 }
 
 describe.each(backends())('tags on $name', (backend) => {
-  const fx = useTestApp(backend);
+  const { fx, path, post, engineOptions: options } = useNamespaceFixture(backend);
   let engineOptions: Record<string, string>;
-  beforeAll(async () => {
-    engineOptions = fx.root.store.engineStorageOptions();
-    expect((await fx.t.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+  beforeAll(() => {
+    engineOptions = options();
   });
-
-  const path = (table: string, op: string, query = '') => `/v1/table/ns%24${table}/${op}${query}`;
-  const post = (table: string, op: string, body?: unknown, query = '') => fx.t.call('POST', path(table, op, query), body);
 
   /** Creates ns$<table> with `versions` versions (the first with rows 1..3, then one delete each); returns its location. */
   async function createTable(table: string, versions: number): Promise<string> {

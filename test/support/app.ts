@@ -73,3 +73,23 @@ export function useTestApp(backend: Backend, overrides: Partial<Config> = {}): {
   });
   return fixture;
 }
+
+/**
+ * useTestApp plus a namespace `ns` created before the first test, and helpers addressing tables
+ * in it: `path('t', 'update')` is `/v1/table/ns%24t/update`.
+ */
+export function useNamespaceFixture(backend: Backend, overrides: Partial<Config> = {}) {
+  const fx = useTestApp(backend, overrides);
+  beforeAll(async () => {
+    const res = await fx.t.call('POST', '/v1/namespace/ns/create', {});
+    if (res.status !== 200) throw new Error(`could not create the test namespace: ${res.text}`);
+  });
+  const path = (table: string, op: string, query = '') => `/v1/table/ns%24${table}/${op}${query}`;
+  return {
+    fx,
+    /** Options to open the root's datasets directly with the engine. */
+    engineOptions: () => fx.root.store.engineStorageOptions(),
+    path,
+    post: (table: string, op: string, body?: unknown, query = '') => fx.t.call('POST', path(table, op, query), body),
+  };
+}
