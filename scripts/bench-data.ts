@@ -46,6 +46,7 @@ import { LancedbEngine } from '../src/engine/lancedb/engine.js';
 import { lancedb, type Table } from '../src/engine/lancedb/table-access.js';
 import { hasCommittedVersion, readTableState } from '../src/service/table-state.js';
 import { startRgw } from '../test/support/s3-server.js';
+import { checkAborted, cleanups, ms, now, runMain, secs, type Summary, summarize } from './bench-support.js';
 
 type BackendName = 'local' | 'rgw';
 
@@ -59,68 +60,6 @@ const QUERY_K = 10;
 /** Bound on any one HTTP request of the benchmark. */
 const REQUEST_TIMEOUT_MS = 120_000;
 
-// ---------------------------------------------------------------------------------------------
-// Cleanup: every resource registers an undo step; they run once, newest first, on any exit path.
-
-const cleanups: Array<() => Promise<void>> = [];
-let cleaning: Promise<void> | undefined;
-
-function runCleanups(): Promise<void> {
-  cleaning ??= (async () => {
-    for (const undo of cleanups.splice(0).reverse()) {
-      try {
-        await undo();
-      } catch (e) {
-        process.stderr.write(`cleanup failed: ${e instanceof Error ? e.message : String(e)}\n`);
-      }
-    }
-  })();
-  return cleaning;
-}
-
-/**
- * Set on SIGINT/SIGTERM: the run stops at its next step and cleans up on its way out (so a radosgw
- * still starting is stopped too); if it has not left after 20 s, cleanup runs from here.
- */
-let aborted = false;
-
-function checkAborted(): void {
-  if (aborted) throw new Error('interrupted');
-}
-
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (aborted) process.exit(130); // a second signal: leave at once
-    aborted = true;
-    process.exitCode = 130;
-    process.stderr.write(`\n${signal}: stopping, then cleaning up (again to leave at once)\n`);
-    setTimeout(() => void runCleanups().finally(() => process.exit(130)), 20_000).unref();
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Small helpers.
-
-const now = (): number => performance.now();
-
-function percentile(sortedMs: number[], p: number): number {
-  if (sortedMs.length === 0) return Number.NaN;
-  const index = Math.min(sortedMs.length - 1, Math.max(0, Math.ceil((p / 100) * sortedMs.length) - 1));
-  return sortedMs[index] ?? Number.NaN;
-}
-
-interface Summary {
-  p50: number;
-  p95: number;
-}
-
-function summarize(samplesMs: number[]): Summary {
-  const sorted = [...samplesMs].sort((a, b) => a - b);
-  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95) };
-}
-
-const ms = (x: number): string => (Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2));
-const secs = (x: number): string => `${(x / 1000).toFixed(1)} s`;
 
 function log(message: string): void {
   process.stderr.write(`[bench] ${message}\n`);
@@ -594,11 +533,4 @@ async function main(): Promise<void> {
   process.stdout.write(`\nsummary: ${summaryLine(results)}\n`);
 }
 
-main()
-  .then(() => runCleanups())
-  .catch(async (e: unknown) => {
-    if (aborted) process.stderr.write('bench interrupted\n');
-    else process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-    await runCleanups();
-    process.exitCode = aborted ? 130 : 1;
-  });
+runMain(main);

@@ -29,6 +29,7 @@ import { loadConfig } from '../src/config.js';
 import { tableDirKey, VERSIONS_DIR } from '../src/service/layout.js';
 import { manifestFileName } from '../src/service/manifest-names.js';
 import { startRgw } from '../test/support/s3-server.js';
+import { checkAborted, cleanups, ms, now, runMain, secs, summarize } from './bench-support.js';
 
 type BackendName = 'local' | 'rgw';
 
@@ -50,64 +51,6 @@ interface Sizes {
 const NAMESPACE = 'bench';
 const DELIMITER = '$';
 
-// ---------------------------------------------------------------------------------------------
-// Cleanup: every resource registers an undo step; they run once, newest first, on any exit path.
-
-const cleanups: Array<() => Promise<void>> = [];
-let cleaning: Promise<void> | undefined;
-
-function runCleanups(): Promise<void> {
-  cleaning ??= (async () => {
-    for (const undo of cleanups.splice(0).reverse()) {
-      try {
-        await undo();
-      } catch (e) {
-        process.stderr.write(`cleanup failed: ${e instanceof Error ? e.message : String(e)}\n`);
-      }
-    }
-  })();
-  return cleaning;
-}
-
-/**
- * Set on SIGINT/SIGTERM: the run stops at its next step and cleans up on its way out (so a radosgw
- * still starting is stopped too); if it has not left after 20 s, cleanup runs from here.
- */
-let aborted = false;
-
-function checkAborted(): void {
-  if (aborted) throw new Error('interrupted');
-}
-
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (aborted) process.exit(130); // a second signal: leave at once
-    aborted = true;
-    process.exitCode = 130;
-    process.stderr.write(`\n${signal}: stopping, then cleaning up (again to leave at once)\n`);
-    setTimeout(() => void runCleanups().finally(() => process.exit(130)), 20_000).unref();
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Small helpers.
-
-const now = (): number => performance.now();
-
-function percentile(sortedMs: number[], p: number): number {
-  if (sortedMs.length === 0) return Number.NaN;
-  const index = Math.min(sortedMs.length - 1, Math.max(0, Math.ceil((p / 100) * sortedMs.length) - 1));
-  return sortedMs[index] ?? Number.NaN;
-}
-
-function summarize(samplesMs: number[]): { p50: number; p95: number; mean: number } {
-  const sorted = [...samplesMs].sort((a, b) => a - b);
-  const mean = sorted.reduce((s, x) => s + x, 0) / Math.max(1, sorted.length);
-  return { p50: percentile(sorted, 50), p95: percentile(sorted, 95), mean };
-}
-
-const ms = (x: number): string => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
-const secs = (x: number): string => `${(x / 1000).toFixed(1)} s`;
 
 function log(message: string): void {
   process.stderr.write(`[bench] ${message}\n`);
@@ -351,11 +294,4 @@ async function main(): Promise<void> {
   process.stdout.write(`\nsummary: ${summaryLine(results)}\n`);
 }
 
-main()
-  .then(() => runCleanups())
-  .catch(async (e: unknown) => {
-    if (aborted) process.stderr.write('bench interrupted\n');
-    else process.stderr.write(`bench failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-    await runCleanups();
-    process.exitCode = aborted ? 130 : 1;
-  });
+runMain(main);
