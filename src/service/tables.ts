@@ -43,7 +43,6 @@ import {
   readVersionManifest,
   readTableState,
   requireVisibleTable,
-  type TableState,
   tableHasData,
   tableNotFound,
 } from './table-state.js';

@@ -20,7 +20,7 @@ export function parseLocation(location: string): StoreLocation | null {
   if (s3) {
     const bucket = s3[1] ?? '';
     const prefix = (s3[2] ?? '').replace(/\/+$/, '');
-    if (bucket === '' || prefix.split('/').some((p, i, all) => p === '..' || p === '.' || (p === '' && all.length > 1))) return null;
+    if (bucket === '' || prefix.split('/').some((p, _i, all) => p === '..' || p === '.' || (p === '' && all.length > 1))) return null;
     return { kind: 's3', bucket, prefix };
   }
   if (/^file:\/\//i.test(trimmed)) {

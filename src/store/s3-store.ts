@@ -64,10 +64,6 @@ function asSdkError(e: unknown): SdkError {
   return typeof e === 'object' && e !== null ? (e as SdkError) : {};
 }
 
-function statusOf(e: unknown): number | undefined {
-  return asSdkError(e).$metadata?.httpStatusCode;
-}
-
 /** Failures worth another attempt: throttling, server errors, timeouts, dropped connections, 409 races. */
 export function isRetryableS3Error(e: unknown): boolean {
   const err = asSdkError(e);

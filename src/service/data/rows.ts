@@ -15,7 +15,7 @@ import type {
 import { PreconditionFailedError } from '../../store/object-store.js';
 import { displayId } from '../catalog.js';
 import { engineFailure } from '../engine-errors.js';
-import { CATALOG_DIR, reservedMarkerKey, tableDirKey, tableRecordKey } from '../layout.js';
+import { reservedMarkerKey, tableRecordKey } from '../layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../records.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTable, DataTables } from './dataset.js';
