@@ -16,6 +16,7 @@ import { PageTokens } from './service/page-token.js';
 import { TableService } from './service/tables.js';
 import { TransactionService } from './service/transaction-service.js';
 import { TransactionLog } from './service/transactions.js';
+import { BackfillService } from './service/jobs/backfill.js';
 import { TableVersionService } from './service/versions.js';
 import type { ObjectStore } from './store/object-store.js';
 import { openStore, parseLocation } from './store/open-store.js';
@@ -49,6 +50,8 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   // Finish or roll back what a crash left in flight before serving.
   const recovered = await versions.recoverAll();
   if (recovered > 0) logger.info({ recovered }, 'recovered unfinished transactions');
+  // Backfill jobs: every replica runs a runner; a lease in each job's record picks the one that works it.
+  const backfill = new BackfillService(data, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
   const server = buildHttpServer(
     {
       namespaces: new NamespaceService(deps),
@@ -61,14 +64,17 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       tags: new TagService(data),
       queries: new QueryService(data),
       health: new HealthService(store),
+      backfill,
     },
     { logger, jsonBodyLimit: config.maxJsonBodyBytes, arrowBodyLimit: config.maxArrowBodyBytes, version: SERVICE_VERSION },
   );
+  backfill.start();
   return {
     server,
     store,
     close: async () => {
       await server.close();
+      await backfill.stop();
       await engine.close();
       await locations.close();
       await store.close();

@@ -28,10 +28,17 @@ const MAGIC = 'LANC';
 
 class ProtoReader {
   private pos = 0;
+  /** Where the field last read began. */
+  start = 0;
   constructor(private readonly buf: Buffer) {}
 
   get done(): boolean {
     return this.pos >= this.buf.length;
+  }
+
+  /** The complete encoding (key and payload) of the field last read. */
+  get raw(): Buffer {
+    return this.buf.subarray(this.start, this.pos);
   }
 
   varint(): bigint {
@@ -49,6 +56,7 @@ class ProtoReader {
 
   /** Next field: its number, wire type, and for length-delimited fields the bytes. */
   field(): { num: number; wire: number; value: bigint; bytes?: Buffer } {
+    this.start = this.pos;
     const key = Number(this.varint());
     const num = key >>> 3;
     const wire = key & 7;
@@ -168,4 +176,51 @@ export function readTransactionSummary(file: Buffer): TransactionSummary {
     else if (OPERATIONS[f.num] && f.wire === 2) summary.operation = OPERATIONS[f.num] ?? 'unknown';
   });
   return summary;
+}
+
+function encodeVarint(value: bigint): Buffer {
+  const bytes: number[] = [];
+  let v = value;
+  do {
+    let byte = Number(v & 0x7fn);
+    v >>= 7n;
+    if (v > 0n) byte |= 0x80;
+    bytes.push(byte);
+  } while (v > 0n);
+  return Buffer.from(bytes);
+}
+
+const varintField = (num: number, value: number | bigint): Buffer => Buffer.concat([encodeVarint(BigInt(num << 3)), encodeVarint(BigInt(value))]);
+const bytesField = (num: number, payload: Buffer): Buffer =>
+  Buffer.concat([encodeVarint(BigInt((num << 3) | 2)), encodeVarint(BigInt(payload.length)), payload]);
+
+/**
+ * A manifest for the next version that differs from `file` (the latest version's manifest) only
+ * in its version, its schema metadata and its time: the commit that replaces schema metadata, which
+ * the engine cannot make. Every other field is copied byte for byte; the bytes before the manifest
+ * (index and transaction sections, which offsets in it point into) are kept in place, and the
+ * previous commit's transaction is not carried over. Throws on a layout it does not know.
+ */
+export function nextManifestWithSchemaMetadata(file: Buffer, change: { version: number; schemaMetadata: Record<string, string>; timestampMillis: number }): Buffer {
+  if (file.length < 16 || file.subarray(file.length - 4).toString('latin1') !== MAGIC) throw new Error('not a Lance manifest (no LANC footer)');
+  const offset = Number(file.readBigUInt64LE(file.length - 16));
+  const length = file.readUInt32LE(offset);
+  if (offset + 4 + length !== file.length - 16) throw new Error('unexpected Lance manifest layout: bytes between the manifest and its footer');
+  const reader = new ProtoReader(file.subarray(offset + 4, offset + 4 + length));
+  const kept: Buffer[] = [];
+  while (!reader.done) {
+    const f = reader.field();
+    // 3 version, 5 schema_metadata, 7 timestamp: replaced; 12 transaction_file, 21 transaction_section: the previous commit's.
+    if (![3, 5, 7, 12, 21].includes(f.num)) kept.push(Buffer.from(reader.raw));
+  }
+  kept.push(varintField(3, change.version));
+  for (const [key, value] of Object.entries(change.schemaMetadata)) {
+    kept.push(bytesField(5, Buffer.concat([bytesField(1, Buffer.from(key, 'utf8')), bytesField(2, Buffer.from(value, 'utf8'))])));
+  }
+  const seconds = Math.floor(change.timestampMillis / 1000);
+  kept.push(bytesField(7, Buffer.concat([varintField(1, seconds), varintField(2, (change.timestampMillis % 1000) * 1_000_000)])));
+  const body = Buffer.concat(kept);
+  const size = Buffer.alloc(4);
+  size.writeUInt32LE(body.length);
+  return Buffer.concat([file.subarray(0, offset), size, body, file.subarray(file.length - 16)]);
 }

@@ -10,6 +10,7 @@ import type { RowService } from '../service/data/rows.js';
 import type { TagService } from '../service/data/tags.js';
 import type { TransactionService } from '../service/transaction-service.js';
 import type { TableVersionService } from '../service/versions.js';
+import type { BackfillService } from '../service/jobs/backfill.js';
 import { toWireError, wireError } from './errors.js';
 import { buildOpenApi } from './openapi.js';
 import { registerRoutes, type MutationEvent, type RouteSpec } from './route.js';
@@ -24,6 +25,7 @@ import { indexRoutes } from './routes/indices.js';
 import { queryRoutes } from './routes/queries.js';
 import { rowRoutes } from './routes/rows.js';
 import { tagRoutes } from './routes/tags.js';
+import { jobRoutes } from './routes/jobs.js';
 
 export interface Services {
   namespaces: NamespaceService;
@@ -36,6 +38,7 @@ export interface Services {
   tags: TagService;
   queries: QueryService;
   health: HealthService;
+  backfill: BackfillService;
 }
 
 export interface HttpServerOptions {
@@ -57,6 +60,7 @@ export function allRoutes(services: Services): RouteSpec[] {
     ...indexRoutes(services.indices),
     ...tagRoutes(services.tags),
     ...queryRoutes(services.queries),
+    ...jobRoutes(services.backfill),
     ...unsupportedRoutes(),
   ];
 }

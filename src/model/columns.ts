@@ -98,7 +98,19 @@ export const AlterVirtualColumnEntry = z
     manifest_checksum: z.string().nullable().optional(),
     field_metadata: StringMap.nullable().optional(),
   })
-  .meta({ id: 'AlterVirtualColumnEntry', description: 'Virtual (UDF) column settings; this service answers 406 for them.' });
+  .meta({
+    id: 'AlterVirtualColumnEntry',
+    description:
+      'Binds or rebinds an existing top-level column to a SQL expression over other columns when `udf_backend` is "sql" ' +
+      '(case-insensitive): `udf` holds the SQL expression (plain text, not base64), `input_columns` optionally names its inputs ' +
+      '(each must exist) and `field_metadata` is merged into the column\'s metadata; image, udf_name, udf_version, manifest and ' +
+      'manifest_checksum are ignored. The binding is kept in the field metadata: virtual_column="true", ' +
+      'virtual_column.udf_backend="sql", virtual_column.expression=<sql>, virtual_column.inputs=<JSON array>, and the column is then ' +
+      'filled by backfill_column. Such an alteration changes nothing else (no rename, nullable or data_type in the same entry, ' +
+      'no other kind of alteration in the same request). Any other UDF (a base64 pickled Python UDF, udf_backend DockerUDFSpecV1) ' +
+      'answers 406: running Python UDFs needs a Python runtime and images this service does not run. A column declared through ' +
+      'add_columns `computed` keeps its binding in Lance, which never lets it change: rebinding one is a 400 (drop and declare it again).',
+  });
 export type AlterVirtualColumnEntry = z.infer<typeof AlterVirtualColumnEntry>;
 
 export const AddVirtualColumnOutputEntry = z
@@ -165,6 +177,17 @@ export type AlterTableDropColumnsResponse = z.infer<typeof AlterTableDropColumns
 
 // ---------------------------------------------------------------------------------------------
 // AlterTableAddColumns
+
+/** Field-metadata keys of a column bound to SQL through alter_columns `virtual_column` (udf_backend "sql"). */
+export const VIRTUAL_COLUMN_METADATA = {
+  marker: 'virtual_column',
+  backend: 'virtual_column.udf_backend',
+  expression: 'virtual_column.expression',
+  inputs: 'virtual_column.inputs',
+} as const;
+
+/** The udf_backend value that binds a virtual column to a SQL expression. */
+export const SQL_UDF_BACKEND = 'sql';
 
 /** Field-metadata keys the engine writes on a computed column (its persisted binding). */
 export const COMPUTED_COLUMN_METADATA = {

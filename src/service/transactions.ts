@@ -71,6 +71,8 @@ export const TransactionRecord = z.object({
    * unset, which is how start-up recovery finds such a batch.
    */
   cleaned_up: z.boolean().optional(),
+  /** State of a long-running job (backfill_column), owned and parsed by src/service/jobs/. */
+  job: z.record(z.string(), z.unknown()).optional(),
 });
 export type TransactionRecord = z.infer<typeof TransactionRecord>;
 

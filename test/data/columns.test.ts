@@ -325,10 +325,34 @@ describe.each(backends())('columns and stats on $name', (backend) => {
   });
 
   describe('schema_metadata/update', () => {
-    it('answers 406 naming the reason and leaves the table alone; a missing table is 404', async () => {
-      const { path, location } = await newTable('schemameta');
-      const res = await expectRefused(location, () => fx.t.call('POST', `${path}/schema_metadata/update`, { owner: 'me' }), 406, 0);
-      expect(String(res.json.error)).toMatch(/schema metadata only when a table is created/);
+    it('replaces the schema metadata in a new version; the data, indices and history stay', async () => {
+      const { path, location } = await newTable('schemameta', [1, 2, 3]);
+      const direct = await connectTable(location, engineOptions);
+      const before = await direct.version();
+      await direct.createIndex('id', { config: (await import('@lancedb/lancedb')).Index.btree() });
+      direct.close();
+      const res = await fx.t.call('POST', `${path}/schema_metadata/update`, { owner: 'me', team: 'data' });
+      expect(res.status).toBe(200);
+      expect(res.json).toEqual({ owner: 'me', team: 'data' });
+      const replaced = await fx.t.call('POST', `${path}/schema_metadata/update`, { owner: 'you' });
+      expect(replaced.json).toEqual({ owner: 'you' });
+      const table = await connectTable(location, engineOptions);
+      try {
+        expect(Object.fromEntries((await table.schema()).metadata)).toEqual({ owner: 'you' });
+        expect(await table.version()).toBe(before + 3);
+        expect(await table.countRows()).toBe(3);
+        expect((await table.listIndices()).map((i) => i.name)).toEqual(['id_idx']);
+        // The engine keeps writing on top of the service's commit, and the metadata stays.
+        await table.add(arrow.tableFromIPC(richStream([4])));
+        expect(await table.countRows()).toBe(4);
+        expect(Object.fromEntries((await table.schema()).metadata)).toEqual({ owner: 'you' });
+        await table.checkout(before + 2);
+        expect(Object.fromEntries((await table.schema()).metadata)).toEqual({ owner: 'me', team: 'data' });
+      } finally {
+        table.close();
+      }
+      const described = await fx.t.call('POST', `${path}/describe`, { load_detailed_metadata: true });
+      expect((described.json.schema as { metadata?: unknown }).metadata).toEqual({ owner: 'you' });
       const missing = await fx.t.call('POST', '/v1/table/ns%24nosuch/schema_metadata/update', { owner: 'me' });
       expect([missing.status, missing.json.code]).toEqual([404, 4]);
       const bad = await fx.t.call('POST', `${path}/schema_metadata/update`, { owner: 5 });

@@ -2,7 +2,7 @@ import type * as Arrow from 'apache-arrow';
 import { formatFieldPath } from '../../model/columns.js';
 import { jsonTypeToLanceCast, UnsupportedJsonTypeError } from '../json-arrow-schema.js';
 import { type DatasetLocation, EngineError } from '../lance-engine.js';
-import type { ColumnAlteration, ColumnOps, FieldMetadataChange, IndexStatistics, NewColumns, TableStatistics } from '../ports/columns.js';
+import type { ColumnAlteration, ColumnOps, FieldInfo, FieldMetadataChange, IndexStatistics, NewColumns, RowIdLayout, TableStatistics } from '../ports/columns.js';
 import { classify, type Table, type TableAccess } from './table-access.js';
 
 type LanceColumnAlteration = Parameters<Table['alterColumns']>[0][number];
@@ -118,6 +118,89 @@ export class LancedbColumns implements ColumnOps {
       // The handle has moved to the version it committed, so its schema is the result.
       const after = await table.schema();
       return { version, fields: changes.map((c) => metadataOf(requireField(after, c.path))) };
+    });
+  }
+
+  field(at: DatasetLocation, path: string[]): Promise<FieldInfo> {
+    return this.access.withTable(at, async (table) => {
+      const found = requireField(await table.schema(), path);
+      return { path: [...path], typeName: String(found.type), metadata: metadataOf(found) };
+    });
+  }
+
+  checkExpression(at: DatasetLocation, sql: string, version?: number): Promise<void> {
+    return this.access.withTable(
+      at,
+      async (table) => {
+        try {
+          // Lance refuses a scan of literals alone, so one stored column goes along.
+          const anchor = (await table.schema()).fields[0]?.name;
+          const select: Record<string, string> = { value: sql };
+          if (anchor !== undefined) select.anchor = `\`${anchor.replace(/`/g, '``')}\``;
+          await table.query().select(select).limit(1).toArray();
+        } catch (e) {
+          throw columnFailure(e);
+        }
+      },
+      version === undefined ? {} : { version },
+    );
+  }
+
+  rowIdLayout(at: DatasetLocation, filter: string | undefined, version?: number): Promise<RowIdLayout> {
+    return this.access.withTable(
+      at,
+      async (table) => {
+        const byFragment = new Map<number, { fragment: number; rows: number; minOffset: number; maxOffset: number }>();
+        try {
+          let query = table.query().withRowId().select([]);
+          if (filter !== undefined) query = query.where(filter);
+          for await (const batch of query) {
+            const ids = batch.getChild('_rowid');
+            if (!ids) continue;
+            for (let i = 0; i < ids.length; i++) {
+              const id = BigInt(ids.get(i) as bigint | number);
+              const fragment = Number(id >> 32n);
+              const offset = Number(id & 0xffffffffn);
+              const f = byFragment.get(fragment);
+              if (!f) byFragment.set(fragment, { fragment, rows: 1, minOffset: offset, maxOffset: offset });
+              else {
+                f.rows++;
+                if (offset < f.minOffset) f.minOffset = offset;
+                if (offset > f.maxOffset) f.maxOffset = offset;
+              }
+            }
+          }
+        } catch (e) {
+          throw columnFailure(e);
+        }
+        const fragments = [...byFragment.values()].sort((a, b) => a.fragment - b.fragment);
+        return { version: await table.version(), fragments };
+      },
+      version === undefined ? {} : { version },
+    );
+  }
+
+  fillColumn(at: DatasetLocation, column: string, sql: string, filter: string): Promise<{ rows: number; version: number }> {
+    return this.write(at, async (table) => {
+      const result = await table.update({ where: filter, valuesSql: { [column]: sql } });
+      return { rows: result.rowsUpdated, version: result.version };
+    });
+  }
+
+  countRows(at: DatasetLocation, filter: string): Promise<number> {
+    return this.access.withTable(at, async (table) => {
+      try {
+        return await table.countRows(filter);
+      } catch (e) {
+        throw columnFailure(e);
+      }
+    });
+  }
+
+  refreshComputedColumn(at: DatasetLocation, column: string): Promise<{ rows: number; version: number }> {
+    return this.write(at, async (table) => {
+      const result = await table.refreshColumn(column);
+      return { rows: result.rowsFilled, version: result.version };
     });
   }
 

@@ -74,7 +74,7 @@ export function columnRoutes(columns: ColumnService): RouteSpec[] {
       body: UpdateTableSchemaMetadataBody,
       query: UpdateTableSchemaMetadataQuery,
       response: UpdateTableSchemaMetadataBody,
-      handler: ({ ctx, id, query }) => columns.updateSchemaMetadata(ctx, id, query.branch),
+      handler: ({ ctx, id, query, body }) => columns.updateSchemaMetadata(ctx, id, query.branch, body),
     }),
     defineRoute({
       operationId: 'GetTableStats',

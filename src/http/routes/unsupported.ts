@@ -14,13 +14,11 @@ interface Pending {
   plannedIn: string;
 }
 
-const TXN = 'the transactions milestone';
 
 export const PENDING_OPERATIONS: readonly Pending[] = [
   { operationId: 'ListTableBranches', path: '/v1/table/{id}/branches/list', methods: ['GET', 'POST'], plannedIn: 'a later milestone' },
   { operationId: 'CreateTableBranch', path: '/v1/table/{id}/branches/create', plannedIn: 'a later milestone' },
   { operationId: 'DeleteTableBranch', path: '/v1/table/{id}/branches/delete', plannedIn: 'a later milestone' },
-  { operationId: 'AlterTableBackfillColumns', path: '/v1/table/{id}/backfill_column', plannedIn: TXN },
   { operationId: 'RefreshMaterializedView', path: '/v1/materialized_view/{id}/refresh', plannedIn: 'a later milestone' },
   { operationId: 'CreateMaterializedView', path: '/v1/materialized_view/{id}/create', plannedIn: 'a later milestone' },
 ];

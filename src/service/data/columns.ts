@@ -1,3 +1,4 @@
+import { nextManifestWithSchemaMetadata } from '../../engine/lance-manifest.js';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import type { ColumnAlteration, FieldMetadataChange, NewColumns } from '../../engine/ports/columns.js';
 import {
@@ -8,14 +9,18 @@ import {
   type AlterTableAlterColumnsResponse,
   type AlterTableDropColumnsRequest,
   type AlterTableDropColumnsResponse,
+  type AlterVirtualColumnEntry,
+  COMPUTED_COLUMN_METADATA,
   type DescribeTableIndexStatsResponse,
   formatFieldPath,
   type GetTableStatsResponse,
   parseFieldPath,
+  SQL_UDF_BACKEND,
   type UpdateFieldMetadataRequest,
   type UpdateFieldMetadataResponse,
+  VIRTUAL_COLUMN_METADATA,
 } from '../../model/columns.js';
-import { invalidInput, unsupported } from '../../model/errors.js';
+import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import { engineFailure } from '../engine-errors.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
@@ -39,20 +44,50 @@ interface VirtualColumnLike {
   udf_backend?: string | null | undefined;
 }
 
+/** Whether a virtual_column entry binds a SQL expression (udf_backend "sql"). */
+function isSqlBinding(entry: VirtualColumnLike): boolean {
+  return typeof entry.udf_backend === 'string' && entry.udf_backend.toLowerCase() === SQL_UDF_BACKEND;
+}
+
 /**
- * Virtual columns are refused with the reason: a pickled Python UDF (a `udf` or a UDF backend
- * such as DockerUDFSpecV1) needs a Python runtime this service does not run, and the other
- * bindings of virtual columns are planned with the backfill work.
+ * Virtual columns other than SQL bindings are refused with the reason: a pickled Python UDF (a
+ * `udf` or a UDF backend such as DockerUDFSpecV1) needs a Python runtime and the UDF's image,
+ * which this service does not run.
  */
 function refuseVirtualColumn(column: string, entry: VirtualColumnLike): never {
   if ((entry.udf !== undefined && entry.udf !== null && entry.udf !== '') || (entry.udf_backend !== undefined && entry.udf_backend !== null)) {
     const backend = entry.udf_backend ? ` (udf_backend ${entry.udf_backend})` : '';
-    throw unsupported(`virtual column ${column}: pickled Python UDFs${backend} are not run by this service`);
+    throw unsupported(
+      `virtual column ${column}: pickled Python UDFs${backend} are not run by this service (they need a Python runtime and the UDF's image); ` +
+        `bind a SQL expression instead with udf_backend "${SQL_UDF_BACKEND}" and the expression in udf`,
+    );
   }
   throw unsupported(
-    `virtual column ${column}: virtual_column bindings are not supported yet (planned with the computed-column backfill work); ` +
-      'add_columns with `computed` declares a column bound to a SQL expression',
+    `virtual column ${column}: bindings other than SQL are not supported yet; bind a SQL expression with udf_backend "${SQL_UDF_BACKEND}" and the expression in udf ` +
+      '(add_columns `computed` declares a new column bound to one)',
   );
+}
+
+/**
+ * Whether the SQL names `column` as an identifier (outside string literals; bare, "quoted" or
+ * `quoted`). A backfill writes the column to the expression chunk by chunk and may write a chunk
+ * twice (after a crash), which is harmless only if the expression does not read the column.
+ */
+export function readsColumn(sql: string, column: string): boolean {
+  const withoutStrings = sql.replace(/'(?:[^']|'')*'/g, "''");
+  const identifiers = withoutStrings.match(/`(?:[^`]|``)+`|"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_]*/g) ?? [];
+  return identifiers.some((token) => {
+    const unquoted = token.startsWith('`') ? token.slice(1, -1).replace(/``/g, '`') : token.startsWith('"') ? token.slice(1, -1).replace(/""/g, '"') : token;
+    return token.startsWith('`') || token.startsWith('"') ? unquoted === column : unquoted.toLowerCase() === column.toLowerCase();
+  });
+}
+
+/** A binding of an existing column to SQL, from an alter_columns `virtual_column` entry. */
+interface SqlBinding {
+  path: string[];
+  sql: string;
+  inputs: string[] | undefined;
+  fieldMetadata: Record<string, string>;
 }
 
 /** The kind of a new column: exactly one of expression, computed or virtual_column. */
@@ -87,8 +122,68 @@ export class ColumnService {
     return this.onTable(ctx, id, async (at) => ({ version: await this.engine.datasetVersion(at) }));
   }
 
+  /**
+   * Binds or rebinds columns to SQL expressions (alter_columns `virtual_column` with udf_backend
+   * "sql"): one commit of their field metadata. The expression is checked against the table
+   * first (bad SQL 400 code 13, unknown columns 404 code 12).
+   */
+  private async bindColumns(ctx: RequestContext, id: string[], bindings: SqlBinding[]): Promise<AlterTableAlterColumnsResponse> {
+    return this.onTable(ctx, id, async (at) => {
+      const changes: FieldMetadataChange[] = [];
+      for (const b of bindings) {
+        const column = formatFieldPath(b.path);
+        const field = await this.engine.columns.field(at, b.path);
+        if (field.metadata[COMPUTED_COLUMN_METADATA.marker] === 'true') {
+          throw invalidInput(
+            `column ${column} was declared computed through add_columns; Lance keeps that binding immutable, so it cannot be rebound: drop the column and declare it again`,
+          );
+        }
+        if (readsColumn(b.sql, b.path[0] as string)) {
+          throw invalidInput(`virtual column ${column}: the expression may not read the column it fills (a backfill writes a chunk again after a crash, which must change nothing)`);
+        }
+        await this.engine.columns.checkExpression(at, b.sql);
+        for (const input of b.inputs ?? []) await this.engine.columns.field(at, segmentsOf(input, `virtual_column.input_columns of ${column}`));
+        changes.push({
+          path: b.path,
+          replace: false,
+          metadata: {
+            ...b.fieldMetadata,
+            [VIRTUAL_COLUMN_METADATA.marker]: 'true',
+            [VIRTUAL_COLUMN_METADATA.backend]: SQL_UDF_BACKEND,
+            [VIRTUAL_COLUMN_METADATA.expression]: b.sql,
+            [VIRTUAL_COLUMN_METADATA.inputs]: b.inputs === undefined ? null : JSON.stringify(b.inputs),
+          },
+        });
+      }
+      return { version: (await this.engine.columns.updateFieldMetadata(at, changes)).version };
+    });
+  }
+
   async alterColumns(ctx: RequestContext, id: string[], request: AlterTableAlterColumnsRequest): Promise<AlterTableAlterColumnsResponse> {
     requireMainBranch(request.branch);
+    const bound = request.alterations.filter((a) => a.virtual_column !== undefined && a.virtual_column !== null);
+    if (bound.length > 0) {
+      // A binding is a field-metadata commit, the other alterations a schema commit: one request is one commit.
+      const seen = new Set<string>();
+      const bindings = request.alterations.map((a, i): SqlBinding => {
+        const where = `alterations[${i}]`;
+        const path = segmentsOf(a.path, `${where}.path`);
+        const column = formatFieldPath(path);
+        const entry: AlterVirtualColumnEntry | null | undefined = a.virtual_column;
+        if (!entry) throw invalidInput(`${where}: virtual_column bindings and other alterations cannot be made in the same request; send them separately`);
+        if (!isSqlBinding(entry)) refuseVirtualColumn(column, entry);
+        if ((a.rename ?? null) !== null || (a.nullable ?? null) !== null || (a.data_type ?? null) !== null) {
+          throw invalidInput(`${where}: a virtual_column binding changes nothing else; send rename, nullable or data_type separately`);
+        }
+        if (path.length !== 1) throw invalidInput(`${where}.path: only top-level columns can be bound to an expression`);
+        if (seen.has(column)) throw invalidInput(`${where}.path: ${column} is bound twice`);
+        seen.add(column);
+        const sql = entry.udf ?? '';
+        if (sql.trim() === '') throw invalidInput(`${where}.virtual_column.udf: the SQL expression must not be empty`);
+        return { path, sql, inputs: entry.input_columns ?? undefined, fieldMetadata: entry.field_metadata ?? {} };
+      });
+      return this.bindColumns(ctx, id, bindings);
+    }
     const alterations: ColumnAlteration[] = request.alterations.map((a, i) => {
       const where = `alterations[${i}]`;
       const path = segmentsOf(a.path, `${where}.path`);
@@ -178,18 +273,25 @@ export class ColumnService {
   }
 
   /**
-   * Replacing a table's schema metadata needs a commit the engine cannot make: @lancedb/lancedb
-   * 0.39 sets schema metadata only when a table is created (no operation of its Table, native
-   * or not, changes it later), and rewriting the table to change it would drop its indices and
-   * rewrite every row. So an existing table answers 406 with that reason.
+   * Replaces a table's schema metadata. @lancedb/lancedb 0.39 sets schema metadata only when a
+   * table is created, so the service makes this commit itself: the next version's manifest is the
+   * latest one with only its version, schema metadata and time changed, committed through the
+   * version path like any commit (a concurrent commit wins the race; this one is then retried on
+   * top of it, a bounded number of times).
    */
-  async updateSchemaMetadata(ctx: RequestContext, id: string[], branch: string | undefined): Promise<never> {
+  async updateSchemaMetadata(ctx: RequestContext, id: string[], branch: string | undefined, metadata: Record<string, string>): Promise<Record<string, string>> {
     requireMainBranch(branch);
-    await this.tables.open(ctx, id);
-    throw unsupported(
-      'UpdateTableSchemaMetadata is not supported: the Lance engine binding this service uses (@lancedb/lancedb 0.39) sets schema ' +
-        'metadata only when a table is created and has no operation that replaces it on an existing table',
-    );
+    for (let attempt = 0; ; attempt++) {
+      const table = await this.tables.open(ctx, id);
+      try {
+        await this.tables.commitManifest(ctx, table, (latest) =>
+          nextManifestWithSchemaMetadata(latest.bytes, { version: latest.version + 1, schemaMetadata: metadata, timestampMillis: Date.now() }),
+        );
+        return metadata;
+      } catch (e) {
+        if (!(e instanceof NamespaceError && e.code === ErrorCode.ConcurrentModification) || attempt >= 4) throw e;
+      }
+    }
   }
 
   async tableStats(ctx: RequestContext, id: string[], branch: string | null | undefined): Promise<GetTableStatsResponse> {

@@ -1,0 +1,20 @@
+import { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
+import type { BackfillService } from '../../service/jobs/backfill.js';
+import { defineRoute, type RouteSpec } from '../route.js';
+
+export function jobRoutes(backfill: BackfillService): RouteSpec[] {
+  return [
+    defineRoute({
+      operationId: 'AlterTableBackfillColumns',
+      summary: 'Start a resumable, checkpointed job that fills a computed or virtual column; the job id is a transaction id',
+      tag: 'Table',
+      paths: ['/v1/table/{id}/backfill_column'],
+      methods: ['POST'],
+      body: AlterTableBackfillColumnsRequest,
+      response: AlterTableBackfillColumnsResponse,
+      successStatus: 202,
+      mutation: true,
+      handler: ({ ctx, id, body }) => backfill.backfill(ctx, id, body),
+    }),
+  ];
+}
