@@ -1,10 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import path from 'node:path';
-import readline from 'node:readline';
+import type { ChildProcess } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { connectTable } from '../support/arrow-data.js';
 import { type Backend, backends, localBackend, type TestRoot } from '../support/backends.js';
+import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 
 // Crash tests of backfill jobs (src/service/jobs/backfill.ts): the real service process is
 // SIGKILLed at a fault point of a 200,000-row backfill; another service process on the same root
@@ -12,12 +11,10 @@ import { type Backend, backends, localBackend, type TestRoot } from '../support/
 // runs out, continues from the last checkpoint, and the column ends equal to its expression on
 // every row. Two live replicas on one root: exactly one of them runs the job.
 
-const repo = path.resolve(import.meta.dirname, '../..');
 const LEASE_MS = 1000;
 const ROWS = 200_000;
 const CHUNK = 20_000;
 
-type LogLine = Record<string, unknown>;
 
 /** Rows {id: int64, x: int64 = id % 97} for ids [0, n). */
 function numbersStream(n: number): Buffer {
@@ -62,77 +59,16 @@ async function waitForJob(running: Pick<Running, 'call'>, jobId: string, timeout
   }
 }
 
-interface Running {
-  child: ChildProcess;
-  url: string;
-  lines: LogLine[];
-  stderr(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  call(method: 'GET' | 'POST', url: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; text: string; json: Record<string, unknown> }>;
-}
+type Running = ServiceProcess;
 
 const live = new Set<ChildProcess>();
 afterAll(() => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-function startService(root: TestRoot, faultPoint?: string): Promise<Running> {
-  const args = ['--root', root.root, '--host', '127.0.0.1', '--port', '0', '--transaction-lease-ms', String(LEASE_MS)];
-  const { s3 } = root;
-  if (s3.endpoint) {
-    args.push('--s3-endpoint', s3.endpoint, '--s3-region', s3.region, '--s3-path-style', String(s3.forcePathStyle));
-    if (s3.accessKeyId) args.push('--s3-access-key-id', s3.accessKeyId);
-    if (s3.secretAccessKey) args.push('--s3-secret-access-key', s3.secretAccessKey);
-  }
-  const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '' };
-  delete env.LANCE_NS_FAULT_POINT;
-  if (faultPoint) env.LANCE_NS_FAULT_POINT = faultPoint;
-  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), ...args], {
-    cwd: repo,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  live.add(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => {
-      live.delete(child);
-      resolve({ code, signal });
-    }),
-  );
-  const lines: LogLine[] = [];
-  return new Promise((resolve, reject) => {
-    const listening = /^Server listening at (http:\/\/127\.0\.0\.1:\d+)$/;
-    readline.createInterface({ input: child.stdout! }).on('line', (text) => {
-      let line: LogLine;
-      try {
-        line = JSON.parse(text) as LogLine;
-      } catch {
-        return;
-      }
-      lines.push(line);
-      const url = typeof line.msg === 'string' ? listening.exec(line.msg)?.[1] : undefined;
-      if (url) {
-        const call: Running['call'] = async (method, pathAndQuery, body, headers = {}) => {
-          const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body);
-          const res = await fetch(`${url}${pathAndQuery}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(payload !== undefined ? { body: payload } : {}) });
-          const text = await res.text();
-          let json: Record<string, unknown> = {};
-          try {
-            const parsed: unknown = JSON.parse(text);
-            if (typeof parsed === 'object' && parsed !== null) json = parsed as Record<string, unknown>;
-          } catch {
-            // not JSON
-          }
-          return { status: res.status, text, json };
-        };
-        resolve({ child, url, lines, stderr: () => stderr, exited, call });
-      }
-    });
-    void exited.then(({ code, signal }) => reject(new Error(`service exited early (${code ?? signal}): ${stderr}`)));
-  });
-}
+/** Starts the service process over the test root with the short lease. */
+const startService = (root: TestRoot, faultPoint?: string): Promise<Running> =>
+  startServiceProcess({ args: rootArgs(root, LEASE_MS), live, ...(faultPoint ? { faultPoint } : {}) });
 
 async function stopService(running: Running): Promise<void> {
   running.child.kill('SIGTERM');

@@ -1,13 +1,12 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
-import readline from 'node:readline';
 import pLimit from 'p-limit';
 import { afterAll, beforeAll, describe, expect, type ExpectStatic, it } from 'vitest';
 import { parseManifestFileName } from '../../src/service/manifest-names.js';
 import { listAll } from '../../src/store/object-store.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
+import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 
 // Crash tests of BatchCreateTableVersions: the real service process is SIGKILLed at each fault
 // point of the batch commit protocol (src/service/versions.ts), restarted on the same root, and
@@ -19,7 +18,6 @@ import { type Backend, backends, type TestRoot } from '../support/backends.js';
 // backend by a clean service in a template root, and every point gets a fresh root holding a copy
 // of it: two starts per point (the faulty one, the recovering one) instead of three.
 
-const repo = path.resolve(import.meta.dirname, '../..');
 const LEASE_MS = 300;
 const TABLES = ['t0', 't1', 't2'] as const;
 
@@ -43,61 +41,11 @@ const POINTS: FaultPoint[] = [
   { name: 'batch:after-succeeded', forward: true, atCrash: { phase: 'done', reservations: 3, committed: 3 } },
 ];
 
-type LogLine = Record<string, unknown>;
+type Running = ServiceProcess;
 
-interface Running {
-  child: ChildProcess;
-  url: string;
-  /** Every JSON log line so far. */
-  lines: LogLine[];
-  /** Everything written to stderr so far. */
-  stderr(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-/** Starts the service (through tsx, as `npm run dev` does) on a loopback port over the test root. */
-function startService(live: Set<ChildProcess>, root: TestRoot, faultPoint?: string): Promise<Running> {
-  const args = ['--root', root.root, '--host', '127.0.0.1', '--port', '0', '--transaction-lease-ms', String(LEASE_MS)];
-  const { s3 } = root;
-  if (s3.endpoint) {
-    args.push('--s3-endpoint', s3.endpoint, '--s3-region', s3.region, '--s3-path-style', String(s3.forcePathStyle));
-    if (s3.accessKeyId) args.push('--s3-access-key-id', s3.accessKeyId);
-    if (s3.secretAccessKey) args.push('--s3-secret-access-key', s3.secretAccessKey);
-  }
-  const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '' };
-  delete env.LANCE_NS_FAULT_POINT;
-  if (faultPoint) env.LANCE_NS_FAULT_POINT = faultPoint;
-  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), ...args], {
-    cwd: repo,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  live.add(child);
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on('exit', (code, signal) => {
-      live.delete(child);
-      resolve({ code, signal });
-    }),
-  );
-  const lines: LogLine[] = [];
-  return new Promise((resolve, reject) => {
-    const listening = /^Server listening at (http:\/\/127\.0\.0\.1:\d+)$/;
-    readline.createInterface({ input: child.stdout! }).on('line', (text) => {
-      let line: LogLine;
-      try {
-        line = JSON.parse(text) as LogLine;
-      } catch {
-        return;
-      }
-      lines.push(line);
-      const url = typeof line.msg === 'string' ? listening.exec(line.msg)?.[1] : undefined;
-      if (url) resolve({ child, url, lines, stderr: () => stderr, exited });
-    });
-    void exited.then(({ code, signal }) => reject(new Error(`service exited early (${code ?? signal}): ${stderr}`)));
-  });
-}
+/** Starts the service process over the test root with the short lease. */
+const startService = (live: Set<ChildProcess>, root: TestRoot, faultPoint?: string): Promise<Running> =>
+  startServiceProcess({ args: rootArgs(root, LEASE_MS), live, ...(faultPoint ? { faultPoint } : {}) });
 
 async function stopService(expect: ExpectStatic, running: Running): Promise<void> {
   running.child.kill('SIGTERM');

@@ -1,57 +1,16 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { peopleStream } from '../support/arrow-data.js';
+import { type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 
-const repo = path.resolve(import.meta.dirname, '../..');
 
-interface Running {
-  child: ChildProcess;
-  url: string;
-  /** Resolves when a log line matching the predicate appears. */
-  waitForLog(match: (line: Record<string, unknown>) => boolean): Promise<void>;
-  exited: Promise<number | null>;
-}
+type Running = ServiceProcess;
 
 /** Starts the service as `npm start` would (through tsx, without a build), on a free port. */
-function startService(cwd: string, args: string[]): Promise<Running> {
-  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), '--port', '0', ...args], {
-    cwd,
-    env: { ...process.env, NODE_OPTIONS: '' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const waiters: Array<{ match: (l: Record<string, unknown>) => boolean; resolve: () => void }> = [];
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  readline.createInterface({ input: child.stdout! }).on('line', (text) => {
-    let line: Record<string, unknown>;
-    try {
-      line = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      return;
-    }
-    for (const w of waiters.filter((w) => w.match(line))) {
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve();
-    }
-  });
-  const waitForLog = (match: (line: Record<string, unknown>) => boolean) => new Promise<void>((resolve) => waiters.push({ match, resolve }));
-  return new Promise((resolve, reject) => {
-    const listening = /^Server listening at (http:\/\/127\.0\.0\.1:\d+)$/;
-    waiters.push({
-      match: (l) => {
-        const url = typeof l.msg === 'string' ? listening.exec(l.msg)?.[1] : undefined;
-        if (url) resolve({ child, url, waitForLog, exited });
-        return url !== undefined;
-      },
-      resolve: () => {},
-    });
-    void exited.then((code) => reject(new Error(`service exited early with ${code}`)));
-  });
-}
+const startService = (cwd: string, args: string[]): Promise<Running> => startServiceProcess({ cwd, args });
 
 describe('the service process', () => {
   let cwd: string;
@@ -96,7 +55,7 @@ describe('the service process', () => {
     await running.waitForLog((l) => l.msg === 'incoming request' && (l.req as { url?: string } | undefined)?.url === '/v1/table/ns%24t/create');
     running.child.kill('SIGTERM');
     expect(await response).toBe(200);
-    expect(await running.exited).toBe(0);
+    expect((await running.exited).code).toBe(0);
     expect((await stat(path.join(cwd, 'root/ns/t.lance/_versions'))).isDirectory()).toBe(true);
   });
 });

@@ -1,0 +1,95 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+import readline from 'node:readline';
+import type { TestRoot } from './backends.js';
+
+const repo = path.resolve(import.meta.dirname, '../..');
+
+export type LogLine = Record<string, unknown>;
+
+/** The service running as its own OS process (so that tests can SIGKILL it). */
+export interface ServiceProcess {
+  child: ChildProcess;
+  url: string;
+  /** Every JSON log line so far. */
+  lines: LogLine[];
+  /** Everything written to stderr so far. */
+  stderr(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves at the first log line (from now on) that matches. */
+  waitForLog(match: (line: LogLine) => boolean): Promise<void>;
+  call(method: 'GET' | 'POST', pathAndQuery: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; text: string; json: Record<string, unknown> }>;
+}
+
+/** Command-line options that serve a test root (its S3 connection included) with a short lease. */
+export function rootArgs(root: TestRoot, leaseMs: number): string[] {
+  const args = ['--root', root.root, '--transaction-lease-ms', String(leaseMs)];
+  const { s3 } = root;
+  if (s3.endpoint) {
+    args.push('--s3-endpoint', s3.endpoint, '--s3-region', s3.region, '--s3-path-style', String(s3.forcePathStyle));
+    if (s3.accessKeyId) args.push('--s3-access-key-id', s3.accessKeyId);
+    if (s3.secretAccessKey) args.push('--s3-secret-access-key', s3.secretAccessKey);
+  }
+  return args;
+}
+
+/**
+ * Starts src/main.ts through tsx (as `npm run dev` does) on a loopback port, resolving once it
+ * listens. `faultPoint` arms LANCE_NS_FAULT_POINT; `live` tracks the child until it exits, so a
+ * test can kill whatever is left.
+ */
+export function startServiceProcess(options: { args: string[]; cwd?: string; faultPoint?: string; live?: Set<ChildProcess> }): Promise<ServiceProcess> {
+  const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '' };
+  delete env.LANCE_NS_FAULT_POINT;
+  if (options.faultPoint) env.LANCE_NS_FAULT_POINT = options.faultPoint;
+  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), '--host', '127.0.0.1', '--port', '0', ...options.args], {
+    cwd: options.cwd ?? repo,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  options.live?.add(child);
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => {
+      options.live?.delete(child);
+      resolve({ code, signal });
+    }),
+  );
+  const lines: LogLine[] = [];
+  const waiters: Array<{ match: (line: LogLine) => boolean; resolve: () => void }> = [];
+  const waitForLog = (match: (line: LogLine) => boolean) => new Promise<void>((resolve) => waiters.push({ match, resolve }));
+  return new Promise((resolve, reject) => {
+    const listening = /^Server listening at (http:\/\/127\.0\.0\.1:\d+)$/;
+    readline.createInterface({ input: child.stdout! }).on('line', (text) => {
+      let line: LogLine;
+      try {
+        line = JSON.parse(text) as LogLine;
+      } catch {
+        return;
+      }
+      lines.push(line);
+      for (const w of waiters.filter((w) => w.match(line))) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
+      const url = typeof line.msg === 'string' ? listening.exec(line.msg)?.[1] : undefined;
+      if (!url) return;
+      const call: ServiceProcess['call'] = async (method, pathAndQuery, body, headers = {}) => {
+        const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body);
+        const res = await fetch(`${url}${pathAndQuery}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(payload !== undefined ? { body: payload } : {}) });
+        const text = await res.text();
+        let json: Record<string, unknown> = {};
+        try {
+          const parsed: unknown = JSON.parse(text);
+          if (typeof parsed === 'object' && parsed !== null) json = parsed as Record<string, unknown>;
+        } catch {
+          // not JSON
+        }
+        return { status: res.status, text, json };
+      };
+      resolve({ child, url, lines, stderr: () => stderr, exited, waitForLog, call });
+    });
+    void exited.then(({ code, signal }) => reject(new Error(`service exited early (${code ?? signal}): ${stderr}`)));
+  });
+}
