@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { type TestApp, useNamespaceFixture } from '../support/app.js';
-import { connectTable } from '../support/arrow-data.js';
+import { connectTable, readColumn } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
 
 // Backfill jobs (AlterTableBackfillColumns) in process: a column bound to SQL through
@@ -24,25 +24,6 @@ function numbersStream(n: number, from = 0): Buffer {
   return Buffer.from(arrow.tableToIPC(table, 'stream'));
 }
 
-/** id, x and the column as numbers (null stays null), read straight through the engine. */
-async function readColumn(location: string, options: Record<string, string>, column: string): Promise<Array<{ id: number; x: number; v: number | null }>> {
-  const table = await connectTable(location, options);
-  try {
-    const data = await table.query().select(['id', 'x', column]).toArrow();
-    const ids = data.getChild('id');
-    const xs = data.getChild('x');
-    const vs = data.getChild(column);
-    if (!ids || !xs || !vs) throw new Error('missing columns');
-    const rows: Array<{ id: number; x: number; v: number | null }> = [];
-    for (let i = 0; i < data.numRows; i++) {
-      const v = vs.get(i) as bigint | number | null;
-      rows.push({ id: Number(ids.get(i)), x: Number(xs.get(i)), v: v === null ? null : Number(v) });
-    }
-    return rows.sort((a, b) => a.id - b.id);
-  } finally {
-    table.close();
-  }
-}
 
 /** Polls DescribeTransaction until `done` holds (or the deadline passes); returns the last answer. */
 async function waitForJob(

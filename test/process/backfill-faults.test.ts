@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
-import { connectTable } from '../support/arrow-data.js';
+import { readColumn } from '../support/arrow-data.js';
 import { type Backend, backends, localBackend, type TestRoot } from '../support/backends.js';
 import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 
@@ -27,25 +27,6 @@ function numbersStream(n: number): Buffer {
   return Buffer.from(arrow.tableToIPC(new arrow.Table({ id: arrow.vectorFromArray(ids), x: arrow.vectorFromArray(xs) }), 'stream'));
 }
 
-/** id, x and the column as numbers, read straight through the engine. */
-async function readColumn(location: string, options: Record<string, string>, column: string): Promise<Array<{ id: number; x: number; v: number | null }>> {
-  const table = await connectTable(location, options);
-  try {
-    const data = await table.query().select(['id', 'x', column]).toArrow();
-    const ids = data.getChild('id');
-    const xs = data.getChild('x');
-    const vs = data.getChild(column);
-    if (!ids || !xs || !vs) throw new Error('missing columns');
-    const rows: Array<{ id: number; x: number; v: number | null }> = [];
-    for (let i = 0; i < data.numRows; i++) {
-      const v = vs.get(i) as bigint | number | null;
-      rows.push({ id: Number(ids.get(i)), x: Number(xs.get(i)), v: v === null ? null : Number(v) });
-    }
-    return rows;
-  } finally {
-    table.close();
-  }
-}
 
 /** Polls DescribeTransaction until the job reaches a terminal status (or the deadline passes). */
 async function waitForJob(running: Pick<Running, 'call'>, jobId: string, timeoutMs = 120_000): Promise<{ status: string; properties: Record<string, string> }> {

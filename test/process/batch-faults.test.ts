@@ -52,31 +52,12 @@ async function stopService(expect: ExpectStatic, running: Running): Promise<void
   expect(await running.exited).toEqual({ code: 0, signal: null });
 }
 
-async function call(running: Running, pathAndQuery: string, body?: unknown, init: { method?: 'GET' | 'POST'; headers?: Record<string, string> } = {}) {
-  const method = init.method ?? 'POST';
-  const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body);
-  const res = await fetch(`${running.url}${pathAndQuery}`, {
-    method,
-    headers: { 'content-type': 'application/json', ...init.headers },
-    ...(payload !== undefined ? { body: payload } : {}),
-  });
-  const text = await res.text();
-  let json: Record<string, unknown> = {};
-  try {
-    const parsed: unknown = JSON.parse(text);
-    if (typeof parsed === 'object' && parsed !== null) json = parsed as Record<string, unknown>;
-  } catch {
-    // not JSON
-  }
-  return { status: res.status, text, json };
-}
-
 const tableId = (t: string) => `ns$${t}`;
 const tableDir = (t: string) => `ns/${t}.lance/`;
 
 /** Versions of a table as ListTableVersions reports them. */
 async function listedVersions(expect: ExpectStatic, running: Running, t: string): Promise<number[]> {
-  const res = await call(running, `/v1/table/${encodeURIComponent(tableId(t))}/version/list`, undefined, { method: 'GET' });
+  const res = await running.call('GET', `/v1/table/${encodeURIComponent(tableId(t))}/version/list`);
   expect(res.status, res.text).toBe(200);
   const versions = res.json.versions as Array<{ version: number }>;
   return versions.map((v) => v.version).sort((a, b) => a - b);
@@ -135,11 +116,9 @@ async function makeTemplate(expect: ExpectStatic, backend: Backend): Promise<Tes
   const live = new Set<ChildProcess>();
   try {
     const setup = await startService(live, root);
-    expect((await call(setup, '/v1/namespace/ns/create', {})).status).toBe(200);
+    expect((await setup.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
     for (const [i, t] of TABLES.entries()) {
-      const res = await call(setup, `/v1/table/${encodeURIComponent(tableId(t))}/create`, peopleStream([i * 10, i * 10 + 1]), {
-        headers: { 'content-type': 'application/vnd.apache.arrow.stream' },
-      });
+      const res = await setup.call('POST', `/v1/table/${encodeURIComponent(tableId(t))}/create`, peopleStream([i * 10, i * 10 + 1]), { 'content-type': 'application/vnd.apache.arrow.stream' });
       expect(res.status, res.text).toBe(200);
       expect(res.json.version).toBe(1);
     }
@@ -193,7 +172,7 @@ async function crashAndRecover(expect: ExpectStatic, root: TestRoot, live: Set<C
   // 2. The same root with the fault armed: the batch kills the process, so the request fails.
   const faulty = await startService(live, root, point.name);
   const batch = { entries: TABLES.map((t) => ({ id: ['ns', t], version: 2, manifest_path: stagedOf(t).relative })) };
-  await expect(call(faulty, '/v1/table/version/batch-create', batch)).rejects.toThrow();
+  await expect(faulty.call('POST', '/v1/table/version/batch-create', batch)).rejects.toThrow();
   expect(await faulty.exited).toEqual({ code: null, signal: 'SIGKILL' });
   expect(faulty.stderr()).toContain(`fault point ${point.name}: killing the process`);
 
@@ -223,7 +202,7 @@ async function crashAndRecover(expect: ExpectStatic, root: TestRoot, live: Set<C
     expect(await listedVersions(expect, recovered, t), `${t} after ${point.name}`).toEqual(point.forward ? [1, 2] : [1]);
   }
   expect(await reservationsOf(root), 'reservations left after recovery').toEqual([]);
-  const described = await call(recovered, `/v1/transaction/${crashed.id}/describe`, {});
+  const described = await recovered.call('POST', `/v1/transaction/${crashed.id}/describe`, {});
   expect(described.status, described.text).toBe(200);
   expect(described.json.status).toBe(point.forward ? 'Succeeded' : 'Failed');
   const [finished] = await transactionRecords(root);
@@ -242,7 +221,7 @@ async function crashAndRecover(expect: ExpectStatic, root: TestRoot, live: Set<C
     // Rolled back: the slots are free, so a plain CreateTableVersion of version 2 succeeds.
     for (const t of TABLES) {
       const single = await stageManifest(root, t);
-      const res = await call(recovered, `/v1/table/${encodeURIComponent(tableId(t))}/version/create`, { version: 2, manifest_path: single.relative });
+      const res = await recovered.call('POST', `/v1/table/${encodeURIComponent(tableId(t))}/version/create`, { version: 2, manifest_path: single.relative });
       expect(res.status, res.text).toBe(200);
       expect((res.json.version as { version: number }).version).toBe(2);
       expect(await listedVersions(expect, recovered, t)).toEqual([1, 2]);
