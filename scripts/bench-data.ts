@@ -32,21 +32,14 @@
 //
 // Temporary roots and the radosgw are removed at exit, also on errors and on Ctrl-C.
 
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { pino } from 'pino';
-import { type App, createApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
+
 import { arrow } from '../src/engine/arrow.js';
 import { LancedbEngine } from '../src/engine/lancedb/engine.js';
 import { lancedb, type Table } from '../src/engine/lancedb/table-access.js';
 import { hasCommittedVersion, readTableState } from '../src/service/table-state.js';
-import { startRgw } from '../test/support/s3-server.js';
-import { checkAborted, cleanups, ms, now, runMain, secs, type Summary, summarize } from './bench-support.js';
+import { type BenchService, checkAborted, cleanups, ms, now, runMain, secs, startBenchService, type Summary, summarize } from './bench-support.js';
 
 type BackendName = 'local' | 'rgw';
 
@@ -59,7 +52,6 @@ const WARMUP = 3;
 const QUERY_K = 10;
 /** Bound on any one HTTP request of the benchmark. */
 const REQUEST_TIMEOUT_MS = 120_000;
-
 
 function log(message: string): void {
   process.stderr.write(`[bench] ${message}\n`);
@@ -92,42 +84,8 @@ function tableStream(rows: number): Buffer {
 // ---------------------------------------------------------------------------------------------
 // The service under test and an HTTP client for it.
 
-interface Service {
-  app: App;
-  baseUrl: string;
-}
-
-async function startService(backend: BackendName): Promise<Service> {
-  let args: string[];
-  if (backend === 'local') {
-    const dir = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-bench-data-'));
-    cleanups.push(() => rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 }));
-    args = ['--root', dir];
-  } else {
-    log('starting radosgw (first run installs Debian packages)');
-    const started = now();
-    const rgw = await startRgw();
-    cleanups.push(rgw.stop);
-    checkAborted();
-    log(`radosgw up at ${rgw.server.endpoint} in ${secs(now() - started)}`);
-    args = [
-      '--root', `s3://lance-bench/run-${randomBytes(4).toString('hex')}`,
-      '--s3-endpoint', rgw.server.endpoint,
-      '--s3-region', rgw.server.region,
-      '--s3-access-key-id', rgw.server.accessKeyId,
-      '--s3-secret-access-key', rgw.server.secretAccessKey,
-      '--s3-create-bucket', 'true',
-    ];
-  }
-  // An empty environment: nothing from the caller's shell (AWS_*, LANCE_NS_*) leaks in.
-  const config = loadConfig([...args, '--host', '127.0.0.1', '--port', '0', '--log-level', 'silent'], {});
-  const app = await createApp(config, pino({ level: 'silent' }));
-  cleanups.push(() => app.close());
-  checkAborted();
-  await app.server.listen({ host: '127.0.0.1', port: 0 });
-  const { port } = app.server.server.address() as AddressInfo;
-  return { app, baseUrl: `http://127.0.0.1:${port}` };
-}
+type Service = BenchService;
+const startService = (backend: BackendName): Promise<Service> => startBenchService(backend, log, 'lance-ns-bench-data-');
 
 async function call(service: Service, method: 'GET' | 'POST', route: string, body?: unknown): Promise<unknown> {
   const init: RequestInit = { method, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) };

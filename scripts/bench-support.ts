@@ -1,4 +1,15 @@
-// What the benchmark scripts share: clean-up on every exit path, interruption, percentiles.
+// What the benchmark scripts share: clean-up on every exit path, interruption, percentiles, and
+// starting the service under test.
+
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import { type App, createApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { startRgw } from '../test/support/s3-server.js';
 
 // ---------------------------------------------------------------------------------------------
 // Cleanup: every resource registers an undo step; they run once, newest first, on any exit path.
@@ -73,4 +84,42 @@ export function runMain(main: () => Promise<void>): void {
       await runCleanups();
       process.exitCode = aborted ? 130 : 1;
     });
+}
+
+/** The service under test, in this process, over a fresh root on a local temp dir or a radosgw it starts. */
+export interface BenchService {
+  app: App;
+  baseUrl: string;
+}
+
+export async function startBenchService(backend: 'local' | 'rgw', log: (line: string) => void, tempPrefix: string): Promise<BenchService> {
+  let args: string[];
+  if (backend === 'local') {
+    const dir = await mkdtemp(path.join(os.tmpdir(), tempPrefix));
+    cleanups.push(() => rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 }));
+    args = ['--root', dir];
+  } else {
+    log('starting radosgw (first run installs Debian packages)');
+    const started = now();
+    const rgw = await startRgw();
+    cleanups.push(rgw.stop);
+    checkAborted();
+    log(`radosgw up at ${rgw.server.endpoint} in ${secs(now() - started)}`);
+    args = [
+      '--root', `s3://lance-bench/run-${randomBytes(4).toString('hex')}`,
+      '--s3-endpoint', rgw.server.endpoint,
+      '--s3-region', rgw.server.region,
+      '--s3-access-key-id', rgw.server.accessKeyId,
+      '--s3-secret-access-key', rgw.server.secretAccessKey,
+      '--s3-create-bucket', 'true',
+    ];
+  }
+  // An empty environment: nothing from the caller's shell (AWS_*, LANCE_NS_*) leaks in.
+  const config = loadConfig([...args, '--host', '127.0.0.1', '--port', '0', '--log-level', 'silent'], {});
+  const app = await createApp(config, pino({ level: 'silent' }));
+  cleanups.push(() => app.close());
+  checkAborted();
+  await app.server.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = app.server.server.address() as AddressInfo;
+  return { app, baseUrl: `http://127.0.0.1:${port}` };
 }
