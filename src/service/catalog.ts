@@ -1,5 +1,5 @@
 import type { LanceEngine } from '../engine/lance-engine.js';
-import { ErrorCode, NamespaceError } from '../model/errors.js';
+import { ErrorCode, NamespaceError, unsupported } from '../model/errors.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { namespaceRecordKey } from './layout.js';
 import type { Locations } from './locations.js';
@@ -88,4 +88,11 @@ export async function createInNamespace<T>(
     throw namespaceNotFound(parent);
   }
   return result;
+}
+
+/** Only the main branch exists here: any other `branch` of a request is a 406 that says so. */
+export function requireMainBranch(branch: string | null | undefined): void {
+  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
+    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
+  }
 }

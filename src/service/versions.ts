@@ -1,5 +1,5 @@
 import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '../engine/lance-engine.js';
-import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../model/errors.js';
+import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
 import type {
   BatchCommitTablesResponse,
   BatchCreateTableVersionsResponse,
@@ -24,6 +24,7 @@ import { dataDir, isVisible, readTableState, requireVisibleTable, type TableStat
 import { type CommittedVersion, type Reservation, TableVersions } from './table-versions.js';
 import { type BatchEntry, type TableOp, type TransactionLog, type TransactionRecord } from './transactions.js';
 import { encodeRecord, readRecord, TableRecord, type Versioned } from './records.js';
+import { requireMainBranch } from './catalog.js';
 
 // The service as commit coordinator of Lance tables.
 //
@@ -54,12 +55,6 @@ const ignorePrecondition = (e: unknown): void => {
 
 const inRanges = (version: number, ranges: Array<{ start_version: number; end_version: number }>): boolean =>
   ranges.some((r) => version >= r.start_version && (r.end_version === -1 || version < r.end_version));
-
-function requireMainBranch(branch: string | null | undefined): void {
-  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
-    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
-  }
-}
 
 /** A version create request resolved against its table. */
 interface PlannedVersion {

@@ -24,13 +24,7 @@ import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../mode
 import { engineFailure } from '../engine-errors.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-
-/** Branches other than main are a later milestone (the same rule as the version operations). */
-function requireMainBranch(branch: string | null | undefined): void {
-  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
-    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
-  }
-}
+import { requireMainBranch } from '../catalog.js';
 
 /** Parses a field path of the request; a malformed one is a 400 naming the field. */
 function segmentsOf(path: string, where: string): string[] {

@@ -1,5 +1,5 @@
 import type { IndexDescription, IndexSpec } from '../../engine/ports/indices.js';
-import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
+import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import {
   type CreateTableIndexRequest,
   type CreateTableIndexResponse,
@@ -14,12 +14,7 @@ import type { PageRequest } from '../namespaces.js';
 import { type PageTokens, paginate } from '../page-token.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-
-function requireMainBranch(branch: string | null | undefined): void {
-  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
-    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
-  }
-}
+import { requireMainBranch } from '../catalog.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 

@@ -1,15 +1,10 @@
 import type { FtsQuerySpec, FullTextSpec, MatchQuerySpec, TableQuery } from '../../engine/ports/queries.js';
-import { invalidInput, unsupported } from '../../model/errors.js';
+import { invalidInput } from '../../model/errors.js';
 import type { AnalyzeTableQueryPlanRequest, ExplainTableQueryPlanRequest, FtsQuery, MatchQuery, QueryTableRequest } from '../../model/queries.js';
 import { engineFailure } from '../engine-errors.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-
-function requireMainBranch(branch: string | null | undefined): void {
-  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
-    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
-  }
-}
+import { requireMainBranch } from '../catalog.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 

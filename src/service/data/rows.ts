@@ -1,6 +1,6 @@
 import { EngineError } from '../../engine/lance-engine.js';
 import { type MergeInsertOptions, MergeTimedOut } from '../../engine/ports/rows.js';
-import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
+import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type {
   DeleteFromTableRequest,
   DeleteFromTableResponse,
@@ -20,13 +20,7 @@ import { encodeRecord, readRecord, TableRecord } from '../records.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTable, DataTables } from './dataset.js';
 import { claimDatasetCreation } from '../dataset-creation.js';
-
-/** Branches other than main are not supported yet (406), as in the version operations. */
-export function requireMainBranch(branch: string | null | undefined): void {
-  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
-    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
-  }
-}
+import { requireMainBranch } from '../catalog.js';
 
 /**
  * The catalog the data tables resolve against. DataTables does not expose its store (the table

@@ -15,7 +15,7 @@ import type { PageRequest } from '../namespaces.js';
 import { paginate } from '../page-token.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-import { requireMainBranch } from './rows.js';
+import { requireMainBranch } from '../catalog.js';
 
 /** The tag operations of the Lance namespace spec, over the Lance engine (tags live in the dataset's `_refs/tags/`). */
 export class TagService {

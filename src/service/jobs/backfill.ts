@@ -14,6 +14,7 @@ import { CATALOG_DIR } from '../layout.js';
 import type { Versioned } from '../records.js';
 import type { RequestContext } from '../request-context.js';
 import { TERMINAL, type TransactionLog, type TransactionRecord } from '../transactions.js';
+import { requireMainBranch } from '../catalog.js';
 
 // Backfill jobs of computed and virtual columns (AlterTableBackfillColumns).
 //
@@ -140,12 +141,6 @@ export function planChunks(layout: RowIdLayout, chunkRows: number, numFrags?: nu
 }
 
 const markerKey = (id: string) => `${MARKERS}${id}.json`;
-
-function requireMainBranch(branch: string | null | undefined): void {
-  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
-    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
-  }
-}
 
 /** Why a job stopped before its end. */
 type Stop = 'canceled' | 'lost' | 'stopping';
