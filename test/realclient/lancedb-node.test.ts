@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { createRequire } from 'node:module';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { tableDirKey } from '../../src/service/layout.js';
 import { listAll } from '../../src/store/object-store.js';
-import { type TestApp, listenTestApp } from '../support/app.js';
 import { backends, type TestRoot } from '../support/backends.js';
-import { useClientCredentials } from '../support/client-credentials.js';
+import { useLancedbRestClient } from '../support/lancedb-client.js';
 
 // The real @lancedb/lancedb client (its REST namespace implementation) against the running
 // service. The client talks REST only for the catalog (namespaces, declare/describe/drop of
@@ -14,12 +12,7 @@ import { useClientCredentials } from '../support/client-credentials.js';
 // answers; so for S3 roots it needs the credentials, which the service never vends (see
 // useClientCredentials).
 
-type LancedbModule = typeof import('@lancedb/lancedb');
-type Connection = import('@lancedb/lancedb').Connection;
 type Table = import('@lancedb/lancedb').Table;
-
-const require = createRequire(import.meta.url);
-const lancedb = require('@lancedb/lancedb') as LancedbModule;
 
 const DIM = 4;
 
@@ -109,56 +102,39 @@ async function serviceSeesData(url: string, id: string[]): Promise<{ isOnlyDecla
 const unique = (prefix: string) => `${prefix}_${randomBytes(4).toString('hex')}`;
 
 describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (backend) => {
-  let root: TestRoot;
-  let app: TestApp & { url: string };
-  let db: Connection;
-  let restoreEnv = () => {};
-
-  beforeAll(async () => {
-    root = await backend.newRoot();
-    restoreEnv = useClientCredentials(root);
-    app = await listenTestApp(root);
-    db = await lancedb.connectNamespace('rest', { uri: app.url });
-  });
-
-  afterAll(async () => {
-    db?.close();
-    await app?.close();
-    await root?.dispose();
-    restoreEnv();
-  });
+  const client = useLancedbRestClient(backend);
 
   it('creates, lists and describes a namespace with properties', async () => {
     const ns = unique('ns');
-    const created = await db.createNamespace([ns], { properties: { owner: 'alice', purpose: 'real-client test' } });
+    const created = await client.db.createNamespace([ns], { properties: { owner: 'alice', purpose: 'real-client test' } });
     expect(created.properties ?? {}).toMatchObject({ owner: 'alice', purpose: 'real-client test' });
 
-    const listed = await db.listNamespaces();
+    const listed = await client.db.listNamespaces();
     expect(listed.namespaces).toContain(ns);
 
-    const described = await db.describeNamespace([ns]);
+    const described = await client.db.describeNamespace([ns]);
     expect(described.properties).toEqual({ owner: 'alice', purpose: 'real-client test' });
 
-    await db.dropNamespace([ns]);
-    expect((await db.listNamespaces()).namespaces).not.toContain(ns);
+    await client.db.dropNamespace([ns]);
+    expect((await client.db.listNamespaces()).namespaces).not.toContain(ns);
   });
 
   it('creates, reads, appends to, lists and drops tables; restrict-drops the namespace only once empty', async () => {
     const ns = unique('ns');
-    await db.createNamespace([ns], { properties: { kind: 'tables' } });
+    await client.db.createNamespace([ns], { properties: { kind: 'tables' } });
 
     const name = unique('items');
     const first = makeRows(0, 10);
-    const created = await db.createTable(name, arrowTable(first), [ns], { schema });
+    const created = await client.db.createTable(name, arrowTable(first), [ns], { schema });
     expect(await created.countRows()).toBe(10);
     created.close();
-    // The client wrote the dataset itself, into the table's directory under the catalog root.
-    expect(manifests(await tableFiles(root, [ns], name))).toHaveLength(1);
-    expect(await serviceSeesData(app.url, [ns, name])).toEqual({ isOnlyDeclared: false, listedWithDataOnly: true });
+    // The client wrote the dataset itself, into the table's directory under the catalog client.root.
+    expect(manifests(await tableFiles(client.root, [ns], name))).toHaveLength(1);
+    expect(await serviceSeesData(client.app.url, [ns, name])).toEqual({ isOnlyDeclared: false, listedWithDataOnly: true });
 
-    expect((await db.listTables([ns])).tables).toEqual([name]);
+    expect((await client.db.listTables([ns])).tables).toEqual([name]);
 
-    const table = await db.openTable(name, [ns]);
+    const table = await client.db.openTable(name, [ns]);
     const opened = await table.schema();
     expect(opened.fields.map((f) => [f.name, String(f.type)])).toEqual([
       ['id', 'Int64'],
@@ -172,69 +148,69 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
     expect(await table.countRows()).toBe(15);
     expect(await table.countRows('id >= 10')).toBe(5);
     table.close();
-    expect(manifests(await tableFiles(root, [ns], name))).toHaveLength(2);
+    expect(manifests(await tableFiles(client.root, [ns], name))).toHaveLength(2);
 
     // A second handle sees the appended rows too (they went to storage, not to a cache).
-    const reopened = await db.openTable(name, [ns]);
+    const reopened = await client.db.openTable(name, [ns]);
     expect(await readAll(reopened)).toEqual([...first, ...more]);
     reopened.close();
 
     const emptyName = unique('empty');
-    const empty = await db.createEmptyTable(emptyName, schema, [ns]);
+    const empty = await client.db.createEmptyTable(emptyName, schema, [ns]);
     expect(await empty.countRows()).toBe(0);
     empty.close();
-    expect(await serviceSeesData(app.url, [ns, emptyName])).toEqual({ isOnlyDeclared: false, listedWithDataOnly: true });
-    const emptyOpened = await db.openTable(emptyName, [ns]);
+    expect(await serviceSeesData(client.app.url, [ns, emptyName])).toEqual({ isOnlyDeclared: false, listedWithDataOnly: true });
+    const emptyOpened = await client.db.openTable(emptyName, [ns]);
     expect(await emptyOpened.countRows()).toBe(0);
     expect((await emptyOpened.schema()).fields.map((f) => f.name)).toEqual(['id', 'name', 'vec']);
     emptyOpened.close();
-    expect([...(await db.listTables([ns])).tables].sort()).toEqual([emptyName, name].sort());
+    expect([...(await client.db.listTables([ns])).tables].sort()).toEqual([emptyName, name].sort());
 
-    await db.dropTable(emptyName, [ns]);
-    expect((await db.listTables([ns])).tables).toEqual([name]);
-    await expect(db.openTable(emptyName, [ns])).rejects.toThrow(/not found/i);
-    expect(await tableFiles(root, [ns], emptyName)).toEqual([]);
+    await client.db.dropTable(emptyName, [ns]);
+    expect((await client.db.listTables([ns])).tables).toEqual([name]);
+    await expect(client.db.openTable(emptyName, [ns])).rejects.toThrow(/not found/i);
+    expect(await tableFiles(client.root, [ns], emptyName)).toEqual([]);
 
     // Restrict (the default) refuses a namespace that still holds a table.
-    await expect(db.dropNamespace([ns])).rejects.toThrow(/not empty/i);
-    expect((await db.listNamespaces()).namespaces).toContain(ns);
-    expect((await db.listTables([ns])).tables).toEqual([name]);
+    await expect(client.db.dropNamespace([ns])).rejects.toThrow(/not empty/i);
+    expect((await client.db.listNamespaces()).namespaces).toContain(ns);
+    expect((await client.db.listTables([ns])).tables).toEqual([name]);
 
-    await db.dropTable(name, [ns]);
-    expect((await db.listTables([ns])).tables).toEqual([]);
-    expect(await tableFiles(root, [ns], name)).toEqual([]);
-    await db.dropNamespace([ns]);
-    expect((await db.listNamespaces()).namespaces).not.toContain(ns);
+    await client.db.dropTable(name, [ns]);
+    expect((await client.db.listTables([ns])).tables).toEqual([]);
+    expect(await tableFiles(client.root, [ns], name)).toEqual([]);
+    await client.db.dropNamespace([ns]);
+    expect((await client.db.listNamespaces()).namespaces).not.toContain(ns);
   });
 
   it('works in a nested namespace a/b', async () => {
     const a = unique('a');
     const b = unique('b');
-    await db.createNamespace([a], { properties: { level: '1' } });
-    await db.createNamespace([a, b], { properties: { level: '2' } });
-    expect((await db.listNamespaces([a])).namespaces).toEqual([b]);
-    expect((await db.describeNamespace([a, b])).properties).toEqual({ level: '2' });
+    await client.db.createNamespace([a], { properties: { level: '1' } });
+    await client.db.createNamespace([a, b], { properties: { level: '2' } });
+    expect((await client.db.listNamespaces([a])).namespaces).toEqual([b]);
+    expect((await client.db.describeNamespace([a, b])).properties).toEqual({ level: '2' });
 
     const name = unique('nested');
     const rows = makeRows(100, 7);
-    (await db.createTable(name, arrowTable(rows), [a, b], { schema })).close();
-    expect((await db.listTables([a, b])).tables).toEqual([name]);
-    expect((await db.listTables([a])).tables).toEqual([]);
+    (await client.db.createTable(name, arrowTable(rows), [a, b], { schema })).close();
+    expect((await client.db.listTables([a, b])).tables).toEqual([name]);
+    expect((await client.db.listTables([a])).tables).toEqual([]);
 
-    expect(manifests(await tableFiles(root, [a, b], name))).toHaveLength(1);
+    expect(manifests(await tableFiles(client.root, [a, b], name))).toHaveLength(1);
 
-    const table = await db.openTable(name, [a, b]);
+    const table = await client.db.openTable(name, [a, b]);
     expect(await readAll(table)).toEqual(rows);
     table.close();
 
     // Not empty: the child namespace holds a table, the parent holds the child.
-    await expect(db.dropNamespace([a, b])).rejects.toThrow(/not empty/i);
-    await expect(db.dropNamespace([a])).rejects.toThrow(/not empty/i);
+    await expect(client.db.dropNamespace([a, b])).rejects.toThrow(/not empty/i);
+    await expect(client.db.dropNamespace([a])).rejects.toThrow(/not empty/i);
 
-    await db.dropTable(name, [a, b]);
-    await db.dropNamespace([a, b]);
-    await db.dropNamespace([a]);
-    expect((await db.listNamespaces()).namespaces).not.toContain(a);
-    await expect(db.describeNamespace([a])).rejects.toThrow(/not found|does not exist/i);
+    await client.db.dropTable(name, [a, b]);
+    await client.db.dropNamespace([a, b]);
+    await client.db.dropNamespace([a]);
+    expect((await client.db.listNamespaces()).namespaces).not.toContain(a);
+    await expect(client.db.describeNamespace([a])).rejects.toThrow(/not found|does not exist/i);
   });
 });

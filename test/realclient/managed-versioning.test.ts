@@ -1,16 +1,15 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { tableDirKey } from '../../src/service/layout.js';
 import { TableVersions } from '../../src/service/table-versions.js';
 import { listAll } from '../../src/store/object-store.js';
-import { type TestApp, listenTestApp } from '../support/app.js';
-import { backends, type TestRoot } from '../support/backends.js';
-import { clientCredentialEnv, useClientCredentials } from '../support/client-credentials.js';
+import { backends } from '../support/backends.js';
+import { useLancedbRestClient } from '../support/lancedb-client.js';
+import { clientCredentialEnv } from '../support/client-credentials.js';
 import type { WorkerConfig, WorkerMessage } from './append-worker.js';
 
 // The service as commit coordinator, driven by the real @lancedb/lancedb REST namespace client.
@@ -20,12 +19,6 @@ import type { WorkerConfig, WorkerMessage } from './append-worker.js';
 // afterwards every row is there once, the history is 1..latest without gaps, and the service
 // recorded every version (its sidecar under <table>/_catalog/versions/) and left no staged
 // manifest and no version reservation behind.
-
-type LancedbModule = typeof import('@lancedb/lancedb');
-type Connection = import('@lancedb/lancedb').Connection;
-
-const require = createRequire(import.meta.url);
-const lancedb = require('@lancedb/lancedb') as LancedbModule;
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const WORKER = fileURLToPath(new URL('./append-worker.ts', import.meta.url));
@@ -141,44 +134,27 @@ function startWriter(config: WorkerConfig, env: NodeJS.ProcessEnv): Writer {
 }
 
 describe.each(backends())('managed versioning: the service commits for @lancedb/lancedb on $name', (backend) => {
-  let root: TestRoot;
-  let app: TestApp & { url: string };
-  let db: Connection;
-  let restoreEnv = () => {};
-
-  beforeAll(async () => {
-    root = await backend.newRoot();
-    restoreEnv = useClientCredentials(root);
-    app = await listenTestApp(root);
-    db = await lancedb.connectNamespace('rest', { uri: app.url });
-  });
-
-  afterAll(async () => {
-    db?.close();
-    await app?.close();
-    await root?.dispose();
-    restoreEnv();
-  });
+  const client = useLancedbRestClient(backend);
 
   it(
     'two processes append concurrently: all rows once, versions 1..latest, every commit recorded by the service',
     async () => {
       const ns = unique('mv');
-      await db.createNamespace([ns], { properties: { managed_versioning: 'true' } });
-      expect((await db.describeNamespace([ns])).properties).toEqual({ managed_versioning: 'true' });
+      await client.db.createNamespace([ns], { properties: { managed_versioning: 'true' } });
+      expect((await client.db.describeNamespace([ns])).properties).toEqual({ managed_versioning: 'true' });
 
       const name = unique('appends');
       const id = [ns, name];
       const seedIds = range(0, SEED_ROWS);
-      (await db.createTable(name, seedTable(seedIds), [ns], { schema })).close();
+      (await client.db.createTable(name, seedTable(seedIds), [ns], { schema })).close();
 
-      const described = await postJson(`${app.url}/v1/table/${enc(id)}/describe`, { id });
+      const described = await postJson(`${client.app.url}/v1/table/${enc(id)}/describe`, { id });
       expect(described.status, JSON.stringify(described.json)).toBe(200);
       expect(described.json.managed_versioning).toBe(true);
 
       // Two writers, disjoint ids, started together.
       const configs: WorkerConfig[] = ['a', 'b'].map((writer, i) => ({
-        url: app.url,
+        url: client.app.url,
         namespace: [ns],
         table: name,
         writer,
@@ -186,7 +162,7 @@ describe.each(backends())('managed versioning: the service commits for @lancedb/
         appends: APPENDS,
         rowsPerAppend: ROWS_PER_APPEND,
       }));
-      const env: NodeJS.ProcessEnv = { ...process.env, ...clientCredentialEnv(root), NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' };
+      const env: NodeJS.ProcessEnv = { ...process.env, ...clientCredentialEnv(client.root), NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' };
       const writers = configs.map((c) => startWriter(c, env));
       try {
         await Promise.all(writers.map((w) => w.ready));
@@ -206,7 +182,7 @@ describe.each(backends())('managed versioning: the service commits for @lancedb/
         for (const r of results) expect([...r.versions].sort((x, y) => x - y)).toEqual(r.versions);
 
         // Every row exactly once, read back through a fresh handle.
-        const table = await db.openTable(name, [ns]);
+        const table = await client.db.openTable(name, [ns]);
         const expectedIds = [...seedIds, ...configs.flatMap((c) => range(c.firstId, c.appends * c.rowsPerAppend))].sort((x, y) => x - y);
         expect(await table.countRows()).toBe(expectedIds.length);
         const read = await table.query().select(['id', 'writer']).toArrow();
@@ -220,24 +196,24 @@ describe.each(backends())('managed versioning: the service commits for @lancedb/
         table.close();
 
         // The service's history: gap-free 1..latest.
-        const listed = await listVersions(app.url, id);
+        const listed = await listVersions(client.app.url, id);
         expect(listed.map((v) => v.version)).toEqual(range(1, latest));
-        const newest = await postJson(`${app.url}/v1/table/${enc(id)}/version/describe`, { id });
+        const newest = await postJson(`${client.app.url}/v1/table/${enc(id)}/version/describe`, { id });
         expect(newest.status, JSON.stringify(newest.json)).toBe(200);
         expect((newest.json.version as WireVersion | undefined)?.version).toBe(latest);
 
         // The service saw every commit: one sidecar per version, nothing else.
         const dir = tableDirKey({ namespace: [ns], name });
-        const versions = new TableVersions({ store: root.store, key: dir, owned: true });
-        const sidecarKeys = (await listAll(root.store, `${dir}_catalog/versions/`)).objects.map((o) => o.key).sort();
+        const versions = new TableVersions({ store: client.root.store, key: dir, owned: true });
+        const sidecarKeys = (await listAll(client.root.store, `${dir}_catalog/versions/`)).objects.map((o) => o.key).sort();
         expect(sidecarKeys).toEqual(range(1, latest).map((v) => versions.sidecarKey(v)));
         const sidecars = await versions.readSidecars(range(1, latest));
         expect([...sidecars.keys()].sort((x, y) => x - y)).toEqual(range(1, latest));
         for (const [v, sidecar] of sidecars) expect(sidecar.version).toBe(v);
 
         // Nothing half-done is left: no held version slots, one manifest a version, no staged manifests.
-        expect((await listAll(root.store, `${dir}_catalog/reservations/`)).objects.map((o) => o.key)).toEqual([]);
-        const versionFiles = (await listAll(root.store, versions.versionsPrefix)).objects.map((o) => o.key.slice(versions.versionsPrefix.length));
+        expect((await listAll(client.root.store, `${dir}_catalog/reservations/`)).objects.map((o) => o.key)).toEqual([]);
+        const versionFiles = (await listAll(client.root.store, versions.versionsPrefix)).objects.map((o) => o.key.slice(versions.versionsPrefix.length));
         expect(versionFiles.filter((f) => /^\d+\.manifest$/.test(f))).toHaveLength(latest);
         const staged = versionFiles.filter((f) => f.includes('.manifest-'));
         expect(staged, `staged manifests left behind, of versions ${staged.map(stagedVersion).join(', ')}`).toEqual([]);
