@@ -44,11 +44,12 @@ export type CreateDatasetMode = 'create' | 'overwrite';
 
 export interface LanceEngine {
   /**
-   * Writes an Arrow IPC stream as a dataset at the location and returns the committed version.
+   * Writes an Arrow IPC stream as a dataset at the location and returns the committed version and
+   * the number of rows written.
    * A stream with a schema and no rows makes an empty dataset. `overwrite` commits a new version
    * replacing the rows of an existing dataset; `create` fails if one exists.
    */
-  createDataset(at: DatasetLocation, arrowIpcStream: Buffer, mode: CreateDatasetMode): Promise<{ version: number }>;
+  createDataset(at: DatasetLocation, arrowIpcStream: Buffer, mode: CreateDatasetMode): Promise<{ version: number; rows: number }>;
   /** Opens the dataset and returns its latest version; throws EngineError('not_a_dataset') if there is none. */
   datasetVersion(at: DatasetLocation): Promise<number>;
   /** Version and schema (in the spec's JSON Arrow form) of the latest version, or of `version`. */

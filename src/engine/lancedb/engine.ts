@@ -43,7 +43,7 @@ export class LancedbEngine implements LanceEngine {
     return new LancedbEngine(await TableAccess.start());
   }
 
-  async createDataset(at: DatasetLocation, arrowIpcStream: Buffer, mode: CreateDatasetMode): Promise<{ version: number }> {
+  async createDataset(at: DatasetLocation, arrowIpcStream: Buffer, mode: CreateDatasetMode): Promise<{ version: number; rows: number }> {
     const data = decodeArrowStream(arrowIpcStream);
     return this.access.withNewTable(at, async (connection, handle) => {
       try {
@@ -52,7 +52,7 @@ export class LancedbEngine implements LanceEngine {
           if (existing) {
             try {
               await existing.add(data, { mode: 'overwrite' });
-              return { version: await existing.version() };
+              return { version: await existing.version(), rows: data.numRows };
             } finally {
               existing.close();
             }
@@ -60,11 +60,15 @@ export class LancedbEngine implements LanceEngine {
         }
         const table = data.numRows === 0 ? await connection.createEmptyTable(handle, data.schema) : await connection.createTable(handle, data);
         try {
-          return { version: await table.version() };
+          return { version: await table.version(), rows: data.numRows };
         } finally {
           table.close();
         }
       } catch (e) {
+        // A dataset found at the location when creating: another writer created it first.
+        if (!(e instanceof EngineError) && /already exists/i.test(e instanceof Error ? e.message : String(e))) {
+          throw new EngineError('already_exists', (e as Error).message, { cause: e });
+        }
         throw classify(e);
       }
     });

@@ -19,13 +19,16 @@ export const lancedb = (): LancedbModule => require('@lancedb/lancedb') as Lance
 // (list latest, describe, create) from the handle's commit coordinator, so that the engine's own
 // commits go through the service's commit path like every client's.
 
-/** Classifies an error thrown by the Lance engine by its message. */
+/**
+ * Classifies an error thrown by the Lance engine by its message. "already exists" is left to the
+ * callers that know what exists (a dataset, an index, a tag): said of a column or a ref it is
+ * not a table conflict.
+ */
 export function classify(e: unknown, fallback: EngineErrorKind = 'internal'): EngineError {
   if (e instanceof EngineError) return e;
   const message = e instanceof Error ? e.message : String(e);
   let kind = fallback;
   if (/commit conflict|preempted|concurrent|conflicting/i.test(message)) kind = 'conflict';
-  else if (/already exists/i.test(message)) kind = 'already_exists';
   else if (/Dataset at path .* was not found|no such file|not a dataset|Table '.*' was not found/i.test(message)) kind = 'not_a_dataset';
   else if (/version .* (not found|does not exist)|not found.*version/i.test(message)) kind = 'version_not_found';
   return new EngineError(kind, message, { cause: e });
@@ -133,7 +136,9 @@ export class TableAccess {
       try {
         table = await this.connection.openTable(handle);
       } catch (e) {
-        throw classify(e, 'not_a_dataset');
+        // Only a missing dataset is `not_a_dataset`; an unreachable store or a failing commit
+        // coordinator stays an internal failure with its cause.
+        throw classify(e);
       }
       try {
         if (options.version !== undefined) {

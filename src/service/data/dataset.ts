@@ -17,7 +17,6 @@ export interface DataTable {
   dir: StoreDir;
   /** For the engine; carries the commit coordinator when the table's versions are managed. */
   at: DatasetLocation;
-  managedVersioning: boolean;
 }
 
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
@@ -49,7 +48,7 @@ export class DataTables {
       storageOptions: dir.store.engineStorageOptions(),
       ...(managedVersioning ? { coordinator: this.versions.coordinatorFor(ctx, id) } : {}),
     };
-    return { id, ref, state, dir, at, managedVersioning, hasData };
+    return { id, ref, state, dir, at, hasData };
   }
 
   get engine() {
@@ -71,8 +70,10 @@ export class DataTables {
     await table.dir.store.put(`${table.dir.key}${staged}`, build({ version: latest.version, bytes: current.body }));
     try {
       await this.versions.create(ctx, table.id, { version, manifest_path: staged, naming_scheme: latest.scheme });
-    } finally {
+    } catch (e) {
+      // A successful create removes the staged file itself; a failed one leaves it to us.
       await table.dir.store.delete(`${table.dir.key}${staged}`);
+      throw e;
     }
     return version;
   }

@@ -22,12 +22,6 @@ import type { DataTable, DataTables } from './dataset.js';
 import { claimDatasetCreation } from '../dataset-creation.js';
 import { requireMainBranch } from '../catalog.js';
 
-/**
- * The catalog the data tables resolve against. DataTables does not expose its store (the table
- * records and markers live there, which for a registered table is not the dataset's store) nor
- * its page tokens, so they are read from its dependencies; element access is TypeScript's typed
- * way to reach a private member.
- */
 /** A SQL predicate that is blank means "no predicate" where one is optional. */
 const optionalPredicate = (p: string | null | undefined): string | undefined => (p === undefined || p === null || p.trim() === '' ? undefined : p);
 
@@ -196,19 +190,18 @@ export class RowService {
     try {
       // The previous holder may have created it and released the claim after this request's open.
       if (await this.datasetExists(table)) return null;
-      let version: number;
+      let created: { version: number; rows: number };
       try {
-        ({ version } = await this.engine.createDataset(table.at, arrowIpcStream, 'create'));
+        created = await this.engine.createDataset(table.at, arrowIpcStream, 'create');
       } catch (e) {
         // Created meanwhile by a path that takes no claim (CreateTable, a Lance client).
         if (e instanceof EngineError && e.kind === 'already_exists') return null;
         throw this.failure(e, table.id);
       }
-      if (table.state.reserved) await this.tables.catalog.store.delete(reservedMarkerKey(table.ref));
-      const rows = await this.engine.rows.countRows(table.at, { version }).catch((e: unknown) => {
-        throw this.failure(e, table.id);
-      });
-      return { version, rows };
+      // The data is committed: nothing after this may turn the answer into a failure (a retry
+      // would insert the rows again). The declared marker is only tidiness; the versions decide.
+      if (table.state.reserved) await this.tables.catalog.store.delete(reservedMarkerKey(table.ref)).catch(() => undefined);
+      return created;
     } finally {
       await release();
     }
