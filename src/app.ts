@@ -48,8 +48,9 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs });
   const data = new DataTables(deps, versions);
   // Finish or roll back what a crash left in flight before serving.
-  const recovered = await versions.recoverAll();
+  const { count: recovered, failures } = await versions.recoverAll();
   if (recovered > 0) logger.info({ recovered }, 'recovered unfinished transactions');
+  for (const f of failures) logger.error({ transaction: f.id, err: f.error }, 'could not finish an unfinished transaction; it stays as it is');
   // Backfill jobs: every replica runs a runner; a lease in each job's record picks the one that works it.
   const backfill = new BackfillService(data, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
   const server = buildHttpServer(

@@ -1,6 +1,6 @@
 import pLimit from 'p-limit';
 import { z } from 'zod';
-import { invalidInput } from '../model/errors.js';
+import { invalidInput, NamespaceError } from '../model/errors.js';
 import { type ObjectInfo, PreconditionFailedError, listAll } from '../store/object-store.js';
 import { VERSIONS_DIR } from './layout.js';
 import type { StoreDir } from './locations.js';
@@ -172,7 +172,11 @@ export class TableVersions {
     await Promise.all(
       versions.map((v) =>
         limit(async () => {
-          const record = await readRecord(this.store, this.sidecarKey(v), VersionSidecar).catch(() => null);
+          // A malformed sidecar is as good as none; a store failure is a failure.
+          const record = await readRecord(this.store, this.sidecarKey(v), VersionSidecar).catch((e: unknown) => {
+            if (e instanceof NamespaceError) return null;
+            throw e;
+          });
           if (record) found.set(v, record.value);
         }),
       ),

@@ -60,8 +60,6 @@ const inRanges = (version: number, ranges: Array<{ start_version: number; end_ve
 interface PlannedVersion {
   entry: BatchEntry;
   versions: TableVersions;
-  /** The table as read when planning (absent when replaying a transaction record). */
-  state?: TableState;
 }
 
 /** Longest a writer waits for another writer's hold on the same version slot. */
@@ -115,15 +113,14 @@ export class TableVersionService {
    * scheme of the latest version is used: `latest` when the caller already looked it up, else
    * one lookup here.
    */
-  private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>, known?: { versions: TableVersions; state: TableState; latest: CommittedVersion | null }): Promise<PlannedVersion> {
+  private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>, known?: { versions: TableVersions; latest: CommittedVersion | null }): Promise<PlannedVersion> {
     requireMainBranch(request.branch);
-    const { versions, state } = known ?? (await this.table(id));
+    const { versions } = known ?? (await this.table(id));
     const stagedKey = versions.stagedKey(request.manifest_path);
     let scheme: ManifestNamingScheme | undefined = request.naming_scheme ?? undefined;
     if (!scheme) scheme = (known ? known.latest : await versions.latest())?.scheme ?? 'V2';
     return {
       versions,
-      state,
       entry: {
         table_id: id,
         location: versions.store.location(versions.dir.key),
@@ -236,7 +233,8 @@ export class TableVersionService {
   ): Promise<CreateTableVersionResponse> {
     requireMainBranch(request.branch);
     const { versions, state } = await this.table(id);
-    if (!(await this.claimSlot(versions, request.version, this.lease()))) {
+    const reservation = this.lease();
+    if (!(await this.claimSlot(versions, request.version, reservation))) {
       throw conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
     }
     const slotKey = versions.reservationKey(request.version);
@@ -245,7 +243,7 @@ export class TableVersionService {
     try {
       // One lookup of the latest version, while holding the slot, decides everything.
       const latest = await versions.latest();
-      const p = await this.plan(id, request, { versions, state, latest });
+      const p = await this.plan(id, request, { versions, latest });
       const { entry } = p;
       const next = (latest?.version ?? 0) + 1;
       if (entry.version > next) {
@@ -259,7 +257,9 @@ export class TableVersionService {
       const [known] = retried ? await this.toWire(versions, [retried]) : [];
       return { version: known ?? this.wireOfEntry(versions, entry, committed) };
     } finally {
-      await versions.release(request.version);
+      // Release only our own hold: past its lease another writer may have taken the slot over.
+      const held = await versions.readReservation(request.version);
+      if (held && !held.value.transaction_id && held.value.created_at === reservation.created_at) await versions.release(request.version);
       this.inFlight.delete(slotKey);
       settled();
     }
@@ -279,9 +279,12 @@ export class TableVersionService {
       const final = await versions.store.get(existing.key);
       if (!final || !staged.body.equals(final.body)) throw taken();
     } else {
+      // Without the staged bytes, only a positive match makes it this request's version: the
+      // e_tag recorded at commit when both sides have one, else the size; nothing to match is a 409.
       const sidecar = (await versions.readSidecars([entry.version])).get(entry.version);
-      if (entry.manifest_size !== undefined && entry.manifest_size !== existing.size) throw taken();
-      if (entry.e_tag !== undefined && sidecar?.e_tag !== undefined && sidecar.e_tag !== entry.e_tag) throw taken();
+      const etagKnown = entry.e_tag !== undefined && sidecar?.e_tag !== undefined;
+      const same = etagKnown ? sidecar?.e_tag === entry.e_tag : entry.manifest_size !== undefined && entry.manifest_size === existing.size;
+      if (!same) throw taken();
     }
     return existing;
   }
@@ -679,20 +682,26 @@ export class TableVersionService {
     setTimeout(() => void this.recover(record.id).catch(() => undefined), remaining + 10).unref();
   }
 
-  /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at. */
-  async recoverAll(): Promise<number> {
+  /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at, and those that failed. */
+  async recoverAll(): Promise<{ count: number; failures: Array<{ id: string; error: unknown }> }> {
     let count = 0;
+    const failures: Array<{ id: string; error: unknown }> = [];
     for (const id of await this.log.ids()) {
-      const record = await this.log.read(id);
-      // A `done` batch not yet cleaned up crashed before its clean-up: finish that too.
-      if (record?.value.entries && (record.value.phase !== 'done' || !record.value.cleaned_up)) {
-        await this.recover(id);
-        const after = await this.log.read(id);
-        if (after) this.recheckAtLeaseEnd(after.value);
-        count++;
+      // One record that cannot be finished must not keep the service from starting.
+      try {
+        const record = await this.log.read(id);
+        // A `done` batch not yet cleaned up crashed before its clean-up: finish that too.
+        if (record?.value.entries && (record.value.phase !== 'done' || !record.value.cleaned_up)) {
+          count++;
+          await this.recover(id);
+          const after = await this.log.read(id);
+          if (after) this.recheckAtLeaseEnd(after.value);
+        }
+      } catch (error) {
+        failures.push({ id, error });
       }
     }
-    return count;
+    return { count, failures };
   }
 
   /**
