@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readManifestSummary, readTransactionSummary } from '../engine/lance-manifest.js';
+import { listAll } from '../store/object-store.js';
 import { ErrorCode, NamespaceError } from '../model/errors.js';
 import type { AlterTransactionAction } from '../model/transactions.js';
 import { type CatalogDeps, displayId } from './catalog.js';
@@ -75,6 +76,10 @@ export class TransactionService {
         if (lanceCommit || record.phase !== undefined) {
           throw conflict(`the status of transaction ${record.id} is managed by the service`);
         }
+        // A job's outcome is the job's to record; a caller may only cancel it.
+        if (record.job !== undefined && to !== 'Canceled') {
+          throw conflict(`transaction ${record.id} is a running job: only Canceled can be set on it`);
+        }
         if (!NEXT[status].includes(to)) throw conflict(`transaction ${record.id} cannot move from ${status} to ${to}`);
         status = to;
         changed = true;
@@ -142,8 +147,9 @@ export class TransactionService {
     if (!/^\d{1,15}$/.test(ref) && !/^[0-9a-f-]{36}$/i.test(ref)) {
       throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify([...table, ref].join('$'))} does not exist`);
     }
-    const state = await requireVisibleTable(this.deps.store, tableRefOf(table)).catch(() => {
-      throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify([...table, ref].join('$'))}: table ${displayId(table)} does not exist`);
+    const state = await requireVisibleTable(this.deps.store, tableRefOf(table)).catch((e: unknown) => {
+      if (!(e instanceof NamespaceError && e.code === ErrorCode.TableNotFound)) throw e;
+      throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify([...table, ref].join('$'))}: table ${displayId(table)} does not exist`, { cause: e });
     });
     const versions = new TableVersions(dataDir(this.deps.locations, state));
     const notFound = () => new NamespaceError(ErrorCode.TransactionNotFound, `table ${displayId(table)} has no Lance commit ${JSON.stringify(ref)}`);
@@ -169,7 +175,7 @@ export class TransactionService {
     }
     // A uuid: its transaction file names the version it was read from; the commit is the first
     // later version whose manifest points at that file (normally read_version + 1).
-    const listing = await versions.store.list(`${versions.dir.key}_transactions/`, { delimiter: '/' });
+    const listing = await listAll(versions.store, `${versions.dir.key}_transactions/`, { delimiter: '/' });
     const file = listing.objects.find((o) => o.key.endsWith(`-${ref.toLowerCase()}.txn`));
     if (!file) throw notFound();
     const readVersion = Number(file.key.slice(file.key.lastIndexOf('/') + 1).split('-')[0]);
