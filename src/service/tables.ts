@@ -159,11 +159,7 @@ export class TableService {
         return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: dir.store.clientStorageOptions() };
       }
       overwrite = hasData;
-      if (mode === 'Overwrite' && state.record) {
-        await this.store.put(tableRecordKey(ref), encodeRecord({ ...state.record.value, properties }), { ifMatch: state.record.etag }).catch((e: unknown) => {
-          throw e instanceof PreconditionFailedError ? new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the create; retry`) : e;
-        });
-      } else if (mode !== 'Overwrite') {
+      if (mode !== 'Overwrite') {
         properties = { ...existingProperties, ...properties };
       }
     } else {
@@ -188,7 +184,15 @@ export class TableService {
     } finally {
       await release?.();
     }
-    if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
+    // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
+    // The data is committed by now, so losing this race is reported with what the table keeps.
+    if (mode === 'Overwrite' && state.record && isVisible(state)) {
+      await this.store.put(tableRecordKey(ref), encodeRecord({ ...state.record.value, properties }), { ifMatch: state.record.etag }).catch((e: unknown) => {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+        properties = state.record?.value.properties ?? {};
+      });
+    }
+    if (state.reserved) await this.store.delete(reservedMarkerKey(ref)).catch(() => undefined);
     return { location: dir.store.location(dir.key), version, properties, storage_options: dir.store.clientStorageOptions() };
   }
 
