@@ -60,8 +60,13 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
             : []),
           ...queryParameters(route.query),
         ];
+        const errorResponse = { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } };
+        const responses: Record<string, unknown> =
+          route.response === 'unsupported'
+            ? { '406': { ...errorResponse, description: 'Not supported by this service (code 0); the message says why' } }
+            : {};
         const success: JsonSchema =
-          route.response === 'empty'
+          route.response === 'empty' || route.response === 'unsupported'
             ? { description: 'Success, no content' }
             : route.response === 'arrow-file'
               ? { description: 'Arrow IPC file', content: { 'application/vnd.apache.arrow.file': { schema: { type: 'string', format: 'binary' } } } }
@@ -81,12 +86,10 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
           ...(index > 0 ? { deprecated: true, description: `Alias of ${route.paths[0]} kept for older clients.` } : {}),
           parameters,
           ...(requestBody ? { requestBody } : {}),
-          responses: {
-            [String(route.successStatus ?? 200)]: success,
-            ...Object.fromEntries(
-              ERROR_STATUSES.map((s) => [s, { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } }]),
-            ),
-          },
+          responses:
+            route.response === 'unsupported'
+              ? responses
+              : { [String(route.successStatus ?? 200)]: success, ...Object.fromEntries(ERROR_STATUSES.map((s) => [s, errorResponse])) },
         };
       }
     });

@@ -24,7 +24,8 @@ export interface RouteInput<B, Q> {
   params: Record<string, string>;
 }
 
-export type RouteResponse = z.ZodType | 'empty' | 'arrow-file';
+/** 'unsupported': the route always answers 406 (documented so, and nothing else). */
+export type RouteResponse = z.ZodType | 'empty' | 'arrow-file' | 'unsupported';
 
 export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType> {
   operationId: string;
@@ -134,7 +135,7 @@ async function run(route: RouteSpec, options: RouteOptions, request: FastifyRequ
   const result = await route.handler({ id, delimiter, body, query, raw, ctx, params });
   const status = route.successStatus ?? 200;
   if (route.mutation) options.onMutation({ operationId: route.operationId, id, ctx, status }, request);
-  if (route.response === 'empty') {
+  if (route.response === 'empty' || route.response === 'unsupported') {
     await reply.code(status).send();
     return;
   }

@@ -118,6 +118,8 @@ describe('wire contract', () => {
     const schemas = (doc.json.components as { schemas: Record<string, { properties?: Record<string, unknown> }> }).schemas;
     expect(Object.keys(schemas.CreateNamespaceRequest?.properties ?? {})).toEqual(expect.arrayContaining(['mode', 'properties', 'id']));
     expect(schemas.ErrorResponse).toBeDefined();
+    const unsupported = paths['/v1/table/{id}/branches/list']?.post as unknown as { responses: Record<string, unknown> };
+    expect(Object.keys(unsupported.responses)).toEqual(['406']);
     expect(paths['/v1/namespace/{id}/create']?.post?.requestBody).toEqual({
       required: false,
       content: { 'application/json': { schema: { $ref: '#/components/schemas/CreateNamespaceRequest' } } },

@@ -67,13 +67,14 @@ export function columnRoutes(columns: ColumnService): RouteSpec[] {
     }),
     defineRoute({
       operationId: 'UpdateTableSchemaMetadata',
-      summary: 'Replace schema metadata: 406, the engine cannot change it after creation',
+      summary: 'Replace the schema metadata (a new version; the body and answer are the bare map)',
       tag: 'Table',
       paths: ['/v1/table/{id}/schema_metadata/update'],
       methods: ['POST'],
       body: UpdateTableSchemaMetadataBody,
       query: UpdateTableSchemaMetadataQuery,
       response: UpdateTableSchemaMetadataBody,
+      mutation: true,
       handler: ({ ctx, id, query, body }) => columns.updateSchemaMetadata(ctx, id, query.branch, body),
     }),
     defineRoute({

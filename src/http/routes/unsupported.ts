@@ -32,7 +32,7 @@ export function unsupportedRoutes(): RouteSpec[] {
       paths: [op.path],
       methods: op.methods ?? ['POST'],
       arrowBody: op.arrowBody ?? false,
-      response: 'empty',
+      response: 'unsupported',
       handler: async () => {
         throw unsupported(`${op.operationId} is not implemented by this service yet (planned in ${op.plannedIn})`);
       },
