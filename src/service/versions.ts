@@ -19,6 +19,7 @@ import { faultPoint } from './fault-points.js';
 import { deregisteredMarkerKey, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from './layout.js';
 import type { ManifestNamingScheme } from './manifest-names.js';
 import type { PageRequest } from './namespaces.js';
+import { paginate } from './page-token.js';
 import type { RequestContext } from './request-context.js';
 import { dataDir, isVisible, readTableState, requireVisibleTable, type TableState } from './table-state.js';
 import { type CommittedVersion, type Reservation, TableVersions } from './table-versions.js';
@@ -339,14 +340,10 @@ export class TableVersionService {
       const after = Number(afterToken);
       ordered = ordered.filter((v) => (descending ? v.version < after : v.version > after));
     }
-    const limit = page.limit ?? undefined;
-    const slice = limit === undefined ? ordered : ordered.slice(0, limit);
-    const last = slice[slice.length - 1];
-    const more = limit !== undefined && ordered.length > limit;
-    return {
-      versions: await this.toWire(versions, slice),
-      page_token: more ? (last ? this.deps.pageTokens.encode('versions', scope, String(last.version)) : page.pageToken || null) : null,
-    };
+    const { page: slice, pageToken } = paginate(ordered, { limit: page.limit, currentToken: page.pageToken }, (v) => String(v.version), (last) =>
+      this.deps.pageTokens.encode('versions', scope, last),
+    );
+    return { versions: await this.toWire(versions, slice), page_token: pageToken };
   }
 
   private async hasOlder(versions: TableVersions, version: number): Promise<boolean> {
