@@ -42,7 +42,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     engine,
     locations,
     pageTokens: new PageTokens(config.pageTokenSecret),
-    settings: { managedVersioningDefault: config.managedVersioning },
+    settings: { managedVersioningDefault: config.managedVersioning, leaseMs: config.transactionLeaseMs },
   };
   const transactionLog = new TransactionLog(store);
   const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs });
@@ -56,7 +56,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   const server = buildHttpServer(
     {
       namespaces: new NamespaceService(deps),
-      tables: new TableService(deps, (ctx, id) => versions.coordinatorFor(ctx, id)),
+      tables: new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved)),
       versions,
       transactions: new TransactionService(deps, transactionLog),
       rows: new RowService(data),

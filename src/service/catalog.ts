@@ -4,6 +4,7 @@ import type { ObjectStore } from '../store/object-store.js';
 import { namespaceRecordKey } from './layout.js';
 import type { Locations } from './locations.js';
 import type { PageTokens } from './page-token.js';
+import { leaseExpired, pollUntil } from './leases.js';
 import { NamespaceRecord, readRecord, type Versioned } from './records.js';
 
 /** Everything the catalog services run on. */
@@ -18,6 +19,8 @@ export interface CatalogDeps {
 export interface CatalogSettings {
   /** Managed versioning for tables whose own property and namespaces leave it unset. */
   managedVersioningDefault: boolean;
+  /** How long a claim, a write or a drop is trusted without a renewal before its holder is presumed dead. */
+  leaseMs: number;
 }
 
 export const MANAGED_VERSIONING = 'managed_versioning';
@@ -60,20 +63,34 @@ export async function requireNamespace(store: ObjectStore, ns: string[]): Promis
   return record;
 }
 
-async function acceptsChildren(store: ObjectStore, ns: string[]): Promise<boolean> {
-  const record = await readNamespace(store, ns);
-  return record !== null && record.value.state === 'active';
+/**
+ * The namespace's record once no live drop is deciding its fate (waiting while one is), or null
+ * when the namespace is gone. A `dropping` mark whose lease ran out was left by a dead drop and
+ * counts as active.
+ */
+async function settledNamespace(store: ObjectStore, ns: string[]): Promise<Versioned<NamespaceRecord> | null> {
+  let record = await readNamespace(store, ns);
+  const deciding = () => record !== null && record.value.state === 'dropping' && !leaseExpired(record.value.dropping_until);
+  if (!deciding()) return record;
+  await pollUntil(async () => {
+    record = await readNamespace(store, ns);
+    return !deciding();
+  }, Date.parse(record?.value.dropping_until ?? '') || Date.now());
+  return record;
 }
 
 /**
- * Creates a child (namespace or table) inside `parent` so that a concurrent Restrict drop of the
- * parent never leaves it orphaned.
+ * Creates a child (namespace or table) inside `parent` so that a concurrent drop of the parent
+ * never leaves it orphaned, and so that every answer is true.
  *
- * Invariant: a child exists only in a parent that exists. The drop first marks the parent
- * `dropping` (replace-if-unchanged), then lists its children, then deletes the record. A creator
- * checks the parent after its own create-if-absent landed: if the drop's listing ran before that
- * create, the drop's mark came before it too, so the creator sees `dropping` (or no record) and
- * undoes itself; if the listing ran after, the drop sees the child and fails as not empty.
+ * Invariant: a child exists only in a parent that exists, and a creator answers 404 only when the
+ * parent is gone. A drop first marks the parent `dropping` (replace-if-unchanged, with a lease),
+ * then lists its children, then either deletes the record (no children) or puts the mark back
+ * (Restrict with children). A creator reads the parent after its own create-if-absent landed; if
+ * a drop is deciding, it waits for the outcome. If the drop's listing ran after the create, the
+ * drop saw the child and failed, the parent is active again, and the child stays. If it ran
+ * before, the drop deletes the parent and the creator undoes itself and answers 404. A parent
+ * dropped and created again in between is another namespace: the child is undone too.
  */
 export async function createInNamespace<T>(
   store: ObjectStore,
@@ -81,9 +98,11 @@ export async function createInNamespace<T>(
   create: () => Promise<T>,
   undo: () => Promise<void>,
 ): Promise<T> {
-  if (!(await acceptsChildren(store, parent))) throw namespaceNotFound(parent);
+  const before = await settledNamespace(store, parent);
+  if (!before) throw namespaceNotFound(parent);
   const result = await create();
-  if (!(await acceptsChildren(store, parent))) {
+  const after = await settledNamespace(store, parent);
+  if (!after || after.value.created_at !== before.value.created_at) {
     await undo();
     throw namespaceNotFound(parent);
   }

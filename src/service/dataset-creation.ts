@@ -1,46 +1,53 @@
 import { PreconditionFailedError, type ObjectStore } from '../store/object-store.js';
 import { CATALOG_DIR, type TableRef, tableDirKey } from './layout.js';
+import { keepRenewed, leaseExpired, leaseUntil } from './leases.js';
 import { encodeRecord } from './records.js';
 
 // Lance alone cannot settle concurrent creators of a dataset: the loser of version 1 rebases its
 // create (an overwrite) onto the winner's version and commits it as version 2, silently replacing
 // the winner's rows. So every request that creates the dataset of an existing (declared) table
 // first takes this claim, a create-if-absent in the table's `_catalog/`; only the holder creates.
-// A claim left by a crashed holder is taken over once its lease has run out, by a
-// replace-if-unchanged of exactly the stale claim.
+// The holder renews the claim's lease while it writes (a large body on S3 may take long); a claim
+// whose lease ran out was left by a dead holder and is taken over by a replace-if-unchanged of
+// exactly that claim. The holder releases only its own claim.
 
 const CREATION_CLAIM = 'dataset-create.json';
-/** After this a claim is presumed left by a crashed holder (the default transaction lease). */
-const CREATION_CLAIM_LEASE_MS = 30_000;
 
-/** When a creation claim was taken; NaN for an unreadable claim, which is then treated as stale. */
-function claimTime(body: Buffer): number {
+/** When a creation claim's lease ends; undefined for an unreadable claim, which is then treated as stale. */
+function claimLease(body: Buffer): string | undefined {
   try {
-    return Date.parse(String((JSON.parse(body.toString('utf8')) as { claimed_at?: unknown }).claimed_at));
+    const until = (JSON.parse(body.toString('utf8')) as { lease_until?: unknown }).lease_until;
+    return typeof until === 'string' ? until : undefined;
   } catch {
-    return Number.NaN;
+    return undefined;
   }
 }
 
 /** Takes the claim to create a table's dataset; returns its release, or null while another request holds it. */
-export async function claimDatasetCreation(store: ObjectStore, ref: TableRef, requestId: string): Promise<(() => Promise<void>) | null> {
+export async function claimDatasetCreation(store: ObjectStore, ref: TableRef, requestId: string, leaseMs: number): Promise<(() => Promise<void>) | null> {
   const key = `${tableDirKey(ref)}${CATALOG_DIR}/${CREATION_CLAIM}`;
-  const claim = encodeRecord({ request_id: requestId, claimed_at: new Date().toISOString() });
-  const release = () => store.delete(key);
+  const claim = () => encodeRecord({ request_id: requestId, lease_until: leaseUntil(leaseMs) });
+  const hold = (etag: string) => {
+    let current = etag;
+    const renewal = keepRenewed(leaseMs, async () => {
+      current = (await store.put(key, claim(), { ifMatch: current })).etag;
+    });
+    return async () => {
+      const renewed = await renewal.stop().then(() => true, () => false);
+      if (renewed && (await store.head(key))?.etag === current) await store.delete(key);
+    };
+  };
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      await store.put(key, claim, { ifNoneMatch: '*' });
-      return release;
+      return hold((await store.put(key, claim(), { ifNoneMatch: '*' })).etag);
     } catch (e) {
       if (!(e instanceof PreconditionFailedError)) throw e;
     }
     const held = await store.get(key);
     if (!held) continue; // released in between: claim again
-    const claimedAt = claimTime(held.body);
-    if (Number.isFinite(claimedAt) && Date.now() - claimedAt < CREATION_CLAIM_LEASE_MS) return null;
+    if (!leaseExpired(claimLease(held.body))) return null;
     try {
-      await store.put(key, claim, { ifMatch: held.etag });
-      return release;
+      return hold((await store.put(key, claim(), { ifMatch: held.etag })).etag);
     } catch (e) {
       if (e instanceof PreconditionFailedError) return null;
       throw e;

@@ -10,7 +10,10 @@ import type {
 } from '../model/namespaces.js';
 import { listAll, PreconditionFailedError } from '../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, namespaceNotFound, readNamespace, requireNamespace } from './catalog.js';
-import { childOfPrefix, namespaceDirKey, namespaceRecordKey, validateNamespaceId } from './layout.js';
+import { childOfPrefix, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
+import { keepRenewed, leaseUntil } from './leases.js';
+import { TableFences } from './table-fences.js';
+import { dataDir, isVisible, readTableState } from './table-state.js';
 import { paginate } from './page-token.js';
 import { encodeRecord, NamespaceRecord } from './records.js';
 import type { RequestContext } from './request-context.js';
@@ -24,7 +27,11 @@ export interface PageRequest {
 }
 
 export class NamespaceService {
-  constructor(private readonly deps: CatalogDeps) {}
+  private readonly fences: TableFences;
+
+  constructor(private readonly deps: CatalogDeps) {
+    this.fences = new TableFences(deps.store, deps.settings.leaseMs);
+  }
 
   private get store() {
     return this.deps.store;
@@ -125,8 +132,10 @@ export class NamespaceService {
   /**
    * Drops a namespace. Restrict (the default) refuses a namespace with any child; Cascade removes
    * every child, tables' data included. Mode Skip makes a missing namespace a success.
-   * The namespace is first marked `dropping` so no child can be created while it goes (see
-   * createInNamespace); a failed Restrict drop restores the mark it replaced.
+   * The namespace is first marked `dropping`, with a lease renewed while the drop runs, so that
+   * creators wait for its outcome (see createInNamespace); a failed Restrict drop puts back the
+   * record it replaced. What dropped tables and dead creates left behind is no child: it goes with
+   * the namespace.
    */
   async drop(_ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {
     validateNamespaceId(ns);
@@ -134,44 +143,85 @@ export class NamespaceService {
     const mode = request.mode ?? 'Fail';
     const behavior = request.behavior ?? 'Restrict';
     const key = namespaceRecordKey(ns);
+    const { leaseMs } = this.deps.settings;
     for (let attempt = 0; attempt < CAS_RETRIES; attempt++) {
       const existing = await readNamespace(this.store, ns);
       if (!existing) {
         if (mode === 'Skip') return {};
         throw namespaceNotFound(ns);
       }
-      let marked;
+      const mark = () => encodeRecord({ ...existing.value, state: 'dropping', dropping_until: leaseUntil(leaseMs) });
+      let etag: string;
       try {
-        marked = await this.store.put(key, encodeRecord({ ...existing.value, state: 'dropping' }), { ifMatch: existing.etag });
+        etag = (await this.store.put(key, mark(), { ifMatch: existing.etag })).etag;
       } catch (e) {
         if (e instanceof PreconditionFailedError) continue; // changed meanwhile: read again
         throw e;
       }
-      const dirKey = namespaceDirKey(ns);
-      const listing = await listAll(this.store, dirKey, { delimiter: '/' });
-      const children = [...listing.commonPrefixes, ...listing.objects.map((o) => o.key).filter((k) => k !== key)];
-      if (children.length > 0 && behavior === 'Restrict') {
-        await this.store.put(key, encodeRecord(existing.value), { ifMatch: marked.etag }).catch((e: unknown) => {
-          if (!(e instanceof PreconditionFailedError)) throw e;
-        });
-        const names = children.slice(0, 5).map((c) => c.slice(dirKey.length).replace(/\/$/, ''));
-        throw new NamespaceError(
-          ErrorCode.NamespaceNotEmpty,
-          `namespace ${displayId(ns)} is not empty: it contains ${children.length} child object(s) (${names.join(', ')}${children.length > 5 ? ', ...' : ''})`,
-        );
+      const renewal = keepRenewed(leaseMs, async () => {
+        etag = (await this.store.put(key, mark(), { ifMatch: etag })).etag;
+      });
+      try {
+        const children = await this.childrenOf(ns);
+        if (children.length > 0 && behavior === 'Restrict') {
+          await renewal.stop();
+          await this.store.put(key, encodeRecord(existing.value), { ifMatch: etag }).catch((e: unknown) => {
+            if (!(e instanceof PreconditionFailedError)) throw e;
+          });
+          throw new NamespaceError(
+            ErrorCode.NamespaceNotEmpty,
+            `namespace ${displayId(ns)} is not empty: it contains ${children.slice(0, 5).join(', ')}${children.length > 5 ? ', ...' : ''}`,
+          );
+        }
+        const dirKey = namespaceDirKey(ns);
+        // Listed again: leftovers, and in Cascade every child, including any created since.
+        for (const prefix of (await listAll(this.store, dirKey, { delimiter: '/' })).commonPrefixes) {
+          const child = childOfPrefix(dirKey, prefix);
+          // A child namespace is dropped through the same protocol, so that creators inside it see
+          // its own mark; a table through the table drop's, so that writes under way end first.
+          if (child?.kind === 'namespace') await this.drop(_ctx, [...ns, child.name], { mode: 'Skip', behavior: 'Cascade' });
+          if (child?.kind === 'table') await this.dropTableData({ namespace: ns, name: child.name });
+          await this.store.deletePrefix(prefix);
+        }
+        for (const o of (await listAll(this.store, dirKey, { delimiter: '/' })).objects) if (o.key !== key) await this.store.delete(o.key);
+        await renewal.stop();
+        await this.store.delete(key);
+        return { properties: existing.value.properties };
+      } finally {
+        await renewal.stop().catch(() => undefined);
       }
-      for (const child of children) {
-        // A child namespace is dropped through the same protocol, so that creators inside it see
-        // its own `dropping` mark; what remains of it (and every table) is then deleted.
-        const kind = child.endsWith('/') ? childOfPrefix(dirKey, child) : null;
-        if (kind?.kind === 'namespace') await this.drop(_ctx, [...ns, kind.name], { mode: 'Skip', behavior: 'Cascade' });
-        if (child.endsWith('/')) await this.store.deletePrefix(child);
-        else await this.store.delete(child);
-      }
-      await this.store.delete(key);
-      return { properties: existing.value.properties };
     }
     throw new NamespaceError(ErrorCode.ConcurrentModification, `namespace ${displayId(ns)} kept changing during the drop; retry`);
   }
-}
 
+  /**
+   * The children of a namespace as a Restrict drop sees them: namespaces, tables that exist or are
+   * being created, and anything the catalog does not know (counted, to be safe). Table directories
+   * that hold no table (dropped, or abandoned by a dead create) are leftovers, not children.
+   */
+  private async childrenOf(ns: string[]): Promise<string[]> {
+    const dirKey = namespaceDirKey(ns);
+    const listing = await listAll(this.store, dirKey, { delimiter: '/' });
+    const children: string[] = listing.objects.map((o) => o.key).filter((k) => k !== namespaceRecordKey(ns)).map((k) => k.slice(dirKey.length));
+    const limit = pLimit(CHECK_CONCURRENCY);
+    await Promise.all(
+      listing.commonPrefixes.map((prefix) =>
+        limit(async () => {
+          const child = childOfPrefix(dirKey, prefix);
+          if (child?.kind === 'table') {
+            const state = await readTableState(this.store, { namespace: ns, name: child.name });
+            if (isVisible(state) || state.deregistered || state.creating?.live === true) children.push(`table ${child.name}`);
+          } else children.push(child ? `namespace ${child.name}` : prefix.slice(dirKey.length));
+        }),
+      ),
+    );
+    return children.sort();
+  }
+
+  /** Drops one table of a namespace being dropped in Cascade: its writes under way end first. */
+  private async dropTableData(ref: TableRef): Promise<void> {
+    const state = await readTableState(this.store, ref);
+    const begun = await this.fences.beginDrop(ref);
+    if (begun) await this.fences.finishDrop(state, dataDir(this.deps.locations, state), begun);
+  }
+}

@@ -10,6 +10,8 @@ export const NamespaceRecord = z.object({
   created_at: z.string().optional(),
   /** `dropping`: a drop is under way; no child may be created (see namespaces.ts). */
   state: z.enum(['active', 'dropping']).default('active'),
+  /** While `dropping`: the drop's lease; a mark whose lease ran out was left by a dead drop and means nothing. */
+  dropping_until: z.string().optional(),
 });
 export type NamespaceRecord = z.infer<typeof NamespaceRecord>;
 
@@ -22,6 +24,14 @@ export const TableRecord = z.object({
   managed_versioning: z.boolean().optional(),
   /** Declared by this batch commit; the table exists only once that transaction is committed. */
   pending_transaction: z.string().optional(),
+  /**
+   * Set while a CreateTable writes the table's first data: the name is held, the table does not
+   * exist yet. Renewed while the create runs; once `lease_until` passes, another request may take
+   * the name over and clean up what the dead create left.
+   */
+  creating: z.object({ request_id: z.string(), lease_until: z.string() }).optional(),
+  /** Tells this table from an earlier one of the same name (a writer must not commit across a drop and re-create). */
+  incarnation: z.string().optional(),
 });
 export type TableRecord = z.infer<typeof TableRecord>;
 

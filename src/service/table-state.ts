@@ -3,6 +3,7 @@ import type { ObjectStore } from '../store/object-store.js';
 import { displayId } from './catalog.js';
 import {
   DEREGISTERED_MARKER,
+  DROPPED_MARKER,
   RESERVED_MARKER,
   TABLE_RECORD,
   type TableRef,
@@ -15,6 +16,7 @@ import { readManifestSummary, type ManifestSummary } from '../engine/lance-manif
 import { manifestFileName, parseManifestFileName } from './manifest-names.js';
 import { readRecord, TableRecord, type Versioned } from './records.js';
 import { isCommitted } from './transactions.js';
+import { leaseExpired } from './leases.js';
 
 /** What the store says about one table name, read with one LIST (plus a GET of the record). */
 export interface TableState {
@@ -23,6 +25,10 @@ export interface TableState {
   record: Versioned<TableRecord> | null;
   reserved: boolean;
   deregistered: boolean;
+  /** A drop has begun (its tombstone is there): nothing in the directory is a table until the name is taken again. */
+  dropped: boolean;
+  /** The record is a CreateTable's claim on the name, not a table yet; `live` while the claim's lease runs. */
+  creating: { live: boolean; requestId: string } | null;
   /** The table's own directory has a `_versions/` folder (Lance data may live there). */
   ownVersionsDir: boolean;
   /** No record nor marker, but committed versions: a dataset Lance wrote without the catalog. */
@@ -32,10 +38,15 @@ export interface TableState {
 }
 
 /**
- * A table is visible when it is not deregistered and has a record (declare, create, register),
- * a reserved marker (declared by Lance's own directory catalog), or versions (written by Lance).
+ * A table is visible when it is neither deregistered, nor dropped, nor still being created, and
+ * has a record (declare, create, register), a reserved marker (declared by Lance's own directory
+ * catalog), or versions (written by Lance).
  */
-export const isVisible = (s: TableState): boolean => !s.deregistered && (s.record !== null || s.reserved || s.writtenByLance);
+export const isVisible = (s: TableState): boolean =>
+  !s.deregistered && !s.dropped && s.creating === null && (s.record !== null || s.reserved || s.writtenByLance);
+
+/** Which table of this name the state shows: a re-created table is another one, even with the same name. */
+export const incarnationOf = (s: TableState): string | null => (s.record ? (s.record.value.incarnation ?? s.record.value.created_at ?? '') : null);
 
 export async function readTableState(store: ObjectStore, ref: TableRef): Promise<TableState> {
   const dirKey = tableDirKey(ref);
@@ -46,10 +57,13 @@ export async function readTableState(store: ObjectStore, ref: TableRef): Promise
   const pending = record?.value.pending_transaction;
   if (pending !== undefined && !(await isCommitted(store, pending))) record = null;
   const reserved = names.has(RESERVED_MARKER);
+  const dropped = names.has(DROPPED_MARKER);
+  const claim = record?.value.creating;
   const ownVersionsDir = page.commonPrefixes.includes(`${dirKey}${VERSIONS_DIR}/`);
   // Only a directory without any catalog file needs the second LIST: staged manifests alone
   // (a client staging before its batch commit declares the table) do not make a table.
-  const writtenByLance = record === null && !reserved && !names.has(TABLE_RECORD) && ownVersionsDir
+  // After a drop, versions are what late writers left behind, never a table.
+  const writtenByLance = record === null && !reserved && !dropped && !names.has(TABLE_RECORD) && ownVersionsDir
     ? await hasCommittedVersion({ store, key: dirKey, owned: true })
     : false;
   return {
@@ -58,6 +72,8 @@ export async function readTableState(store: ObjectStore, ref: TableRef): Promise
     record,
     reserved,
     deregistered: names.has(DEREGISTERED_MARKER),
+    dropped,
+    creating: claim ? { live: !leaseExpired(claim.lease_until), requestId: claim.request_id } : null,
     ownVersionsDir,
     writtenByLance,
     occupied: page.objects.length > 0 || page.commonPrefixes.length > 0,
@@ -66,9 +82,11 @@ export async function readTableState(store: ObjectStore, ref: TableRef): Promise
 
 export const tableNotFound = (id: string[]) => new NamespaceError(ErrorCode.TableNotFound, `table ${displayId(id)} does not exist`);
 
-export async function requireVisibleTable(store: ObjectStore, ref: TableRef): Promise<TableState> {
+/** The table's state; 404 unless it is visible, or (given `creatingRequest`) being created by that request. */
+export async function requireVisibleTable(store: ObjectStore, ref: TableRef, creatingRequest?: string): Promise<TableState> {
   const state = await readTableState(store, ref);
-  if (!isVisible(state)) throw tableNotFound([...ref.namespace, ref.name]);
+  const ownCreate = creatingRequest !== undefined && state.creating?.requestId === creatingRequest && !state.dropped;
+  if (!isVisible(state) && !ownCreate) throw tableNotFound([...ref.namespace, ref.name]);
   return state;
 }
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { type CommitCoordinator, EngineError } from '../engine/lance-engine.js';
 import { claimDatasetCreation } from './dataset-creation.js';
@@ -21,6 +22,7 @@ import { type CatalogDeps, createInNamespace, displayId, readNamespace, requireN
 import {
   childOfPrefix,
   deregisteredMarkerKey,
+  droppedMarkerKey,
   NAMESPACE_MARKER,
   namespaceDirKey,
   reservedMarkerKey,
@@ -35,7 +37,10 @@ import type { StoreDir } from './locations.js';
 import { manifestFileName } from './manifest-names.js';
 import type { PageRequest } from './namespaces.js';
 import { paginate } from './page-token.js';
-import { encodeRecord, TableRecord } from './records.js';
+import { encodeRecord, readRecord, TableRecord } from './records.js';
+import { faultPoint } from './fault-points.js';
+import { keepRenewed, leaseUntil } from './leases.js';
+import { TableFences } from './table-fences.js';
 import type { RequestContext } from './request-context.js';
 import {
   dataDir,
@@ -45,6 +50,7 @@ import {
   requireVisibleTable,
   tableHasData,
   tableNotFound,
+  type TableState,
 } from './table-state.js';
 
 const CHECK_CONCURRENCY = 16;
@@ -67,11 +73,16 @@ const tableAlreadyExists = (id: string[], why = 'already exists') =>
 
 
 export class TableService {
+  /** Writes and drops of a table meet here (see table-fences.ts). */
+  private readonly fences: TableFences;
+
   constructor(
     private readonly deps: CatalogDeps,
     /** The commit path of a managed table, so that the engine's writes go through it. */
-    private readonly coordinatorFor: (ctx: RequestContext, id: string[]) => CommitCoordinator,
-  ) {}
+    private readonly coordinatorFor: (ctx: RequestContext, id: string[], resolved?: TableState) => CommitCoordinator,
+  ) {
+    this.fences = new TableFences(deps.store, deps.settings.leaseMs);
+  }
 
   private get store() {
     return this.deps.store;
@@ -81,23 +92,42 @@ export class TableService {
     return { location: dir.store.location(dir.key), storageOptions: { ...dir.store.engineStorageOptions(), ...extraOptions } };
   }
 
-  /** Creates the table record with create-if-absent inside a live namespace: the linearization point of every new table. */
-  private async claimName(ref: TableRef, record: TableRecord, alsoUndo: () => Promise<void> = async () => {}): Promise<void> {
+  /**
+   * Takes the name for a new table: the record's create-if-absent inside a live namespace (the
+   * linearization point of every new table), or a replace-if-unchanged of exactly the record that
+   * a dead create or a dead drop left. Whatever such a predecessor, or a drop, left in the
+   * directory is then deleted (the drop's tombstone last), before the new table writes anything.
+   * Returns the etag of the record written.
+   */
+  private async claimName(state: TableState, record: TableRecord, alsoUndo: () => Promise<void> = async () => {}): Promise<string> {
+    const { ref } = state;
     const id = [...ref.namespace, ref.name];
+    if (state.creating?.live) throw tableAlreadyExists(id, 'is being created by another request');
+    if (state.dropped && state.record && !state.creating && (await this.fences.dropUnderWay(ref))) {
+      throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} is being dropped; retry`);
+    }
+    const key = tableRecordKey(ref);
+    const taken = state.record;
+    let etag: string;
     try {
-      await createInNamespace(
+      ({ etag } = await createInNamespace(
         this.store,
         ref.namespace,
-        () => this.store.put(tableRecordKey(ref), encodeRecord(record), { ifNoneMatch: '*' }),
+        () => this.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }),
         async () => {
           await alsoUndo();
-          await this.store.delete(tableRecordKey(ref));
+          await this.store.delete(key);
         },
-      );
+      ));
     } catch (e) {
       if (e instanceof PreconditionFailedError) throw tableAlreadyExists(id);
       throw e;
     }
+    if (taken || state.dropped) {
+      await this.store.deletePrefix(state.dirKey, { keep: [key, droppedMarkerKey(ref)] });
+      await this.store.delete(droppedMarkerKey(ref));
+    }
+    return etag;
   }
 
   async declare(_ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
@@ -116,7 +146,7 @@ export class TableService {
     if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const properties = request.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
-    await this.claimName(ref, { properties, created_at: new Date().toISOString(), managed_versioning: managed }, () =>
+    await this.claimName(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, () =>
       this.store.delete(reservedMarkerKey(ref)),
     );
     // Lance's directory catalog recognizes a declared table by this marker.
@@ -132,61 +162,48 @@ export class TableService {
   }
 
   /**
-   * Creates a table from an Arrow IPC stream. A new name is claimed by creating its record first,
-   * so of concurrent creators exactly one proceeds to write data. A declared table (reserved
-   * marker) is filled in place by the one request holding its creation claim (see
-   * dataset-creation.ts: Lance would turn a losing concurrent create into an overwrite).
+   * Creates a table from an Arrow IPC stream. A new name is held by a claim (see createNew) while
+   * the data is written. An existing table is overwritten (mode Overwrite) or, when only
+   * declared, filled in place by the one request holding its creation claim (see
+   * dataset-creation.ts: Lance would turn a losing concurrent create into an overwrite); both
+   * under a write lease, so that a drop waits for them.
    */
   async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
     const ref = tableRefOf(id);
     const mode = input.mode ?? 'Create';
     await requireNamespace(this.store, ref.namespace);
     const state = await readTableState(this.store, ref);
-    let properties = input.properties ?? {};
-    let claimed = false;
-    let overwrite = false;
-    let managed = state.record?.value.managed_versioning;
-    if (isVisible(state)) {
-      const hasData = await tableHasData(this.deps.locations, state);
-      const existingProperties = state.record?.value.properties ?? {};
-      if (hasData && mode === 'Create') throw tableAlreadyExists(id);
-      if (!hasData && !state.reserved && mode === 'Create') throw tableAlreadyExists(id, 'is being created by another request');
-      if (hasData && mode === 'ExistOk') {
-        const dir = dataDir(this.deps.locations, state);
-        const version = await this.deps.engine.datasetVersion(this.datasetAt(dir)).catch((e: unknown) => {
-          throw engineFailure(e, id);
-        });
-        return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: dir.store.clientStorageOptions() };
-      }
-      overwrite = hasData;
-      if (mode !== 'Overwrite') {
-        properties = { ...existingProperties, ...properties };
-      }
-    } else {
-      if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
-      managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
-      await this.claimName(ref, { properties, created_at: new Date().toISOString(), managed_versioning: managed });
-      claimed = true;
-    }
-    managed ??= await resolveManagedVersioning(this.deps, ref.namespace, properties);
+    if (!isVisible(state)) return this.createNew(ctx, id, state, input);
+    const hasData = await tableHasData(this.deps.locations, state);
+    const existingProperties = state.record?.value.properties ?? {};
+    if (hasData && mode === 'Create') throw tableAlreadyExists(id);
     const dir = dataDir(this.deps.locations, state);
-    const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, id) } : {}) };
-    // Filling a declared table: only the holder of the creation claim may create its dataset.
-    const release = !claimed && !overwrite ? await claimDatasetCreation(this.store, ref, ctx.requestId) : null;
-    if (!claimed && !overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
-    let version: number;
-    try {
-      if (release && (await tableHasData(this.deps.locations, await readTableState(this.store, ref)))) throw tableAlreadyExists(id);
-      ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, overwrite ? 'overwrite' : 'create'));
-    } catch (e) {
-      if (claimed) await this.store.delete(tableRecordKey(ref));
-      throw engineFailure(e, id);
-    } finally {
-      await release?.();
+    if (hasData && mode === 'ExistOk') {
+      const version = await this.deps.engine.datasetVersion(this.datasetAt(dir)).catch((e: unknown) => {
+        throw engineFailure(e, id);
+      });
+      return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: dir.store.clientStorageOptions() };
     }
+    const overwrite = hasData;
+    let properties = mode === 'Overwrite' ? (input.properties ?? {}) : { ...existingProperties, ...input.properties };
+    const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, ref.namespace, properties));
+    const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, id, state) } : {}) };
+    const version = await this.fences.whileWriting(state, ctx.requestId, async () => {
+      // Filling a declared table: only the holder of the creation claim may create its dataset.
+      const release = overwrite ? null : await claimDatasetCreation(this.store, ref, ctx.requestId, this.deps.settings.leaseMs);
+      if (!overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
+      try {
+        if (release && (await tableHasData(this.deps.locations, await readTableState(this.store, ref)))) throw tableAlreadyExists(id);
+        return (await this.deps.engine.createDataset(at, input.arrowIpcStream, overwrite ? 'overwrite' : 'create')).version;
+      } catch (e) {
+        throw engineFailure(e, id);
+      } finally {
+        await release?.();
+      }
+    });
     // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
     // The data is committed by now, so losing this race is reported with what the table keeps.
-    if (mode === 'Overwrite' && state.record && isVisible(state)) {
+    if (mode === 'Overwrite' && state.record) {
       await this.store.put(tableRecordKey(ref), encodeRecord({ ...state.record.value, properties }), { ifMatch: state.record.etag }).catch((e: unknown) => {
         if (!(e instanceof PreconditionFailedError)) throw e;
         properties = state.record?.value.properties ?? {};
@@ -194,6 +211,59 @@ export class TableService {
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref)).catch(() => undefined);
     return { location: dir.store.location(dir.key), version, properties, storage_options: dir.store.clientStorageOptions() };
+  }
+
+  /**
+   * Creates a table under a new name.
+   *
+   * Invariant: a create that dies half-way leaves nothing that blocks the name. Until the data is
+   * committed the name is held by a claim: the table's record marked `creating`, with a lease that
+   * is renewed while the data is written, invisible to every reader. Once the data is in, the
+   * claim becomes the record (replace-if-unchanged): the table exists from then on. A claim whose
+   * lease ran out was left by a dead create; the next request to take the name replaces exactly
+   * that claim and deletes what the dead create wrote (see claimName).
+   */
+  private async createNew(ctx: RequestContext, id: string[], state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
+    const { ref } = state;
+    if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
+    const { leaseMs } = this.deps.settings;
+    const properties = input.properties ?? {};
+    const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
+    const table: TableRecord = { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() };
+    // The claim names this create uniquely (request ids come from clients and may repeat); the
+    // commit path of a managed table finds the table it creates by that name.
+    const own: RequestContext = { ...ctx, requestId: `${ctx.requestId}/${randomUUID()}` };
+    const claim = (): TableRecord => ({ ...table, creating: { request_id: own.requestId, lease_until: leaseUntil(leaseMs) } });
+    const key = tableRecordKey(ref);
+    let etag = await this.claimName(state, claim());
+    faultPoint('create:after-claim');
+    const renewal = keepRenewed(leaseMs, async () => {
+      ({ etag } = await this.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
+    });
+    const dir = this.deps.locations.own(state.dirKey);
+    const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(own, id) } : {}) };
+    let version: number;
+    try {
+      ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
+      faultPoint('create:after-data');
+      await renewal.stop();
+      await this.store.put(key, encodeRecord(table), { ifMatch: etag });
+    } catch (e) {
+      await renewal.stop().catch(() => undefined);
+      // Best effort: should this fail too (the store is down), the claim's lease runs out instead.
+      await this.abandonClaim(state, own.requestId).catch(() => undefined);
+      if (e instanceof PreconditionFailedError) {
+        throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)}: the create outlived its claim on the name and was taken over; retry`, { cause: e });
+      }
+      throw engineFailure(e, id);
+    }
+    return { location: dir.store.location(dir.key), version, properties, storage_options: dir.store.clientStorageOptions() };
+  }
+
+  /** Deletes what a failed create wrote, if the name is still held by its claim. */
+  private async abandonClaim(state: TableState, requestId: string): Promise<void> {
+    const current = await readRecord(this.store, tableRecordKey(state.ref), TableRecord);
+    if (current?.value.creating?.request_id === requestId) await this.store.deletePrefix(state.dirKey);
   }
 
   async register(_ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
@@ -215,12 +285,13 @@ export class TableService {
     const record: TableRecord = {
       properties,
       created_at: new Date().toISOString(),
+      incarnation: randomUUID(),
       ...(isOwnDir ? {} : { location: request.location.trim() }),
       managed_versioning: await resolveManagedVersioning(this.deps, ref.namespace, properties),
     };
     const state = await readTableState(this.store, ref);
     if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
-    if (state.record) {
+    if (state.record && (isVisible(state) || state.deregistered)) {
       // Overwrite, or re-register a deregistered table: replace exactly the record that was read.
       try {
         await this.store.put(tableRecordKey(ref), encodeRecord(record), { ifMatch: state.record.etag });
@@ -229,7 +300,7 @@ export class TableService {
         throw e;
       }
     } else {
-      await this.claimName(ref, record);
+      await this.claimName(state, record);
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
     if (state.deregistered) await this.store.delete(deregisteredMarkerKey(ref));
@@ -373,22 +444,22 @@ export class TableService {
   }
 
   /**
-   * Drops the table and deletes its directory. The deregistered marker goes first, so the table
-   * disappears atomically; its files follow, the marker last, so a crash part-way leaves a hidden
-   * table that another drop finishes. Data at a registered location stays: it may be shared with
-   * another registration or live outside the root, and is not the catalog's to delete.
+   * Drops the table and deletes its directory. The tombstone goes first, so the table disappears
+   * at once and no write can start on it; the drop then waits for the writes under way and
+   * deletes the rest (see table-fences.ts). The tombstone stays, so that nothing a late writer
+   * leaves is taken for a table; the next create of the name clears the directory. Of concurrent
+   * drops one wins, the others answer 404. Data at a registered location stays: it may be shared
+   * with another registration or live outside the root, and is not the catalog's to delete.
    */
   async drop(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
     const ref = tableRefOf(id);
     const state = await readTableState(this.store, ref);
     if (!isVisible(state) && !state.deregistered) throw tableNotFound(id);
     const dir = dataDir(this.deps.locations, state);
-    const marker = deregisteredMarkerKey(ref);
-    await this.store.put(marker, '', { ifNoneMatch: '*' }).catch((e: unknown) => {
-      if (!(e instanceof PreconditionFailedError)) throw e;
-    });
-    await this.store.deletePrefix(state.dirKey, { keep: [marker] });
-    await this.store.delete(marker);
+    const begun = await this.fences.beginDrop(ref);
+    if (!begun) throw tableNotFound(id);
+    faultPoint('drop:after-tombstone');
+    await this.fences.finishDrop(state, dir, begun);
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
 
@@ -423,7 +494,9 @@ export class TableService {
     const state = await requireVisibleTable(this.store, ref);
     if (!(await readNamespace(this.store, targetNs))) throw new NamespaceError(ErrorCode.NamespaceNotFound, `namespace ${displayId(targetNs)} does not exist`);
     const targetState = await readTableState(this.store, target);
-    if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
+    // A dropped table's directory holds no table: it is cleared to make room.
+    if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
+    else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
     await createInNamespace(
       this.store,
       targetNs,

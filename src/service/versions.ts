@@ -21,7 +21,7 @@ import type { ManifestNamingScheme } from './manifest-names.js';
 import type { PageRequest } from './namespaces.js';
 import { paginate } from './page-token.js';
 import type { RequestContext } from './request-context.js';
-import { dataDir, isVisible, readTableState, requireVisibleTable, type TableState } from './table-state.js';
+import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable, type TableState, tableNotFound } from './table-state.js';
 import { type CommittedVersion, type Reservation, TableVersions } from './table-versions.js';
 import { type BatchEntry, type TableOp, type TransactionLog, type TransactionRecord } from './transactions.js';
 import { encodeRecord, readRecord, TableRecord, type Versioned } from './records.js';
@@ -76,12 +76,17 @@ export class TableVersionService {
     private readonly settings: VersionSettings,
   ) {}
 
-  private async tableVersions(id: string[]): Promise<TableVersions> {
-    return (await this.table(id)).versions;
+  private async tableVersions(id: string[], requestId?: string, resolved?: TableState): Promise<TableVersions> {
+    return (await this.table(id, requestId, resolved)).versions;
   }
 
-  private async table(id: string[]): Promise<{ versions: TableVersions; state: TableState }> {
-    const state = await requireVisibleTable(this.deps.store, tableRefOf(id));
+  /**
+   * The table's versions. `resolved` is the table as a request holding a write lease on it
+   * resolved it (a drop waits for that request, so its commits still land); `requestId` also
+   * finds a table that request is creating (its first commit goes through here).
+   */
+  private async table(id: string[], requestId?: string, resolved?: TableState): Promise<{ versions: TableVersions; state: TableState }> {
+    const state = resolved ?? (await requireVisibleTable(this.deps.store, tableRefOf(id), requestId));
     return { versions: new TableVersions(dataDir(this.deps.locations, state)), state };
   }
 
@@ -228,12 +233,13 @@ export class TableVersionService {
   }
 
   async create(
-    _ctx: RequestContext,
+    ctx: RequestContext,
     id: string[],
     request: Omit<CreateTableVersionEntry, 'id'>,
+    resolved?: TableState,
   ): Promise<CreateTableVersionResponse> {
     requireMainBranch(request.branch);
-    const { versions, state } = await this.table(id);
+    const { versions, state } = await this.table(id, ctx.requestId, resolved);
     const reservation = this.lease();
     if (!(await this.claimSlot(versions, request.version, reservation))) {
       throw conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
@@ -242,6 +248,9 @@ export class TableVersionService {
     let settled = () => {};
     this.inFlight.set(slotKey, new Promise<void>((resolve) => (settled = resolve)));
     try {
+      // Holding the slot, look again: a drop that began after the table was resolved either sees
+      // this reservation and waits for the commit, or is seen here (see table-fences.ts).
+      if (!resolved && incarnationOf((await this.table(id, ctx.requestId)).state) !== incarnationOf(state)) throw tableNotFound(id);
       // One lookup of the latest version, while holding the slot, decides everything.
       const latest = await versions.latest();
       const p = await this.plan(id, request, { versions, latest });
@@ -706,7 +715,7 @@ export class TableVersionService {
    * managed versioning commit through the same create-if-absent of the next manifest, under the
    * same reservations, as clients' commits.
    */
-  coordinatorFor(ctx: RequestContext, id: string[]): CommitCoordinator {
+  coordinatorFor(ctx: RequestContext, id: string[], resolved?: TableState): CommitCoordinator {
     const coordinated = (v: TableVersion): CoordinatedVersion => ({
       version: v.version,
       manifestPath: v.manifest_path,
@@ -716,17 +725,17 @@ export class TableVersionService {
     });
     return {
       latest: async () => {
-        const versions = await this.tableVersions(id);
+        const versions = await this.tableVersions(id, ctx.requestId, resolved);
         const latest = await versions.latest();
         return latest ? ((await this.toWire(versions, [latest])).map(coordinated)[0] ?? null) : null;
       },
       describe: async (version) => {
-        const versions = await this.tableVersions(id);
+        const versions = await this.tableVersions(id, ctx.requestId, resolved);
         const found = await versions.get(version);
         return found ? ((await this.toWire(versions, [found])).map(coordinated)[0] ?? null) : null;
       },
       list: async () => {
-        const versions = await this.tableVersions(id);
+        const versions = await this.tableVersions(id, ctx.requestId, resolved);
         return (await this.toWire(versions, await versions.all())).map(coordinated);
       },
       create: async (request) => {
@@ -737,7 +746,7 @@ export class TableVersionService {
             ...(request.manifestSize !== undefined ? { manifest_size: request.manifestSize } : {}),
             ...(request.eTag !== undefined ? { e_tag: request.eTag } : {}),
             ...(request.namingScheme !== undefined ? { naming_scheme: request.namingScheme } : {}),
-          });
+          }, resolved);
           return coordinated(version);
         } catch (e) {
           if (e instanceof NamespaceError && e.code === ErrorCode.ConcurrentModification) throw new EngineError('conflict', e.message, { cause: e });

@@ -166,15 +166,16 @@ export class LocalObjectStore implements ObjectStore {
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
-      const tmp = await this.writeTemp(target, body);
-      try {
-        await fs.link(tmp, target);
-      } catch (e) {
-        if (errCode(e) === 'EEXIST') throw new PreconditionFailedError(key, 'object exists');
-        throw e;
-      } finally {
-        await fs.unlink(tmp).catch(() => undefined);
-      }
+      await this.placeTemp(target, body, async (tmp) => {
+        try {
+          await fs.link(tmp, target);
+        } catch (e) {
+          if (errCode(e) === 'EEXIST') throw new PreconditionFailedError(key, 'object exists');
+          throw e;
+        } finally {
+          await fs.unlink(tmp).catch(() => undefined);
+        }
+      });
       await this.syncDir(path.dirname(target));
       const st = await fs.stat(target, { bigint: true });
       return LocalObjectStore.info(key, st);
@@ -183,16 +184,35 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   private async replace(key: string, target: string, body: Buffer | string): Promise<ObjectInfo> {
-    const tmp = await this.writeTemp(target, body);
-    try {
-      await fs.rename(tmp, target);
-    } catch (e) {
-      await fs.unlink(tmp).catch(() => undefined);
-      throw e;
-    }
+    await this.placeTemp(target, body, async (tmp) => {
+      try {
+        await fs.rename(tmp, target);
+      } catch (e) {
+        await fs.unlink(tmp).catch(() => undefined);
+        throw e;
+      }
+    });
     await this.syncDir(path.dirname(target));
     const st = await fs.stat(target, { bigint: true });
     return LocalObjectStore.info(key, st);
+  }
+
+  /**
+   * Writes a temporary file and moves it into place with `place`. A concurrent delete of the
+   * directory (a drop) may remove the temporary file and the directory in between: then the
+   * write starts again, as a put on an object store would simply land.
+   */
+  private async placeTemp(target: string, body: Buffer | string, place: (tmp: string) => Promise<void>): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const tmp = await this.writeTemp(target, body);
+      try {
+        await place(tmp);
+        return;
+      } catch (e) {
+        if (errCode(e) === 'ENOENT' && attempt < 5) continue;
+        throw e;
+      }
+    }
   }
 
   /** Serializes replace-if-unchanged on one key, within this process and across processes. */

@@ -224,12 +224,12 @@ describe.each(backends())('row operations on $name', (backend) => {
   it('takes over a creation claim a crashed request left behind once its lease has run out', async () => {
     expect((await post('declstale', 'declare', {})).status).toBe(200);
     const claimKey = 'ns/declstale.lance/_catalog/dataset-create.json';
-    await fx.root.store.put(claimKey, JSON.stringify({ request_id: 'live', claimed_at: new Date().toISOString() }));
+    await fx.root.store.put(claimKey, JSON.stringify({ request_id: 'live', lease_until: new Date(Date.now() + 3_600_000).toISOString() }));
     const blocked = await fx.t.call('POST', path('declstale', 'insert'), namedStream([[1, 'a']]), ARROW);
     expect(blocked.status).toBe(409);
     expect(blocked.json.code).toBe(14);
     expect(await fx.root.store.head('ns/declstale.lance/.lance-reserved')).not.toBeNull();
-    await fx.root.store.put(claimKey, JSON.stringify({ request_id: 'dead', claimed_at: new Date(Date.now() - 3_600_000).toISOString() }));
+    await fx.root.store.put(claimKey, JSON.stringify({ request_id: 'dead', lease_until: new Date(Date.now() - 1).toISOString() }));
     const res = await fx.t.call('POST', path('declstale', 'insert'), namedStream([[1, 'a']]), ARROW);
     expect(res.json).toEqual({ num_inserted_rows: 1, version: 1 });
     expect(await fx.root.store.head(claimKey)).toBeNull();

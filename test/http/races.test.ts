@@ -88,17 +88,24 @@ describe.each(backends())('races on $name', (backend) => {
     }
   });
 
-  it('a drop that died after marking the namespace is finished by the next drop, and no child can be created meanwhile', async () => {
+  it('a drop that died after marking the namespace holds up creators only until its lease ends, and the next drop finishes', async () => {
     await fx.t.call('POST', '/v1/namespace/stuck/create', { properties: { a: 'b' } });
-    // What a drop leaves when it is killed right after its first step.
-    await fx.root.store.put('stuck/.lance-namespace', encodeRecord({ properties: { a: 'b' }, state: 'dropping' }));
+    // What a drop leaves when it is killed right after its first step: a mark whose lease runs out soon.
+    const until = Date.now() + 400;
+    await fx.root.store.put('stuck/.lance-namespace', encodeRecord({ properties: { a: 'b' }, state: 'dropping', dropping_until: new Date(until).toISOString() }));
     const child = await fx.t.call('POST', '/v1/table/stuck%24t/declare', {});
-    expect(child.status).toBe(404);
-    expect(child.json.code).toBe(1);
-    expect((await fx.root.store.list('stuck/', {})).objects.map((o) => o.key)).toEqual(['stuck/.lance-namespace']);
+    // The creator waited for the drop's outcome; the dead drop decided nothing, so the child stays.
+    expect(child.status, child.text).toBe(200);
+    expect(Date.now()).toBeGreaterThanOrEqual(until);
     expect((await fx.t.call('POST', '/v1/namespace/stuck/exists', {})).status).toBe(200);
+    const refused = await fx.t.call('POST', '/v1/namespace/stuck/drop', {});
+    expect(refused.status).toBe(409);
+    expect(refused.json.error).toContain('table t');
+    expect((await fx.t.call('POST', '/v1/table/stuck%24t/drop', {})).status).toBe(200);
+    // The dropped table's tombstone is no child: the namespace drops, and takes it along.
     expect((await fx.t.call('POST', '/v1/namespace/stuck/drop', {})).status).toBe(200);
     expect((await fx.t.call('POST', '/v1/namespace/stuck/exists', {})).status).toBe(404);
+    expect((await fx.root.store.list('stuck/', {})).objects).toEqual([]);
     // ExistOk revives an abandoned drop instead.
     await fx.t.call('POST', '/v1/namespace/stuck2/create', {});
     await fx.root.store.put('stuck2/.lance-namespace', encodeRecord({ properties: {}, state: 'dropping' }));
@@ -114,6 +121,6 @@ describe.each(backends())('races on $name', (backend) => {
     await fx.root.store.delete('half/t.lance/.lance-table.json');
     expect((await fx.t.call('POST', '/v1/table/half%24t/exists', {})).status).toBe(404);
     expect((await fx.t.call('POST', '/v1/table/half%24t/drop')).status).toBe(200);
-    expect((await fx.root.store.list('half/t.lance/', {})).objects).toEqual([]);
+    expect((await fx.root.store.list('half/t.lance/', {})).objects.map((o) => o.key)).toEqual(['half/t.lance/.lance-dropped']);
   });
 });

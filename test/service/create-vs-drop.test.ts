@@ -53,7 +53,7 @@ describe('create in a namespace vs. a Restrict drop', () => {
   afterEach(() => rm(dir, { recursive: true, force: true }));
 
   const services = (store: ObjectStore) => {
-    const deps: CatalogDeps = { store, engine: noEngine, locations: new Locations(store, { kind: 'local', dir }, { region: 'x', forcePathStyle: true }), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false } };
+    const deps: CatalogDeps = { store, engine: noEngine, locations: new Locations(store, { kind: 'local', dir }, { region: 'x', forcePathStyle: true }), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false, leaseMs: 30_000 } };
     return { namespaces: new NamespaceService(deps), tables: new TableService(deps, () => { throw new Error('no managed tables here'); }) };
   };
 

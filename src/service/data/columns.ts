@@ -101,19 +101,21 @@ export class ColumnService {
     return this.tables.engine;
   }
 
-  /** Runs an engine call on the table, mapping engine failures to namespace errors. */
-  private async onTable<T>(ctx: RequestContext, id: string[], fn: (at: DatasetLocation) => Promise<T>): Promise<T> {
-    const table = await this.tables.open(ctx, id);
-    try {
-      return await fn(table.at);
-    } catch (e) {
-      throw engineFailure(e, id);
-    }
+  /** Runs an engine call on the table, mapping engine failures to namespace errors; a `write` holds a write lease. */
+  private async onTable<T>(ctx: RequestContext, id: string[], fn: (at: DatasetLocation) => Promise<T>, kind: 'read' | 'write' = 'write'): Promise<T> {
+    const call = async (table: { at: DatasetLocation }) => {
+      try {
+        return await fn(table.at);
+      } catch (e) {
+        throw engineFailure(e, id);
+      }
+    };
+    return kind === 'write' ? this.tables.write(ctx, id, call) : call(await this.tables.open(ctx, id));
   }
 
   /** A request with nothing to do commits nothing and answers the current version. */
   private currentVersion(ctx: RequestContext, id: string[]): Promise<{ version: number }> {
-    return this.onTable(ctx, id, async (at) => ({ version: await this.engine.datasetVersion(at) }));
+    return this.onTable(ctx, id, async (at) => ({ version: await this.engine.datasetVersion(at) }), 'read');
   }
 
   /**
@@ -276,10 +278,11 @@ export class ColumnService {
   async updateSchemaMetadata(ctx: RequestContext, id: string[], branch: string | undefined, metadata: Record<string, string>): Promise<Record<string, string>> {
     requireMainBranch(branch);
     for (let attempt = 0; ; attempt++) {
-      const table = await this.tables.open(ctx, id);
       try {
-        await this.tables.commitManifest(ctx, table, (latest) =>
-          nextManifestWithSchemaMetadata(latest.bytes, { version: latest.version + 1, schemaMetadata: metadata, timestampMillis: Date.now() }),
+        await this.tables.write(ctx, id, (table) =>
+          this.tables.commitManifest(ctx, table, (latest) =>
+            nextManifestWithSchemaMetadata(latest.bytes, { version: latest.version + 1, schemaMetadata: metadata, timestampMillis: Date.now() }),
+          ),
         );
         return metadata;
       } catch (e) {
@@ -290,7 +293,7 @@ export class ColumnService {
 
   async tableStats(ctx: RequestContext, id: string[], branch: string | null | undefined): Promise<GetTableStatsResponse> {
     requireMainBranch(branch);
-    const s = await this.onTable(ctx, id, (at) => this.engine.columns.tableStats(at));
+    const s = await this.onTable(ctx, id, (at) => this.engine.columns.tableStats(at), 'read');
     return {
       total_bytes: s.totalBytes,
       num_rows: s.numRows,
@@ -309,7 +312,7 @@ export class ColumnService {
       throw invalidInput(`index_name ${JSON.stringify(request.bodyIndexName)} in the body does not match ${JSON.stringify(request.indexName)} in the path`);
     }
     const version = request.version ?? undefined;
-    const s = await this.onTable(ctx, id, (at) => this.engine.columns.indexStats(at, request.indexName, version));
+    const s = await this.onTable(ctx, id, (at) => this.engine.columns.indexStats(at, request.indexName, version), 'read');
     return {
       distance_type: s.distanceType,
       index_type: s.indexType,

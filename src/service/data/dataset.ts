@@ -5,6 +5,7 @@ import { type CatalogDeps, displayId, resolveManagedVersioning } from '../catalo
 import { type TableRef, tableRefOf, VERSIONS_DIR } from '../layout.js';
 import type { StoreDir } from '../locations.js';
 import type { RequestContext } from '../request-context.js';
+import { TableFences } from '../table-fences.js';
 import { dataDir, requireVisibleTable, type TableState, tableHasData } from '../table-state.js';
 import { TableVersions } from '../table-versions.js';
 import type { TableVersionService } from '../versions.js';
@@ -21,10 +22,15 @@ export interface DataTable {
 
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
 export class DataTables {
+  /** Writes announce themselves here, so that a drop waits for them (see table-fences.ts). */
+  readonly fences: TableFences;
+
   constructor(
     private readonly deps: CatalogDeps,
     private readonly versions: TableVersionService,
-  ) {}
+  ) {
+    this.fences = new TableFences(deps.store, deps.settings.leaseMs);
+  }
 
   /**
    * The visible table `id`. Unless `allowDeclared`, a declared table without data is a 409 code
@@ -46,9 +52,15 @@ export class DataTables {
     const at: DatasetLocation = {
       location: dir.store.location(dir.key),
       storageOptions: dir.store.engineStorageOptions(),
-      ...(managedVersioning ? { coordinator: this.versions.coordinatorFor(ctx, id) } : {}),
+      ...(managedVersioning ? { coordinator: this.versions.coordinatorFor(ctx, id, state) } : {}),
     };
     return { id, ref, state, dir, at, hasData };
+  }
+
+  /** Opens the table `id` (as `open`) and runs `write` on it under a write lease: a drop waits for it, or it fails cleanly. */
+  async write<T>(ctx: RequestContext, id: string[], write: (table: DataTable & { hasData: boolean }) => Promise<T>, options: { allowDeclared?: boolean } = {}): Promise<T> {
+    const table = await this.open(ctx, id, options);
+    return this.fences.whileWriting(table.state, ctx.requestId, () => write(table));
   }
 
   get engine() {

@@ -87,12 +87,13 @@ export class IndexService {
     if (options.scalarOnly && VECTOR_INDEX_TYPES.has(request.index_type)) {
       throw invalidInput(`index_type: ${request.index_type} is a vector index; create it with create_index, not create_scalar_index`);
     }
-    const table = await this.tables.open(ctx, id);
-    try {
-      await this.tables.engine.indices.createIndex(table.at, specOf(request));
-    } catch (e) {
-      throw engineFailure(e, id);
-    }
+    await this.tables.write(ctx, id, async (table) => {
+      try {
+        await this.tables.engine.indices.createIndex(table.at, specOf(request));
+      } catch (e) {
+        throw engineFailure(e, id);
+      }
+    });
     return {};
   }
 
@@ -125,12 +126,13 @@ export class IndexService {
 
   async drop(ctx: RequestContext, id: string[], name: string, branch: string | null | undefined): Promise<DropTableIndexResponse> {
     requireMainBranch(branch);
-    const table = await this.tables.open(ctx, id);
-    try {
-      await this.tables.engine.indices.dropIndex(table.at, name);
-    } catch (e) {
-      throw engineFailure(e, id);
-    }
+    await this.tables.write(ctx, id, async (table) => {
+      try {
+        await this.tables.engine.indices.dropIndex(table.at, name);
+      } catch (e) {
+        throw engineFailure(e, id);
+      }
+    });
     return {};
   }
 }

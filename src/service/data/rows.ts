@@ -78,14 +78,15 @@ export class RowService {
       if (seen.has(column)) throw invalidInput(`updates: column ${JSON.stringify(column)} is updated twice`);
       seen.add(column);
     }
-    const table = await this.tables.open(ctx, id);
-    const { updatedRows, version } = await this.engine.rows.update(table.at, request.updates, request.predicate ?? undefined).catch((e: unknown) => {
-      throw this.failure(e, id);
+    return this.tables.write(ctx, id, async (table) => {
+      const { updatedRows, version } = await this.engine.rows.update(table.at, request.updates, request.predicate ?? undefined).catch((e: unknown) => {
+        throw this.failure(e, id);
+      });
+      // The rows are the operation; the properties are recorded once they are committed, so that a
+      // refused update changes nothing.
+      const properties = await this.recordProperties(table, request.properties ?? {});
+      return { updated_rows: updatedRows, version, properties };
     });
-    // The rows are the operation; the properties are recorded once they are committed, so that a
-    // refused update changes nothing.
-    const properties = await this.recordProperties(table, request.properties ?? {});
-    return { updated_rows: updatedRows, version, properties };
   }
 
   /**
@@ -117,26 +118,33 @@ export class RowService {
   async delete(ctx: RequestContext, id: string[], request: DeleteFromTableRequest): Promise<DeleteFromTableResponse> {
     requireMainBranch(request.branch);
     if (request.predicate.trim() === '') throw invalidInput("predicate: must not be empty (to delete every row, use 'true')");
-    const table = await this.tables.open(ctx, id);
-    const { version } = await this.engine.rows.delete(table.at, request.predicate).catch((e: unknown) => {
-      throw this.failure(e, id);
+    return this.tables.write(ctx, id, async (table) => {
+      const { version } = await this.engine.rows.delete(table.at, request.predicate).catch((e: unknown) => {
+        throw this.failure(e, id);
+      });
+      return { version };
     });
-    return { version };
   }
 
   async insert(ctx: RequestContext, id: string[], input: { mode?: 'Append' | 'Overwrite' | undefined; branch?: string | undefined; arrowIpcStream: Buffer }): Promise<InsertIntoTableResponse> {
     requireMainBranch(input.branch);
-    const table = await this.tables.open(ctx, id, { allowDeclared: true });
-    if (!table.hasData) {
-      const created = await this.createDataset(ctx, table, input.arrowIpcStream);
-      if (created) return { num_inserted_rows: created.rows, version: created.version };
-    }
-    const { insertedRows, version } = await this.engine.rows
-      .insert(table.at, input.arrowIpcStream, input.mode === 'Overwrite' ? 'overwrite' : 'append')
-      .catch((e: unknown) => {
-        throw this.failure(e, id);
-      });
-    return { num_inserted_rows: insertedRows, version };
+    return this.tables.write(
+      ctx,
+      id,
+      async (table) => {
+        if (!table.hasData) {
+          const created = await this.createDataset(ctx, table, input.arrowIpcStream);
+          if (created) return { num_inserted_rows: created.rows, version: created.version };
+        }
+        const { insertedRows, version } = await this.engine.rows
+          .insert(table.at, input.arrowIpcStream, input.mode === 'Overwrite' ? 'overwrite' : 'append')
+          .catch((e: unknown) => {
+            throw this.failure(e, id);
+          });
+        return { num_inserted_rows: insertedRows, version };
+      },
+      { allowDeclared: true },
+    );
   }
 
   async mergeInsert(ctx: RequestContext, id: string[], query: MergeInsertIntoTableQuery, arrowIpcStream: Buffer): Promise<MergeInsertIntoTableResponse> {
@@ -151,22 +159,28 @@ export class RowService {
       timeoutMs: query.timeout === undefined || query.timeout.trim() === '' ? undefined : parseTimeout(query.timeout),
       useIndex: query.use_index,
     };
-    const table = await this.tables.open(ctx, id, { allowDeclared: true });
-    if (!table.hasData) {
-      // Nothing to match yet: the dataset starts as what the merge would make of an empty one.
-      let initial: Buffer;
-      try {
-        initial = this.engine.rows.initialStreamForMerge(arrowIpcStream, options);
-      } catch (e) {
-        throw this.failure(e, id);
-      }
-      const created = await this.createDataset(ctx, table, initial);
-      if (created) return { num_inserted_rows: created.rows, num_updated_rows: 0, num_deleted_rows: 0, version: created.version };
-    }
-    const result = await this.engine.rows.mergeInsert(table.at, arrowIpcStream, options).catch((e: unknown) => {
-      throw this.failure(e, id);
-    });
-    return { num_updated_rows: result.updatedRows, num_inserted_rows: result.insertedRows, num_deleted_rows: result.deletedRows, version: result.version };
+    return this.tables.write(
+      ctx,
+      id,
+      async (table) => {
+        if (!table.hasData) {
+          // Nothing to match yet: the dataset starts as what the merge would make of an empty one.
+          let initial: Buffer;
+          try {
+            initial = this.engine.rows.initialStreamForMerge(arrowIpcStream, options);
+          } catch (e) {
+            throw this.failure(e, id);
+          }
+          const created = await this.createDataset(ctx, table, initial);
+          if (created) return { num_inserted_rows: created.rows, num_updated_rows: 0, num_deleted_rows: 0, version: created.version };
+        }
+        const result = await this.engine.rows.mergeInsert(table.at, arrowIpcStream, options).catch((e: unknown) => {
+          throw this.failure(e, id);
+        });
+        return { num_updated_rows: result.updatedRows, num_inserted_rows: result.insertedRows, num_deleted_rows: result.deletedRows, version: result.version };
+      },
+      { allowDeclared: true },
+    );
   }
 
   /**
@@ -182,7 +196,7 @@ export class RowService {
    * over once its lease has run out, by a replace-if-unchanged of exactly the stale claim.
    */
   private async createDataset(ctx: RequestContext, table: DataTable, arrowIpcStream: Buffer): Promise<{ version: number; rows: number } | null> {
-    const release = await claimDatasetCreation(this.tables.catalog.store, table.ref, ctx.requestId);
+    const release = await claimDatasetCreation(this.tables.catalog.store, table.ref, ctx.requestId, this.tables.catalog.settings.leaseMs);
     if (!release) {
       if (await this.datasetExists(table)) return null;
       throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(table.id)}: its dataset is being created by another request; retry`);
@@ -228,10 +242,11 @@ export class RowService {
 
   async restore(ctx: RequestContext, id: string[], request: RestoreTableRequest): Promise<RestoreTableResponse> {
     requireMainBranch(request.branch);
-    const table = await this.tables.open(ctx, id);
-    await this.engine.rows.restore(table.at, request.version).catch((e: unknown) => {
-      throw this.versionFailure(e, id, request.version);
-    });
+    await this.tables.write(ctx, id, (table) =>
+      this.engine.rows.restore(table.at, request.version).catch((e: unknown) => {
+        throw this.versionFailure(e, id, request.version);
+      }),
+    );
     return {};
   }
 }

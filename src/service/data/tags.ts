@@ -56,27 +56,30 @@ export class TagService {
 
   async create(ctx: RequestContext, id: string[], request: CreateTableTagRequest): Promise<CreateTableTagResponse> {
     requireMainBranch(request.branch);
-    const table = await this.tables.open(ctx, id);
-    await this.engine.tags.create(table.at, request.tag, request.version).catch((e: unknown) => {
-      throw engineFailure(e, id);
-    });
+    await this.tables.write(ctx, id, (table) =>
+      this.engine.tags.create(table.at, request.tag, request.version).catch((e: unknown) => {
+        throw engineFailure(e, id);
+      }),
+    );
     return {};
   }
 
   async update(ctx: RequestContext, id: string[], request: UpdateTableTagRequest): Promise<UpdateTableTagResponse> {
     requireMainBranch(request.branch);
-    const table = await this.tables.open(ctx, id);
-    await this.engine.tags.update(table.at, request.tag, request.version).catch((e: unknown) => {
-      throw engineFailure(e, id);
-    });
+    await this.tables.write(ctx, id, (table) =>
+      this.engine.tags.update(table.at, request.tag, request.version).catch((e: unknown) => {
+        throw engineFailure(e, id);
+      }),
+    );
     return {};
   }
 
   async delete(ctx: RequestContext, id: string[], request: DeleteTableTagRequest): Promise<DeleteTableTagResponse> {
-    const table = await this.tables.open(ctx, id);
-    await this.engine.tags.delete(table.at, request.tag).catch((e: unknown) => {
-      throw engineFailure(e, id);
-    });
+    await this.tables.write(ctx, id, (table) =>
+      this.engine.tags.delete(table.at, request.tag).catch((e: unknown) => {
+        throw engineFailure(e, id);
+      }),
+    );
     return {};
   }
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { EngineError } from '../../engine/lance-engine.js';
+import { type DatasetLocation, EngineError } from '../../engine/lance-engine.js';
 import type { RowIdLayout } from '../../engine/ports/columns.js';
 import { COMPUTED_COLUMN_METADATA, formatFieldPath, parseFieldPath, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
 import { invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
@@ -457,11 +457,14 @@ export class BackfillService {
     }
   }
 
+  /** Works the job under a write lease on its table, so that a drop of the table waits for the job or stops it. */
   private async work(id: string, initial: BackfillJob, lease: JobLease): Promise<void> {
-    let job = initial;
     const ctx = systemContext(id);
-    const table = await this.tables.open(ctx, job.table_id);
-    const at = table.at;
+    await this.tables.write(ctx, initial.table_id, (table) => this.workOn(id, initial, lease, table.at));
+  }
+
+  private async workOn(id: string, initial: BackfillJob, lease: JobLease, at: DatasetLocation): Promise<void> {
+    let job = initial;
     const columns = this.engine.columns;
 
     if (job.mode === 'refresh') {

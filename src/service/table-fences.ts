@@ -1,0 +1,143 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { ErrorCode, NamespaceError } from '../model/errors.js';
+import { listAll, type ObjectStore, PreconditionFailedError } from '../store/object-store.js';
+import { displayId } from './catalog.js';
+import { CATALOG_DIR, droppedMarkerKey, type TableRef } from './layout.js';
+import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from './leases.js';
+import type { StoreDir } from './locations.js';
+import { encodeRecord, readRecord } from './records.js';
+import { incarnationOf, isVisible, readTableState, type TableState, tableNotFound } from './table-state.js';
+
+// Where writes to a table and its drop meet.
+//
+// Invariant: once a drop is acknowledged, no write made through the service can land in the
+// table, and nothing left in its directory is taken for a table again (its tombstone stays until
+// the name is taken anew, see TableService). A write racing a drop either lands before the drop
+// deletes anything (and goes with the table) or fails cleanly.
+//
+// Protocol. A writer puts a lease of its own under `_catalog/writers/` of the table directory and
+// only then reads the table again; if a drop has begun, or the table is another incarnation than
+// the one it resolved, it removes its lease and answers 404 without touching data. A drop puts the
+// tombstone (create-if-absent: of concurrent drops one wins) and only then looks for live writer
+// leases and version-slot reservations, waiting until there are none before it deletes. Each side
+// writes before it reads, so at least one sees the other: a writer that saw no tombstone is seen
+// and waited for by the drop; a writer that saw it never starts. A writer whose lease runs out
+// (it stopped renewing: dead or stuck) is no longer waited for; should it wake, its release finds
+// its lease gone and reports the write as failed.
+
+const WRITERS_DIR = `${CATALOG_DIR}/writers/`;
+const RESERVATIONS_DIR = `${CATALOG_DIR}/reservations/`;
+
+/** A writer's lease, and the part of a version-slot reservation the drop reads. */
+const Lease = z.object({ expires_at: z.string() });
+const Tombstone = z.object({ dropped_at: z.string(), lease_until: z.string() });
+
+export interface WriteLease {
+  /** Ends the write; throws 409 when a drop did not wait for it (the write may have gone with the table). */
+  release(): Promise<void>;
+}
+
+export class TableFences {
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly leaseMs: number,
+  ) {}
+
+  /**
+   * Announces a write to the table `resolved` describes. 404 when the table was dropped (or
+   * dropped and created again) since it was resolved; the lease is renewed until release.
+   */
+  async enterWrite(resolved: TableState, requestId: string): Promise<WriteLease> {
+    const key = `${resolved.dirKey}${WRITERS_DIR}${randomUUID()}.json`;
+    const lease = () => encodeRecord({ request_id: requestId, expires_at: leaseUntil(this.leaseMs) });
+    let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' })).etag;
+    const now = await readTableState(this.store, resolved.ref).catch(async (e: unknown) => {
+      await this.store.delete(key).catch(() => undefined);
+      throw e;
+    });
+    if (!isVisible(now) || incarnationOf(now) !== incarnationOf(resolved)) {
+      await this.store.delete(key).catch(() => undefined);
+      throw tableNotFound([...resolved.ref.namespace, resolved.ref.name]);
+    }
+    // Renewed only while it is exactly the lease written here: a drop that gave up waiting deleted it.
+    const renewal = keepRenewed(this.leaseMs, async () => {
+      etag = (await this.store.put(key, lease(), { ifMatch: etag })).etag;
+    });
+    return {
+      release: async () => {
+        const renewed = await renewal.stop().then(
+          () => true,
+          () => false,
+        );
+        const still = renewed && (await this.store.head(key)) !== null;
+        await this.store.delete(key).catch(() => undefined);
+        if (!still) {
+          const id = [...resolved.ref.namespace, resolved.ref.name];
+          throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} was dropped while this write ran; the write may have gone with it`);
+        }
+      },
+    };
+  }
+
+  /** Runs `write` under a write lease (see enterWrite); a failure of the write wins over one of the release. */
+  async whileWriting<T>(resolved: TableState, requestId: string, write: () => Promise<T>): Promise<T> {
+    const lease = await this.enterWrite(resolved, requestId);
+    let result: T;
+    try {
+      result = await write();
+    } catch (e) {
+      await lease.release().catch(() => undefined);
+      throw e;
+    }
+    await lease.release();
+    return result;
+  }
+
+  /**
+   * Begins a drop: puts the tombstone, which hides the table at once. False when another drop
+   * had already begun. The tombstone's lease is renewed until `finishDrop` (or the process dies,
+   * after which whoever takes the name over cleans up).
+   */
+  async beginDrop(ref: TableRef): Promise<{ renewal: Renewal } | null> {
+    const key = droppedMarkerKey(ref);
+    const droppedAt = new Date().toISOString();
+    const body = () => encodeRecord({ dropped_at: droppedAt, lease_until: leaseUntil(this.leaseMs) });
+    try {
+      await this.store.put(key, body(), { ifNoneMatch: '*' });
+    } catch (e) {
+      if (e instanceof PreconditionFailedError) return null;
+      throw e;
+    }
+    return { renewal: keepRenewed(this.leaseMs, async () => void (await this.store.put(key, body()))) };
+  }
+
+  /**
+   * Waits (up to one lease) until no write holds a live lease on the table and no version slot of
+   * its dataset is held, then deletes everything in the table directory but the tombstone. A
+   * writer still renewing after that long is not waited for further; its release reports it.
+   */
+  async finishDrop(state: TableState, data: StoreDir, begun: { renewal: Renewal }): Promise<void> {
+    try {
+      await pollUntil(async () => !(await this.anyLive(this.store, `${state.dirKey}${WRITERS_DIR}`)) && !(await this.anyLive(data.store, `${data.key}${RESERVATIONS_DIR}`)), Date.now() + this.leaseMs);
+      await this.store.deletePrefix(state.dirKey, { keep: [droppedMarkerKey(state.ref)] });
+    } finally {
+      await begun.renewal.stop().catch(() => undefined);
+    }
+  }
+
+  /** Whether a drop found in the tombstone is still running (its lease not yet run out). */
+  async dropUnderWay(ref: TableRef): Promise<boolean> {
+    const tombstone = await readRecord(this.store, droppedMarkerKey(ref), Tombstone).catch(() => null);
+    return tombstone !== null && !leaseExpired(tombstone.value.lease_until);
+  }
+
+  private async anyLive(store: ObjectStore, prefix: string): Promise<boolean> {
+    const { objects } = await listAll(store, prefix);
+    for (const o of objects) {
+      const lease = await readRecord(store, o.key, Lease).catch(() => null);
+      if (lease && !leaseExpired(lease.value.expires_at)) return true;
+    }
+    return false;
+  }
+}

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { useNamespaceFixture } from '../support/app.js';
+import { peopleStream, readRows } from '../support/arrow-data.js';
+import { backends } from '../support/backends.js';
+
+// An acknowledged drop is final (issue 8, point 1). Writes already in flight when DropTable
+// arrives either land before the drop (and go with the table) or fail; none of them may make the
+// table visible again afterwards, and the name can then be created afresh holding only the new
+// table's rows. The old code revived the table in most rounds: a commit landing after the drop
+// left `_versions/` in an unrecorded directory, which was taken for a table written by Lance.
+
+const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
+
+describe.each(backends())('drop vs. in-flight writes on $name', (backend) => {
+  const rounds = backend.name === 'local' ? 30 : 10;
+  const { fx } = useNamespaceFixture(backend);
+
+  for (const managed of [false, true]) {
+    it(`${rounds} rounds${managed ? ', managed versioning' : ''}: a dropped table stays dropped and its name holds only the new table`, async () => {
+      // Managed versioning comes from the namespace's property.
+      const ns = managed ? 'managed' : 'plain';
+      const made = await fx.t.call('POST', `/v1/namespace/${ns}/create`, { properties: { managed_versioning: String(managed) } });
+      expect(made.status, made.text).toBe(200);
+      const path = (table: string, op: string) => `/v1/table/${ns}%24${table}/${op}`;
+      const post = (table: string, op: string, body: unknown = {}) => fx.t.call('POST', path(table, op), body);
+      const revived: number[] = [];
+      for (let round = 0; round < rounds; round++) {
+        const table = `t${round}`;
+        const created = await fx.t.call('POST', path(table, 'create'), peopleStream([0, 1, 2, 3]), ARROW);
+        expect(created.status, created.text).toBe(200);
+        const writes = [
+          fx.t.call('POST', path(table, 'insert'), peopleStream([10, 11]), ARROW),
+          post(table, 'update', { updates: [['name', "concat(name, '-u')"]], predicate: 'id < 2' }),
+          fx.t.call('POST', path(table, 'insert'), peopleStream([20]), ARROW),
+          post(table, 'delete', { predicate: 'id = 3' }),
+        ];
+        const drop = await post(table, 'drop');
+        const outcomes = await Promise.all(writes);
+        for (const w of outcomes) expect([200, 404, 409], w.text).toContain(w.status);
+        expect(drop.status, drop.text).toBe(200);
+        const described = await post(table, 'describe');
+        const listed = await fx.t.call('GET', `/v1/namespace/${ns}/table/list`);
+        if (described.status !== 404 || (listed.json.tables as string[]).includes(table)) revived.push(round);
+        // The name is free again, and then holds only the new table's rows.
+        const again = await fx.t.call('POST', path(table, 'create'), peopleStream([100, 101]), ARROW);
+        expect(again.status, again.text).toBe(200);
+        expect(again.json.version).toBe(1);
+        const rows = await readRows(String(again.json.location), fx.root.store.engineStorageOptions());
+        expect(rows.map((r) => r.id)).toEqual([100, 101]);
+      }
+      expect(revived, 'rounds in which the dropped table was visible again').toEqual([]);
+    });
+  }
+});
