@@ -38,14 +38,17 @@ describe.each(backends())('Restrict drop vs. creators, two processes on $name', 
     for (let round = 0; round < rounds; round++) {
       const ns = `race${round}`;
       expect((await creatorSide.call('POST', `/v1/namespace/${ns}/create`, {})).status).toBe(200);
-      // Tables and namespaces created on one process while the other drops; the drop goes first
-      // by a varying head start, so that both outcomes occur.
-      const drop = dropperSide.call('POST', `/v1/namespace/${ns}/drop`, {});
-      await new Promise((resolve) => setTimeout(resolve, (round % 5) * 4));
+      // Tables and namespaces created on one process while the other drops; one side gets a
+      // varying head start, so that every interleaving (and both outcomes) occurs.
+      const lead = ((round % 5) - 2) * 3;
+      const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+      const drop = pause(-lead).then(() => dropperSide.call('POST', `/v1/namespace/${ns}/drop`, {}));
       const creates = Array.from({ length: CREATORS }, (_, i) =>
-        i % 2 === 0
-          ? creatorSide.call('POST', `/v1/table/${ns}%24t${i}/declare`, {})
-          : creatorSide.call('POST', `/v1/namespace/${ns}%24n${i}/create`, {}),
+        pause(lead).then(() =>
+          i % 2 === 0
+            ? creatorSide.call('POST', `/v1/table/${ns}%24t${i}/declare`, {})
+            : creatorSide.call('POST', `/v1/namespace/${ns}%24n${i}/create`, {}),
+        ),
       );
       const [dropped, ...created] = await Promise.all([drop, ...creates]);
       for (const c of created) expect([200, 404], c.text).toContain(c.status);
