@@ -9,8 +9,10 @@ import { invalidInput } from '../model/errors.js';
 //   <root>/<ns>/<t>.lance/                  table directory (a Lance dataset: _versions/, data/, ...)
 //   <root>/<ns>/<t>.lance/.lance-table.json service record: properties, registered location
 //   <root>/<ns>/<t>.lance/.lance-reserved   declared, no data yet
-//   <root>/<ns>/<t>.lance/.lance-deregistered  hidden; data kept
-//   <root>/<ns>/<t>.lance/.lance-dropped    dropped: nothing here is a table until the name is taken again
+//   <root>/<ns>/<t>.lance/.lance-deregistered  hidden; data kept. A drop leaves it too, as its
+//                                           tombstone (its body says so): nothing here is a table
+//                                           until the name is taken again, for Lance's own
+//                                           directory catalog either
 //   <root>/<ns>/<t>.lance/_catalog/writers/ one lease per write under way (a drop waits for them)
 //   <root>/_catalog/                        service state that belongs to no namespace
 
@@ -18,7 +20,6 @@ export const NAMESPACE_MARKER = '.lance-namespace';
 export const TABLE_RECORD = '.lance-table.json';
 export const RESERVED_MARKER = '.lance-reserved';
 export const DEREGISTERED_MARKER = '.lance-deregistered';
-export const DROPPED_MARKER = '.lance-dropped';
 export const TABLE_SUFFIX = '.lance';
 export const VERSIONS_DIR = '_versions';
 export const CATALOG_DIR = '_catalog';
@@ -70,7 +71,6 @@ export const tableDirKey = (t: TableRef): string => `${namespaceDirKey(t.namespa
 export const tableRecordKey = (t: TableRef): string => `${tableDirKey(t)}${TABLE_RECORD}`;
 export const reservedMarkerKey = (t: TableRef): string => `${tableDirKey(t)}${RESERVED_MARKER}`;
 export const deregisteredMarkerKey = (t: TableRef): string => `${tableDirKey(t)}${DEREGISTERED_MARKER}`;
-export const droppedMarkerKey = (t: TableRef): string => `${tableDirKey(t)}${DROPPED_MARKER}`;
 
 /** Name of the child namespace or table a common prefix under `parentKey` stands for, if any. */
 export function childOfPrefix(parentKey: string, commonPrefix: string): { kind: 'namespace' | 'table'; name: string } | null {

@@ -221,7 +221,7 @@ export class NamespaceService {
   /** Drops one table of a namespace being dropped in Cascade: its writes under way end first. */
   private async dropTableData(ref: TableRef): Promise<void> {
     const state = await readTableState(this.store, ref);
-    const begun = await this.fences.beginDrop(ref);
+    const begun = await this.fences.beginDrop(state);
     if (begun) await this.fences.finishDrop(state, dataDir(this.deps.locations, state), begun);
   }
 }

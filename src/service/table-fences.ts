@@ -3,11 +3,11 @@ import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../model/errors.js';
 import { listAll, type ObjectStore, PreconditionFailedError } from '../store/object-store.js';
 import { displayId } from './catalog.js';
-import { CATALOG_DIR, droppedMarkerKey, type TableRef } from './layout.js';
+import { CATALOG_DIR, deregisteredMarkerKey } from './layout.js';
 import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from './leases.js';
 import type { StoreDir } from './locations.js';
 import { encodeRecord, readRecord } from './records.js';
-import { incarnationOf, isVisible, readTableState, type TableState, tableNotFound } from './table-state.js';
+import { incarnationOf, isVisible, readTableState, type TableState, tableNotFound, type Tombstone } from './table-state.js';
 
 // Where writes to a table and its drop meet.
 //
@@ -31,7 +31,6 @@ const RESERVATIONS_DIR = `${CATALOG_DIR}/reservations/`;
 
 /** A writer's lease, and the part of a version-slot reservation the drop reads. */
 const Lease = z.object({ expires_at: z.string() });
-const Tombstone = z.object({ dropped_at: z.string(), lease_until: z.string() });
 
 export interface WriteLease {
   /** Ends the write; throws 409 when a drop did not wait for it (the write may have gone with the table). */
@@ -95,21 +94,27 @@ export class TableFences {
   }
 
   /**
-   * Begins a drop: puts the tombstone, which hides the table at once. False when another drop
-   * had already begun. The tombstone's lease is renewed until `finishDrop` (or the process dies,
-   * after which whoever takes the name over cleans up).
+   * Begins a drop: puts the tombstone (in place of exactly the deregistered marker the state
+   * read, if any), which hides the table at once. Null when another drop had begun since. The
+   * tombstone's lease is renewed until `finishDrop` (or the process dies, after which whoever
+   * takes the name over cleans up).
    */
-  async beginDrop(ref: TableRef): Promise<{ renewal: Renewal } | null> {
-    const key = droppedMarkerKey(ref);
+  async beginDrop(state: TableState): Promise<{ renewal: Renewal } | null> {
+    const key = deregisteredMarkerKey(state.ref);
     const droppedAt = new Date().toISOString();
-    const body = () => encodeRecord({ dropped_at: droppedAt, lease_until: leaseUntil(this.leaseMs) });
+    const body = () => encodeRecord({ dropped_at: droppedAt, lease_until: leaseUntil(this.leaseMs) } satisfies Tombstone);
+    let etag: string;
     try {
-      await this.store.put(key, body(), { ifNoneMatch: '*' });
+      ({ etag } = await this.store.put(key, body(), state.markerEtag ? { ifMatch: state.markerEtag } : { ifNoneMatch: '*' }));
     } catch (e) {
       if (e instanceof PreconditionFailedError) return null;
       throw e;
     }
-    return { renewal: keepRenewed(this.leaseMs, async () => void (await this.store.put(key, body()))) };
+    return {
+      renewal: keepRenewed(this.leaseMs, async () => {
+        ({ etag } = await this.store.put(key, body(), { ifMatch: etag }));
+      }),
+    };
   }
 
   /**
@@ -120,16 +125,10 @@ export class TableFences {
   async finishDrop(state: TableState, data: StoreDir, begun: { renewal: Renewal }): Promise<void> {
     try {
       await pollUntil(async () => !(await this.anyLive(this.store, `${state.dirKey}${WRITERS_DIR}`)) && !(await this.anyLive(data.store, `${data.key}${RESERVATIONS_DIR}`)), Date.now() + this.leaseMs);
-      await this.store.deletePrefix(state.dirKey, { keep: [droppedMarkerKey(state.ref)] });
+      await this.store.deletePrefix(state.dirKey, { keep: [deregisteredMarkerKey(state.ref)] });
     } finally {
       await begun.renewal.stop().catch(() => undefined);
     }
-  }
-
-  /** Whether a drop found in the tombstone is still running (its lease not yet run out). */
-  async dropUnderWay(ref: TableRef): Promise<boolean> {
-    const tombstone = await readRecord(this.store, droppedMarkerKey(ref), Tombstone).catch(() => null);
-    return tombstone !== null && !leaseExpired(tombstone.value.lease_until);
   }
 
   private async anyLive(store: ObjectStore, prefix: string): Promise<boolean> {

@@ -1,9 +1,10 @@
+import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../model/errors.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { displayId } from './catalog.js';
 import {
   DEREGISTERED_MARKER,
-  DROPPED_MARKER,
+  deregisteredMarkerKey,
   RESERVED_MARKER,
   TABLE_RECORD,
   type TableRef,
@@ -27,6 +28,10 @@ export interface TableState {
   deregistered: boolean;
   /** A drop has begun (its tombstone is there): nothing in the directory is a table until the name is taken again. */
   dropped: boolean;
+  /** The drop is still running (its tombstone's lease has not run out). */
+  dropUnderWay: boolean;
+  /** The etag of the deregistered marker (or tombstone), when there is one. */
+  markerEtag: string | null;
   /** The record is a CreateTable's claim on the name, not a table yet; `live` while the claim's lease runs. */
   creating: { live: boolean; requestId: string } | null;
   /** The table's own directory has a `_versions/` folder (Lance data may live there). */
@@ -57,13 +62,14 @@ export async function readTableState(store: ObjectStore, ref: TableRef): Promise
   const pending = record?.value.pending_transaction;
   if (pending !== undefined && !(await isCommitted(store, pending))) record = null;
   const reserved = names.has(RESERVED_MARKER);
-  const dropped = names.has(DROPPED_MARKER);
+  const marker = names.has(DEREGISTERED_MARKER) ? await store.get(deregisteredMarkerKey(ref)) : null;
+  const tombstone = marker ? tombstoneOf(marker.body) : null;
   const claim = record?.value.creating;
   const ownVersionsDir = page.commonPrefixes.includes(`${dirKey}${VERSIONS_DIR}/`);
   // Only a directory without any catalog file needs the second LIST: staged manifests alone
   // (a client staging before its batch commit declares the table) do not make a table.
   // After a drop, versions are what late writers left behind, never a table.
-  const writtenByLance = record === null && !reserved && !dropped && !names.has(TABLE_RECORD) && ownVersionsDir
+  const writtenByLance = record === null && !reserved && !tombstone && !names.has(TABLE_RECORD) && ownVersionsDir
     ? await hasCommittedVersion({ store, key: dirKey, owned: true })
     : false;
   return {
@@ -71,13 +77,31 @@ export async function readTableState(store: ObjectStore, ref: TableRef): Promise
     dirKey,
     record,
     reserved,
-    deregistered: names.has(DEREGISTERED_MARKER),
-    dropped,
+    deregistered: marker !== null && !tombstone,
+    dropped: tombstone !== null,
+    dropUnderWay: tombstone !== null && !leaseExpired(tombstone.lease_until),
+    markerEtag: marker?.etag ?? null,
     creating: claim ? { live: !leaseExpired(claim.lease_until), requestId: claim.request_id } : null,
     ownVersionsDir,
     writtenByLance,
     occupied: page.objects.length > 0 || page.commonPrefixes.length > 0,
   };
+}
+
+/**
+ * A drop's tombstone is Lance's deregistered marker (so that Lance's directory catalog hides the
+ * directory too) whose body names the drop; a deregistered table's marker has any other body.
+ */
+export const Tombstone = z.object({ dropped_at: z.string(), lease_until: z.string() });
+export type Tombstone = z.infer<typeof Tombstone>;
+
+function tombstoneOf(body: Buffer): Tombstone | null {
+  try {
+    const parsed = Tombstone.safeParse(JSON.parse(body.toString('utf8')));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
 }
 
 export const tableNotFound = (id: string[]) => new NamespaceError(ErrorCode.TableNotFound, `table ${displayId(id)} does not exist`);

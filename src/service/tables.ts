@@ -22,7 +22,6 @@ import { type CatalogDeps, createInNamespace, displayId, readNamespace, requireN
 import {
   childOfPrefix,
   deregisteredMarkerKey,
-  droppedMarkerKey,
   NAMESPACE_MARKER,
   namespaceDirKey,
   reservedMarkerKey,
@@ -103,7 +102,7 @@ export class TableService {
     const { ref } = state;
     const id = [...ref.namespace, ref.name];
     if (state.creating?.live) throw tableAlreadyExists(id, 'is being created by another request');
-    if (state.dropped && state.record && !state.creating && (await this.fences.dropUnderWay(ref))) {
+    if (state.dropped && state.record && !state.creating && state.dropUnderWay) {
       throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} is being dropped; retry`);
     }
     const key = tableRecordKey(ref);
@@ -124,8 +123,8 @@ export class TableService {
       throw e;
     }
     if (taken || state.dropped) {
-      await this.store.deletePrefix(state.dirKey, { keep: [key, droppedMarkerKey(ref)] });
-      await this.store.delete(droppedMarkerKey(ref));
+      await this.store.deletePrefix(state.dirKey, { keep: [key, deregisteredMarkerKey(ref)] });
+      await this.store.delete(deregisteredMarkerKey(ref));
     }
     return etag;
   }
@@ -456,7 +455,7 @@ export class TableService {
     const state = await readTableState(this.store, ref);
     if (!isVisible(state) && !state.deregistered) throw tableNotFound(id);
     const dir = dataDir(this.deps.locations, state);
-    const begun = await this.fences.beginDrop(ref);
+    const begun = await this.fences.beginDrop(state);
     if (!begun) throw tableNotFound(id);
     faultPoint('drop:after-tombstone');
     await this.fences.finishDrop(state, dir, begun);

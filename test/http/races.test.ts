@@ -121,6 +121,6 @@ describe.each(backends())('races on $name', (backend) => {
     await fx.root.store.delete('half/t.lance/.lance-table.json');
     expect((await fx.t.call('POST', '/v1/table/half%24t/exists', {})).status).toBe(404);
     expect((await fx.t.call('POST', '/v1/table/half%24t/drop')).status).toBe(200);
-    expect((await fx.root.store.list('half/t.lance/', {})).objects.map((o) => o.key)).toEqual(['half/t.lance/.lance-dropped']);
+    expect((await fx.root.store.list('half/t.lance/', {})).objects.map((o) => o.key)).toEqual(['half/t.lance/.lance-deregistered']);
   });
 });

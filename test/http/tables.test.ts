@@ -192,13 +192,13 @@ describe.each(backends())('tables on $name', (backend) => {
     expect(dropped.json).toMatchObject({ id: ['ns', 'gone'], location: created.json.location });
     expect((await fx.t.call('POST', '/v1/table/ns%24gone/exists', {})).status).toBe(404);
     // Only the tombstone stays, so that nothing a late writer leaves is taken for the table.
-    expect((await fx.root.store.list('ns/gone.lance/')).objects.map((o) => o.key)).toEqual(['ns/gone.lance/.lance-dropped']);
+    expect((await fx.root.store.list('ns/gone.lance/')).objects.map((o) => o.key)).toEqual(['ns/gone.lance/.lance-deregistered']);
     const again = await fx.t.call('POST', '/v1/table/ns%24gone/drop');
     expect(again.status).toBe(404);
     expect(again.json.code).toBe(4);
     // The name is free again, and the new table clears the tombstone.
     expect((await create('ns$gone', [2])).status).toBe(200);
-    expect((await fx.root.store.head('ns/gone.lance/.lance-dropped'))).toBeNull();
+    expect((await fx.root.store.head('ns/gone.lance/.lance-deregistered'))).toBeNull();
   });
 
   it('renames atomically on a local root and answers 406 on an object store', async () => {

@@ -40,7 +40,7 @@ describe.each(backends())('Restrict drop vs. creators, two processes on $name', 
       expect((await creatorSide.call('POST', `/v1/namespace/${ns}/create`, {})).status).toBe(200);
       // Tables and namespaces created on one process while the other drops; one side gets a
       // varying head start, so that every interleaving (and both outcomes) occurs.
-      const lead = ((round % 5) - 2) * 3;
+      const lead = ((round % 5) - 2) * (backend.name === 'local' ? 3 : 25);
       const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
       const drop = pause(-lead).then(() => dropperSide.call('POST', `/v1/namespace/${ns}/drop`, {}));
       const creates = Array.from({ length: CREATORS }, (_, i) =>

@@ -170,7 +170,7 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
     expect((await client.db.listTables([ns])).tables).toEqual([name]);
     await expect(client.db.openTable(emptyName, [ns])).rejects.toThrow(/not found/i);
     // Only the drop's tombstone is left (see table-fences.ts).
-    expect(await tableFiles(client.root, [ns], emptyName)).toEqual(['.lance-dropped']);
+    expect(await tableFiles(client.root, [ns], emptyName)).toEqual(['.lance-deregistered']);
 
     // Restrict (the default) refuses a namespace that still holds a table.
     await expect(client.db.dropNamespace([ns])).rejects.toThrow(/not empty/i);
@@ -179,7 +179,7 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
 
     await client.db.dropTable(name, [ns]);
     expect((await client.db.listTables([ns])).tables).toEqual([]);
-    expect(await tableFiles(client.root, [ns], name)).toEqual(['.lance-dropped']);
+    expect(await tableFiles(client.root, [ns], name)).toEqual(['.lance-deregistered']);
     await client.db.dropNamespace([ns]);
     expect((await client.db.listNamespaces()).namespaces).not.toContain(ns);
   });
