@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { useNamespaceFixture } from '../support/app.js';
+import { startTestApp, useNamespaceFixture } from '../support/app.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
 
@@ -14,6 +14,32 @@ const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 describe.each(backends())('drop vs. in-flight writes on $name', (backend) => {
   const rounds = backend.name === 'local' ? 30 : 10;
   const { fx } = useNamespaceFixture(backend);
+
+  it('writes on one replica, the drop on another: the drop waits for them and stays final', async () => {
+    const other = await startTestApp(fx.root);
+    try {
+      await fx.t.call('POST', '/v1/namespace/replicas/create', {});
+      const path = (table: string, op: string) => `/v1/table/replicas%24${table}/${op}`;
+      for (let round = 0; round < rounds / 2; round++) {
+        const table = `t${round}`;
+        expect((await fx.t.call('POST', path(table, 'create'), peopleStream([0, 1]), ARROW)).status).toBe(200);
+        const writes = [
+          fx.t.call('POST', path(table, 'insert'), peopleStream([10, 11]), ARROW),
+          fx.t.call('POST', path(table, 'update'), { updates: [['name', "concat(name, '-u')"]] }),
+        ];
+        const drop = await other.call('POST', path(table, 'drop'), {});
+        expect(drop.status, drop.text).toBe(200);
+        for (const w of await Promise.all(writes)) expect([200, 404, 409], w.text).toContain(w.status);
+        expect((await fx.t.call('POST', path(table, 'exists'), {})).status).toBe(404);
+        expect((await other.call('GET', '/v1/namespace/replicas/table/list')).json.tables).not.toContain(table);
+        const again = await other.call('POST', path(table, 'create'), peopleStream([5]), ARROW);
+        expect(again.status, again.text).toBe(200);
+        expect((await readRows(String(again.json.location), fx.root.store.engineStorageOptions())).map((r) => r.id)).toEqual([5]);
+      }
+    } finally {
+      await other.close();
+    }
+  });
 
   for (const managed of [false, true]) {
     it(`${rounds} rounds${managed ? ', managed versioning' : ''}: a dropped table stays dropped and its name holds only the new table`, async () => {
