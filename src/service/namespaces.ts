@@ -20,6 +20,8 @@ import type { RequestContext } from './request-context.js';
 
 const CAS_RETRIES = 10;
 const CHECK_CONCURRENCY = 16;
+/** How many children a refused Restrict drop names. */
+const NAMED_CHILDREN = 5;
 
 export interface PageRequest {
   pageToken?: string | null | undefined;
@@ -170,7 +172,7 @@ export class NamespaceService {
           });
           throw new NamespaceError(
             ErrorCode.NamespaceNotEmpty,
-            `namespace ${displayId(ns)} is not empty: it contains ${children.slice(0, 5).join(', ')}${children.length > 5 ? ', ...' : ''}`,
+            `namespace ${displayId(ns)} is not empty: it contains ${children.slice(0, NAMED_CHILDREN).join(', ')}${children.length > NAMED_CHILDREN ? ', ...' : ''}`,
           );
         }
         const dirKey = namespaceDirKey(ns);
@@ -195,27 +197,31 @@ export class NamespaceService {
   }
 
   /**
-   * The children of a namespace as a Restrict drop sees them: namespaces, tables that exist or are
-   * being created, and anything the catalog does not know (counted, to be safe). Table directories
-   * that hold no table (dropped, or abandoned by a dead create) are leftovers, not children.
+   * The children of a namespace as a Restrict drop sees them (the first few; none means empty):
+   * namespaces, tables that exist or are being created, and anything the catalog does not know
+   * (counted, to be safe). Table directories that hold no table (dropped, or abandoned by a dead
+   * create) are leftovers, not children.
    */
   private async childrenOf(ns: string[]): Promise<string[]> {
     const dirKey = namespaceDirKey(ns);
     const listing = await listAll(this.store, dirKey, { delimiter: '/' });
     const children: string[] = listing.objects.map((o) => o.key).filter((k) => k !== namespaceRecordKey(ns)).map((k) => k.slice(dirKey.length));
     const limit = pLimit(CHECK_CONCURRENCY);
-    await Promise.all(
-      listing.commonPrefixes.map((prefix) =>
-        limit(async () => {
-          const child = childOfPrefix(dirKey, prefix);
-          if (child?.kind === 'table') {
+    // Table directories are read a batch at a time, until a few children are known.
+    for (let i = 0; i < listing.commonPrefixes.length && children.length < NAMED_CHILDREN; i += CHECK_CONCURRENCY) {
+      const found = await Promise.all(
+        listing.commonPrefixes.slice(i, i + CHECK_CONCURRENCY).map((prefix) =>
+          limit(async () => {
+            const child = childOfPrefix(dirKey, prefix);
+            if (child?.kind !== 'table') return child ? `namespace ${child.name}` : prefix.slice(dirKey.length);
             const state = await readTableState(this.store, { namespace: ns, name: child.name });
-            if (isVisible(state) || state.deregistered || state.creating?.live === true) children.push(`table ${child.name}`);
-          } else children.push(child ? `namespace ${child.name}` : prefix.slice(dirKey.length));
-        }),
-      ),
-    );
-    return children.sort();
+            return isVisible(state) || state.deregistered || state.creating?.live === true ? `table ${child.name}` : null;
+          }),
+        ),
+      );
+      children.push(...found.filter((c) => c !== null));
+    }
+    return children;
   }
 
   /** Drops one table of a namespace being dropped in Cascade: its writes under way end first. */

@@ -3,11 +3,11 @@ import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../model/errors.js';
 import { listAll, type ObjectStore, PreconditionFailedError } from '../store/object-store.js';
 import { displayId } from './catalog.js';
-import { CATALOG_DIR, deregisteredMarkerKey } from './layout.js';
+import { CATALOG_DIR, deregisteredMarkerKey, tableRecordKey } from './layout.js';
 import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from './leases.js';
 import type { StoreDir } from './locations.js';
-import { encodeRecord, readRecord } from './records.js';
-import { incarnationOf, isVisible, readTableState, type TableState, tableNotFound, type Tombstone } from './table-state.js';
+import { encodeRecord, readRecord, TableRecord } from './records.js';
+import { incarnationOf, incarnationOfRecord, type TableState, tableNotFound, type Tombstone } from './table-state.js';
 
 // Where writes to a table and its drop meet.
 //
@@ -51,11 +51,15 @@ export class TableFences {
     const key = `${resolved.dirKey}${WRITERS_DIR}${randomUUID()}.json`;
     const lease = () => encodeRecord({ request_id: requestId, expires_at: leaseUntil(this.leaseMs) });
     let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' })).etag;
-    const now = await readTableState(this.store, resolved.ref).catch(async (e: unknown) => {
+    // Two reads at once decide it: no deregistered marker or tombstone, and the same record.
+    const [marker, record] = await Promise.all([
+      this.store.head(deregisteredMarkerKey(resolved.ref)),
+      readRecord(this.store, tableRecordKey(resolved.ref), TableRecord),
+    ]).catch(async (e: unknown) => {
       await this.store.delete(key).catch(() => undefined);
       throw e;
     });
-    if (!isVisible(now) || incarnationOf(now) !== incarnationOf(resolved)) {
+    if (marker !== null || record?.value.creating !== undefined || incarnationOfRecord(record?.value) !== incarnationOf(resolved)) {
       await this.store.delete(key).catch(() => undefined);
       throw tableNotFound([...resolved.ref.namespace, resolved.ref.name]);
     }

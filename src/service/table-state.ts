@@ -50,8 +50,9 @@ export interface TableState {
 export const isVisible = (s: TableState): boolean =>
   !s.deregistered && !s.dropped && s.creating === null && (s.record !== null || s.reserved || s.writtenByLance);
 
-/** Which table of this name the state shows: a re-created table is another one, even with the same name. */
-export const incarnationOf = (s: TableState): string | null => (s.record ? (s.record.value.incarnation ?? s.record.value.created_at ?? '') : null);
+/** Which table of this name a record stands for: a re-created table is another one, even with the same name. */
+export const incarnationOfRecord = (record: TableRecord | null | undefined): string | null => (record ? (record.incarnation ?? record.created_at ?? '') : null);
+export const incarnationOf = (s: TableState): string | null => incarnationOfRecord(s.record?.value);
 
 export async function readTableState(store: ObjectStore, ref: TableRef): Promise<TableState> {
   const dirKey = tableDirKey(ref);
