@@ -61,6 +61,8 @@ const inRanges = (version: number, ranges: Array<{ start_version: number; end_ve
 interface PlannedVersion {
   entry: BatchEntry;
   versions: TableVersions;
+  /** The staged bytes as validated (a Lance manifest of entry.version); null when the staged file is gone. */
+  staged?: Buffer | null;
 }
 
 /** Longest a writer waits for another writer's hold on the same version slot. */
@@ -168,6 +170,10 @@ export class TableVersionService {
     }
   }
 
+  private stagedMissing(p: PlannedVersion): NamespaceError {
+    return invalidInput(`staged manifest ${JSON.stringify(p.versions.manifestPath(p.entry.staged_key))} does not exist`);
+  }
+
   /** Checks that the planned versions of one table are exactly latest + 1, latest + 2, ... */
   private async checkNext(planned: PlannedVersion[]): Promise<void> {
     const byTable = new Map<string, PlannedVersion[]>();
@@ -191,24 +197,22 @@ export class TableVersionService {
    */
   private async writeManifest(p: PlannedVersion, transactionId?: string): Promise<CommittedVersion> {
     const { entry, versions } = p;
-    const staged = await versions.store.get(entry.staged_key);
+    const staged = p.staged !== undefined ? p.staged : ((await versions.store.get(entry.staged_key))?.body ?? null);
     let committed: CommittedVersion | null = null;
     if (staged) {
       try {
-        const info = await versions.store.put(entry.final_key, staged.body, { ifNoneMatch: '*' });
+        const info = await versions.store.put(entry.final_key, staged, { ifNoneMatch: '*' });
         committed = { version: entry.version, scheme: entry.naming_scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified };
       } catch (e) {
         if (!(e instanceof PreconditionFailedError)) throw e;
         const existing = await versions.store.get(entry.final_key);
-        if (!existing || !existing.body.equals(staged.body)) {
+        if (!existing || !existing.body.equals(staged)) {
           throw conflict(`table ${displayId(entry.table_id)}: version ${entry.version} was already committed with another manifest`);
         }
       }
     }
     committed ??= await versions.get(entry.version, entry.naming_scheme);
-    if (!committed) {
-      throw invalidInput(`staged manifest ${JSON.stringify(versions.manifestPath(entry.staged_key))} does not exist`);
-    }
+    if (!committed) throw this.stagedMissing(p);
     // The commit time is the sidecar's, so that every answer about this version agrees on it
     // (object stores report modification times in whole seconds).
     const committedAt = new Date();
@@ -234,6 +238,8 @@ export class TableVersionService {
   ): Promise<CreateTableVersionResponse> {
     requireMainBranch(request.branch);
     const { versions, state } = await this.table(id);
+    // Only a staged Lance manifest of this version is ever consumed; checked before anything is written.
+    const staged = await versions.readStaged(versions.stagedKey(request.manifest_path), request.version);
     const reservation = this.lease();
     if (!(await this.claimSlot(versions, request.version, reservation))) {
       throw conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
@@ -244,7 +250,7 @@ export class TableVersionService {
     try {
       // One lookup of the latest version, while holding the slot, decides everything.
       const latest = await versions.latest();
-      const p = await this.plan(id, request, { versions, latest });
+      const p = { ...(await this.plan(id, request, { versions, latest })), staged };
       const { entry } = p;
       const next = (latest?.version ?? 0) + 1;
       if (entry.version > next) {
@@ -275,10 +281,10 @@ export class TableVersionService {
     const existing = await versions.get(entry.version, entry.naming_scheme);
     const taken = () => conflict(`table ${displayId(entry.table_id)}: version ${entry.version} already exists with another manifest`);
     if (!existing) throw conflict(`table ${displayId(entry.table_id)}: version ${entry.version} is not the next version`);
-    const staged = await versions.store.get(entry.staged_key);
+    const staged = p.staged !== undefined ? p.staged : ((await versions.store.get(entry.staged_key))?.body ?? null);
     if (staged) {
       const final = await versions.store.get(existing.key);
-      if (!final || !staged.body.equals(final.body)) throw taken();
+      if (!final || !staged.equals(final.body)) throw taken();
     } else {
       // Without the staged bytes, only a positive match makes it this request's version: the
       // e_tag recorded at commit when both sides have one, else the size; nothing to match is a 409.
@@ -491,6 +497,10 @@ export class TableVersionService {
       if (seen.has(slot)) throw invalidInput(`version ${p.entry.version} of table ${displayId(p.entry.table_id)} appears twice`);
       seen.add(slot);
     }
+    // Every staged file must be a Lance manifest of its version before the batch claims anything.
+    for (const p of planned) {
+      if ((await p.versions.readStaged(p.entry.staged_key, p.entry.version)) === null) throw this.stagedMissing(p);
+    }
     const transactionId = this.log.newId();
     const now = new Date().toISOString();
     const tables = [...planned.map((p) => p.entry.table_id), ...ops.map((o) => o.table_id)];
@@ -523,9 +533,7 @@ export class TableVersionService {
       }
       await this.checkNext(planned);
       for (const p of planned) {
-        if (!(await p.versions.store.head(p.entry.staged_key))) {
-          throw invalidInput(`staged manifest ${JSON.stringify(p.versions.manifestPath(p.entry.staged_key))} does not exist`);
-        }
+        if (!(await p.versions.store.head(p.entry.staged_key))) throw this.stagedMissing(p);
       }
       faultPoint('batch:before-commit-point');
       const committing = await this.log.update(record, { ...record.value, phase: 'committing' });
