@@ -59,7 +59,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       tables: new TableService(deps, (ctx, id) => versions.coordinatorFor(ctx, id)),
       versions,
       transactions: new TransactionService(deps, transactionLog),
-      rows: new RowService(data),
+      rows: new RowService(data, logger),
       columns: new ColumnService(data),
       indices: new IndexService(data),
       tags: new TagService(data),

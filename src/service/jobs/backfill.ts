@@ -9,6 +9,7 @@ import { listAll, type ObjectStore } from '../../store/object-store.js';
 import { displayId } from '../catalog.js';
 import type { DataTables } from '../data/dataset.js';
 import { engineFailure } from '../engine-errors.js';
+import { backoffMs, type ServiceLogger, sleep } from '../backoff.js';
 import { faultPoint } from '../fault-points.js';
 import { CATALOG_DIR } from '../layout.js';
 import type { Versioned } from '../records.js';
@@ -75,11 +76,7 @@ export const BackfillJob = z.object({
 });
 export type BackfillJob = z.infer<typeof BackfillJob>;
 
-export interface JobLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
+export type JobLogger = ServiceLogger;
 
 export interface BackfillSettings {
   /** How long a runner's hold on a job is trusted without renewal. */
@@ -452,7 +449,7 @@ export class BackfillService {
         return await fn();
       } catch (e) {
         if (!(e instanceof EngineError && e.kind === 'conflict') || attempt >= MAX_CONFLICT_RETRIES) throw e;
-        await new Promise((r) => setTimeout(r, Math.min(1000, 20 * 2 ** attempt) * (0.5 + Math.random())));
+        await sleep(backoffMs(attempt, 20, 1000));
       }
     }
   }
