@@ -6,10 +6,3 @@ export function backoffMs(attempt: number, baseMs: number, capMs: number): numbe
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** What the services log through (pino's shape, so the server's logger fits). */
-export interface ServiceLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}

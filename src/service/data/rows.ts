@@ -19,7 +19,8 @@ import { reservedMarkerKey, tableRecordKey } from '../layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../records.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTable, DataTables } from './dataset.js';
-import { backoffMs, type ServiceLogger, sleep } from '../backoff.js';
+import { backoffMs, sleep } from '../backoff.js';
+import type { ServiceLogger } from '../logger.js';
 import { claimDatasetCreation } from '../dataset-creation.js';
 import { requireMainBranch } from '../catalog.js';
 
