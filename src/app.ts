@@ -45,7 +45,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     settings: { managedVersioningDefault: config.managedVersioning },
   };
   const transactionLog = new TransactionLog(store);
-  const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs });
+  const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
   const data = new DataTables(deps, versions);
   // Finish or roll back what a crash left in flight before serving.
   const { count: recovered, failures } = await versions.recoverAll();
@@ -70,12 +70,15 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     { logger, jsonBodyLimit: config.maxJsonBodyBytes, arrowBodyLimit: config.maxArrowBodyBytes, version: SERVICE_VERSION },
   );
   backfill.start();
+  // Every replica finishes batches whose coordinator died, once their lease has run out.
+  versions.start();
   return {
     server,
     store,
     close: async () => {
       await server.close();
       await backfill.stop();
+      await versions.stop();
       await engine.close();
       await locations.close();
       await store.close();

@@ -15,8 +15,10 @@ import type {
 } from '../model/versions.js';
 import { PreconditionFailedError } from '../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, resolveManagedVersioning } from './catalog.js';
+import type { ServiceLogger } from './logger.js';
 import { faultPoint } from './fault-points.js';
-import { deregisteredMarkerKey, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from './layout.js';
+import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from './markers.js';
+import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from './layout.js';
 import type { ManifestNamingScheme } from './manifest-names.js';
 import type { PageRequest } from './namespaces.js';
 import { paginate } from './page-token.js';
@@ -40,11 +42,20 @@ import { requireMainBranch } from './catalog.js';
 //   commit point a crash leaves only reservations, which are rolled back once the lease expires;
 //   after it, whoever finds the record (a later request, a restart, another replica) rolls it
 //   forward from the staged manifests, which are deleted only once the record says Succeeded.
+// - A batch writes its marker (`_catalog/batches/<id>.json`) before its record, so before it
+//   claims anything, and removes it only once the batch is done and cleaned up. Every replica
+//   polls the markers and finishes each batch whose lease has run out (rolled back before its
+//   commit point, forward after it), so a batch whose coordinator died never keeps a table name
+//   or a version slot for longer than its lease plus a poll interval, without any restart.
 
 export interface VersionSettings {
   /** How long a reservation or an unfinished batch is trusted before it is presumed dead. */
   leaseMs: number;
+  /** How often unfinished batches are looked for (default: derived from the lease, see pollIntervalMs). */
+  pollMs?: number;
 }
+
+const BATCH_MARKERS = `${CATALOG_DIR}/batches/`;
 
 const conflict = (message: string) => new NamespaceError(ErrorCode.ConcurrentModification, message);
 const versionNotFound = (id: string[], version: number) =>
@@ -71,12 +82,19 @@ const MAX_SLOT_WAIT_MS = 10_000;
 export class TableVersionService {
   /** Single commits in flight in this process, by reservation key: waiters await them instead of polling. */
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** Batches this process coordinates right now: the poller leaves them to their coordinator. */
+  private readonly coordinating = new Set<string>();
+  private readonly markers: UnfinishedMarkers;
+  private poller: Poller | undefined;
 
   constructor(
     private readonly deps: CatalogDeps,
     private readonly log: TransactionLog,
     private readonly settings: VersionSettings,
-  ) {}
+    private readonly logger?: ServiceLogger,
+  ) {
+    this.markers = new UnfinishedMarkers(deps.store, BATCH_MARKERS);
+  }
 
   private async tableVersions(id: string[]): Promise<TableVersions> {
     return (await this.table(id)).versions;
@@ -502,6 +520,22 @@ export class TableVersionService {
       if ((await p.versions.readStaged(p.entry.staged_key, p.entry.version)) === null) throw this.stagedMissing(p);
     }
     const transactionId = this.log.newId();
+    this.coordinating.add(transactionId);
+    try {
+      // The marker first: a batch that dies at any later step is found and finished by a poller.
+      await this.markers.add(transactionId);
+      return await this.coordinate(transactionId, operation, planned, ops);
+    } finally {
+      this.coordinating.delete(transactionId);
+    }
+  }
+
+  private async coordinate(
+    transactionId: string,
+    operation: string,
+    planned: PlannedVersion[],
+    ops: TableOp[],
+  ): Promise<{ transactionId: string; committed: Map<string, CommittedVersion> }> {
     const now = new Date().toISOString();
     const tables = [...planned.map((p) => p.entry.table_id), ...ops.map((o) => o.table_id)];
     let record = await this.log.create({
@@ -621,7 +655,7 @@ export class TableVersionService {
     }
     faultPoint('batch:after-succeeded');
     if (current) await this.finish(current);
-    else await this.cleanUp(record.value, true);
+    else await this.cleanUpVanished(record.value, true);
     return committed;
   }
 
@@ -637,7 +671,13 @@ export class TableVersionService {
       return;
     }
     if (current) await this.finish(current);
-    else await this.cleanUp(record.value, false);
+    else await this.cleanUpVanished(record.value, false);
+  }
+
+  /** Clean-up of a batch whose record is gone (removed by hand): nothing is left to mark. */
+  private async cleanUpVanished(record: TransactionRecord, succeeded: boolean): Promise<void> {
+    await this.cleanUp(record, succeeded);
+    await this.markers.remove(record.id);
   }
 
   /**
@@ -649,9 +689,14 @@ export class TableVersionService {
   private async finish(record: Versioned<TransactionRecord>): Promise<void> {
     await this.cleanUp(record.value, record.value.status === 'Succeeded');
     if (!record.value.cleaned_up) await this.log.update(record, { ...record.value, cleaned_up: true });
+    await this.markers.remove(record.value.id);
   }
 
-  /** Releases the reservations a finished transaction still holds; deletes its staged manifests if it succeeded. */
+  /**
+   * Releases the reservations a finished transaction still holds; deletes its staged manifests if
+   * it succeeded. The caller removes the marker, or (finish) first marks the record cleaned up;
+   * a record gone meanwhile leaves the marker to go here.
+   */
   private async cleanUp(record: TransactionRecord, succeeded: boolean): Promise<void> {
     if (!succeeded) await this.undoTableOps(record);
     for (const entry of record.entries ?? []) {
@@ -677,16 +722,6 @@ export class TableVersionService {
     } else await this.finish(record);
   }
 
-  /**
-   * A batch whose lease has not expired may still have a live coordinator (on another replica),
-   * so it is left alone now and looked at again once the lease runs out.
-   */
-  private recheckAtLeaseEnd(record: TransactionRecord): void {
-    const remaining = record.lease_until ? Date.parse(record.lease_until) - Date.now() : 0;
-    if (record.phase !== 'reserving' || remaining < 0) return;
-    setTimeout(() => void this.recover(record.id).catch(() => undefined), remaining + 10).unref();
-  }
-
   /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at, and those that failed. */
   async recoverAll(): Promise<{ count: number; failures: Array<{ id: string; error: unknown }> }> {
     let count = 0;
@@ -699,14 +734,63 @@ export class TableVersionService {
         if (record?.value.entries && (record.value.phase !== 'done' || !record.value.cleaned_up)) {
           count++;
           await this.recover(id);
+          // A batch still within its lease (a live coordinator elsewhere, or one written by a
+          // version without markers) is left to the pollers: make sure they can find it.
           const after = await this.log.read(id);
-          if (after) this.recheckAtLeaseEnd(after.value);
+          if (after && !this.isFinished(after.value)) await this.markers.add(id);
         }
       } catch (error) {
         failures.push({ id, error });
       }
     }
     return { count, failures };
+  }
+
+  private isFinished(record: TransactionRecord): boolean {
+    return record.phase === 'done' && record.cleaned_up === true;
+  }
+
+  /** Starts polling for batches whose coordinator died (every replica runs this). */
+  start(): void {
+    this.poller ??= new Poller(() => this.pollBatches(), this.settings.pollMs ?? pollIntervalMs(this.settings.leaseMs));
+    this.poller.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.poller?.stop();
+    this.poller = undefined;
+  }
+
+  /**
+   * Looks at every unfinished batch once: each whose lease has run out and that is not
+   * coordinated here is finished (rolled back or forward). A marker whose record never appeared
+   * is removed once older than the lease; one whose batch is finished, at once.
+   */
+  async pollBatches(): Promise<void> {
+    let markers: Marker[];
+    try {
+      markers = await this.markers.list();
+    } catch (err) {
+      this.logger?.warn({ err }, 'could not list unfinished batches');
+      return;
+    }
+    for (const { id, lastModified } of markers) {
+      if (this.coordinating.has(id)) continue;
+      try {
+        const record = await this.log.read(id);
+        if (!record) {
+          if (Date.now() - lastModified.getTime() > this.settings.leaseMs) await this.markers.remove(id);
+        } else if (this.isFinished(record.value)) {
+          await this.markers.remove(id);
+        } else if (!record.value.lease_until || Date.parse(record.value.lease_until) < Date.now()) {
+          await this.recover(id);
+          const after = await this.log.read(id);
+          this.logger?.info({ transaction: id, status: after?.value.status, phase: after?.value.phase }, 'finished a batch whose coordinator died');
+        }
+      } catch (err) {
+        this.logger?.warn({ transaction: id, err }, 'could not finish an unfinished batch; it is tried again at the next poll');
+      }
+    }
   }
 
   /**
