@@ -1,19 +1,14 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EngineError, type LanceEngine } from '../../src/engine/lance-engine.js';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
-import type { CatalogDeps } from '../../src/service/catalog.js';
-import { Locations } from '../../src/service/locations.js';
 import { NamespaceService } from '../../src/service/namespaces.js';
-import { PageTokens } from '../../src/service/page-token.js';
 import type { RequestContext } from '../../src/service/request-context.js';
 import { TableService } from '../../src/service/tables.js';
 import { TransactionLog, type TransactionRecord } from '../../src/service/transactions.js';
 import { TableVersionService } from '../../src/service/versions.js';
-import { LocalObjectStore } from '../../src/store/local-store.js';
+import type { LocalObjectStore } from '../../src/store/local-store.js';
 import type { ObjectStore, PutCondition } from '../../src/store/object-store.js';
+import { localCatalogDeps, useLocalRoot } from '../support/local-catalog.js';
+import { storeDouble } from '../support/store-double.js';
 
 // Tries to break the dead-batch protocol of versions.ts (a marker per unfinished batch, pollers
 // on every replica finishing a batch once its lease has run out): several pollers at once on one
@@ -22,9 +17,6 @@ import type { ObjectStore, PutCondition } from '../../src/store/object-store.js'
 // process; these force the interleavings no timing can.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
-const noEngine = new Proxy({} as LanceEngine, {
-  get: () => () => Promise.reject(new EngineError('internal', 'the engine is not used here')),
-});
 const declareT = [{ declare_table: { id: ['ns', 't'], properties: { k: 'v' } } }];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -34,38 +26,37 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  */
 function dyingStore(inner: ObjectStore, dies: (key: string, body: string) => boolean, before?: () => Promise<void>): ObjectStore {
   let dead = false;
-  const fail = () => Promise.reject(new Error('the coordinator process died'));
-  return new Proxy(inner, {
-    get(target, prop, receiver) {
-      if (prop === 'put') {
-        return async (k: string, body: Buffer | string, condition?: PutCondition) => {
-          if (!dead && dies(k, body.toString())) {
-            if (before) await before();
-            else dead = true;
-          }
-          return dead ? fail() : target.put(k, body, condition);
-        };
+  const died = () => new Error('the coordinator process died');
+  return storeDouble(inner, {
+    put: async (k: string, body: Buffer | string, condition?: PutCondition) => {
+      if (!dead && dies(k, body.toString())) {
+        if (before) await before();
+        else dead = true;
       }
-      if (prop === 'delete' || prop === 'copy') return (...args: unknown[]) => (dead ? fail() : (Reflect.get(target, prop, receiver) as (...a: unknown[]) => Promise<unknown>).apply(target, args));
-      const value: unknown = Reflect.get(target, prop, receiver);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      if (dead) throw died();
+      return inner.put(k, body, condition);
+    },
+    delete: async (k: string) => {
+      if (dead) throw died();
+      return inner.delete(k);
+    },
+    copy: async (from: string, to: string, condition?: { ifNoneMatch: '*' }) => {
+      if (dead) throw died();
+      return inner.copy(from, to, condition);
     },
   });
 }
 
 describe('batches whose coordinator died', () => {
-  let dir: string;
+  const root = useLocalRoot('lance-ns-poll-');
   let base: LocalObjectStore;
   beforeEach(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-poll-'));
-    base = new LocalObjectStore(dir);
-    await base.init();
+    base = root.store;
     await services(base, 1000).namespaces.create(ctx, ['ns'], {});
   });
-  afterEach(() => rm(dir, { recursive: true, force: true }));
 
   function services(store: ObjectStore, leaseMs: number) {
-    const deps: CatalogDeps = { store, engine: noEngine, locations: new Locations(store, { kind: 'local', dir }, { region: 'x', forcePathStyle: true }), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false } };
+    const deps = localCatalogDeps(store, root.dir);
     const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs });
     return { versions, namespaces: new NamespaceService(deps), tables: new TableService(deps, (c, id) => versions.coordinatorFor(c, id)) };
   }

@@ -12,6 +12,7 @@ import type { RequestContext } from '../../src/service/request-context.js';
 import { TableService } from '../../src/service/tables.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
 import type { ObjectStore, PutCondition } from '../../src/store/object-store.js';
+import { storeDouble } from '../support/store-double.js';
 
 // Forces the worst interleavings of the create-in-namespace protocol (catalog.ts) by running a
 // whole drop at a chosen step of a creator, which no timing-based race can do reliably.
@@ -25,19 +26,13 @@ const noEngine = new Proxy({} as LanceEngine, {
 /** A store that runs `hook` just before the first put of `key`. */
 function pausingStore(inner: ObjectStore, key: string, hook: () => Promise<void>): ObjectStore {
   let fired = false;
-  return new Proxy(inner, {
-    get(target, prop, receiver) {
-      if (prop === 'put') {
-        return async (k: string, body: Buffer | string, condition?: PutCondition) => {
-          if (k === key && !fired) {
-            fired = true;
-            await hook();
-          }
-          return target.put(k, body, condition);
-        };
+  return storeDouble(inner, {
+    put: async (k: string, body: Buffer | string, condition?: PutCondition) => {
+      if (k === key && !fired) {
+        fired = true;
+        await hook();
       }
-      const value: unknown = Reflect.get(target, prop, receiver);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      return inner.put(k, body, condition);
     },
   });
 }

@@ -10,6 +10,7 @@ import { TransactionLog } from '../../src/service/transactions.js';
 import { TableVersionService } from '../../src/service/versions.js';
 import { type ObjectStore, type PutCondition, PreconditionFailedError } from '../../src/store/object-store.js';
 import { parseLocation } from '../../src/store/open-store.js';
+import { storeDouble } from '../support/store-double.js';
 import { startTestApp } from '../support/app.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { backends, type TestRoot } from '../support/backends.js';
@@ -22,24 +23,18 @@ const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 const RECORD = 'up/t.lance/.lance-table.json';
 
 /** A store whose conditional puts of `key` fail with PreconditionFailedError the first `times` times. */
-function losingStore(inner: ObjectStore, key: string, times: number): ObjectStore & { refused: () => number } {
+function losingStore(inner: ObjectStore, key: string, times: number): { store: ObjectStore; refused: () => number } {
   let refused = 0;
-  return new Proxy(inner, {
-    get(target, prop, receiver) {
-      if (prop === 'refused') return () => refused;
-      if (prop === 'put') {
-        return async (k: string, body: Buffer | string, condition?: PutCondition) => {
-          if (k === key && condition && refused < times) {
-            refused++;
-            throw new PreconditionFailedError(k, 'the record changed (store double)');
-          }
-          return target.put(k, body, condition);
-        };
+  const store = storeDouble(inner, {
+    put: async (k: string, body: Buffer | string, condition?: PutCondition) => {
+      if (k === key && condition && refused < times) {
+        refused++;
+        throw new PreconditionFailedError(k, 'the record changed (store double)');
       }
-      const value: unknown = Reflect.get(target, prop, receiver);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      return inner.put(k, body, condition);
     },
-  }) as ObjectStore & { refused: () => number };
+  });
+  return { store, refused: () => refused };
 }
 
 describe.each(backends())('an update whose properties keep losing races on $name', (backend) => {
@@ -76,10 +71,10 @@ describe.each(backends())('an update whose properties keep losing races on $name
   const recorded = async () => (JSON.parse((await root.store.get(RECORD))?.body.toString('utf8') ?? '{}') as { properties?: Record<string, string> }).properties;
 
   it('records them after more lost races than the old limit of 5, and answers with the committed version', async () => {
-    const store = losingStore(root.store, RECORD, 12);
+    const { store, refused } = losingStore(root.store, RECORD, 12);
     const { service, warnings } = rowsOver(store);
     const res = await service.update(ctx, ['up', 't'], { updates: [['name', "'first'"]], predicate: 'id = 1', properties: { a: '1' } });
-    expect(store.refused()).toBe(12);
+    expect(refused()).toBe(12);
     expect(res).toMatchObject({ updated_rows: 1, version: 2, properties: { k: 'v', a: '1' } });
     expect(warnings).toEqual([]);
     expect(await recorded()).toEqual({ k: 'v', a: '1' });
@@ -87,10 +82,10 @@ describe.each(backends())('an update whose properties keep losing races on $name
   });
 
   it('answers the landed update even when the time bound passes, with the properties the record holds', async () => {
-    const store = losingStore(root.store, RECORD, Number.POSITIVE_INFINITY);
+    const { store, refused } = losingStore(root.store, RECORD, Number.POSITIVE_INFINITY);
     const { service, warnings } = rowsOver(store, 200);
     const res = await service.update(ctx, ['up', 't'], { updates: [['name', "'second'"]], predicate: 'id = 2', properties: { b: '2' } });
-    expect(store.refused()).toBeGreaterThan(5);
+    expect(refused()).toBeGreaterThan(5);
     expect(res).toMatchObject({ updated_rows: 1, version: 3, properties: { k: 'v', a: '1' } });
     expect(warnings).toHaveLength(1);
     expect(await recorded()).toEqual({ k: 'v', a: '1' });
