@@ -36,6 +36,10 @@ import { requireMainBranch } from './catalog.js';
 //   acknowledged version is never overwritten and of two writers of one version exactly one wins
 //   (the other gets 409 code 14 and Lance rebases).
 // - Only version latest + 1 may be created, so the history has no gaps.
+// - Only a staged manifest is ever consumed: a staging name under the dataset's `_versions/`
+//   holding a Lance manifest of the requested version (TableVersions.stagedKey, readStaged),
+//   checked before any reservation, record or marker is written, so a create can never delete a
+//   committed manifest, a data file, an index or a record.
 // - Every writer of version v, single or batch, first holds v's reservation (create-if-absent of
 //   `_catalog/reservations/v`). A batch claims all its slots, then flips its transaction record to
 //   `committing` (the commit point, a replace-if-unchanged), then writes the manifests. Before the
