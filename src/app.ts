@@ -45,7 +45,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     settings: { managedVersioningDefault: config.managedVersioning, leaseMs: config.transactionLeaseMs },
   };
   const transactionLog = new TransactionLog(store);
-  const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs });
+  const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
   const data = new DataTables(deps, versions);
   // Finish or roll back what a crash left in flight before serving.
   const { count: recovered, failures } = await versions.recoverAll();
@@ -59,7 +59,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       tables: new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved)),
       versions,
       transactions: new TransactionService(deps, transactionLog),
-      rows: new RowService(data),
+      rows: new RowService(data, logger),
       columns: new ColumnService(data),
       indices: new IndexService(data),
       tags: new TagService(data),
@@ -70,12 +70,15 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     { logger, jsonBodyLimit: config.maxJsonBodyBytes, arrowBodyLimit: config.maxArrowBodyBytes, version: SERVICE_VERSION },
   );
   backfill.start();
+  // Every replica finishes batches whose coordinator died, once their lease has run out.
+  versions.start();
   return {
     server,
     store,
     close: async () => {
       await server.close();
       await backfill.stop();
+      await versions.stop();
       await engine.close();
       await locations.close();
       await store.close();

@@ -1,5 +1,6 @@
 import pLimit from 'p-limit';
 import { z } from 'zod';
+import { readManifestSummary } from '../engine/lance-manifest.js';
 import { invalidInput, NamespaceError } from '../model/errors.js';
 import { type ObjectInfo, PreconditionFailedError, listAll } from '../store/object-store.js';
 import { VERSIONS_DIR } from './layout.js';
@@ -211,8 +212,44 @@ export class TableVersions {
    * Resolves a client's staged manifest path to a key of this dataset's store. Clients send the
    * object_store form (local: absolute path without the leading '/'; S3: the key in the bucket);
    * absolute paths, file:// and s3:// URIs, and paths relative to the table are accepted too.
+   *
+   * Invariant: committing a version consumes (deletes) the staged file, so only a staging name is
+   * accepted: a file directly under the dataset's `_versions/` that is not a committed manifest
+   * (V1 or V2 name), not a detached or `_latest` manifest (any name ending `.manifest`) and not
+   * Lance's hint. Lance writers stage `<final name>-<uuid>` there. Data files, indexes, the
+   * service's records and committed manifests can never be named, so a create cannot destroy them.
    */
   stagedKey(manifestPath: string): string {
+    const key = this.keyInside(manifestPath);
+    const name = key.startsWith(this.versionsPrefix) ? key.slice(this.versionsPrefix.length) : null;
+    if (name === null || name.includes('/') || name === HINT || name.endsWith('.manifest') || parseManifestFileName(name) !== null) {
+      throw invalidInput(
+        `manifest_path ${JSON.stringify(manifestPath)} is not a staged manifest: stage it in the table's ${VERSIONS_DIR}/ directory under a name that is not a committed manifest's (Lance writers use ${VERSIONS_DIR}/<version>.manifest-<uuid>)`,
+      );
+    }
+    return key;
+  }
+
+  /**
+   * The bytes of a staged manifest for `version`, or null when the staged file does not exist (a
+   * retry after the commit consumed it). Bytes that are not a Lance manifest of that version are
+   * a 400: committing them would make the table unreadable, or a version claim another's content.
+   */
+  async readStaged(key: string, version: number): Promise<Buffer | null> {
+    const staged = await this.store.get(key);
+    if (!staged) return null;
+    let found: number;
+    try {
+      found = readManifestSummary(staged.body).version;
+    } catch (e) {
+      throw invalidInput(`staged manifest ${JSON.stringify(this.manifestPath(key))} is not a Lance manifest: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    if (found !== version) throw invalidInput(`staged manifest ${JSON.stringify(this.manifestPath(key))} is a manifest of version ${found}, not of version ${version}`);
+    return staged.body;
+  }
+
+  /** A path a client sent, as a key inside this dataset's directory. */
+  private keyInside(manifestPath: string): string {
     const dirPath = this.store.objectPath(this.dir.key);
     let path = manifestPath.trim();
     const s3 = /^s3a?:\/\/[^/]+\/(.*)$/i.exec(path);

@@ -15,8 +15,10 @@ import type {
 } from '../model/versions.js';
 import { PreconditionFailedError } from '../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, resolveManagedVersioning } from './catalog.js';
+import type { ServiceLogger } from './logger.js';
 import { faultPoint } from './fault-points.js';
-import { deregisteredMarkerKey, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from './layout.js';
+import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from './markers.js';
+import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from './layout.js';
 import type { ManifestNamingScheme } from './manifest-names.js';
 import type { PageRequest } from './namespaces.js';
 import { paginate } from './page-token.js';
@@ -34,17 +36,30 @@ import { requireMainBranch } from './catalog.js';
 //   acknowledged version is never overwritten and of two writers of one version exactly one wins
 //   (the other gets 409 code 14 and Lance rebases).
 // - Only version latest + 1 may be created, so the history has no gaps.
+// - Only a staged manifest is ever consumed: a staging name under the dataset's `_versions/`
+//   holding a Lance manifest of the requested version (TableVersions.stagedKey, readStaged),
+//   checked before any reservation, record or marker is written, so a create can never delete a
+//   committed manifest, a data file, an index or a record.
 // - Every writer of version v, single or batch, first holds v's reservation (create-if-absent of
 //   `_catalog/reservations/v`). A batch claims all its slots, then flips its transaction record to
 //   `committing` (the commit point, a replace-if-unchanged), then writes the manifests. Before the
 //   commit point a crash leaves only reservations, which are rolled back once the lease expires;
 //   after it, whoever finds the record (a later request, a restart, another replica) rolls it
 //   forward from the staged manifests, which are deleted only once the record says Succeeded.
+// - A batch writes its marker (`_catalog/batches/<id>.json`) before its record, so before it
+//   claims anything, and removes it only once the batch is done and cleaned up. Every replica
+//   polls the markers and finishes each batch whose lease has run out (rolled back before its
+//   commit point, forward after it), so a batch whose coordinator died never keeps a table name
+//   or a version slot for longer than its lease plus a poll interval, without any restart.
 
 export interface VersionSettings {
   /** How long a reservation or an unfinished batch is trusted before it is presumed dead. */
   leaseMs: number;
+  /** How often unfinished batches are looked for (default: derived from the lease, see pollIntervalMs). */
+  pollMs?: number;
 }
+
+const BATCH_MARKERS = `${CATALOG_DIR}/batches/`;
 
 const conflict = (message: string) => new NamespaceError(ErrorCode.ConcurrentModification, message);
 const versionNotFound = (id: string[], version: number) =>
@@ -61,6 +76,8 @@ const inRanges = (version: number, ranges: Array<{ start_version: number; end_ve
 interface PlannedVersion {
   entry: BatchEntry;
   versions: TableVersions;
+  /** The staged bytes as validated (a Lance manifest of entry.version); null when the staged file is gone. */
+  staged?: Buffer | null;
 }
 
 /** Longest a writer waits for another writer's hold on the same version slot. */
@@ -69,12 +86,19 @@ const MAX_SLOT_WAIT_MS = 10_000;
 export class TableVersionService {
   /** Single commits in flight in this process, by reservation key: waiters await them instead of polling. */
   private readonly inFlight = new Map<string, Promise<void>>();
+  /** Batches this process coordinates right now: the poller leaves them to their coordinator. */
+  private readonly coordinating = new Set<string>();
+  private readonly markers: UnfinishedMarkers;
+  private poller: Poller | undefined;
 
   constructor(
     private readonly deps: CatalogDeps,
     private readonly log: TransactionLog,
     private readonly settings: VersionSettings,
-  ) {}
+    private readonly logger?: ServiceLogger,
+  ) {
+    this.markers = new UnfinishedMarkers(deps.store, BATCH_MARKERS);
+  }
 
   private async tableVersions(id: string[], requestId?: string, resolved?: TableState): Promise<TableVersions> {
     return (await this.table(id, requestId, resolved)).versions;
@@ -173,6 +197,10 @@ export class TableVersionService {
     }
   }
 
+  private stagedMissing(p: PlannedVersion): NamespaceError {
+    return invalidInput(`staged manifest ${JSON.stringify(p.versions.manifestPath(p.entry.staged_key))} does not exist`);
+  }
+
   /** Checks that the planned versions of one table are exactly latest + 1, latest + 2, ... */
   private async checkNext(planned: PlannedVersion[]): Promise<void> {
     const byTable = new Map<string, PlannedVersion[]>();
@@ -196,24 +224,22 @@ export class TableVersionService {
    */
   private async writeManifest(p: PlannedVersion, transactionId?: string): Promise<CommittedVersion> {
     const { entry, versions } = p;
-    const staged = await versions.store.get(entry.staged_key);
+    const staged = p.staged !== undefined ? p.staged : ((await versions.store.get(entry.staged_key))?.body ?? null);
     let committed: CommittedVersion | null = null;
     if (staged) {
       try {
-        const info = await versions.store.put(entry.final_key, staged.body, { ifNoneMatch: '*' });
+        const info = await versions.store.put(entry.final_key, staged, { ifNoneMatch: '*' });
         committed = { version: entry.version, scheme: entry.naming_scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified };
       } catch (e) {
         if (!(e instanceof PreconditionFailedError)) throw e;
         const existing = await versions.store.get(entry.final_key);
-        if (!existing || !existing.body.equals(staged.body)) {
+        if (!existing || !existing.body.equals(staged)) {
           throw conflict(`table ${displayId(entry.table_id)}: version ${entry.version} was already committed with another manifest`);
         }
       }
     }
     committed ??= await versions.get(entry.version, entry.naming_scheme);
-    if (!committed) {
-      throw invalidInput(`staged manifest ${JSON.stringify(versions.manifestPath(entry.staged_key))} does not exist`);
-    }
+    if (!committed) throw this.stagedMissing(p);
     // The commit time is the sidecar's, so that every answer about this version agrees on it
     // (object stores report modification times in whole seconds).
     const committedAt = new Date();
@@ -240,6 +266,8 @@ export class TableVersionService {
   ): Promise<CreateTableVersionResponse> {
     requireMainBranch(request.branch);
     const { versions, state } = await this.table(id, ctx.requestId, resolved);
+    // Only a staged Lance manifest of this version is ever consumed; checked before anything is written.
+    const staged = await versions.readStaged(versions.stagedKey(request.manifest_path), request.version);
     const reservation = this.lease();
     if (!(await this.claimSlot(versions, request.version, reservation))) {
       throw conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
@@ -253,7 +281,7 @@ export class TableVersionService {
       if (!resolved && incarnationOf((await this.table(id, ctx.requestId)).state) !== incarnationOf(state)) throw tableNotFound(id);
       // One lookup of the latest version, while holding the slot, decides everything.
       const latest = await versions.latest();
-      const p = await this.plan(id, request, { versions, latest });
+      const p = { ...(await this.plan(id, request, { versions, latest })), staged };
       const { entry } = p;
       const next = (latest?.version ?? 0) + 1;
       if (entry.version > next) {
@@ -284,10 +312,10 @@ export class TableVersionService {
     const existing = await versions.get(entry.version, entry.naming_scheme);
     const taken = () => conflict(`table ${displayId(entry.table_id)}: version ${entry.version} already exists with another manifest`);
     if (!existing) throw conflict(`table ${displayId(entry.table_id)}: version ${entry.version} is not the next version`);
-    const staged = await versions.store.get(entry.staged_key);
+    const staged = p.staged !== undefined ? p.staged : ((await versions.store.get(entry.staged_key))?.body ?? null);
     if (staged) {
       const final = await versions.store.get(existing.key);
-      if (!final || !staged.body.equals(final.body)) throw taken();
+      if (!final || !staged.equals(final.body)) throw taken();
     } else {
       // Without the staged bytes, only a positive match makes it this request's version: the
       // e_tag recorded at commit when both sides have one, else the size; nothing to match is a 409.
@@ -500,7 +528,27 @@ export class TableVersionService {
       if (seen.has(slot)) throw invalidInput(`version ${p.entry.version} of table ${displayId(p.entry.table_id)} appears twice`);
       seen.add(slot);
     }
+    // Every staged file must be a Lance manifest of its version before the batch claims anything.
+    for (const p of planned) {
+      if ((await p.versions.readStaged(p.entry.staged_key, p.entry.version)) === null) throw this.stagedMissing(p);
+    }
     const transactionId = this.log.newId();
+    this.coordinating.add(transactionId);
+    try {
+      // The marker first: a batch that dies at any later step is found and finished by a poller.
+      await this.markers.add(transactionId);
+      return await this.coordinate(transactionId, operation, planned, ops);
+    } finally {
+      this.coordinating.delete(transactionId);
+    }
+  }
+
+  private async coordinate(
+    transactionId: string,
+    operation: string,
+    planned: PlannedVersion[],
+    ops: TableOp[],
+  ): Promise<{ transactionId: string; committed: Map<string, CommittedVersion> }> {
     const now = new Date().toISOString();
     const tables = [...planned.map((p) => p.entry.table_id), ...ops.map((o) => o.table_id)];
     let record = await this.log.create({
@@ -532,9 +580,7 @@ export class TableVersionService {
       }
       await this.checkNext(planned);
       for (const p of planned) {
-        if (!(await p.versions.store.head(p.entry.staged_key))) {
-          throw invalidInput(`staged manifest ${JSON.stringify(p.versions.manifestPath(p.entry.staged_key))} does not exist`);
-        }
+        if (!(await p.versions.store.head(p.entry.staged_key))) throw this.stagedMissing(p);
       }
       faultPoint('batch:before-commit-point');
       const committing = await this.log.update(record, { ...record.value, phase: 'committing' });
@@ -622,7 +668,7 @@ export class TableVersionService {
     }
     faultPoint('batch:after-succeeded');
     if (current) await this.finish(current);
-    else await this.cleanUp(record.value, true);
+    else await this.cleanUpVanished(record.value, true);
     return committed;
   }
 
@@ -638,7 +684,13 @@ export class TableVersionService {
       return;
     }
     if (current) await this.finish(current);
-    else await this.cleanUp(record.value, false);
+    else await this.cleanUpVanished(record.value, false);
+  }
+
+  /** Clean-up of a batch whose record is gone (removed by hand): nothing is left to mark. */
+  private async cleanUpVanished(record: TransactionRecord, succeeded: boolean): Promise<void> {
+    await this.cleanUp(record, succeeded);
+    await this.markers.remove(record.id);
   }
 
   /**
@@ -650,9 +702,14 @@ export class TableVersionService {
   private async finish(record: Versioned<TransactionRecord>): Promise<void> {
     await this.cleanUp(record.value, record.value.status === 'Succeeded');
     if (!record.value.cleaned_up) await this.log.update(record, { ...record.value, cleaned_up: true });
+    await this.markers.remove(record.value.id);
   }
 
-  /** Releases the reservations a finished transaction still holds; deletes its staged manifests if it succeeded. */
+  /**
+   * Releases the reservations a finished transaction still holds; deletes its staged manifests if
+   * it succeeded. The caller removes the marker, or (finish) first marks the record cleaned up;
+   * a record gone meanwhile leaves the marker to go here.
+   */
   private async cleanUp(record: TransactionRecord, succeeded: boolean): Promise<void> {
     if (!succeeded) await this.undoTableOps(record);
     for (const entry of record.entries ?? []) {
@@ -678,16 +735,6 @@ export class TableVersionService {
     } else await this.finish(record);
   }
 
-  /**
-   * A batch whose lease has not expired may still have a live coordinator (on another replica),
-   * so it is left alone now and looked at again once the lease runs out.
-   */
-  private recheckAtLeaseEnd(record: TransactionRecord): void {
-    const remaining = record.lease_until ? Date.parse(record.lease_until) - Date.now() : 0;
-    if (record.phase !== 'reserving' || remaining < 0) return;
-    setTimeout(() => void this.recover(record.id).catch(() => undefined), remaining + 10).unref();
-  }
-
   /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at, and those that failed. */
   async recoverAll(): Promise<{ count: number; failures: Array<{ id: string; error: unknown }> }> {
     let count = 0;
@@ -700,14 +747,63 @@ export class TableVersionService {
         if (record?.value.entries && (record.value.phase !== 'done' || !record.value.cleaned_up)) {
           count++;
           await this.recover(id);
+          // A batch still within its lease (a live coordinator elsewhere, or one written by a
+          // version without markers) is left to the pollers: make sure they can find it.
           const after = await this.log.read(id);
-          if (after) this.recheckAtLeaseEnd(after.value);
+          if (after && !this.isFinished(after.value)) await this.markers.add(id);
         }
       } catch (error) {
         failures.push({ id, error });
       }
     }
     return { count, failures };
+  }
+
+  private isFinished(record: TransactionRecord): boolean {
+    return record.phase === 'done' && record.cleaned_up === true;
+  }
+
+  /** Starts polling for batches whose coordinator died (every replica runs this). */
+  start(): void {
+    this.poller ??= new Poller(() => this.pollBatches(), this.settings.pollMs ?? pollIntervalMs(this.settings.leaseMs));
+    this.poller.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.poller?.stop();
+    this.poller = undefined;
+  }
+
+  /**
+   * Looks at every unfinished batch once: each whose lease has run out and that is not
+   * coordinated here is finished (rolled back or forward). A marker whose record never appeared
+   * is removed once older than the lease; one whose batch is finished, at once.
+   */
+  async pollBatches(): Promise<void> {
+    let markers: Marker[];
+    try {
+      markers = await this.markers.list();
+    } catch (err) {
+      this.logger?.warn({ err }, 'could not list unfinished batches');
+      return;
+    }
+    for (const { id, lastModified } of markers) {
+      if (this.coordinating.has(id)) continue;
+      try {
+        const record = await this.log.read(id);
+        if (!record) {
+          if (Date.now() - lastModified.getTime() > this.settings.leaseMs) await this.markers.remove(id);
+        } else if (this.isFinished(record.value)) {
+          await this.markers.remove(id);
+        } else if (!record.value.lease_until || Date.parse(record.value.lease_until) < Date.now()) {
+          await this.recover(id);
+          const after = await this.log.read(id);
+          this.logger?.info({ transaction: id, status: after?.value.status, phase: after?.value.phase }, 'finished a batch whose coordinator died');
+        }
+      } catch (err) {
+        this.logger?.warn({ transaction: id, err }, 'could not finish an unfinished batch; it is tried again at the next poll');
+      }
+    }
   }
 
   /**

@@ -4,6 +4,7 @@ import { TransactionLog, type TransactionStatus } from '../../src/service/transa
 import { useTestApp } from '../support/app.js';
 import { connectTable, peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
+import { manifestBytes } from '../support/manifests.js';
 
 describe.each(backends())('transactions on $name', (backend) => {
   const fx = useTestApp(backend);
@@ -75,7 +76,7 @@ describe.each(backends())('transactions on $name', (backend) => {
     await fx.t.call('POST', '/v1/namespace/tx/create', {});
     await fx.t.call('POST', '/v1/table/tx%24t/declare', {});
     const rel = `_versions/1.manifest-${randomUUID()}`;
-    await fx.root.store.put(`tx/t.lance/${rel}`, 'bytes');
+    await fx.root.store.put(`tx/t.lance/${rel}`, manifestBytes(1));
     const batch = await fx.t.call('POST', '/v1/table/version/batch-create', { entries: [{ id: ['tx', 't'], version: 1, manifest_path: rel }] });
     const txid = String(batch.json.transaction_id);
     expect((await alter(txid, [set('note', 'checked')])).json).toMatchObject({ status: 'Succeeded', properties: { note: 'checked' } });

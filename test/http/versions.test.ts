@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { manifestFileName } from '../../src/service/manifest-names.js';
+import { manifestFileName, parseManifestFileName } from '../../src/service/manifest-names.js';
+import { listAll } from '../../src/store/object-store.js';
 import { useTestApp } from '../support/app.js';
+import { manifestBytes } from '../support/manifests.js';
 import { backends } from '../support/backends.js';
 
-// Table versions over HTTP: the service as commit coordinator. Manifests here are opaque bytes;
-// the service never parses a staged manifest, it only commits it under its final name.
+// Table versions over HTTP: the service as commit coordinator. Manifests here are minimal Lance
+// manifest files: the service checks only that a staged manifest parses and names its version.
 
 describe.each(backends())('table versions on $name', (backend) => {
   const fx = useTestApp(backend);
@@ -19,7 +21,7 @@ describe.each(backends())('table versions on $name', (backend) => {
     const dir = `${ns}/t.lance/`;
     const path = `/v1/table/${ns}%24t`;
     /** Stages bytes the way a Lance writer does, returns the path relative to the table. */
-    const stage = async (version: number, body = `manifest ${version} ${randomUUID()}`) => {
+    const stage = async (version: number, body = manifestBytes(version)) => {
       const rel = `_versions/${version}.manifest-${randomUUID()}`;
       await fx.root.store.put(`${dir}${rel}`, body);
       return { rel, body };
@@ -33,7 +35,7 @@ describe.each(backends())('table versions on $name', (backend) => {
 
   it('commits a staged manifest as the next version, under the V2 name by default', async () => {
     const t = await table();
-    const staged = await t.stage(1, 'first manifest');
+    const staged = await t.stage(1);
     const res = await fx.t.call('POST', `${t.path}/version/create`, {
       version: 1,
       manifest_path: fx.root.store.objectPath(`${t.dir}${staged.rel}`),
@@ -50,7 +52,7 @@ describe.each(backends())('table versions on $name', (backend) => {
       e_tag: 'client-etag',
       metadata: { writer: 'test' },
     });
-    expect((await fx.root.store.get(finalKey))?.body.toString()).toBe('first manifest');
+    expect((await fx.root.store.get(finalKey))?.body.equals(staged.body)).toBe(true);
     expect(await fx.root.store.head(`${t.dir}${staged.rel}`)).toBeNull();
     expect(await fx.root.store.head(`${t.dir}.lance-reserved`)).toBeNull();
     expect((await fx.t.call('POST', `${t.path}/describe?check_declared=true`, {})).json.is_only_declared).toBe(false);
@@ -60,18 +62,19 @@ describe.each(backends())('table versions on $name', (backend) => {
 
   it('treats the same request again as a retry and other bytes for a taken version as a conflict', async () => {
     const t = await table();
-    const staged = await t.stage(1, 'v1 bytes');
-    const body = { version: 1, manifest_path: staged.rel, manifest_size: 8 };
+    const bytes = manifestBytes(1);
+    const staged = await t.stage(1, bytes);
+    const body = { version: 1, manifest_path: staged.rel, manifest_size: bytes.length };
     expect((await fx.t.call('POST', `${t.path}/version/create`, body)).status).toBe(200);
     const retry = await fx.t.call('POST', `${t.path}/version/create`, body);
     expect(retry.status).toBe(200);
     expect(retry.json.version).toMatchObject({ version: 1 });
-    const again = await t.stage(1, 'v1 bytes');
+    const again = await t.stage(1, bytes);
     expect((await fx.t.call('POST', `${t.path}/version/create`, { version: 1, manifest_path: again.rel })).status).toBe(200);
     const other = await t.commit(1);
     expect(other.status).toBe(409);
     expect(other.json.code).toBe(14);
-    expect((await fx.root.store.get(`${t.dir}_versions/${manifestFileName(1, 'V2')}`))?.body.toString()).toBe('v1 bytes');
+    expect((await fx.root.store.get(`${t.dir}_versions/${manifestFileName(1, 'V2')}`))?.body.equals(bytes)).toBe(true);
   });
 
   it('only accepts the next version, so the history has no gaps', async () => {
@@ -168,7 +171,7 @@ describe.each(backends())('table versions on $name', (backend) => {
     expect(ok).toHaveLength(1);
     expect(results.filter((r) => r.status === 409).every((r) => r.json.code === 14)).toBe(true);
     const winner = staged[results.indexOf(ok[0]!)];
-    expect((await fx.root.store.get(`${t.dir}_versions/${manifestFileName(2, 'V2')}`))?.body.toString()).toBe(winner?.body);
+    expect((await fx.root.store.get(`${t.dir}_versions/${manifestFileName(2, 'V2')}`))?.body.equals(winner?.body ?? Buffer.alloc(0))).toBe(true);
     expect((await fx.root.store.list(`${t.dir}_catalog/reservations/`, {})).objects).toEqual([]);
   });
 
@@ -241,7 +244,7 @@ describe.each(backends())('batch commit of tables on $name', (backend) => {
 
   const stage = async (dir: string, version: number) => {
     const rel = `_versions/${version}.manifest-${randomUUID()}`;
-    await fx.root.store.put(`${dir}${rel}`, `manifest ${version} ${randomUUID()}`);
+    await fx.root.store.put(`${dir}${rel}`, manifestBytes(version));
     return rel;
   };
 
@@ -319,5 +322,89 @@ describe.each(backends())('the service’s own writes to managed tables on $name
     for (const v of [1, 2]) expect(await fx.root.store.head(`own/t.lance/_catalog/versions/${String(v).padStart(20, '0')}.json`), `version ${v}`).not.toBeNull();
     expect((await fx.root.store.list('own/t.lance/_versions/', {})).objects.filter((o) => o.key.includes('.manifest-'))).toEqual([]);
     expect((await readRows(String(created.json.location), fx.root.store.engineStorageOptions())).map((r) => r.id)).toEqual([3]);
+  });
+});
+
+describe.each(backends())('CreateTableVersion consumes only staged manifests on $name', (backend) => {
+  const fx = useTestApp(backend);
+  const arrow = { 'content-type': 'application/vnd.apache.arrow.stream' };
+
+  it('answers 400 code 13 for any other file, deletes and writes nothing, and the table stays readable', async () => {
+    const { peopleStream, readRows } = await import('../support/arrow-data.js');
+    await fx.t.call('POST', '/v1/namespace/sg/create', {});
+    expect((await fx.t.call('POST', '/v1/table/sg%24t/declare', { properties: { k: 'v' } })).status).toBe(200);
+    const inserted = await fx.t.call('POST', '/v1/table/sg%24t/insert', peopleStream([1, 2, 3]), arrow);
+    expect(inserted.status, inserted.text).toBe(200);
+    const dir = 'sg/t.lance/';
+    const location = fx.root.store.location(dir.slice(0, -1));
+    const keys = (await listAll(fx.root.store, dir)).objects.map((o) => o.key);
+    const versionsDir = `${dir}_versions/`;
+    const committed = keys.find((k) => k.startsWith(versionsDir) && parseManifestFileName(k.slice(versionsDir.length))?.version === 1);
+    const dataFile = keys.find((k) => k.startsWith(`${dir}data/`));
+    if (!committed || !dataFile) throw new Error(`no committed manifest or data file among ${keys.join(', ')}`);
+    expect(keys).toContain(`${dir}.lance-table.json`);
+    const committedBytes = (await fx.root.store.get(committed))?.body ?? Buffer.alloc(0);
+    const index = `${dir}_indices/${randomUUID()}/index.idx`;
+    await fx.root.store.put(index, manifestBytes(2));
+    const garbage = `${versionsDir}2.manifest-${randomUUID()}`;
+    await fx.root.store.put(garbage, 'not a manifest');
+    const wrongVersion = `${versionsDir}2.manifest-${randomUUID()}`;
+    await fx.root.store.put(wrongVersion, committedBytes);
+    const detached = `${versionsDir}d${Date.now()}.manifest`;
+    await fx.root.store.put(detached, manifestBytes(2));
+
+    const cases: Array<[string, string, number]> = [
+      ['a data file', dataFile, 2],
+      ['the committed manifest, as the next version', committed, 2],
+      ['the committed manifest, as its own version', committed, 1],
+      ['the V1 name of version 1', `${versionsDir}${manifestFileName(1, 'V1')}`, 1],
+      ['the V2 name of version 1', `${versionsDir}${manifestFileName(1, 'V2')}`, 1],
+      ['the V1 name of version 1, as the next version', `${versionsDir}${manifestFileName(1, 'V1')}`, 2],
+      ['the table record', `${dir}.lance-table.json`, 2],
+      ['a file in _indices/', index, 2],
+      ['a detached manifest', detached, 2],
+      ['the latest-version hint', `${versionsDir}latest_version_hint.json`, 2],
+      ['a staged file with garbage bytes', garbage, 2],
+      ['a staged manifest of another version', wrongVersion, 2],
+    ];
+    const before = new Map<string, Buffer | null>();
+    for (const [, key] of cases) before.set(key, (await fx.root.store.get(key))?.body ?? null);
+    const newStaged = `_versions/1.manifest-${randomUUID()}`;
+    await fx.root.store.put(`sg/fresh.lance/${newStaged}`, 'garbage');
+    const allKeys = async () => (await listAll(fx.root.store, '')).objects.map((o) => o.key).sort();
+    const everything = await allKeys();
+    for (const [what, key, version] of cases) {
+      for (const manifest_path of [fx.root.store.objectPath(key), key.slice(dir.length)]) {
+        const res = await fx.t.call('POST', '/v1/table/sg%24t/version/create', { version, manifest_path });
+        expect(res.status, `${what} (${manifest_path}): ${res.text}`).toBe(400);
+        expect(res.json.code, what).toBe(13);
+      }
+      const after = (await fx.root.store.get(key))?.body ?? null;
+      expect(after === null ? null : after.equals(before.get(key) ?? Buffer.alloc(0)), `${what} is unchanged`).toBe(before.get(key) === null ? null : true);
+    }
+    // The batch paths check the same before they write a record or claim anything.
+    const batch = await fx.t.call('POST', '/v1/table/version/batch-create', { entries: [{ id: ['sg', 't'], version: 2, manifest_path: dataFile.slice(dir.length) }] });
+    expect(batch.status, batch.text).toBe(400);
+    expect(batch.json.code).toBe(13);
+    const commit = await fx.t.call('POST', '/v1/table/batch-commit', {
+      operations: [
+        { declare_table: { id: ['sg', 'fresh'] } },
+        { create_table_version: { id: ['sg', 'fresh'], version: 1, manifest_path: newStaged } },
+        { create_table_version: { id: ['sg', 't'], version: 2, manifest_path: wrongVersion.slice(dir.length) } },
+      ],
+    });
+    expect(commit.status, commit.text).toBe(400);
+    expect(commit.json.code).toBe(13);
+    // Nothing was written anywhere: no transaction record, reservation, table record or version.
+    expect(await allKeys()).toEqual([...everything].sort());
+    expect((await fx.t.call('POST', '/v1/table/sg%24fresh/exists', {})).status).toBe(404);
+    expect(((await fx.t.call('GET', '/v1/table/sg%24t/version/list')).json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([1]);
+    expect((await readRows(location, fx.root.store.engineStorageOptions())).map((r) => r.id)).toEqual([1, 2, 3]);
+    expect((await fx.t.call('POST', '/v1/table/sg%24t/describe', {})).json.properties).toEqual({ k: 'v' });
+    // A real staged manifest of the right version is still committed, and only it is consumed.
+    const good = `${versionsDir}2.manifest-${randomUUID()}`;
+    await fx.root.store.put(good, manifestBytes(2));
+    expect((await fx.t.call('POST', '/v1/table/sg%24t/version/create', { version: 2, manifest_path: good.slice(dir.length) })).status).toBe(200);
+    expect(await fx.root.store.head(good)).toBeNull();
   });
 });

@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { afterAll, beforeAll, describe, expect, type ExpectStatic, it } from 'vitest';
+import { nextManifestWithSchemaMetadata } from '../../src/engine/lance-manifest.js';
 import { parseManifestFileName } from '../../src/service/manifest-names.js';
 import { listAll } from '../../src/store/object-store.js';
 import { peopleStream } from '../support/arrow-data.js';
@@ -76,13 +77,14 @@ async function committedVersionsInStore(root: TestRoot, t: string): Promise<numb
     .sort((a, b) => a - b);
 }
 
-/** Copies the table's committed v1 manifest to a staged name; returns its path relative to the table. */
+/** Stages a version 2 manifest made from the table's committed v1 manifest; returns its path relative to the table. */
 async function stageManifest(root: TestRoot, t: string): Promise<{ relative: string; bytes: Buffer }> {
   const prefix = `${tableDir(t)}_versions/`;
   const v1 = (await keysUnder(root, prefix)).find((k) => parseManifestFileName(k.slice(prefix.length))?.version === 1);
   if (!v1) throw new Error(`table ${t} has no committed version 1`);
-  const bytes = (await root.store.get(v1))?.body;
-  if (!bytes) throw new Error(`manifest ${v1} vanished`);
+  const base = (await root.store.get(v1))?.body;
+  if (!base) throw new Error(`manifest ${v1} vanished`);
+  const bytes = nextManifestWithSchemaMetadata(base, { version: 2, schemaMetadata: { staged: randomUUID() }, timestampMillis: Date.now() });
   const relative = `_versions/2.manifest-${randomUUID()}`;
   await root.store.put(`${tableDir(t)}${relative}`, bytes);
   return { relative, bytes };

@@ -1,97 +1,74 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { EngineError, type LanceEngine } from '../../src/engine/lance-engine.js';
+import { describe, expect, it } from 'vitest';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
-import type { CatalogDeps } from '../../src/service/catalog.js';
-import { Locations } from '../../src/service/locations.js';
 import { NamespaceService } from '../../src/service/namespaces.js';
-import { PageTokens } from '../../src/service/page-token.js';
 import type { RequestContext } from '../../src/service/request-context.js';
 import { TableService } from '../../src/service/tables.js';
-import { LocalObjectStore } from '../../src/store/local-store.js';
 import type { ObjectStore, PutCondition } from '../../src/store/object-store.js';
+import { localCatalogDeps, useLocalRoot } from '../support/local-catalog.js';
+import { storeDouble } from '../support/store-double.js';
 
 // Forces the worst interleavings of the create-in-namespace protocol (catalog.ts) by running a
 // whole drop at a chosen step of a creator, which no timing-based race can do reliably.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
-// These protocols never reach the engine; any call would fail the test.
-const noEngine = new Proxy({} as LanceEngine, {
-  get: () => () => Promise.reject(new EngineError('internal', 'the engine is not used here')),
-});
 
 /** A store that runs `hook` just before the first put of `key`. */
 function pausingStore(inner: ObjectStore, key: string, hook: () => Promise<void>): ObjectStore {
   let fired = false;
-  return new Proxy(inner, {
-    get(target, prop, receiver) {
-      if (prop === 'put') {
-        return async (k: string, body: Buffer | string, condition?: PutCondition) => {
-          if (k === key && !fired) {
-            fired = true;
-            await hook();
-          }
-          return target.put(k, body, condition);
-        };
+  return storeDouble(inner, {
+    put: async (k: string, body: Buffer | string, condition?: PutCondition) => {
+      if (k === key && !fired) {
+        fired = true;
+        await hook();
       }
-      const value: unknown = Reflect.get(target, prop, receiver);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      return inner.put(k, body, condition);
     },
   });
 }
 
 describe('create in a namespace vs. a Restrict drop', () => {
-  let dir: string;
-  let base: LocalObjectStore;
-  beforeEach(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-cvd-'));
-    base = new LocalObjectStore(dir);
-    await base.init();
-  });
-  afterEach(() => rm(dir, { recursive: true, force: true }));
+  const root = useLocalRoot('lance-ns-cvd-');
 
   const services = (store: ObjectStore) => {
-    const deps: CatalogDeps = { store, engine: noEngine, locations: new Locations(store, { kind: 'local', dir }, { region: 'x', forcePathStyle: true }), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false, leaseMs: 30_000 } };
+    const deps = localCatalogDeps(store, root.dir);
     return { namespaces: new NamespaceService(deps), tables: new TableService(deps, () => { throw new Error('no managed tables here'); }) };
   };
 
   it('a drop that completes between the creator’s parent check and its create makes the creator undo itself', async () => {
-    await services(base).namespaces.create(ctx, ['ns'], {});
+    await services(root.store).namespaces.create(ctx, ['ns'], {});
     let dropResult: unknown;
-    const store = pausingStore(base, 'ns/t.lance/.lance-table.json', async () => {
-      dropResult = await services(base).namespaces.drop(ctx, ['ns'], {});
+    const store = pausingStore(root.store, 'ns/t.lance/.lance-table.json', async () => {
+      dropResult = await services(root.store).namespaces.drop(ctx, ['ns'], {});
     });
     await expect(services(store).tables.declare(ctx, ['ns', 't'], {})).rejects.toSatisfy(
       (e: unknown) => e instanceof NamespaceError && e.code === ErrorCode.NamespaceNotFound,
     );
     expect(dropResult).toEqual({ properties: {} });
-    expect((await base.list('', {})).objects).toEqual([]);
+    expect((await root.store.list('', {})).objects).toEqual([]);
   });
 
   it('a drop that lists after the child landed fails as not empty, and the child stays', async () => {
-    await services(base).namespaces.create(ctx, ['ns'], {});
+    await services(root.store).namespaces.create(ctx, ['ns'], {});
     let dropError: unknown;
     // The drop runs right before the reserved marker is written: the table record already exists.
-    const store = pausingStore(base, 'ns/t.lance/.lance-reserved', async () => {
-      dropError = await services(base).namespaces.drop(ctx, ['ns'], {}).catch((e: unknown) => e);
+    const store = pausingStore(root.store, 'ns/t.lance/.lance-reserved', async () => {
+      dropError = await services(root.store).namespaces.drop(ctx, ['ns'], {}).catch((e: unknown) => e);
     });
     await services(store).tables.declare(ctx, ['ns', 't'], {});
     expect(dropError).toBeInstanceOf(NamespaceError);
     expect((dropError as NamespaceError).code).toBe(ErrorCode.NamespaceNotEmpty);
-    await services(base).tables.exists(ctx, ['ns', 't'], undefined);
-    await services(base).namespaces.exists(ctx, ['ns']);
+    await services(root.store).tables.exists(ctx, ['ns', 't'], undefined);
+    await services(root.store).namespaces.exists(ctx, ['ns']);
   });
 
   it('a nested namespace created during a Cascade drop of its grandparent does not survive it', async () => {
-    const { namespaces } = services(base);
+    const { namespaces } = services(root.store);
     await namespaces.create(ctx, ['a'], {});
     await namespaces.create(ctx, ['a', 'b'], {});
-    const store = pausingStore(base, 'a/b/c/.lance-namespace', async () => {
-      await services(base).namespaces.drop(ctx, ['a'], { behavior: 'Cascade' });
+    const store = pausingStore(root.store, 'a/b/c/.lance-namespace', async () => {
+      await services(root.store).namespaces.drop(ctx, ['a'], { behavior: 'Cascade' });
     });
     await expect(services(store).namespaces.create(ctx, ['a', 'b', 'c'], {})).rejects.toBeInstanceOf(NamespaceError);
-    expect((await base.list('', {})).objects).toEqual([]);
+    expect((await root.store.list('', {})).objects).toEqual([]);
   });
 });

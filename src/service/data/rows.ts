@@ -19,6 +19,8 @@ import { reservedMarkerKey, tableRecordKey } from '../layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../records.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTable, DataTables } from './dataset.js';
+import { backoffMs, sleep } from '../backoff.js';
+import type { ServiceLogger } from '../logger.js';
 import { claimDatasetCreation } from '../dataset-creation.js';
 import { requireMainBranch } from '../catalog.js';
 
@@ -42,12 +44,21 @@ export function parseTimeout(text: string): number {
   return Math.round(ms);
 }
 
-/** Attempts at recording properties against concurrent changes of the table record. */
-const RECORD_ATTEMPTS = 5;
+/** How long an update keeps trying to record its properties against concurrent changes of the table record. */
+const RECORD_PROPERTIES_BOUND_MS = 10_000;
+
+export interface RowSettings {
+  /** Time bound for recording an update's properties after its commit (default 10 s). */
+  recordPropertiesBoundMs?: number;
+}
 
 /** The row operations of the Lance namespace spec, over the Lance engine. */
 export class RowService {
-  constructor(private readonly tables: DataTables) {}
+  constructor(
+    private readonly tables: DataTables,
+    private readonly logger?: ServiceLogger,
+    private readonly settings: RowSettings = {},
+  ) {}
 
   private get engine() {
     return this.tables.engine;
@@ -83,7 +94,7 @@ export class RowService {
         throw this.failure(e, id);
       });
       // The rows are the operation; the properties are recorded once they are committed, so that a
-      // refused update changes nothing.
+      // refused update changes nothing, and a committed one is answered as committed (see below).
       const properties = await this.recordProperties(table, request.properties ?? {});
       return { updated_rows: updatedRows, version, properties };
     });
@@ -93,26 +104,41 @@ export class RowService {
    * Merges `given` into the table record's properties with a replace-if-unchanged of the record
    * read (create-if-absent for a table Lance wrote without one), again on a lost race. Returns the
    * table's properties.
+   *
+   * Invariant: the engine commit already happened, so nothing here turns the update into a
+   * failure by losing races: every lost race means another writer's change of the record landed
+   * (progress), and rounds are retried with jittered backoff until a time bound. Past the bound
+   * the update is still answered as landed, with the properties the record holds, and a warning
+   * is logged; a store failure (not a lost race) is also only logged.
    */
   private async recordProperties(table: DataTable, given: Record<string, string>): Promise<Record<string, string>> {
     const current = table.state.record;
     if (Object.keys(given).length === 0) return current?.value.properties ?? {};
     const store = this.tables.catalog.store;
     const key = tableRecordKey(table.ref);
+    const deadline = Date.now() + (this.settings.recordPropertiesBoundMs ?? RECORD_PROPERTIES_BOUND_MS);
     let read = current;
-    for (let attempt = 0; attempt < RECORD_ATTEMPTS; attempt++) {
-      if (attempt > 0) read = await readRecord(store, key, TableRecord);
-      const value: TableRecord = read
-        ? { ...read.value, properties: { ...read.value.properties, ...given } }
-        : { properties: { ...given }, created_at: new Date().toISOString() };
-      try {
-        await store.put(key, encodeRecord(value), read ? { ifMatch: read.etag } : { ifNoneMatch: '*' });
-        return value.properties;
-      } catch (e) {
-        if (!(e instanceof PreconditionFailedError)) throw e;
+    try {
+      for (let attempt = 0; ; attempt++) {
+        if (attempt > 0) read = await readRecord(store, key, TableRecord);
+        const value: TableRecord = read
+          ? { ...read.value, properties: { ...read.value.properties, ...given } }
+          : { properties: { ...given }, created_at: new Date().toISOString() };
+        try {
+          await store.put(key, encodeRecord(value), read ? { ifMatch: read.etag } : { ifNoneMatch: '*' });
+          return value.properties;
+        } catch (e) {
+          if (!(e instanceof PreconditionFailedError)) throw e;
+        }
+        if (Date.now() >= deadline) break;
+        await sleep(Math.min(backoffMs(attempt, 5, 200), Math.max(0, deadline - Date.now())));
       }
+      this.logger?.warn({ table: displayId(table.id), properties: given }, 'update committed, but its properties were not recorded: the table record kept changing');
+    } catch (e) {
+      this.logger?.warn({ table: displayId(table.id), properties: given, err: e }, 'update committed, but its properties could not be recorded');
     }
-    throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(table.id)}: its record kept changing while the properties were recorded; retry`);
+    const held = await readRecord(store, key, TableRecord).catch(() => read);
+    return held?.value.properties ?? {};
   }
 
   async delete(ctx: RequestContext, id: string[], request: DeleteFromTableRequest): Promise<DeleteFromTableResponse> {

@@ -5,11 +5,13 @@ import type { RowIdLayout } from '../../engine/ports/columns.js';
 import { COMPUTED_COLUMN_METADATA, formatFieldPath, parseFieldPath, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
 import { invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
-import { listAll, type ObjectStore } from '../../store/object-store.js';
 import { displayId } from '../catalog.js';
 import type { DataTables } from '../data/dataset.js';
 import { engineFailure } from '../engine-errors.js';
+import { backoffMs, sleep } from '../backoff.js';
+import type { ServiceLogger } from '../logger.js';
 import { faultPoint } from '../fault-points.js';
+import { Poller, pollIntervalMs, UnfinishedMarkers } from '../markers.js';
 import { CATALOG_DIR } from '../layout.js';
 import type { Versioned } from '../records.js';
 import type { RequestContext } from '../request-context.js';
@@ -75,11 +77,7 @@ export const BackfillJob = z.object({
 });
 export type BackfillJob = z.infer<typeof BackfillJob>;
 
-export interface JobLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
+export type JobLogger = ServiceLogger;
 
 export interface BackfillSettings {
   /** How long a runner's hold on a job is trusted without renewal. */
@@ -140,8 +138,6 @@ export function planChunks(layout: RowIdLayout, chunkRows: number, numFrags?: nu
   return chunks;
 }
 
-const markerKey = (id: string) => `${MARKERS}${id}.json`;
-
 /** Why a job stopped before its end. */
 type Stop = 'canceled' | 'lost' | 'stopping';
 
@@ -163,18 +159,17 @@ const messageOf = (e: unknown): string => (e instanceof Error ? e.message : Stri
 export class BackfillService {
   private readonly owner = `runner-${randomUUID()}`;
   private readonly running = new Map<string, Promise<void>>();
-  private timer: NodeJS.Timeout | undefined;
+  private poller: Poller | undefined;
   private stopping = false;
+  private readonly markers: UnfinishedMarkers;
 
   constructor(
     private readonly tables: DataTables,
     private readonly log: TransactionLog,
     private readonly settings: BackfillSettings,
     private readonly logger?: JobLogger,
-  ) {}
-
-  private get store(): ObjectStore {
-    return this.tables.catalog.store;
+  ) {
+    this.markers = new UnfinishedMarkers(tables.catalog.store, MARKERS);
   }
 
   private get engine() {
@@ -182,7 +177,7 @@ export class BackfillService {
   }
 
   private get pollMs(): number {
-    return this.settings.pollMs ?? Math.min(5000, Math.max(100, Math.floor(this.settings.leaseMs / 2)));
+    return this.settings.pollMs ?? pollIntervalMs(this.settings.leaseMs);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -265,7 +260,7 @@ export class BackfillService {
       job,
     };
     // The marker first: a record without one would never be run; a marker without a record is removed by the poller.
-    await this.store.put(markerKey(jobId), JSON.stringify({ id: jobId, created_at: now }), { ifNoneMatch: '*' });
+    await this.markers.add(jobId);
     await this.log.create(record);
     this.launch(jobId);
     return { job_id: jobId };
@@ -277,16 +272,15 @@ export class BackfillService {
   /** Starts looking for unfinished jobs (now and then every pollMs). */
   start(): void {
     this.stopping = false;
-    void this.poll();
-    this.timer = setInterval(() => void this.poll(), this.pollMs);
-    this.timer.unref();
+    this.poller = new Poller(() => this.poll(), this.pollMs);
+    this.poller.start();
   }
 
   /** Stops taking jobs; running ones stop at their next checkpoint and hand their lease back. */
   async stop(): Promise<void> {
     this.stopping = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    await this.poller?.stop();
+    this.poller = undefined;
     await Promise.allSettled([...this.running.values()]);
   }
 
@@ -294,14 +288,10 @@ export class BackfillService {
   async poll(): Promise<void> {
     if (this.stopping) return;
     try {
-      const listing = await listAll(this.store, MARKERS, { delimiter: '/' });
-      for (const o of listing.objects) {
-        const name = o.key.slice(MARKERS.length);
-        if (!name.endsWith('.json')) continue;
-        const id = name.slice(0, -5);
+      for (const { id, lastModified } of await this.markers.list()) {
         if (this.running.has(id)) continue;
-        if (Date.now() - o.lastModified.getTime() > this.settings.leaseMs && !(await this.log.read(id))) {
-          await this.store.delete(o.key); // its creator died between the marker and the record
+        if (Date.now() - lastModified.getTime() > this.settings.leaseMs && !(await this.log.read(id))) {
+          await this.markers.remove(id); // its creator died between the marker and the record
           continue;
         }
         this.launch(id);
@@ -348,7 +338,7 @@ export class BackfillService {
   }
 
   private async removeMarker(id: string): Promise<void> {
-    await this.store.delete(markerKey(id));
+    await this.markers.remove(id);
   }
 
   private async run(id: string): Promise<void> {
@@ -452,7 +442,7 @@ export class BackfillService {
         return await fn();
       } catch (e) {
         if (!(e instanceof EngineError && e.kind === 'conflict') || attempt >= MAX_CONFLICT_RETRIES) throw e;
-        await new Promise((r) => setTimeout(r, Math.min(1000, 20 * 2 ** attempt) * (0.5 + Math.random())));
+        await sleep(backoffMs(attempt, 20, 1000));
       }
     }
   }
