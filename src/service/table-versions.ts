@@ -221,13 +221,18 @@ export class TableVersions {
    */
   stagedKey(manifestPath: string): string {
     const key = this.keyInside(manifestPath);
-    const name = key.startsWith(this.versionsPrefix) ? key.slice(this.versionsPrefix.length) : null;
-    if (name === null || name.includes('/') || name === HINT || name.endsWith('.manifest') || parseManifestFileName(name) !== null) {
+    if (!this.isStagingKey(key)) {
       throw invalidInput(
         `manifest_path ${JSON.stringify(manifestPath)} is not a staged manifest: stage it in the table's ${VERSIONS_DIR}/ directory under a name that is not a committed manifest's (Lance writers use ${VERSIONS_DIR}/<version>.manifest-<uuid>)`,
       );
     }
     return key;
+  }
+
+  /** Whether a key of this dataset's store is a staging name (see stagedKey). */
+  isStagingKey(key: string): boolean {
+    const name = key.startsWith(this.versionsPrefix) ? key.slice(this.versionsPrefix.length) : null;
+    return name !== null && name !== '' && !name.includes('/') && name !== HINT && !name.endsWith('.manifest') && parseManifestFileName(name) === null;
   }
 
   /**

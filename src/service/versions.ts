@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '../engine/lance-engine.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
 import type {
@@ -13,7 +14,7 @@ import type {
   ListTableVersionsResponse,
   TableVersion,
 } from '../model/versions.js';
-import { PreconditionFailedError } from '../store/object-store.js';
+import { listAll, PreconditionFailedError } from '../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, resolveManagedVersioning } from './catalog.js';
 import type { ServiceLogger } from './logger.js';
 import { faultPoint } from './fault-points.js';
@@ -606,12 +607,22 @@ export class TableVersionService {
       created_at: new Date().toISOString(),
       managed_versioning: op.managed_versioning,
       pending_transaction: transactionId,
+      incarnation: randomUUID(),
     };
     try {
       await createInNamespace(this.deps.store, ref.namespace, () => this.deps.store.put(key, encodeRecord(record), { ifNoneMatch: '*' }), () => this.deps.store.delete(key));
     } catch (e) {
       if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
       throw e;
+    }
+    // A dropped table's directory is cleared for the new one, but for the manifests staged for it.
+    if (state.dropped) {
+      const staging = new TableVersions(this.deps.locations.own(state.dirKey));
+      const marker = deregisteredMarkerKey(ref);
+      for (const o of (await listAll(this.deps.store, state.dirKey)).objects) {
+        if (o.key !== key && o.key !== marker && !staging.isStagingKey(o.key)) await this.deps.store.delete(o.key);
+      }
+      await this.deps.store.delete(marker);
     }
   }
 

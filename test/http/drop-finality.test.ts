@@ -41,6 +41,18 @@ describe.each(backends())('drop vs. in-flight writes on $name', (backend) => {
     }
   });
 
+  it('a batch commit declares a dropped table\'s name afresh, and clears what the drop left', async () => {
+    await fx.t.call('POST', '/v1/namespace/again/create', {});
+    expect((await fx.t.call('POST', '/v1/table/again%24t/create', peopleStream([1]), ARROW)).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/table/again%24t/drop', {})).status).toBe(200);
+    const batch = await fx.t.call('POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['again', 't'], properties: { k: 'v' } } }] });
+    expect(batch.status, batch.text).toBe(200);
+    const described = await fx.t.call('POST', '/v1/table/again%24t/describe?check_declared=true', {});
+    expect(described.status, described.text).toBe(200);
+    expect(described.json).toMatchObject({ is_only_declared: true, properties: { k: 'v' } });
+    expect(await fx.root.store.head('again/t.lance/.lance-deregistered')).toBeNull();
+  });
+
   for (const managed of [false, true]) {
     it(`${rounds} rounds${managed ? ', managed versioning' : ''}: a dropped table stays dropped and its name holds only the new table`, async () => {
       // Managed versioning comes from the namespace's property.
