@@ -95,10 +95,11 @@ export class TableService {
    * Takes the name for a new table: the record's create-if-absent inside a live namespace (the
    * linearization point of every new table), or a replace-if-unchanged of exactly the record that
    * a dead create or a dead drop left. Whatever such a predecessor, or a drop, left in the
-   * directory is then deleted (the drop's tombstone last), before the new table writes anything.
+   * directory is then deleted (the drop's tombstone last), before the new table writes anything;
+   * with `keepData` (registering the directory's own dataset) only the tombstone goes.
    * Returns the etag of the record written.
    */
-  private async claimName(state: TableState, record: TableRecord, alsoUndo: () => Promise<void> = async () => {}): Promise<string> {
+  private async claimName(state: TableState, record: TableRecord, options: { undo?: () => Promise<void>; keepData?: boolean } = {}): Promise<string> {
     const { ref } = state;
     const id = [...ref.namespace, ref.name];
     if (state.creating?.live) throw tableAlreadyExists(id, 'is being created by another request');
@@ -114,7 +115,7 @@ export class TableService {
         ref.namespace,
         () => this.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }),
         async () => {
-          await alsoUndo();
+          await options.undo?.();
           await this.store.delete(key);
         },
       ));
@@ -122,10 +123,8 @@ export class TableService {
       if (e instanceof PreconditionFailedError) throw tableAlreadyExists(id);
       throw e;
     }
-    if (taken || state.dropped) {
-      await this.store.deletePrefix(state.dirKey, { keep: [key, deregisteredMarkerKey(ref)] });
-      await this.store.delete(deregisteredMarkerKey(ref));
-    }
+    if ((taken || state.dropped) && !options.keepData) await this.store.deletePrefix(state.dirKey, { keep: [key, deregisteredMarkerKey(ref)] });
+    if (state.dropped) await this.store.delete(deregisteredMarkerKey(ref));
     return etag;
   }
 
@@ -145,9 +144,9 @@ export class TableService {
     if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const properties = request.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
-    await this.claimName(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, () =>
-      this.store.delete(reservedMarkerKey(ref)),
-    );
+    await this.claimName(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, {
+      undo: () => this.store.delete(reservedMarkerKey(ref)),
+    });
     // Lance's directory catalog recognizes a declared table by this marker.
     await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
       if (!(e instanceof PreconditionFailedError)) throw e;
@@ -299,7 +298,7 @@ export class TableService {
         throw e;
       }
     } else {
-      await this.claimName(state, record);
+      await this.claimName(state, record, { keepData: isOwnDir });
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
     if (state.deregistered) await this.store.delete(deregisteredMarkerKey(ref));
