@@ -98,15 +98,17 @@ export function checkMapLimits(value: unknown, limits: RequestLimits, where = ''
   }
   for (const [field, inner] of Object.entries(value)) {
     const path = where === '' ? field : `${where}.${field}`;
-    if (MAP_FIELDS.has(field) && typeof inner === 'object' && inner !== null && !Array.isArray(inner)) checkMapSize(inner, limits, path);
+    if (MAP_FIELDS.has(field) && typeof inner === 'object' && inner !== null && !Array.isArray(inner)) checkMapSize(inner as Record<string, unknown>, limits, path);
     else checkMapLimits(inner, limits, path, depth + 1);
   }
 }
 
-function checkMapSize(map: object, limits: RequestLimits, path: string): void {
+function checkMapSize(map: Record<string, unknown>, limits: RequestLimits, path: string): void {
   let entries = 0;
   let bytes = 0;
-  for (const [key, v] of Object.entries(map)) {
+  // for-in stops at the first entry past a limit; Object.entries would first copy every entry.
+  for (const key in map) {
+    const v = map[key];
     entries += 1;
     bytes += Buffer.byteLength(key) + (typeof v === 'string' ? Buffer.byteLength(v) : 0);
     if (entries > limits.maxMapEntries) throw invalidInput(`${path}: at most ${limits.maxMapEntries} entries are allowed`);
