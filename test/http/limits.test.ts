@@ -65,7 +65,7 @@ describe('a million properties (14 MB)', () => {
     const root = await localBackend.newRoot();
     const t = await listenTestApp(root);
     try {
-      const body = Buffer.from(JSON.stringify({ properties: mapOf(1_000_000, 'value') }));
+      const body = Buffer.from(JSON.stringify({ properties: mapOf(1_000_000) }));
       const started = Date.now();
       const res = await t.call('POST', '/v1/table/ns%24huge/declare', body);
       expect(res.status).toBe(413);
@@ -83,7 +83,7 @@ describe('a million properties (14 MB)', () => {
     const t = await listenTestApp(root, { maxJsonBodyBytes: 64 * 1024 * 1024 });
     try {
       expect((await t.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
-      const body = Buffer.from(JSON.stringify({ properties: mapOf(1_000_000, 'value') }));
+      const body = Buffer.from(JSON.stringify({ properties: mapOf(1_000_000) }));
       const started = Date.now();
       const res = await t.call('POST', '/v1/table/ns%24huge/declare', body);
       expect(res.status).toBe(400);
