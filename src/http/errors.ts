@@ -40,6 +40,7 @@ const PROBLEM_OF_STATUS: Record<number, { type: string; title: string }> = {
   403: { type: '/errors/forbidden-request', title: 'Not authorized to make this request' },
   404: { type: '/errors/not-found-error', title: 'Not found Error' },
   405: { type: '/errors/method-not-allowed', title: 'Method not allowed on this route' },
+  408: { type: '/errors/bad-request', title: 'Request timeout' },
   406: { type: '/errors/unsupported-operation', title: 'The server does not support this operation' },
   409: { type: '/errors/conflict', title: 'The namespace has been concurrently modified' },
   413: { type: '/errors/bad-request', title: 'Request body too large' },
@@ -92,6 +93,7 @@ const FRAMEWORK_ERRORS: Record<string, { status: number; message: string }> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, message: 'unsupported content type' },
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, message: 'the content length does not match the body' },
   HPE_HEADER_OVERFLOW: { status: 431, message: 'the request headers are too large' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, message: 'the request did not arrive in time' },
 };
 
 /** Rust source locations of the engine's build (`/home/runner/work/.../table.rs:123:45`, `.cargo/registry/...`). */

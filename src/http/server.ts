@@ -98,7 +98,10 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
     // request cycle: answer them on the socket, in the spec's shape.
     clientErrorHandler(error, socket) {
       if ((error as { code?: string }).code === 'ECONNRESET' || socket.destroyed) return;
-      const wire = toWireError(error.code === 'HPE_HEADER_OVERFLOW' ? error : { statusCode: 400, message: 'malformed HTTP request' }, rawPath(error.rawPacket), scrub);
+      const instance = rawPath(error.rawPacket);
+      const known = toWireError(error, instance, scrub);
+      // The parser's other errors (invalid tokens, bad chunking, ...) are all a malformed request.
+      const wire = known.status < 500 ? known : toWireError({ statusCode: 400, message: 'malformed HTTP request' }, instance, scrub);
       const body = JSON.stringify(wire.body);
       if (socket.writable) {
         socket.write(
