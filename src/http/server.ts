@@ -158,7 +158,8 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
     const path = pathOf(request.url);
     const wire = toWireError(error, path, scrub);
     if (wire.internal) request.log.error({ err: error }, 'request failed');
-    else request.log.info({ code: wire.body.code, error: wire.body.error }, 'request rejected');
+    // A rejection with a cause (an engine or store failure behind it) logs that cause in full, paths and all.
+    else request.log.info({ code: wire.body.code, error: wire.body.error, ...(error instanceof Error && error.cause !== undefined ? { err: error } : {}) }, 'request rejected');
     return reply.code(wire.status).type('application/json').send(wire.body);
   });
 
