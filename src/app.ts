@@ -67,7 +67,20 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       health: new HealthService(store),
       backfill,
     },
-    { logger, jsonBodyLimit: config.maxJsonBodyBytes, arrowBodyLimit: config.maxArrowBodyBytes, version: SERVICE_VERSION },
+    {
+      logger,
+      jsonBodyLimit: config.maxJsonBodyBytes,
+      arrowBodyLimit: config.maxArrowBodyBytes,
+      limits: {
+        maxMapEntries: config.maxMapEntries,
+        maxMapBytes: config.maxMapBytes,
+        largeBodyBytes: config.largeBodyBytes,
+        maxConcurrentLargeBodies: config.maxConcurrentLargeBodies,
+      },
+      // Every form in which the root's own path can appear in a message (the engine drops the leading '/').
+      rootForms: [store.rootUri, store.location(''), store.objectPath('')],
+      version: SERVICE_VERSION,
+    },
   );
   backfill.start();
   // Every replica finishes batches whose coordinator died, once their lease has run out.

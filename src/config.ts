@@ -25,8 +25,16 @@ const Config = z.object({
   transactionLeaseMs: z.coerce.number().int().positive(),
   /** Largest Arrow IPC request body, in bytes. */
   maxArrowBodyBytes: z.coerce.number().int().positive(),
-  /** Largest JSON request body, in bytes. */
+  /** Largest JSON request body, in bytes; parsing it blocks the event loop, so it stays small. */
   maxJsonBodyBytes: z.coerce.number().int().positive(),
+  /** Entries of one string map in a request (properties, metadata, storage options, context). */
+  maxMapEntries: z.coerce.number().int().positive(),
+  /** UTF-8 bytes of the keys and values of one such map. */
+  maxMapBytes: z.coerce.number().int().positive(),
+  /** Arrow bodies larger than this (or of unknown length) count as large. */
+  largeBodyBytes: z.coerce.number().int().min(0),
+  /** Large Arrow bodies received at once; one more is a 503 (code 17), before its body is read. */
+  maxConcurrentLargeBodies: z.coerce.number().int().positive(),
 });
 export type Config = z.infer<typeof Config>;
 
@@ -47,7 +55,11 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --managed-versioning <true|false> default for tables that do not set it   env LANCE_NS_MANAGED_VERSIONING default false
   --transaction-lease-ms <n>        after this an unfinished commit is presumed dead  env LANCE_NS_TRANSACTION_LEASE_MS default 30000
   --max-arrow-body-bytes <n>        largest Arrow request   env LANCE_NS_MAX_ARROW_BODY_BYTES default 268435456
-  --max-json-body-bytes <n>         largest JSON request    env LANCE_NS_MAX_JSON_BODY_BYTES  default 16777216
+  --max-json-body-bytes <n>         largest JSON request    env LANCE_NS_MAX_JSON_BODY_BYTES  default 4194304
+  --max-map-entries <n>             entries per properties/metadata/context map  env LANCE_NS_MAX_MAP_ENTRIES  default 1000
+  --max-map-bytes <n>               bytes per such map (keys and values)         env LANCE_NS_MAX_MAP_BYTES    default 262144
+  --large-body-bytes <n>            Arrow bodies above this are large            env LANCE_NS_LARGE_BODY_BYTES default 16777216
+  --max-concurrent-large-bodies <n> large Arrow bodies received at once          env LANCE_NS_MAX_CONCURRENT_LARGE_BODIES default 2
 `;
 
 const bool = (v: string | undefined): boolean | undefined =>
@@ -74,6 +86,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       'transaction-lease-ms': { type: 'string' },
       'max-arrow-body-bytes': { type: 'string' },
       'max-json-body-bytes': { type: 'string' },
+      'max-map-entries': { type: 'string' },
+      'max-map-bytes': { type: 'string' },
+      'large-body-bytes': { type: 'string' },
+      'max-concurrent-large-bodies': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -100,7 +116,11 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     managedVersioning: bool(values['managed-versioning'] ?? env.LANCE_NS_MANAGED_VERSIONING) ?? false,
     transactionLeaseMs: values['transaction-lease-ms'] ?? env.LANCE_NS_TRANSACTION_LEASE_MS ?? 30_000,
     maxArrowBodyBytes: values['max-arrow-body-bytes'] ?? env.LANCE_NS_MAX_ARROW_BODY_BYTES ?? 256 * 1024 * 1024,
-    maxJsonBodyBytes: values['max-json-body-bytes'] ?? env.LANCE_NS_MAX_JSON_BODY_BYTES ?? 16 * 1024 * 1024,
+    maxJsonBodyBytes: values['max-json-body-bytes'] ?? env.LANCE_NS_MAX_JSON_BODY_BYTES ?? 4 * 1024 * 1024,
+    maxMapEntries: values['max-map-entries'] ?? env.LANCE_NS_MAX_MAP_ENTRIES ?? 1000,
+    maxMapBytes: values['max-map-bytes'] ?? env.LANCE_NS_MAX_MAP_BYTES ?? 256 * 1024,
+    largeBodyBytes: values['large-body-bytes'] ?? env.LANCE_NS_LARGE_BODY_BYTES ?? 16 * 1024 * 1024,
+    maxConcurrentLargeBodies: values['max-concurrent-large-bodies'] ?? env.LANCE_NS_MAX_CONCURRENT_LARGE_BODIES ?? 2,
   });
   if (!parsed.success) {
     throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);

@@ -74,6 +74,8 @@ export type EngineErrorKind =
   | 'already_exists'
   | 'conflict'
   | 'unsupported'
+  /** The storage is full or cannot be reached for now: worth a retry later. */
+  | 'unavailable'
   | 'internal';
 
 /** An engine failure, classified so the service can map it to a namespace error code. */

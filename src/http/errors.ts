@@ -2,7 +2,7 @@ import { ZodError } from 'zod';
 import { EngineError } from '../engine/lance-engine.js';
 import type { ErrorResponse } from '../model/common.js';
 import { ErrorCode, NamespaceError } from '../model/errors.js';
-import { PreconditionFailedError, StoreUnavailableError } from '../store/object-store.js';
+import { InvalidKeyError, PreconditionFailedError, StoreUnavailableError } from '../store/object-store.js';
 
 // One mapping from every error the service can raise to the spec's error body and HTTP status.
 // Clients classify only by `code`; `type`/`title`/`status` follow the spec's problem-details examples.
@@ -39,9 +39,14 @@ const PROBLEM_OF_STATUS: Record<number, { type: string; title: string }> = {
   401: { type: '/errors/unauthorized-request', title: 'No valid authentication credentials for the operation' },
   403: { type: '/errors/forbidden-request', title: 'Not authorized to make this request' },
   404: { type: '/errors/not-found-error', title: 'Not found Error' },
+  405: { type: '/errors/method-not-allowed', title: 'Method not allowed on this route' },
+  408: { type: '/errors/bad-request', title: 'Request timeout' },
   406: { type: '/errors/unsupported-operation', title: 'The server does not support this operation' },
   409: { type: '/errors/conflict', title: 'The namespace has been concurrently modified' },
   413: { type: '/errors/bad-request', title: 'Request body too large' },
+  414: { type: '/errors/bad-request', title: 'Request path too long' },
+  415: { type: '/errors/bad-request', title: 'Unsupported media type' },
+  431: { type: '/errors/bad-request', title: 'Request headers too large' },
   429: { type: '/errors/throttled', title: 'Too many requests' },
   503: { type: '/errors/service-unavailable', title: 'Slow down' },
   500: { type: '/errors/server-error', title: 'Internal Server Error' },
@@ -77,31 +82,79 @@ interface FastifyLikeError {
   message?: string;
 }
 
-/** Maps any thrown value to the wire error; `internal` is true for failures worth logging as errors. */
-export function toWireError(error: unknown, instance: string): WireError & { internal: boolean } {
+/**
+ * Framework (Fastify and Node HTTP parser) errors keep their 4xx status where it says more than a
+ * plain 400; all are invalid input (code 13). Their messages are replaced: some quote the whole URL.
+ */
+const FRAMEWORK_ERRORS: Record<string, { status: number; message: string }> = {
+  FST_ERR_BAD_URL: { status: 400, message: 'the request path is not valid percent-encoded UTF-8' },
+  FST_ERR_MAX_PARAM_LENGTH: { status: 414, message: 'a path parameter is too long' },
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, message: 'request body is too large' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, message: 'unsupported content type' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, message: 'the content length does not match the body' },
+  HPE_HEADER_OVERFLOW: { status: 431, message: 'the request headers are too large' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, message: 'the request did not arrive in time' },
+};
+
+/** Rust source locations of the engine's build (`/home/runner/work/.../table.rs:123:45`, `.cargo/registry/...`). */
+const RUST_SOURCE = /,?\s*(?:at\s+)?\S*\/[^\s/]+\.rs(?::\d+){0,2}/g;
+
+/**
+ * Removes internals from a message that goes into a body: the root's absolute path and URI (the
+ * rest of the path, relative to the root, stays and is what the client named) and the engine's
+ * build paths. The full message stays in the log.
+ */
+export function messageScrubber(rootForms: readonly string[]): (message: string) => string {
+  const forms = [...new Set(rootForms.map((f) => f.replace(/\/+$/, '')).filter((f) => f.length > 1))].sort((a, b) => b.length - a.length);
+  return (message) => {
+    let out = message.replace(RUST_SOURCE, '');
+    for (const form of forms) out = out.split(`${form}/`).join('').split(form).join('.');
+    return out;
+  };
+}
+
+const noScrub = (message: string): string => message;
+
+/** The store errors a cause chain carries, outermost first: they decide the answer of an otherwise internal failure. */
+function storeCause(error: unknown): StoreUnavailableError | InvalidKeyError | undefined {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if (e instanceof StoreUnavailableError || e instanceof InvalidKeyError) return e;
+  }
+  return undefined;
+}
+
+/**
+ * Maps any thrown value to the wire error; `internal` is true for failures worth logging as errors.
+ * `scrub` removes internal paths from messages (see messageScrubber); the cause is logged in full.
+ */
+export function toWireError(error: unknown, instance: string, scrub: (message: string) => string = noScrub): WireError & { internal: boolean } {
+  const store = error instanceof NamespaceError && error.code !== ErrorCode.Internal ? undefined : storeCause(error);
+  if (store instanceof InvalidKeyError) {
+    return { ...wireError(400, ErrorCode.InvalidInput, scrub(store.message), instance), internal: false };
+  }
+  if (store instanceof StoreUnavailableError) {
+    return { ...wireError(503, ErrorCode.ServiceUnavailable, `the object store is unavailable: ${scrub(store.message)}`, instance), internal: true };
+  }
   if (error instanceof NamespaceError) {
     const status = httpStatusOfCode(error.code);
-    return { ...wireError(status, error.code, error.message, instance, error.detail), internal: status >= 500 };
+    const detail = error.detail === undefined ? undefined : scrub(error.detail);
+    return { ...wireError(status, error.code, scrub(error.message), instance, detail), internal: status >= 500 };
   }
   if (error instanceof ZodError) {
     return { ...wireError(400, ErrorCode.InvalidInput, describeZodError(error, 'request'), instance), internal: false };
   }
-  if (error instanceof StoreUnavailableError) {
-    return { ...wireError(503, ErrorCode.ServiceUnavailable, `the object store is unavailable: ${error.message}`, instance), internal: true };
-  }
   if (error instanceof PreconditionFailedError) {
-    return { ...wireError(409, ErrorCode.ConcurrentModification, `concurrent modification: ${error.message}`, instance), internal: false };
+    return { ...wireError(409, ErrorCode.ConcurrentModification, `concurrent modification: ${scrub(error.message)}`, instance), internal: false };
   }
   if (error instanceof EngineError) {
-    return { ...wireError(500, ErrorCode.Internal, `Lance engine error: ${error.message}`, instance), internal: true };
+    return { ...wireError(500, ErrorCode.Internal, `Lance engine error: ${scrub(error.message)}`, instance), internal: true };
   }
   const fastifyError = (typeof error === 'object' && error !== null ? error : {}) as FastifyLikeError;
-  if (fastifyError.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-    return { ...wireError(413, ErrorCode.InvalidInput, 'request body is too large', instance), internal: false };
-  }
+  const known = fastifyError.code === undefined ? undefined : FRAMEWORK_ERRORS[fastifyError.code];
+  if (known) return { ...wireError(known.status, ErrorCode.InvalidInput, known.message, instance), internal: false };
   if (fastifyError.statusCode !== undefined && fastifyError.statusCode >= 400 && fastifyError.statusCode < 500) {
-    return { ...wireError(400, ErrorCode.InvalidInput, fastifyError.message ?? 'bad request', instance), internal: false };
+    return { ...wireError(400, ErrorCode.InvalidInput, scrub(fastifyError.message ?? 'bad request'), instance), internal: false };
   }
-  const message = error instanceof Error ? error.message : String(error);
-  return { ...wireError(500, ErrorCode.Internal, `internal error: ${message}`, instance), internal: true };
+  // Unknown failures say nothing about themselves: the request id (a response header) finds them in the log.
+  return { ...wireError(500, ErrorCode.Internal, 'internal error; the service log has the cause under this request id', instance), internal: true };
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { HealthService } from '../service/health.js';
 import type { NamespaceService } from '../service/namespaces.js';
 import type { TableService } from '../service/tables.js';
@@ -11,9 +12,9 @@ import type { TagService } from '../service/data/tags.js';
 import type { TransactionService } from '../service/transaction-service.js';
 import type { TableVersionService } from '../service/versions.js';
 import type { BackfillService } from '../service/jobs/backfill.js';
-import { toWireError, wireError } from './errors.js';
+import { messageScrubber, toWireError, wireError } from './errors.js';
 import { buildOpenApi } from './openapi.js';
-import { registerRoutes, type MutationEvent, type RouteSpec } from './route.js';
+import { registerRoutes, routeMethods, type MutationEvent, type RequestLimits, type RouteSpec } from './route.js';
 import { healthRoutes } from './routes/health.js';
 import { namespaceRoutes } from './routes/namespaces.js';
 import { tableRoutes } from './routes/tables.js';
@@ -45,7 +46,18 @@ export interface HttpServerOptions {
   logger: FastifyBaseLogger;
   jsonBodyLimit: number;
   arrowBodyLimit: number;
+  limits: RequestLimits;
+  /** The forms of the catalog root's own path (absolute path, URI) that error messages must not show. */
+  rootForms: readonly string[];
   version: string;
+}
+
+/** The request line's path, when a client error left it readable in the raw bytes. */
+function rawPath(packet: unknown): string {
+  if (!Buffer.isBuffer(packet)) return '/';
+  const line = packet.subarray(0, 2048).toString('latin1').split('\r\n', 1)[0] ?? '';
+  const path = line.split(' ')[1] ?? '/';
+  return path.length > 256 || !path.startsWith('/') ? '/' : path.split('?')[0] ?? '/';
 }
 
 export function allRoutes(services: Services): RouteSpec[] {
@@ -66,6 +78,8 @@ export function allRoutes(services: Services): RouteSpec[] {
 }
 
 export function buildHttpServer(services: Services, options: HttpServerOptions): FastifyInstance {
+  const scrub = messageScrubber(options.rootForms);
+  const pathOf = (url: string): string => url.split('?')[0] ?? url;
   const app = Fastify({
     loggerInstance: options.logger,
     requestIdHeader: 'x-request-id',
@@ -73,6 +87,29 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
     routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, maxParamLength: 2048 },
     forceCloseConnections: 'idle',
     bodyLimit: options.jsonBodyLimit,
+    // Errors met before routing (a bad percent-encoding, an over-long path parameter) get the spec body too.
+    frameworkErrors: (error, request, reply) => {
+      const wire = toWireError(error, pathOf(request.url).slice(0, 256), scrub);
+      request.log.info({ code: wire.body.code, err: error }, 'request rejected');
+      // The option's reply is generic in a route schema that these errors never have.
+      void (reply as unknown as FastifyReply).code(wire.status).type('application/json').send(wire.body);
+    },
+    // Errors of the HTTP parser (headers too large, invalid header tokens) never reach Fastify's
+    // request cycle: answer them on the socket, in the spec's shape.
+    clientErrorHandler(error, socket) {
+      if ((error as { code?: string }).code === 'ECONNRESET' || socket.destroyed) return;
+      const instance = rawPath(error.rawPacket);
+      const known = toWireError(error, instance, scrub);
+      // The parser's other errors (invalid tokens, bad chunking, ...) are all a malformed request.
+      const wire = known.status < 500 ? known : toWireError({ statusCode: 400, message: 'malformed HTTP request' }, instance, scrub);
+      const body = JSON.stringify(wire.body);
+      if (socket.writable) {
+        socket.write(
+          `HTTP/1.1 ${wire.status} ${STATUS_CODES[wire.status] ?? ''}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      }
+      socket.destroy();
+    },
   });
 
   // Every body arrives as bytes: JSON routes parse it themselves (so an empty body or `null` is
@@ -95,6 +132,7 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
   registerRoutes(app, routes, {
     jsonBodyLimit: options.jsonBodyLimit,
     arrowBodyLimit: options.arrowBodyLimit,
+    limits: options.limits,
     // The one place every mutation is recorded (the audit log will hang here).
     onMutation: (event: MutationEvent, request) => {
       request.log.info({ audit: { operation: event.operationId, id: event.id, status: event.status, principal: event.ctx.principal?.id ?? null, context: event.ctx.context } }, 'mutation');
@@ -104,17 +142,24 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
   const openapi = buildOpenApi(routes, { title: 'Lance Namespace Service', version: options.version });
   app.get('/openapi.json', async (_request, reply) => reply.type('application/json').send(openapi));
 
+  const methodsOf = routeMethods(routes);
   app.setNotFoundHandler(async (request, reply) => {
-    const path = request.url.split('?')[0] ?? request.url;
+    const path = pathOf(request.url);
+    const allowed = methodsOf(path);
+    if (allowed.length > 0) {
+      const { status, body } = wireError(405, 0, `${request.method} is not allowed on ${path}; use ${allowed.join(' or ')}`, path);
+      return reply.code(status).header('allow', allowed.join(', ')).type('application/json').send(body);
+    }
     const { status, body } = wireError(404, 0, `no such route: ${request.method} ${path}`, path);
     return reply.code(status).type('application/json').send(body);
   });
 
   app.setErrorHandler(async (error, request, reply) => {
-    const path = request.url.split('?')[0] ?? request.url;
-    const wire = toWireError(error, path);
+    const path = pathOf(request.url);
+    const wire = toWireError(error, path, scrub);
     if (wire.internal) request.log.error({ err: error }, 'request failed');
-    else request.log.info({ code: wire.body.code, error: wire.body.error }, 'request rejected');
+    // A rejection with a cause (an engine or store failure behind it) logs that cause in full, paths and all.
+    else request.log.info({ code: wire.body.code, error: wire.body.error, ...(error instanceof Error && error.cause !== undefined ? { err: error } : {}) }, 'request rejected');
     return reply.code(wire.status).type('application/json').send(wire.body);
   });
 

@@ -132,13 +132,13 @@ const QueryFields = {
   ...RequestBase,
   branch: z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' }),
   vector: z
-    .object({ single_vector: nullish(z.array(z.number())), multi_vector: nullish(z.array(z.array(z.number())).min(1)) })
+    .object({ single_vector: nullish(z.array(z.number())), multi_vector: nullish(z.array(z.array(z.number()))) })
     .refine((v) => exactlyOneOrNone([v.single_vector, v.multi_vector]), { message: 'give either single_vector or multi_vector, not both' })
     .nullable()
     .optional()
     .meta({
       description:
-        'Query vector; null for a filter or full-text query. multi_vector on a multivector (List<FixedSizeList>) column is one multivector query; on a plain vector column it is a batch search with a `query_index` column.',
+        'Query vector; null, or an empty single_vector or multi_vector (what LanceDB clients send), for a filter or full-text query. multi_vector on a multivector (List<FixedSizeList>) column is one multivector query; on a plain vector column it is a batch search with a `query_index` column.',
     }),
   k: Count.meta({ description: 'Number of results (the limit of a plain scan too).' }),
   filter: nullish(z.string()),

@@ -41,11 +41,28 @@ export type DeclareTableResponse = z.infer<typeof DeclareTableResponse>;
 
 export const CreateTableMode = caseInsensitiveEnum(['Create', 'ExistOk', 'Overwrite'], 'Behaviour when the table exists.');
 
+const StringMap = z.record(z.string(), z.string());
+
+/** A JSON object of strings carried as one query-string value; empty means none. */
+const JsonStringMap = z.string().transform((value, ctx): Record<string, string> | undefined => {
+  if (value === '') return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    parsed = undefined;
+  }
+  const map = StringMap.safeParse(parsed);
+  if (map.success) return map.data;
+  ctx.addIssue({ code: 'custom', message: 'must be a JSON object of strings' });
+  return z.NEVER;
+});
+
 /** CreateTable carries its fields in the query string; the body is an Arrow IPC stream. */
 export const CreateTableQuery = z.object({
   mode: CreateTableMode.optional(),
-  properties: z.string().optional().meta({ description: 'JSON object of string properties.' }),
-  storage_options: z.string().optional().meta({ description: 'JSON object of write-time storage options.' }),
+  properties: JsonStringMap.optional().meta({ description: 'JSON object of string properties.' }),
+  storage_options: JsonStringMap.optional().meta({ description: 'JSON object of write-time storage options.' }),
 });
 
 export const CreateTableResponse = z

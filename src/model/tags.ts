@@ -5,7 +5,13 @@ import { PageLimit, PageToken, QueryLimit, RequestBase } from './common.js';
 
 const Version = z.number().int().min(0);
 const Branch = z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' });
-const TagName = z.string().min(1).meta({ description: "Tag name: letters, digits, '.', '-' and '_', not starting with '.'." });
+/** A tag is a file `_refs/tags/<name>.json`: its name must fit a file name (255 bytes) on every store. */
+const MAX_TAG_NAME_BYTES = 200;
+const TagName = z
+  .string()
+  .min(1)
+  .refine((name) => Buffer.byteLength(name) <= MAX_TAG_NAME_BYTES, { message: `must be at most ${MAX_TAG_NAME_BYTES} bytes` })
+  .meta({ description: `Tag name: letters, digits, '.', '-' and '_', not starting with '.'; at most ${MAX_TAG_NAME_BYTES} bytes.` });
 
 export const TagContents = z
   .object({

@@ -33,6 +33,8 @@ export function engineFailure(e: unknown, id: string[]): unknown {
       return as(ErrorCode.TableTagAlreadyExists, `${table}: ${e.message}`);
     case 'unsupported':
       return as(ErrorCode.Unsupported);
+    case 'unavailable':
+      return as(ErrorCode.ServiceUnavailable, `${table}: the storage is unavailable: ${e.message}`);
     default:
       return as(ErrorCode.Internal, `Lance engine error on ${table}: ${e.message}`);
   }

@@ -33,6 +33,8 @@ export class Locations {
   resolve(location: string): StoreDir {
     const trimmed = location.trim();
     if (trimmed === '') throw invalidInput('location must not be empty');
+    // No store or engine can name such a path; refused here rather than halfway through an operation.
+    if (/[\u0000-\u001f\u007f]/.test(trimmed)) throw invalidInput(`location ${JSON.stringify(location)} must not contain control characters`);
     const isRelative = !/^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) && !path.isAbsolute(trimmed);
     if (isRelative) {
       const parts = trimmed.replace(/\/+$/, '').split('/');

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
   compareKeys,
+  InvalidKeyError,
   type ListOptions,
   type ListPage,
   type ObjectInfo,
@@ -29,6 +30,11 @@ const LOCK_MARK = '.~lock~';
 const LOCK_STALE_MS = 30_000;
 const LOCK_WAIT_MS = 10_000;
 const DEFAULT_MAX_KEYS = 1000;
+/** Linux NAME_MAX and PATH_MAX (terminator excluded). */
+const NAME_MAX_BYTES = 255;
+const PATH_MAX_BYTES = 4095;
+/** A written file's name also carries the temporary or lock suffix for a while. */
+const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length);
 
 function isInternalName(name: string): boolean {
   return name.includes(TEMP_MARK) || name.includes(LOCK_MARK);
@@ -36,6 +42,17 @@ function isInternalName(name: string): boolean {
 
 function errCode(e: unknown): string | undefined {
   return typeof e === 'object' && e !== null && 'code' in e ? String((e as { code: unknown }).code) : undefined;
+}
+
+/**
+ * Port errors for the file-system failures that are not bugs: a full disk is a temporary
+ * unavailability (the message has no path: it reaches clients), a name too long is bad input.
+ */
+function portError(e: unknown, key: string): unknown {
+  const code = errCode(e);
+  if (code === 'ENOSPC' || code === 'EDQUOT') return new StoreUnavailableError('the disk of the store is full', { cause: e });
+  if (code === 'ENAMETOOLONG') return new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`, { cause: e });
+  return e;
 }
 
 export class LocalObjectStore implements ObjectStore {
@@ -57,11 +74,16 @@ export class LocalObjectStore implements ObjectStore {
   private pathOf(key: string): string {
     const parts = key.split('/');
     const last = parts[parts.length - 1];
-    if (key.startsWith('/') || parts.some((p, i) => p === '..' || p === '.' || (p === '' && i < parts.length - 1))) {
-      throw new Error(`invalid store key: ${JSON.stringify(key)}`);
+    if (key.startsWith('/') || parts.some((p, i) => p === '..' || p === '.' || (p === '' && i < parts.length - 1) || p.includes('\0'))) {
+      throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
     }
-    if (last !== undefined && isInternalName(last)) throw new Error(`reserved store key: ${JSON.stringify(key)}`);
-    return path.join(this.root, ...parts);
+    if (last !== undefined && isInternalName(last)) throw new InvalidKeyError(`reserved store key: ${JSON.stringify(key)}`);
+    // Checked here rather than met as ENAMETOOLONG halfway through a multi-step write.
+    const full = path.join(this.root, ...parts);
+    if (parts.some((p) => Buffer.byteLength(p) > NAME_MAX_BYTES) || Buffer.byteLength(full) > PATH_MAX_BYTES) {
+      throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
+    }
+    return full;
   }
 
   location(key: string): string {
@@ -123,7 +145,7 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  /** Writes a fsynced temporary file next to `target`, creating parent directories. */
+  /** Writes a fsynced temporary file next to `target`, creating parent directories; on failure none is left behind. */
   private async writeTemp(target: string, body: Buffer | string): Promise<string> {
     const dir = path.dirname(target);
     const tmp = `${target}${TEMP_MARK}${randomBytes(6).toString('hex')}`;
@@ -134,9 +156,15 @@ export class LocalObjectStore implements ObjectStore {
         try {
           await fh.writeFile(body);
           await fh.sync();
-        } finally {
-          await fh.close();
+        } catch (e) {
+          // A partial file (a full disk) would stay forever: it is never listed, so no delete finds
+          // it, and it and the directories made for it keep a Restrict drop of the namespace out.
+          await fh.close().catch(() => undefined);
+          await fs.unlink(tmp).catch(() => undefined);
+          await this.pruneEmptyDirs(dir);
+          throw e;
         }
+        await fh.close();
         return tmp;
       } catch (e) {
         // A concurrent delete may prune the freshly made directory; make it again.
@@ -156,7 +184,18 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   async put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo> {
+    try {
+      return await this.putAt(key, body, condition);
+    } catch (e) {
+      throw portError(e, key);
+    }
+  }
+
+  private async putAt(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo> {
     const target = this.pathOf(key);
+    if (Buffer.byteLength(path.basename(target)) + WRITE_SUFFIX_BYTES > NAME_MAX_BYTES || Buffer.byteLength(target) + WRITE_SUFFIX_BYTES > PATH_MAX_BYTES) {
+      throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
+    }
     if (condition && 'ifMatch' in condition) {
       return this.withKeyLock(target, async () => {
         const current = await this.head(key);
@@ -364,6 +403,14 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   async renameDir(fromPrefix: string, toPrefix: string): Promise<void> {
+    try {
+      await this.renameDirAt(fromPrefix, toPrefix);
+    } catch (e) {
+      throw portError(e, toPrefix);
+    }
+  }
+
+  private async renameDirAt(fromPrefix: string, toPrefix: string): Promise<void> {
     const from = this.pathOf(fromPrefix.replace(/\/$/, ''));
     const to = this.pathOf(toPrefix.replace(/\/$/, ''));
     await fs.mkdir(path.dirname(to), { recursive: true });

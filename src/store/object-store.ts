@@ -42,6 +42,14 @@ export class PreconditionFailedError extends Error {
   }
 }
 
+/** The key cannot name an object in this store (too long for it, or not a valid key): the caller's input is at fault. */
+export class InvalidKeyError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'InvalidKeyError';
+  }
+}
+
 /** The store could not be reached or kept failing after bounded retries. */
 export class StoreUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {

@@ -14,6 +14,7 @@ import { Upload } from '@aws-sdk/lib-storage';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import {
   compareKeys,
+  InvalidKeyError,
   type ListOptions,
   type ListPage,
   type ObjectInfo,
@@ -41,6 +42,8 @@ export interface S3StoreConfig {
 }
 
 const MULTIPART_THRESHOLD = 16 * 1024 * 1024;
+/** S3's limit on a key's UTF-8 length; longer keys are refused as KeyTooLongError after a round trip. */
+const MAX_KEY_BYTES = 1024;
 const RETRYABLE_NAMES = new Set([
   'SlowDown',
   'ServiceUnavailable',
@@ -146,7 +149,9 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   private fullKey(key: string): string {
-    return this.config.prefix ? `${this.config.prefix}/${key}` : key;
+    const full = this.config.prefix ? `${this.config.prefix}/${key}` : key;
+    if (Buffer.byteLength(full) > MAX_KEY_BYTES) throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store (S3 keys are at most ${MAX_KEY_BYTES} bytes)`);
+    return full;
   }
 
   private storeKey(fullKey: string): string {

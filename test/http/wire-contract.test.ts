@@ -56,16 +56,19 @@ describe('wire contract', () => {
     expect((await fx.t.call('POST', '/v1/namespace/big/exists', {})).status).toBe(404);
   });
 
-  it('answers a spec-shaped 404 for unknown routes and methods', async () => {
+  it('answers a spec-shaped 404 for unknown routes and a 405 for a known route with the wrong method', async () => {
     for (const [method, url] of [
       ['POST', '/v1/namespace/x/frobnicate'],
-      ['GET', '/v1/namespace/x/create'],
       ['POST', '/nothing'],
     ] as const) {
       const res = await fx.t.call(method, url);
       expect(res.status).toBe(404);
       expect(res.json).toMatchObject({ code: 0, type: '/errors/not-found-error', instance: url });
     }
+    const wrongMethod = await fx.t.call('GET', '/v1/namespace/x/create');
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.allow).toBe('POST');
+    expect(wrongMethod.json).toMatchObject({ code: 0, status: 405, instance: '/v1/namespace/x/create' });
   });
 
   it('answers 406 Unsupported for spec operations not implemented yet', async () => {

@@ -28,8 +28,12 @@ export function classify(e: unknown, fallback: EngineErrorKind = 'internal'): En
   if (e instanceof EngineError) return e;
   const message = e instanceof Error ? e.message : String(e);
   let kind = fallback;
-  if (/commit conflict|preempted|concurrent|conflicting/i.test(message)) kind = 'conflict';
+  if (/No space left on device|os error 28\b|Disk quota exceeded|os error 122\b/i.test(message)) kind = 'unavailable';
+  else if (/commit conflict|preempted|concurrent|conflicting/i.test(message)) kind = 'conflict';
   else if (/Dataset at path .* was not found|no such file|not a dataset|Table '.*' was not found/i.test(message)) kind = 'not_a_dataset';
+  // A location that is a file, names no bucket, or that the store's credentials cannot read: no dataset there.
+  else if (/Not a directory|os error 20\b|NoSuchBucket|bucket does not exist|Failed to get AWS credentials|AccessDenied|Permission denied|os error 13\b/i.test(message)) kind = 'not_a_dataset';
+  else if (/File name too long|os error 36\b|Failed to parse path|Invalid input/i.test(message)) kind = 'invalid_input';
   else if (/version .* (not found|does not exist)|not found.*version/i.test(message)) kind = 'version_not_found';
   return new EngineError(kind, message, { cause: e });
 }

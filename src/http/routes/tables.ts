@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { invalidInput } from '../../model/errors.js';
 import {
   CreateTableQuery,
   CreateTableResponse,
@@ -21,22 +20,6 @@ import {
 } from '../../model/tables.js';
 import type { TableService } from '../../service/tables.js';
 import { defineRoute, type RouteSpec } from '../route.js';
-
-const StringMap = z.record(z.string(), z.string());
-
-/** CreateTable's `properties` and `storage_options` travel as JSON objects in the query string. */
-function jsonQueryMap(value: string | undefined, name: string): Record<string, string> | undefined {
-  if (value === undefined || value === '') return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(value);
-  } catch {
-    throw invalidInput(`${name}: must be a JSON object of strings`);
-  }
-  const result = StringMap.safeParse(parsed);
-  if (!result.success) throw invalidInput(`${name}: must be a JSON object of strings`);
-  return result.data;
-}
 
 type ListTablesQuery = z.output<typeof ListTablesQuery>;
 type ListTablesBody = z.output<typeof ListTablesRequest>;
@@ -99,8 +82,8 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       handler: ({ ctx, id, query, raw }) =>
         tables.create(ctx, id, {
           mode: query.mode,
-          properties: jsonQueryMap(query.properties, 'properties'),
-          storageOptions: jsonQueryMap(query.storage_options, 'storage_options'),
+          properties: query.properties,
+          storageOptions: query.storage_options,
           arrowIpcStream: raw,
         }),
     }),

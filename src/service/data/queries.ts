@@ -37,12 +37,22 @@ function fullTextOf(q: QueryTableRequest['full_text_query']): FullTextSpec | und
   return undefined;
 }
 
+/**
+ * The query vector, if any. LanceDB clients send filter-only and full-text queries with
+ * `single_vector: []`: an empty vector (or multivector of empty vectors) means no vector search.
+ */
+function vectorOf(v: QueryTableRequest['vector']): number[] | number[][] | undefined {
+  if (v?.single_vector && v.single_vector.length > 0) return v.single_vector;
+  if (v?.multi_vector && v.multi_vector.some((row) => row.length > 0)) return v.multi_vector;
+  return undefined;
+}
+
 /** The engine's query for the spec's QueryTableRequest fields. */
 function tableQueryOf(q: QueryTableRequest): TableQuery {
   const columns = q.columns?.column_names ?? q.columns?.column_aliases ?? undefined;
   return {
     version: opt(q.version),
-    vector: q.vector?.single_vector ?? q.vector?.multi_vector ?? undefined,
+    vector: vectorOf(q.vector),
     fullText: fullTextOf(q.full_text_query),
     limit: q.k,
     offset: opt(q.offset),

@@ -1,0 +1,152 @@
+import http from 'node:http';
+import { once } from 'node:events';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type Config, loadConfig } from '../../src/config.js';
+import { listenTestApp, startTestApp, type TestApp, useTestApp } from '../support/app.js';
+import { peopleStream } from '../support/arrow-data.js';
+import { backends, localBackend, type TestRoot } from '../support/backends.js';
+
+// Issue 8, point 10: big inputs cost what they must. String maps past the documented limits are
+// refused before validation or any write; large Arrow bodies are admitted a few at a time.
+
+const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
+const mapOf = (n: number, value = 'v'): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value]));
+
+describe('documented defaults', () => {
+  it('are the ones the README lists', () => {
+    const config = loadConfig([], {});
+    expect(config).toMatchObject({
+      maxJsonBodyBytes: 4 * 1024 * 1024,
+      maxMapEntries: 1000,
+      maxMapBytes: 256 * 1024,
+      largeBodyBytes: 16 * 1024 * 1024,
+      maxConcurrentLargeBodies: 2,
+    });
+  });
+});
+
+describe.each(backends())('string map limits on $name', (backend) => {
+  const fx = useTestApp(backend, { maxMapEntries: 5, maxMapBytes: 100 });
+  beforeAll(async () => {
+    expect((await fx.t.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+  });
+
+  async function expectRefused(res: { status: number; json: Record<string, unknown> }, field: string): Promise<void> {
+    expect(res.status).toBe(400);
+    expect(res.json.code).toBe(13);
+    expect(String(res.json.error)).toContain(field);
+  }
+
+  it('accepts maps within the limits', async () => {
+    expect((await fx.t.call('POST', '/v1/namespace/within/create', { properties: mapOf(5) })).status).toBe(200);
+  });
+
+  it('refuses a map with too many entries or too many bytes, and creates nothing', async () => {
+    await expectRefused(await fx.t.call('POST', '/v1/namespace/many/create', { properties: mapOf(6) }), 'properties');
+    await expectRefused(await fx.t.call('POST', '/v1/namespace/heavy/create', { properties: { a: 'x'.repeat(60), b: 'y'.repeat(60) } }), 'properties');
+    await expectRefused(await fx.t.call('POST', '/v1/table/ns%24decl/declare', { properties: mapOf(6) }), 'properties');
+    await expectRefused(await fx.t.call('POST', '/v1/namespace/ctx/create', { context: mapOf(6) }), 'context');
+    for (const id of ['many', 'heavy', 'ctx']) expect((await fx.t.call('POST', `/v1/namespace/${id}/exists`, {})).status).toBe(404);
+    expect((await fx.t.call('POST', '/v1/table/ns%24decl/exists', {})).status).toBe(404);
+  });
+
+  it('finds maps nested in batch bodies and in CreateTable query strings', async () => {
+    const commit = await fx.t.call('POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['ns', 'nested'], properties: mapOf(6) } }] });
+    await expectRefused(commit, 'operations[0].declare_table.properties');
+    const query = `?properties=${encodeURIComponent(JSON.stringify(mapOf(6)))}`;
+    await expectRefused(await fx.t.call('POST', `/v1/table/ns%24q/create${query}`, peopleStream([1]), ARROW), 'properties');
+    expect((await fx.t.call('POST', '/v1/table/ns%24nested/exists', {})).status).toBe(404);
+    expect((await fx.t.call('POST', '/v1/table/ns%24q/exists', {})).status).toBe(404);
+  });
+});
+
+describe('a million properties (14 MB)', () => {
+  /** Declares a table with a million properties on a fresh app; the answer, how long it took, and whether the table exists after. */
+  async function declareMillion(overrides: Partial<Config>) {
+    const root = await localBackend.newRoot();
+    const t = await startTestApp(root, overrides);
+    try {
+      expect((await t.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+      const body = Buffer.from(JSON.stringify({ properties: mapOf(1_000_000) }));
+      const started = Date.now();
+      const res = await t.call('POST', '/v1/table/ns%24huge/declare', body);
+      const ms = Date.now() - started;
+      return { res, ms, exists: (await t.call('POST', '/v1/table/ns%24huge/exists', {})).status === 200 };
+    } finally {
+      await t.close();
+      await root.dispose();
+    }
+  }
+
+  it('is refused with 413 by the default JSON limit, before the body is read', async () => {
+    const { res, ms, exists } = await declareMillion({});
+    expect(res.status).toBe(413);
+    expect(res.json.code).toBe(13);
+    expect(exists).toBe(false);
+    // Generous: it took 21-40 s to create before; refusing costs no parse at all.
+    expect(ms).toBeLessThan(10_000);
+  });
+
+  it('is refused with 400 by the entry limit when the JSON limit lets it through', async () => {
+    const { res, ms, exists } = await declareMillion({ maxJsonBodyBytes: 64 * 1024 * 1024 });
+    expect(res.status).toBe(400);
+    expect(res.json.code).toBe(13);
+    expect(exists).toBe(false);
+    // Only parsing and counting remain (about a second unloaded); generous for a loaded machine.
+    expect(ms).toBeLessThan(20_000);
+  });
+});
+
+describe('concurrent large Arrow bodies', () => {
+  let t: TestApp & { url: string };
+  let root: TestRoot;
+  beforeAll(async () => {
+    root = await localBackend.newRoot();
+    t = await listenTestApp(root, { largeBodyBytes: 64, maxConcurrentLargeBodies: 1 });
+    expect((await t.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+    return async () => {
+      await t.close();
+      await root.dispose();
+    };
+  });
+
+  /** Starts a CreateTable whose body arrives only when `finish` is called. */
+  function slowCreate(table: string, body: Buffer) {
+    const { hostname, port } = new URL(t.url);
+    const req = http.request({ hostname, port, method: 'POST', path: `/v1/table/ns%24${table}/create`, headers: { ...ARROW, 'content-length': body.length } });
+    const response = new Promise<http.IncomingMessage>((resolve, reject) => {
+      req.once('response', resolve);
+      req.once('error', reject);
+    }).then(async (res) => {
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      return { status: res.statusCode ?? 0, headers: res.headers, json: JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown> };
+    });
+    req.flushHeaders();
+    req.write(body.subarray(0, 8));
+    return { response, finish: () => req.end(body.subarray(8)) };
+  }
+
+  it('admits one at a time: the next is a 503 code 17 until the first is done', async () => {
+    const body = peopleStream([1, 2, 3]);
+    expect(body.length).toBeGreaterThan(64);
+    const server = t.app.server.server;
+    const arrived = once(server, 'request');
+    const first = slowCreate('first', body);
+    await arrived;
+    // The slot is taken in the route's onRequest hook, which runs within the same turn as the
+    // 'request' event's microtasks; one macrotask later it has certainly run.
+    await new Promise((resolve) => setImmediate(resolve));
+    const second = await t.call('POST', '/v1/table/ns%24second/create', body, ARROW);
+    expect(second.status).toBe(503);
+    expect(second.json).toMatchObject({ code: 17, status: 503 });
+    expect(second.headers['retry-after']).toBe('1');
+    // Small bodies are not held up.
+    expect((await t.call('POST', '/v1/namespace/small/create', {})).status).toBe(200);
+    first.finish();
+    expect((await first.response).status).toBe(200);
+    const third = await t.call('POST', '/v1/table/ns%24third/create', body, ARROW);
+    expect(third.status, JSON.stringify(third.json)).toBe(200);
+    expect((await t.call('POST', '/v1/table/ns%24second/exists', {})).status).toBe(404);
+  });
+});
