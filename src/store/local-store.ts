@@ -205,7 +205,7 @@ export class LocalObjectStore implements ObjectStore {
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
-      await this.placeTemp(target, body, async (tmp) => {
+      const st = await this.placeTemp(target, body, async (tmp) => {
         try {
           await fs.link(tmp, target);
         } catch (e) {
@@ -215,15 +215,14 @@ export class LocalObjectStore implements ObjectStore {
           await fs.unlink(tmp).catch(() => undefined);
         }
       });
-      await this.syncDir(path.dirname(target));
-      const st = await fs.stat(target, { bigint: true });
+      await this.syncPlacedDir(target);
       return LocalObjectStore.info(key, st);
     }
     return this.replace(key, target, body);
   }
 
   private async replace(key: string, target: string, body: Buffer | string): Promise<ObjectInfo> {
-    await this.placeTemp(target, body, async (tmp) => {
+    const st = await this.placeTemp(target, body, async (tmp) => {
       try {
         await fs.rename(tmp, target);
       } catch (e) {
@@ -231,22 +230,31 @@ export class LocalObjectStore implements ObjectStore {
         throw e;
       }
     });
-    await this.syncDir(path.dirname(target));
-    const st = await fs.stat(target, { bigint: true });
+    await this.syncPlacedDir(target);
     return LocalObjectStore.info(key, st);
   }
 
+  /** Makes a placed file's directory entry durable; a directory deleted since (a drop) has nothing left to keep. */
+  private async syncPlacedDir(target: string): Promise<void> {
+    await this.syncDir(path.dirname(target)).catch((e: unknown) => {
+      if (errCode(e) !== 'ENOENT') throw e;
+    });
+  }
+
   /**
-   * Writes a temporary file and moves it into place with `place`. A concurrent delete of the
-   * directory (a drop) may remove the temporary file and the directory in between: then the
-   * write starts again, as a put on an object store would simply land.
+   * Writes a temporary file and moves it into place with `place`; returns the file's stat. A
+   * concurrent delete of the directory (a drop) may remove the temporary file and the directory
+   * in between: then the write starts again, as a put on an object store would simply land. The
+   * stat is taken before the move (a link or rename keeps inode, mtime and size), because the
+   * placed file may be deleted by such a drop right after it landed.
    */
-  private async placeTemp(target: string, body: Buffer | string, place: (tmp: string) => Promise<void>): Promise<void> {
+  private async placeTemp(target: string, body: Buffer | string, place: (tmp: string) => Promise<void>): Promise<import('node:fs').BigIntStats> {
     for (let attempt = 0; ; attempt++) {
       const tmp = await this.writeTemp(target, body);
       try {
+        const st = await fs.stat(tmp, { bigint: true });
         await place(tmp);
-        return;
+        return st;
       } catch (e) {
         if (errCode(e) === 'ENOENT' && attempt < 5) continue;
         throw e;
@@ -381,7 +389,8 @@ export class LocalObjectStore implements ObjectStore {
       if (!keep.has(key)) doomed.push(key);
     });
     if (keep.size === 0 && dirPath !== this.root) {
-      await fs.rm(dirPath, { recursive: true, force: true });
+      // A concurrent writer may put a file in a directory being removed (ENOTEMPTY): remove again.
+      await fs.rm(dirPath, { recursive: true, force: true, maxRetries: 5, retryDelay: 1 });
     } else {
       for (const key of doomed) await fs.unlink(this.pathOf(key)).catch(() => undefined);
       await this.removeEmptyDirsBelow(dirPath);
