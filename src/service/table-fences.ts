@@ -67,14 +67,19 @@ export class TableFences {
     const renewal = keepRenewed(this.leaseMs, async () => {
       etag = (await this.store.put(key, lease(), { ifMatch: etag })).etag;
     });
+    const entered = Date.now();
     return {
       release: async () => {
         const renewed = await renewal.stop().then(
           () => true,
           () => false,
         );
-        const still = renewed && (await this.store.head(key)) !== null;
-        await this.store.delete(key).catch(() => undefined);
+        // A drop gives up waiting only a lease after it began, and it began after this write
+        // entered; so a write that ends within a lease needs no look at its lease.
+        const still = renewed && (Date.now() - entered < this.leaseMs || (await this.store.head(key)) !== null);
+        // The answer need not wait for the delete: a drop waits for it, and a lease left behind by
+        // a crash runs out by itself.
+        void this.store.delete(key).catch(() => undefined);
         if (!still) {
           const id = [...resolved.ref.namespace, resolved.ref.name];
           throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} was dropped while this write ran; the write may have gone with it`);
