@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { joinYielding, SLICE_BYTES } from '../../join-yielding.js';
 import { arrow } from '../arrow.js';
 import { EngineError } from '../lance-engine.js';
 import type { Connection, Table } from './table-access.js';
@@ -20,9 +21,6 @@ import type { Connection, Table } from './table-access.js';
 //   - `LocalTable.inner.add(ipcFile, mode)` and `LocalTable.inner.mergeInsert([on])` (its builder's
 //     `execute(ipcFile)`);
 //   - `dist/table.js`'s `LocalTable`, to wrap a native table as the library's own createTable does.
-
-/** Bytes copied or re-framed between two turns of the event loop (a few ms of work at most). */
-const SLICE_BYTES = 4 * 1024 * 1024;
 
 export interface IpcFile {
   /** The Arrow IPC file: the stream's own messages, framed with the file's magic and footer. */
@@ -88,21 +86,7 @@ export async function arrowStreamToIpcFile(body: Buffer): Promise<IpcFile> {
     chunks.push(chunk);
     size += chunk.byteLength;
   }
-  const bytes = Buffer.allocUnsafe(size);
-  let at = 0;
-  let sinceTurn = 0;
-  for (const chunk of chunks) {
-    for (let from = 0; from < chunk.byteLength; from += SLICE_BYTES) {
-      const part = chunk.subarray(from, Math.min(from + SLICE_BYTES, chunk.byteLength));
-      bytes.set(part, at);
-      at += part.byteLength;
-      sinceTurn += part.byteLength;
-      if (sinceTurn >= SLICE_BYTES) {
-        sinceTurn = 0;
-        await nextTurn();
-      }
-    }
-  }
+  const bytes = await joinYielding(chunks, size);
   return { bytes, schema, rows };
 }
 
