@@ -31,6 +31,14 @@ describe('Arrow IPC stream to file', () => {
     expect(back.get(719_999)?.toJSON()).toEqual({ id: 719_999n, name: null, tag: 'c' });
   });
 
+  it('gives the same bytes for a stream of many small batches', async () => {
+    const whole = batch(0, 50_000);
+    const table = new arrow.Table(Array.from({ length: 5000 }, (_, b) => whole.slice(b * 10, (b + 1) * 10).batches).flat());
+    const file = await arrowStreamToIpcFile(Buffer.from(arrow.tableToIPC(table, 'stream')));
+    expect(file.rows).toBe(50_000);
+    expect(file.bytes.equals(Buffer.from(arrow.tableToIPC(table, 'file')))).toBe(true);
+  });
+
   it('keeps the schema of a stream with no batches', async () => {
     const file = await arrowStreamToIpcFile(Buffer.from(arrow.tableToIPC(batch(0, 1).slice(0, 0), 'stream')));
     expect(file.rows).toBe(0);
