@@ -21,59 +21,53 @@ import type { Connection, Table } from './table-access.js';
 //     `execute(ipcFile)`);
 //   - `dist/table.js`'s `LocalTable`, to wrap a native table as the library's own createTable does.
 
+type Schema = import('apache-arrow').Schema;
+type RecordBatch = import('apache-arrow').RecordBatch;
+
 export interface IpcFile {
   /** The Arrow IPC file: the stream's own messages, framed with the file's magic and footer. */
   bytes: Buffer;
-  schema: import('apache-arrow').Schema;
+  schema: Schema;
   rows: number;
 }
 
-const EMPTY_BODY = 'the request body must be an Arrow IPC stream (it is required and was empty)';
-const NO_COLUMNS = 'the Arrow IPC stream has no columns';
-const notAStream = (e: unknown) => new EngineError('invalid_input', `the request body is not a valid Arrow IPC stream: ${(e as Error).message}`, { cause: e });
-
-/** Decodes an Arrow IPC stream request body at once (views of the body's bytes); a 400-class EngineError when it is not one. */
-export function decodeArrowStream(body: Buffer): import('apache-arrow').Table {
-  if (body.length === 0) throw new EngineError('invalid_input', EMPTY_BODY);
-  let data: import('apache-arrow').Table;
+/**
+ * Reads an Arrow IPC stream request body record batch by record batch, handing the event loop
+ * back every few MiB or ms of batches (a batch is read as views of the body's bytes, so what costs
+ * is the number of batches). `onSchema` and `onBatch` see what is read. A 400-class EngineError
+ * when the body is not a stream with columns.
+ */
+export async function readArrowStream(body: Buffer, on: { onSchema?(schema: Schema): void; onBatch?(batch: RecordBatch): void } = {}): Promise<{ schema: Schema; rows: number }> {
+  if (body.length === 0) throw new EngineError('invalid_input', 'the request body must be an Arrow IPC stream (it is required and was empty)');
   try {
-    data = arrow.tableFromIPC(body);
+    const reader = arrow.RecordBatchStreamReader.from(body);
+    reader.open();
+    const schema = reader.schema;
+    if (schema.fields.length === 0) throw new EngineError('invalid_input', 'the Arrow IPC stream has no columns');
+    on.onSchema?.(schema);
+    const pacer = new Pacer();
+    let rows = 0;
+    for (let next = reader.next(); !next.done; next = reader.next()) {
+      rows += next.value.numRows;
+      on.onBatch?.(next.value);
+      await pacer.after(next.value.data.byteLength);
+    }
+    return { schema, rows };
   } catch (e) {
-    throw notAStream(e);
+    if (e instanceof EngineError) throw e;
+    throw new EngineError('invalid_input', `the request body is not a valid Arrow IPC stream: ${(e as Error).message}`, { cause: e });
   }
-  if (data.schema.fields.length === 0) throw new EngineError('invalid_input', NO_COLUMNS);
-  return data;
 }
 
 /**
  * Rewrites an Arrow IPC stream request body as the IPC file the native layer takes, without
- * blocking the event loop for long: decoding and re-framing a record batch only take views of the
- * body's buffers, the event loop gets a turn every few MiB or ms of batches, and the one copy, into
- * the contiguous buffer the binding needs, goes a slice at a time. A 400-class EngineError when the
- * body is not a stream with columns.
+ * blocking the event loop for long: re-framing a record batch only takes views of the body's
+ * buffers, and the one copy, into the contiguous buffer the binding needs, goes a slice at a time.
  */
 export async function arrowStreamToIpcFile(body: Buffer): Promise<IpcFile> {
-  if (body.length === 0) throw new EngineError('invalid_input', EMPTY_BODY);
   const sink = new Pieces();
   const writer = new arrow.RecordBatchFileWriter();
-  let schema: import('apache-arrow').Schema;
-  let rows = 0;
-  try {
-    const reader = arrow.RecordBatchStreamReader.from(body);
-    reader.open();
-    schema = reader.schema;
-    if (schema.fields.length === 0) throw new EngineError('invalid_input', NO_COLUMNS);
-    writer.reset(sink, schema);
-    const pacer = new Pacer();
-    for (let next = reader.next(); !next.done; next = reader.next()) {
-      rows += next.value.numRows;
-      writer.write(next.value);
-      await pacer.after(next.value.data.byteLength);
-    }
-  } catch (e) {
-    if (e instanceof EngineError) throw e;
-    throw notAStream(e);
-  }
+  const { schema, rows } = await readArrowStream(body, { onSchema: (read) => writer.reset(sink, read), onBatch: (batch) => writer.write(batch) });
   writer.finish();
   return { bytes: await joinYielding(sink.pieces, sink.size), schema, rows };
 }

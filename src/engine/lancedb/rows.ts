@@ -1,7 +1,7 @@
 import { arrow } from '../arrow.js';
 import { type DatasetLocation, EngineError } from '../lance-engine.js';
 import { type MergeInsertOptions, type MergeInsertResult, MergeTimedOut, type RowOps } from '../ports/rows.js';
-import { addIpcFile, arrowStreamToIpcFile, decodeArrowStream, nativeMergeInsert } from './ipc-writes.js';
+import { addIpcFile, arrowStreamToIpcFile, nativeMergeInsert, readArrowStream } from './ipc-writes.js';
 import { classify, type TableAccess } from './table-access.js';
 
 /**
@@ -112,16 +112,16 @@ export class LancedbRows implements RowOps {
     });
   }
 
-  initialStreamForMerge(arrowIpcStream: Buffer, options: MergeInsertOptions): Buffer {
+  async initialStreamForMerge(arrowIpcStream: Buffer, options: MergeInsertOptions): Promise<Buffer> {
     if (!changesSomething(options)) throw new EngineError('invalid_input', NOTHING_TO_DO);
-    const data = decodeArrowStream(arrowIpcStream);
+    const { schema } = await readArrowStream(arrowIpcStream);
     // Only a plain top-level name can be checked against the stream's fields; nested or quoted
     // paths are left to Lance, which checks them on the first merge into the dataset.
-    if (/^[^.`]+$/.test(options.on) && !data.schema.fields.some((f) => f.name === options.on)) {
+    if (/^[^.`]+$/.test(options.on) && !schema.fields.some((f) => f.name === options.on)) {
       throw new EngineError('column_not_found', `Merge insert key column '${options.on}' does not exist in schema`);
     }
     if (options.whenNotMatchedInsertAll) return arrowIpcStream;
-    return Buffer.from(arrow.tableToIPC(data.slice(0, 0), 'stream'));
+    return Buffer.from(arrow.tableToIPC(new arrow.Table(schema), 'stream'));
   }
 
   async countRows(at: DatasetLocation, options: { predicate?: string | undefined; version?: number | undefined } = {}): Promise<number> {
