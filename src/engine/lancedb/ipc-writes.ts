@@ -11,7 +11,7 @@ import type { Connection, Table } from './table-access.js';
 // bytes to the native layer: about 1 ms per MiB during which the event loop is blocked (a 240 MiB
 // CreateTable held the health check for 300 ms and more). The native layer refuses the IPC *stream*
 // format a request carries ("Arrow file does not contain correct footer"), so the stream is
-// rewritten here as a file batch by batch, handing the event loop back every few MiB, and the bytes
+// rewritten here as a file batch by batch, handing the event loop back every few MiB or ms, and the bytes
 // go to the native calls directly.
 //
 // Private surface of @lancedb/lancedb 0.39.0 this relies on (pinned in package.json; checked at run
