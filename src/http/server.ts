@@ -12,6 +12,7 @@ import type { TagService } from '../service/data/tags.js';
 import type { TransactionService } from '../service/transaction-service.js';
 import type { TableVersionService } from '../service/versions.js';
 import type { BackfillService } from '../service/jobs/backfill.js';
+import { readBody } from './body.js';
 import { messageScrubber, toWireError, wireError } from './errors.js';
 import { buildOpenApi } from './openapi.js';
 import { registerRoutes, routeMethods, type MutationEvent, type RequestLimits, type RouteSpec } from './route.js';
@@ -115,7 +116,7 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
   // Every body arrives as bytes: JSON routes parse it themselves (so an empty body or `null` is
   // an empty request), Arrow routes take it as it is. The content type does not decide.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  app.addContentTypeParser('*', (request, payload, done) => readBody(request, payload, done));
 
   // During a graceful shutdown the responses of in-flight requests close their connections, so
   // that the process need not wait out keep-alive timeouts.

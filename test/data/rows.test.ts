@@ -449,5 +449,10 @@ describe.each(backends())('row operations on $name', (backend) => {
     }
     expect((await fx.root.store.list('managed/m.lance/_versions/', {})).objects.filter((o) => o.key.includes('.manifest-'))).toEqual([]);
     expect((await rowsOf(location)).map((r) => r.id)).toEqual([1, 2, 3]);
+    // CreateTable over it in overwrite mode commits through the service too.
+    const overwritten = await fx.t.call('POST', mpath('create', '?mode=overwrite'), peopleStream([7, 8]), ARROW);
+    expect(overwritten.json.version).toBe(7);
+    expect(await fx.root.store.head('managed/m.lance/_catalog/versions/00000000000000000007.json')).not.toBeNull();
+    expect((await rowsOf(location)).map((r) => r.id)).toEqual([7, 8]);
   });
 });

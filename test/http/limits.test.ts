@@ -150,3 +150,45 @@ describe('concurrent large Arrow bodies', () => {
     expect((await t.call('POST', '/v1/table/ns%24second/exists', {})).status).toBe(404);
   });
 });
+
+describe('Arrow bodies without a Content-Length (chunked)', () => {
+  let t: TestApp & { url: string };
+  let root: TestRoot;
+  beforeAll(async () => {
+    root = await localBackend.newRoot();
+    t = await listenTestApp(root, { maxArrowBodyBytes: 4096 });
+    expect((await t.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+    return async () => {
+      await t.close();
+      await root.dispose();
+    };
+  });
+
+  /** A CreateTable whose body is sent in pieces, chunked. */
+  async function chunkedCreate(table: string, body: Buffer): Promise<{ status: number; json: Record<string, unknown> }> {
+    const { hostname, port } = new URL(t.url);
+    const req = http.request({ hostname, port, method: 'POST', path: `/v1/table/ns%24${table}/create`, headers: ARROW });
+    const answered = once(req, 'response') as Promise<[http.IncomingMessage]>;
+    const third = Math.ceil(body.length / 3);
+    for (let at = 0; at < body.length; at += third) req.write(body.subarray(at, at + third));
+    req.end();
+    const [res] = await answered;
+    const chunks: Buffer[] = [];
+    for await (const c of res) chunks.push(c as Buffer);
+    return { status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown> };
+  }
+
+  it('are joined whole, and refused with 413 past the Arrow limit', async () => {
+    const small = peopleStream([1, 2, 3]);
+    expect(small.length).toBeLessThan(4096);
+    const created = await chunkedCreate('chunked', small);
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    expect(created.json.version).toBe(1);
+    expect((await t.call('POST', '/v1/table/ns%24chunked/count_rows', {})).text).toBe('3');
+    const big = peopleStream(Array.from({ length: 400 }, (_, i) => i));
+    expect(big.length).toBeGreaterThan(4096);
+    const refused = await chunkedCreate('toobig', big);
+    expect(refused.status).toBe(413);
+    expect(refused.json.code).toBe(13);
+  });
+});

@@ -1,27 +1,12 @@
-import { arrow } from '../arrow.js';
 import { schemaToJson, type JsonArrowSchema } from '../json-arrow-schema.js';
 import { type CreateDatasetMode, type DatasetLocation, EngineError, type LanceEngine } from '../lance-engine.js';
 import { LancedbColumns } from './columns.js';
 import { LancedbIndices } from './indices.js';
+import { addIpcFile, arrowStreamToIpcFile, createTableFromIpcFile } from './ipc-writes.js';
 import { LancedbQueries } from './queries.js';
 import { LancedbRows } from './rows.js';
 import { classify, TableAccess } from './table-access.js';
 import { LancedbTags } from './tags.js';
-
-/** Decodes an Arrow IPC stream request body; a 400-class EngineError when it is not one. */
-export function decodeArrowStream(body: Buffer): import('apache-arrow').Table {
-  if (body.length === 0) {
-    throw new EngineError('invalid_input', 'the request body must be an Arrow IPC stream (it is required and was empty)');
-  }
-  let data: import('apache-arrow').Table;
-  try {
-    data = arrow.tableFromIPC(body);
-  } catch (e) {
-    throw new EngineError('invalid_input', `the request body is not a valid Arrow IPC stream: ${(e as Error).message}`, { cause: e });
-  }
-  if (data.schema.fields.length === 0) throw new EngineError('invalid_input', 'the Arrow IPC stream has no columns');
-  return data;
-}
 
 /** The Lance engine over @lancedb/lancedb; one module per resource group beside this one. */
 export class LancedbEngine implements LanceEngine {
@@ -44,23 +29,22 @@ export class LancedbEngine implements LanceEngine {
   }
 
   async createDataset(at: DatasetLocation, arrowIpcStream: Buffer, mode: CreateDatasetMode): Promise<{ version: number; rows: number }> {
-    const data = decodeArrowStream(arrowIpcStream);
+    const data = await arrowStreamToIpcFile(arrowIpcStream);
     return this.access.withNewTable(at, async (connection, handle) => {
       try {
         if (mode === 'overwrite') {
           const existing = await connection.openTable(handle).catch(() => null);
           if (existing) {
             try {
-              await existing.add(data, { mode: 'overwrite' });
-              return { version: await existing.version(), rows: data.numRows };
+              return { version: (await addIpcFile(existing, data.bytes, 'overwrite')).version, rows: data.rows };
             } finally {
               existing.close();
             }
           }
         }
-        const table = data.numRows === 0 ? await connection.createEmptyTable(handle, data.schema) : await connection.createTable(handle, data);
+        const table = data.rows === 0 ? await connection.createEmptyTable(handle, data.schema) : await createTableFromIpcFile(connection, handle, data.bytes);
         try {
-          return { version: await table.version(), rows: data.numRows };
+          return { version: await table.version(), rows: data.rows };
         } finally {
           table.close();
         }

@@ -1,7 +1,7 @@
 import { arrow } from '../arrow.js';
 import { type DatasetLocation, EngineError } from '../lance-engine.js';
 import { type MergeInsertOptions, type MergeInsertResult, MergeTimedOut, type RowOps } from '../ports/rows.js';
-import { decodeArrowStream } from './engine.js';
+import { addIpcFile, arrowStreamToIpcFile, nativeMergeInsert, readArrowStream } from './ipc-writes.js';
 import { classify, type TableAccess } from './table-access.js';
 
 /**
@@ -76,11 +76,11 @@ export class LancedbRows implements RowOps {
   }
 
   async insert(at: DatasetLocation, arrowIpcStream: Buffer, mode: 'append' | 'overwrite'): Promise<{ insertedRows: number; version: number }> {
-    const data = decodeArrowStream(arrowIpcStream);
+    const data = await arrowStreamToIpcFile(arrowIpcStream);
     return this.access.withTable(at, async (table) => {
       try {
-        const result = await table.add(data, { mode });
-        return { insertedRows: data.numRows, version: result.version };
+        const result = await addIpcFile(table, data.bytes, mode);
+        return { insertedRows: data.rows, version: result.version };
       } catch (e) {
         throw rowFailure(e);
       }
@@ -89,18 +89,19 @@ export class LancedbRows implements RowOps {
 
   async mergeInsert(at: DatasetLocation, arrowIpcStream: Buffer, options: MergeInsertOptions): Promise<MergeInsertResult> {
     if (!changesSomething(options)) throw new EngineError('invalid_input', NOTHING_TO_DO);
-    const data = decodeArrowStream(arrowIpcStream);
+    const data = await arrowStreamToIpcFile(arrowIpcStream);
     return this.access.withTable(at, async (table) => {
-      let builder = table.mergeInsert(options.on);
+      let builder = nativeMergeInsert(table, options.on);
       // A filter alone asks for the filtered form of its clause (as Lance's own REST adapter reads it).
-      if (options.updateAllWhere !== undefined) builder = builder.whenMatchedUpdateAll({ where: options.updateAllWhere });
+      if (options.updateAllWhere !== undefined) builder = builder.whenMatchedUpdateAll(options.updateAllWhere);
       else if (options.whenMatchedUpdateAll) builder = builder.whenMatchedUpdateAll();
       if (options.whenNotMatchedInsertAll) builder = builder.whenNotMatchedInsertAll();
-      if (options.deleteWhere !== undefined) builder = builder.whenNotMatchedBySourceDelete({ where: options.deleteWhere });
+      if (options.deleteWhere !== undefined) builder = builder.whenNotMatchedBySourceDelete(options.deleteWhere);
       else if (options.whenNotMatchedBySourceDelete) builder = builder.whenNotMatchedBySourceDelete();
       if (options.useIndex !== undefined) builder = builder.useIndex(options.useIndex);
+      if (options.timeoutMs !== undefined) builder.setTimeout(options.timeoutMs);
       try {
-        const result = await builder.execute(data, options.timeoutMs === undefined ? undefined : { timeoutMs: options.timeoutMs });
+        const result = await builder.execute(data.bytes);
         return { version: result.version, insertedRows: result.numInsertedRows, updatedRows: result.numUpdatedRows, deletedRows: result.numDeletedRows };
       } catch (e) {
         if (/timed out/i.test(e instanceof Error ? e.message : String(e))) {
@@ -111,16 +112,16 @@ export class LancedbRows implements RowOps {
     });
   }
 
-  initialStreamForMerge(arrowIpcStream: Buffer, options: MergeInsertOptions): Buffer {
+  async initialStreamForMerge(arrowIpcStream: Buffer, options: MergeInsertOptions): Promise<Buffer> {
     if (!changesSomething(options)) throw new EngineError('invalid_input', NOTHING_TO_DO);
-    const data = decodeArrowStream(arrowIpcStream);
+    const { schema } = await readArrowStream(arrowIpcStream);
     // Only a plain top-level name can be checked against the stream's fields; nested or quoted
     // paths are left to Lance, which checks them on the first merge into the dataset.
-    if (/^[^.`]+$/.test(options.on) && !data.schema.fields.some((f) => f.name === options.on)) {
+    if (/^[^.`]+$/.test(options.on) && !schema.fields.some((f) => f.name === options.on)) {
       throw new EngineError('column_not_found', `Merge insert key column '${options.on}' does not exist in schema`);
     }
     if (options.whenNotMatchedInsertAll) return arrowIpcStream;
-    return Buffer.from(arrow.tableToIPC(data.slice(0, 0), 'stream'));
+    return Buffer.from(arrow.tableToIPC(new arrow.Table(schema), 'stream'));
   }
 
   async countRows(at: DatasetLocation, options: { predicate?: string | undefined; version?: number | undefined } = {}): Promise<number> {

@@ -47,7 +47,7 @@ export interface RowOps {
    * own schema and returns the stream to create the dataset from (the rows when unmatched rows
    * are inserted, else none: with nothing to match, no other clause changes anything).
    */
-  initialStreamForMerge(arrowIpcStream: Buffer, options: MergeInsertOptions): Buffer;
+  initialStreamForMerge(arrowIpcStream: Buffer, options: MergeInsertOptions): Promise<Buffer>;
   /** Rows of the latest version, or of `version`, where `predicate` holds (all rows without one). */
   countRows(at: DatasetLocation, options?: { predicate?: string | undefined; version?: number | undefined }): Promise<number>;
   /** Commits a new latest version with the content of `version`. */

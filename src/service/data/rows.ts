@@ -193,7 +193,7 @@ export class RowService {
           // Nothing to match yet: the dataset starts as what the merge would make of an empty one.
           let initial: Buffer;
           try {
-            initial = this.engine.rows.initialStreamForMerge(arrowIpcStream, options);
+            initial = await this.engine.rows.initialStreamForMerge(arrowIpcStream, options);
           } catch (e) {
             throw this.failure(e, id);
           }
