@@ -8,6 +8,7 @@ import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '
 import type { StoreDir } from './locations.js';
 import { encodeRecord, readRecord, TableRecord } from './records.js';
 import { incarnationOf, incarnationOfRecord, type TableState, tableNotFound, type Tombstone } from './table-state.js';
+import { TableVersions } from './table-versions.js';
 
 // Where writes to a table and its drop meet.
 //
@@ -27,7 +28,6 @@ import { incarnationOf, incarnationOfRecord, type TableState, tableNotFound, typ
 // its lease gone and reports the write as failed.
 
 const WRITERS_DIR = `${CATALOG_DIR}/writers/`;
-const RESERVATIONS_DIR = `${CATALOG_DIR}/reservations/`;
 
 /** A writer's lease, and the part of a version-slot reservation the drop reads. */
 const Lease = z.object({ expires_at: z.string() });
@@ -133,7 +133,7 @@ export class TableFences {
    */
   async finishDrop(state: TableState, data: StoreDir, begun: { renewal: Renewal }): Promise<void> {
     try {
-      await pollUntil(async () => !(await this.anyLive(this.store, `${state.dirKey}${WRITERS_DIR}`)) && !(await this.anyLive(data.store, `${data.key}${RESERVATIONS_DIR}`)), Date.now() + this.leaseMs);
+      await pollUntil(async () => !(await this.anyLive(this.store, `${state.dirKey}${WRITERS_DIR}`)) && !(await this.anyLive(data.store, new TableVersions(data).reservationsPrefix)), Date.now() + this.leaseMs);
       await this.store.deletePrefix(state.dirKey, { keep: [deregisteredMarkerKey(state.ref)] });
     } finally {
       await begun.renewal.stop().catch(() => undefined);

@@ -64,8 +64,13 @@ export class TableVersions {
     return `${this.dir.key}_catalog/versions/${pad(version)}.json`;
   }
 
+  /** Where version-slot reservations live (a drop waits for the live ones, see table-fences.ts). */
+  get reservationsPrefix(): string {
+    return `${this.dir.key}_catalog/reservations/`;
+  }
+
   reservationKey(version: number): string {
-    return `${this.dir.key}_catalog/reservations/${pad(version)}.json`;
+    return `${this.reservationsPrefix}${pad(version)}.json`;
   }
 
   private parse(info: ObjectInfo): CommittedVersion | null {
