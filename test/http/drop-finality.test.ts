@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { startTestApp, useNamespaceFixture } from '../support/app.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
+import { manifestBytes } from '../support/manifests.js';
 
 // An acknowledged drop is final (issue 8, point 1). Writes already in flight when DropTable
 // arrives either land before the drop (and go with the table) or fail; none of them may make the
@@ -39,6 +41,29 @@ describe.each(backends())('drop vs. in-flight writes on $name', (backend) => {
     } finally {
       await other.close();
     }
+  });
+
+  it('CreateTableVersion racing a drop (a Lance client committing a managed table): never a revived table', async () => {
+    await fx.t.call('POST', '/v1/namespace/commits/create', { properties: { managed_versioning: 'true' } });
+    const path = (table: string, op: string) => `/v1/table/commits%24${table}/${op}`;
+    const revived: number[] = [];
+    for (let round = 0; round < rounds; round++) {
+      const table = `t${round}`;
+      expect((await fx.t.call('POST', path(table, 'declare'), {})).status).toBe(200);
+      const staged = `_versions/1.manifest-${randomUUID()}`;
+      await fx.root.store.put(`commits/${table}.lance/${staged}`, manifestBytes(1));
+      const [commit, drop] = await Promise.all([
+        fx.t.call('POST', path(table, 'version/create'), { version: 1, manifest_path: staged }),
+        fx.t.call('POST', path(table, 'drop'), {}),
+      ]);
+      expect([200, 400, 404, 409], commit.text).toContain(commit.status);
+      expect(drop.status, drop.text).toBe(200);
+      if ((await fx.t.call('POST', path(table, 'describe'), {})).status !== 404) revived.push(round);
+      // Declared afresh, the name holds no version of the dropped table.
+      expect((await fx.t.call('POST', path(table, 'declare'), {})).status).toBe(200);
+      expect((await fx.t.call('POST', path(table, 'version/list'), {})).json.versions).toEqual([]);
+    }
+    expect(revived, 'rounds in which the dropped table was visible again').toEqual([]);
   });
 
   it('a batch commit declares a dropped table\'s name afresh, and clears what the drop left', async () => {
