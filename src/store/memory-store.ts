@@ -1,0 +1,167 @@
+import {
+  compareKeys,
+  InvalidKeyError,
+  type ListOptions,
+  type ListPage,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutCondition,
+  PreconditionFailedError,
+  type StoredObject,
+} from './object-store.js';
+
+// In-memory adapter, for testing the service protocols in milliseconds. It keeps the common
+// contract of the port (test/store/object-store.contract.test.ts), not the quirks of either real
+// store. Every method does all its reads and writes of the map synchronously, before its first
+// await, so each call is atomic: of racing conditional puts exactly one wins, as on S3.
+
+const DEFAULT_MAX_KEYS = 1000;
+
+interface Entry {
+  /** Never handed out: callers get copies, so they cannot change stored bytes. */
+  body: Buffer;
+  etag: string;
+  lastModifiedMs: number;
+}
+
+let storeCount = 0;
+
+export class MemoryObjectStore implements ObjectStore {
+  readonly rootUri: string;
+  readonly listsWholeDirectory = false;
+  private readonly objects = new Map<string, Entry>();
+  /** Numbers the writes, so that every write makes a new etag (even of identical bytes). */
+  private writes = 0;
+
+  /** `name` is the host of the root URI (`memory://name`); by default a fresh one per store. */
+  constructor(name = `store-${++storeCount}`) {
+    this.rootUri = `memory://${name}`;
+  }
+
+  location(key: string): string {
+    return key === '' ? this.rootUri : `${this.rootUri}/${key.replace(/\/$/, '')}`;
+  }
+
+  /** As on S3: the key itself, the host (`name`) being the bucket. */
+  objectPath(key: string): string {
+    return key.replace(/\/$/, '');
+  }
+
+  uri(key: string): string {
+    return this.location(key);
+  }
+
+  engineStorageOptions(): Record<string, string> {
+    return {};
+  }
+
+  clientStorageOptions(): Record<string, string> {
+    return {};
+  }
+
+  async close(): Promise<void> {}
+
+  private static info(key: string, entry: Entry): ObjectInfo {
+    return { key, size: entry.body.length, etag: entry.etag, lastModified: new Date(entry.lastModifiedMs) };
+  }
+
+  async head(key: string): Promise<ObjectInfo | null> {
+    const entry = this.objects.get(checkKey(key));
+    return entry ? MemoryObjectStore.info(key, entry) : null;
+  }
+
+  async get(key: string): Promise<StoredObject | null> {
+    const entry = this.objects.get(checkKey(key));
+    return entry ? { ...MemoryObjectStore.info(key, entry), body: Buffer.from(entry.body) } : null;
+  }
+
+  async put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo> {
+    // A string makes a fresh buffer already; a caller's buffer is copied, as the caller may reuse it.
+    return this.place(checkKey(key), Buffer.from(body), condition);
+  }
+
+  /** Stores `body` (owned by the store from now on) if `condition` holds. */
+  private place(key: string, body: Buffer, condition?: PutCondition): ObjectInfo {
+    const current = this.objects.get(key);
+    if (condition && 'ifNoneMatch' in condition && current) throw new PreconditionFailedError(key, 'object exists');
+    if (condition && 'ifMatch' in condition) {
+      if (!current) throw new PreconditionFailedError(key, 'object does not exist');
+      if (current.etag !== condition.ifMatch) throw new PreconditionFailedError(key, 'etag changed');
+    }
+    const entry: Entry = { body, etag: `"m${(++this.writes).toString(16)}"`, lastModifiedMs: Date.now() };
+    this.objects.set(key, entry);
+    return MemoryObjectStore.info(key, entry);
+  }
+
+  async copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo> {
+    const source = this.objects.get(checkKey(fromKey));
+    if (!source) throw Object.assign(new Error(`no such object: ${fromKey}`), { code: 'ENOENT' });
+    // Stored bodies are never changed in place, so the copy can share the bytes.
+    return this.place(checkKey(toKey), source.body, condition);
+  }
+
+  /** The keys under `prefix`, in byte order (UTF-8, as S3 lists them). */
+  private sortedKeys(prefix: string): string[] {
+    const keys: Array<{ key: string; bytes: Buffer }> = [];
+    for (const key of this.objects.keys()) if (key.startsWith(prefix)) keys.push({ key, bytes: Buffer.from(key) });
+    return keys.sort((a, b) => Buffer.compare(a.bytes, b.bytes)).map((k) => k.key);
+  }
+
+  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
+    const after = options.startAfter;
+    const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
+    const objects: ObjectInfo[] = [];
+    const commonPrefixes: string[] = [];
+    let last: string | undefined;
+    for (const key of this.sortedKeys(prefix)) {
+      // A startAfter ending in '/' also skips everything under it, as the other adapters do.
+      if (after !== undefined && (compareKeys(key, after) <= 0 || (after.endsWith('/') && key.startsWith(after)))) continue;
+      const slash = options.delimiter === '/' ? key.indexOf('/', prefix.length) : -1;
+      // Keys sharing a directory are adjacent in byte order, and the directory sorts where its first key does.
+      const entry = slash >= 0 ? key.slice(0, slash + 1) : key;
+      if (entry === last || (after !== undefined && compareKeys(entry, after) <= 0)) continue;
+      if (objects.length + commonPrefixes.length === maxKeys) return { objects, commonPrefixes, ...(last !== undefined ? { nextStartAfter: last } : {}) };
+      if (slash >= 0) commonPrefixes.push(entry);
+      else objects.push(MemoryObjectStore.info(key, this.objects.get(key) as Entry));
+      last = entry;
+    }
+    return { objects, commonPrefixes };
+  }
+
+  async delete(key: string): Promise<void> {
+    this.objects.delete(checkKey(key));
+  }
+
+  async deletePrefix(prefix: string, options: { keep?: string[] } = {}): Promise<number> {
+    if (prefix !== '' && !prefix.endsWith('/')) throw new Error(`deletePrefix needs '' or a prefix ending in '/': ${prefix}`);
+    const keep = new Set(options.keep ?? []);
+    let count = 0;
+    for (const key of [...this.objects.keys()]) {
+      if (key.startsWith(prefix) && !keep.has(key)) {
+        this.objects.delete(key);
+        count++;
+      }
+    }
+    return count;
+  }
+
+  /** Atomic like the local store's rename(2): the keys move in one step, with their etags. */
+  async renameDir(fromPrefix: string, toPrefix: string): Promise<void> {
+    if (!fromPrefix.endsWith('/') || !toPrefix.endsWith('/')) throw new Error(`renameDir needs prefixes ending in '/': ${fromPrefix} ${toPrefix}`);
+    if (toPrefix.startsWith(fromPrefix)) throw new Error(`cannot rename ${fromPrefix} into itself (${toPrefix})`);
+    const keys = [...this.objects.keys()];
+    if (keys.some((k) => k.startsWith(toPrefix))) throw new PreconditionFailedError(toPrefix, 'destination exists');
+    const moving = keys.filter((k) => k.startsWith(fromPrefix));
+    if (moving.length === 0) throw Object.assign(new Error(`no such directory: ${fromPrefix}`), { code: 'ENOENT' });
+    for (const key of moving) {
+      this.objects.set(`${toPrefix}${key.slice(fromPrefix.length)}`, this.objects.get(key) as Entry);
+      this.objects.delete(key);
+    }
+  }
+}
+
+/** Keys are relative: refused when empty or absolute, as no other adapter can store them either. */
+function checkKey(key: string): string {
+  if (key === '' || key.startsWith('/')) throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
+  return key;
+}
