@@ -1,5 +1,5 @@
-// Contract of the ObjectStore port, run against every backend of this test run (local disk always,
-// radosgw always unless LANCE_NS_TEST_S3=off, MinIO when Docker answers). Every test gets a fresh,
+// Contract of the ObjectStore port, run against every store of this test run (local disk and memory
+// always, radosgw always unless LANCE_NS_TEST_S3=off, MinIO when Docker answers). Every test gets a fresh,
 // empty root, so tests never see each other's keys.
 
 import { randomBytes } from 'node:crypto';
@@ -16,7 +16,7 @@ import {
   type ObjectStore,
   PreconditionFailedError,
 } from '../../src/store/object-store.js';
-import { backends, localBackend, type TestRoot } from '../support/backends.js';
+import { localBackend, storeBackends, type TestRoot } from '../support/backends.js';
 
 function fulfilledIndexes<T>(results: PromiseSettledResult<T>[]): number[] {
   return results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
@@ -71,7 +71,7 @@ const LISTING_KEYS = [
   'other/x',
 ];
 
-describe.each(backends())('ObjectStore contract on $name', (backend) => {
+describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
   let root: TestRoot;
   let store: ObjectStore;
   beforeEach(async () => {
@@ -356,7 +356,7 @@ describe.each(backends())('ObjectStore contract on $name', (backend) => {
 
   describe('locations', () => {
     it('has URIs under the root URI and engine locations for them', async () => {
-      const scheme = backend.name === 'local' ? 'file://' : 's3://';
+      const scheme = backend.name === 'local' ? 'file://' : backend.name === 'memory' ? 'memory://' : 's3://';
       expect(store.rootUri.startsWith(scheme)).toBe(true);
       expect(store.rootUri.endsWith('/')).toBe(false);
       expect(store.uri('ns/t.lance')).toBe(`${store.rootUri}/ns/t.lance`);
@@ -376,7 +376,7 @@ describe.each(backends())('ObjectStore contract on $name', (backend) => {
       const client = store.clientStorageOptions();
       for (const name of Object.keys(client)) expect(name).not.toMatch(/secret|session_token|access_key/i);
       const engine = store.engineStorageOptions();
-      if (backend.name === 'local') {
+      if (backend.name === 'local' || backend.name === 'memory') {
         expect(engine).toEqual({});
         expect(client).toEqual({});
       } else {

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { inject } from 'vitest';
 import { LocalObjectStore } from '../../src/store/local-store.js';
+import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
 import type { S3Connection } from '../../src/store/open-store.js';
 import { S3ObjectStore } from '../../src/store/s3-store.js';
@@ -33,6 +34,15 @@ export const localBackend: Backend = {
     const store = new LocalObjectStore(dir);
     await store.init();
     return { root: dir, s3: NO_S3, store, dispose: () => rm(dir, { recursive: true, force: true }) };
+  },
+};
+
+/** A store in memory: for store-level suites only, as the service (and its engine) cannot open it. */
+export const memoryBackend: Backend = {
+  name: 'memory',
+  async newRoot() {
+    const store = new MemoryObjectStore();
+    return { root: store.rootUri, s3: NO_S3, store, dispose: () => store.close() };
   },
 };
 
@@ -70,6 +80,11 @@ function s3Backend(server: S3TestServer): Backend {
 /** Every backend of this run: local always, then each S3 server the global setup started. */
 export function backends(): Backend[] {
   return [localBackend, ...inject('s3Servers').map(s3Backend)];
+}
+
+/** Every store of this run, the memory store too: for suites that use only the ObjectStore port. */
+export function storeBackends(): Backend[] {
+  return [localBackend, memoryBackend, ...inject('s3Servers').map(s3Backend)];
 }
 
 /** S3 backends only (empty when the S3 tier is off, which CI never allows). */
