@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LocalObjectStore } from '../../src/store/local-store.js';
+import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import {
   compareKeys,
   listAll,
@@ -16,7 +17,7 @@ import {
   type ObjectStore,
   PreconditionFailedError,
 } from '../../src/store/object-store.js';
-import { localBackend, storeBackends, type TestRoot } from '../support/backends.js';
+import { localBackend, memoryBackend, storeBackends, type TestRoot } from '../support/backends.js';
 
 function fulfilledIndexes<T>(results: PromiseSettledResult<T>[]): number[] {
   return results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
@@ -424,25 +425,6 @@ describe('LocalObjectStore specifics', () => {
     await expect(store.put('a/x.~lock~', 'x')).rejects.toThrow(/reserved store key/);
   });
 
-  it('renameDir moves a directory and refuses an existing destination', async () => {
-    await putAll(store, ['ns/src.lance/_versions/1.manifest', 'ns/src.lance/data/a.lance', 'ns/other.lance/x']);
-    await store.renameDir('ns/src.lance/', 'moved/deeper/dst.lance/');
-    expect(keysOf((await store.list('moved/')).objects)).toEqual([
-      'moved/deeper/dst.lance/_versions/1.manifest',
-      'moved/deeper/dst.lance/data/a.lance',
-    ]);
-    expect(await bodyOf(store, 'moved/deeper/dst.lance/data/a.lance')).toBe('body of ns/src.lance/data/a.lance');
-    expect((await store.list('ns/', { delimiter: '/' })).commonPrefixes).toEqual(['ns/other.lance/']);
-
-    await expect(store.renameDir('moved/deeper/dst.lance/', 'ns/other.lance/')).rejects.toBeInstanceOf(PreconditionFailedError);
-    expect(await bodyOf(store, 'moved/deeper/dst.lance/data/a.lance')).toBe('body of ns/src.lance/data/a.lance');
-    expect(await bodyOf(store, 'ns/other.lance/x')).toBe('body of ns/other.lance/x');
-
-    // Moving the last entry out of a directory leaves no empty directory behind.
-    await store.renameDir('ns/other.lance/', 'moved/other.lance/');
-    expect(await store.list('', { delimiter: '/' })).toEqual({ objects: [], commonPrefixes: ['moved/'] });
-  });
-
   it('never lists temporary or lock files', async () => {
     await putAll(store, ['t/a', 't/sub/b']);
     const dir = path.join(root.root, 't');
@@ -475,5 +457,49 @@ describe('LocalObjectStore specifics', () => {
     await store.delete('x/y/other');
     expect(await store.list('', { delimiter: '/' })).toEqual({ objects: [], commonPrefixes: [] });
     expect(await fs.readdir(root.root)).toEqual([]);
+  });
+});
+
+// Only stores with a real rename implement renameDir: the local disk, and the memory store after it.
+describe.each([localBackend, memoryBackend])('renameDir on $name', (backend) => {
+  let root: TestRoot;
+  beforeEach(async () => {
+    root = await backend.newRoot();
+  });
+  afterEach(async () => {
+    await root.dispose();
+  });
+
+  it('moves a directory and refuses an existing destination', async () => {
+    const store = root.store;
+    expect(store.renameDir).toBeTypeOf('function');
+    await putAll(store, ['ns/src.lance/_versions/1.manifest', 'ns/src.lance/data/a.lance', 'ns/other.lance/x']);
+    await store.renameDir?.('ns/src.lance/', 'moved/deeper/dst.lance/');
+    expect(keysOf((await store.list('moved/')).objects)).toEqual([
+      'moved/deeper/dst.lance/_versions/1.manifest',
+      'moved/deeper/dst.lance/data/a.lance',
+    ]);
+    expect(await bodyOf(store, 'moved/deeper/dst.lance/data/a.lance')).toBe('body of ns/src.lance/data/a.lance');
+    expect((await store.list('ns/', { delimiter: '/' })).commonPrefixes).toEqual(['ns/other.lance/']);
+
+    await expect(store.renameDir?.('moved/deeper/dst.lance/', 'ns/other.lance/')).rejects.toBeInstanceOf(PreconditionFailedError);
+    expect(await bodyOf(store, 'moved/deeper/dst.lance/data/a.lance')).toBe('body of ns/src.lance/data/a.lance');
+    expect(await bodyOf(store, 'ns/other.lance/x')).toBe('body of ns/other.lance/x');
+
+    // Moving the last entry out of a directory leaves no empty directory behind.
+    await store.renameDir?.('ns/other.lance/', 'moved/other.lance/');
+    expect(await store.list('', { delimiter: '/' })).toEqual({ objects: [], commonPrefixes: ['moved/'] });
+  });
+});
+
+describe('MemoryObjectStore specifics', () => {
+  it('keeps its bytes to itself: neither the put buffer nor a read body reaches the stored object', async () => {
+    const store = new MemoryObjectStore();
+    const body = Buffer.from('abc');
+    await store.put('k', body);
+    body.fill(0);
+    const got = await store.get('k');
+    got?.body.fill(0);
+    expect(await bodyOf(store, 'k')).toBe('abc');
   });
 });
