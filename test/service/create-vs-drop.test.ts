@@ -4,7 +4,7 @@ import { NamespaceService } from '../../src/service/namespaces.js';
 import type { RequestContext } from '../../src/service/request-context.js';
 import { TableService } from '../../src/service/tables.js';
 import type { ObjectStore, PutCondition } from '../../src/store/object-store.js';
-import { localCatalogDeps, useLocalRoot } from '../support/local-catalog.js';
+import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
 // Forces the worst interleavings of the create-in-namespace protocol (catalog.ts) by running a
@@ -26,11 +26,11 @@ function pausingStore(inner: ObjectStore, key: string, hook: () => Promise<void>
   });
 }
 
-describe('create in a namespace vs. a Restrict drop', () => {
-  const root = useLocalRoot('lance-ns-cvd-');
+describe.each(catalogRootKinds)('create in a namespace vs. a Restrict drop (%s)', (kind) => {
+  const root = useCatalogRoot(kind);
 
   const services = (store: ObjectStore) => {
-    const deps = localCatalogDeps(store, root.dir);
+    const deps = root.deps(store);
     return { namespaces: new NamespaceService(deps), tables: new TableService(deps, () => { throw new Error('no managed tables here'); }) };
   };
 

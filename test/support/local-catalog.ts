@@ -7,9 +7,11 @@ import type { CatalogDeps } from '../../src/service/catalog.js';
 import { Locations } from '../../src/service/locations.js';
 import { PageTokens } from '../../src/service/page-token.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
+import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
+import type { StoreLocation } from '../../src/store/open-store.js';
 
-// Service-level tests over a catalog in a temporary local directory, without HTTP.
+// Service-level tests over a catalog in a temporary local directory or in memory, without HTTP.
 
 /** For protocols that never reach the engine: any call fails the test. */
 export const noEngine = new Proxy({} as LanceEngine, {
@@ -28,13 +30,51 @@ export function useLocalRoot(prefix: string): { dir: string; store: LocalObjectS
   return fixture;
 }
 
-/** What the services run on, over `store` (a double of the local root at `dir`, or that root's own store). */
-export function localCatalogDeps(store: ObjectStore, dir: string, engine: LanceEngine = noEngine): CatalogDeps {
+function catalogDeps(store: ObjectStore, rootLocation: StoreLocation, engine: LanceEngine): CatalogDeps {
   return {
     store,
     engine,
-    locations: new Locations(store, { kind: 'local', dir }, { region: 'x', forcePathStyle: true }),
+    locations: new Locations(store, rootLocation, { region: 'x', forcePathStyle: true }),
     pageTokens: new PageTokens('k'),
     settings: { managedVersioningDefault: false, leaseMs: 30_000 },
   };
+}
+
+/** What the services run on, over `store` (a double of the local root at `dir`, or that root's own store). */
+export function localCatalogDeps(store: ObjectStore, dir: string, engine: LanceEngine = noEngine): CatalogDeps {
+  return catalogDeps(store, { kind: 'local', dir }, engine);
+}
+
+/**
+ * A root in memory has no path or bucket, so no location a client gives can lie inside it: an
+ * S3 location with an empty bucket, which parseLocation never returns, stands for it. Protocols
+ * that resolve stored locations (registered tables, deleted versions) stay on a local root.
+ */
+const MEMORY_ROOT: StoreLocation = { kind: 's3', bucket: '', prefix: '' };
+
+/** What the services run on, over `store` (a memory store or a double of one); no engine can open such a store. */
+export function memoryCatalogDeps(store: ObjectStore): CatalogDeps {
+  return catalogDeps(store, MEMORY_ROOT, noEngine);
+}
+
+/** A catalog root for each test of the enclosing block, and the services' deps over (a double of) its store. */
+export interface CatalogRoot {
+  readonly store: ObjectStore;
+  deps(store: ObjectStore): CatalogDeps;
+}
+
+/** Protocol tests run on both: in memory in milliseconds, and on the local disk, whose directories race too. */
+export const catalogRootKinds = ['memory', 'local'] as const;
+
+/** A fresh empty root of `kind` for each test of the enclosing block; `store` is set before each test. */
+export function useCatalogRoot(kind: (typeof catalogRootKinds)[number]): CatalogRoot {
+  if (kind === 'local') {
+    const local = useLocalRoot('lance-ns-catalog-');
+    return { get store() { return local.store; }, deps: (store) => localCatalogDeps(store, local.dir) };
+  }
+  const memory = {} as { store: MemoryObjectStore };
+  beforeEach(() => {
+    memory.store = new MemoryObjectStore();
+  });
+  return { get store() { return memory.store; }, deps: memoryCatalogDeps };
 }
