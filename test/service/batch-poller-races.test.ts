@@ -5,9 +5,8 @@ import type { RequestContext } from '../../src/service/request-context.js';
 import { TableService } from '../../src/service/tables.js';
 import { TransactionLog, type TransactionRecord } from '../../src/service/transactions.js';
 import { TableVersionService } from '../../src/service/versions.js';
-import type { LocalObjectStore } from '../../src/store/local-store.js';
 import type { ObjectStore, PutCondition } from '../../src/store/object-store.js';
-import { localCatalogDeps, useLocalRoot } from '../support/local-catalog.js';
+import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
 // Tries to break the dead-batch protocol of versions.ts (a marker per unfinished batch, pollers
@@ -47,16 +46,16 @@ function dyingStore(inner: ObjectStore, dies: (key: string, body: string) => boo
   });
 }
 
-describe('batches whose coordinator died', () => {
-  const root = useLocalRoot('lance-ns-poll-');
-  let base: LocalObjectStore;
+describe.each(catalogRootKinds)('batches whose coordinator died (%s)', (kind) => {
+  const root = useCatalogRoot(kind);
+  let base: ObjectStore;
   beforeEach(async () => {
     base = root.store;
     await services(base, 1000).namespaces.create(ctx, ['ns'], {});
   });
 
   function services(store: ObjectStore, leaseMs: number) {
-    const deps = localCatalogDeps(store, root.dir);
+    const deps = root.deps(store);
     const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs });
     return { versions, namespaces: new NamespaceService(deps), tables: new TableService(deps, (c, id) => versions.coordinatorFor(c, id)) };
   }
@@ -108,11 +107,13 @@ describe('batches whose coordinator died', () => {
 
   it('a coordinator that outlives its lease and meets a poller at its commit point is rolled back whole, and told so', async () => {
     let polled = false;
-    // Right before the coordinator's commit-point write, a poller on another replica runs (the 1 ms lease is over by then).
+    // Right before the coordinator's commit-point write, a poller on another replica runs once the
+    // 1 ms lease is over (a memory store gets there within that millisecond: wait it out).
     const store = dyingStore(
       base,
       (k, body) => k.startsWith('_catalog/transactions/') && body.includes('"committing"'),
       async () => {
+        await sleep(5);
         await services(base, 1).versions.pollBatches();
         polled = true;
       },
