@@ -100,30 +100,35 @@ export class MemoryObjectStore implements ObjectStore {
     return this.place(checkKey(toKey), source.body, condition);
   }
 
-  /** The keys under `prefix`, in byte order (UTF-8, as S3 lists them). */
-  private sortedKeys(prefix: string): string[] {
-    const keys: Array<{ key: string; bytes: Buffer }> = [];
-    for (const key of this.objects.keys()) if (key.startsWith(prefix)) keys.push({ key, bytes: Buffer.from(key) });
-    return keys.sort((a, b) => Buffer.compare(a.bytes, b.bytes)).map((k) => k.key);
+  /** The objects under `prefix`, in byte order (UTF-8, as S3 lists keys); only these are sorted. */
+  private sortedUnder(prefix: string): Array<{ key: string; bytes: Buffer; entry: Entry }> {
+    const found: Array<{ key: string; bytes: Buffer; entry: Entry }> = [];
+    for (const [key, entry] of this.objects) if (key.startsWith(prefix)) found.push({ key, bytes: Buffer.from(key), entry });
+    return found.sort((a, b) => Buffer.compare(a.bytes, b.bytes));
   }
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
     const after = options.startAfter;
+    const afterBytes = after === undefined ? undefined : Buffer.from(after);
+    // A startAfter ending in '/' also skips everything under it, as the other adapters do.
+    const skippedDir = after?.endsWith('/') ? after : undefined;
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
     const objects: ObjectInfo[] = [];
     const commonPrefixes: string[] = [];
     let last: string | undefined;
-    for (const key of this.sortedKeys(prefix)) {
-      // A startAfter ending in '/' also skips everything under it, as the other adapters do.
-      if (after !== undefined && (compareKeys(key, after) <= 0 || (after.endsWith('/') && key.startsWith(after)))) continue;
+    for (const { key, bytes, entry } of this.sortedUnder(prefix)) {
+      if (afterBytes !== undefined && Buffer.compare(bytes, afterBytes) <= 0) continue;
+      if (skippedDir !== undefined && key.startsWith(skippedDir)) continue;
       const slash = options.delimiter === '/' ? key.indexOf('/', prefix.length) : -1;
       // Keys sharing a directory are adjacent in byte order, and the directory sorts where its first key does.
-      const entry = slash >= 0 ? key.slice(0, slash + 1) : key;
-      if (entry === last || (after !== undefined && compareKeys(entry, after) <= 0)) continue;
+      const name = slash >= 0 ? key.slice(0, slash + 1) : key;
+      if (name === last) continue;
+      // A directory at or before startAfter was listed already, though later keys lie under it.
+      if (slash >= 0 && after !== undefined && compareKeys(name, after) <= 0) continue;
       if (objects.length + commonPrefixes.length === maxKeys) return { objects, commonPrefixes, ...(last !== undefined ? { nextStartAfter: last } : {}) };
-      if (slash >= 0) commonPrefixes.push(entry);
-      else objects.push(MemoryObjectStore.info(key, this.objects.get(key) as Entry));
-      last = entry;
+      if (slash >= 0) commonPrefixes.push(name);
+      else objects.push(MemoryObjectStore.info(key, entry));
+      last = name;
     }
     return { objects, commonPrefixes };
   }
@@ -149,13 +154,13 @@ export class MemoryObjectStore implements ObjectStore {
   async renameDir(fromPrefix: string, toPrefix: string): Promise<void> {
     if (!fromPrefix.endsWith('/') || !toPrefix.endsWith('/')) throw new Error(`renameDir needs prefixes ending in '/': ${fromPrefix} ${toPrefix}`);
     if (toPrefix.startsWith(fromPrefix)) throw new Error(`cannot rename ${fromPrefix} into itself (${toPrefix})`);
-    const keys = [...this.objects.keys()];
-    if (keys.some((k) => k.startsWith(toPrefix))) throw new PreconditionFailedError(toPrefix, 'destination exists');
-    const moving = keys.filter((k) => k.startsWith(fromPrefix));
+    const all = [...this.objects];
+    if (all.some(([key]) => key.startsWith(toPrefix))) throw new PreconditionFailedError(toPrefix, 'destination exists');
+    const moving = all.filter(([key]) => key.startsWith(fromPrefix));
     if (moving.length === 0) throw Object.assign(new Error(`no such directory: ${fromPrefix}`), { code: 'ENOENT' });
-    for (const key of moving) {
-      this.objects.set(`${toPrefix}${key.slice(fromPrefix.length)}`, this.objects.get(key) as Entry);
+    for (const [key, entry] of moving) {
       this.objects.delete(key);
+      this.objects.set(`${toPrefix}${key.slice(fromPrefix.length)}`, entry);
     }
   }
 }
