@@ -12,8 +12,8 @@ import {
 
 // In-memory adapter, for testing the service protocols in milliseconds. It keeps the common
 // contract of the port (test/store/object-store.contract.test.ts), not the quirks of either real
-// store. Every method does all its reads and writes of the map synchronously, before its first
-// await, so each call is atomic: of racing conditional puts exactly one wins, as on S3.
+// store. No method awaits anything: each reads and writes the map in one synchronous step, so each
+// call is atomic, and of racing conditional puts exactly one wins, as on S3.
 
 const DEFAULT_MAX_KEYS = 1000;
 
