@@ -177,7 +177,8 @@ export class NamespaceService {
         }
         const dirKey = namespaceDirKey(ns);
         // Listed again: leftovers, and in Cascade every child, including any created since.
-        for (const prefix of (await listAll(this.store, dirKey, { delimiter: '/' })).commonPrefixes) {
+        const remaining = await listAll(this.store, dirKey, { delimiter: '/' });
+        for (const prefix of remaining.commonPrefixes) {
           const child = childOfPrefix(dirKey, prefix);
           // A child namespace is dropped through the same protocol, so that creators inside it see
           // its own mark; a table through the table drop's, so that writes under way end first.
@@ -185,7 +186,7 @@ export class NamespaceService {
           if (child?.kind === 'table') await this.dropTableData({ namespace: ns, name: child.name });
           await this.store.deletePrefix(prefix);
         }
-        for (const o of (await listAll(this.store, dirKey, { delimiter: '/' })).objects) if (o.key !== key) await this.store.delete(o.key);
+        for (const o of remaining.objects) if (o.key !== key) await this.store.delete(o.key);
         await renewal.stop();
         await this.store.delete(key);
         return { properties: existing.value.properties };
