@@ -38,7 +38,7 @@ import { parseArgs } from 'node:util';
 import { arrow } from '../src/engine/arrow.js';
 import { LancedbEngine } from '../src/engine/lancedb/engine.js';
 import { lancedb, type Table } from '../src/engine/lancedb/table-access.js';
-import { hasCommittedVersion, readTableState } from '../src/service/table-state.js';
+import { hasCommittedVersion, readTableState } from '../src/service/tables/table-state.js';
 import { type BenchService, checkAborted, cleanups, ms, now, runMain, secs, startBenchService, type Summary, summarize } from './bench-support.js';
 
 type BackendName = 'local' | 'rgw';

@@ -1,6 +1,6 @@
 import { EngineError } from '../engine/lance-engine.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
-import { displayId } from './catalog.js';
+import { displayId } from './catalog/catalog.js';
 
 /**
  * Maps an engine failure to the namespace error a client sees, keeping the engine's message and

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ObjectStore } from '../store/object-store.js';
-import { CATALOG_DIR } from './layout.js';
+import { CATALOG_DIR } from './catalog/layout.js';
 
 /** Readiness: the root can be written and read back. Each replica probes its own key. */
 export class HealthService {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { encodeRecord } from '../../src/service/records.js';
+import { encodeRecord } from '../../src/service/catalog/records.js';
 import { useTestApp } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { TransactionLog, type TransactionStatus } from '../../src/service/transactions.js';
+import { TransactionLog, type TransactionStatus } from '../../src/service/transactions/transaction-log.js';
 import { useTestApp } from '../support/app.js';
 import { connectTable, peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { manifestFileName, parseManifestFileName } from '../../src/service/manifest-names.js';
+import { manifestFileName, parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { listAll } from '../../src/store/object-store.js';
 import { useTestApp } from '../support/app.js';
 import { manifestBytes } from '../support/manifests.js';

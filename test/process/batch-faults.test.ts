@@ -2,15 +2,15 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { afterAll, beforeAll, describe, expect, type ExpectStatic, it } from 'vitest';
-import { nextManifestWithSchemaMetadata } from '../../src/engine/lance-manifest.js';
-import { parseManifestFileName } from '../../src/service/manifest-names.js';
+import { nextManifestWithSchemaMetadata } from '../../src/engine/lance-format/manifest.js';
+import { parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { listAll } from '../../src/store/object-store.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 
 // Crash tests of BatchCreateTableVersions: the real service process is SIGKILLed at each fault
-// point of the batch commit protocol (src/service/versions.ts), restarted on the same root, and
+// point of the batch commit protocol (src/service/versions/), restarted on the same root, and
 // the catalog must then be all-or-nothing: every table of the batch has the new version (a crash
 // at or after the commit point rolls forward) or none has (a crash before it rolls back), with no
 // reservation left behind and the transaction record finished.

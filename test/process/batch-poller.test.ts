@@ -7,7 +7,7 @@ import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/s
 
 // A batch whose coordinator dies is finished by another replica that is already running, once
 // the batch's lease has run out: no restart of anything. The coordinator is a real service
-// process SIGKILLed at a fault point of the batch protocol (src/service/versions.ts); the survivor
+// process SIGKILLed at a fault point of the batch protocol (src/service/versions/); the survivor
 // was started before it and is never restarted, so only its poller can do the work.
 
 const LEASE_MS = 1500;

@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listAll } from '../../src/store/object-store.js';
-import { parseManifestFileName } from '../../src/service/manifest-names.js';
+import { parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
@@ -9,7 +9,7 @@ import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/s
 // A CreateTable (or a DropTable) that dies half-way leaves nothing behind that blocks the name
 // (issue 8, point 3).
 // The process creating the table is SIGKILLed at each step of the create protocol
-// (src/service/tables.ts createNew) while a second replica, started before and never restarted,
+// (src/service/tables/table-service.ts createNew) while a second replica, started before and never restarted,
 // watches: the half-made table is never visible (not listed, not described, not taken for a
 // declared table), a plain create of the name answers 409 only while the dead create's claim is
 // within its lease, and then succeeds and holds only its own rows. The old code left a bare

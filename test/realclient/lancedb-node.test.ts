@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
-import { tableDirKey } from '../../src/service/layout.js';
+import { tableDirKey } from '../../src/service/catalog/layout.js';
 import { listAll } from '../../src/store/object-store.js';
 import { backends, type TestRoot } from '../support/backends.js';
 import { useLancedbRestClient } from '../support/lancedb-client.js';

@@ -1,15 +1,15 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
-import { NamespaceService } from '../../src/service/namespaces.js';
+import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/request-context.js';
-import { TableService } from '../../src/service/tables.js';
-import { TransactionLog, type TransactionRecord } from '../../src/service/transactions.js';
-import { TableVersionService } from '../../src/service/versions.js';
+import { TableService } from '../../src/service/tables/table-service.js';
+import { TransactionLog, type TransactionRecord } from '../../src/service/transactions/transaction-log.js';
+import { TableVersionService } from '../../src/service/versions/table-version-service.js';
 import type { ObjectStore, PutCondition } from '../../src/store/object-store.js';
 import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
-// Tries to break the dead-batch protocol of versions.ts (a marker per unfinished batch, pollers
+// Tries to break the dead-batch protocol of src/service/versions/ (a marker per unfinished batch, pollers
 // on every replica finishing a batch once its lease has run out): several pollers at once on one
 // dead batch, pollers before the lease ends, and a coordinator that outlives its lease and meets
 // a poller at its commit point. The process tests (test/process/batch-poller.test.ts) kill a real

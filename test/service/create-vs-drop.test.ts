@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
-import { NamespaceService } from '../../src/service/namespaces.js';
+import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/request-context.js';
-import { TableService } from '../../src/service/tables.js';
+import { TableService } from '../../src/service/tables/table-service.js';
 import type { ObjectStore, PutCondition } from '../../src/store/object-store.js';
 import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
-// Forces the worst interleavings of the create-in-namespace protocol (catalog.ts) by running a
+// Forces the worst interleavings of the create-in-namespace protocol (src/service/catalog/catalog.ts) by running a
 // whole drop at a chosen step of a creator, which no timing-based race can do reliably.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };

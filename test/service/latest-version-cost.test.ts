@@ -1,7 +1,7 @@
 import pLimit from 'p-limit';
 import { describe, expect, it } from 'vitest';
-import { manifestFileName } from '../../src/service/manifest-names.js';
-import { TableVersions } from '../../src/service/table-versions.js';
+import { manifestFileName } from '../../src/engine/lance-format/manifest-names.js';
+import { TableVersions } from '../../src/service/versions/dataset-versions.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
 import { storeBackends } from '../support/backends.js';
 

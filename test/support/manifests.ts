@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { nextManifestWithSchemaMetadata } from '../../src/engine/lance-manifest.js';
+import { nextManifestWithSchemaMetadata } from '../../src/engine/lance-format/manifest.js';
 
 // Lance manifest files for catalog tests that never open the dataset: the service checks that a
 // staged manifest parses and names the version it is committed as, nothing more.

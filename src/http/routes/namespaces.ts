@@ -10,7 +10,7 @@ import {
   ListNamespacesResponse,
   NamespaceExistsRequest,
 } from '../../model/namespaces.js';
-import type { NamespaceService } from '../../service/namespaces.js';
+import type { NamespaceService } from '../../service/catalog/namespace-service.js';
 import { defineRoute, type RouteSpec } from '../route.js';
 
 export function namespaceRoutes(namespaces: NamespaceService): RouteSpec[] {

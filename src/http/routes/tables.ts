@@ -18,7 +18,7 @@ import {
   TableExistsRequest,
   TableIdRequest,
 } from '../../model/tables.js';
-import type { TableService } from '../../service/tables.js';
+import type { TableService } from '../../service/tables/table-service.js';
 import { defineRoute, type RouteSpec } from '../route.js';
 
 type ListTablesQuery = z.output<typeof ListTablesQuery>;

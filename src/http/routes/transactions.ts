@@ -1,5 +1,5 @@
 import { AlterTransactionRequest, DescribeTransactionRequest, TransactionResponse } from '../../model/transactions.js';
-import type { TransactionService } from '../../service/transaction-service.js';
+import type { TransactionService } from '../../service/transactions/transaction-service.js';
 import { defineRoute, type RouteSpec } from '../route.js';
 
 // The path id is the transaction's (a service transaction id, or a Lance-form table id plus uuid

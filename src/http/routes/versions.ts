@@ -13,7 +13,7 @@ import {
   ListTableVersionsRequest,
   ListTableVersionsResponse,
 } from '../../model/versions.js';
-import type { TableVersionService } from '../../service/versions.js';
+import type { TableVersionService } from '../../service/versions/table-version-service.js';
 import { defineRoute, type RouteSpec } from '../route.js';
 
 export function versionRoutes(versions: TableVersionService): RouteSpec[] {

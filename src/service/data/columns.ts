@@ -1,4 +1,4 @@
-import { nextManifestWithSchemaMetadata } from '../../engine/lance-manifest.js';
+import { nextManifestWithSchemaMetadata } from '../../engine/lance-format/manifest.js';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import type { ColumnAlteration, FieldMetadataChange, NewColumns } from '../../engine/ports/columns.js';
 import {
@@ -24,7 +24,7 @@ import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../mode
 import { engineFailure } from '../engine-errors.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-import { requireMainBranch } from '../catalog.js';
+import { requireMainBranch } from '../catalog/catalog.js';
 
 /** Parses a field path of the request; a malformed one is a 400 naming the field. */
 function segmentsOf(path: string, where: string): string[] {

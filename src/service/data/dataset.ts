@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import { type CatalogDeps, displayId, resolveManagedVersioning } from '../catalog.js';
-import { type TableRef, tableRefOf, VERSIONS_DIR } from '../layout.js';
-import type { StoreDir } from '../locations.js';
+import { type CatalogDeps, displayId, resolveManagedVersioning } from '../catalog/catalog.js';
+import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
+import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../request-context.js';
-import { TableFences } from '../table-fences.js';
-import { dataDir, requireVisibleTable, type TableState, tableHasData } from '../table-state.js';
-import { TableVersions } from '../table-versions.js';
-import type { TableVersionService } from '../versions.js';
+import { TableFences } from '../tables/table-fences.js';
+import { dataDir, requireVisibleTable, type TableState, tableHasData } from '../tables/table-state.js';
+import { TableVersions } from '../versions/dataset-versions.js';
+import type { TableVersionService } from '../versions/table-version-service.js';
 
 /** A table resolved for a data operation: where its dataset is and how the engine opens it. */
 export interface DataTable {

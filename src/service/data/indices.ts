@@ -8,13 +8,13 @@ import {
   type ListTableIndicesResponse,
   VECTOR_INDEX_TYPES,
 } from '../../model/indices.js';
-import { displayId } from '../catalog.js';
+import { displayId } from '../catalog/catalog.js';
 import { engineFailure } from '../engine-errors.js';
-import type { PageRequest } from '../namespaces.js';
-import { type PageTokens, paginate } from '../page-token.js';
+import type { PageRequest } from '../catalog/namespace-service.js';
+import { type PageTokens, paginate } from '../catalog/page-token.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-import { requireMainBranch } from '../catalog.js';
+import { requireMainBranch } from '../catalog/catalog.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 

@@ -4,7 +4,7 @@ import type { AnalyzeTableQueryPlanRequest, ExplainTableQueryPlanRequest, FtsQue
 import { engineFailure } from '../engine-errors.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-import { requireMainBranch } from '../catalog.js';
+import { requireMainBranch } from '../catalog/catalog.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 

@@ -13,16 +13,16 @@ import type {
   UpdateTableResponse,
 } from '../../model/rows.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
-import { displayId } from '../catalog.js';
+import { displayId } from '../catalog/catalog.js';
 import { engineFailure } from '../engine-errors.js';
-import { reservedMarkerKey, tableRecordKey } from '../layout.js';
-import { encodeRecord, readRecord, TableRecord } from '../records.js';
+import { reservedMarkerKey, tableRecordKey } from '../catalog/layout.js';
+import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTable, DataTables } from './dataset.js';
-import { backoffMs, sleep } from '../backoff.js';
+import { backoffMs, sleep } from '../coordination/backoff.js';
 import type { ServiceLogger } from '../logger.js';
-import { claimDatasetCreation } from '../dataset-creation.js';
-import { requireMainBranch } from '../catalog.js';
+import { claimDatasetCreation } from '../tables/dataset-creation.js';
+import { requireMainBranch } from '../catalog/catalog.js';
 
 /** A SQL predicate that is blank means "no predicate" where one is optional. */
 const optionalPredicate = (p: string | null | undefined): string | undefined => (p === undefined || p === null || p.trim() === '' ? undefined : p);

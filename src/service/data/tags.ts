@@ -11,11 +11,11 @@ import type {
   UpdateTableTagResponse,
 } from '../../model/tags.js';
 import { engineFailure } from '../engine-errors.js';
-import type { PageRequest } from '../namespaces.js';
-import { paginate } from '../page-token.js';
+import type { PageRequest } from '../catalog/namespace-service.js';
+import { paginate } from '../catalog/page-token.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-import { requireMainBranch } from '../catalog.js';
+import { requireMainBranch } from '../catalog/catalog.js';
 
 /** The tag operations of the Lance namespace spec, over the Lance engine (tags live in the dataset's `_refs/tags/`). */
 export class TagService {

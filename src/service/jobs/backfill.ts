@@ -5,18 +5,18 @@ import type { RowIdLayout } from '../../engine/ports/columns.js';
 import { COMPUTED_COLUMN_METADATA, formatFieldPath, parseFieldPath, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
 import { invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
-import { displayId } from '../catalog.js';
+import { displayId } from '../catalog/catalog.js';
 import type { DataTables } from '../data/dataset.js';
 import { engineFailure } from '../engine-errors.js';
-import { backoffMs, sleep } from '../backoff.js';
+import { backoffMs, sleep } from '../coordination/backoff.js';
 import type { ServiceLogger } from '../logger.js';
 import { faultPoint } from '../fault-points.js';
-import { Poller, pollIntervalMs, UnfinishedMarkers } from '../markers.js';
-import { CATALOG_DIR } from '../layout.js';
-import type { Versioned } from '../records.js';
+import { Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
+import { CATALOG_DIR } from '../catalog/layout.js';
+import type { Versioned } from '../catalog/records.js';
 import type { RequestContext } from '../request-context.js';
-import { TERMINAL, type TransactionLog, type TransactionRecord } from '../transactions.js';
-import { requireMainBranch } from '../catalog.js';
+import { TERMINAL, type TransactionLog, type TransactionRecord } from '../transactions/transaction-log.js';
+import { requireMainBranch } from '../catalog/catalog.js';
 
 // Backfill jobs of computed and virtual columns (AlterTableBackfillColumns).
 //

@@ -1,10 +1,10 @@
-import type { LanceEngine } from '../engine/lance-engine.js';
-import { ErrorCode, NamespaceError, unsupported } from '../model/errors.js';
-import type { ObjectStore } from '../store/object-store.js';
+import type { LanceEngine } from '../../engine/lance-engine.js';
+import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
+import type { ObjectStore } from '../../store/object-store.js';
 import { namespaceRecordKey } from './layout.js';
 import type { Locations } from './locations.js';
 import type { PageTokens } from './page-token.js';
-import { leaseExpired, pollUntil } from './leases.js';
+import { leaseExpired, pollUntil } from '../coordination/leases.js';
 import { NamespaceRecord, readRecord, type Versioned } from './records.js';
 
 /** Everything the catalog services run on. */

@@ -1,12 +1,12 @@
 import pLimit from 'p-limit';
 import { z } from 'zod';
-import { readManifestSummary } from '../engine/lance-manifest.js';
-import { invalidInput, NamespaceError } from '../model/errors.js';
-import { type ObjectInfo, PreconditionFailedError, listAll } from '../store/object-store.js';
-import { VERSIONS_DIR } from './layout.js';
-import type { StoreDir } from './locations.js';
-import { type ManifestNamingScheme, manifestFileName, parseManifestFileName } from './manifest-names.js';
-import { encodeRecord, readRecord, type Versioned } from './records.js';
+import { readManifestSummary } from '../../engine/lance-format/manifest.js';
+import { invalidInput, NamespaceError } from '../../model/errors.js';
+import { type ObjectInfo, PreconditionFailedError, listAll } from '../../store/object-store.js';
+import { VERSIONS_DIR } from '../catalog/layout.js';
+import type { StoreDir } from '../catalog/locations.js';
+import { type ManifestNamingScheme, manifestFileName, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
+import { encodeRecord, readRecord, type Versioned } from '../catalog/records.js';
 
 // The versions of one Lance dataset as the store holds them: committed manifests under
 // `_versions/` (V1 and V2 names), Lance's latest-version hint, and the service's sidecars under

@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { invalidInput } from '../model/errors.js';
+import { invalidInput } from '../../model/errors.js';
 
 // Opaque page tokens: base64url of `kind \n scope \n after`, signed with an HMAC so a token can only
 // continue the listing that issued it. Any replica configured with the same secret accepts it.

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { ErrorCode, NamespaceError } from '../model/errors.js';
-import type { ObjectStore } from '../store/object-store.js';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import type { ObjectStore } from '../../store/object-store.js';
 
 // JSON records the catalog keeps in the store, read together with their etag so that every
 // change can be a replace-if-unchanged of exactly the version that was read.
@@ -8,7 +8,7 @@ import type { ObjectStore } from '../store/object-store.js';
 export const NamespaceRecord = z.object({
   properties: z.record(z.string(), z.string()).default({}),
   created_at: z.string().optional(),
-  /** `dropping`: a drop is under way; no child may be created (see namespaces.ts). */
+  /** `dropping`: a drop is under way; no child may be created (see namespace-service.ts). */
   state: z.enum(['active', 'dropping']).default('active'),
   /** While `dropping`: the drop's lease; a mark whose lease ran out was left by a dead drop and means nothing. */
   dropping_until: z.string().optional(),

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
-import { type CommitCoordinator, EngineError } from '../engine/lance-engine.js';
+import { type CommitCoordinator, EngineError } from '../../engine/lance-engine.js';
 import { claimDatasetCreation } from './dataset-creation.js';
-import { engineFailure } from './engine-errors.js';
-import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../model/errors.js';
+import { engineFailure } from '../engine-errors.js';
+import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type {
   CreateTableResponse,
   DeclareTableRequest,
@@ -16,9 +16,9 @@ import type {
   RegisterTableResponse,
   RenameTableRequest,
   RenameTableResponse,
-} from '../model/tables.js';
-import { listAll, PreconditionFailedError } from '../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, readNamespace, requireNamespace, resolveManagedVersioning } from './catalog.js';
+} from '../../model/tables.js';
+import { listAll, PreconditionFailedError } from '../../store/object-store.js';
+import { type CatalogDeps, createInNamespace, displayId, readNamespace, requireNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
 import {
   childOfPrefix,
   deregisteredMarkerKey,
@@ -31,16 +31,16 @@ import {
   tableRefOf,
   validateNamespaceId,
   VERSIONS_DIR,
-} from './layout.js';
-import type { StoreDir } from './locations.js';
-import { manifestFileName } from './manifest-names.js';
-import type { PageRequest } from './namespaces.js';
-import { paginate } from './page-token.js';
-import { encodeRecord, readRecord, TableRecord } from './records.js';
-import { faultPoint } from './fault-points.js';
-import { keepRenewed, leaseUntil } from './leases.js';
+} from '../catalog/layout.js';
+import type { StoreDir } from '../catalog/locations.js';
+import { manifestFileName } from '../../engine/lance-format/manifest-names.js';
+import type { PageRequest } from '../catalog/namespace-service.js';
+import { paginate } from '../catalog/page-token.js';
+import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
+import { faultPoint } from '../fault-points.js';
+import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { TableFences } from './table-fences.js';
-import type { RequestContext } from './request-context.js';
+import type { RequestContext } from '../request-context.js';
 import {
   dataDir,
   isVisible,

@@ -1,4 +1,4 @@
-import { listAll, PreconditionFailedError, type ObjectStore } from '../store/object-store.js';
+import { listAll, PreconditionFailedError, type ObjectStore } from '../../store/object-store.js';
 
 // Markers of unfinished work: one small object per unfinished job or batch under a prefix of
 // `_catalog/`, so that the pollers every replica runs find what to finish with one LIST of the

@@ -1,4 +1,4 @@
-import { invalidInput } from '../model/errors.js';
+import { invalidInput } from '../../model/errors.js';
 
 // Where catalog state lives under the root. Byte-compatible with Lance's own directory ("base")
 // namespace: a namespace is a directory holding a `.lance-namespace` file, a table is a

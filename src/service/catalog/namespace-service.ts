@@ -1,5 +1,5 @@
 import pLimit from 'p-limit';
-import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
+import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type {
   CreateNamespaceRequest,
   CreateNamespaceResponse,
@@ -7,16 +7,16 @@ import type {
   DropNamespaceRequest,
   DropNamespaceResponse,
   ListNamespacesResponse,
-} from '../model/namespaces.js';
-import { listAll, PreconditionFailedError } from '../store/object-store.js';
+} from '../../model/namespaces.js';
+import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, namespaceNotFound, readNamespace, requireNamespace } from './catalog.js';
 import { childOfPrefix, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
-import { keepRenewed, leaseUntil } from './leases.js';
-import { TableFences } from './table-fences.js';
-import { dataDir, isVisible, readTableState } from './table-state.js';
+import { keepRenewed, leaseUntil } from '../coordination/leases.js';
+import { TableFences } from '../tables/table-fences.js';
+import { dataDir, isVisible, readTableState } from '../tables/table-state.js';
 import { paginate } from './page-token.js';
 import { encodeRecord, NamespaceRecord } from './records.js';
-import type { RequestContext } from './request-context.js';
+import type { RequestContext } from '../request-context.js';
 
 const CAS_RETRIES = 10;
 const CHECK_CONCURRENCY = 16;

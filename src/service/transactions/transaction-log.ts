@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { ErrorCode, NamespaceError } from '../model/errors.js';
-import { listAll, PreconditionFailedError, type ObjectStore } from '../store/object-store.js';
-import { CATALOG_DIR } from './layout.js';
-import { encodeRecord, readRecord, type Versioned } from './records.js';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import { listAll, PreconditionFailedError, type ObjectStore } from '../../store/object-store.js';
+import { CATALOG_DIR } from '../catalog/layout.js';
+import { encodeRecord, readRecord, type Versioned } from '../catalog/records.js';
 
 // Transaction records under <root>/_catalog/transactions/<id>.json. Every change to a record is a
 // replace-if-unchanged of the version that was read, so concurrent writers (replicas finishing

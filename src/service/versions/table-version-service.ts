@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '../engine/lance-engine.js';
-import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
+import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '../../engine/lance-engine.js';
+import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type {
   BatchCommitTablesResponse,
   BatchCreateTableVersionsResponse,
@@ -13,22 +13,22 @@ import type {
   DescribeTableVersionResponse,
   ListTableVersionsResponse,
   TableVersion,
-} from '../model/versions.js';
-import { listAll, PreconditionFailedError } from '../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, resolveManagedVersioning } from './catalog.js';
-import type { ServiceLogger } from './logger.js';
-import { faultPoint } from './fault-points.js';
-import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from './markers.js';
-import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from './layout.js';
-import type { ManifestNamingScheme } from './manifest-names.js';
-import type { PageRequest } from './namespaces.js';
-import { paginate } from './page-token.js';
-import type { RequestContext } from './request-context.js';
-import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable, type TableState, tableNotFound } from './table-state.js';
-import { type CommittedVersion, type Reservation, TableVersions } from './table-versions.js';
-import { type BatchEntry, type TableOp, type TransactionLog, type TransactionRecord } from './transactions.js';
-import { encodeRecord, readRecord, TableRecord, type Versioned } from './records.js';
-import { requireMainBranch } from './catalog.js';
+} from '../../model/versions.js';
+import { listAll, PreconditionFailedError } from '../../store/object-store.js';
+import { type CatalogDeps, createInNamespace, displayId, resolveManagedVersioning } from '../catalog/catalog.js';
+import type { ServiceLogger } from '../logger.js';
+import { faultPoint } from '../fault-points.js';
+import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
+import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
+import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-names.js';
+import type { PageRequest } from '../catalog/namespace-service.js';
+import { paginate } from '../catalog/page-token.js';
+import type { RequestContext } from '../request-context.js';
+import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable, type TableState, tableNotFound } from '../tables/table-state.js';
+import { type CommittedVersion, type Reservation, TableVersions } from './dataset-versions.js';
+import { type BatchEntry, type TableOp, type TransactionLog, type TransactionRecord } from '../transactions/transaction-log.js';
+import { encodeRecord, readRecord, TableRecord, type Versioned } from '../catalog/records.js';
+import { requireMainBranch } from '../catalog/catalog.js';
 
 // The service as commit coordinator of Lance tables.
 //

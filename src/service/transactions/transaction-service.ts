@@ -1,15 +1,15 @@
 import { createHash } from 'node:crypto';
-import { readManifestSummary, readTransactionSummary } from '../engine/lance-manifest.js';
-import { listAll } from '../store/object-store.js';
-import { ErrorCode, NamespaceError } from '../model/errors.js';
-import type { AlterTransactionAction } from '../model/transactions.js';
-import { type CatalogDeps, displayId } from './catalog.js';
-import { tableRefOf } from './layout.js';
-import type { RequestContext } from './request-context.js';
-import { dataDir, requireVisibleTable } from './table-state.js';
-import { TableVersions } from './table-versions.js';
-import { TERMINAL, type TransactionLog, type TransactionRecord, type TransactionStatus } from './transactions.js';
-import type { Versioned } from './records.js';
+import { readManifestSummary, readTransactionSummary } from '../../engine/lance-format/manifest.js';
+import { listAll } from '../../store/object-store.js';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import type { AlterTransactionAction } from '../../model/transactions.js';
+import { type CatalogDeps, displayId } from '../catalog/catalog.js';
+import { tableRefOf } from '../catalog/layout.js';
+import type { RequestContext } from '../request-context.js';
+import { dataDir, requireVisibleTable } from '../tables/table-state.js';
+import { TableVersions } from '../versions/dataset-versions.js';
+import { TERMINAL, type TransactionLog, type TransactionRecord, type TransactionStatus } from './transaction-log.js';
+import type { Versioned } from '../catalog/records.js';
 
 // DescribeTransaction and AlterTransaction.
 //

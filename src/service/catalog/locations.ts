@@ -1,9 +1,9 @@
 import path from 'node:path';
-import { invalidInput } from '../model/errors.js';
-import { LocalObjectStore } from '../store/local-store.js';
-import type { ObjectStore } from '../store/object-store.js';
-import { type S3Connection, type StoreLocation, parseLocation } from '../store/open-store.js';
-import { S3ObjectStore } from '../store/s3-store.js';
+import { invalidInput } from '../../model/errors.js';
+import { LocalObjectStore } from '../../store/local-store.js';
+import type { ObjectStore } from '../../store/object-store.js';
+import { type S3Connection, type StoreLocation, parseLocation } from '../../store/open-store.js';
+import { S3ObjectStore } from '../../store/s3-store.js';
 
 /** A directory of a store: `key` is '' (the store root) or ends in '/'. */
 export interface StoreDir {

@@ -1,7 +1,7 @@
-import { PreconditionFailedError, type ObjectStore } from '../store/object-store.js';
-import { CATALOG_DIR, type TableRef, tableDirKey } from './layout.js';
-import { keepRenewed, leaseExpired, leaseUntil } from './leases.js';
-import { encodeRecord } from './records.js';
+import { PreconditionFailedError, type ObjectStore } from '../../store/object-store.js';
+import { CATALOG_DIR, type TableRef, tableDirKey } from '../catalog/layout.js';
+import { keepRenewed, leaseExpired, leaseUntil } from '../coordination/leases.js';
+import { encodeRecord } from '../catalog/records.js';
 
 // Lance alone cannot settle concurrent creators of a dataset: the loser of version 1 rebases its
 // create (an overwrite) onto the winner's version and commits it as version 2, silently replacing

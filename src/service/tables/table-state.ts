@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { ErrorCode, NamespaceError } from '../model/errors.js';
-import type { ObjectStore } from '../store/object-store.js';
-import { displayId } from './catalog.js';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import type { ObjectStore } from '../../store/object-store.js';
+import { displayId } from '../catalog/catalog.js';
 import {
   DEREGISTERED_MARKER,
   deregisteredMarkerKey,
@@ -11,13 +11,13 @@ import {
   tableDirKey,
   tableRecordKey,
   VERSIONS_DIR,
-} from './layout.js';
-import type { Locations, StoreDir } from './locations.js';
-import { readManifestSummary, type ManifestSummary } from '../engine/lance-manifest.js';
-import { manifestFileName, parseManifestFileName } from './manifest-names.js';
-import { readRecord, TableRecord, type Versioned } from './records.js';
-import { isCommitted } from './transactions.js';
-import { leaseExpired } from './leases.js';
+} from '../catalog/layout.js';
+import type { Locations, StoreDir } from '../catalog/locations.js';
+import { readManifestSummary, type ManifestSummary } from '../../engine/lance-format/manifest.js';
+import { manifestFileName, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
+import { readRecord, TableRecord, type Versioned } from '../catalog/records.js';
+import { isCommitted } from '../transactions/transaction-log.js';
+import { leaseExpired } from '../coordination/leases.js';
 
 /** What the store says about one table name, read with one LIST (plus a GET of the record). */
 export interface TableState {

@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { ErrorCode, NamespaceError } from '../model/errors.js';
-import { listAll, type ObjectStore, PreconditionFailedError } from '../store/object-store.js';
-import { displayId } from './catalog.js';
-import { CATALOG_DIR, deregisteredMarkerKey, tableRecordKey } from './layout.js';
-import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from './leases.js';
-import type { StoreDir } from './locations.js';
-import { encodeRecord, readRecord, TableRecord } from './records.js';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
+import { displayId } from '../catalog/catalog.js';
+import { CATALOG_DIR, deregisteredMarkerKey, tableRecordKey } from '../catalog/layout.js';
+import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '../coordination/leases.js';
+import type { StoreDir } from '../catalog/locations.js';
+import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { incarnationOf, incarnationOfRecord, type TableState, tableNotFound, type Tombstone } from './table-state.js';
-import { TableVersions } from './table-versions.js';
+import { TableVersions } from '../versions/dataset-versions.js';
 
 // Where writes to a table and its drop meet.
 //
