@@ -16,7 +16,7 @@ import { PageTokens } from './service/catalog/page-token.js';
 import { TableService } from './service/tables/table-service.js';
 import { TransactionService } from './service/transactions/transaction-service.js';
 import { TransactionLog } from './service/transactions/transaction-log.js';
-import { BackfillService } from './service/jobs/backfill.js';
+import { BackfillService } from './service/jobs/backfill-service.js';
 import { TableVersionService } from './service/versions/table-version-service.js';
 import type { ObjectStore } from './store/object-store.js';
 import { openStore, parseLocation } from './store/open-store.js';

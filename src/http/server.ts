@@ -11,7 +11,7 @@ import type { RowService } from '../service/data/rows.js';
 import type { TagService } from '../service/data/tags.js';
 import type { TransactionService } from '../service/transactions/transaction-service.js';
 import type { TableVersionService } from '../service/versions/table-version-service.js';
-import type { BackfillService } from '../service/jobs/backfill.js';
+import type { BackfillService } from '../service/jobs/backfill-service.js';
 import { readBody } from './body.js';
 import { messageScrubber, toWireError, wireError } from './errors.js';
 import { buildOpenApi } from './openapi.js';

@@ -5,7 +5,7 @@ import { readColumn } from '../support/arrow-data.js';
 import { type Backend, backends, localBackend, type TestRoot } from '../support/backends.js';
 import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 
-// Crash tests of backfill jobs (src/service/jobs/backfill.ts): the real service process is
+// Crash tests of backfill jobs (src/service/jobs/backfill-runner.ts): the real service process is
 // SIGKILLed at a fault point of a 200,000-row backfill; another service process on the same root
 // (a restart, or a second replica already running) takes the job over once the dead one's lease
 // runs out, continues from the last checkpoint, and the column ends equal to its expression on

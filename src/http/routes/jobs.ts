@@ -1,5 +1,5 @@
 import { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
-import type { BackfillService } from '../../service/jobs/backfill.js';
+import type { BackfillService } from '../../service/jobs/backfill-service.js';
 import { defineRoute, type RouteSpec } from '../route.js';
 
 export function jobRoutes(backfill: BackfillService): RouteSpec[] {

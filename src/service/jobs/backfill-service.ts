@@ -1,0 +1,147 @@
+import { randomUUID } from 'node:crypto';
+import { formatFieldPath, parseFieldPath, COMPUTED_COLUMN_METADATA, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
+import { invalidInput, unsupported } from '../../model/errors.js';
+import type { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
+import { displayId, requireMainBranch } from '../catalog/catalog.js';
+import { CATALOG_DIR } from '../catalog/layout.js';
+import { pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
+import type { DataTables } from '../data/dataset.js';
+import { engineFailure } from '../engine-errors.js';
+import type { ServiceLogger } from '../logger.js';
+import type { RequestContext } from '../request-context.js';
+import type { TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
+import { type BackfillJob, DEFAULT_CHUNK_ROWS } from './backfill-plan.js';
+import { BackfillRunner } from './backfill-runner.js';
+import { JobRecords } from './job-lease.js';
+
+// AlterTableBackfillColumns: checks the request against the table, writes the job (marker first,
+// then its transaction record) and hands it to this replica's runner (backfill-runner.ts, where the
+// protocol is described).
+
+const MARKERS = `${CATALOG_DIR}/jobs/`;
+
+export interface BackfillSettings {
+  /** How long a runner's hold on a job is trusted without renewal. */
+  leaseMs: number;
+  /** How often unfinished jobs are looked for (default: half the lease, within 100 ms .. 5 s). */
+  pollMs?: number;
+}
+
+/** Creates backfill jobs (the HTTP operation) and runs them (every replica runs a runner). */
+export class BackfillService {
+  private readonly markers: UnfinishedMarkers;
+  private readonly runner: BackfillRunner;
+
+  constructor(
+    private readonly tables: DataTables,
+    private readonly log: TransactionLog,
+    settings: BackfillSettings,
+    logger?: ServiceLogger,
+  ) {
+    this.markers = new UnfinishedMarkers(tables.catalog.store, MARKERS);
+    const records = new JobRecords(log, this.markers, `runner-${randomUUID()}`, settings.leaseMs, () => this.runner.isStopping());
+    this.runner = new BackfillRunner(tables, records, this.markers, settings.pollMs ?? pollIntervalMs(settings.leaseMs), logger);
+  }
+
+  private get engine() {
+    return this.tables.engine;
+  }
+
+  async backfill(ctx: RequestContext, id: string[], request: AlterTableBackfillColumnsRequest): Promise<AlterTableBackfillColumnsResponse> {
+    requireMainBranch(request.branch);
+    const parsed = parseFieldPath(request.column);
+    if (!parsed.ok) throw invalidInput(`column: ${parsed.error}`);
+    const column = formatFieldPath(parsed.segments);
+    const table = await this.tables.open(ctx, id);
+    let binding: { mode: 'update' | 'refresh'; expression: string };
+    try {
+      const field = await this.engine.columns.field(table.at, parsed.segments);
+      const m = field.metadata;
+      const virtualSql = m[VIRTUAL_COLUMN_METADATA.expression];
+      const computedSql = m[COMPUTED_COLUMN_METADATA.expression];
+      if (m[VIRTUAL_COLUMN_METADATA.marker] === 'true' && (m[VIRTUAL_COLUMN_METADATA.backend] ?? '').toLowerCase() === SQL_UDF_BACKEND && virtualSql) {
+        binding = { mode: 'update', expression: virtualSql };
+      } else if (m[COMPUTED_COLUMN_METADATA.marker] === 'true' && computedSql) {
+        binding = { mode: 'refresh', expression: computedSql };
+      } else {
+        throw invalidInput(
+          `column ${column} of table ${displayId(id)} is neither computed nor virtual: declare it with add_columns \`computed\` or bind it with alter_columns \`virtual_column\` (udf_backend "${SQL_UDF_BACKEND}")`,
+        );
+      }
+      if (parsed.segments.length !== 1) throw invalidInput(`column: only top-level columns can be backfilled, got ${column}`);
+      const where = request.where ?? undefined;
+      if (binding.mode === 'refresh' && (where !== undefined || (request.read_version ?? null) !== null || (request.num_frags ?? null) !== null)) {
+        throw unsupported(
+          `column ${column} was declared computed through add_columns: Lance lets only its own refresh write it, which fills the whole column in one commit, so where, read_version and num_frags cannot apply (bind the expression with alter_columns virtual_column udf_backend "${SQL_UDF_BACKEND}" on a plain column for chunked, filtered backfills)`,
+        );
+      }
+      if (where !== undefined && where.trim() === '') throw invalidInput('where: must not be empty');
+      // The filter must be valid SQL over the table, and read_version an existing version.
+      const readVersion = request.read_version ?? undefined;
+      if (where !== undefined || readVersion !== undefined) await this.engine.columns.checkExpression(table.at, where === undefined ? '1' : `(${where})`, readVersion);
+    } catch (e) {
+      throw engineFailure(e, id);
+    }
+    const chunkRows = Math.max(
+      request.min_checkpoint_size ?? 1,
+      Math.min(request.max_checkpoint_size ?? Number.MAX_SAFE_INTEGER, request.checkpoint_size ?? request.task_size ?? DEFAULT_CHUNK_ROWS),
+    );
+    const job: BackfillJob = {
+      kind: 'backfill_column',
+      table_id: id,
+      column: parsed.segments[0] as string,
+      mode: binding.mode,
+      expression: binding.expression,
+      ...(request.where !== undefined && request.where !== null ? { where: request.where } : {}),
+      ...(request.read_version !== undefined && request.read_version !== null ? { read_version: request.read_version } : {}),
+      chunk_rows: chunkRows,
+      commit_granularity: request.commit_granularity ?? 1,
+      ...(request.num_frags !== undefined && request.num_frags !== null ? { num_frags: request.num_frags } : {}),
+      chunks_done: 0,
+      rows_done: 0,
+      rows_written: 0,
+      attempts: 0,
+    };
+    const now = new Date().toISOString();
+    const jobId = this.log.newId();
+    const record: TransactionRecord = {
+      id: jobId,
+      status: 'Queued',
+      operation: 'backfill_column',
+      properties: {
+        table: JSON.stringify(id),
+        column,
+        mode: binding.mode,
+        expression: binding.expression,
+        ...(job.where !== undefined ? { where: job.where } : {}),
+        ...(job.read_version !== undefined ? { read_version: String(job.read_version) } : {}),
+        chunk_rows: String(chunkRows),
+        commit_granularity: String(job.commit_granularity),
+        rows_done: '0',
+      },
+      created_at: now,
+      updated_at: now,
+      job,
+    };
+    // The marker first: a record without one would never be run; a marker without a record is removed by the poller.
+    await this.markers.add(jobId);
+    await this.log.create(record);
+    void this.runner.launch(jobId);
+    return { job_id: jobId };
+  }
+
+  /** Starts this replica's runner. */
+  start(): void {
+    this.runner.start();
+  }
+
+  /** Stops taking jobs; running ones stop at their next checkpoint and hand their lease back. */
+  stop(): Promise<void> {
+    return this.runner.stop();
+  }
+
+  /** Resolves when the job stops running in this process (for tests). */
+  settled(id: string): Promise<void> {
+    return this.runner.settled(id);
+  }
+}
