@@ -17,15 +17,15 @@ import {
   UpdateTableSchemaMetadataQuery,
 } from '../../model/columns.js';
 import type { ColumnService } from '../../service/data/columns.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
-export function columnRoutes(columns: ColumnService): RouteSpec[] {
-  return [
+export function columnRoutes(columns: ColumnService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'AlterTableAlterColumns',
       summary: 'Rename, retype or change the nullability of columns (one commit)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/alter_columns'],
+      paths: ['/table/{id}/alter_columns'],
       methods: ['POST'],
       body: AlterTableAlterColumnsRequest,
       response: AlterTableAlterColumnsResponse,
@@ -36,7 +36,7 @@ export function columnRoutes(columns: ColumnService): RouteSpec[] {
       operationId: 'AlterTableDropColumns',
       summary: 'Drop columns (metadata only; the data files stay until compaction)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/drop_columns'],
+      paths: ['/table/{id}/drop_columns'],
       methods: ['POST'],
       body: AlterTableDropColumnsRequest,
       response: AlterTableDropColumnsResponse,
@@ -47,7 +47,7 @@ export function columnRoutes(columns: ColumnService): RouteSpec[] {
       operationId: 'AlterTableAddColumns',
       summary: 'Add columns from SQL: evaluated now (expression) or declared with a kept binding (computed)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/add_columns'],
+      paths: ['/table/{id}/add_columns'],
       methods: ['POST'],
       body: AlterTableAddColumnsRequest,
       response: AlterTableAddColumnsResponse,
@@ -58,7 +58,7 @@ export function columnRoutes(columns: ColumnService): RouteSpec[] {
       operationId: 'UpdateFieldMetadata',
       summary: 'Merge into or replace the metadata of fields (a null value deletes a key)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/update_field_metadata'],
+      paths: ['/table/{id}/update_field_metadata'],
       methods: ['POST'],
       body: UpdateFieldMetadataRequest,
       response: UpdateFieldMetadataResponse,
@@ -69,7 +69,7 @@ export function columnRoutes(columns: ColumnService): RouteSpec[] {
       operationId: 'UpdateTableSchemaMetadata',
       summary: 'Replace the schema metadata (a new version; the body and answer are the bare map)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/schema_metadata/update'],
+      paths: ['/table/{id}/schema_metadata/update'],
       methods: ['POST'],
       body: UpdateTableSchemaMetadataBody,
       query: UpdateTableSchemaMetadataQuery,
@@ -81,7 +81,7 @@ export function columnRoutes(columns: ColumnService): RouteSpec[] {
       operationId: 'GetTableStats',
       summary: 'Row, byte, index and fragment statistics of the latest version',
       tag: 'Table',
-      paths: ['/v1/table/{id}/stats'],
+      paths: ['/table/{id}/stats'],
       methods: ['GET', 'POST'],
       body: GetTableStatsRequest,
       query: BranchQuery,
@@ -92,7 +92,7 @@ export function columnRoutes(columns: ColumnService): RouteSpec[] {
       operationId: 'DescribeTableIndexStats',
       summary: 'Statistics of one index (type, distance, indexed and unindexed rows), at the latest or a given version',
       tag: 'Index',
-      paths: ['/v1/table/{id}/index/{index_name}/stats'],
+      paths: ['/table/{id}/index/{index_name}/stats'],
       methods: ['GET', 'POST'],
       body: DescribeTableIndexStatsRequest,
       query: DescribeTableIndexStatsQuery,
@@ -105,5 +105,5 @@ export function columnRoutes(columns: ColumnService): RouteSpec[] {
           branch: body.branch ?? query.branch,
         }),
     }),
-  ];
+  ]);
 }

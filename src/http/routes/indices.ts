@@ -11,15 +11,15 @@ import {
 } from '../../model/indices.js';
 import { invalidInput } from '../../model/errors.js';
 import type { IndexService } from '../../service/data/indices.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
-export function indexRoutes(indices: IndexService): RouteSpec[] {
-  return [
+export function indexRoutes(indices: IndexService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'CreateTableIndex',
       summary: 'Create an index on a column (vector, scalar or FTS); the index is built before this returns',
       tag: 'Index',
-      paths: ['/v1/table/{id}/create_index'],
+      paths: ['/table/{id}/create_index'],
       methods: ['POST'],
       body: CreateTableIndexRequest,
       response: CreateTableIndexResponse,
@@ -30,7 +30,7 @@ export function indexRoutes(indices: IndexService): RouteSpec[] {
       operationId: 'CreateTableScalarIndex',
       summary: 'Create a scalar or FTS index on a column; the index is built before this returns',
       tag: 'Index',
-      paths: ['/v1/table/{id}/create_scalar_index'],
+      paths: ['/table/{id}/create_scalar_index'],
       methods: ['POST'],
       body: CreateTableIndexRequest,
       response: CreateTableScalarIndexResponse,
@@ -41,7 +41,7 @@ export function indexRoutes(indices: IndexService): RouteSpec[] {
       operationId: 'ListTableIndices',
       summary: 'List the indexes of a table (at its latest version, or at `version`)',
       tag: 'Index',
-      paths: ['/v1/table/{id}/index/list'],
+      paths: ['/table/{id}/index/list'],
       methods: ['GET', 'POST'],
       body: ListTableIndicesRequest,
       query: ListTableIndicesQuery,
@@ -58,7 +58,7 @@ export function indexRoutes(indices: IndexService): RouteSpec[] {
       operationId: 'DropTableIndex',
       summary: 'Drop an index of a table',
       tag: 'Index',
-      paths: ['/v1/table/{id}/index/{index_name}/drop'],
+      paths: ['/table/{id}/index/{index_name}/drop'],
       methods: ['POST'],
       body: DropTableIndexRequest,
       query: DropTableIndexQuery,
@@ -73,5 +73,5 @@ export function indexRoutes(indices: IndexService): RouteSpec[] {
         return indices.drop(ctx, id, name, query.branch ?? body.branch);
       },
     }),
-  ];
+  ]);
 }

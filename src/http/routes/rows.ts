@@ -14,15 +14,15 @@ import {
   UpdateTableResponse,
 } from '../../model/rows.js';
 import type { RowService } from '../../service/data/rows.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
-export function rowRoutes(rows: RowService): RouteSpec[] {
-  return [
+export function rowRoutes(rows: RowService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'UpdateTable',
       summary: 'Update rows with SQL expressions, where an optional predicate holds',
       tag: 'Data',
-      paths: ['/v1/table/{id}/update'],
+      paths: ['/table/{id}/update'],
       methods: ['POST'],
       body: UpdateTableRequest,
       response: UpdateTableResponse,
@@ -33,7 +33,7 @@ export function rowRoutes(rows: RowService): RouteSpec[] {
       operationId: 'DeleteFromTable',
       summary: 'Delete the rows where a SQL predicate holds',
       tag: 'Data',
-      paths: ['/v1/table/{id}/delete'],
+      paths: ['/table/{id}/delete'],
       methods: ['POST'],
       body: DeleteFromTableRequest,
       response: DeleteFromTableResponse,
@@ -44,7 +44,7 @@ export function rowRoutes(rows: RowService): RouteSpec[] {
       operationId: 'InsertIntoTable',
       summary: 'Append (or overwrite with) the rows of an Arrow IPC stream; fills a declared table',
       tag: 'Data',
-      paths: ['/v1/table/{id}/insert'],
+      paths: ['/table/{id}/insert'],
       methods: ['POST'],
       arrowBody: true,
       query: InsertIntoTableQuery,
@@ -56,7 +56,7 @@ export function rowRoutes(rows: RowService): RouteSpec[] {
       operationId: 'MergeInsertIntoTable',
       summary: 'Merge (upsert) the rows of an Arrow IPC stream on a key column',
       tag: 'Data',
-      paths: ['/v1/table/{id}/merge_insert'],
+      paths: ['/table/{id}/merge_insert'],
       methods: ['POST'],
       arrowBody: true,
       query: MergeInsertIntoTableQuery,
@@ -68,7 +68,7 @@ export function rowRoutes(rows: RowService): RouteSpec[] {
       operationId: 'CountTableRows',
       summary: 'Count the rows (where an optional predicate holds, at an optional version); a bare JSON integer',
       tag: 'Data',
-      paths: ['/v1/table/{id}/count_rows'],
+      paths: ['/table/{id}/count_rows'],
       // Older clients send a GET with the fields in the query string.
       methods: ['GET', 'POST'],
       body: CountTableRowsRequest,
@@ -85,12 +85,12 @@ export function rowRoutes(rows: RowService): RouteSpec[] {
       operationId: 'RestoreTable',
       summary: 'Restore a version: its content becomes a new latest version',
       tag: 'Table',
-      paths: ['/v1/table/{id}/restore'],
+      paths: ['/table/{id}/restore'],
       methods: ['POST'],
       body: RestoreTableRequest,
       response: RestoreTableResponse,
       mutation: true,
       handler: ({ ctx, id, body }) => rows.restore(ctx, id, body),
     }),
-  ];
+  ]);
 }

@@ -19,7 +19,7 @@ import {
   TableIdRequest,
 } from '../../model/tables.js';
 import type { TableService } from '../../service/tables.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
 type ListTablesQuery = z.output<typeof ListTablesQuery>;
 type ListTablesBody = z.output<typeof ListTablesRequest>;
@@ -34,13 +34,13 @@ const listArgs = (query: ListTablesQuery, body: ListTablesBody) => ({
 /** A query flag, when given, wins over the body flag of the same name. */
 const flag = (fromQuery: boolean | undefined, fromBody: boolean | null | undefined): boolean => fromQuery ?? fromBody ?? false;
 
-export function tableRoutes(tables: TableService): RouteSpec[] {
-  return [
+export function tableRoutes(tables: TableService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'ListTables',
       summary: 'List the tables directly in a namespace',
       tag: 'Table',
-      paths: ['/v1/namespace/{id}/table/list'],
+      paths: ['/namespace/{id}/table/list'],
       methods: ['GET', 'POST'],
       body: ListTablesRequest,
       query: ListTablesQuery,
@@ -51,7 +51,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'ListAllTables',
       summary: 'List every table of every namespace, as full ids joined by the delimiter',
       tag: 'Table',
-      paths: ['/v1/table'],
+      paths: ['/table'],
       methods: ['GET', 'POST'],
       body: ListTablesRequest,
       query: ListTablesQuery,
@@ -62,7 +62,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'DeclareTable',
       summary: 'Declare a table without data (writes the .lance-reserved marker)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/declare', '/v1/table/{id}/create-empty'],
+      paths: ['/table/{id}/declare', '/table/{id}/create-empty'],
       methods: ['POST'],
       body: DeclareTableRequest,
       response: DeclareTableResponse,
@@ -73,7 +73,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'CreateTable',
       summary: 'Create a table from an Arrow IPC stream (an empty stream makes an empty table)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/create'],
+      paths: ['/table/{id}/create'],
       methods: ['POST'],
       arrowBody: true,
       query: CreateTableQuery,
@@ -91,7 +91,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'RegisterTable',
       summary: 'Register an existing Lance dataset at a location under a table id',
       tag: 'Table',
-      paths: ['/v1/table/{id}/register'],
+      paths: ['/table/{id}/register'],
       methods: ['POST'],
       body: RegisterTableRequest,
       response: RegisterTableResponse,
@@ -102,7 +102,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'DescribeTable',
       summary: 'Describe a table (location, properties, managed_versioning; more on request)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/describe'],
+      paths: ['/table/{id}/describe'],
       methods: ['POST'],
       body: DescribeTableRequest,
       query: DescribeTableQuery,
@@ -118,7 +118,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'TableExists',
       summary: 'Check that a table exists: 200 with no body, or 404',
       tag: 'Table',
-      paths: ['/v1/table/{id}/exists'],
+      paths: ['/table/{id}/exists'],
       methods: ['POST'],
       body: TableExistsRequest,
       response: 'empty',
@@ -128,7 +128,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'DropTable',
       summary: 'Drop a table and delete its data',
       tag: 'Table',
-      paths: ['/v1/table/{id}/drop'],
+      paths: ['/table/{id}/drop'],
       methods: ['POST'],
       body: TableIdRequest,
       response: DropTableResponse,
@@ -139,7 +139,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'DeregisterTable',
       summary: 'Deregister a table: hide it and keep its data',
       tag: 'Table',
-      paths: ['/v1/table/{id}/deregister'],
+      paths: ['/table/{id}/deregister'],
       methods: ['POST'],
       body: TableIdRequest,
       response: DropTableResponse,
@@ -150,12 +150,12 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'RenameTable',
       summary: 'Rename or move a table (atomic on a local root; 406 on an object store)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/rename'],
+      paths: ['/table/{id}/rename'],
       methods: ['POST'],
       body: RenameTableRequest,
       response: RenameTableResponse,
       mutation: true,
       handler: ({ ctx, id, body }) => tables.rename(ctx, id, body),
     }),
-  ];
+  ]);
 }

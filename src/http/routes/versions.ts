@@ -14,15 +14,15 @@ import {
   ListTableVersionsResponse,
 } from '../../model/versions.js';
 import type { TableVersionService } from '../../service/versions.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
-export function versionRoutes(versions: TableVersionService): RouteSpec[] {
-  return [
+export function versionRoutes(versions: TableVersionService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'CreateTableVersion',
       summary: 'Commit a staged manifest as the next version of a table (put-if-not-exists; 409 code 14 on a lost race)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/version/create'],
+      paths: ['/table/{id}/version/create'],
       methods: ['POST'],
       body: CreateTableVersionRequest,
       response: CreateTableVersionResponse,
@@ -33,7 +33,7 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       operationId: 'DescribeTableVersion',
       summary: 'Describe one version of a table (the latest when version is absent)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/version/describe'],
+      paths: ['/table/{id}/version/describe'],
       methods: ['POST'],
       body: DescribeTableVersionRequest,
       response: DescribeTableVersionResponse,
@@ -43,7 +43,7 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       operationId: 'ListTableVersions',
       summary: 'List the versions of a table (descending, limit, page_token)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/version/list'],
+      paths: ['/table/{id}/version/list'],
       methods: ['GET', 'POST'],
       body: ListTableVersionsRequest,
       query: ListTableVersionsQuery,
@@ -60,7 +60,7 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       operationId: 'BatchDeleteTableVersions',
       summary: 'Delete the version records (manifests) in [start, end) ranges; end -1 means through the latest',
       tag: 'Table',
-      paths: ['/v1/table/{id}/version/delete', '/v1/table/{id}/version/batch-delete'],
+      paths: ['/table/{id}/version/delete', '/table/{id}/version/batch-delete'],
       methods: ['POST'],
       body: BatchDeleteTableVersionsRequest,
       response: BatchDeleteTableVersionsResponse,
@@ -71,7 +71,7 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       operationId: 'BatchCreateTableVersions',
       summary: 'Commit versions of several tables atomically (all or none)',
       tag: 'Table',
-      paths: ['/v1/table/version/batch-create'],
+      paths: ['/table/version/batch-create'],
       methods: ['POST'],
       body: BatchCreateTableVersionsRequest,
       response: BatchCreateTableVersionsResponse,
@@ -82,12 +82,12 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       operationId: 'BatchCommitTables',
       summary: 'Apply declare, create-version, delete-versions and deregister operations on several tables atomically',
       tag: 'Table',
-      paths: ['/v1/table/batch-commit'],
+      paths: ['/table/batch-commit'],
       methods: ['POST'],
       body: BatchCommitTablesRequest,
       response: BatchCommitTablesResponse,
       mutation: true,
       handler: ({ ctx, body }) => versions.batchCommit(ctx, body.operations),
     }),
-  ];
+  ]);
 }
