@@ -56,10 +56,11 @@ function contextOf(request: FastifyRequest): Record<string, string> {
   return context;
 }
 
-/** The `branch` fields a request names: in the query, the body, and the query of a body (explain_plan). */
-function branchesOf(request: FastifyRequest): unknown[] {
-  const body = asRecord(request.body);
-  return [asRecord(request.query)?.branch, body?.branch, asRecord(body?.query)?.branch];
+/** The value at `path` of the request (e.g. ['body', 'query', 'branch']). */
+function valueAt(request: FastifyRequest, path: readonly string[]): unknown {
+  let value: unknown = { query: request.query, body: request.body };
+  for (const key of path) value = asRecord(value)?.[key];
+  return value;
 }
 
 const routeOf = (request: FastifyRequest): RouteConfig | undefined => request.routeOptions.config.route;
@@ -104,7 +105,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits): vo
     request.ctx = { ...request.ctx, context };
     // Context travels back the way it came in, so callers can correlate.
     for (const [key, value] of Object.entries(context)) void reply.header(`${CONTEXT_HEADER}${key.toLowerCase()}`, value);
-    if (route?.mainBranchOnly) for (const branch of branchesOf(request)) requireMainBranch(branch as string | null | undefined);
+    for (const path of route?.mainBranchOnly ?? []) requireMainBranch(valueAt(request, path) as string | null | undefined);
   });
 
   // One structured line per mutating request, whatever its outcome.

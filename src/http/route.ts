@@ -77,7 +77,8 @@ export interface RouteGroup {
 export interface RouteConfig {
   operationId: string;
   mutation: boolean;
-  mainBranchOnly: boolean;
+  /** Where the request's `branch` fields are (e.g. ['body', 'query', 'branch']), when the route serves only the main branch. */
+  mainBranchOnly: readonly (readonly string[])[] | null;
   arrowBody: boolean;
   bodyIdIsPathId: boolean;
 }
@@ -134,6 +135,31 @@ export function queryOrBody<Q extends object, B extends object, K extends keyof 
   return out;
 }
 
+/** The object shape of a schema, if it is an object schema. */
+const shapeOf = (schema: z.ZodType | undefined): Record<string, z.ZodType> | undefined =>
+  schema instanceof z.ZodObject ? (schema.shape as Record<string, z.ZodType>) : undefined;
+
+/** Unwraps optional and nullable wrappers, to reach a nested object schema. */
+function unwrapped(schema: z.ZodType | undefined): z.ZodType | undefined {
+  let s = schema;
+  while (s instanceof z.ZodOptional || s instanceof z.ZodNullable) s = s.unwrap() as z.ZodType;
+  return s;
+}
+
+/**
+ * The `branch` fields a route's schemas declare: in the query, in the body, and in a query nested
+ * in the body (explain_plan). Only declared fields count: a bare-map body may have a key "branch".
+ */
+function branchFields(route: RouteSpec): string[][] {
+  const fields: string[][] = [];
+  if (shapeOf(route.query)?.branch) fields.push(['query', 'branch']);
+  const body = shapeOf(route.body);
+  if (body?.branch) fields.push(['body', 'branch']);
+  if (shapeOf(unwrapped(body?.query))?.branch) fields.push(['body', 'query', 'branch']);
+  if (fields.length === 0) throw new Error(`route ${route.operationId} is mainBranchOnly but its schemas declare no branch field`);
+  return fields;
+}
+
 const toFastifyPath = (p: string): string => p.replace(/\{([^}]+)\}/g, ':$1');
 
 const ARROW_FILE = 'application/vnd.apache.arrow.file';
@@ -145,7 +171,7 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
   const config: RouteConfig = {
     operationId: route.operationId,
     mutation: route.mutation ?? false,
-    mainBranchOnly: route.mainBranchOnly ?? false,
+    mainBranchOnly: route.mainBranchOnly ? branchFields(route) : null,
     arrowBody: route.arrowBody ?? false,
     bodyIdIsPathId: route.bodyIdIsPathId ?? true,
   };

@@ -17,7 +17,7 @@ import {
   UpdateTableSchemaMetadataQuery,
 } from '../../model/columns.js';
 import type { ColumnService } from '../../service/data/columns.js';
-import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function columnRoutes(columns: ColumnService): RouteGroup {
   return routeGroup('/v1', [
@@ -29,6 +29,7 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       methods: ['POST'],
       body: AlterTableAlterColumnsRequest,
       response: AlterTableAlterColumnsResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => columns.alterColumns(ctx, id, body),
     }),
@@ -40,6 +41,7 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       methods: ['POST'],
       body: AlterTableDropColumnsRequest,
       response: AlterTableDropColumnsResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => columns.dropColumns(ctx, id, body),
     }),
@@ -51,6 +53,7 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       methods: ['POST'],
       body: AlterTableAddColumnsRequest,
       response: AlterTableAddColumnsResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => columns.addColumns(ctx, id, body),
     }),
@@ -62,6 +65,7 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       methods: ['POST'],
       body: UpdateFieldMetadataRequest,
       response: UpdateFieldMetadataResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => columns.updateFieldMetadata(ctx, id, body),
     }),
@@ -74,8 +78,9 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       body: UpdateTableSchemaMetadataBody,
       query: UpdateTableSchemaMetadataQuery,
       response: UpdateTableSchemaMetadataBody,
+      mainBranchOnly: true,
       mutation: true,
-      handler: ({ ctx, id, query, body }) => columns.updateSchemaMetadata(ctx, id, query.branch, body),
+      handler: ({ ctx, id, body }) => columns.updateSchemaMetadata(ctx, id, body),
     }),
     defineRoute({
       operationId: 'GetTableStats',
@@ -86,7 +91,8 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       body: GetTableStatsRequest,
       query: BranchQuery,
       response: GetTableStatsResponse,
-      handler: ({ ctx, id, body, query }) => columns.tableStats(ctx, id, body.branch ?? query.branch),
+      mainBranchOnly: true,
+      handler: ({ ctx, id }) => columns.tableStats(ctx, id),
     }),
     defineRoute({
       operationId: 'DescribeTableIndexStats',
@@ -97,13 +103,9 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       body: DescribeTableIndexStatsRequest,
       query: DescribeTableIndexStatsQuery,
       response: DescribeTableIndexStatsResponse,
+      mainBranchOnly: true,
       handler: ({ ctx, id, body, query, params }) =>
-        columns.indexStats(ctx, id, {
-          indexName: params.index_name ?? '',
-          bodyIndexName: body.index_name,
-          version: body.version ?? query.version,
-          branch: body.branch ?? query.branch,
-        }),
+        columns.indexStats(ctx, id, { indexName: params.index_name ?? '', bodyIndexName: body.index_name, ...queryOrBody(query, body, ['version']) }),
     }),
   ]);
 }

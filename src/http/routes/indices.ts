@@ -11,7 +11,7 @@ import {
 } from '../../model/indices.js';
 import { invalidInput } from '../../model/errors.js';
 import type { IndexService } from '../../service/data/indices.js';
-import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function indexRoutes(indices: IndexService): RouteGroup {
   return routeGroup('/v1', [
@@ -23,6 +23,7 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       methods: ['POST'],
       body: CreateTableIndexRequest,
       response: CreateTableIndexResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => indices.create(ctx, id, body, { scalarOnly: false }),
     }),
@@ -34,6 +35,7 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       methods: ['POST'],
       body: CreateTableIndexRequest,
       response: CreateTableScalarIndexResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => indices.create(ctx, id, body, { scalarOnly: true }),
     }),
@@ -46,13 +48,11 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       body: ListTableIndicesRequest,
       query: ListTableIndicesQuery,
       response: ListTableIndicesResponse,
-      handler: ({ ctx, id, body, query }) =>
-        indices.list(ctx, id, {
-          pageToken: query.page_token ?? body.page_token,
-          limit: query.limit ?? body.limit,
-          version: query.version ?? body.version,
-          branch: query.branch ?? body.branch,
-        }),
+      mainBranchOnly: true,
+      handler: ({ ctx, id, body, query }) => {
+        const { page_token, limit, version } = queryOrBody(query, body, ['page_token', 'limit', 'version']);
+        return indices.list(ctx, id, { pageToken: page_token, limit, version });
+      },
     }),
     defineRoute({
       operationId: 'DropTableIndex',
@@ -63,14 +63,15 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       body: DropTableIndexRequest,
       query: DropTableIndexQuery,
       response: DropTableIndexResponse,
+      mainBranchOnly: true,
       mutation: true,
-      handler: ({ ctx, id, body, query, params }) => {
+      handler: ({ ctx, id, body, params }) => {
         const name = params.index_name ?? '';
         if (name === '') throw invalidInput('index_name: the path must name the index');
         if (body.index_name && body.index_name !== name) {
           throw invalidInput(`the index_name in the body ${JSON.stringify(body.index_name)} does not match the one in the path ${JSON.stringify(name)}`);
         }
-        return indices.drop(ctx, id, name, query.branch ?? body.branch);
+        return indices.drop(ctx, id, name);
       },
     }),
   ]);

@@ -12,6 +12,7 @@ export function jobRoutes(backfill: BackfillService): RouteGroup {
       methods: ['POST'],
       body: AlterTableBackfillColumnsRequest,
       response: AlterTableBackfillColumnsResponse,
+      mainBranchOnly: true,
       successStatus: 202,
       mutation: true,
       handler: ({ ctx, id, body }) => backfill.backfill(ctx, id, body),

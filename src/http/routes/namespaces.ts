@@ -11,7 +11,7 @@ import {
   NamespaceExistsRequest,
 } from '../../model/namespaces.js';
 import type { NamespaceService } from '../../service/namespaces.js';
-import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function namespaceRoutes(namespaces: NamespaceService): RouteGroup {
   return routeGroup('/v1', [
@@ -35,8 +35,10 @@ export function namespaceRoutes(namespaces: NamespaceService): RouteGroup {
       body: ListNamespacesRequest,
       query: ListNamespacesQuery,
       response: ListNamespacesResponse,
-      handler: ({ ctx, id, body, query }) =>
-        namespaces.list(ctx, id, { pageToken: query.page_token ?? body.page_token, limit: query.limit ?? body.limit }),
+      handler: ({ ctx, id, body, query }) => {
+        const { page_token, limit } = queryOrBody(query, body, ['page_token', 'limit']);
+        return namespaces.list(ctx, id, { pageToken: page_token, limit });
+      },
     }),
     defineRoute({
       operationId: 'DescribeNamespace',

@@ -12,6 +12,7 @@ export function queryRoutes(queries: QueryService): RouteGroup {
       methods: ['POST'],
       body: QueryTableRequest,
       response: 'arrow-file',
+      mainBranchOnly: true,
       handler: ({ ctx, id, body }) => queries.query(ctx, id, body),
     }),
     defineRoute({
@@ -22,6 +23,7 @@ export function queryRoutes(queries: QueryService): RouteGroup {
       methods: ['POST'],
       body: ExplainTableQueryPlanRequest,
       response: QueryPlanText,
+      mainBranchOnly: true,
       handler: ({ ctx, id, body }) => queries.explain(ctx, id, body),
     }),
     defineRoute({
@@ -32,6 +34,7 @@ export function queryRoutes(queries: QueryService): RouteGroup {
       methods: ['POST'],
       body: AnalyzeTableQueryPlanRequest,
       response: QueryPlanText,
+      mainBranchOnly: true,
       handler: ({ ctx, id, body }) => queries.analyze(ctx, id, body),
     }),
   ]);

@@ -14,7 +14,7 @@ import {
   UpdateTableResponse,
 } from '../../model/rows.js';
 import type { RowService } from '../../service/data/rows.js';
-import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function rowRoutes(rows: RowService): RouteGroup {
   return routeGroup('/v1', [
@@ -26,6 +26,7 @@ export function rowRoutes(rows: RowService): RouteGroup {
       methods: ['POST'],
       body: UpdateTableRequest,
       response: UpdateTableResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => rows.update(ctx, id, body),
     }),
@@ -37,6 +38,7 @@ export function rowRoutes(rows: RowService): RouteGroup {
       methods: ['POST'],
       body: DeleteFromTableRequest,
       response: DeleteFromTableResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => rows.delete(ctx, id, body),
     }),
@@ -49,8 +51,9 @@ export function rowRoutes(rows: RowService): RouteGroup {
       arrowBody: true,
       query: InsertIntoTableQuery,
       response: InsertIntoTableResponse,
+      mainBranchOnly: true,
       mutation: true,
-      handler: ({ ctx, id, query, raw }) => rows.insert(ctx, id, { mode: query.mode, branch: query.branch, arrowIpcStream: raw }),
+      handler: ({ ctx, id, query, raw }) => rows.insert(ctx, id, { mode: query.mode, arrowIpcStream: raw }),
     }),
     defineRoute({
       operationId: 'MergeInsertIntoTable',
@@ -61,6 +64,7 @@ export function rowRoutes(rows: RowService): RouteGroup {
       arrowBody: true,
       query: MergeInsertIntoTableQuery,
       response: MergeInsertIntoTableResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, query, raw }) => rows.mergeInsert(ctx, id, query, raw),
     }),
@@ -74,12 +78,8 @@ export function rowRoutes(rows: RowService): RouteGroup {
       body: CountTableRowsRequest,
       query: CountTableRowsQuery,
       response: CountTableRowsResponse,
-      handler: ({ ctx, id, body, query }) =>
-        rows.count(ctx, id, {
-          predicate: query.predicate ?? body.predicate,
-          version: query.version ?? body.version,
-          branch: query.branch ?? body.branch,
-        }),
+      mainBranchOnly: true,
+      handler: ({ ctx, id, body, query }) => rows.count(ctx, id, queryOrBody(query, body, ['predicate', 'version'])),
     }),
     defineRoute({
       operationId: 'RestoreTable',
@@ -89,6 +89,7 @@ export function rowRoutes(rows: RowService): RouteGroup {
       methods: ['POST'],
       body: RestoreTableRequest,
       response: RestoreTableResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => rows.restore(ctx, id, body),
     }),

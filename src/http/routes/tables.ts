@@ -19,20 +19,16 @@ import {
   TableIdRequest,
 } from '../../model/tables.js';
 import type { TableService } from '../../service/tables.js';
-import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 type ListTablesQuery = z.output<typeof ListTablesQuery>;
 type ListTablesBody = z.output<typeof ListTablesRequest>;
 
-/** Paging arguments of the table lists: the query string wins over the (POST) body. */
-const listArgs = (query: ListTablesQuery, body: ListTablesBody) => ({
-  pageToken: query.page_token ?? body.page_token,
-  limit: query.limit ?? body.limit,
-  includeDeclared: query.include_declared ?? body.include_declared,
-});
-
-/** A query flag, when given, wins over the body flag of the same name. */
-const flag = (fromQuery: boolean | undefined, fromBody: boolean | null | undefined): boolean => fromQuery ?? fromBody ?? false;
+/** Paging arguments of the table lists. */
+function listArgs(query: ListTablesQuery, body: ListTablesBody) {
+  const { page_token, limit, include_declared } = queryOrBody(query, body, ['page_token', 'limit', 'include_declared']);
+  return { pageToken: page_token, limit, includeDeclared: include_declared };
+}
 
 export function tableRoutes(tables: TableService): RouteGroup {
   return routeGroup('/v1', [
@@ -107,12 +103,14 @@ export function tableRoutes(tables: TableService): RouteGroup {
       body: DescribeTableRequest,
       query: DescribeTableQuery,
       response: DescribeTableResponse,
-      handler: ({ ctx, id, body, query }) =>
-        tables.describe(ctx, id, body, {
-          withTableUri: flag(query.with_table_uri, body.with_table_uri),
-          loadDetailedMetadata: flag(query.load_detailed_metadata, body.load_detailed_metadata),
-          checkDeclared: flag(query.check_declared, body.check_declared),
-        }),
+      handler: ({ ctx, id, body, query }) => {
+        const flags = queryOrBody(query, body, ['with_table_uri', 'load_detailed_metadata', 'check_declared']);
+        return tables.describe(ctx, id, body, {
+          withTableUri: flags.with_table_uri ?? false,
+          loadDetailedMetadata: flags.load_detailed_metadata ?? false,
+          checkDeclared: flags.check_declared ?? false,
+        });
+      },
     }),
     defineRoute({
       operationId: 'TableExists',

@@ -12,7 +12,7 @@ import {
   UpdateTableTagResponse,
 } from '../../model/tags.js';
 import type { TagService } from '../../service/data/tags.js';
-import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function tagRoutes(tags: TagService): RouteGroup {
   return routeGroup('/v1', [
@@ -26,7 +26,10 @@ export function tagRoutes(tags: TagService): RouteGroup {
       body: ListTableTagsRequest,
       query: ListTableTagsQuery,
       response: ListTableTagsResponse,
-      handler: ({ ctx, id, body, query }) => tags.list(ctx, id, { pageToken: query.page_token ?? body.page_token, limit: query.limit ?? body.limit }),
+      handler: ({ ctx, id, body, query }) => {
+        const { page_token, limit } = queryOrBody(query, body, ['page_token', 'limit']);
+        return tags.list(ctx, id, { pageToken: page_token, limit });
+      },
     }),
     defineRoute({
       operationId: 'GetTableTagVersion',
@@ -46,6 +49,7 @@ export function tagRoutes(tags: TagService): RouteGroup {
       methods: ['POST'],
       body: CreateTableTagRequest,
       response: CreateTableTagResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => tags.create(ctx, id, body),
     }),
@@ -57,6 +61,7 @@ export function tagRoutes(tags: TagService): RouteGroup {
       methods: ['POST'],
       body: UpdateTableTagRequest,
       response: UpdateTableTagResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => tags.update(ctx, id, body),
     }),

@@ -14,7 +14,7 @@ import {
   ListTableVersionsResponse,
 } from '../../model/versions.js';
 import type { TableVersionService } from '../../service/versions.js';
-import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function versionRoutes(versions: TableVersionService): RouteGroup {
   return routeGroup('/v1', [
@@ -26,6 +26,7 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       methods: ['POST'],
       body: CreateTableVersionRequest,
       response: CreateTableVersionResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => versions.create(ctx, id, body),
     }),
@@ -37,6 +38,7 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       methods: ['POST'],
       body: DescribeTableVersionRequest,
       response: DescribeTableVersionResponse,
+      mainBranchOnly: true,
       handler: ({ ctx, id, body }) => versions.describe(ctx, id, body.version, body.branch),
     }),
     defineRoute({
@@ -48,13 +50,11 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       body: ListTableVersionsRequest,
       query: ListTableVersionsQuery,
       response: ListTableVersionsResponse,
-      handler: ({ ctx, id, body, query }) =>
-        versions.list(ctx, id, {
-          pageToken: query.page_token ?? body.page_token,
-          limit: query.limit ?? body.limit,
-          descending: query.descending ?? body.descending,
-          branch: query.branch ?? body.branch,
-        }),
+      mainBranchOnly: true,
+      handler: ({ ctx, id, body, query }) => {
+        const { page_token, limit, descending, branch } = queryOrBody(query, body, ['page_token', 'limit', 'descending', 'branch']);
+        return versions.list(ctx, id, { pageToken: page_token, limit, descending, branch });
+      },
     }),
     defineRoute({
       operationId: 'BatchDeleteTableVersions',
@@ -64,6 +64,7 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       methods: ['POST'],
       body: BatchDeleteTableVersionsRequest,
       response: BatchDeleteTableVersionsResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => versions.batchDelete(ctx, id, body),
     }),
