@@ -2,8 +2,8 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { z } from 'zod';
 import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
 import type { RequestContext } from '../service/request-context.js';
-import { describeZodError } from './errors.js';
 import type { LargeBodySlots } from './limits.js';
+import { parseRequestPart } from './zod-compilers.js';
 
 // Schema-first routes. A route declares its operation, paths, methods and zod schemas; each route
 // group (routes/*.ts) is a Fastify plugin registered under its prefix. Fastify validates the body
@@ -115,13 +115,6 @@ export function parsePathId(raw: string, delimiter: string): string[] {
   const empty = parts.findIndex((p) => p === '');
   if (empty >= 0) throw invalidInput(`the id ${JSON.stringify(raw)} has an empty part at position ${empty}`);
   return parts;
-}
-
-/** Parses `value` with a request schema; a failure is a 400 code 13 naming the fields. */
-export function parseRequestPart<S extends z.ZodType>(schema: S, value: unknown, where: string): z.output<S> {
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) throw invalidInput(describeZodError(parsed.error, where));
-  return parsed.data;
 }
 
 /** Value of `query[key]` when given, else of `body[key]`, for each key: the query string wins over the (POST) body. */

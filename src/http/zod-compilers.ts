@@ -15,6 +15,13 @@ export class ResponseSchemaError extends Error {
   }
 }
 
+/** Parses `value` with a request schema; a failure is a 400 code 13 naming the fields. */
+export function parseRequestPart<S extends z.ZodType>(schema: S, value: unknown, where: string): z.output<S> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw invalidInput(describeZodError(parsed.error, where));
+  return parsed.data;
+}
+
 const PART_NAMES: Record<string, string> = { body: 'request body', querystring: 'query parameters', params: 'path parameters', headers: 'headers' };
 
 export function useZodCompilers(app: FastifyInstance): void {
@@ -22,9 +29,12 @@ export function useZodCompilers(app: FastifyInstance): void {
     const zod = schema as z.ZodType;
     const where = PART_NAMES[httpPart ?? ''] ?? httpPart ?? 'request';
     return (data: unknown) => {
-      // No body (or JSON null) is the empty request.
-      const parsed = zod.safeParse(httpPart === 'body' && (data === null || data === undefined) ? {} : data);
-      return parsed.success ? { value: parsed.data } : { error: invalidInput(describeZodError(parsed.error, where)) };
+      try {
+        // No body (or JSON null) is the empty request.
+        return { value: parseRequestPart(zod, httpPart === 'body' && (data === null || data === undefined) ? {} : data, where) };
+      } catch (e) {
+        return { error: e as Error };
+      }
     };
   });
   app.setSerializerCompiler(({ schema, method, url, httpStatus }) => {
