@@ -1,11 +1,11 @@
 import { ZodError } from 'zod';
-import { EngineError } from '../engine/lance-engine.js';
 import type { ErrorResponse } from '../model/common.js';
-import { ErrorCode, NamespaceError } from '../model/errors.js';
-import { InvalidKeyError, PreconditionFailedError, StoreUnavailableError } from '../store/object-store.js';
+import { ErrorCode } from '../model/errors.js';
+import { namespaceErrorOf } from '../service/engine-errors.js';
 
-// One mapping from every error the service can raise to the spec's error body and HTTP status.
-// Clients classify only by `code`; `type`/`title`/`status` follow the spec's problem-details examples.
+// One mapping from every error to the spec's error body and HTTP status: the service's failures
+// arrive as NamespaceError (store and engine errors that reached here unmapped are translated by
+// the service's namespaceErrorOf), the framework's by their Fastify code. Clients classify only by `code`; `type`/`title`/`status` follow the spec's problem-details examples.
 
 const STATUS_OF_CODE: Record<number, number> = {
   0: 406,
@@ -115,39 +115,19 @@ export function messageScrubber(rootForms: readonly string[]): (message: string)
 
 const noScrub = (message: string): string => message;
 
-/** The store errors a cause chain carries, outermost first: they decide the answer of an otherwise internal failure. */
-function storeCause(error: unknown): StoreUnavailableError | InvalidKeyError | undefined {
-  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-    if (e instanceof StoreUnavailableError || e instanceof InvalidKeyError) return e;
-  }
-  return undefined;
-}
-
 /**
  * Maps any thrown value to the wire error; `internal` is true for failures worth logging as errors.
  * `scrub` removes internal paths from messages (see messageScrubber); the cause is logged in full.
  */
 export function toWireError(error: unknown, instance: string, scrub: (message: string) => string = noScrub): WireError & { internal: boolean } {
-  const store = error instanceof NamespaceError && error.code !== ErrorCode.Internal ? undefined : storeCause(error);
-  if (store instanceof InvalidKeyError) {
-    return { ...wireError(400, ErrorCode.InvalidInput, scrub(store.message), instance), internal: false };
-  }
-  if (store instanceof StoreUnavailableError) {
-    return { ...wireError(503, ErrorCode.ServiceUnavailable, `the object store is unavailable: ${scrub(store.message)}`, instance), internal: true };
-  }
-  if (error instanceof NamespaceError) {
-    const status = httpStatusOfCode(error.code);
-    const detail = error.detail === undefined ? undefined : scrub(error.detail);
-    return { ...wireError(status, error.code, scrub(error.message), instance, detail), internal: status >= 500 };
+  const failure = namespaceErrorOf(error);
+  if (failure) {
+    const status = httpStatusOfCode(failure.code);
+    const detail = failure.detail === undefined ? undefined : scrub(failure.detail);
+    return { ...wireError(status, failure.code, scrub(failure.message), instance, detail), internal: status >= 500 };
   }
   if (error instanceof ZodError) {
     return { ...wireError(400, ErrorCode.InvalidInput, describeZodError(error, 'request'), instance), internal: false };
-  }
-  if (error instanceof PreconditionFailedError) {
-    return { ...wireError(409, ErrorCode.ConcurrentModification, `concurrent modification: ${scrub(error.message)}`, instance), internal: false };
-  }
-  if (error instanceof EngineError) {
-    return { ...wireError(500, ErrorCode.Internal, `Lance engine error: ${scrub(error.message)}`, instance), internal: true };
   }
   const fastifyError = (typeof error === 'object' && error !== null ? error : {}) as FastifyLikeError;
   const known = fastifyError.code === undefined ? undefined : FRAMEWORK_ERRORS[fastifyError.code];

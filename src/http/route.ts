@@ -1,13 +1,16 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
 import type { RequestContext } from '../service/request-context.js';
-import { describeZodError } from './errors.js';
+import type { LargeBodySlots } from './limits.js';
+import { parseRequestPart } from './zod-compilers.js';
 
-// Schema-first routes. A route declares its operation, paths, methods and zod schemas; one runner
-// parses the path id, the query and the body with them (every failure is a 400 with code 13 that
-// names the field), builds the request context, calls the handler and sends the result. The same
-// declarations generate the OpenAPI document (openapi.ts).
+// Schema-first routes. A route declares its operation, paths, methods and zod schemas; each route
+// group (routes/*.ts) is a Fastify plugin registered under its prefix. Fastify validates the body
+// and query with the zod schemas and serializes the answer through the response schema (see
+// zod-compilers.ts); the request hooks (request-hooks.ts) parse the path id, check the body id,
+// the map limits and the branch, build the request context and write the audit record; the
+// handler only calls the service. The same declarations generate the OpenAPI document (openapi.ts).
 
 export type HttpMethod = 'GET' | 'POST';
 
@@ -31,7 +34,7 @@ export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType 
   operationId: string;
   summary: string;
   tag: string;
-  /** Paths with `{id}`-style parameters; the first is canonical, the rest are aliases clients send. */
+  /** Paths below the group's prefix, with `{id}`-style parameters; the first is canonical, the rest are aliases clients send. */
   paths: readonly string[];
   methods: readonly HttpMethod[];
   body?: B;
@@ -40,10 +43,12 @@ export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType 
   query?: Q;
   response: RouteResponse;
   successStatus?: number;
-  /** Changes catalog state: recorded by the mutation hook. */
+  /** Changes catalog state: an audit record is written for each request. */
   mutation?: boolean;
   /** False where the body's `id` names something else than the path's (transactions); default true. */
   bodyIdIsPathId?: boolean;
+  /** Only the main branch exists here: a `branch` naming another one (query, body, or the body's query) is a 406. */
+  mainBranchOnly?: boolean;
   /** Returns the response body (ignored for 'empty'). */
   handler(input: RouteInput<z.output<B>, z.output<Q>>): Promise<unknown>;
 }
@@ -53,105 +58,52 @@ export function defineRoute<B extends z.ZodType, Q extends z.ZodType = z.ZodObje
   return spec as unknown as RouteSpec;
 }
 
-export interface MutationEvent {
-  operationId: string;
-  id: string[];
-  ctx: RequestContext;
-  status: number;
-}
-
-/** Bounds on what one request may cost (documented in the README's Limits section). */
-export interface RequestLimits {
-  /** Entries of one string map (properties, metadata, storage options, context). */
-  maxMapEntries: number;
-  /** UTF-8 bytes of one string map's keys and values together. */
-  maxMapBytes: number;
-  /** Arrow bodies above this many bytes (or of unknown length) are large... */
-  largeBodyBytes: number;
-  /** ...and at most this many are received at once; more are a 503 (code 17). */
-  maxConcurrentLargeBodies: number;
-}
-
-export interface RouteOptions {
+/** What every route group plugin is given by the server. */
+export interface RouteGroupOptions {
   jsonBodyLimit: number;
   arrowBodyLimit: number;
-  limits: RequestLimits;
-  onMutation: (event: MutationEvent, request: FastifyRequest) => void;
+  /** Shared by all groups: the limit on large bodies is one for the process. */
+  largeBodies: LargeBodySlots;
 }
 
-const CONTEXT_HEADER = 'x-namespace-ctx-';
-
-/** The fields that hold string maps a client can make as large as the body allows. */
-const MAP_FIELDS = new Set(['properties', 'metadata', 'storage_options', 'context']);
-const MAX_MAP_SEARCH_DEPTH = 4;
-
-/**
- * Refuses string maps past the limits before the body is validated or anything is stored: a map
- * of a million entries costs seconds in every later read of its record. Looks for the map fields
- * down to a small depth (batch operations nest them).
- */
-export function checkMapLimits(value: unknown, limits: RequestLimits, where = '', depth = 0): void {
-  if (typeof value !== 'object' || value === null || depth > MAX_MAP_SEARCH_DEPTH) return;
-  if (Array.isArray(value)) {
-    value.forEach((item, i) => checkMapLimits(item, limits, `${where}[${i}]`, depth + 1));
-    return;
-  }
-  for (const [field, inner] of Object.entries(value)) {
-    const path = where === '' ? field : `${where}.${field}`;
-    if (MAP_FIELDS.has(field) && typeof inner === 'object' && inner !== null && !Array.isArray(inner)) checkMapSize(inner as Record<string, unknown>, limits, path);
-    else checkMapLimits(inner, limits, path, depth + 1);
-  }
+/** A route group: its routes (for the OpenAPI document and the 405 answers) and the plugin that registers them under `prefix`. */
+export interface RouteGroup {
+  prefix: string;
+  routes: readonly RouteSpec[];
+  plugin: FastifyPluginAsync<RouteGroupOptions>;
 }
 
-function checkMapSize(map: Record<string, unknown>, limits: RequestLimits, path: string): void {
-  let entries = 0;
-  let bytes = 0;
-  // for-in stops at the first entry past a limit; Object.entries would first copy every entry.
-  for (const key in map) {
-    const v = map[key];
-    entries += 1;
-    bytes += Buffer.byteLength(key) + (typeof v === 'string' ? Buffer.byteLength(v) : 0);
-    if (entries > limits.maxMapEntries) throw invalidInput(`${path}: at most ${limits.maxMapEntries} entries are allowed`);
-    if (bytes > limits.maxMapBytes) throw invalidInput(`${path}: at most ${limits.maxMapBytes} bytes of keys and values are allowed`);
+/** The facts of a route the request hooks read, from its Fastify `config`. */
+export interface RouteConfig {
+  operationId: string;
+  mutation: boolean;
+  /** Where the request's `branch` fields are (e.g. ['body', 'query', 'branch']), when the route serves only the main branch. */
+  mainBranchOnly: readonly (readonly string[])[] | null;
+  arrowBody: boolean;
+  bodyIdIsPathId: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Set on every route of a route group; absent on the service's own routes (OpenAPI, not found). */
+    route?: RouteConfig;
   }
 }
 
-/** RFC 9110 token (a header name) and field value without CR, LF or NUL: what can be echoed as a header. */
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-
-/**
- * Context entries travel back as headers, so one that cannot be a header would fail the reply
- * after the operation took effect: refuse it before anything runs.
- */
-function checkContext(context: Record<string, string>): void {
-  for (const [key, value] of Object.entries(context)) {
-    if (!HEADER_NAME.test(key)) throw invalidInput(`context: the key ${JSON.stringify(key)} cannot be a header name (x-namespace-ctx-<key>)`);
-    if (!HEADER_VALUE.test(value)) throw invalidInput(`context: the value of ${JSON.stringify(key)} cannot be a header value`);
-  }
+/** The route group of `routes` under `prefix`, as a Fastify plugin. */
+export function routeGroup(prefix: string, routes: readonly RouteSpec[]): RouteGroup {
+  return {
+    prefix,
+    routes,
+    plugin: async (app, options) => {
+      for (const route of routes) registerRoute(app, route, options);
+    },
+  };
 }
 
-/** Counts the large bodies being received; a slot is taken when a request starts and given back when its response ends. */
-class LargeBodySlots {
-  private inUse = 0;
-
-  constructor(private readonly limits: RequestLimits) {}
-
-  /** True when the request may go on (a slot was taken for it if its body is large). */
-  admit(request: FastifyRequest, reply: FastifyReply): boolean {
-    const length = Number(request.headers['content-length'] ?? Number.NaN);
-    // Chunked bodies have no length up front: count them as large.
-    const large = Number.isNaN(length) ? request.headers['transfer-encoding'] !== undefined : length > this.limits.largeBodyBytes;
-    if (!large) return true;
-    if (this.inUse >= this.limits.maxConcurrentLargeBodies) return false;
-    this.inUse += 1;
-    let released = false;
-    reply.raw.once('close', () => {
-      if (!released) this.inUse -= 1;
-      released = true;
-    });
-    return true;
-  }
+/** The routes of the groups with their full paths (prefix included). */
+export function prefixedRoutes(groups: readonly RouteGroup[]): RouteSpec[] {
+  return groups.flatMap((group) => group.routes.map((route) => ({ ...route, paths: route.paths.map((p) => `${group.prefix}${p}`) })));
 }
 
 /** Splits a path id by the delimiter; the delimiter alone is the root namespace. */
@@ -165,94 +117,98 @@ export function parsePathId(raw: string, delimiter: string): string[] {
   return parts;
 }
 
-function parseJsonBody(raw: Buffer): unknown {
-  const text = raw.toString('utf8').trim();
-  if (text === '' || text === 'null') return {};
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (e) {
-    throw invalidInput(`the request body is not valid JSON: ${(e as Error).message}`);
-  }
+/** Value of `query[key]` when given, else of `body[key]`, for each key: the query string wins over the (POST) body. */
+export function queryOrBody<Q extends object, B extends object, K extends keyof Q & keyof B>(
+  query: Q,
+  body: B,
+  keys: readonly K[],
+): { [P in K]: Exclude<Q[P], undefined> | B[P] } {
+  const out = {} as { [P in K]: Exclude<Q[P], undefined> | B[P] };
+  for (const key of keys) out[key] = (query[key] ?? body[key]) as Exclude<Q[typeof key], undefined> | B[typeof key];
+  return out;
 }
 
-function parseWith<S extends z.ZodType>(schema: S, value: unknown, where: string): z.output<S> {
-  const parsed = schema.safeParse(value);
-  if (!parsed.success) throw invalidInput(describeZodError(parsed.error, where));
-  return parsed.data;
+/** The object shape of a schema, if it is an object schema. */
+const shapeOf = (schema: z.ZodType | undefined): Record<string, z.ZodType> | undefined =>
+  schema instanceof z.ZodObject ? (schema.shape as Record<string, z.ZodType>) : undefined;
+
+/** Unwraps optional and nullable wrappers, to reach a nested object schema. */
+function unwrapped(schema: z.ZodType | undefined): z.ZodType | undefined {
+  let s = schema;
+  while (s instanceof z.ZodOptional || s instanceof z.ZodNullable) s = s.unwrap() as z.ZodType;
+  return s;
 }
 
-function contextOf(request: FastifyRequest, body: unknown): Record<string, string> {
-  const context: Record<string, string> = {};
-  if (typeof body === 'object' && body !== null && 'context' in body) {
-    const fromBody = (body as { context?: unknown }).context;
-    if (typeof fromBody === 'object' && fromBody !== null) {
-      for (const [k, v] of Object.entries(fromBody)) if (typeof v === 'string') context[k] = v;
-    }
-  }
-  for (const [name, value] of Object.entries(request.headers)) {
-    if (name.startsWith(CONTEXT_HEADER) && typeof value === 'string') context[name.slice(CONTEXT_HEADER.length)] = value;
-  }
-  return context;
+/**
+ * The `branch` fields a route's schemas declare: in the query, in the body, and in a query nested
+ * in the body (explain_plan). Only declared fields count: a bare-map body may have a key "branch".
+ */
+function branchFields(route: RouteSpec): string[][] {
+  const fields: string[][] = [];
+  if (shapeOf(route.query)?.branch) fields.push(['query', 'branch']);
+  const body = shapeOf(route.body);
+  if (body?.branch) fields.push(['body', 'branch']);
+  if (shapeOf(unwrapped(body?.query))?.branch) fields.push(['body', 'query', 'branch']);
+  if (fields.length === 0) throw new Error(`route ${route.operationId} is mainBranchOnly but its schemas declare no branch field`);
+  return fields;
 }
 
 const toFastifyPath = (p: string): string => p.replace(/\{([^}]+)\}/g, ':$1');
 
-async function run(route: RouteSpec, options: RouteOptions, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const queryRecord = (request.query ?? {}) as Record<string, unknown>;
-  const params = (request.params ?? {}) as Record<string, string>;
-  const delimiterValue = queryRecord.delimiter;
-  if (delimiterValue !== undefined && typeof delimiterValue !== 'string') throw invalidInput('delimiter: must be given once, as a string');
-  const delimiter = delimiterValue ?? '$';
-  const id = params.id === undefined ? [] : parsePathId(params.id, delimiter);
-  const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-  const json = route.arrowBody || request.method === 'GET' ? {} : parseJsonBody(raw);
-  checkMapLimits(json, options.limits);
-  const body = route.body ? parseWith(route.body, json, 'request body') : json;
-  const query = route.query ? parseWith(route.query, queryRecord, 'query parameters') : {};
-  checkMapLimits(query, options.limits);
-  const bodyId = (body as { id?: unknown }).id;
-  if (params.id !== undefined && route.bodyIdIsPathId !== false && Array.isArray(bodyId) && JSON.stringify(bodyId) !== JSON.stringify(id)) {
-    throw invalidInput(`the id in the body ${JSON.stringify(bodyId)} does not match the id in the path ${JSON.stringify(id)}`);
-  }
-  const ctx: RequestContext = { requestId: String(request.id), principal: null, context: contextOf(request, body) };
-  checkContext(ctx.context);
-  // Context travels back the way it came in, so callers can correlate.
-  for (const [key, value] of Object.entries(ctx.context)) void reply.header(`${CONTEXT_HEADER}${key.toLowerCase()}`, value);
-  const result = await route.handler({ id, delimiter, body, query, raw, ctx, params });
-  const status = route.successStatus ?? 200;
-  if (route.mutation) options.onMutation({ operationId: route.operationId, id, ctx, status }, request);
-  if (route.response === 'empty' || route.response === 'unsupported') {
-    await reply.code(status).send();
-    return;
-  }
-  if (route.response === 'arrow-file') {
-    await reply.code(status).type('application/vnd.apache.arrow.file').send(result);
-    return;
-  }
-  await reply.code(status).type('application/json').send(JSON.stringify(result));
-}
-
+const ARROW_FILE = 'application/vnd.apache.arrow.file';
 const BUSY = 'too many large request bodies are being received; retry shortly';
+const NO_BYTES = Buffer.alloc(0);
 
-export function registerRoutes(app: FastifyInstance, routes: readonly RouteSpec[], options: RouteOptions): void {
-  const slots = new LargeBodySlots(options.limits);
-  for (const route of routes) {
+function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGroupOptions): void {
+  const status = route.successStatus ?? 200;
+  const config: RouteConfig = {
+    operationId: route.operationId,
+    mutation: route.mutation ?? false,
+    mainBranchOnly: route.mainBranchOnly ? branchFields(route) : null,
+    arrowBody: route.arrowBody ?? false,
+    bodyIdIsPathId: route.bodyIdIsPathId ?? true,
+  };
+  const jsonResponse = typeof route.response === 'object' ? route.response : undefined;
+  // Decided before the body is read, so a refused body costs no memory.
+  const admitLargeBody = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (options.largeBodies.admit(request, reply)) return;
+    void reply.header('retry-after', '1');
+    throw new NamespaceError(ErrorCode.ServiceUnavailable, BUSY);
+  };
+  for (const method of route.methods) {
+    // A GET has no body: its body is the empty request (what an empty POST body also is).
+    const bodySchema = method === 'POST' && !config.arrowBody ? route.body : undefined;
+    const emptyBody = method === 'GET' && route.body ? route.body : undefined;
+    const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+      const body = emptyBody ? parseRequestPart(emptyBody, {}, 'request body') : config.arrowBody ? {} : (request.body ?? {});
+      const result = await route.handler({
+        id: request.pathId,
+        delimiter: request.delimiter,
+        body,
+        query: route.query ? request.query : {},
+        raw: Buffer.isBuffer(request.body) ? request.body : NO_BYTES,
+        ctx: request.ctx,
+        params: request.params as Record<string, string>,
+      });
+      void reply.code(status);
+      if (route.response === 'empty' || route.response === 'unsupported') return reply.send();
+      if (route.response === 'arrow-file') return reply.type(ARROW_FILE).send(result);
+      // Fastify sends a string (or nothing) as already serialized: those go through the response schema here.
+      return reply.type('application/json').send(typeof result === 'object' && result !== null ? result : reply.serialize(result));
+    };
     for (const path of route.paths) {
       app.route({
-        method: [...route.methods],
+        method,
         url: toFastifyPath(path),
-        bodyLimit: route.arrowBody ? options.arrowBodyLimit : options.jsonBodyLimit,
-        // Decided before the body is read, so a refused body costs no memory.
-        ...(route.arrowBody
-          ? {
-              onRequest: async (request: FastifyRequest, reply: FastifyReply) => {
-                if (slots.admit(request, reply)) return;
-                void reply.header('retry-after', '1');
-                throw new NamespaceError(ErrorCode.ServiceUnavailable, BUSY);
-              },
-            }
-          : {}),
-        handler: (request, reply) => run(route, options, request, reply),
+        bodyLimit: config.arrowBody ? options.arrowBodyLimit : options.jsonBodyLimit,
+        config: { route: config },
+        schema: {
+          ...(bodySchema ? { body: bodySchema } : {}),
+          ...(route.query ? { querystring: route.query } : {}),
+          ...(jsonResponse ? { response: { [status]: jsonResponse } } : {}),
+        },
+        ...(config.arrowBody ? { onRequest: admitLargeBody } : {}),
+        handler,
       });
     }
   }

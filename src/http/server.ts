@@ -12,10 +12,13 @@ import type { TagService } from '../service/data/tags.js';
 import type { TransactionService } from '../service/transactions/transaction-service.js';
 import type { TableVersionService } from '../service/versions/table-version-service.js';
 import type { BackfillService } from '../service/jobs/backfill-service.js';
-import { readBody } from './body.js';
+import { readBody, readJsonBody } from './body.js';
 import { messageScrubber, toWireError, wireError } from './errors.js';
+import { LargeBodySlots, type RequestLimits } from './limits.js';
 import { buildOpenApi } from './openapi.js';
-import { registerRoutes, routeMethods, type MutationEvent, type RequestLimits, type RouteSpec } from './route.js';
+import { useRequestHooks } from './request-hooks.js';
+import { prefixedRoutes, routeMethods, type RouteGroup, type RouteGroupOptions } from './route.js';
+import { useZodCompilers } from './zod-compilers.js';
 import { healthRoutes } from './routes/health.js';
 import { namespaceRoutes } from './routes/namespaces.js';
 import { tableRoutes } from './routes/tables.js';
@@ -61,20 +64,20 @@ function rawPath(packet: unknown): string {
   return path.length > 256 || !path.startsWith('/') ? '/' : path.split('?')[0] ?? '/';
 }
 
-export function allRoutes(services: Services): RouteSpec[] {
+export function routeGroups(services: Services): RouteGroup[] {
   return [
-    ...healthRoutes(services.health),
-    ...namespaceRoutes(services.namespaces),
-    ...tableRoutes(services.tables),
-    ...versionRoutes(services.versions),
-    ...transactionRoutes(services.transactions),
-    ...rowRoutes(services.rows),
-    ...columnRoutes(services.columns),
-    ...indexRoutes(services.indices),
-    ...tagRoutes(services.tags),
-    ...queryRoutes(services.queries),
-    ...jobRoutes(services.backfill),
-    ...unsupportedRoutes(),
+    healthRoutes(services.health),
+    namespaceRoutes(services.namespaces),
+    tableRoutes(services.tables),
+    versionRoutes(services.versions),
+    transactionRoutes(services.transactions),
+    rowRoutes(services.rows),
+    columnRoutes(services.columns),
+    indexRoutes(services.indices),
+    tagRoutes(services.tags),
+    queryRoutes(services.queries),
+    jobRoutes(services.backfill),
+    unsupportedRoutes(),
   ];
 }
 
@@ -113,8 +116,7 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
     },
   });
 
-  // Every body arrives as bytes: JSON routes parse it themselves (so an empty body or `null` is
-  // an empty request), Arrow routes take it as it is. The content type does not decide.
+  // Every body arrives as bytes whatever its content type says (the 404 answer needs no more).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (request, payload, done) => readBody(request, payload, done));
 
@@ -129,15 +131,20 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
     if (closing) reply.header('connection', 'close');
   });
 
-  const routes = allRoutes(services);
-  registerRoutes(app, routes, {
-    jsonBodyLimit: options.jsonBodyLimit,
-    arrowBodyLimit: options.arrowBodyLimit,
-    limits: options.limits,
-    // The one place every mutation is recorded (the audit log will hang here).
-    onMutation: (event: MutationEvent, request) => {
-      request.log.info({ audit: { operation: event.operationId, id: event.id, status: event.status, principal: event.ctx.principal?.id ?? null, context: event.ctx.context } }, 'mutation');
-    },
+  const groups = routeGroups(services);
+  const routes = prefixedRoutes(groups);
+  const largeBodies = new LargeBodySlots(options.limits);
+  // The routes live in one encapsulated context: its compilers, body parser and hooks are theirs alone.
+  void app.register(async (api) => {
+    useZodCompilers(api);
+    // A route's body is JSON (an empty body or `null` is the empty request) or, on Arrow routes, the bytes.
+    api.removeAllContentTypeParsers();
+    api.addContentTypeParser('*', (request, payload, done) =>
+      request.routeOptions.config.route?.arrowBody ? readBody(request, payload, done) : readJsonBody(request, payload, done),
+    );
+    useRequestHooks(api, options.limits);
+    const groupOptions: RouteGroupOptions = { jsonBodyLimit: options.jsonBodyLimit, arrowBodyLimit: options.arrowBodyLimit, largeBodies };
+    for (const group of groups) await api.register(group.plugin, { ...groupOptions, prefix: group.prefix });
   });
 
   const openapi = buildOpenApi(routes, { title: 'Lance Namespace Service', version: options.version });

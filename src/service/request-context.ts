@@ -6,9 +6,12 @@ export interface Principal {
   id: string;
 }
 
+/** The caller of every request until authentication is configured. */
+export const ANONYMOUS: Principal = Object.freeze({ id: 'anonymous' });
+
 export interface RequestContext {
   requestId: string;
-  /** null until authentication is configured: every caller is anonymous. */
+  /** ANONYMOUS for requests until authentication is configured; null for the service's own work (jobs, recovery). */
   principal: Principal | null;
   /** Context entries from the body and from x-namespace-ctx-<key> headers (headers win). */
   context: Record<string, string>;

@@ -3,7 +3,10 @@ import { loadConfig } from '../../src/config.js';
 import { httpStatusOfCode, toWireError } from '../../src/http/errors.js';
 import { parsePathId } from '../../src/http/route.js';
 import { caseInsensitiveEnum } from '../../src/model/common.js';
-import { NamespaceError } from '../../src/model/errors.js';
+import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
+import { EngineError } from '../../src/engine/lance-engine.js';
+import { MergeTimedOut } from '../../src/engine/ports/rows.js';
+import { engineFailure, namespaceErrorOf, onEngine } from '../../src/service/engine-errors.js';
 import { tableRefOf, validateNamespaceId } from '../../src/service/catalog/layout.js';
 import { Locations } from '../../src/service/catalog/locations.js';
 import { manifestFileName, parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
@@ -95,6 +98,23 @@ describe('error mapping', () => {
     expect(toWireError(new StoreUnavailableError('down'), '/x')).toMatchObject({ status: 503, body: { code: 17 } });
     expect(toWireError(new PreconditionFailedError('k', 'etag changed'), '/x')).toMatchObject({ status: 409, body: { code: 14 } });
     expect(toWireError(new Error('surprise'), '/x')).toMatchObject({ status: 500, body: { code: 18 }, internal: true });
+  });
+  it('translates engine failures once, where the table is known, and store causes of internal failures at the edge', async () => {
+    const mapped = await onEngine(['ns', 't'], () => Promise.reject(new EngineError('version_not_found', 'manifest _versions/9.manifest missing')), { version: 9 }).catch((e: unknown) => e);
+    expect(mapped).toBeInstanceOf(NamespaceError);
+    expect(mapped).toMatchObject({ code: 11, message: 'table ["ns","t"] has no version 9' });
+    // Mapped once: mapping again changes nothing, and the wire carries it as it is.
+    expect(engineFailure(mapped, ['other'])).toBe(mapped);
+    expect(toWireError(mapped, '/x')).toMatchObject({ status: 404, body: { code: 11, error: 'table ["ns","t"] has no version 9' } });
+    expect(engineFailure(new MergeTimedOut('merge ran out of time'), ['t'])).toMatchObject({ code: 17 });
+    // An engine failure nobody mapped is internal; one caused by an unavailable store is a 503.
+    expect(namespaceErrorOf(new EngineError('conflict', 'x'))).toMatchObject({ code: 18, message: 'Lance engine error: x' });
+    const outage = new NamespaceError(ErrorCode.Internal, 'engine failed', { cause: new EngineError('internal', 'io', { cause: new StoreUnavailableError('disk full') }) });
+    expect(namespaceErrorOf(outage)).toMatchObject({ code: 17, message: 'the object store is unavailable: disk full' });
+    // A specific code is kept whatever its cause.
+    const notFound = new NamespaceError(ErrorCode.TableNotFound, 'gone', { cause: new StoreUnavailableError('disk full') });
+    expect(namespaceErrorOf(notFound)).toBe(notFound);
+    expect(namespaceErrorOf(new Error('bug'))).toBeUndefined();
   });
 });
 

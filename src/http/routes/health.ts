@@ -1,17 +1,17 @@
 import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { HealthService } from '../../service/health.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
 const HealthResponse = z.object({ status: z.literal('ok') }).meta({ id: 'HealthResponse' });
 
-export function healthRoutes(health: HealthService): RouteSpec[] {
-  return [
+export function healthRoutes(health: HealthService): RouteGroup {
+  return routeGroup('/health', [
     defineRoute({
       operationId: 'Live',
       summary: 'Liveness: the process serves requests',
       tag: 'Health',
-      paths: ['/health/live'],
+      paths: ['/live'],
       methods: ['GET'],
       response: HealthResponse,
       handler: async () => ({ status: 'ok' }),
@@ -20,7 +20,7 @@ export function healthRoutes(health: HealthService): RouteSpec[] {
       operationId: 'Ready',
       summary: 'Readiness: the root is reachable and writable (503 otherwise)',
       tag: 'Health',
-      paths: ['/health/ready'],
+      paths: ['/ready'],
       methods: ['GET'],
       response: HealthResponse,
       handler: async () => {
@@ -29,5 +29,5 @@ export function healthRoutes(health: HealthService): RouteSpec[] {
         return { status: 'ok' };
       },
     }),
-  ];
+  ]);
 }

@@ -11,18 +11,19 @@ import {
 } from '../../model/indices.js';
 import { invalidInput } from '../../model/errors.js';
 import type { IndexService } from '../../service/data/indices.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
-export function indexRoutes(indices: IndexService): RouteSpec[] {
-  return [
+export function indexRoutes(indices: IndexService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'CreateTableIndex',
       summary: 'Create an index on a column (vector, scalar or FTS); the index is built before this returns',
       tag: 'Index',
-      paths: ['/v1/table/{id}/create_index'],
+      paths: ['/table/{id}/create_index'],
       methods: ['POST'],
       body: CreateTableIndexRequest,
       response: CreateTableIndexResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => indices.create(ctx, id, body, { scalarOnly: false }),
     }),
@@ -30,10 +31,11 @@ export function indexRoutes(indices: IndexService): RouteSpec[] {
       operationId: 'CreateTableScalarIndex',
       summary: 'Create a scalar or FTS index on a column; the index is built before this returns',
       tag: 'Index',
-      paths: ['/v1/table/{id}/create_scalar_index'],
+      paths: ['/table/{id}/create_scalar_index'],
       methods: ['POST'],
       body: CreateTableIndexRequest,
       response: CreateTableScalarIndexResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => indices.create(ctx, id, body, { scalarOnly: true }),
     }),
@@ -41,37 +43,36 @@ export function indexRoutes(indices: IndexService): RouteSpec[] {
       operationId: 'ListTableIndices',
       summary: 'List the indexes of a table (at its latest version, or at `version`)',
       tag: 'Index',
-      paths: ['/v1/table/{id}/index/list'],
+      paths: ['/table/{id}/index/list'],
       methods: ['GET', 'POST'],
       body: ListTableIndicesRequest,
       query: ListTableIndicesQuery,
       response: ListTableIndicesResponse,
-      handler: ({ ctx, id, body, query }) =>
-        indices.list(ctx, id, {
-          pageToken: query.page_token ?? body.page_token,
-          limit: query.limit ?? body.limit,
-          version: query.version ?? body.version,
-          branch: query.branch ?? body.branch,
-        }),
+      mainBranchOnly: true,
+      handler: ({ ctx, id, body, query }) => {
+        const { page_token, limit, version } = queryOrBody(query, body, ['page_token', 'limit', 'version']);
+        return indices.list(ctx, id, { pageToken: page_token, limit, version });
+      },
     }),
     defineRoute({
       operationId: 'DropTableIndex',
       summary: 'Drop an index of a table',
       tag: 'Index',
-      paths: ['/v1/table/{id}/index/{index_name}/drop'],
+      paths: ['/table/{id}/index/{index_name}/drop'],
       methods: ['POST'],
       body: DropTableIndexRequest,
       query: DropTableIndexQuery,
       response: DropTableIndexResponse,
+      mainBranchOnly: true,
       mutation: true,
-      handler: ({ ctx, id, body, query, params }) => {
+      handler: ({ ctx, id, body, params }) => {
         const name = params.index_name ?? '';
         if (name === '') throw invalidInput('index_name: the path must name the index');
         if (body.index_name && body.index_name !== name) {
           throw invalidInput(`the index_name in the body ${JSON.stringify(body.index_name)} does not match the one in the path ${JSON.stringify(name)}`);
         }
-        return indices.drop(ctx, id, name, query.branch ?? body.branch);
+        return indices.drop(ctx, id, name);
       },
     }),
-  ];
+  ]);
 }

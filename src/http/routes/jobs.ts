@@ -1,20 +1,21 @@
 import { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
 import type { BackfillService } from '../../service/jobs/backfill-service.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
-export function jobRoutes(backfill: BackfillService): RouteSpec[] {
-  return [
+export function jobRoutes(backfill: BackfillService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'AlterTableBackfillColumns',
       summary: 'Start a resumable, checkpointed job that fills a computed or virtual column; the job id is a transaction id',
       tag: 'Table',
-      paths: ['/v1/table/{id}/backfill_column'],
+      paths: ['/table/{id}/backfill_column'],
       methods: ['POST'],
       body: AlterTableBackfillColumnsRequest,
       response: AlterTableBackfillColumnsResponse,
+      mainBranchOnly: true,
       successStatus: 202,
       mutation: true,
       handler: ({ ctx, id, body }) => backfill.backfill(ctx, id, body),
     }),
-  ];
+  ]);
 }

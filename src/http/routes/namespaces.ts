@@ -11,15 +11,15 @@ import {
   NamespaceExistsRequest,
 } from '../../model/namespaces.js';
 import type { NamespaceService } from '../../service/catalog/namespace-service.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
-export function namespaceRoutes(namespaces: NamespaceService): RouteSpec[] {
-  return [
+export function namespaceRoutes(namespaces: NamespaceService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'CreateNamespace',
       summary: 'Create a namespace (modes Create, ExistOk, Overwrite)',
       tag: 'Namespace',
-      paths: ['/v1/namespace/{id}/create'],
+      paths: ['/namespace/{id}/create'],
       methods: ['POST'],
       body: CreateNamespaceRequest,
       response: CreateNamespaceResponse,
@@ -30,19 +30,21 @@ export function namespaceRoutes(namespaces: NamespaceService): RouteSpec[] {
       operationId: 'ListNamespaces',
       summary: 'List the child namespaces of a namespace',
       tag: 'Namespace',
-      paths: ['/v1/namespace/{id}/list'],
+      paths: ['/namespace/{id}/list'],
       methods: ['GET', 'POST'],
       body: ListNamespacesRequest,
       query: ListNamespacesQuery,
       response: ListNamespacesResponse,
-      handler: ({ ctx, id, body, query }) =>
-        namespaces.list(ctx, id, { pageToken: query.page_token ?? body.page_token, limit: query.limit ?? body.limit }),
+      handler: ({ ctx, id, body, query }) => {
+        const { page_token, limit } = queryOrBody(query, body, ['page_token', 'limit']);
+        return namespaces.list(ctx, id, { pageToken: page_token, limit });
+      },
     }),
     defineRoute({
       operationId: 'DescribeNamespace',
       summary: 'Describe a namespace (its properties)',
       tag: 'Namespace',
-      paths: ['/v1/namespace/{id}/describe'],
+      paths: ['/namespace/{id}/describe'],
       methods: ['POST'],
       body: DescribeNamespaceRequest,
       response: DescribeNamespaceResponse,
@@ -52,7 +54,7 @@ export function namespaceRoutes(namespaces: NamespaceService): RouteSpec[] {
       operationId: 'NamespaceExists',
       summary: 'Check that a namespace exists: 200 with no body, or 404',
       tag: 'Namespace',
-      paths: ['/v1/namespace/{id}/exists'],
+      paths: ['/namespace/{id}/exists'],
       methods: ['POST'],
       body: NamespaceExistsRequest,
       response: 'empty',
@@ -62,12 +64,12 @@ export function namespaceRoutes(namespaces: NamespaceService): RouteSpec[] {
       operationId: 'DropNamespace',
       summary: 'Drop a namespace (behavior Restrict or Cascade; mode Fail or Skip)',
       tag: 'Namespace',
-      paths: ['/v1/namespace/{id}/drop'],
+      paths: ['/namespace/{id}/drop'],
       methods: ['POST'],
       body: DropNamespaceRequest,
       response: DropNamespaceResponse,
       mutation: true,
       handler: ({ ctx, id, body }) => namespaces.drop(ctx, id, body),
     }),
-  ];
+  ]);
 }

@@ -14,18 +14,19 @@ import {
   UpdateTableResponse,
 } from '../../model/rows.js';
 import type { RowService } from '../../service/data/rows.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
-export function rowRoutes(rows: RowService): RouteSpec[] {
-  return [
+export function rowRoutes(rows: RowService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'UpdateTable',
       summary: 'Update rows with SQL expressions, where an optional predicate holds',
       tag: 'Data',
-      paths: ['/v1/table/{id}/update'],
+      paths: ['/table/{id}/update'],
       methods: ['POST'],
       body: UpdateTableRequest,
       response: UpdateTableResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => rows.update(ctx, id, body),
     }),
@@ -33,10 +34,11 @@ export function rowRoutes(rows: RowService): RouteSpec[] {
       operationId: 'DeleteFromTable',
       summary: 'Delete the rows where a SQL predicate holds',
       tag: 'Data',
-      paths: ['/v1/table/{id}/delete'],
+      paths: ['/table/{id}/delete'],
       methods: ['POST'],
       body: DeleteFromTableRequest,
       response: DeleteFromTableResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => rows.delete(ctx, id, body),
     }),
@@ -44,23 +46,25 @@ export function rowRoutes(rows: RowService): RouteSpec[] {
       operationId: 'InsertIntoTable',
       summary: 'Append (or overwrite with) the rows of an Arrow IPC stream; fills a declared table',
       tag: 'Data',
-      paths: ['/v1/table/{id}/insert'],
+      paths: ['/table/{id}/insert'],
       methods: ['POST'],
       arrowBody: true,
       query: InsertIntoTableQuery,
       response: InsertIntoTableResponse,
+      mainBranchOnly: true,
       mutation: true,
-      handler: ({ ctx, id, query, raw }) => rows.insert(ctx, id, { mode: query.mode, branch: query.branch, arrowIpcStream: raw }),
+      handler: ({ ctx, id, query, raw }) => rows.insert(ctx, id, { mode: query.mode, arrowIpcStream: raw }),
     }),
     defineRoute({
       operationId: 'MergeInsertIntoTable',
       summary: 'Merge (upsert) the rows of an Arrow IPC stream on a key column',
       tag: 'Data',
-      paths: ['/v1/table/{id}/merge_insert'],
+      paths: ['/table/{id}/merge_insert'],
       methods: ['POST'],
       arrowBody: true,
       query: MergeInsertIntoTableQuery,
       response: MergeInsertIntoTableResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, query, raw }) => rows.mergeInsert(ctx, id, query, raw),
     }),
@@ -68,29 +72,26 @@ export function rowRoutes(rows: RowService): RouteSpec[] {
       operationId: 'CountTableRows',
       summary: 'Count the rows (where an optional predicate holds, at an optional version); a bare JSON integer',
       tag: 'Data',
-      paths: ['/v1/table/{id}/count_rows'],
+      paths: ['/table/{id}/count_rows'],
       // Older clients send a GET with the fields in the query string.
       methods: ['GET', 'POST'],
       body: CountTableRowsRequest,
       query: CountTableRowsQuery,
       response: CountTableRowsResponse,
-      handler: ({ ctx, id, body, query }) =>
-        rows.count(ctx, id, {
-          predicate: query.predicate ?? body.predicate,
-          version: query.version ?? body.version,
-          branch: query.branch ?? body.branch,
-        }),
+      mainBranchOnly: true,
+      handler: ({ ctx, id, body, query }) => rows.count(ctx, id, queryOrBody(query, body, ['predicate', 'version'])),
     }),
     defineRoute({
       operationId: 'RestoreTable',
       summary: 'Restore a version: its content becomes a new latest version',
       tag: 'Table',
-      paths: ['/v1/table/{id}/restore'],
+      paths: ['/table/{id}/restore'],
       methods: ['POST'],
       body: RestoreTableRequest,
       response: RestoreTableResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => rows.restore(ctx, id, body),
     }),
-  ];
+  ]);
 }

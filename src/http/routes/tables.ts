@@ -19,28 +19,24 @@ import {
   TableIdRequest,
 } from '../../model/tables.js';
 import type { TableService } from '../../service/tables/table-service.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 type ListTablesQuery = z.output<typeof ListTablesQuery>;
 type ListTablesBody = z.output<typeof ListTablesRequest>;
 
-/** Paging arguments of the table lists: the query string wins over the (POST) body. */
-const listArgs = (query: ListTablesQuery, body: ListTablesBody) => ({
-  pageToken: query.page_token ?? body.page_token,
-  limit: query.limit ?? body.limit,
-  includeDeclared: query.include_declared ?? body.include_declared,
-});
+/** Paging arguments of the table lists. */
+function listArgs(query: ListTablesQuery, body: ListTablesBody) {
+  const { page_token, limit, include_declared } = queryOrBody(query, body, ['page_token', 'limit', 'include_declared']);
+  return { pageToken: page_token, limit, includeDeclared: include_declared };
+}
 
-/** A query flag, when given, wins over the body flag of the same name. */
-const flag = (fromQuery: boolean | undefined, fromBody: boolean | null | undefined): boolean => fromQuery ?? fromBody ?? false;
-
-export function tableRoutes(tables: TableService): RouteSpec[] {
-  return [
+export function tableRoutes(tables: TableService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'ListTables',
       summary: 'List the tables directly in a namespace',
       tag: 'Table',
-      paths: ['/v1/namespace/{id}/table/list'],
+      paths: ['/namespace/{id}/table/list'],
       methods: ['GET', 'POST'],
       body: ListTablesRequest,
       query: ListTablesQuery,
@@ -51,7 +47,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'ListAllTables',
       summary: 'List every table of every namespace, as full ids joined by the delimiter',
       tag: 'Table',
-      paths: ['/v1/table'],
+      paths: ['/table'],
       methods: ['GET', 'POST'],
       body: ListTablesRequest,
       query: ListTablesQuery,
@@ -62,7 +58,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'DeclareTable',
       summary: 'Declare a table without data (writes the .lance-reserved marker)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/declare', '/v1/table/{id}/create-empty'],
+      paths: ['/table/{id}/declare', '/table/{id}/create-empty'],
       methods: ['POST'],
       body: DeclareTableRequest,
       response: DeclareTableResponse,
@@ -73,7 +69,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'CreateTable',
       summary: 'Create a table from an Arrow IPC stream (an empty stream makes an empty table)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/create'],
+      paths: ['/table/{id}/create'],
       methods: ['POST'],
       arrowBody: true,
       query: CreateTableQuery,
@@ -91,7 +87,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'RegisterTable',
       summary: 'Register an existing Lance dataset at a location under a table id',
       tag: 'Table',
-      paths: ['/v1/table/{id}/register'],
+      paths: ['/table/{id}/register'],
       methods: ['POST'],
       body: RegisterTableRequest,
       response: RegisterTableResponse,
@@ -102,23 +98,25 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'DescribeTable',
       summary: 'Describe a table (location, properties, managed_versioning; more on request)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/describe'],
+      paths: ['/table/{id}/describe'],
       methods: ['POST'],
       body: DescribeTableRequest,
       query: DescribeTableQuery,
       response: DescribeTableResponse,
-      handler: ({ ctx, id, body, query }) =>
-        tables.describe(ctx, id, body, {
-          withTableUri: flag(query.with_table_uri, body.with_table_uri),
-          loadDetailedMetadata: flag(query.load_detailed_metadata, body.load_detailed_metadata),
-          checkDeclared: flag(query.check_declared, body.check_declared),
-        }),
+      handler: ({ ctx, id, body, query }) => {
+        const flags = queryOrBody(query, body, ['with_table_uri', 'load_detailed_metadata', 'check_declared']);
+        return tables.describe(ctx, id, body, {
+          withTableUri: flags.with_table_uri ?? false,
+          loadDetailedMetadata: flags.load_detailed_metadata ?? false,
+          checkDeclared: flags.check_declared ?? false,
+        });
+      },
     }),
     defineRoute({
       operationId: 'TableExists',
       summary: 'Check that a table exists: 200 with no body, or 404',
       tag: 'Table',
-      paths: ['/v1/table/{id}/exists'],
+      paths: ['/table/{id}/exists'],
       methods: ['POST'],
       body: TableExistsRequest,
       response: 'empty',
@@ -128,7 +126,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'DropTable',
       summary: 'Drop a table and delete its data',
       tag: 'Table',
-      paths: ['/v1/table/{id}/drop'],
+      paths: ['/table/{id}/drop'],
       methods: ['POST'],
       body: TableIdRequest,
       response: DropTableResponse,
@@ -139,7 +137,7 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'DeregisterTable',
       summary: 'Deregister a table: hide it and keep its data',
       tag: 'Table',
-      paths: ['/v1/table/{id}/deregister'],
+      paths: ['/table/{id}/deregister'],
       methods: ['POST'],
       body: TableIdRequest,
       response: DropTableResponse,
@@ -150,12 +148,12 @@ export function tableRoutes(tables: TableService): RouteSpec[] {
       operationId: 'RenameTable',
       summary: 'Rename or move a table (atomic on a local root; 406 on an object store)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/rename'],
+      paths: ['/table/{id}/rename'],
       methods: ['POST'],
       body: RenameTableRequest,
       response: RenameTableResponse,
       mutation: true,
       handler: ({ ctx, id, body }) => tables.rename(ctx, id, body),
     }),
-  ];
+  ]);
 }

@@ -12,27 +12,30 @@ import {
   UpdateTableTagResponse,
 } from '../../model/tags.js';
 import type { TagService } from '../../service/data/tags.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
-export function tagRoutes(tags: TagService): RouteSpec[] {
-  return [
+export function tagRoutes(tags: TagService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'ListTableTags',
       summary: 'List the tags of a table (name -> version, manifestSize), a page at a time',
       tag: 'Tag',
-      paths: ['/v1/table/{id}/tags/list'],
+      paths: ['/table/{id}/tags/list'],
       // Bodyless POST in the spec; older clients send a GET.
       methods: ['GET', 'POST'],
       body: ListTableTagsRequest,
       query: ListTableTagsQuery,
       response: ListTableTagsResponse,
-      handler: ({ ctx, id, body, query }) => tags.list(ctx, id, { pageToken: query.page_token ?? body.page_token, limit: query.limit ?? body.limit }),
+      handler: ({ ctx, id, body, query }) => {
+        const { page_token, limit } = queryOrBody(query, body, ['page_token', 'limit']);
+        return tags.list(ctx, id, { pageToken: page_token, limit });
+      },
     }),
     defineRoute({
       operationId: 'GetTableTagVersion',
       summary: 'The version a tag points to',
       tag: 'Tag',
-      paths: ['/v1/table/{id}/tags/version'],
+      paths: ['/table/{id}/tags/version'],
       methods: ['POST'],
       body: GetTableTagVersionRequest,
       response: GetTableTagVersionResponse,
@@ -42,10 +45,11 @@ export function tagRoutes(tags: TagService): RouteSpec[] {
       operationId: 'CreateTableTag',
       summary: 'Tag a version (409 code 9 if the tag exists)',
       tag: 'Tag',
-      paths: ['/v1/table/{id}/tags/create'],
+      paths: ['/table/{id}/tags/create'],
       methods: ['POST'],
       body: CreateTableTagRequest,
       response: CreateTableTagResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => tags.create(ctx, id, body),
     }),
@@ -53,10 +57,11 @@ export function tagRoutes(tags: TagService): RouteSpec[] {
       operationId: 'UpdateTableTag',
       summary: 'Point a tag at another version',
       tag: 'Tag',
-      paths: ['/v1/table/{id}/tags/update'],
+      paths: ['/table/{id}/tags/update'],
       methods: ['POST'],
       body: UpdateTableTagRequest,
       response: UpdateTableTagResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => tags.update(ctx, id, body),
     }),
@@ -64,12 +69,12 @@ export function tagRoutes(tags: TagService): RouteSpec[] {
       operationId: 'DeleteTableTag',
       summary: 'Delete a tag (the tagged version stays)',
       tag: 'Tag',
-      paths: ['/v1/table/{id}/tags/delete'],
+      paths: ['/table/{id}/tags/delete'],
       methods: ['POST'],
       body: DeleteTableTagRequest,
       response: DeleteTableTagResponse,
       mutation: true,
       handler: ({ ctx, id, body }) => tags.delete(ctx, id, body),
     }),
-  ];
+  ]);
 }

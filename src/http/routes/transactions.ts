@@ -1,17 +1,17 @@
 import { AlterTransactionRequest, DescribeTransactionRequest, TransactionResponse } from '../../model/transactions.js';
 import type { TransactionService } from '../../service/transactions/transaction-service.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
 // The path id is the transaction's (a service transaction id, or a Lance-form table id plus uuid
 // or version); the body `id`, when a client sends one, names the table, so it is not compared
 // with the path.
-export function transactionRoutes(transactions: TransactionService): RouteSpec[] {
-  return [
+export function transactionRoutes(transactions: TransactionService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'DescribeTransaction',
       summary: 'Describe a transaction: status and properties',
       tag: 'Transaction',
-      paths: ['/v1/transaction/{id}/describe'],
+      paths: ['/transaction/{id}/describe'],
       methods: ['POST'],
       body: DescribeTransactionRequest,
       bodyIdIsPathId: false,
@@ -22,7 +22,7 @@ export function transactionRoutes(transactions: TransactionService): RouteSpec[]
       operationId: 'AlterTransaction',
       summary: 'Set the status or properties of a transaction: all actions or none',
       tag: 'Transaction',
-      paths: ['/v1/transaction/{id}/alter'],
+      paths: ['/transaction/{id}/alter'],
       methods: ['POST'],
       body: AlterTransactionRequest,
       bodyIdIsPathId: false,
@@ -30,5 +30,5 @@ export function transactionRoutes(transactions: TransactionService): RouteSpec[]
       mutation: true,
       handler: ({ ctx, id, body }) => transactions.alter(ctx, id, body.id, body.actions),
     }),
-  ];
+  ]);
 }

@@ -1,5 +1,5 @@
 import { unsupported } from '../../model/errors.js';
-import { defineRoute, type HttpMethod, type RouteSpec } from '../route.js';
+import { defineRoute, type HttpMethod, type RouteGroup, routeGroup } from '../route.js';
 
 // Operations of the Lance Namespace spec this service does not implement yet. Each answers the
 // spec's 406 Unsupported (code 0) with a message naming the operation, so that clients fail
@@ -16,15 +16,15 @@ interface Pending {
 
 
 export const PENDING_OPERATIONS: readonly Pending[] = [
-  { operationId: 'ListTableBranches', path: '/v1/table/{id}/branches/list', methods: ['GET', 'POST'], plannedIn: 'a later milestone' },
-  { operationId: 'CreateTableBranch', path: '/v1/table/{id}/branches/create', plannedIn: 'a later milestone' },
-  { operationId: 'DeleteTableBranch', path: '/v1/table/{id}/branches/delete', plannedIn: 'a later milestone' },
-  { operationId: 'RefreshMaterializedView', path: '/v1/materialized_view/{id}/refresh', plannedIn: 'a later milestone' },
-  { operationId: 'CreateMaterializedView', path: '/v1/materialized_view/{id}/create', plannedIn: 'a later milestone' },
+  { operationId: 'ListTableBranches', path: '/table/{id}/branches/list', methods: ['GET', 'POST'], plannedIn: 'a later milestone' },
+  { operationId: 'CreateTableBranch', path: '/table/{id}/branches/create', plannedIn: 'a later milestone' },
+  { operationId: 'DeleteTableBranch', path: '/table/{id}/branches/delete', plannedIn: 'a later milestone' },
+  { operationId: 'RefreshMaterializedView', path: '/materialized_view/{id}/refresh', plannedIn: 'a later milestone' },
+  { operationId: 'CreateMaterializedView', path: '/materialized_view/{id}/create', plannedIn: 'a later milestone' },
 ];
 
-export function unsupportedRoutes(): RouteSpec[] {
-  return PENDING_OPERATIONS.map((op) =>
+export function unsupportedRoutes(): RouteGroup {
+  const routes = PENDING_OPERATIONS.map((op) =>
     defineRoute({
       operationId: op.operationId,
       summary: `Not implemented yet (406 Unsupported); planned in ${op.plannedIn}`,
@@ -38,4 +38,5 @@ export function unsupportedRoutes(): RouteSpec[] {
       },
     }),
   );
+  return routeGroup('/v1', routes);
 }

@@ -14,18 +14,19 @@ import {
   ListTableVersionsResponse,
 } from '../../model/versions.js';
 import type { TableVersionService } from '../../service/versions/table-version-service.js';
-import { defineRoute, type RouteSpec } from '../route.js';
+import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
-export function versionRoutes(versions: TableVersionService): RouteSpec[] {
-  return [
+export function versionRoutes(versions: TableVersionService): RouteGroup {
+  return routeGroup('/v1', [
     defineRoute({
       operationId: 'CreateTableVersion',
       summary: 'Commit a staged manifest as the next version of a table (put-if-not-exists; 409 code 14 on a lost race)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/version/create'],
+      paths: ['/table/{id}/version/create'],
       methods: ['POST'],
       body: CreateTableVersionRequest,
       response: CreateTableVersionResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => versions.create(ctx, id, body),
     }),
@@ -33,37 +34,37 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       operationId: 'DescribeTableVersion',
       summary: 'Describe one version of a table (the latest when version is absent)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/version/describe'],
+      paths: ['/table/{id}/version/describe'],
       methods: ['POST'],
       body: DescribeTableVersionRequest,
       response: DescribeTableVersionResponse,
+      mainBranchOnly: true,
       handler: ({ ctx, id, body }) => versions.describe(ctx, id, body.version, body.branch),
     }),
     defineRoute({
       operationId: 'ListTableVersions',
       summary: 'List the versions of a table (descending, limit, page_token)',
       tag: 'Table',
-      paths: ['/v1/table/{id}/version/list'],
+      paths: ['/table/{id}/version/list'],
       methods: ['GET', 'POST'],
       body: ListTableVersionsRequest,
       query: ListTableVersionsQuery,
       response: ListTableVersionsResponse,
-      handler: ({ ctx, id, body, query }) =>
-        versions.list(ctx, id, {
-          pageToken: query.page_token ?? body.page_token,
-          limit: query.limit ?? body.limit,
-          descending: query.descending ?? body.descending,
-          branch: query.branch ?? body.branch,
-        }),
+      mainBranchOnly: true,
+      handler: ({ ctx, id, body, query }) => {
+        const { page_token, limit, descending, branch } = queryOrBody(query, body, ['page_token', 'limit', 'descending', 'branch']);
+        return versions.list(ctx, id, { pageToken: page_token, limit, descending, branch });
+      },
     }),
     defineRoute({
       operationId: 'BatchDeleteTableVersions',
       summary: 'Delete the version records (manifests) in [start, end) ranges; end -1 means through the latest',
       tag: 'Table',
-      paths: ['/v1/table/{id}/version/delete', '/v1/table/{id}/version/batch-delete'],
+      paths: ['/table/{id}/version/delete', '/table/{id}/version/batch-delete'],
       methods: ['POST'],
       body: BatchDeleteTableVersionsRequest,
       response: BatchDeleteTableVersionsResponse,
+      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => versions.batchDelete(ctx, id, body),
     }),
@@ -71,7 +72,7 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       operationId: 'BatchCreateTableVersions',
       summary: 'Commit versions of several tables atomically (all or none)',
       tag: 'Table',
-      paths: ['/v1/table/version/batch-create'],
+      paths: ['/table/version/batch-create'],
       methods: ['POST'],
       body: BatchCreateTableVersionsRequest,
       response: BatchCreateTableVersionsResponse,
@@ -82,12 +83,12 @@ export function versionRoutes(versions: TableVersionService): RouteSpec[] {
       operationId: 'BatchCommitTables',
       summary: 'Apply declare, create-version, delete-versions and deregister operations on several tables atomically',
       tag: 'Table',
-      paths: ['/v1/table/batch-commit'],
+      paths: ['/table/batch-commit'],
       methods: ['POST'],
       body: BatchCommitTablesRequest,
       response: BatchCommitTablesResponse,
       mutation: true,
       handler: ({ ctx, body }) => versions.batchCommit(ctx, body.operations),
     }),
-  ];
+  ]);
 }

@@ -1,5 +1,4 @@
 import { nextManifestWithSchemaMetadata } from '../../engine/lance-format/manifest.js';
-import type { DatasetLocation } from '../../engine/lance-engine.js';
 import type { ColumnAlteration, FieldMetadataChange, NewColumns } from '../../engine/ports/columns.js';
 import {
   type AddColumnsEntry,
@@ -21,10 +20,8 @@ import {
   VIRTUAL_COLUMN_METADATA,
 } from '../../model/columns.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
-import { engineFailure } from '../engine-errors.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-import { requireMainBranch } from '../catalog/catalog.js';
 
 /** Parses a field path of the request; a malformed one is a 400 naming the field. */
 function segmentsOf(path: string, where: string): string[] {
@@ -101,21 +98,9 @@ export class ColumnService {
     return this.tables.engine;
   }
 
-  /** Runs an engine call on the table, mapping engine failures to namespace errors; a `write` holds a write lease. */
-  private async onTable<T>(ctx: RequestContext, id: string[], fn: (at: DatasetLocation) => Promise<T>, kind: 'read' | 'write' = 'write'): Promise<T> {
-    const call = async (table: { at: DatasetLocation }) => {
-      try {
-        return await fn(table.at);
-      } catch (e) {
-        throw engineFailure(e, id);
-      }
-    };
-    return kind === 'write' ? this.tables.write(ctx, id, call) : call(await this.tables.open(ctx, id));
-  }
-
   /** A request with nothing to do commits nothing and answers the current version. */
   private currentVersion(ctx: RequestContext, id: string[]): Promise<{ version: number }> {
-    return this.onTable(ctx, id, async (at) => ({ version: await this.engine.datasetVersion(at) }), 'read');
+    return this.tables.readTable(ctx, id, async (table) => ({ version: await this.engine.datasetVersion(table.at) }));
   }
 
   /**
@@ -124,7 +109,7 @@ export class ColumnService {
    * first (bad SQL 400 code 13, unknown columns 404 code 12).
    */
   private async bindColumns(ctx: RequestContext, id: string[], bindings: SqlBinding[]): Promise<AlterTableAlterColumnsResponse> {
-    return this.onTable(ctx, id, async (at) => {
+    return this.tables.writeTable(ctx, id, async ({ at }) => {
       const changes: FieldMetadataChange[] = [];
       for (const b of bindings) {
         const column = formatFieldPath(b.path);
@@ -156,7 +141,6 @@ export class ColumnService {
   }
 
   async alterColumns(ctx: RequestContext, id: string[], request: AlterTableAlterColumnsRequest): Promise<AlterTableAlterColumnsResponse> {
-    requireMainBranch(request.branch);
     const bound = request.alterations.filter((a) => a.virtual_column !== undefined && a.virtual_column !== null);
     if (bound.length > 0) {
       // A binding is a field-metadata commit, the other alterations a schema commit: one request is one commit.
@@ -197,11 +181,10 @@ export class ColumnService {
       return alteration;
     });
     if (alterations.length === 0) return this.currentVersion(ctx, id);
-    return this.onTable(ctx, id, (at) => this.engine.columns.alterColumns(at, alterations));
+    return this.tables.writeTable(ctx, id, (table) => this.engine.columns.alterColumns(table.at, alterations));
   }
 
   async dropColumns(ctx: RequestContext, id: string[], request: AlterTableDropColumnsRequest): Promise<AlterTableDropColumnsResponse> {
-    requireMainBranch(request.branch);
     const seen = new Set<string>();
     const paths = request.columns.map((c, i) => {
       const path = segmentsOf(c, `columns[${i}]`);
@@ -211,11 +194,10 @@ export class ColumnService {
       return path;
     });
     if (paths.length === 0) return this.currentVersion(ctx, id);
-    return this.onTable(ctx, id, (at) => this.engine.columns.dropColumns(at, paths));
+    return this.tables.writeTable(ctx, id, (table) => this.engine.columns.dropColumns(table.at, paths));
   }
 
   async addColumns(ctx: RequestContext, id: string[], request: AlterTableAddColumnsRequest): Promise<AlterTableAddColumnsResponse> {
-    requireMainBranch(request.branch);
     const kinds = request.new_columns.map((entry, i) => {
       const kind = kindOf(entry, `new_columns[${i}]`);
       if (kind === 'virtual' && entry.virtual_column) refuseVirtualColumn(formatFieldPath([entry.name]), entry.virtual_column);
@@ -237,11 +219,10 @@ export class ColumnService {
       throw invalidInput('new_columns: expression columns and computed columns cannot be added in the same request; send them separately');
     }
     const newColumns: NewColumns = { kind, columns };
-    return this.onTable(ctx, id, (at) => this.engine.columns.addColumns(at, newColumns));
+    return this.tables.writeTable(ctx, id, (table) => this.engine.columns.addColumns(table.at, newColumns));
   }
 
   async updateFieldMetadata(ctx: RequestContext, id: string[], request: UpdateFieldMetadataRequest): Promise<UpdateFieldMetadataResponse> {
-    requireMainBranch(request.branch);
     // Updates of the same field are folded into one, in order: the engine would otherwise apply
     // each to the original metadata and keep only the last.
     const byPath = new Map<string, FieldMetadataChange>();
@@ -260,7 +241,7 @@ export class ColumnService {
       c.replace ? { ...c, metadata: Object.fromEntries(Object.entries(c.metadata).filter(([, v]) => v !== null)) } : c,
     );
     if (changes.length === 0) return { ...(await this.currentVersion(ctx, id)), fields: {} };
-    const result = await this.onTable(ctx, id, (at) => this.engine.columns.updateFieldMetadata(at, changes));
+    const result = await this.tables.writeTable(ctx, id, (table) => this.engine.columns.updateFieldMetadata(table.at, changes));
     const fields: Record<string, Record<string, string>> = {};
     changes.forEach((c, i) => {
       fields[formatFieldPath(c.path)] = result.fields[i] ?? {};
@@ -275,8 +256,7 @@ export class ColumnService {
    * version path like any commit (a concurrent commit wins the race; this one is then retried on
    * top of it, a bounded number of times).
    */
-  async updateSchemaMetadata(ctx: RequestContext, id: string[], branch: string | undefined, metadata: Record<string, string>): Promise<Record<string, string>> {
-    requireMainBranch(branch);
+  async updateSchemaMetadata(ctx: RequestContext, id: string[], metadata: Record<string, string>): Promise<Record<string, string>> {
     for (let attempt = 0; ; attempt++) {
       try {
         await this.tables.write(ctx, id, (table) =>
@@ -291,9 +271,8 @@ export class ColumnService {
     }
   }
 
-  async tableStats(ctx: RequestContext, id: string[], branch: string | null | undefined): Promise<GetTableStatsResponse> {
-    requireMainBranch(branch);
-    const s = await this.onTable(ctx, id, (at) => this.engine.columns.tableStats(at), 'read');
+  async tableStats(ctx: RequestContext, id: string[]): Promise<GetTableStatsResponse> {
+    const s = await this.tables.readTable(ctx, id, (table) => this.engine.columns.tableStats(table.at));
     return {
       total_bytes: s.totalBytes,
       num_rows: s.numRows,
@@ -305,14 +284,13 @@ export class ColumnService {
   async indexStats(
     ctx: RequestContext,
     id: string[],
-    request: { indexName: string; bodyIndexName?: string | undefined; version?: number | null | undefined; branch?: string | null | undefined },
+    request: { indexName: string; bodyIndexName?: string | undefined; version?: number | null | undefined },
   ): Promise<DescribeTableIndexStatsResponse> {
-    requireMainBranch(request.branch);
     if (request.bodyIndexName !== undefined && request.bodyIndexName !== request.indexName) {
       throw invalidInput(`index_name ${JSON.stringify(request.bodyIndexName)} in the body does not match ${JSON.stringify(request.indexName)} in the path`);
     }
     const version = request.version ?? undefined;
-    const s = await this.onTable(ctx, id, (at) => this.engine.columns.indexStats(at, request.indexName, version), 'read');
+    const s = await this.tables.readTable(ctx, id, (table) => this.engine.columns.indexStats(table.at, request.indexName, version));
     return {
       distance_type: s.distanceType,
       index_type: s.indexType,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type CatalogDeps, displayId, resolveManagedVersioning } from '../catalog/catalog.js';
+import { type EngineFailureContext, onEngine } from '../engine-errors.js';
 import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../request-context.js';
@@ -20,6 +21,15 @@ export interface DataTable {
   at: DatasetLocation;
 }
 
+/** A table opened for a data operation, and whether its dataset exists yet. */
+export type OpenTable = DataTable & { hasData: boolean };
+
+/** How a table is opened for work: whether a declared table will do, and what a failure is about. */
+export interface TableWorkOptions extends EngineFailureContext {
+  /** A declared table without data is opened too (otherwise it is a 409 code 19). */
+  allowDeclared?: boolean;
+}
+
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
 export class DataTables {
   /** Writes announce themselves here, so that a drop waits for them (see table-fences.ts). */
@@ -36,7 +46,7 @@ export class DataTables {
    * The visible table `id`. Unless `allowDeclared`, a declared table without data is a 409 code
    * 19: there is no dataset to operate on yet.
    */
-  async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean } = {}): Promise<DataTable & { hasData: boolean }> {
+  async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean } = {}): Promise<OpenTable> {
     const ref = tableRefOf(id);
     const state = await requireVisibleTable(this.deps.store, ref);
     const dir = dataDir(this.deps.locations, state);
@@ -57,10 +67,25 @@ export class DataTables {
     return { id, ref, state, dir, at, hasData };
   }
 
-  /** Opens the table `id` (as `open`) and runs `write` on it under a write lease: a drop waits for it, or it fails cleanly. */
-  async write<T>(ctx: RequestContext, id: string[], write: (table: DataTable & { hasData: boolean }) => Promise<T>, options: { allowDeclared?: boolean } = {}): Promise<T> {
+  /** Opens the table `id` (as `open`) and runs `write` on it under a write lease: a drop waits for it, or it fails cleanly. Engine failures pass through as they are (the backfill runner tells transient ones from the rest by them). */
+  async write<T>(ctx: RequestContext, id: string[], write: (table: OpenTable) => Promise<T>, options: { allowDeclared?: boolean } = {}): Promise<T> {
     const table = await this.open(ctx, id, options);
     return this.fences.whileWriting(table.state, ctx.requestId, () => write(table));
+  }
+
+  /**
+   * Opens the table `id` (as `open`) and runs engine work on it. Its engine failures become the
+   * namespace errors that name the table, here, once (engine-errors.ts): the data operations'
+   * one way to the engine.
+   */
+  async readTable<T>(ctx: RequestContext, id: string[], read: (table: OpenTable) => Promise<T>, options: TableWorkOptions = {}): Promise<T> {
+    const table = await this.open(ctx, id, options);
+    return onEngine(id, () => read(table), options);
+  }
+
+  /** As `readTable`, under a write lease (see `write`). */
+  writeTable<T>(ctx: RequestContext, id: string[], write: (table: OpenTable) => Promise<T>, options: TableWorkOptions = {}): Promise<T> {
+    return this.write(ctx, id, (table) => onEngine(id, () => write(table), options), options);
   }
 
   get engine() {

@@ -9,12 +9,10 @@ import {
   VECTOR_INDEX_TYPES,
 } from '../../model/indices.js';
 import { displayId } from '../catalog/catalog.js';
-import { engineFailure } from '../engine-errors.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { type PageTokens, paginate } from '../catalog/page-token.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-import { requireMainBranch } from '../catalog/catalog.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 
@@ -83,40 +81,31 @@ export class IndexService {
    * this returns.
    */
   async create(ctx: RequestContext, id: string[], request: CreateTableIndexRequest, options: { scalarOnly: boolean }): Promise<CreateTableIndexResponse> {
-    requireMainBranch(request.branch);
     if (options.scalarOnly && VECTOR_INDEX_TYPES.has(request.index_type)) {
       throw invalidInput(`index_type: ${request.index_type} is a vector index; create it with create_index, not create_scalar_index`);
     }
-    await this.tables.write(ctx, id, async (table) => {
-      try {
-        await this.tables.engine.indices.createIndex(table.at, specOf(request));
-      } catch (e) {
-        throw engineFailure(e, id);
-      }
-    });
+    await this.tables.writeTable(ctx, id, (table) => this.tables.engine.indices.createIndex(table.at, specOf(request)));
     return {};
   }
 
   async list(
     ctx: RequestContext,
     id: string[],
-    page: PageRequest & { version?: number | null | undefined; branch?: string | null | undefined },
+    page: PageRequest & { version?: number | null | undefined },
   ): Promise<ListTableIndicesResponse> {
-    requireMainBranch(page.branch);
     const scope = JSON.stringify(id);
     const after = this.pageTokens.decode('indices', scope, page.pageToken);
-    const table = await this.tables.open(ctx, id, { allowDeclared: true });
     const version = opt(page.version);
-    let indices: IndexDescription[] = [];
-    if (table.hasData) {
-      try {
-        indices = await this.tables.engine.indices.listIndices(table.at, { version });
-      } catch (e) {
-        throw engineFailure(e, id);
-      }
-    } else if (version !== undefined) {
-      throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} is declared and has no version ${version}`);
-    }
+    const indices = await this.tables.readTable(
+      ctx,
+      id,
+      async (table): Promise<IndexDescription[]> => {
+        if (table.hasData) return this.tables.engine.indices.listIndices(table.at, { version });
+        if (version !== undefined) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} is declared and has no version ${version}`);
+        return [];
+      },
+      { allowDeclared: true },
+    );
     const ordered = indices.sort(byName).filter((i) => after === undefined || Buffer.compare(Buffer.from(i.name), Buffer.from(after)) > 0);
     const { page: shown, pageToken } = paginate(ordered, { limit: page.limit, currentToken: page.pageToken }, (i) => i.name, (last) =>
       this.pageTokens.encode('indices', scope, last),
@@ -124,15 +113,8 @@ export class IndexService {
     return { indexes: shown.map(contentOf), page_token: pageToken };
   }
 
-  async drop(ctx: RequestContext, id: string[], name: string, branch: string | null | undefined): Promise<DropTableIndexResponse> {
-    requireMainBranch(branch);
-    await this.tables.write(ctx, id, async (table) => {
-      try {
-        await this.tables.engine.indices.dropIndex(table.at, name);
-      } catch (e) {
-        throw engineFailure(e, id);
-      }
-    });
+  async drop(ctx: RequestContext, id: string[], name: string): Promise<DropTableIndexResponse> {
+    await this.tables.writeTable(ctx, id, (table) => this.tables.engine.indices.dropIndex(table.at, name));
     return {};
   }
 }

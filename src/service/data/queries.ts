@@ -1,10 +1,8 @@
 import type { FtsQuerySpec, FullTextSpec, MatchQuerySpec, TableQuery } from '../../engine/ports/queries.js';
 import { invalidInput } from '../../model/errors.js';
 import type { AnalyzeTableQueryPlanRequest, ExplainTableQueryPlanRequest, FtsQuery, MatchQuery, QueryTableRequest } from '../../model/queries.js';
-import { engineFailure } from '../engine-errors.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-import { requireMainBranch } from '../catalog/catalog.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 
@@ -78,41 +76,22 @@ export class QueryService {
 
   /** QueryTable: the result as an Arrow IPC file. */
   async query(ctx: RequestContext, id: string[], request: QueryTableRequest): Promise<Buffer> {
-    requireMainBranch(request.branch);
     const query = tableQueryOf(request);
-    const table = await this.tables.open(ctx, id);
-    try {
-      return await this.tables.engine.queries.query(table.at, query);
-    } catch (e) {
-      throw engineFailure(e, id);
-    }
+    return this.tables.readTable(ctx, id, (table) => this.tables.engine.queries.query(table.at, query));
   }
 
   /** ExplainTableQueryPlan: the physical plan of `request.query`, not run. */
   async explain(ctx: RequestContext, id: string[], request: ExplainTableQueryPlanRequest): Promise<string> {
-    requireMainBranch(request.branch);
-    requireMainBranch(request.query.branch);
     if (request.query.id && JSON.stringify(request.query.id) !== JSON.stringify(id)) {
       throw invalidInput(`query.id ${JSON.stringify(request.query.id)} does not match the id in the path ${JSON.stringify(id)}`);
     }
     const query = tableQueryOf(request.query);
-    const table = await this.tables.open(ctx, id);
-    try {
-      return await this.tables.engine.queries.explainPlan(table.at, query, request.verbose ?? false);
-    } catch (e) {
-      throw engineFailure(e, id);
-    }
+    return this.tables.readTable(ctx, id, (table) => this.tables.engine.queries.explainPlan(table.at, query, request.verbose ?? false));
   }
 
   /** AnalyzeTableQueryPlan: runs the query and returns its plan with execution metrics. */
   async analyze(ctx: RequestContext, id: string[], request: AnalyzeTableQueryPlanRequest): Promise<string> {
-    requireMainBranch(request.branch);
     const query = tableQueryOf(request);
-    const table = await this.tables.open(ctx, id);
-    try {
-      return await this.tables.engine.queries.analyzePlan(table.at, query);
-    } catch (e) {
-      throw engineFailure(e, id);
-    }
+    return this.tables.readTable(ctx, id, (table) => this.tables.engine.queries.analyzePlan(table.at, query));
   }
 }

@@ -1,5 +1,5 @@
 import { EngineError } from '../../engine/lance-engine.js';
-import { type MergeInsertOptions, MergeTimedOut } from '../../engine/ports/rows.js';
+import type { MergeInsertOptions } from '../../engine/ports/rows.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type {
   DeleteFromTableRequest,
@@ -14,7 +14,6 @@ import type {
 } from '../../model/rows.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
 import { displayId } from '../catalog/catalog.js';
-import { engineFailure } from '../engine-errors.js';
 import { reservedMarkerKey, tableRecordKey } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import type { RequestContext } from '../request-context.js';
@@ -22,7 +21,6 @@ import type { DataTable, DataTables } from './dataset.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import type { ServiceLogger } from '../logger.js';
 import { claimDatasetCreation } from '../tables/dataset-creation.js';
-import { requireMainBranch } from '../catalog/catalog.js';
 
 /** A SQL predicate that is blank means "no predicate" where one is optional. */
 const optionalPredicate = (p: string | null | undefined): string | undefined => (p === undefined || p === null || p.trim() === '' ? undefined : p);
@@ -64,22 +62,7 @@ export class RowService {
     return this.tables.engine;
   }
 
-  /** Maps an engine failure; a merge that ran out of its time bound is unavailable rather than internal. */
-  private failure(e: unknown, id: string[]): unknown {
-    if (e instanceof MergeTimedOut) return new NamespaceError(ErrorCode.ServiceUnavailable, `table ${displayId(id)}: ${e.message}`, { cause: e });
-    return engineFailure(e, id);
-  }
-
-  /** As `failure`, naming the version asked for when it is the one missing (the engine names a manifest path). */
-  private versionFailure(e: unknown, id: string[], version: number | undefined): unknown {
-    if (version !== undefined && e instanceof EngineError && e.kind === 'version_not_found') {
-      return new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`, { cause: e });
-    }
-    return this.failure(e, id);
-  }
-
   async update(ctx: RequestContext, id: string[], request: UpdateTableRequest): Promise<UpdateTableResponse> {
-    requireMainBranch(request.branch);
     // Null or absent updates every row; a blank string is more likely a mistake than that wish.
     if (typeof request.predicate === 'string' && request.predicate.trim() === '') {
       throw invalidInput('predicate: must not be blank (omit it, or send null, to update every row)');
@@ -89,10 +72,8 @@ export class RowService {
       if (seen.has(column)) throw invalidInput(`updates: column ${JSON.stringify(column)} is updated twice`);
       seen.add(column);
     }
-    return this.tables.write(ctx, id, async (table) => {
-      const { updatedRows, version } = await this.engine.rows.update(table.at, request.updates, request.predicate ?? undefined).catch((e: unknown) => {
-        throw this.failure(e, id);
-      });
+    return this.tables.writeTable(ctx, id, async (table) => {
+      const { updatedRows, version } = await this.engine.rows.update(table.at, request.updates, request.predicate ?? undefined);
       // The rows are the operation; the properties are recorded once they are committed, so that a
       // refused update changes nothing, and a committed one is answered as committed (see below).
       const properties = await this.recordProperties(table, request.properties ?? {});
@@ -142,19 +123,12 @@ export class RowService {
   }
 
   async delete(ctx: RequestContext, id: string[], request: DeleteFromTableRequest): Promise<DeleteFromTableResponse> {
-    requireMainBranch(request.branch);
     if (request.predicate.trim() === '') throw invalidInput("predicate: must not be empty (to delete every row, use 'true')");
-    return this.tables.write(ctx, id, async (table) => {
-      const { version } = await this.engine.rows.delete(table.at, request.predicate).catch((e: unknown) => {
-        throw this.failure(e, id);
-      });
-      return { version };
-    });
+    return this.tables.writeTable(ctx, id, async (table) => ({ version: (await this.engine.rows.delete(table.at, request.predicate)).version }));
   }
 
-  async insert(ctx: RequestContext, id: string[], input: { mode?: 'Append' | 'Overwrite' | undefined; branch?: string | undefined; arrowIpcStream: Buffer }): Promise<InsertIntoTableResponse> {
-    requireMainBranch(input.branch);
-    return this.tables.write(
+  async insert(ctx: RequestContext, id: string[], input: { mode?: 'Append' | 'Overwrite' | undefined; arrowIpcStream: Buffer }): Promise<InsertIntoTableResponse> {
+    return this.tables.writeTable(
       ctx,
       id,
       async (table) => {
@@ -162,11 +136,7 @@ export class RowService {
           const created = await this.createDataset(ctx, table, input.arrowIpcStream);
           if (created) return { num_inserted_rows: created.rows, version: created.version };
         }
-        const { insertedRows, version } = await this.engine.rows
-          .insert(table.at, input.arrowIpcStream, input.mode === 'Overwrite' ? 'overwrite' : 'append')
-          .catch((e: unknown) => {
-            throw this.failure(e, id);
-          });
+        const { insertedRows, version } = await this.engine.rows.insert(table.at, input.arrowIpcStream, input.mode === 'Overwrite' ? 'overwrite' : 'append');
         return { num_inserted_rows: insertedRows, version };
       },
       { allowDeclared: true },
@@ -174,7 +144,6 @@ export class RowService {
   }
 
   async mergeInsert(ctx: RequestContext, id: string[], query: MergeInsertIntoTableQuery, arrowIpcStream: Buffer): Promise<MergeInsertIntoTableResponse> {
-    requireMainBranch(query.branch);
     const options: MergeInsertOptions = {
       on: query.on,
       whenMatchedUpdateAll: query.when_matched_update_all ?? false,
@@ -185,24 +154,17 @@ export class RowService {
       timeoutMs: query.timeout === undefined || query.timeout.trim() === '' ? undefined : parseTimeout(query.timeout),
       useIndex: query.use_index,
     };
-    return this.tables.write(
+    return this.tables.writeTable(
       ctx,
       id,
       async (table) => {
         if (!table.hasData) {
           // Nothing to match yet: the dataset starts as what the merge would make of an empty one.
-          let initial: Buffer;
-          try {
-            initial = await this.engine.rows.initialStreamForMerge(arrowIpcStream, options);
-          } catch (e) {
-            throw this.failure(e, id);
-          }
+          const initial = await this.engine.rows.initialStreamForMerge(arrowIpcStream, options);
           const created = await this.createDataset(ctx, table, initial);
           if (created) return { num_inserted_rows: created.rows, num_updated_rows: 0, num_deleted_rows: 0, version: created.version };
         }
-        const result = await this.engine.rows.mergeInsert(table.at, arrowIpcStream, options).catch((e: unknown) => {
-          throw this.failure(e, id);
-        });
+        const result = await this.engine.rows.mergeInsert(table.at, arrowIpcStream, options);
         return { num_updated_rows: result.updatedRows, num_inserted_rows: result.insertedRows, num_deleted_rows: result.deletedRows, version: result.version };
       },
       { allowDeclared: true },
@@ -236,7 +198,7 @@ export class RowService {
       } catch (e) {
         // Created meanwhile by a path that takes no claim (CreateTable, a Lance client).
         if (e instanceof EngineError && e.kind === 'already_exists') return null;
-        throw this.failure(e, table.id);
+        throw e;
       }
       // The data is committed: nothing after this may turn the answer into a failure (a retry
       // would insert the rows again). The declared marker is only tidiness; the versions decide.
@@ -253,26 +215,17 @@ export class RowService {
       return true;
     } catch (e) {
       if (e instanceof EngineError && e.kind === 'not_a_dataset') return false;
-      throw this.failure(e, table.id);
+      throw e;
     }
   }
 
-  async count(ctx: RequestContext, id: string[], request: { predicate?: string | null | undefined; version?: number | null | undefined; branch?: string | null | undefined }): Promise<number> {
-    requireMainBranch(request.branch);
-    const table = await this.tables.open(ctx, id);
+  async count(ctx: RequestContext, id: string[], request: { predicate?: string | null | undefined; version?: number | null | undefined }): Promise<number> {
     const version = request.version ?? undefined;
-    return this.engine.rows.countRows(table.at, { predicate: optionalPredicate(request.predicate), version }).catch((e: unknown) => {
-      throw this.versionFailure(e, id, version);
-    });
+    return this.tables.readTable(ctx, id, (table) => this.engine.rows.countRows(table.at, { predicate: optionalPredicate(request.predicate), version }), { version });
   }
 
   async restore(ctx: RequestContext, id: string[], request: RestoreTableRequest): Promise<RestoreTableResponse> {
-    requireMainBranch(request.branch);
-    await this.tables.write(ctx, id, (table) =>
-      this.engine.rows.restore(table.at, request.version).catch((e: unknown) => {
-        throw this.versionFailure(e, id, request.version);
-      }),
-    );
+    await this.tables.writeTable(ctx, id, (table) => this.engine.rows.restore(table.at, request.version), { version: request.version });
     return {};
   }
 }

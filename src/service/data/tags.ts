@@ -10,12 +10,10 @@ import type {
   UpdateTableTagRequest,
   UpdateTableTagResponse,
 } from '../../model/tags.js';
-import { engineFailure } from '../engine-errors.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTables } from './dataset.js';
-import { requireMainBranch } from '../catalog/catalog.js';
 
 /** The tag operations of the Lance namespace spec, over the Lance engine (tags live in the dataset's `_refs/tags/`). */
 export class TagService {
@@ -30,10 +28,7 @@ export class TagService {
     const { pageTokens } = this.tables.catalog;
     const scope = JSON.stringify(id);
     const after = pageTokens.decode('tags', scope, page.pageToken);
-    const table = await this.tables.open(ctx, id);
-    const tags = await this.engine.tags.list(table.at).catch((e: unknown) => {
-      throw engineFailure(e, id);
-    });
+    const tags = await this.tables.readTable(ctx, id, (table) => this.engine.tags.list(table.at));
     const names = [...tags.keys()].sort(byteOrder).filter((name) => after === undefined || byteOrder(name, after) > 0);
     const { page: pageNames, pageToken } = paginate(names, { limit: page.limit, currentToken: page.pageToken }, (n) => n, (last) =>
       pageTokens.encode('tags', scope, last),
@@ -47,39 +42,21 @@ export class TagService {
   }
 
   async version(ctx: RequestContext, id: string[], request: GetTableTagVersionRequest): Promise<GetTableTagVersionResponse> {
-    const table = await this.tables.open(ctx, id);
-    const version = await this.engine.tags.version(table.at, request.tag).catch((e: unknown) => {
-      throw engineFailure(e, id);
-    });
-    return { version };
+    return { version: await this.tables.readTable(ctx, id, (table) => this.engine.tags.version(table.at, request.tag)) };
   }
 
   async create(ctx: RequestContext, id: string[], request: CreateTableTagRequest): Promise<CreateTableTagResponse> {
-    requireMainBranch(request.branch);
-    await this.tables.write(ctx, id, (table) =>
-      this.engine.tags.create(table.at, request.tag, request.version).catch((e: unknown) => {
-        throw engineFailure(e, id);
-      }),
-    );
+    await this.tables.writeTable(ctx, id, (table) => this.engine.tags.create(table.at, request.tag, request.version));
     return {};
   }
 
   async update(ctx: RequestContext, id: string[], request: UpdateTableTagRequest): Promise<UpdateTableTagResponse> {
-    requireMainBranch(request.branch);
-    await this.tables.write(ctx, id, (table) =>
-      this.engine.tags.update(table.at, request.tag, request.version).catch((e: unknown) => {
-        throw engineFailure(e, id);
-      }),
-    );
+    await this.tables.writeTable(ctx, id, (table) => this.engine.tags.update(table.at, request.tag, request.version));
     return {};
   }
 
   async delete(ctx: RequestContext, id: string[], request: DeleteTableTagRequest): Promise<DeleteTableTagResponse> {
-    await this.tables.write(ctx, id, (table) =>
-      this.engine.tags.delete(table.at, request.tag).catch((e: unknown) => {
-        throw engineFailure(e, id);
-      }),
-    );
+    await this.tables.writeTable(ctx, id, (table) => this.engine.tags.delete(table.at, request.tag));
     return {};
   }
 }

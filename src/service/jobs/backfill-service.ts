@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { formatFieldPath, parseFieldPath, COMPUTED_COLUMN_METADATA, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
 import { invalidInput, unsupported } from '../../model/errors.js';
 import type { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
-import { displayId, requireMainBranch } from '../catalog/catalog.js';
+import { displayId } from '../catalog/catalog.js';
 import { CATALOG_DIR } from '../catalog/layout.js';
 import { pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
 import type { DataTables } from '../data/dataset.js';
@@ -48,7 +48,6 @@ export class BackfillService {
   }
 
   async backfill(ctx: RequestContext, id: string[], request: AlterTableBackfillColumnsRequest): Promise<AlterTableBackfillColumnsResponse> {
-    requireMainBranch(request.branch);
     const parsed = parseFieldPath(request.column);
     if (!parsed.ok) throw invalidInput(`column: ${parsed.error}`);
     const column = formatFieldPath(parsed.segments);

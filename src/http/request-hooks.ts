@@ -1,0 +1,130 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { invalidInput } from '../model/errors.js';
+import { requireMainBranch } from '../service/catalog/catalog.js';
+import { ANONYMOUS, type Principal, type RequestContext } from '../service/request-context.js';
+import { checkMapLimits, type RequestLimits } from './limits.js';
+import { parsePathId, type RouteConfig } from './route.js';
+
+// What every route's request goes through besides its handler, in Fastify's hook order:
+//   onRequest     the principal (anonymous until authentication comes) and an empty context
+//   preValidation the delimiter, the path id, the map limits of the JSON body (before zod sees it)
+//   (validation)  body, then query, by the route's zod schemas (zod-compilers.ts)
+//   preHandler    the map limits of the query, the body id against the path id, the request
+//                 context (echoed as headers), the main-branch-only check
+//   onResponse    the audit record of a mutation
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Who is calling; anonymous until authentication is configured. */
+    principal: Principal;
+    /** The path id split by the delimiter ([] for the root namespace and for routes without {id}). */
+    pathId: string[];
+    delimiter: string;
+    ctx: RequestContext;
+  }
+}
+
+const CONTEXT_HEADER = 'x-namespace-ctx-';
+const DEFAULT_DELIMITER = '$';
+
+/** RFC 9110 token (a header name) and field value without CR, LF or NUL: what can be echoed as a header. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/**
+ * Context entries travel back as headers, so one that cannot be a header would fail the reply
+ * after the operation took effect: refuse it before anything runs.
+ */
+function checkContext(context: Record<string, string>): void {
+  for (const [key, value] of Object.entries(context)) {
+    if (!HEADER_NAME.test(key)) throw invalidInput(`context: the key ${JSON.stringify(key)} cannot be a header name (x-namespace-ctx-<key>)`);
+    if (!HEADER_VALUE.test(value)) throw invalidInput(`context: the value of ${JSON.stringify(key)} cannot be a header value`);
+  }
+}
+
+const asRecord = (value: unknown): Record<string, unknown> | undefined =>
+  typeof value === 'object' && value !== null && !Array.isArray(value) && !Buffer.isBuffer(value) ? (value as Record<string, unknown>) : undefined;
+
+/** Context entries from the body's `context` and the x-namespace-ctx-<key> headers (headers win). */
+function contextOf(request: FastifyRequest): Record<string, string> {
+  const context: Record<string, string> = {};
+  const fromBody = asRecord(asRecord(request.body)?.context);
+  if (fromBody) for (const [k, v] of Object.entries(fromBody)) if (typeof v === 'string') context[k] = v;
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (name.startsWith(CONTEXT_HEADER) && typeof value === 'string') context[name.slice(CONTEXT_HEADER.length)] = value;
+  }
+  return context;
+}
+
+/** The value at `path` of the request (e.g. ['body', 'query', 'branch']). */
+function valueAt(request: FastifyRequest, path: readonly string[]): unknown {
+  let value: unknown = { query: request.query, body: request.body };
+  for (const key of path) value = asRecord(value)?.[key];
+  return value;
+}
+
+const routeOf = (request: FastifyRequest): RouteConfig | undefined => request.routeOptions.config.route;
+
+/**
+ * Adds the request hooks to `app`, for the routes registered in it and its children (the route
+ * groups). Called on the encapsulated context that holds the route groups, not registered as a
+ * plugin of its own (that would keep the hooks to itself).
+ */
+export function useRequestHooks(app: FastifyInstance, limits: RequestLimits): void {
+  // Declared so every request has the same shape; set by the onRequest hook before any other reads them.
+  const slots: string[] = ['principal', 'pathId', 'ctx'];
+  for (const slot of slots) app.decorateRequest(slot, null);
+  app.decorateRequest('delimiter', DEFAULT_DELIMITER);
+
+  app.addHook('onRequest', async (request) => {
+    // Authentication (a later issue) establishes the principal here, before anything is read.
+    request.principal = ANONYMOUS;
+    request.pathId = [];
+    request.ctx = { requestId: String(request.id), principal: request.principal, context: {} };
+  });
+
+  app.addHook('preValidation', async (request) => {
+    const delimiter = asRecord(request.query)?.delimiter;
+    if (delimiter !== undefined && typeof delimiter !== 'string') throw invalidInput('delimiter: must be given once, as a string');
+    request.delimiter = delimiter ?? DEFAULT_DELIMITER;
+    const rawId = (request.params as Record<string, string | undefined>).id;
+    if (rawId !== undefined) request.pathId = parsePathId(rawId, request.delimiter);
+    if (!routeOf(request)?.arrowBody) checkMapLimits(request.body, limits);
+  });
+
+  app.addHook('preHandler', async (request, reply) => {
+    const route = routeOf(request);
+    checkMapLimits(request.query, limits);
+    const bodyId = asRecord(request.body)?.id;
+    const hasPathId = (request.params as Record<string, string | undefined>).id !== undefined;
+    if (hasPathId && route?.bodyIdIsPathId !== false && Array.isArray(bodyId) && JSON.stringify(bodyId) !== JSON.stringify(request.pathId)) {
+      throw invalidInput(`the id in the body ${JSON.stringify(bodyId)} does not match the id in the path ${JSON.stringify(request.pathId)}`);
+    }
+    const context = contextOf(request);
+    checkContext(context);
+    request.ctx = { ...request.ctx, context };
+    // Context travels back the way it came in, so callers can correlate.
+    for (const [key, value] of Object.entries(context)) void reply.header(`${CONTEXT_HEADER}${key.toLowerCase()}`, value);
+    for (const path of route?.mainBranchOnly ?? []) requireMainBranch(valueAt(request, path) as string | null | undefined);
+  });
+
+  // One structured line per mutating request, whatever its outcome.
+  app.addHook('onResponse', async (request, reply) => {
+    const route = routeOf(request);
+    if (!route?.mutation) return;
+    request.log.info(
+      {
+        audit: {
+          operation: route.operationId,
+          id: request.pathId,
+          status: reply.statusCode,
+          duration_ms: Math.round(reply.elapsedTime * 1000) / 1000,
+          request_id: request.id,
+          principal: request.principal.id,
+          context: request.ctx.context,
+        },
+      },
+      'audit',
+    );
+  });
+}
