@@ -1,7 +1,7 @@
 import type * as Arrow from 'apache-arrow';
 import { formatFieldPath } from '../../model/columns.js';
 import { jsonTypeToLanceCast, UnsupportedJsonTypeError } from '../json-arrow-schema.js';
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { ColumnAlteration, ColumnOps, FieldInfo, FieldMetadataChange, IndexStatistics, NewColumns, RowIdLayout, TableStatistics } from '../ports/columns.js';
 import { classify, type Table, type TableAccess } from './table-access.js';
 

@@ -1,5 +1,6 @@
 import { schemaToJson, type JsonArrowSchema } from '../json-arrow-schema.js';
-import { type CreateDatasetMode, type DatasetLocation, EngineError, type LanceEngine } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
+import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
 import { LancedbColumns } from './columns.js';
 import { LancedbIndices } from './indices.js';
 import { addIpcFile, arrowStreamToIpcFile, createTableFromIpcFile } from './ipc-writes.js';

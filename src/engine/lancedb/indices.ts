@@ -1,5 +1,5 @@
 import { arrow } from '../arrow.js';
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { EngineIndexType, IndexDescription, IndexOps, IndexSpec } from '../ports/indices.js';
 import { classifyDataError } from './queries.js';
 import { lancedb, type Table, type TableAccess } from './table-access.js';

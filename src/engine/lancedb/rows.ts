@@ -1,5 +1,5 @@
 import { arrow } from '../arrow.js';
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { type MergeInsertOptions, type MergeInsertResult, MergeTimedOut, type RowOps } from '../ports/rows.js';
 import { addIpcFile, arrowStreamToIpcFile, nativeMergeInsert, readArrowStream } from './ipc-writes.js';
 import { classify, type TableAccess } from './table-access.js';

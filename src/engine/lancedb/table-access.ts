@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
-import { type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind } from '../lance-engine.js';
+import { type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind } from '../dataset-location.js';
 
 export type LancedbModule = typeof import('@lancedb/lancedb');
 export type Connection = import('@lancedb/lancedb').Connection;

@@ -1,4 +1,4 @@
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { TagInfo, TagOps } from '../ports/tags.js';
 import { engineMessage } from './rows.js';
 import { classify, type Table, type TableAccess } from './table-access.js';
