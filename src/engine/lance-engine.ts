@@ -31,5 +31,11 @@ export interface LanceEngine {
   readonly indices: IndexOps;
   readonly tags: TagOps;
   readonly queries: QueryOps;
+  /**
+   * Closes whatever the engine keeps open for the dataset at `location` (its table was dropped,
+   * deregistered or renamed). Other replicas' engines find out on their own: every read through a
+   * kept dataset is checked against the latest version the caller passes (DatasetLocation.latest).
+   */
+  forget(location: string): void;
   close(): Promise<void>;
 }

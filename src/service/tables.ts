@@ -39,6 +39,7 @@ import { paginate } from './page-token.js';
 import { encodeRecord, readRecord, TableRecord } from './records.js';
 import { faultPoint } from './fault-points.js';
 import { keepRenewed, leaseUntil } from './leases.js';
+import { latestCommitted } from './data/dataset.js';
 import { TableFences } from './table-fences.js';
 import type { RequestContext } from './request-context.js';
 import {
@@ -317,15 +318,16 @@ export class TableService {
       storage_options: dir.store.clientStorageOptions(),
     };
     if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
-    if (flags.checkDeclared || flags.loadDetailedMetadata) {
-      response.is_only_declared = !(await tableHasData(this.deps.locations, state));
-    }
+    // Detailed metadata reads the latest version anyway (and the engine checks its kept dataset against it).
+    const latest = flags.loadDetailedMetadata ? await latestCommitted(dir, state) : undefined;
+    if (flags.loadDetailedMetadata) response.is_only_declared = latest === undefined;
+    else if (flags.checkDeclared) response.is_only_declared = !(await tableHasData(this.deps.locations, state));
     if (flags.loadDetailedMetadata) {
       if (response.is_only_declared) {
         throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
       }
       const asked = request.version ?? undefined;
-      const { version, schema } = await this.deps.engine.describeDataset(this.datasetAt(dir), asked).catch((e: unknown) => {
+      const { version, schema } = await this.deps.engine.describeDataset({ ...this.datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
         if (e instanceof EngineError && e.kind === 'version_not_found') {
           throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
         }
@@ -458,6 +460,7 @@ export class TableService {
     if (!begun) throw tableNotFound(id);
     faultPoint('drop:after-tombstone');
     await this.fences.finishDrop(state, dir, begun);
+    this.deps.engine.forget(dir.store.location(dir.key));
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
 
@@ -472,6 +475,7 @@ export class TableService {
       if (e instanceof PreconditionFailedError) throw tableNotFound(id);
       throw e;
     }
+    this.deps.engine.forget(dir.store.location(dir.key));
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
 
@@ -508,6 +512,9 @@ export class TableService {
       },
       () => renameDir(tableDirKey(target), state.dirKey),
     );
+    // Datasets kept open under the old directory name point at files that moved.
+    const moved = dataDir(this.deps.locations, state);
+    this.deps.engine.forget(moved.store.location(moved.key));
     return {};
   }
 }

@@ -171,7 +171,7 @@ export class LancedbQueries implements QueryOps {
   constructor(private readonly access: TableAccess) {}
 
   private run<T>(at: DatasetLocation, q: TableQuery, fn: (query: BuiltQuery) => Promise<T>): Promise<T> {
-    return this.access.withTable(
+    return this.access.read(
       at,
       async (table) => {
         try {

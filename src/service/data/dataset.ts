@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { DatasetLocation } from '../../engine/lance-engine.js';
+import type { DatasetLocation, LatestCommitted } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type CatalogDeps, displayId, resolveManagedVersioning } from '../catalog.js';
 import { type TableRef, tableRefOf, VERSIONS_DIR } from '../layout.js';
 import type { StoreDir } from '../locations.js';
 import type { RequestContext } from '../request-context.js';
 import { TableFences } from '../table-fences.js';
-import { dataDir, requireVisibleTable, type TableState, tableHasData } from '../table-state.js';
+import { dataDir, incarnationOf, requireVisibleTable, type TableState } from '../table-state.js';
 import { TableVersions } from '../table-versions.js';
 import type { TableVersionService } from '../versions.js';
 
@@ -18,6 +18,15 @@ export interface DataTable {
   dir: StoreDir;
   /** For the engine; carries the commit coordinator when the table's versions are managed. */
   at: DatasetLocation;
+}
+
+/**
+ * The latest committed version of the table's dataset as the engine checks a kept dataset against
+ * (see engine/lancedb/handle-cache.ts), or undefined when it has none (declared only).
+ */
+export async function latestCommitted(dir: StoreDir, state: TableState): Promise<LatestCommitted | undefined> {
+  const latest = await new TableVersions(dir).latest();
+  return latest ? { version: latest.version, manifestETag: latest.etag, manifestSize: latest.size, incarnation: incarnationOf(state) } : undefined;
 }
 
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
@@ -40,10 +49,10 @@ export class DataTables {
     const ref = tableRefOf(id);
     const state = await requireVisibleTable(this.deps.store, ref);
     const dir = dataDir(this.deps.locations, state);
-    // A table in its own directory, not declared, with a `_versions/` folder has data: skip the
-    // second LIST (should it hold only staged manifests, the engine's open answers code 19 anyway).
-    const hasData =
-      state.ownVersionsDir && !state.reserved && state.record?.value.location === undefined ? true : await tableHasData(this.deps.locations, state);
+    // One look at the latest committed version answers whether the table has data and lets the
+    // engine serve the request from the dataset it keeps open (checked against this version).
+    const latest = await latestCommitted(dir, state);
+    const hasData = latest !== undefined;
     if (!hasData && !options.allowDeclared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet`);
     }
@@ -53,6 +62,7 @@ export class DataTables {
       location: dir.store.location(dir.key),
       storageOptions: dir.store.engineStorageOptions(),
       ...(managedVersioning ? { coordinator: this.versions.coordinatorFor(ctx, id, state) } : {}),
+      ...(latest ? { latest } : {}),
     };
     return { id, ref, state, dir, at, hasData };
   }
