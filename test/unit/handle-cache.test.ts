@@ -51,11 +51,12 @@ class FakeHandle implements KeptHandle {
   async version(): Promise<number> {
     return this.version_;
   }
-  async checkoutLatest(): Promise<void> {
+  async checkout(version: number): Promise<void> {
     const d = this.store.datasets.get(this.location);
-    if (!d) throw new Error('dataset gone');
+    if (!d || d.version < version) throw new Error(`no version ${version}`);
+    if (version < this.version_) throw new Error('a kept handle moved backwards');
     this.dataset = d;
-    this.version_ = d.version;
+    this.version_ = version;
   }
   close(): void {
     if (!this.closed) this.store.closed++;
@@ -81,6 +82,23 @@ describe('kept dataset handles', () => {
     store.datasets.set('a', { version: 2, generation: 1 });
     expect(await read('a')).toBe('1@2');
     expect(cache.stats()).toMatchObject({ opens: 1, reloads: 1, hits: 1 });
+  });
+
+  it('brings a kept handle forward to the version each request checked, never backwards, one checkout at a time', async () => {
+    const { store, cache } = setup();
+    store.datasets.set('a', { version: 1, generation: 1 });
+    const read = (latest: LatestCommitted) => cache.use('a', latest, () => store.open('a'), async (h) => h.read());
+    await read(store.latest('a'));
+    store.datasets.set('a', { version: 2, generation: 1 });
+    const at2 = store.latest('a');
+    store.datasets.set('a', { version: 3, generation: 1 });
+    const at3 = store.latest('a');
+    // Requests that looked up the latest version at different moments, served concurrently.
+    const seen = await Promise.all([read(at3), read(at2), read(at3), read(at2)]);
+    for (const s of seen) expect(['1@2', '1@3']).toContain(s);
+    expect(seen[0]).toBe('1@3');
+    expect(await read(at2)).toBe('1@3');
+    expect(cache.stats()).toMatchObject({ opens: 1 });
   });
 
   it('never serves a re-created table from the old handle: another incarnation, or (without one) another manifest at the same version', async () => {

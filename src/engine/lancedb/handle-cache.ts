@@ -9,17 +9,18 @@ import type { LatestCommitted } from '../dataset-location.js';
 // for the table the caller found there. Before each use the handle is checked against it:
 // - another incarnation at the location (the table was dropped and re-created): the handle is
 //   closed and the location opened afresh;
-// - the handle is behind: it reloads the latest version from the location (checkoutLatest) and is
-//   checked again;
+// - the handle is behind: it loads exactly that version from the location (a checkout of the
+//   version: cheaper than asking Lance for its latest, and what the caller checked), one load at a
+//   time per handle;
 // - the handle is ahead of the store (a commit that landed after the lookup): served, except for a
-//   table without an incarnation that it did not just reload (it may have been re-created with
-//   fewer versions), which is opened afresh;
+//   table without an incarnation (it may have been re-created with fewer versions), which is
+//   opened afresh;
 // - same version: served when the manifest's ETag is the one the handle was checked at, or, for a
 //   table whose catalog record names its incarnation, when the handle reached that version by its
 //   own reload or write. A table without a record (no incarnation) needs the ETag to match.
-// Handles only move forward: nothing checks a kept handle out at an older version (requests for
-// an explicit version open their own), so a handle checked for one request cannot go stale under
-// another that checked it too. Writes run on a handle of their own (a long index build must not
+// Handles only move forward: a kept handle is checked out only at a version above its own
+// (requests for an explicit version open their own), so a handle checked for one request cannot
+// go stale under another that checked it too. Kept handles are only read through. Writes run on a handle of their own (a long index build must not
 // hold the kept handle's lock against readers, and a managed table's commits must go through the
 // writing request's coordinator); the writer's handle, current after its commit, then replaces the
 // kept one (adopt). A handle in use is closed only when its last user is done.
@@ -32,8 +33,8 @@ import type { LatestCommitted } from '../dataset-location.js';
 /** What the cache needs of an open dataset. */
 export interface KeptHandle {
   version(): Promise<number>;
-  /** Reloads the latest version from the dataset's location. */
-  checkoutLatest(): Promise<void>;
+  /** Loads that version from the dataset's location. */
+  checkout(version: number): Promise<void>;
   close(): void;
 }
 
@@ -124,6 +125,8 @@ export class HandleCache<H extends KeptHandle> {
       return;
     }
     const entry = this.newEntry(location, handle, incarnation, version, undefined, manifestSize);
+    // Held while installing, so that a handle not kept is closed by the release.
+    entry.users = 1;
     this.install(entry);
     this.release(entry);
   }
@@ -149,12 +152,8 @@ export class HandleCache<H extends KeptHandle> {
       let usable = false;
       try {
         if (kept.incarnation === latest.incarnation) {
-          let reloaded = false;
-          if (kept.version < latest.version) {
-            await this.reload(kept, latest);
-            reloaded = true;
-          }
-          usable = !kept.evicted && this.current(kept, latest, reloaded);
+          await this.reload(kept, latest);
+          usable = !kept.evicted && this.current(kept, latest);
         }
       } catch {
         usable = false;
@@ -170,32 +169,38 @@ export class HandleCache<H extends KeptHandle> {
     return this.openShared(location, latest, open);
   }
 
-  private current(entry: Entry<H>, latest: LatestCommitted, reloaded: boolean): boolean {
+  private current(entry: Entry<H>, latest: LatestCommitted): boolean {
     // Ahead of the store: a newer commit of the same table, unless a table without an incarnation
-    // was re-created with fewer versions (a reload reads what is at the location now).
-    if (entry.version > latest.version) return reloaded || latest.incarnation !== null;
+    // was re-created with fewer versions.
+    if (entry.version > latest.version) return latest.incarnation !== null;
     if (entry.version < latest.version) return false;
     if (entry.manifestETag !== undefined) return entry.manifestETag === latest.manifestETag;
     return latest.incarnation !== null;
   }
 
-  /** One reload at a time per handle; the others wait for it. */
+  /** Brings the handle up to `latest.version`, one checkout at a time per handle (the others wait for it, then go on if still behind). */
   private async reload(entry: Entry<H>, latest: LatestCommitted): Promise<void> {
-    entry.refreshing ??= (async () => {
-      try {
-        await entry.handle.checkoutLatest();
-        this.counters.reloads++;
-        entry.version = await entry.handle.version();
-        entry.manifestETag = entry.version === latest.version ? latest.manifestETag : undefined;
-        if (entry.version === latest.version) this.recharge(entry, latest.manifestSize);
-      } catch (e) {
-        this.evict(entry);
-        throw e;
-      } finally {
-        entry.refreshing = undefined;
-      }
-    })();
-    await entry.refreshing;
+    while (entry.version < latest.version && !entry.evicted) {
+      entry.refreshing ??= this.checkout(entry, latest);
+      await entry.refreshing;
+    }
+  }
+
+  private async checkout(entry: Entry<H>, latest: LatestCommitted): Promise<void> {
+    try {
+      await entry.handle.checkout(latest.version);
+      this.counters.reloads++;
+      entry.version = await entry.handle.version();
+      entry.manifestETag = entry.version === latest.version ? latest.manifestETag : undefined;
+      if (entry.version === latest.version) this.recharge(entry, latest.manifestSize);
+      // Not where it was asked to go: not to be trusted (and the caller's loop must end).
+      else this.evict(entry);
+    } catch (e) {
+      this.evict(entry);
+      throw e;
+    } finally {
+      entry.refreshing = undefined;
+    }
   }
 
   /** Opens the location once for every request that finds it not kept at the same time. */

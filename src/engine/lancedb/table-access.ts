@@ -64,7 +64,7 @@ interface KeptTable {
   table: Table;
   name: string;
   version(): Promise<number>;
-  checkoutLatest(): Promise<void>;
+  checkout(version: number): Promise<void>;
   close(): void;
 }
 
@@ -254,7 +254,7 @@ export class TableAccess {
       table,
       name,
       version: () => table.version(),
-      checkoutLatest: () => table.checkoutLatest(),
+      checkout: (version) => table.checkout(version),
       close: () => {
         table.close();
         this.handles.delete(name);
