@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import type { DatasetLocation, LatestCommitted } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type CatalogDeps, displayId, resolveManagedVersioning } from '../catalog.js';
-import { type TableRef, tableRefOf, VERSIONS_DIR } from '../layout.js';
+import { type TableRef, tableDirKey, tableRefOf, VERSIONS_DIR } from '../layout.js';
 import type { StoreDir } from '../locations.js';
 import type { RequestContext } from '../request-context.js';
 import { TableFences } from '../table-fences.js';
 import { dataDir, incarnationOf, requireVisibleTable, type TableState } from '../table-state.js';
-import { TableVersions } from '../table-versions.js';
+import { type CommittedVersion, TableVersions } from '../table-versions.js';
 import type { TableVersionService } from '../versions.js';
 
 /** A table resolved for a data operation: where its dataset is and how the engine opens it. */
@@ -25,9 +25,11 @@ export interface DataTable {
  * (see engine/lancedb/handle-cache.ts), or undefined when it has none (declared only).
  */
 export async function latestCommitted(dir: StoreDir, state: TableState): Promise<LatestCommitted | undefined> {
-  const latest = await new TableVersions(dir).latest();
-  return latest ? { version: latest.version, manifestETag: latest.etag, manifestSize: latest.size, incarnation: incarnationOf(state) } : undefined;
+  return latestOf(await new TableVersions(dir).latest(), state);
 }
+
+const latestOf = (latest: CommittedVersion | null, state: TableState): LatestCommitted | undefined =>
+  latest ? { version: latest.version, manifestETag: latest.etag, manifestSize: latest.size, incarnation: incarnationOf(state) } : undefined;
 
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
 export class DataTables {
@@ -47,11 +49,14 @@ export class DataTables {
    */
   async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean } = {}): Promise<DataTable & { hasData: boolean }> {
     const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.deps.store, ref);
-    const dir = dataDir(this.deps.locations, state);
     // One look at the latest committed version answers whether the table has data and lets the
     // engine serve the request from the dataset it keeps open (checked against this version).
-    const latest = await latestCommitted(dir, state);
+    // It is taken alongside the table's state, in the table's own directory: where the data of
+    // every table but a registered one (whose record names its location) lives.
+    const ownDir = this.deps.locations.own(tableDirKey(ref));
+    const [state, ownLatest] = await Promise.all([requireVisibleTable(this.deps.store, ref), new TableVersions(ownDir).latest().catch(() => undefined)]);
+    const dir = dataDir(this.deps.locations, state);
+    const latest = dir.store === ownDir.store && dir.key === ownDir.key && ownLatest !== undefined ? latestOf(ownLatest, state) : await latestCommitted(dir, state);
     const hasData = latest !== undefined;
     if (!hasData && !options.allowDeclared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet`);
