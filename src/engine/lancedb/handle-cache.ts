@@ -20,10 +20,11 @@ import type { LatestCommitted } from '../dataset-location.js';
 //   own reload or write. A table without a record (no incarnation) needs the ETag to match.
 // Handles only move forward: a kept handle is checked out only at a version above its own
 // (requests for an explicit version open their own), so a handle checked for one request cannot
-// go stale under another that checked it too. Kept handles are only read through. Writes run on a handle of their own (a long index build must not
-// hold the kept handle's lock against readers, and a managed table's commits must go through the
-// writing request's coordinator); the writer's handle, current after its commit, then replaces the
-// kept one (adopt). A handle in use is closed only when its last user is done.
+// go stale under another that checked it too. Kept handles are only read through: writes run on a
+// handle of their own (a long index build must not hold the kept handle's lock against readers,
+// and a managed table's commits must go through the writing request's coordinator); the writer's
+// handle, current after its commit, then replaces the kept one (adopt). A handle in use is closed
+// only when its last user is done.
 //
 // Bounds: at most `maxEntries` handles and `maxBytes` charged bytes, least recently used evicted
 // first. A handle is charged its manifest's size (the dataset metadata it holds in memory grows
