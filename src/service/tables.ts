@@ -39,7 +39,7 @@ import { paginate } from './page-token.js';
 import { encodeRecord, readRecord, TableRecord } from './records.js';
 import { faultPoint } from './fault-points.js';
 import { keepRenewed, leaseUntil } from './leases.js';
-import { latestCommitted } from './data/dataset.js';
+import { resolveWithLatest } from './data/dataset.js';
 import { TableFences } from './table-fences.js';
 import type { RequestContext } from './request-context.js';
 import {
@@ -308,8 +308,11 @@ export class TableService {
 
   async describe(_ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
     const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.store, ref);
-    const dir = dataDir(this.deps.locations, state);
+    // Detailed metadata needs the latest version (the engine checks its kept dataset against it).
+    const detailed = flags.loadDetailedMetadata ? await resolveWithLatest(this.deps, ref) : null;
+    const state = detailed?.state ?? (await requireVisibleTable(this.store, ref));
+    const dir = detailed?.dir ?? dataDir(this.deps.locations, state);
+    const latest = detailed?.latest;
     const properties = state.record?.value.properties ?? {};
     const response: DescribeTableResponse = {
       location: dir.store.location(dir.key),
@@ -318,22 +321,23 @@ export class TableService {
       storage_options: dir.store.clientStorageOptions(),
     };
     if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
-    // Detailed metadata reads the latest version anyway (and the engine checks its kept dataset against it).
-    const latest = flags.loadDetailedMetadata ? await latestCommitted(dir, state) : undefined;
-    if (flags.loadDetailedMetadata) response.is_only_declared = latest === undefined;
+    if (detailed) response.is_only_declared = latest === undefined;
     else if (flags.checkDeclared) response.is_only_declared = !(await tableHasData(this.deps.locations, state));
     if (flags.loadDetailedMetadata) {
       if (response.is_only_declared) {
         throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
       }
       const asked = request.version ?? undefined;
+      // The manifest of the version the engine is expected to describe is read meanwhile.
+      const expected = asked ?? latest?.version;
+      const early = expected === undefined ? undefined : readVersionManifest(dir, expected).catch(() => null);
       const { version, schema } = await this.deps.engine.describeDataset({ ...this.datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
         if (e instanceof EngineError && e.kind === 'version_not_found') {
           throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
         }
         throw engineFailure(e, id);
       });
-      const manifest = await readVersionManifest(dir, version);
+      const manifest = (version === expected ? await early : null) ?? (await readVersionManifest(dir, version));
       response.table = ref.name;
       response.namespace = ref.namespace;
       response.version = version;

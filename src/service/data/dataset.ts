@@ -20,16 +20,23 @@ export interface DataTable {
   at: DatasetLocation;
 }
 
-/**
- * The latest committed version of the table's dataset as the engine checks a kept dataset against
- * (see engine/lancedb/handle-cache.ts), or undefined when it has none (declared only).
- */
-export async function latestCommitted(dir: StoreDir, state: TableState): Promise<LatestCommitted | undefined> {
-  return latestOf(await new TableVersions(dir).latest(), state);
-}
-
 const latestOf = (latest: CommittedVersion | null, state: TableState): LatestCommitted | undefined =>
   latest ? { version: latest.version, manifestETag: latest.etag, manifestSize: latest.size, incarnation: incarnationOf(state) } : undefined;
+
+/**
+ * The visible table `ref` (else 404), its dataset directory, and the latest committed version of
+ * its dataset as the engine checks a kept dataset against (see engine/lancedb/handle-cache.ts;
+ * undefined when it has none: declared only). The version is looked up alongside the table's
+ * state, in the table's own directory: where the data of every table but a registered one (whose
+ * record names its location, looked up after) lives.
+ */
+export async function resolveWithLatest(deps: CatalogDeps, ref: TableRef): Promise<{ state: TableState; dir: StoreDir; latest: LatestCommitted | undefined }> {
+  const ownDir = deps.locations.own(tableDirKey(ref));
+  const [state, ownLatest] = await Promise.all([requireVisibleTable(deps.store, ref), new TableVersions(ownDir).latest().catch(() => undefined)]);
+  const dir = dataDir(deps.locations, state);
+  const own = dir.store === ownDir.store && dir.key === ownDir.key && ownLatest !== undefined;
+  return { state, dir, latest: latestOf(own ? ownLatest : await new TableVersions(dir).latest(), state) };
+}
 
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
 export class DataTables {
@@ -51,12 +58,7 @@ export class DataTables {
     const ref = tableRefOf(id);
     // One look at the latest committed version answers whether the table has data and lets the
     // engine serve the request from the dataset it keeps open (checked against this version).
-    // It is taken alongside the table's state, in the table's own directory: where the data of
-    // every table but a registered one (whose record names its location) lives.
-    const ownDir = this.deps.locations.own(tableDirKey(ref));
-    const [state, ownLatest] = await Promise.all([requireVisibleTable(this.deps.store, ref), new TableVersions(ownDir).latest().catch(() => undefined)]);
-    const dir = dataDir(this.deps.locations, state);
-    const latest = dir.store === ownDir.store && dir.key === ownDir.key && ownLatest !== undefined ? latestOf(ownLatest, state) : await latestCommitted(dir, state);
+    const { state, dir, latest } = await resolveWithLatest(this.deps, ref);
     const hasData = latest !== undefined;
     if (!hasData && !options.allowDeclared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet`);
