@@ -137,6 +137,24 @@ describe.each(backends())('kept datasets on $name', (backend) => {
     expect(kept().entries).toBe(before - 1);
     expect((await post('gone', 'count_rows', {})).status).toBe(404);
   });
+
+  it('forgets the dataset of a deregistered and of a renamed table', async () => {
+    await create(fx.t, 'dereg', [1, 2]);
+    expect(await count('dereg')).toBe(2);
+    let entries = kept().entries;
+    expect((await post('dereg', 'deregister', {})).status).toBe(200);
+    expect(kept().entries).toBe(entries - 1);
+    if (backend.name !== 'local') return; // an object store cannot rename
+    await create(fx.t, 'before', [1, 2, 3]);
+    expect(await count('before')).toBe(3);
+    entries = kept().entries;
+    expect((await post('before', 'rename', { new_table_name: 'after' })).status).toBe(200);
+    expect(kept().entries).toBe(entries - 1);
+    expect(await count('after')).toBe(3);
+    // The old name is free again, for another table.
+    await create(fx.t, 'before', [7]);
+    expect(await count('before')).toBe(1);
+  });
 });
 
 describe.each(backends())('kept datasets bounded in number on $name', (backend) => {
