@@ -204,8 +204,9 @@ export class TableAccess {
       latest,
       () => this.openKept(at),
       (kept) => {
-        // A reload's version calls reach the resolver under the kept handle's name: answer them
-        // for this request (its coordinator).
+        // The resolver answers the kept handle's version calls with the location of the request
+        // that used it last (any request on the same table answers a read's calls the same), so
+        // that it does not hold on to the first request's coordinator.
         this.handles.set(kept.name, at);
         return fn(kept.table);
       },
