@@ -26,6 +26,7 @@ export const SERVICE_VERSION = '0.1.0';
 export interface App {
   server: FastifyInstance;
   store: ObjectStore;
+  engine: LancedbEngine;
   /** Stops accepting requests, lets in-flight ones finish, then releases the store and engine. */
   close(): Promise<void>;
 }
@@ -35,7 +36,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   const rootLocation = parseLocation(config.root);
   if (!rootLocation) throw new Error(`unsupported root ${JSON.stringify(config.root)}: use a path, file://, or s3://bucket/prefix`);
   const store = await openStore(rootLocation, config.s3, { createBucket: config.s3.createBucket });
-  const engine = await LancedbEngine.start();
+  const engine = await LancedbEngine.start({ maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes });
   const locations = new Locations(store, rootLocation, config.s3);
   const deps: CatalogDeps = {
     store,
@@ -88,6 +89,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   return {
     server,
     store,
+    engine,
     close: async () => {
       await server.close();
       await backfill.stop();

@@ -35,6 +35,10 @@ const Config = z.object({
   largeBodyBytes: z.coerce.number().int().min(0),
   /** Large Arrow bodies received at once; one more is a 503 (code 17), before its body is read. */
   maxConcurrentLargeBodies: z.coerce.number().int().positive(),
+  /** Datasets the engine keeps open across requests (0: none, every request opens its own). */
+  keptDatasets: z.coerce.number().int().min(0),
+  /** Bound on the manifest bytes (plus 64 KiB each) of the datasets kept open. */
+  keptDatasetBytes: z.coerce.number().int().min(0),
 });
 export type Config = z.infer<typeof Config>;
 
@@ -60,6 +64,8 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --max-map-bytes <n>               bytes per such map (keys and values)         env LANCE_NS_MAX_MAP_BYTES    default 262144
   --large-body-bytes <n>            Arrow bodies above this are large            env LANCE_NS_LARGE_BODY_BYTES default 16777216
   --max-concurrent-large-bodies <n> large Arrow bodies received at once          env LANCE_NS_MAX_CONCURRENT_LARGE_BODIES default 2
+  --kept-datasets <n>               datasets kept open across requests (0: none) env LANCE_NS_KEPT_DATASETS default 256
+  --kept-dataset-bytes <n>          their manifest bytes + 64 KiB each, at most  env LANCE_NS_KEPT_DATASET_BYTES default 268435456
 `;
 
 const bool = (v: string | undefined): boolean | undefined =>
@@ -90,6 +96,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       'max-map-bytes': { type: 'string' },
       'large-body-bytes': { type: 'string' },
       'max-concurrent-large-bodies': { type: 'string' },
+      'kept-datasets': { type: 'string' },
+      'kept-dataset-bytes': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -121,6 +129,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     maxMapBytes: values['max-map-bytes'] ?? env.LANCE_NS_MAX_MAP_BYTES ?? 256 * 1024,
     largeBodyBytes: values['large-body-bytes'] ?? env.LANCE_NS_LARGE_BODY_BYTES ?? 16 * 1024 * 1024,
     maxConcurrentLargeBodies: values['max-concurrent-large-bodies'] ?? env.LANCE_NS_MAX_CONCURRENT_LARGE_BODIES ?? 2,
+    keptDatasets: values['kept-datasets'] ?? env.LANCE_NS_KEPT_DATASETS ?? 256,
+    keptDatasetBytes: values['kept-dataset-bytes'] ?? env.LANCE_NS_KEPT_DATASET_BYTES ?? 256 * 1024 * 1024,
   });
   if (!parsed.success) {
     throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);

@@ -143,4 +143,10 @@ describe('configuration', () => {
     expect(() => loadConfig(['--port', 'x'], {})).toThrow(/port/);
     expect(() => loadConfig(['--bogus'], {})).toThrow();
   });
+
+  it('keeps 256 datasets open (256 MiB of manifests) by default; 0 keeps none; negative counts are refused', () => {
+    expect(loadConfig([], {})).toMatchObject({ keptDatasets: 256, keptDatasetBytes: 256 * 1024 * 1024 });
+    expect(loadConfig(['--kept-datasets', '0'], { LANCE_NS_KEPT_DATASETS: '9', LANCE_NS_KEPT_DATASET_BYTES: '1024' })).toMatchObject({ keptDatasets: 0, keptDatasetBytes: 1024 });
+    expect(() => loadConfig([], { LANCE_NS_KEPT_DATASETS: '-1' })).toThrow(/keptDatasets/);
+  });
 });

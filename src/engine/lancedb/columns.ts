@@ -1,7 +1,7 @@
 import type * as Arrow from 'apache-arrow';
 import { formatFieldPath } from '../../model/columns.js';
 import { jsonTypeToLanceCast, UnsupportedJsonTypeError } from '../json-arrow-schema.js';
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { ColumnAlteration, ColumnOps, FieldInfo, FieldMetadataChange, IndexStatistics, NewColumns, RowIdLayout, TableStatistics } from '../ports/columns.js';
 import { classify, type Table, type TableAccess } from './table-access.js';
 
@@ -61,7 +61,7 @@ export class LancedbColumns implements ColumnOps {
 
   /** Opens the table for one write and classifies what fails. */
   private write<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>): Promise<T> {
-    return this.access.withTable(at, async (table) => {
+    return this.access.write(at, async (table) => {
       try {
         return await fn(table);
       } catch (e) {
@@ -122,14 +122,14 @@ export class LancedbColumns implements ColumnOps {
   }
 
   field(at: DatasetLocation, path: string[]): Promise<FieldInfo> {
-    return this.access.withTable(at, async (table) => {
+    return this.access.read(at, async (table) => {
       const found = requireField(await table.schema(), path);
       return { path: [...path], typeName: String(found.type), metadata: metadataOf(found) };
     });
   }
 
   checkExpression(at: DatasetLocation, sql: string, version?: number): Promise<void> {
-    return this.access.withTable(
+    return this.access.read(
       at,
       async (table) => {
         try {
@@ -147,7 +147,7 @@ export class LancedbColumns implements ColumnOps {
   }
 
   rowIdLayout(at: DatasetLocation, filter: string | undefined, version?: number): Promise<RowIdLayout> {
-    return this.access.withTable(
+    return this.access.read(
       at,
       async (table) => {
         const byFragment = new Map<number, { fragment: number; rows: number; minOffset: number; maxOffset: number }>();
@@ -188,7 +188,7 @@ export class LancedbColumns implements ColumnOps {
   }
 
   countRows(at: DatasetLocation, filter: string): Promise<number> {
-    return this.access.withTable(at, async (table) => {
+    return this.access.read(at, async (table) => {
       try {
         return await table.countRows(filter);
       } catch (e) {
@@ -205,7 +205,7 @@ export class LancedbColumns implements ColumnOps {
   }
 
   tableStats(at: DatasetLocation): Promise<TableStatistics> {
-    return this.access.withTable(at, async (table) => {
+    return this.access.read(at, async (table) => {
       const s = await table.stats();
       const l = s.fragmentStats.lengths;
       return {
@@ -222,7 +222,7 @@ export class LancedbColumns implements ColumnOps {
   }
 
   indexStats(at: DatasetLocation, indexName: string, version?: number): Promise<IndexStatistics> {
-    return this.access.withTable(
+    return this.access.read(
       at,
       async (table) => {
         const s = await table.indexStats(indexName);

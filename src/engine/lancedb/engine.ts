@@ -1,10 +1,12 @@
 import { schemaToJson, type JsonArrowSchema } from '../json-arrow-schema.js';
-import { type CreateDatasetMode, type DatasetLocation, EngineError, type LanceEngine } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
+import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
 import { LancedbColumns } from './columns.js';
 import { LancedbIndices } from './indices.js';
 import { addIpcFile, arrowStreamToIpcFile, createTableFromIpcFile } from './ipc-writes.js';
 import { LancedbQueries } from './queries.js';
 import { LancedbRows } from './rows.js';
+import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
 import { classify, TableAccess } from './table-access.js';
 import { LancedbTags } from './tags.js';
 
@@ -24,8 +26,9 @@ export class LancedbEngine implements LanceEngine {
     this.queries = new LancedbQueries(access);
   }
 
-  static async start(): Promise<LancedbEngine> {
-    return new LancedbEngine(await TableAccess.start());
+  /** `keptHandles` bounds the datasets kept open across requests (see handle-cache.ts). */
+  static async start(keptHandles?: HandleCacheLimits): Promise<LancedbEngine> {
+    return new LancedbEngine(await TableAccess.start(keptHandles));
   }
 
   async createDataset(at: DatasetLocation, arrowIpcStream: Buffer, mode: CreateDatasetMode): Promise<{ version: number; rows: number }> {
@@ -59,11 +62,20 @@ export class LancedbEngine implements LanceEngine {
   }
 
   async datasetVersion(at: DatasetLocation): Promise<number> {
-    return this.access.withTable(at, (table) => table.version());
+    return this.access.read(at, (table) => table.version());
   }
 
   async describeDataset(at: DatasetLocation, version?: number): Promise<{ version: number; schema: JsonArrowSchema }> {
-    return this.access.withTable(at, async (table) => ({ version: await table.version(), schema: schemaToJson(await table.schema()) }), version === undefined ? {} : { version });
+    return this.access.read(at, async (table) => ({ version: await table.version(), schema: schemaToJson(await table.schema()) }), version === undefined ? {} : { version });
+  }
+
+  forget(location: string): void {
+    this.access.forget(location);
+  }
+
+  /** How many datasets are kept open and how often they were opened, reloaded and reused. */
+  keptStats(): HandleCacheStats {
+    return this.access.keptStats();
   }
 
   close(): Promise<void> {

@@ -1,5 +1,5 @@
 import { arrow } from '../arrow.js';
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { EngineIndexType, IndexDescription, IndexOps, IndexSpec } from '../ports/indices.js';
 import { classifyDataError } from './queries.js';
 import { lancedb, type Table, type TableAccess } from './table-access.js';
@@ -152,7 +152,7 @@ export class LancedbIndices implements IndexOps {
   constructor(private readonly access: TableAccess) {}
 
   createIndex(at: DatasetLocation, spec: IndexSpec): Promise<{ name: string; version: number }> {
-    return this.access.withTable(at, async (table) => {
+    return this.access.write(at, async (table) => {
       try {
         const name = spec.name ?? `${spec.column}_idx`;
         // The engine refuses a taken name too (replace: false), but only after the build.
@@ -169,7 +169,7 @@ export class LancedbIndices implements IndexOps {
   }
 
   listIndices(at: DatasetLocation, options: { version?: number | undefined } = {}): Promise<IndexDescription[]> {
-    return this.access.withTable(
+    return this.access.read(
       at,
       async (table) => {
         try {
@@ -183,7 +183,7 @@ export class LancedbIndices implements IndexOps {
   }
 
   dropIndex(at: DatasetLocation, name: string): Promise<{ version: number }> {
-    return this.access.withTable(at, async (table) => {
+    return this.access.write(at, async (table) => {
       try {
         await table.dropIndex(name);
         return { version: await table.version() };

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { joinYielding, Pacer } from '../../join-yielding.js';
 import { arrow } from '../arrow.js';
-import { EngineError } from '../lance-engine.js';
+import { EngineError } from '../dataset-location.js';
 import type { Connection, Table } from './table-access.js';
 
 // Why this module exists: @lancedb/lancedb's createTable, Table.add and MergeInsertBuilder.execute

@@ -1,5 +1,5 @@
 import { arrow } from '../arrow.js';
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { FtsQuerySpec, FullTextSpec, MatchQuerySpec, QueryOps, TableQuery } from '../ports/queries.js';
 import { classify, lancedb, type Table, type TableAccess } from './table-access.js';
 
@@ -171,7 +171,7 @@ export class LancedbQueries implements QueryOps {
   constructor(private readonly access: TableAccess) {}
 
   private run<T>(at: DatasetLocation, q: TableQuery, fn: (query: BuiltQuery) => Promise<T>): Promise<T> {
-    return this.access.withTable(
+    return this.access.read(
       at,
       async (table) => {
         try {

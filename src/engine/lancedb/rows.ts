@@ -1,5 +1,5 @@
 import { arrow } from '../arrow.js';
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { type MergeInsertOptions, type MergeInsertResult, MergeTimedOut, type RowOps } from '../ports/rows.js';
 import { addIpcFile, arrowStreamToIpcFile, nativeMergeInsert, readArrowStream } from './ipc-writes.js';
 import { classify, type TableAccess } from './table-access.js';
@@ -54,7 +54,7 @@ export class LancedbRows implements RowOps {
   async update(at: DatasetLocation, updates: ReadonlyArray<readonly [string, string]>, predicate?: string): Promise<{ updatedRows: number; version: number }> {
     // A Map, not an object: a column may be called anything, `__proto__` included.
     const valuesSql = new Map(updates.map(([column, expression]) => [column, expression] as const));
-    return this.access.withTable(at, async (table) => {
+    return this.access.write(at, async (table) => {
       try {
         const result = await table.update(predicate === undefined ? { valuesSql } : { valuesSql, where: predicate });
         return { updatedRows: result.rowsUpdated, version: result.version };
@@ -65,7 +65,7 @@ export class LancedbRows implements RowOps {
   }
 
   async delete(at: DatasetLocation, predicate: string): Promise<{ deletedRows: number; version: number }> {
-    return this.access.withTable(at, async (table) => {
+    return this.access.write(at, async (table) => {
       try {
         const result = await table.delete(predicate);
         return { deletedRows: result.numDeletedRows, version: result.version };
@@ -77,7 +77,7 @@ export class LancedbRows implements RowOps {
 
   async insert(at: DatasetLocation, arrowIpcStream: Buffer, mode: 'append' | 'overwrite'): Promise<{ insertedRows: number; version: number }> {
     const data = await arrowStreamToIpcFile(arrowIpcStream);
-    return this.access.withTable(at, async (table) => {
+    return this.access.write(at, async (table) => {
       try {
         const result = await addIpcFile(table, data.bytes, mode);
         return { insertedRows: data.rows, version: result.version };
@@ -90,7 +90,7 @@ export class LancedbRows implements RowOps {
   async mergeInsert(at: DatasetLocation, arrowIpcStream: Buffer, options: MergeInsertOptions): Promise<MergeInsertResult> {
     if (!changesSomething(options)) throw new EngineError('invalid_input', NOTHING_TO_DO);
     const data = await arrowStreamToIpcFile(arrowIpcStream);
-    return this.access.withTable(at, async (table) => {
+    return this.access.write(at, async (table) => {
       let builder = nativeMergeInsert(table, options.on);
       // A filter alone asks for the filtered form of its clause (as Lance's own REST adapter reads it).
       if (options.updateAllWhere !== undefined) builder = builder.whenMatchedUpdateAll(options.updateAllWhere);
@@ -125,7 +125,7 @@ export class LancedbRows implements RowOps {
   }
 
   async countRows(at: DatasetLocation, options: { predicate?: string | undefined; version?: number | undefined } = {}): Promise<number> {
-    return this.access.withTable(
+    return this.access.read(
       at,
       async (table) => {
         try {
@@ -139,7 +139,7 @@ export class LancedbRows implements RowOps {
   }
 
   async restore(at: DatasetLocation, version: number): Promise<{ version: number }> {
-    return this.access.withTable(
+    return this.access.write(
       at,
       async (table) => {
         try {

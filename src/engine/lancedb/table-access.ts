@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
-import { type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind } from '../lance-engine.js';
+import { type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind } from '../dataset-location.js';
+import { DEFAULT_HANDLE_CACHE_LIMITS, HandleCache, type HandleCacheLimits, type HandleCacheStats } from './handle-cache.js';
 
 export type LancedbModule = typeof import('@lancedb/lancedb');
 export type Connection = import('@lancedb/lancedb').Connection;
@@ -54,15 +55,33 @@ const wireVersion = (v: CoordinatedVersion) => ({
   ...(v.timestampMillis !== undefined ? { timestamp_millis: v.timestampMillis } : {}),
 });
 
+/** Errors that say nothing about the handle: the request was wrong, not the dataset. */
+const REQUEST_ERRORS: ReadonlySet<EngineErrorKind> = new Set(['invalid_input', 'column_not_found', 'index_not_found', 'index_exists', 'tag_not_found', 'tag_exists', 'unsupported', 'already_exists']);
+const suggestsBadHandle = (e: unknown): boolean => !(e instanceof EngineError && REQUEST_ERRORS.has(e.kind));
+
+/** A dataset the cache keeps open, and the resolver handle name it was opened by (registered while kept). */
+interface KeptTable {
+  table: Table;
+  name: string;
+  version(): Promise<number>;
+  checkout(version: number): Promise<void>;
+  close(): void;
+}
+
 export class TableAccess {
+  private readonly kept: HandleCache<KeptTable>;
+
   private constructor(
     private readonly resolver: http.Server,
     private readonly connection: Connection,
     /** Live handles; the resolver reads the same map. */
     private readonly handles: Map<string, Handle>,
-  ) {}
+    limits: HandleCacheLimits,
+  ) {
+    this.kept = new HandleCache(limits, suggestsBadHandle);
+  }
 
-  static async start(): Promise<TableAccess> {
+  static async start(limits: HandleCacheLimits = DEFAULT_HANDLE_CACHE_LIMITS): Promise<TableAccess> {
     const handles = new Map<string, Handle>();
     const resolver = http.createServer((req, res) => void TableAccess.resolve(handles, req, res));
     await new Promise<void>((resolve, reject) => {
@@ -71,7 +90,7 @@ export class TableAccess {
     });
     const port = (resolver.address() as AddressInfo).port;
     const connection = await lancedb().connectNamespace('rest', { uri: `http://127.0.0.1:${port}` });
-    return new TableAccess(resolver, connection, handles);
+    return new TableAccess(resolver, connection, handles, limits);
   }
 
   private static async resolve(handles: Map<string, Handle>, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -123,9 +142,14 @@ export class TableAccess {
     }
   }
 
+  private register(at: DatasetLocation): string {
+    const name = `h${randomBytes(8).toString('hex')}`;
+    this.handles.set(name, at);
+    return name;
+  }
+
   private async withHandle<T>(at: DatasetLocation, fn: (handle: string) => Promise<T>): Promise<T> {
-    const handle = `h${randomBytes(8).toString('hex')}`;
-    this.handles.set(handle, at);
+    const handle = this.register(at);
     try {
       return await fn(handle);
     } finally {
@@ -133,31 +157,119 @@ export class TableAccess {
     }
   }
 
-  /** Opens the dataset (at `version` when given) for one operation and closes it afterwards. */
-  async withTable<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number } = {}): Promise<T> {
-    return this.withHandle(at, async (handle) => {
-      let table: Table;
+  /** Opens the dataset by a registered handle name, at `version` when given. */
+  private async openTable(name: string, version: number | undefined): Promise<Table> {
+    let table: Table;
+    try {
+      table = await this.connection.openTable(name);
+    } catch (e) {
+      // Only a missing dataset is `not_a_dataset`; an unreachable store or a failing commit
+      // coordinator stays an internal failure with its cause.
+      throw classify(e);
+    }
+    if (version !== undefined) {
       try {
-        table = await this.connection.openTable(handle);
+        await table.checkout(version);
       } catch (e) {
-        // Only a missing dataset is `not_a_dataset`; an unreachable store or a failing commit
-        // coordinator stays an internal failure with its cause.
-        throw classify(e);
+        table.close();
+        // Whatever Lance calls it, a failed checkout of an existing dataset is a missing version.
+        throw new EngineError('version_not_found', e instanceof Error ? e.message : String(e), { cause: e });
       }
+    }
+    return table;
+  }
+
+  /** Opens the dataset (at `version` when given) for one operation and closes it afterwards. */
+  private async withFreshTable<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, version: number | undefined): Promise<T> {
+    return this.withHandle(at, async (name) => {
+      const table = await this.openTable(name, version);
       try {
-        if (options.version !== undefined) {
-          try {
-            await table.checkout(options.version);
-          } catch (e) {
-            // Whatever Lance calls it, a failed checkout of an existing dataset is a missing version.
-            throw new EngineError('version_not_found', e instanceof Error ? e.message : String(e), { cause: e });
-          }
-        }
         return await fn(table);
       } finally {
         table.close();
       }
     });
+  }
+
+  /**
+   * Runs a read on the dataset. At the latest version, and when the caller read the latest
+   * committed version for this request (`at.latest`), the read runs on the dataset kept open for
+   * the location (see handle-cache.ts); otherwise on one opened for it.
+   */
+  async read<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number | undefined } = {}): Promise<T> {
+    const latest = at.latest;
+    if (options.version !== undefined || latest === undefined || !this.kept.enabled) return this.withFreshTable(at, fn, options.version);
+    return this.kept.use(
+      at.location,
+      latest,
+      () => this.openKept(at),
+      (kept) => {
+        // The resolver answers the kept handle's version calls with the location of the request
+        // that used it last (any request on the same table answers a read's calls the same), so
+        // that it does not hold on to the first request's coordinator.
+        this.handles.set(kept.name, at);
+        return fn(kept.table);
+      },
+    );
+  }
+
+  /**
+   * Runs a write on a dataset opened for it (at `version` when given: a restore). A handle that
+   * committed is current: with `at.latest` known, it becomes the location's kept handle.
+   */
+  async write<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number | undefined } = {}): Promise<T> {
+    const latest = at.latest;
+    if (latest === undefined || !this.kept.enabled) return this.withFreshTable(at, fn, options.version);
+    const name = this.register(at);
+    let table: Table | undefined;
+    let adopted = false;
+    try {
+      table = await this.openTable(name, options.version);
+      const result = await fn(table);
+      const version = await table.version().catch(() => undefined);
+      if (version !== undefined) {
+        this.kept.adopt(at.location, latest.incarnation, this.keptTable(table, name), version, latest.manifestSize);
+        adopted = true;
+      }
+      return result;
+    } finally {
+      if (!adopted) {
+        table?.close();
+        this.handles.delete(name);
+      }
+    }
+  }
+
+  private async openKept(at: DatasetLocation): Promise<KeptTable> {
+    const name = this.register(at);
+    try {
+      return this.keptTable(await this.openTable(name, undefined), name);
+    } catch (e) {
+      this.handles.delete(name);
+      throw e;
+    }
+  }
+
+  private keptTable(table: Table, name: string): KeptTable {
+    return {
+      table,
+      name,
+      version: () => table.version(),
+      checkout: (version) => table.checkout(version),
+      close: () => {
+        table.close();
+        this.handles.delete(name);
+      },
+    };
+  }
+
+  /** Closes the dataset kept open at the location, if any (its table was dropped, deregistered or renamed). */
+  forget(location: string): void {
+    this.kept.forget(location);
+  }
+
+  keptStats(): HandleCacheStats {
+    return this.kept.stats();
   }
 
   /** Runs `fn` with a handle name for the location, for operations that create the dataset. */
@@ -166,6 +278,7 @@ export class TableAccess {
   }
 
   async close(): Promise<void> {
+    this.kept.clear();
     this.connection.close();
     // The client keeps its connections to the resolver alive; close them rather than wait them out.
     const closed = new Promise<void>((resolve) => this.resolver.close(() => resolve()));

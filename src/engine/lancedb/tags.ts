@@ -1,4 +1,4 @@
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { TagInfo, TagOps } from '../ports/tags.js';
 import { engineMessage } from './rows.js';
 import { classify, type Table, type TableAccess } from './table-access.js';
@@ -21,8 +21,8 @@ function tagFailure(e: unknown): EngineError {
 export class LancedbTags implements TagOps {
   constructor(private readonly access: TableAccess) {}
 
-  private withTags<T>(at: DatasetLocation, fn: (tags: Tags) => Promise<T>): Promise<T> {
-    return this.access.withTable(at, async (table) => {
+  private withTags<T>(at: DatasetLocation, kind: 'read' | 'write', fn: (tags: Tags) => Promise<T>): Promise<T> {
+    return this.access[kind](at, async (table) => {
       try {
         return await fn(await table.tags());
       } catch (e) {
@@ -32,7 +32,7 @@ export class LancedbTags implements TagOps {
   }
 
   list(at: DatasetLocation): Promise<Map<string, TagInfo>> {
-    return this.withTags(at, async (tags) => {
+    return this.withTags(at, 'read', async (tags) => {
       const listed = await tags.list();
       // TagContents are native objects whose fields are getters: copy them out by name.
       return new Map(Object.entries(listed).map(([name, contents]) => [name, { version: contents.version, manifestSize: contents.manifestSize }] as const));
@@ -40,18 +40,18 @@ export class LancedbTags implements TagOps {
   }
 
   version(at: DatasetLocation, tag: string): Promise<number> {
-    return this.withTags(at, (tags) => tags.getVersion(tag));
+    return this.withTags(at, 'read', (tags) => tags.getVersion(tag));
   }
 
   create(at: DatasetLocation, tag: string, version: number): Promise<void> {
-    return this.withTags(at, (tags) => tags.create(tag, version));
+    return this.withTags(at, 'write', (tags) => tags.create(tag, version));
   }
 
   update(at: DatasetLocation, tag: string, version: number): Promise<void> {
-    return this.withTags(at, (tags) => tags.update(tag, version));
+    return this.withTags(at, 'write', (tags) => tags.update(tag, version));
   }
 
   delete(at: DatasetLocation, tag: string): Promise<void> {
-    return this.withTags(at, (tags) => tags.delete(tag));
+    return this.withTags(at, 'write', (tags) => tags.delete(tag));
   }
 }

@@ -1,4 +1,4 @@
-import type { DatasetLocation } from '../lance-engine.js';
+import type { DatasetLocation } from '../dataset-location.js';
 
 /** Index types as Lance names them (canonical spelling). */
 export type EngineIndexType =

@@ -1,4 +1,4 @@
-import type { DatasetLocation } from '../lance-engine.js';
+import type { DatasetLocation } from '../dataset-location.js';
 import type { EngineDistanceType } from './indices.js';
 
 export interface MatchQuerySpec {

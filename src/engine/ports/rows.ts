@@ -1,4 +1,4 @@
-import { type DatasetLocation, EngineError } from '../lance-engine.js';
+import { type DatasetLocation, EngineError } from '../dataset-location.js';
 
 /** A merge-insert: match source rows to the dataset's rows on `on`, then apply the chosen clauses. */
 export interface MergeInsertOptions {

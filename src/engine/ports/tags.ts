@@ -1,4 +1,4 @@
-import type { DatasetLocation } from '../lance-engine.js';
+import type { DatasetLocation } from '../dataset-location.js';
 
 /** A tag: a named pointer to a version of the dataset's main branch. */
 export interface TagInfo {

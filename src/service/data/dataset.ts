@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import type { DatasetLocation } from '../../engine/lance-engine.js';
+import type { DatasetLocation, LatestCommitted } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type CatalogDeps, displayId, resolveManagedVersioning } from '../catalog/catalog.js';
 import { type EngineFailureContext, onEngine } from '../engine-errors.js';
-import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
+import { type TableRef, tableDirKey, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../request-context.js';
 import { TableFences } from '../tables/table-fences.js';
-import { dataDir, requireVisibleTable, type TableState, tableHasData } from '../tables/table-state.js';
-import { TableVersions } from '../versions/dataset-versions.js';
+import { dataDir, incarnationOf, requireVisibleTable, type TableState } from '../tables/table-state.js';
+import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 
 /** A table resolved for a data operation: where its dataset is and how the engine opens it. */
@@ -19,6 +19,24 @@ export interface DataTable {
   dir: StoreDir;
   /** For the engine; carries the commit coordinator when the table's versions are managed. */
   at: DatasetLocation;
+}
+
+const latestOf = (latest: CommittedVersion | null, state: TableState): LatestCommitted | undefined =>
+  latest ? { version: latest.version, manifestETag: latest.etag, manifestSize: latest.size, incarnation: incarnationOf(state) } : undefined;
+
+/**
+ * The visible table `ref` (else 404), its dataset directory, and the latest committed version of
+ * its dataset as the engine checks a kept dataset against (see engine/lancedb/handle-cache.ts;
+ * undefined when it has none: declared only). The version is looked up alongside the table's
+ * state, in the table's own directory: where the data of every table but a registered one (whose
+ * record names its location, looked up after) lives.
+ */
+export async function resolveWithLatest(deps: CatalogDeps, ref: TableRef): Promise<{ state: TableState; dir: StoreDir; latest: LatestCommitted | undefined }> {
+  const ownDir = deps.locations.own(tableDirKey(ref));
+  const [state, ownLatest] = await Promise.all([requireVisibleTable(deps.store, ref), new TableVersions(ownDir).latest().catch(() => undefined)]);
+  const dir = dataDir(deps.locations, state);
+  const own = dir.store === ownDir.store && dir.key === ownDir.key && ownLatest !== undefined;
+  return { state, dir, latest: latestOf(own ? ownLatest : await new TableVersions(dir).latest(), state) };
 }
 
 /** A table opened for a data operation, and whether its dataset exists yet. */
@@ -48,12 +66,10 @@ export class DataTables {
    */
   async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean } = {}): Promise<OpenTable> {
     const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.deps.store, ref);
-    const dir = dataDir(this.deps.locations, state);
-    // A table in its own directory, not declared, with a `_versions/` folder has data: skip the
-    // second LIST (should it hold only staged manifests, the engine's open answers code 19 anyway).
-    const hasData =
-      state.ownVersionsDir && !state.reserved && state.record?.value.location === undefined ? true : await tableHasData(this.deps.locations, state);
+    // One look at the latest committed version answers whether the table has data and lets the
+    // engine serve the request from the dataset it keeps open (checked against this version).
+    const { state, dir, latest } = await resolveWithLatest(this.deps, ref);
+    const hasData = latest !== undefined;
     if (!hasData && !options.allowDeclared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet`);
     }
@@ -63,6 +79,7 @@ export class DataTables {
       location: dir.store.location(dir.key),
       storageOptions: dir.store.engineStorageOptions(),
       ...(managedVersioning ? { coordinator: this.versions.coordinatorFor(ctx, id, state) } : {}),
+      ...(latest ? { latest } : {}),
     };
     return { id, ref, state, dir, at, hasData };
   }

@@ -39,6 +39,7 @@ import { paginate } from '../catalog/page-token.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
+import { resolveWithLatest } from '../data/dataset.js';
 import { TableFences } from './table-fences.js';
 import type { RequestContext } from '../request-context.js';
 import {
@@ -307,8 +308,11 @@ export class TableService {
 
   async describe(_ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
     const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.store, ref);
-    const dir = dataDir(this.deps.locations, state);
+    // Detailed metadata needs the latest version (the engine checks its kept dataset against it).
+    const detailed = flags.loadDetailedMetadata ? await resolveWithLatest(this.deps, ref) : null;
+    const state = detailed?.state ?? (await requireVisibleTable(this.store, ref));
+    const dir = detailed?.dir ?? dataDir(this.deps.locations, state);
+    const latest = detailed?.latest;
     const properties = state.record?.value.properties ?? {};
     const response: DescribeTableResponse = {
       location: dir.store.location(dir.key),
@@ -317,21 +321,23 @@ export class TableService {
       storage_options: dir.store.clientStorageOptions(),
     };
     if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
-    if (flags.checkDeclared || flags.loadDetailedMetadata) {
-      response.is_only_declared = !(await tableHasData(this.deps.locations, state));
-    }
+    if (detailed) response.is_only_declared = latest === undefined;
+    else if (flags.checkDeclared) response.is_only_declared = !(await tableHasData(this.deps.locations, state));
     if (flags.loadDetailedMetadata) {
       if (response.is_only_declared) {
         throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
       }
       const asked = request.version ?? undefined;
-      const { version, schema } = await this.deps.engine.describeDataset(this.datasetAt(dir), asked).catch((e: unknown) => {
+      // The manifest of the version the engine is expected to describe is read meanwhile.
+      const expected = asked ?? latest?.version;
+      const early = expected === undefined ? undefined : readVersionManifest(dir, expected).catch(() => null);
+      const { version, schema } = await this.deps.engine.describeDataset({ ...this.datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
         if (e instanceof EngineError && e.kind === 'version_not_found') {
           throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
         }
         throw engineFailure(e, id);
       });
-      const manifest = await readVersionManifest(dir, version);
+      const manifest = (version === expected ? await early : null) ?? (await readVersionManifest(dir, version));
       response.table = ref.name;
       response.namespace = ref.namespace;
       response.version = version;
@@ -458,6 +464,7 @@ export class TableService {
     if (!begun) throw tableNotFound(id);
     faultPoint('drop:after-tombstone');
     await this.fences.finishDrop(state, dir, begun);
+    this.deps.engine.forget(dir.store.location(dir.key));
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
 
@@ -472,6 +479,7 @@ export class TableService {
       if (e instanceof PreconditionFailedError) throw tableNotFound(id);
       throw e;
     }
+    this.deps.engine.forget(dir.store.location(dir.key));
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
 
@@ -508,6 +516,9 @@ export class TableService {
       },
       () => renameDir(tableDirKey(target), state.dirKey),
     );
+    // Datasets kept open under the old directory name point at files that moved.
+    const moved = dataDir(this.deps.locations, state);
+    this.deps.engine.forget(moved.store.location(moved.key));
     return {};
   }
 }

@@ -1,0 +1,82 @@
+// The types every engine port module and the engine itself share: where a dataset is, how its
+// versions are committed, and how engine failures are classified. A module of their own, so that
+// lance-engine.ts (which composes the ports) and ports/* (which use these) do not import each other.
+
+/** A version as the commit coordinator reports it to the engine. */
+export interface CoordinatedVersion {
+  version: number;
+  /** In object_store form (see ObjectStore.objectPath), as Lance reads it. */
+  manifestPath: string;
+  manifestSize?: number | undefined;
+  eTag?: string | undefined;
+  timestampMillis?: number | undefined;
+}
+
+/**
+ * The service's commit path for a table with managed versioning. When a dataset location carries
+ * one, the engine commits every version it writes through it (the same create-if-absent of the
+ * next manifest that clients' commits go through) instead of writing manifests itself.
+ */
+export interface CommitCoordinator {
+  latest(): Promise<CoordinatedVersion | null>;
+  describe(version: number): Promise<CoordinatedVersion | null>;
+  list(): Promise<CoordinatedVersion[]>;
+  /** Throws EngineError('conflict') when the version is taken or not next. */
+  create(request: { version: number; manifestPath: string; manifestSize?: number; eTag?: string; namingScheme?: 'V1' | 'V2' }): Promise<CoordinatedVersion>;
+}
+
+/**
+ * The latest committed version of a dataset as the caller read it from the store for this
+ * request, and which table it belongs to. With it the engine may serve the request from a dataset
+ * it keeps open (see lancedb/handle-cache.ts); without it, it opens the dataset afresh.
+ */
+export interface LatestCommitted {
+  version: number;
+  /** ETag of that version's manifest: tells two tables that reached the same version apart. */
+  manifestETag: string;
+  /** Manifest size in bytes: what the kept handle is charged against the cache's memory bound. */
+  manifestSize: number;
+  /**
+   * Which table lives at the location (the catalog record's incarnation): a table dropped and
+   * re-created there is another one. Null when the catalog has no record (a dataset Lance wrote).
+   */
+  incarnation: string | null;
+}
+
+/** Where a dataset lives and the options needed to open it (endpoint, region, credentials). */
+export interface DatasetLocation {
+  location: string;
+  storageOptions: Record<string, string>;
+  /** Present for tables whose versions the service manages. */
+  coordinator?: CommitCoordinator;
+  /** Present when the caller read the latest version for this request: lets the engine reuse a kept handle. */
+  latest?: LatestCommitted;
+}
+
+export type EngineErrorKind =
+  | 'invalid_input'
+  | 'not_a_dataset'
+  | 'version_not_found'
+  | 'column_not_found'
+  | 'index_not_found'
+  | 'index_exists'
+  | 'tag_not_found'
+  | 'tag_exists'
+  | 'already_exists'
+  | 'conflict'
+  | 'unsupported'
+  /** The storage is full or cannot be reached for now: worth a retry later. */
+  | 'unavailable'
+  | 'internal';
+
+/** An engine failure, classified so the service can map it to a namespace error code. */
+export class EngineError extends Error {
+  constructor(
+    readonly kind: EngineErrorKind,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'EngineError';
+  }
+}
