@@ -1,21 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import { type CatalogDeps, displayId, resolveManagedVersioning } from '../catalog/catalog.js';
+import { type CatalogDeps, displayId } from '../catalog/catalog.js';
 import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../request-context.js';
 import { TableFences } from '../tables/table-fences.js';
-import { dataDir, requireVisibleTable, type TableState, tableHasData } from '../tables/table-state.js';
+import { type ResolvedTable, resolvedTable } from '../tables/resolved-table.js';
+import { requireVisibleTable, tableHasData } from '../tables/table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 
 /** A table resolved for a data operation: where its dataset is and how the engine opens it. */
-export interface DataTable {
-  id: string[];
+export interface DataTable extends ResolvedTable {
   ref: TableRef;
-  state: TableState;
-  dir: StoreDir;
   /** For the engine; carries the commit coordinator when the table's versions are managed. */
   at: DatasetLocation;
 }
@@ -38,8 +36,8 @@ export class DataTables {
    */
   async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean } = {}): Promise<DataTable & { hasData: boolean }> {
     const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.deps.store, ref);
-    const dir = dataDir(this.deps.locations, state);
+    const table = resolvedTable(this.deps, id, await requireVisibleTable(this.deps.store, ref));
+    const { state, dir } = table;
     // A table in its own directory, not declared, with a `_versions/` folder has data: skip the
     // second LIST (should it hold only staged manifests, the engine's open answers code 19 anyway).
     const hasData =
@@ -47,14 +45,13 @@ export class DataTables {
     if (!hasData && !options.allowDeclared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet`);
     }
-    const properties = state.record?.value.properties ?? {};
-    const managedVersioning = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, ref.namespace, properties));
+    // The engine commits only through `write`, under a write lease a drop waits for.
     const at: DatasetLocation = {
       location: dir.store.location(dir.key),
       storageOptions: dir.store.engineStorageOptions(),
-      ...(managedVersioning ? { coordinator: this.versions.coordinatorFor(ctx, id, state) } : {}),
+      ...((await table.managedVersioning()) ? { coordinator: this.versions.coordinatorFor(ctx, table, true) } : {}),
     };
-    return { id, ref, state, dir, at, hasData };
+    return { ...table, ref, at, hasData };
   }
 
   /** Opens the table `id` (as `open`) and runs `write` on it under a write lease: a drop waits for it, or it fails cleanly. */
@@ -81,7 +78,7 @@ export class DataTables {
     const staged = `${VERSIONS_DIR}/${version}.manifest-${randomUUID()}`;
     await table.dir.store.put(`${table.dir.key}${staged}`, build({ version: latest.version, bytes: current.body }));
     try {
-      await this.versions.create(ctx, table.id, { version, manifest_path: staged, naming_scheme: latest.scheme });
+      await this.versions.commitUnderWriteLease(ctx, table, { version, manifest_path: staged, naming_scheme: latest.scheme });
     } catch (e) {
       // A successful create removes the staged file itself; a failed one leaves it to us.
       await table.dir.store.delete(`${table.dir.key}${staged}`);

@@ -29,6 +29,18 @@ import { TableVersions } from '../versions/dataset-versions.js';
 
 const WRITERS_DIR = `${CATALOG_DIR}/writers/`;
 
+/**
+ * The writer's look after it announced itself (a write lease, or a version-slot reservation):
+ * whether the table `resolved` describes is still there, neither dropped nor deregistered since,
+ * nor dropped and created again. Two reads at once decide it: no deregistered marker or
+ * tombstone, and the same record, not a create's claim (unless `creatingRequest` holds it).
+ */
+export async function isStillResolved(store: ObjectStore, resolved: TableState, creatingRequest?: string): Promise<boolean> {
+  const [marker, record] = await Promise.all([store.head(deregisteredMarkerKey(resolved.ref)), readRecord(store, tableRecordKey(resolved.ref), TableRecord)]);
+  const creating = record?.value.creating;
+  return marker === null && (creating === undefined || creating.request_id === creatingRequest) && incarnationOfRecord(record?.value) === incarnationOf(resolved);
+}
+
 /** A writer's lease, and the part of a version-slot reservation the drop reads. */
 const Lease = z.object({ expires_at: z.string() });
 
@@ -51,15 +63,11 @@ export class TableFences {
     const key = `${resolved.dirKey}${WRITERS_DIR}${randomUUID()}.json`;
     const lease = () => encodeRecord({ request_id: requestId, expires_at: leaseUntil(this.leaseMs) });
     let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' })).etag;
-    // Two reads at once decide it: no deregistered marker or tombstone, and the same record.
-    const [marker, record] = await Promise.all([
-      this.store.head(deregisteredMarkerKey(resolved.ref)),
-      readRecord(this.store, tableRecordKey(resolved.ref), TableRecord),
-    ]).catch(async (e: unknown) => {
+    const same = await isStillResolved(this.store, resolved).catch(async (e: unknown) => {
       await this.store.delete(key).catch(() => undefined);
       throw e;
     });
-    if (marker !== null || record?.value.creating !== undefined || incarnationOfRecord(record?.value) !== incarnationOf(resolved)) {
+    if (!same) {
       await this.store.delete(key).catch(() => undefined);
       throw tableNotFound([...resolved.ref.namespace, resolved.ref.name]);
     }
