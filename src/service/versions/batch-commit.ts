@@ -19,7 +19,7 @@ import { isVisible, readTableState, requireVisibleTable } from '../tables/table-
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
 import type { BatchRecovery } from './batch-recovery.js';
 import { conflict, type PlannedVersion, planVersion, stagedMissing, versionsOnWire } from './commit-steps.js';
-import { type CommittedVersion, TableVersions } from './dataset-versions.js';
+import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
 
 // Batch commits: versions of several tables, and table operations (declare, delete versions,
@@ -31,9 +31,6 @@ import type { VersionSlots } from './version-slots.js';
 // `committing` (the commit point, a replace-if-unchanged), then writes the manifests. Before the
 // commit point a crash leaves only reservations and pending table records, which are rolled back
 // once the lease expires; after it, whoever finds the record rolls it forward (batch-recovery.ts).
-
-const inRanges = (version: number, ranges: Array<{ start_version: number; end_version: number }>): boolean =>
-  ranges.some((r) => version >= r.start_version && (r.end_version === -1 || version < r.end_version));
 
 export class BatchCommits {
   constructor(

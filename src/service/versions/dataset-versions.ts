@@ -41,6 +41,10 @@ export const Reservation = z.object({
 });
 export type Reservation = z.infer<typeof Reservation>;
 
+/** Whether a version lies in one of the ranges [start, end) of a delete request (end -1: through the latest). */
+export const inRanges = (version: number, ranges: Array<{ start_version: number; end_version: number }>): boolean =>
+  ranges.some((r) => version >= r.start_version && (r.end_version === -1 || version < r.end_version));
+
 const HINT = 'latest_version_hint.json';
 const FIRST_PAGE = 100;
 const pad = (v: number): string => String(v).padStart(20, '0');

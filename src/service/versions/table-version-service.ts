@@ -22,7 +22,7 @@ import { BatchCommits } from './batch-commit.js';
 import { BatchRecovery, type VersionSettings } from './batch-recovery.js';
 import { commitCoordinator } from './commit-coordinator.js';
 import { versionsOnWire } from './commit-steps.js';
-import { type CommittedVersion, TableVersions } from './dataset-versions.js';
+import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
 import { SingleCommits } from './single-commit.js';
 import { VersionSlots } from './version-slots.js';
 
@@ -35,9 +35,6 @@ export type { VersionSettings } from './batch-recovery.js';
 
 const versionNotFound = (id: string[], version: number) =>
   new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
-
-const inRanges = (version: number, ranges: Array<{ start_version: number; end_version: number }>): boolean =>
-  ranges.some((r) => version >= r.start_version && (r.end_version === -1 || version < r.end_version));
 
 export class TableVersionService {
   private readonly single: SingleCommits;
