@@ -94,8 +94,8 @@ export class TableService {
 
   /**
    * Takes the name for a new table: the record's create-if-absent inside `namespace`, live (the
-   * linearization point of every new table, see createInNamespace), or a replace-if-unchanged of exactly the record that
-   * a dead create or a dead drop left. Whatever such a predecessor, or a drop, left in the
+   * linearization point of every new table, see createInNamespace), or a replace-if-unchanged of
+   * exactly the record that a dead create or a dead drop left. Whatever such a predecessor, or a drop, left in the
    * directory is then deleted (the drop's tombstone last), before the new table writes anything;
    * with `keepData` (registering the directory's own dataset) only the tombstone goes.
    * Returns the etag of the record written.
@@ -243,12 +243,12 @@ export class TableService {
       ({ etag } = await this.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
     });
     const dir = this.deps.locations.own(state.dirKey);
-    // The table as claimed, resolved once for the engine's commits: not under a write lease, so
-    // each commit looks again at it, and finds this create's claim (it names own.requestId).
-    const claimed = managed ? resolvedTable(this.deps, id, await requireVisibleTable(this.store, ref, own.requestId), { dir, namespace }) : null;
-    const at = { ...this.datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: this.coordinatorFor(own, claimed, false) } : {}) };
     let version: number;
     try {
+      // The table as claimed, resolved once for the engine's commits: not under a write lease, so
+      // each commit looks again at it, and finds this create's claim (it names own.requestId).
+      const claimed = managed ? resolvedTable(this.deps, id, await requireVisibleTable(this.store, ref, own.requestId), { dir, namespace }) : null;
+      const at = { ...this.datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: this.coordinatorFor(own, claimed, false) } : {}) };
       ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
       faultPoint('create:after-data');
       await renewal.stop();
