@@ -2,12 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type CatalogDeps, displayId } from '../catalog/catalog.js';
-import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
-import type { StoreDir } from '../catalog/locations.js';
+import { type TableRef, VERSIONS_DIR } from '../catalog/layout.js';
 import type { RequestContext } from '../request-context.js';
 import { TableFences } from '../tables/table-fences.js';
-import { type ResolvedTable, resolvedTable } from '../tables/resolved-table.js';
-import { requireVisibleTable, tableHasData } from '../tables/table-state.js';
+import { type ResolvedTable, resolveTable } from '../tables/resolved-table.js';
+import { tableHasData } from '../tables/table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 
@@ -35,8 +34,7 @@ export class DataTables {
    * 19: there is no dataset to operate on yet.
    */
   async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean } = {}): Promise<DataTable & { hasData: boolean }> {
-    const ref = tableRefOf(id);
-    const table = resolvedTable(this.deps, id, await requireVisibleTable(this.deps.store, ref));
+    const table = await resolveTable(this.deps, id);
     const { state, dir } = table;
     // A table in its own directory, not declared, with a `_versions/` folder has data: skip the
     // second LIST (should it hold only staged manifests, the engine's open answers code 19 anyway).
@@ -51,7 +49,7 @@ export class DataTables {
       storageOptions: dir.store.engineStorageOptions(),
       ...((await table.managedVersioning()) ? { coordinator: this.versions.coordinatorFor(ctx, table, true) } : {}),
     };
-    return { ...table, ref, at, hasData };
+    return { ...table, ref: state.ref, at, hasData };
   }
 
   /** Opens the table `id` (as `open`) and runs `write` on it under a write lease: a drop waits for it, or it fails cleanly. */

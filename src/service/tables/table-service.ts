@@ -39,7 +39,7 @@ import { paginate } from '../catalog/page-token.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
-import { type ResolvedTable, resolvedTable } from './resolved-table.js';
+import { type ResolvedTable, resolvedTable, resolveTable } from './resolved-table.js';
 import { TableFences } from './table-fences.js';
 import type { RequestContext } from '../request-context.js';
 import {
@@ -314,13 +314,13 @@ export class TableService {
 
   async describe(_ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
     const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.store, ref);
-    const dir = dataDir(this.deps.locations, state);
+    const table = await resolveTable(this.deps, id);
+    const { state, dir } = table;
     const properties = state.record?.value.properties ?? {};
     const response: DescribeTableResponse = {
       location: dir.store.location(dir.key),
       properties,
-      managed_versioning: state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, ref.namespace, properties)),
+      managed_versioning: await table.managedVersioning(),
       storage_options: dir.store.clientStorageOptions(),
     };
     if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
