@@ -62,7 +62,10 @@ export class TableFences {
   async enterWrite(resolved: TableState, requestId: string): Promise<WriteLease> {
     const key = `${resolved.dirKey}${WRITERS_DIR}${randomUUID()}.json`;
     const lease = () => encodeRecord({ request_id: requestId, expires_at: leaseUntil(this.leaseMs) });
-    let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' })).etag;
+    // Not fsynced: the lease matters only while its writer lives, and a crash of the machine ends
+    // the writer too (an unreadable lease is no live lease to a drop, see anyLive).
+    const transient = { durable: false };
+    let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' }, transient)).etag;
     const same = await isStillResolved(this.store, resolved).catch(async (e: unknown) => {
       await this.store.delete(key).catch(() => undefined);
       throw e;
@@ -73,7 +76,7 @@ export class TableFences {
     }
     // Renewed only while it is exactly the lease written here: a drop that gave up waiting deleted it.
     const renewal = keepRenewed(this.leaseMs, async () => {
-      etag = (await this.store.put(key, lease(), { ifMatch: etag })).etag;
+      etag = (await this.store.put(key, lease(), { ifMatch: etag }, transient)).etag;
     });
     const entered = Date.now();
     return {
