@@ -7,9 +7,9 @@ import { TableVersionService } from '../../src/service/versions/table-version-se
 import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { manifestBytes } from '../support/manifests.js';
 
-// A single writer's slot reservation is not fsynced (src/service/versions/version-slots.ts): a
-// crash of the machine may leave it empty or cut short. Such a reservation must not keep the slot,
-// nor a drop, waiting for a holder that no longer exists.
+// A single writer's slot reservation is not fsynced (src/service/versions/version-slots.ts), nor
+// is a write lease (src/service/tables/table-fences.ts): a crash of the machine may leave either
+// empty or cut short. Neither may keep the slot, nor a drop, waiting for a holder that is gone.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 
@@ -36,7 +36,9 @@ describe.each(catalogRootKinds)('a slot reservation a crash cut short (%s)', (ki
     expect(version.version).toBe(1);
     expect(await root.store.head(slots.reservationKey(1))).toBeNull();
 
+    // Nor does a drop wait for a reservation or a write lease (table-fences.ts, also not fsynced) cut short.
     await root.store.put(slots.reservationKey(2), '');
+    await root.store.put('t.lance/_catalog/writers/cut-short.json', '{"request_id": "x", "expi');
     await tables.drop(ctx, ['t']);
     await expect(tables.describe(ctx, ['t'], {}, { withTableUri: false, loadDetailedMetadata: false, checkDeclared: false })).rejects.toThrow(/does not exist/);
   });
