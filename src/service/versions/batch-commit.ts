@@ -27,7 +27,8 @@ import type { VersionSlots } from './version-slots.js';
 // in commit-steps.ts).
 //
 // Protocol: a batch writes its marker, then its transaction record (`reserving`), then claims
-// all its slots (version-slots.ts) and the names it declares, then flips the record to
+// all its slots (version-slots.ts; fsynced, unlike a single writer's: after a crash of the machine
+// recovery rolls the batch forward into them) and the names it declares, then flips the record to
 // `committing` (the commit point, a replace-if-unchanged), then writes the manifests. Before the
 // commit point a crash leaves only reservations and pending table records, which are rolled back
 // once the lease expires; after it, whoever finds the record rolls it forward (batch-recovery.ts).
