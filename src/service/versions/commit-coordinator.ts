@@ -4,7 +4,7 @@ import type { TableVersion } from '../../model/versions.js';
 import type { RequestContext } from '../request-context.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
 import { versionsOnWire } from './commit-steps.js';
-import { TableVersions } from './dataset-versions.js';
+import { type CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { SingleCommits } from './single-commit.js';
 
 const coordinated = (v: TableVersion): CoordinatedVersion => ({
@@ -23,7 +23,7 @@ const coordinated = (v: TableVersion): CoordinatedVersion => ({
  */
 export function commitCoordinator(commits: SingleCommits, ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean): CommitCoordinator {
   const versions = new TableVersions(table.dir);
-  const onWire = async (found: Parameters<typeof versionsOnWire>[1]) => (await versionsOnWire(versions, found)).map(coordinated);
+  const onWire = async (found: CommittedVersion[]) => (await versionsOnWire(versions, found)).map(coordinated);
   return {
     latest: async () => {
       const latest = await versions.latest();
