@@ -19,7 +19,7 @@ import { TransactionLog } from './service/transactions/transaction-log.js';
 import { BackfillService } from './service/jobs/backfill-service.js';
 import { TableVersionService } from './service/versions/table-version-service.js';
 import type { ObjectStore } from './store/object-store.js';
-import { openStore, parseLocation } from './store/open-store.js';
+import { openStore, parseLocation, storeAt } from './store/open-store.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
@@ -37,7 +37,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   if (!rootLocation) throw new Error(`unsupported root ${JSON.stringify(config.root)}: use a path, file://, or s3://bucket/prefix`);
   const store = await openStore(rootLocation, config.s3, { createBucket: config.s3.createBucket });
   const engine = await LancedbEngine.start({ maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes });
-  const locations = new Locations(store, rootLocation, config.s3);
+  const locations = new Locations(store, rootLocation, (location) => storeAt(location, config.s3));
   const deps: CatalogDeps = {
     store,
     engine,

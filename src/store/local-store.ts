@@ -10,6 +10,7 @@ import {
   type ObjectInfo,
   type ObjectStore,
   type PutCondition,
+  type PutOptions,
   PreconditionFailedError,
   type StoredObject,
   StoreUnavailableError,
@@ -22,7 +23,8 @@ import {
 //   number of concurrent creators, in this process or others on the same file system, exactly one wins.
 // - replace-if-unchanged holds a per-key lock (an in-process queue plus an O_EXCL lock file shared
 //   with other processes) across "stat, compare etag, rename": no two such replaces interleave.
-// - every acknowledged write was fsynced, file and directory, before the call returned.
+// - every acknowledged write was fsynced, file and directory, before the call returned (unless
+//   the caller said it need not be, see PutOptions: then neither is).
 // Temporary and lock files carry a marker in their names and are never listed.
 
 const TEMP_MARK = '.~tmp~';
@@ -145,8 +147,8 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  /** Writes a fsynced temporary file next to `target`, creating parent directories; on failure none is left behind. */
-  private async writeTemp(target: string, body: Buffer | string): Promise<string> {
+  /** Writes a temporary file (fsynced if `durable`) next to `target`, creating parent directories; on failure none is left behind. */
+  private async writeTemp(target: string, body: Buffer | string, durable: boolean): Promise<string> {
     const dir = path.dirname(target);
     const tmp = `${target}${TEMP_MARK}${randomBytes(6).toString('hex')}`;
     for (let attempt = 0; ; attempt++) {
@@ -155,7 +157,7 @@ export class LocalObjectStore implements ObjectStore {
         const fh = await fs.open(tmp, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
         try {
           await fh.writeFile(body);
-          await fh.sync();
+          if (durable) await fh.sync();
         } catch (e) {
           // A partial file (a full disk) would stay forever: it is never listed, so no delete finds
           // it, and it and the directories made for it keep a Restrict drop of the namespace out.
@@ -183,15 +185,15 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  async put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo> {
+  async put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo> {
     try {
-      return await this.putAt(key, body, condition);
+      return await this.putAt(key, body, condition, options?.durable ?? true);
     } catch (e) {
       throw portError(e, key);
     }
   }
 
-  private async putAt(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo> {
+  private async putAt(key: string, body: Buffer | string, condition: PutCondition | undefined, durable: boolean): Promise<ObjectInfo> {
     const target = this.pathOf(key);
     if (Buffer.byteLength(path.basename(target)) + WRITE_SUFFIX_BYTES > NAME_MAX_BYTES || Buffer.byteLength(target) + WRITE_SUFFIX_BYTES > PATH_MAX_BYTES) {
       throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
@@ -201,11 +203,11 @@ export class LocalObjectStore implements ObjectStore {
         const current = await this.head(key);
         if (!current) throw new PreconditionFailedError(key, 'object does not exist');
         if (current.etag !== condition.ifMatch) throw new PreconditionFailedError(key, 'etag changed');
-        return this.replace(key, target, body);
+        return this.replace(key, target, body, durable);
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
-      const st = await this.placeTemp(target, body, async (tmp) => {
+      const st = await this.placeTemp(target, body, durable, async (tmp) => {
         try {
           await fs.link(tmp, target);
         } catch (e) {
@@ -215,14 +217,14 @@ export class LocalObjectStore implements ObjectStore {
           await fs.unlink(tmp).catch(() => undefined);
         }
       });
-      await this.syncPlacedDir(target);
+      if (durable) await this.syncPlacedDir(target);
       return LocalObjectStore.info(key, st);
     }
-    return this.replace(key, target, body);
+    return this.replace(key, target, body, durable);
   }
 
-  private async replace(key: string, target: string, body: Buffer | string): Promise<ObjectInfo> {
-    const st = await this.placeTemp(target, body, async (tmp) => {
+  private async replace(key: string, target: string, body: Buffer | string, durable: boolean): Promise<ObjectInfo> {
+    const st = await this.placeTemp(target, body, durable, async (tmp) => {
       try {
         await fs.rename(tmp, target);
       } catch (e) {
@@ -230,7 +232,7 @@ export class LocalObjectStore implements ObjectStore {
         throw e;
       }
     });
-    await this.syncPlacedDir(target);
+    if (durable) await this.syncPlacedDir(target);
     return LocalObjectStore.info(key, st);
   }
 
@@ -248,9 +250,9 @@ export class LocalObjectStore implements ObjectStore {
    * stat is taken before the move (a link or rename keeps inode, mtime and size), because the
    * placed file may be deleted by such a drop right after it landed.
    */
-  private async placeTemp(target: string, body: Buffer | string, place: (tmp: string) => Promise<void>): Promise<import('node:fs').BigIntStats> {
+  private async placeTemp(target: string, body: Buffer | string, durable: boolean, place: (tmp: string) => Promise<void>): Promise<import('node:fs').BigIntStats> {
     for (let attempt = 0; ; attempt++) {
-      const tmp = await this.writeTemp(target, body);
+      const tmp = await this.writeTemp(target, body, durable);
       try {
         const st = await fs.stat(tmp, { bigint: true });
         await place(tmp);

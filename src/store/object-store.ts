@@ -1,6 +1,6 @@
 // The ObjectStore port: the only way the service touches persistent state. Every race in the
 // catalog is settled by one of the two conditional puts below, so each adapter must make them
-// atomic (and, for the local disk, durable before they return).
+// atomic (and, for the local disk, durable before they return unless told otherwise, see PutOptions).
 
 /** Metadata of a stored object. `etag` is opaque; compare it only for equality. */
 export interface ObjectInfo {
@@ -16,6 +16,16 @@ export interface StoredObject extends ObjectInfo {
 
 /** Put only if the key is absent (`ifNoneMatch: '*'`) or only if its current etag matches (`ifMatch`). */
 export type PutCondition = { ifNoneMatch: '*' } | { ifMatch: string };
+
+export interface PutOptions {
+  /**
+   * `false`: the write may be lost if the machine crashes soon after (a process crash loses
+   * nothing), which saves the local disk its fsyncs. Only for what is harmless to lose with the
+   * machine: a lease whose holder dies with it, a hint readers check. The condition holds either
+   * way. Stores that are always durable (S3, memory) ignore it. Default: durable before it returns.
+   */
+  durable?: boolean;
+}
 
 export interface ListOptions {
   /** Group keys by the next occurrence of this string after the prefix (only '/' is supported). */
@@ -73,7 +83,7 @@ export interface ObjectStore {
   readonly listsWholeDirectory: boolean;
   get(key: string): Promise<StoredObject | null>;
   head(key: string): Promise<ObjectInfo | null>;
-  put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo>;
+  put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo>;
   /** Copy within the store; with `ifNoneMatch` the destination must be absent. */
   copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo>;
   list(prefix: string, options?: ListOptions): Promise<ListPage>;

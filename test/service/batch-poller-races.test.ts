@@ -57,7 +57,7 @@ describe.each(catalogRootKinds)('batches whose coordinator died (%s)', (kind) =>
   function services(store: ObjectStore, leaseMs: number) {
     const deps = root.deps(store);
     const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs });
-    return { versions, namespaces: new NamespaceService(deps), tables: new TableService(deps, (c, id) => versions.coordinatorFor(c, id)) };
+    return { versions, namespaces: new NamespaceService(deps), tables: new TableService(deps, (...a) => versions.coordinatorFor(...a)) };
   }
   const onlyRecord = async (): Promise<TransactionRecord> => {
     const { objects } = await base.list('_catalog/transactions/', {});

@@ -9,7 +9,7 @@ import type { RequestContext } from '../../src/service/request-context.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
 import { type ObjectStore, type PutCondition, PreconditionFailedError } from '../../src/store/object-store.js';
-import { parseLocation } from '../../src/store/open-store.js';
+import { parseLocation, storeAt } from '../../src/store/open-store.js';
 import { storeDouble } from '../support/store-double.js';
 import { startTestApp } from '../support/app.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
@@ -61,7 +61,7 @@ describe.each(backends())('an update whose properties keep losing races on $name
   const rowsOver = (store: ObjectStore, boundMs?: number) => {
     const location = parseLocation(root.root);
     if (!location) throw new Error(`bad root ${root.root}`);
-    const deps: CatalogDeps = { store, engine, locations: new Locations(store, location, root.s3), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false, leaseMs: 30_000 } };
+    const deps: CatalogDeps = { store, engine, locations: new Locations(store, location, (at) => storeAt(at, root.s3)), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false, leaseMs: 30_000 } };
     const warnings: string[] = [];
     const logger = { info: () => undefined, error: () => undefined, warn: (_: object, msg: string) => void warnings.push(msg) };
     const service = new RowService(new DataTables(deps, new TableVersionService(deps, new TransactionLog(store), { leaseMs: 1000 })), logger, boundMs === undefined ? {} : { recordPropertiesBoundMs: boundMs });

@@ -156,6 +156,15 @@ describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
       expect(v3.etag).toBe((await store.head('state.json'))?.etag);
     });
 
+    it('a put that need not be durable keeps its condition: created once, replaced only from its etag', async () => {
+      const created = await store.put('r/1.json', 'held', { ifNoneMatch: '*' }, { durable: false });
+      await expect(store.put('r/1.json', 'again', { ifNoneMatch: '*' }, { durable: false })).rejects.toBeInstanceOf(PreconditionFailedError);
+      await expect(store.put('r/1.json', 'stale', { ifMatch: '"not-it"' }, { durable: false })).rejects.toBeInstanceOf(PreconditionFailedError);
+      const replaced = await store.put('r/1.json', 'taken over', { ifMatch: created.etag }, { durable: false });
+      expect((await store.head('r/1.json'))?.etag).toBe(replaced.etag);
+      expect(await bodyOf(store, 'r/1.json')).toBe('taken over');
+    });
+
     it('of 30 concurrent create-if-absent puts exactly one wins and its body is stored', async () => {
       const results = await Promise.allSettled(
         Array.from({ length: 30 }, (_, i) => store.put('race/1.manifest', `writer-${i}`, { ifNoneMatch: '*' })),

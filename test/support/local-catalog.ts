@@ -9,7 +9,7 @@ import { PageTokens } from '../../src/service/catalog/page-token.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
-import type { StoreLocation } from '../../src/store/open-store.js';
+import { storeAt, type StoreLocation } from '../../src/store/open-store.js';
 
 // Service-level tests over a catalog in a temporary local directory or in memory, without HTTP.
 
@@ -35,7 +35,7 @@ function catalogDeps(store: ObjectStore, rootLocation: StoreLocation, engine: La
   return {
     store,
     engine,
-    locations: new Locations(store, rootLocation, { region: 'x', forcePathStyle: true }),
+    locations: new Locations(store, rootLocation, (location) => storeAt(location, { region: 'x', forcePathStyle: true })),
     pageTokens: new PageTokens('k'),
     settings: { managedVersioningDefault: false, leaseMs: 30_000 },
   };

@@ -12,7 +12,7 @@ import { Locations } from '../../src/service/catalog/locations.js';
 import { manifestFileName, parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { PageTokens, paginate } from '../../src/service/catalog/page-token.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
-import { parseLocation } from '../../src/store/open-store.js';
+import { parseLocation, storeAt } from '../../src/store/open-store.js';
 import { PreconditionFailedError, StoreUnavailableError } from '../../src/store/object-store.js';
 
 describe('path ids', () => {
@@ -126,7 +126,7 @@ describe('locations', () => {
     expect(parseLocation('gs://b/x')).toBeNull();
     expect(parseLocation('s3://b/../x')).toBeNull();
     const store = new LocalObjectStore('/data/root');
-    const locations = new Locations(store, { kind: 'local', dir: '/data/root' }, { region: 'r', forcePathStyle: true });
+    const locations = new Locations(store, { kind: 'local', dir: '/data/root' }, (location) => storeAt(location, { region: 'r', forcePathStyle: true }));
     expect(locations.resolve('ns/t.lance')).toMatchObject({ key: 'ns/t.lance/', owned: true });
     expect(locations.resolve('/data/root/ns/t.lance')).toMatchObject({ key: 'ns/t.lance/', owned: true });
     expect(locations.resolve('file:///data/root/ns/t.lance/')).toMatchObject({ key: 'ns/t.lance/', owned: true });

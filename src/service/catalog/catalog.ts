@@ -34,11 +34,15 @@ const flagOf = (properties: Record<string, string> | undefined): boolean | undef
  * Whether a table's versions are managed by the service: the table's own `managed_versioning`
  * property, else that of the nearest enclosing namespace that sets it, else the server default.
  */
-export async function resolveManagedVersioning(deps: CatalogDeps, namespace: string[], properties: Record<string, string>): Promise<boolean> {
+export async function resolveManagedVersioning(deps: CatalogDeps, namespace: string[] | ResolvedNamespace, properties: Record<string, string>): Promise<boolean> {
   const own = flagOf(properties);
   if (own !== undefined) return own;
-  for (let depth = namespace.length; depth >= 0; depth--) {
-    const inherited = flagOf((await readNamespace(deps.store, namespace.slice(0, depth)))?.value.properties);
+  // A namespace the request resolved already answers for itself; only its ancestors are read.
+  const resolved = Array.isArray(namespace) ? null : namespace;
+  const id = resolved ? resolved.id : (namespace as string[]);
+  for (let depth = id.length; depth >= 0; depth--) {
+    const record = resolved && depth === id.length ? resolved.record : await readNamespace(deps.store, id.slice(0, depth));
+    const inherited = flagOf(record?.value.properties);
     if (inherited !== undefined) return inherited;
   }
   return deps.settings.managedVersioningDefault;
@@ -63,13 +67,24 @@ export async function requireNamespace(store: ObjectStore, ns: string[]): Promis
   return record;
 }
 
+/** A namespace as one request resolved it: later steps receive this instead of reading the record again. */
+export interface ResolvedNamespace {
+  id: string[];
+  record: Versioned<NamespaceRecord>;
+}
+
+/** Resolves an existing namespace once for a request (NamespaceNotFound otherwise). */
+export async function resolveNamespace(store: ObjectStore, ns: string[]): Promise<ResolvedNamespace> {
+  return { id: ns, record: await requireNamespace(store, ns) };
+}
+
 /**
  * The namespace's record once no live drop is deciding its fate (waiting while one is), or null
  * when the namespace is gone. A `dropping` mark whose lease ran out was left by a dead drop and
  * counts as active.
  */
-async function settledNamespace(store: ObjectStore, ns: string[]): Promise<Versioned<NamespaceRecord> | null> {
-  let record = await readNamespace(store, ns);
+async function settledNamespace(store: ObjectStore, ns: string[], known?: Versioned<NamespaceRecord>): Promise<Versioned<NamespaceRecord> | null> {
+  let record = known ?? (await readNamespace(store, ns));
   const deciding = () => record !== null && record.value.state === 'dropping' && !leaseExpired(record.value.dropping_until);
   if (!deciding()) return record;
   await pollUntil(async () => {
@@ -91,20 +106,26 @@ async function settledNamespace(store: ObjectStore, ns: string[]): Promise<Versi
  * drop saw the child and failed, the parent is active again, and the child stays. If it ran
  * before, the drop deletes the parent and the creator undoes itself and answers 404. A parent
  * dropped and created again in between is another namespace: the child is undone too.
+ *
+ * The read before the create is the parent as the request resolved it, when it did (a parent
+ * resolved earlier in the request is as good a "before": a drop and re-create since then makes
+ * the read after differ and the child is undone). The read after is the protocol itself, never
+ * a repeat: it is what a concurrent drop is seen by.
  */
 export async function createInNamespace<T>(
   store: ObjectStore,
-  parent: string[],
+  parent: string[] | ResolvedNamespace,
   create: () => Promise<T>,
   undo: () => Promise<void>,
 ): Promise<T> {
-  const before = await settledNamespace(store, parent);
-  if (!before) throw namespaceNotFound(parent);
+  const id = Array.isArray(parent) ? parent : parent.id;
+  const before = await settledNamespace(store, id, Array.isArray(parent) ? undefined : parent.record);
+  if (!before) throw namespaceNotFound(id);
   const result = await create();
-  const after = await settledNamespace(store, parent);
+  const after = await settledNamespace(store, id);
   if (!after || after.value.created_at !== before.value.created_at) {
     await undo();
-    throw namespaceNotFound(parent);
+    throw namespaceNotFound(id);
   }
   return result;
 }

@@ -1,9 +1,7 @@
 import path from 'node:path';
 import { invalidInput } from '../../model/errors.js';
-import { LocalObjectStore } from '../../store/local-store.js';
 import type { ObjectStore } from '../../store/object-store.js';
-import { type S3Connection, type StoreLocation, parseLocation } from '../../store/open-store.js';
-import { S3ObjectStore } from '../../store/s3-store.js';
+import { parseLocation, type StoreFactory, type StoreLocation } from '../../store/location.js';
 
 /** A directory of a store: `key` is '' (the store root) or ends in '/'. */
 export interface StoreDir {
@@ -15,14 +13,15 @@ export interface StoreDir {
 
 // Resolves table locations: the catalog's own directories, and registered locations given as a
 // path relative to the root, an absolute path, file://, or s3://. Stores for locations outside the
-// root are opened on demand with the root's S3 connection and kept for reuse.
+// root are made on demand by the factory app.ts gives (which knows the adapters and the S3
+// connection) and kept for reuse.
 export class Locations {
   private readonly external = new Map<string, ObjectStore>();
 
   constructor(
     readonly root: ObjectStore,
     private readonly rootLocation: StoreLocation,
-    private readonly s3: S3Connection,
+    private readonly storeAt: StoreFactory,
   ) {}
 
   own(key: string): StoreDir {
@@ -71,7 +70,7 @@ export class Locations {
     const id = loc.kind === 'local' ? `file:${loc.dir}` : `s3:${loc.bucket}/${loc.prefix}`;
     let store = this.external.get(id);
     if (!store) {
-      store = loc.kind === 'local' ? new LocalObjectStore(loc.dir) : new S3ObjectStore({ ...this.s3, bucket: loc.bucket, prefix: loc.prefix });
+      store = this.storeAt(loc);
       this.external.set(id, store);
     }
     return store;

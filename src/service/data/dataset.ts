@@ -1,22 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation, LatestCommitted } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import { type CatalogDeps, displayId, resolveManagedVersioning } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog.js';
+import { displayId } from '../catalog/catalog.js';
 import { type EngineFailureContext, onEngine } from '../engine-errors.js';
 import { type TableRef, tableDirKey, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../request-context.js';
 import { TableFences } from '../tables/table-fences.js';
+import { type ResolvedTable, resolvedTable } from '../tables/resolved-table.js';
 import { dataDir, incarnationOf, requireVisibleTable, type TableState } from '../tables/table-state.js';
 import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 
 /** A table resolved for a data operation: where its dataset is and how the engine opens it. */
-export interface DataTable {
-  id: string[];
+export interface DataTable extends ResolvedTable {
   ref: TableRef;
-  state: TableState;
-  dir: StoreDir;
   /** For the engine; carries the commit coordinator when the table's versions are managed. */
   at: DatasetLocation;
 }
@@ -65,23 +64,22 @@ export class DataTables {
    * 19: there is no dataset to operate on yet.
    */
   async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean } = {}): Promise<OpenTable> {
-    const ref = tableRefOf(id);
     // One look at the latest committed version answers whether the table has data and lets the
     // engine serve the request from the dataset it keeps open (checked against this version).
-    const { state, dir, latest } = await resolveWithLatest(this.deps, ref);
+    const { state, dir, latest } = await resolveWithLatest(this.deps, tableRefOf(id));
+    const table = resolvedTable(this.deps, id, state, { dir });
     const hasData = latest !== undefined;
     if (!hasData && !options.allowDeclared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet`);
     }
-    const properties = state.record?.value.properties ?? {};
-    const managedVersioning = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, ref.namespace, properties));
+    // The engine commits only through `write`, under a write lease a drop waits for.
     const at: DatasetLocation = {
       location: dir.store.location(dir.key),
       storageOptions: dir.store.engineStorageOptions(),
-      ...(managedVersioning ? { coordinator: this.versions.coordinatorFor(ctx, id, state) } : {}),
+      ...((await table.managedVersioning()) ? { coordinator: this.versions.coordinatorFor(ctx, table, true) } : {}),
       ...(latest ? { latest } : {}),
     };
-    return { id, ref, state, dir, at, hasData };
+    return { ...table, ref: state.ref, at, hasData };
   }
 
   /** Opens the table `id` (as `open`) and runs `write` on it under a write lease: a drop waits for it, or it fails cleanly. Engine failures pass through as they are (the backfill runner tells transient ones from the rest by them). */
@@ -123,7 +121,7 @@ export class DataTables {
     const staged = `${VERSIONS_DIR}/${version}.manifest-${randomUUID()}`;
     await table.dir.store.put(`${table.dir.key}${staged}`, build({ version: latest.version, bytes: current.body }));
     try {
-      await this.versions.create(ctx, table.id, { version, manifest_path: staged, naming_scheme: latest.scheme });
+      await this.versions.commitUnderWriteLease(ctx, table, { version, manifest_path: staged, naming_scheme: latest.scheme });
     } catch (e) {
       // A successful create removes the staged file itself; a failed one leaves it to us.
       await table.dir.store.delete(`${table.dir.key}${staged}`);

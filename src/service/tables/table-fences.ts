@@ -29,6 +29,18 @@ import { TableVersions } from '../versions/dataset-versions.js';
 
 const WRITERS_DIR = `${CATALOG_DIR}/writers/`;
 
+/**
+ * The writer's look after it announced itself (a write lease, or a version-slot reservation):
+ * whether the table `resolved` describes is still there, neither dropped nor deregistered since,
+ * nor dropped and created again. Two reads at once decide it: no deregistered marker or
+ * tombstone, and the same record, not a create's claim (unless `creatingRequest` holds it).
+ */
+export async function isStillResolved(store: ObjectStore, resolved: TableState, creatingRequest?: string): Promise<boolean> {
+  const [marker, record] = await Promise.all([store.head(deregisteredMarkerKey(resolved.ref)), readRecord(store, tableRecordKey(resolved.ref), TableRecord)]);
+  const creating = record?.value.creating;
+  return marker === null && (creating === undefined || creating.request_id === creatingRequest) && incarnationOfRecord(record?.value) === incarnationOf(resolved);
+}
+
 /** A writer's lease, and the part of a version-slot reservation the drop reads. */
 const Lease = z.object({ expires_at: z.string() });
 
@@ -50,22 +62,21 @@ export class TableFences {
   async enterWrite(resolved: TableState, requestId: string): Promise<WriteLease> {
     const key = `${resolved.dirKey}${WRITERS_DIR}${randomUUID()}.json`;
     const lease = () => encodeRecord({ request_id: requestId, expires_at: leaseUntil(this.leaseMs) });
-    let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' })).etag;
-    // Two reads at once decide it: no deregistered marker or tombstone, and the same record.
-    const [marker, record] = await Promise.all([
-      this.store.head(deregisteredMarkerKey(resolved.ref)),
-      readRecord(this.store, tableRecordKey(resolved.ref), TableRecord),
-    ]).catch(async (e: unknown) => {
+    // Not fsynced: the lease matters only while its writer lives, and a crash of the machine ends
+    // the writer too (an unreadable lease is no live lease to a drop, see anyLive).
+    const transient = { durable: false };
+    let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' }, transient)).etag;
+    const same = await isStillResolved(this.store, resolved).catch(async (e: unknown) => {
       await this.store.delete(key).catch(() => undefined);
       throw e;
     });
-    if (marker !== null || record?.value.creating !== undefined || incarnationOfRecord(record?.value) !== incarnationOf(resolved)) {
+    if (!same) {
       await this.store.delete(key).catch(() => undefined);
       throw tableNotFound([...resolved.ref.namespace, resolved.ref.name]);
     }
     // Renewed only while it is exactly the lease written here: a drop that gave up waiting deleted it.
     const renewal = keepRenewed(this.leaseMs, async () => {
-      etag = (await this.store.put(key, lease(), { ifMatch: etag })).etag;
+      etag = (await this.store.put(key, lease(), { ifMatch: etag }, transient)).etag;
     });
     const entered = Date.now();
     return {

@@ -18,7 +18,7 @@ import type {
   RenameTableResponse,
 } from '../../model/tables.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, readNamespace, requireNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
+import { type CatalogDeps, createInNamespace, displayId, requireNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import {
   childOfPrefix,
   deregisteredMarkerKey,
@@ -40,6 +40,7 @@ import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { resolveWithLatest } from '../data/dataset.js';
+import { type ResolvedTable, resolvedTable, resolveTable } from './resolved-table.js';
 import { TableFences } from './table-fences.js';
 import type { RequestContext } from '../request-context.js';
 import {
@@ -78,8 +79,8 @@ export class TableService {
 
   constructor(
     private readonly deps: CatalogDeps,
-    /** The commit path of a managed table, so that the engine's writes go through it. */
-    private readonly coordinatorFor: (ctx: RequestContext, id: string[], resolved?: TableState) => CommitCoordinator,
+    /** The commit path of a managed table, so that the engine's writes go through it (see TableVersionService.coordinatorFor). */
+    private readonly coordinatorFor: (ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean) => CommitCoordinator,
   ) {
     this.fences = new TableFences(deps.store, deps.settings.leaseMs);
   }
@@ -93,14 +94,14 @@ export class TableService {
   }
 
   /**
-   * Takes the name for a new table: the record's create-if-absent inside a live namespace (the
-   * linearization point of every new table), or a replace-if-unchanged of exactly the record that
-   * a dead create or a dead drop left. Whatever such a predecessor, or a drop, left in the
+   * Takes the name for a new table: the record's create-if-absent inside `namespace`, live (the
+   * linearization point of every new table, see createInNamespace), or a replace-if-unchanged of
+   * exactly the record that a dead create or a dead drop left. Whatever such a predecessor, or a drop, left in the
    * directory is then deleted (the drop's tombstone last), before the new table writes anything;
    * with `keepData` (registering the directory's own dataset) only the tombstone goes.
    * Returns the etag of the record written.
    */
-  private async claimName(state: TableState, record: TableRecord, options: { undo?: () => Promise<void>; keepData?: boolean } = {}): Promise<string> {
+  private async claimName(namespace: ResolvedNamespace, state: TableState, record: TableRecord, options: { undo?: () => Promise<void>; keepData?: boolean } = {}): Promise<string> {
     const { ref } = state;
     const id = [...ref.namespace, ref.name];
     if (state.creating?.live) throw tableAlreadyExists(id, 'is being created by another request');
@@ -113,7 +114,7 @@ export class TableService {
     try {
       ({ etag } = await createInNamespace(
         this.store,
-        ref.namespace,
+        namespace,
         () => this.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }),
         async () => {
           await options.undo?.();
@@ -139,13 +140,14 @@ export class TableService {
         throw invalidInput(`location ${JSON.stringify(request.location)} differs from the table's location ${location}; declared tables live in their namespace directory`);
       }
     }
-    await requireNamespace(this.store, ref.namespace);
+    // The namespace is read once here; the claim reads it once more, after its put (the protocol).
+    const namespace = await resolveNamespace(this.store, ref.namespace);
     const state = await readTableState(this.store, ref);
     if (isVisible(state)) throw tableAlreadyExists(id);
     if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const properties = request.properties ?? {};
-    const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
-    await this.claimName(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, {
+    const managed = await resolveManagedVersioning(this.deps, namespace, properties);
+    await this.claimName(namespace, state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, {
       undo: () => this.store.delete(reservedMarkerKey(ref)),
     });
     // Lance's directory catalog recognizes a declared table by this marker.
@@ -170,13 +172,14 @@ export class TableService {
   async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
     const ref = tableRefOf(id);
     const mode = input.mode ?? 'Create';
-    await requireNamespace(this.store, ref.namespace);
+    const namespace = await resolveNamespace(this.store, ref.namespace);
     const state = await readTableState(this.store, ref);
-    if (!isVisible(state)) return this.createNew(ctx, id, state, input);
+    if (!isVisible(state)) return this.createNew(ctx, id, namespace, state, input);
     const hasData = await tableHasData(this.deps.locations, state);
     const existingProperties = state.record?.value.properties ?? {};
     if (hasData && mode === 'Create') throw tableAlreadyExists(id);
-    const dir = dataDir(this.deps.locations, state);
+    const table = resolvedTable(this.deps, id, state, { namespace });
+    const { dir } = table;
     if (hasData && mode === 'ExistOk') {
       const version = await this.deps.engine.datasetVersion(this.datasetAt(dir)).catch((e: unknown) => {
         throw engineFailure(e, id);
@@ -185,8 +188,9 @@ export class TableService {
     }
     const overwrite = hasData;
     let properties = mode === 'Overwrite' ? (input.properties ?? {}) : { ...existingProperties, ...input.properties };
-    const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, ref.namespace, properties));
-    const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, id, state) } : {}) };
+    const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, namespace, properties));
+    // The engine commits under the write lease below: a drop waits for it.
+    const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, table, true) } : {}) };
     const version = await this.fences.whileWriting(state, ctx.requestId, async () => {
       // Filling a declared table: only the holder of the creation claim may create its dataset.
       const release = overwrite ? null : await claimDatasetCreation(this.store, ref, ctx.requestId, this.deps.settings.leaseMs);
@@ -222,27 +226,30 @@ export class TableService {
    * lease ran out was left by a dead create; the next request to take the name replaces exactly
    * that claim and deletes what the dead create wrote (see claimName).
    */
-  private async createNew(ctx: RequestContext, id: string[], state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
+  private async createNew(ctx: RequestContext, id: string[], namespace: ResolvedNamespace, state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
     const { ref } = state;
     if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const { leaseMs } = this.deps.settings;
     const properties = input.properties ?? {};
-    const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
+    const managed = await resolveManagedVersioning(this.deps, namespace, properties);
     const table: TableRecord = { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() };
     // The claim names this create uniquely (request ids come from clients and may repeat); the
     // commit path of a managed table finds the table it creates by that name.
     const own: RequestContext = { ...ctx, requestId: `${ctx.requestId}/${randomUUID()}` };
     const claim = (): TableRecord => ({ ...table, creating: { request_id: own.requestId, lease_until: leaseUntil(leaseMs) } });
     const key = tableRecordKey(ref);
-    let etag = await this.claimName(state, claim());
+    let etag = await this.claimName(namespace, state, claim());
     faultPoint('create:after-claim');
     const renewal = keepRenewed(leaseMs, async () => {
       ({ etag } = await this.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
     });
     const dir = this.deps.locations.own(state.dirKey);
-    const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(own, id) } : {}) };
     let version: number;
     try {
+      // The table as claimed, resolved once for the engine's commits: not under a write lease, so
+      // each commit looks again at it, and finds this create's claim (it names own.requestId).
+      const claimed = managed ? resolvedTable(this.deps, id, await requireVisibleTable(this.store, ref, own.requestId), { dir, namespace }) : null;
+      const at = { ...this.datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: this.coordinatorFor(own, claimed, false) } : {}) };
       ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
       faultPoint('create:after-data');
       await renewal.stop();
@@ -269,7 +276,7 @@ export class TableService {
     const ref = tableRefOf(id);
     const mode = request.mode ?? 'Create';
     const dir = this.deps.locations.resolve(request.location);
-    await requireNamespace(this.store, ref.namespace);
+    const namespace = await resolveNamespace(this.store, ref.namespace);
     try {
       await this.deps.engine.datasetVersion(this.datasetAt(dir));
     } catch (e) {
@@ -286,7 +293,7 @@ export class TableService {
       created_at: new Date().toISOString(),
       incarnation: randomUUID(),
       ...(isOwnDir ? {} : { location: request.location.trim() }),
-      managed_versioning: await resolveManagedVersioning(this.deps, ref.namespace, properties),
+      managed_versioning: await resolveManagedVersioning(this.deps, namespace, properties),
     };
     const state = await readTableState(this.store, ref);
     if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
@@ -299,7 +306,7 @@ export class TableService {
         throw e;
       }
     } else {
-      await this.claimName(state, record, { keepData: isOwnDir });
+      await this.claimName(namespace, state, record, { keepData: isOwnDir });
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
     if (state.deregistered) await this.store.delete(deregisteredMarkerKey(ref));
@@ -310,14 +317,14 @@ export class TableService {
     const ref = tableRefOf(id);
     // Detailed metadata needs the latest version (the engine checks its kept dataset against it).
     const detailed = flags.loadDetailedMetadata ? await resolveWithLatest(this.deps, ref) : null;
-    const state = detailed?.state ?? (await requireVisibleTable(this.store, ref));
-    const dir = detailed?.dir ?? dataDir(this.deps.locations, state);
+    const table = detailed ? resolvedTable(this.deps, id, detailed.state, { dir: detailed.dir }) : await resolveTable(this.deps, id);
+    const { state, dir } = table;
     const latest = detailed?.latest;
     const properties = state.record?.value.properties ?? {};
     const response: DescribeTableResponse = {
       location: dir.store.location(dir.key),
       properties,
-      managed_versioning: state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, ref.namespace, properties)),
+      managed_versioning: await table.managedVersioning(),
       storage_options: dir.store.clientStorageOptions(),
     };
     if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
@@ -498,14 +505,14 @@ export class TableService {
       );
     }
     const state = await requireVisibleTable(this.store, ref);
-    if (!(await readNamespace(this.store, targetNs))) throw new NamespaceError(ErrorCode.NamespaceNotFound, `namespace ${displayId(targetNs)} does not exist`);
+    const targetNamespace = await resolveNamespace(this.store, targetNs);
     const targetState = await readTableState(this.store, target);
     // A dropped table's directory holds no table: it is cleared to make room.
     if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
     else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
     await createInNamespace(
       this.store,
-      targetNs,
+      targetNamespace,
       async () => {
         try {
           await renameDir(state.dirKey, tableDirKey(target));

@@ -41,6 +41,10 @@ export const Reservation = z.object({
 });
 export type Reservation = z.infer<typeof Reservation>;
 
+/** Whether a version lies in one of the ranges [start, end) of a delete request (end -1: through the latest). */
+export const inRanges = (version: number, ranges: Array<{ start_version: number; end_version: number }>): boolean =>
+  ranges.some((r) => version >= r.start_version && (r.end_version === -1 || version < r.end_version));
+
 const HINT = 'latest_version_hint.json';
 const FIRST_PAGE = 100;
 const pad = (v: number): string => String(v).padStart(20, '0');
@@ -109,9 +113,10 @@ export class TableVersions {
    */
   async latest(): Promise<CommittedVersion | null> {
     // Where a LIST reads the whole directory (a local disk), start from the hint and probe instead.
+    let hint: { version: number | undefined } | undefined;
     if (this.store.listsWholeDirectory) {
-      const hinted = await this.hintedVersion();
-      const start = hinted === undefined ? null : await this.get(hinted);
+      hint = { version: await this.hintedVersion() };
+      const start = hint.version === undefined ? null : await this.get(hint.version);
       if (start) return this.probeUpward(start);
     }
     const page = await this.store.list(this.versionsPrefix, { delimiter: '/', maxKeys: FIRST_PAGE });
@@ -121,7 +126,7 @@ export class TableVersions {
       if (v && (!best || v.version > best.version)) best = v;
     }
     if (!best || best.scheme === 'V1') {
-      const hinted = await this.hintedVersion();
+      const hinted = hint ? hint.version : await this.hintedVersion();
       if (hinted !== undefined && (!best || hinted > best.version)) best = (await this.get(hinted, best?.scheme ?? 'V2')) ?? best;
     }
     if (!best && page.nextStartAfter) {
@@ -167,9 +172,12 @@ export class TableVersions {
     return best;
   }
 
-  /** Records the latest version for Lance readers; best effort, readers probe past a stale hint. */
+  /**
+   * Records the latest version for Lance readers; best effort, readers probe past a stale hint
+   * (and take an unreadable one for none), so it need not survive a crash of the machine.
+   */
   async writeHint(version: number): Promise<void> {
-    await this.store.put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version })).catch(() => undefined);
+    await this.store.put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version }), undefined, { durable: false }).catch(() => undefined);
   }
 
   async readSidecars(versions: number[]): Promise<Map<number, VersionSidecar>> {
@@ -194,14 +202,31 @@ export class TableVersions {
     await this.store.put(this.sidecarKey(sidecar.version), encodeRecord(sidecar));
   }
 
+  /**
+   * Who holds a version slot, or null when it is free. A reservation that cannot be read was cut
+   * short by a crash of the machine (a single writer's is not fsynced, see claim): it reads as
+   * one that expired long ago, held by no batch, so the next writer takes it over.
+   */
   async readReservation(version: number): Promise<Versioned<Reservation> | null> {
-    return readRecord(this.store, this.reservationKey(version), Reservation);
+    const key = this.reservationKey(version);
+    return readRecord(this.store, key, Reservation).catch(async (e: unknown) => {
+      if (!(e instanceof NamespaceError)) throw e;
+      const info = await this.store.head(key);
+      return info ? { value: { created_at: '', expires_at: new Date(0).toISOString() }, etag: info.etag } : null;
+    });
   }
 
-  /** Claims a version slot; false when someone holds it. */
+  /**
+   * Claims a version slot; false when someone holds it. A single writer's reservation need not
+   * survive a crash of the machine, which the writer does not survive either (its commit was not
+   * acknowledged). A batch's must: after its commit point, recovery rolls it forward into the
+   * slots it holds, and no single writer may take one of them first.
+   */
   async claim(version: number, reservation: Reservation, replacing?: string): Promise<boolean> {
     try {
-      await this.store.put(this.reservationKey(version), encodeRecord(reservation), replacing ? { ifMatch: replacing } : { ifNoneMatch: '*' });
+      await this.store.put(this.reservationKey(version), encodeRecord(reservation), replacing ? { ifMatch: replacing } : { ifNoneMatch: '*' }, {
+        durable: reservation.transaction_id !== undefined,
+      });
       return true;
     } catch (e) {
       if (e instanceof PreconditionFailedError) return false;

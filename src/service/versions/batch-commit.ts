@@ -1,0 +1,276 @@
+import { randomUUID } from 'node:crypto';
+import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
+import type {
+  BatchCommitTablesResponse,
+  BatchCreateTableVersionsResponse,
+  CommitTableOperation,
+  CommitTableResult,
+  CreateTableVersionEntry,
+  TableVersion,
+} from '../../model/versions.js';
+import { listAll, PreconditionFailedError } from '../../store/object-store.js';
+import { type CatalogDeps, createInNamespace, displayId, requireMainBranch, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
+import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
+import { encodeRecord, TableRecord } from '../catalog/records.js';
+import { faultPoint } from '../fault-points.js';
+import type { RequestContext } from '../request-context.js';
+import { resolveTable } from '../tables/resolved-table.js';
+import { isVisible, readTableState, requireVisibleTable } from '../tables/table-state.js';
+import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
+import type { BatchRecovery } from './batch-recovery.js';
+import { conflict, type PlannedVersion, planVersion, stagedMissing, versionsOnWire } from './commit-steps.js';
+import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
+import type { VersionSlots } from './version-slots.js';
+
+// Batch commits: versions of several tables, and table operations (declare, delete versions,
+// deregister), all or none, also across a crash at any step (the invariants of every commit are
+// in commit-steps.ts).
+//
+// Protocol: a batch writes its marker, then its transaction record (`reserving`), then claims
+// all its slots (version-slots.ts; fsynced, unlike a single writer's: after a crash of the machine
+// recovery rolls the batch forward into them) and the names it declares, then flips the record to
+// `committing` (the commit point, a replace-if-unchanged), then writes the manifests. Before the
+// commit point a crash leaves only reservations and pending table records, which are rolled back
+// once the lease expires; after it, whoever finds the record rolls it forward (batch-recovery.ts).
+
+export class BatchCommits {
+  constructor(
+    private readonly deps: CatalogDeps,
+    private readonly log: TransactionLog,
+    private readonly slots: VersionSlots,
+    private readonly recovery: BatchRecovery,
+    private readonly leaseMs: number,
+  ) {}
+
+  /** A version of an existing table, resolved once. */
+  private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<PlannedVersion> {
+    return planVersion(id, new TableVersions((await resolveTable(this.deps, id)).dir), request);
+  }
+
+  /**
+   * Commits versions of several tables atomically: all or none, also across a crash at any step.
+   * See the protocol at the top of this file.
+   */
+  async batchCreate(_ctx: RequestContext, entries: CreateTableVersionEntry[]): Promise<BatchCreateTableVersionsResponse> {
+    const planned: PlannedVersion[] = [];
+    for (const e of entries) planned.push(await this.plan(e.id, e));
+    const { transactionId, committed } = await this.runBatch('batch_create_table_versions', planned, []);
+    return { versions: await this.wireOf(planned, committed), transaction_id: transactionId };
+  }
+
+  /**
+   * Applies declare / create-version / delete-versions / deregister operations on any tables
+   * together: all or none, with the same protocol as batchCreate. A declare claims its table name
+   * with a record marked pending on this transaction, invisible until the commit point; the other
+   * changes are made only after it.
+   */
+  async batchCommit(_ctx: RequestContext, operations: CommitTableOperation[]): Promise<BatchCommitTablesResponse> {
+    const planned: PlannedVersion[] = [];
+    const ops: TableOp[] = [];
+    const declared = new Set<string>();
+    // Each namespace a declare goes into, resolved once: it serves the managed flag and the claim.
+    const namespaces = new Map<string, ResolvedNamespace>();
+    for (const op of operations) {
+      if (op.declare_table) {
+        const ref = tableRefOf(op.declare_table.id);
+        const own = this.deps.locations.own(tableDirKey(ref));
+        if (op.declare_table.location && op.declare_table.location.trim() !== '') {
+          const asked = this.deps.locations.resolve(op.declare_table.location);
+          if (asked.store !== own.store || asked.key !== own.key) throw invalidInput(`declare_table: location must be the table's directory ${own.store.location(own.key)}`);
+        }
+        const properties = op.declare_table.properties ?? {};
+        const nsKey = JSON.stringify(ref.namespace);
+        const namespace = namespaces.get(nsKey) ?? (await resolveNamespace(this.deps.store, ref.namespace));
+        namespaces.set(nsKey, namespace);
+        ops.push({ kind: 'declare', table_id: op.declare_table.id, properties, managed_versioning: await resolveManagedVersioning(this.deps, namespace, properties) });
+        declared.add(JSON.stringify(op.declare_table.id));
+      } else if (op.create_table_version) {
+        const request = op.create_table_version;
+        const newTable = declared.has(JSON.stringify(request.id));
+        planned.push(await (newTable ? this.planNewTable(request.id, request) : this.plan(request.id, request)));
+      } else if (op.delete_table_versions) {
+        const { id, ranges, branch } = op.delete_table_versions;
+        requireMainBranch(branch);
+        const versions = new TableVersions((await resolveTable(this.deps, id)).dir);
+        const doomed = (await versions.all()).filter((v) => inRanges(v.version, ranges));
+        ops.push({ kind: 'delete_versions', table_id: id, location: versions.store.location(versions.dir.key), versions: doomed.map((v) => ({ version: v.version, key: v.key })) });
+      } else if (op.deregister_table) {
+        await requireVisibleTable(this.deps.store, tableRefOf(op.deregister_table.id));
+        ops.push({ kind: 'deregister', table_id: op.deregister_table.id });
+      }
+    }
+    const { transactionId, committed } = await this.runBatch('batch_commit_tables', planned, ops, namespaces);
+    const versions = await this.wireOf(planned, committed);
+    let v = 0;
+    let o = 0;
+    const results: CommitTableResult[] = [];
+    for (const op of operations) {
+      if (op.create_table_version) {
+        const version = versions[v++];
+        if (version) results.push({ create_table_version: { version } });
+        continue;
+      }
+      const applied = ops[o++];
+      if (applied?.kind === 'declare') {
+        const own = this.deps.locations.own(tableDirKey(tableRefOf(applied.table_id)));
+        results.push({
+          declare_table: {
+            location: own.store.location(own.key),
+            properties: applied.properties,
+            managed_versioning: applied.managed_versioning,
+            storage_options: own.store.clientStorageOptions(),
+          },
+        });
+      } else if (applied?.kind === 'delete_versions') results.push({ delete_table_versions: { deleted_count: applied.versions.length } });
+      else if (applied?.kind === 'deregister') {
+        const own = this.deps.locations.own(tableDirKey(tableRefOf(applied.table_id)));
+        results.push({ deregister_table: { id: applied.table_id, location: own.store.location(own.key), properties: null } });
+      }
+    }
+    return { results, transaction_id: transactionId };
+  }
+
+  /** A version of a table this batch declares: it has no record yet, so no state to read, and no versions. */
+  private planNewTable(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<PlannedVersion> {
+    return planVersion(id, new TableVersions(this.deps.locations.own(tableDirKey(tableRefOf(id)))), request, null);
+  }
+
+  private async wireOf(planned: PlannedVersion[], committed: Map<string, CommittedVersion>): Promise<TableVersion[]> {
+    const wire: TableVersion[] = [];
+    for (const p of planned) {
+      const c = committed.get(`${p.entry.location}#${p.entry.version}`);
+      if (c) wire.push(...(await versionsOnWire(p.versions, [c])));
+    }
+    return wire;
+  }
+
+  /** Checks that the planned versions of one table are exactly latest + 1, latest + 2, ... */
+  private async checkNext(planned: PlannedVersion[]): Promise<void> {
+    const byTable = new Map<string, PlannedVersion[]>();
+    for (const p of planned) byTable.set(p.entry.location, [...(byTable.get(p.entry.location) ?? []), p]);
+    for (const group of byTable.values()) {
+      const first = group[0];
+      if (!first) continue;
+      const latest = (await first.versions.latest())?.version ?? 0;
+      group.sort((a, b) => a.entry.version - b.entry.version);
+      group.forEach((p, i) => {
+        if (p.entry.version !== latest + 1 + i) {
+          throw conflict(`table ${displayId(p.entry.table_id)}: version ${p.entry.version} is not the next version (the latest is ${latest})`);
+        }
+      });
+    }
+  }
+
+  /** The batch protocol (see the top of this file). */
+  private async runBatch(
+    operation: string,
+    planned: PlannedVersion[],
+    ops: TableOp[],
+    namespaces = new Map<string, ResolvedNamespace>(),
+  ): Promise<{ transactionId: string; committed: Map<string, CommittedVersion> }> {
+    const seen = new Set<string>();
+    for (const p of planned) {
+      const slot = `${p.entry.location}#${p.entry.version}`;
+      if (seen.has(slot)) throw invalidInput(`version ${p.entry.version} of table ${displayId(p.entry.table_id)} appears twice`);
+      seen.add(slot);
+    }
+    // Every staged file must be a Lance manifest of its version before the batch claims anything.
+    for (const p of planned) {
+      if ((await p.versions.readStaged(p.entry.staged_key, p.entry.version)) === null) throw stagedMissing(p);
+    }
+    const transactionId = this.log.newId();
+    this.recovery.coordinating.add(transactionId);
+    try {
+      // The marker first: a batch that dies at any later step is found and finished by a poller.
+      await this.recovery.markers.add(transactionId);
+      return await this.coordinate(transactionId, operation, planned, ops, namespaces);
+    } finally {
+      this.recovery.coordinating.delete(transactionId);
+    }
+  }
+
+  private async coordinate(
+    transactionId: string,
+    operation: string,
+    planned: PlannedVersion[],
+    ops: TableOp[],
+    namespaces: Map<string, ResolvedNamespace>,
+  ): Promise<{ transactionId: string; committed: Map<string, CommittedVersion> }> {
+    const now = new Date().toISOString();
+    const tables = [...planned.map((p) => p.entry.table_id), ...ops.map((o) => o.table_id)];
+    let record = await this.log.create({
+      id: transactionId,
+      status: 'Running',
+      operation,
+      phase: 'reserving',
+      properties: {
+        operation,
+        tables: [...new Set(tables.map((t) => t.join('$')))].join(','),
+        ...(planned.length > 0 ? { versions: planned.map((p) => String(p.entry.version)).join(',') } : {}),
+      },
+      entries: planned.map((p) => p.entry),
+      ...(ops.length > 0 ? { table_ops: ops } : {}),
+      created_at: now,
+      updated_at: now,
+      lease_until: new Date(Date.now() + this.leaseMs).toISOString(),
+    });
+    faultPoint('batch:after-record');
+    // A fixed order of claims: two overlapping batches cannot each hold a slot the other needs forever.
+    const order = [...planned].sort((a, b) => (a.entry.location < b.entry.location ? -1 : a.entry.location > b.entry.location ? 1 : a.entry.version - b.entry.version));
+    try {
+      for (const op of ops) {
+        if (op.kind === 'declare') await this.claimName(op, transactionId, namespaces.get(JSON.stringify(op.table_id.slice(0, -1))) ?? op.table_id.slice(0, -1));
+      }
+      for (const [i, p] of order.entries()) {
+        if (!(await this.slots.claim(p.versions, p.entry.version, this.slots.lease(transactionId)))) {
+          throw conflict(`table ${displayId(p.entry.table_id)}: version ${p.entry.version} is being committed by another writer`);
+        }
+        faultPoint(`batch:after-reserve-${i}`);
+      }
+      await this.checkNext(planned);
+      for (const p of planned) {
+        if (!(await p.versions.store.head(p.entry.staged_key))) throw stagedMissing(p);
+      }
+      faultPoint('batch:before-commit-point');
+      const committing = await this.log.update(record, { ...record.value, phase: 'committing' });
+      if (!committing) throw conflict(`transaction ${transactionId} was rolled back while it was being prepared`);
+      record = committing;
+    } catch (e) {
+      await this.recovery.rollBack(record);
+      throw e;
+    }
+    faultPoint('batch:after-commit-point');
+    return { transactionId, committed: await this.recovery.rollForward(record) };
+  }
+
+  /** Claims a table name for a declare in a batch: its record, pending on the transaction, inside `namespace` (see createInNamespace). */
+  private async claimName(op: Extract<TableOp, { kind: 'declare' }>, transactionId: string, namespace: ResolvedNamespace | string[]): Promise<void> {
+    const ref = tableRefOf(op.table_id);
+    const state = await readTableState(this.deps.store, ref);
+    // Staged manifests may already sit in the directory; a record (the claim) or data may not.
+    if (isVisible(state) || state.deregistered) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
+    const key = tableRecordKey(ref);
+    const record: TableRecord = {
+      properties: op.properties,
+      created_at: new Date().toISOString(),
+      managed_versioning: op.managed_versioning,
+      pending_transaction: transactionId,
+      incarnation: randomUUID(),
+    };
+    try {
+      await createInNamespace(this.deps.store, namespace, () => this.deps.store.put(key, encodeRecord(record), { ifNoneMatch: '*' }), () => this.deps.store.delete(key));
+    } catch (e) {
+      if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
+      throw e;
+    }
+    // A dropped table's directory is cleared for the new one, but for the manifests staged for it.
+    if (state.dropped) {
+      const staging = new TableVersions(this.deps.locations.own(state.dirKey));
+      const marker = deregisteredMarkerKey(ref);
+      for (const o of (await listAll(this.deps.store, state.dirKey)).objects) {
+        if (o.key !== key && o.key !== marker && !staging.isStagingKey(o.key)) await this.deps.store.delete(o.key);
+      }
+      await this.deps.store.delete(marker);
+    }
+  }
+}

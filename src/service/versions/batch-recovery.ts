@@ -1,0 +1,242 @@
+import type { ServiceLogger } from '../logger.js';
+import { faultPoint } from '../fault-points.js';
+import { type CatalogDeps } from '../catalog/catalog.js';
+import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
+import { encodeRecord, readRecord, TableRecord, type Versioned } from '../catalog/records.js';
+import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
+import type { BatchEntry, TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
+import { PreconditionFailedError } from '../../store/object-store.js';
+import { type PlannedVersion, writeManifest } from './commit-steps.js';
+import { type CommittedVersion, TableVersions } from './dataset-versions.js';
+
+// Bringing batches to an end (see the protocol in batch-commit.ts): past the commit point, whoever
+// finds a batch's record (a later request, a restart, another replica) rolls it forward from the
+// staged manifests, which are deleted only once the record says Succeeded; before it, once its
+// lease has run out, rolls it back (its reservations and pending table records go).
+//
+// Invariant: a batch writes its marker (`_catalog/batches/<id>.json`) before its record, so before
+// it claims anything, and removes it only once the batch is done and cleaned up. Every replica
+// polls the markers and finishes each batch whose lease has run out (rolled back before its
+// commit point, forward after it), so a batch whose coordinator died never keeps a table name or
+// a version slot for longer than its lease plus a poll interval, without any restart.
+
+export interface VersionSettings {
+  /** How long a reservation or an unfinished batch is trusted before it is presumed dead. */
+  leaseMs: number;
+  /** How often unfinished batches are looked for (default: derived from the lease, see pollIntervalMs). */
+  pollMs?: number;
+}
+
+const BATCH_MARKERS = `${CATALOG_DIR}/batches/`;
+
+const ignorePrecondition = (e: unknown): void => {
+  if (!(e instanceof PreconditionFailedError)) throw e;
+};
+
+export class BatchRecovery {
+  /** Batches this process coordinates right now: the poller leaves them to their coordinator. */
+  readonly coordinating = new Set<string>();
+  /** One marker per unfinished batch, written before its record (see the invariant above). */
+  readonly markers: UnfinishedMarkers;
+  private poller: Poller | undefined;
+
+  constructor(
+    private readonly deps: CatalogDeps,
+    private readonly log: TransactionLog,
+    private readonly settings: VersionSettings,
+    private readonly logger?: ServiceLogger,
+  ) {
+    this.markers = new UnfinishedMarkers(deps.store, BATCH_MARKERS);
+  }
+
+  /** Applies the table operations of a committed batch. Idempotent. */
+  private async applyTableOps(record: TransactionRecord): Promise<void> {
+    for (const op of record.table_ops ?? []) {
+      const ref = tableRefOf(op.table_id);
+      if (op.kind === 'declare') {
+        const current = await readRecord(this.deps.store, tableRecordKey(ref), TableRecord);
+        if (current?.value.pending_transaction === record.id) {
+          const { pending_transaction: _pending, ...settled } = current.value;
+          await this.deps.store.put(tableRecordKey(ref), encodeRecord(settled), { ifMatch: current.etag }).catch(ignorePrecondition);
+        }
+        await this.deps.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch(ignorePrecondition);
+      } else if (op.kind === 'delete_versions') {
+        const versions = new TableVersions(this.deps.locations.resolve(op.location));
+        for (const v of op.versions) {
+          await versions.store.delete(v.key);
+          await versions.store.delete(versions.sidecarKey(v.version));
+        }
+      } else {
+        await this.deps.store.put(deregisteredMarkerKey(ref), '', { ifNoneMatch: '*' }).catch(ignorePrecondition);
+      }
+    }
+  }
+
+  /** Undoes what an abandoned batch claimed for its table operations: its pending table records. */
+  private async undoTableOps(record: TransactionRecord): Promise<void> {
+    for (const op of record.table_ops ?? []) {
+      if (op.kind !== 'declare') continue;
+      const key = tableRecordKey(tableRefOf(op.table_id));
+      const current = await readRecord(this.deps.store, key, TableRecord);
+      if (current?.value.pending_transaction === record.id) await this.deps.store.delete(key);
+    }
+  }
+
+  private planFromEntry(entry: BatchEntry): PlannedVersion {
+    return { entry, versions: new TableVersions(this.deps.locations.resolve(entry.location)) };
+  }
+
+  /** Finishes a batch past its commit point: manifests, then Succeeded, then cleanup. Idempotent. */
+  async rollForward(record: Versioned<TransactionRecord>): Promise<Map<string, CommittedVersion>> {
+    const committed = new Map<string, CommittedVersion>();
+    for (const [i, entry] of (record.value.entries ?? []).entries()) {
+      const p = this.planFromEntry(entry);
+      committed.set(`${entry.location}#${entry.version}`, await writeManifest(p, record.value.id));
+      faultPoint(`batch:after-manifest-${i}`);
+    }
+    await this.applyTableOps(record.value);
+    let current: Versioned<TransactionRecord> | null = record;
+    while (current && current.value.phase !== 'done') {
+      const done = await this.log.update(current, { ...current.value, status: 'Succeeded', phase: 'done' });
+      current = done ?? (await this.log.read(record.value.id));
+    }
+    faultPoint('batch:after-succeeded');
+    if (current) await this.finish(current);
+    else await this.cleanUpVanished(record.value, true);
+    return committed;
+  }
+
+  /** Abandons a batch before its commit point: Failed, then its reservations go. */
+  async rollBack(record: Versioned<TransactionRecord>): Promise<void> {
+    let current: Versioned<TransactionRecord> | null = record;
+    while (current && current.value.phase === 'reserving') {
+      const failed = await this.log.update(current, { ...current.value, status: 'Failed', phase: 'done' });
+      current = failed ?? (await this.log.read(record.value.id));
+    }
+    if (current?.value.phase === 'committing') {
+      await this.rollForward(current); // a recoverer pushed it past the commit point
+      return;
+    }
+    if (current) await this.finish(current);
+    else await this.cleanUpVanished(record.value, false);
+  }
+
+  /** Clean-up of a batch whose record is gone (removed by hand): nothing is left to mark. */
+  private async cleanUpVanished(record: TransactionRecord, succeeded: boolean): Promise<void> {
+    await this.cleanUp(record, succeeded);
+    await this.markers.remove(record.id);
+  }
+
+  /**
+   * Cleans up after a `done` batch, then marks its record cleaned_up. Without the mark, start-up
+   * recovery (which skips finished records) could not tell a batch that crashed between `done`
+   * and its clean-up: its reservations would stay forever and, if it succeeded, so would its
+   * staged manifests. Losing the race to mark the record means another finisher marked it.
+   */
+  private async finish(record: Versioned<TransactionRecord>): Promise<void> {
+    await this.cleanUp(record.value, record.value.status === 'Succeeded');
+    if (!record.value.cleaned_up) await this.log.update(record, { ...record.value, cleaned_up: true });
+    await this.markers.remove(record.value.id);
+  }
+
+  /**
+   * Releases the reservations a finished transaction still holds; deletes its staged manifests if
+   * it succeeded. The caller removes the marker, or (finish) first marks the record cleaned up;
+   * a record gone meanwhile leaves the marker to go here.
+   */
+  private async cleanUp(record: TransactionRecord, succeeded: boolean): Promise<void> {
+    if (!succeeded) await this.undoTableOps(record);
+    for (const entry of record.entries ?? []) {
+      const { versions } = this.planFromEntry(entry);
+      if (succeeded) await versions.store.delete(entry.staged_key);
+      const held = await versions.readReservation(entry.version);
+      if (held?.value.transaction_id === record.id) await versions.release(entry.version);
+    }
+  }
+
+  /**
+   * Brings a transaction found unfinished to an end: past the commit point it is rolled forward;
+   * before it, once its lease has expired, rolled back. A live coordinator is left alone.
+   */
+  async recover(transactionId: string): Promise<void> {
+    const record = await this.log.read(transactionId);
+    if (!record || !record.value.entries) return;
+    const { phase } = record.value;
+    if (phase === 'committing') await this.rollForward(record);
+    else if (phase === 'reserving') {
+      const lease = record.value.lease_until ? Date.parse(record.value.lease_until) : 0;
+      if (lease < Date.now()) await this.rollBack(record);
+    } else await this.finish(record);
+  }
+
+  /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at, and those that failed. */
+  async recoverAll(): Promise<{ count: number; failures: Array<{ id: string; error: unknown }> }> {
+    let count = 0;
+    const failures: Array<{ id: string; error: unknown }> = [];
+    for (const id of await this.log.ids()) {
+      // One record that cannot be finished must not keep the service from starting.
+      try {
+        const record = await this.log.read(id);
+        // A `done` batch not yet cleaned up crashed before its clean-up: finish that too.
+        if (record?.value.entries && (record.value.phase !== 'done' || !record.value.cleaned_up)) {
+          count++;
+          await this.recover(id);
+          // A batch still within its lease (a live coordinator elsewhere, or one written by a
+          // version without markers) is left to the pollers: make sure they can find it.
+          const after = await this.log.read(id);
+          if (after && !this.isFinished(after.value)) await this.markers.add(id);
+        }
+      } catch (error) {
+        failures.push({ id, error });
+      }
+    }
+    return { count, failures };
+  }
+
+  private isFinished(record: TransactionRecord): boolean {
+    return record.phase === 'done' && record.cleaned_up === true;
+  }
+
+  /** Starts polling for batches whose coordinator died (every replica runs this). */
+  start(): void {
+    this.poller ??= new Poller(() => this.pollBatches(), this.settings.pollMs ?? pollIntervalMs(this.settings.leaseMs));
+    this.poller.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.poller?.stop();
+    this.poller = undefined;
+  }
+
+  /**
+   * Looks at every unfinished batch once: each whose lease has run out and that is not
+   * coordinated here is finished (rolled back or forward). A marker whose record never appeared
+   * is removed once older than the lease; one whose batch is finished, at once.
+   */
+  async pollBatches(): Promise<void> {
+    let markers: Marker[];
+    try {
+      markers = await this.markers.list();
+    } catch (err) {
+      this.logger?.warn({ err }, 'could not list unfinished batches');
+      return;
+    }
+    for (const { id, lastModified } of markers) {
+      if (this.coordinating.has(id)) continue;
+      try {
+        const record = await this.log.read(id);
+        if (!record) {
+          if (Date.now() - lastModified.getTime() > this.settings.leaseMs) await this.markers.remove(id);
+        } else if (this.isFinished(record.value)) {
+          await this.markers.remove(id);
+        } else if (!record.value.lease_until || Date.parse(record.value.lease_until) < Date.now()) {
+          await this.recover(id);
+          const after = await this.log.read(id);
+          this.logger?.info({ transaction: id, status: after?.value.status, phase: after?.value.phase }, 'finished a batch whose coordinator died');
+        }
+      } catch (err) {
+        this.logger?.warn({ transaction: id, err }, 'could not finish an unfinished batch; it is tried again at the next poll');
+      }
+    }
+  }
+}

@@ -1,0 +1,59 @@
+import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '../../engine/lance-engine.js';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import type { TableVersion } from '../../model/versions.js';
+import type { RequestContext } from '../request-context.js';
+import type { ResolvedTable } from '../tables/resolved-table.js';
+import { versionsOnWire } from './commit-steps.js';
+import { type CommittedVersion, TableVersions } from './dataset-versions.js';
+import type { SingleCommits } from './single-commit.js';
+
+const coordinated = (v: TableVersion): CoordinatedVersion => ({
+  version: v.version,
+  manifestPath: v.manifest_path,
+  manifestSize: v.manifest_size,
+  eTag: v.e_tag,
+  timestampMillis: v.timestamp_millis,
+});
+
+/**
+ * The commit path of one table as the engine sees it: the service's own writes to a table with
+ * managed versioning commit through the same create-if-absent of the next manifest, under the
+ * same reservations, as clients' commits. Every callback works on the table as the request
+ * resolved it; none looks it up again. `underWriteLease`: see SingleCommits.commit.
+ */
+export function commitCoordinator(commits: SingleCommits, ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean): CommitCoordinator {
+  const versions = new TableVersions(table.dir);
+  const onWire = async (found: CommittedVersion[]) => (await versionsOnWire(versions, found)).map(coordinated);
+  return {
+    latest: async () => {
+      const latest = await versions.latest();
+      return latest ? ((await onWire([latest]))[0] ?? null) : null;
+    },
+    describe: async (version) => {
+      const found = await versions.get(version);
+      return found ? ((await onWire([found]))[0] ?? null) : null;
+    },
+    list: async () => onWire(await versions.all()),
+    create: async (request) => {
+      try {
+        const { version } = await commits.commit(
+          ctx,
+          table,
+          {
+            version: request.version,
+            manifest_path: request.manifestPath,
+            ...(request.manifestSize !== undefined ? { manifest_size: request.manifestSize } : {}),
+            ...(request.eTag !== undefined ? { e_tag: request.eTag } : {}),
+            ...(request.namingScheme !== undefined ? { naming_scheme: request.namingScheme } : {}),
+          },
+          underWriteLease,
+        );
+        return coordinated(version);
+      } catch (e) {
+        // The engine's port speaks EngineError: a lost race is its `conflict` (Lance rebases and retries).
+        if (e instanceof NamespaceError && e.code === ErrorCode.ConcurrentModification) throw new EngineError('conflict', e.message, { cause: e });
+        throw e;
+      }
+    },
+  };
+}

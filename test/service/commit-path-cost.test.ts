@@ -1,0 +1,95 @@
+import { open } from 'node:fs/promises';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { RequestContext } from '../../src/service/request-context.js';
+import { TableService } from '../../src/service/tables/table-service.js';
+import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
+import { TableVersionService } from '../../src/service/versions/table-version-service.js';
+import type { ObjectStore } from '../../src/store/object-store.js';
+import { localCatalogDeps, useLocalRoot } from '../support/local-catalog.js';
+import { manifestBytes } from '../support/manifests.js';
+import { storeDouble } from '../support/store-double.js';
+
+// Pins the cost of one create_table_version (the count is written next to the protocol, in
+// src/service/versions/single-commit.ts): a change that adds a store call or an fsync to the
+// commit path has to change these numbers, and say why.
+
+const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
+
+/** `inner` with every call counted by method name. */
+function counting(inner: ObjectStore): { store: ObjectStore; calls: string[] } {
+  const calls: string[] = [];
+  const count = <K extends 'get' | 'head' | 'put' | 'copy' | 'list' | 'delete' | 'deletePrefix'>(name: K) =>
+    ((...args: unknown[]) => {
+      calls.push(name);
+      return (inner[name] as (...a: unknown[]) => unknown).apply(inner, args);
+    }) as ObjectStore[K];
+  return {
+    store: storeDouble(inner, {
+      get: count('get'),
+      head: count('head'),
+      put: count('put'),
+      copy: count('copy'),
+      list: count('list'),
+      delete: count('delete'),
+      deletePrefix: count('deletePrefix'),
+    }),
+    calls,
+  };
+}
+
+/** Counts fsyncs of files and directories made through node's FileHandle (what the local store uses). */
+async function countFsyncs(dir: string): Promise<{ count: () => number }> {
+  const probe = await open(dir, 'r');
+  const proto = Object.getPrototypeOf(probe) as { sync: () => Promise<void> };
+  await probe.close();
+  const spy = vi.spyOn(proto, 'sync');
+  return { count: () => spy.mock.calls.length };
+}
+
+describe('the cost of one create_table_version on a local root', () => {
+  const root = useLocalRoot('lance-ns-commit-cost-');
+  afterEach(() => vi.restoreAllMocks());
+
+  async function commitCost(withDataOf: number): Promise<{ calls: string[]; fsyncs: number }> {
+    const { store, calls } = counting(root.store);
+    const deps = localCatalogDeps(store, root.dir);
+    const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: 30_000 });
+    const tables = new TableService(deps, (...a) => versions.coordinatorFor(...a));
+    await tables.declare(ctx, ['t'], {});
+    const stage = async (v: number) => {
+      const staged = `_versions/${v}.manifest-staged`;
+      await root.store.put(`t.lance/${staged}`, manifestBytes(v));
+      return staged;
+    };
+    for (let v = 1; v <= withDataOf; v++) await versions.create(ctx, ['t'], { version: v, manifest_path: await stage(v) });
+    const staged = await stage(withDataOf + 1);
+    calls.length = 0;
+    const fsyncs = await countFsyncs(root.dir);
+    await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, e_tag: 'e', manifest_size: 10 });
+    const result = { calls: [...calls], fsyncs: fsyncs.count() };
+    expect((await versions.describe(ctx, ['t'], withDataOf + 1)).version.e_tag).toBe('e');
+    return result;
+  }
+
+  it('the next version of a table with versions: 15 store calls, 4 fsyncs', async () => {
+    const { calls, fsyncs } = await commitCost(2);
+    expect(calls.join(' ')).toBe(
+      [
+        'list get', // the table, resolved once
+        'get', // the staged manifest, checked
+        'put', // the version slot (not fsynced)
+        'head get', // the look again at the table, holding the slot
+        'get head head head', // the latest version: hint, its manifest, the next under both names
+        'put put put', // manifest and sidecar (fsynced), Lance's hint (not)
+        'delete delete', // the staged manifest, the slot
+      ].join(' '),
+    );
+    expect(fsyncs).toBe(4);
+  });
+
+  it('the first version of a declared table: 14 store calls, 4 fsyncs', async () => {
+    const { calls, fsyncs } = await commitCost(0);
+    expect(calls.join(' ')).toBe('list get get put head get get list put put put delete delete delete');
+    expect(fsyncs).toBe(4);
+  });
+});
