@@ -125,5 +125,5 @@ describe.each(backends())('CreateTable killed half-way on $name', (backend: Back
       expect(again.status, JSON.stringify(again.json)).toBe(200);
       expect((await readRows(String(again.json.location), root.store.engineStorageOptions())).map((r) => r.id)).toEqual([1]);
     }
-  });
+  }, 180_000); // four 30 MB creates, each killed once and redone: minutes on a loaded 2-core machine
 });
