@@ -11,7 +11,7 @@ import type {
   DescribeTableVersionResponse,
   ListTableVersionsResponse,
 } from '../../model/versions.js';
-import { type CatalogDeps, displayId, requireMainBranch } from '../catalog/catalog.js';
+import { type CatalogDeps, displayId } from '../catalog/catalog.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import type { ServiceLogger } from '../logger.js';
@@ -59,7 +59,6 @@ export class TableVersionService {
 
   /** Commits a staged manifest as the next version of table `id` (see single-commit.ts). */
   async create(ctx: RequestContext, id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<CreateTableVersionResponse> {
-    requireMainBranch(request.branch);
     return this.single.commit(ctx, await resolveTable(this.deps, id, ctx.requestId), request, false);
   }
 
@@ -81,7 +80,6 @@ export class TableVersionService {
   }
 
   async describe(_ctx: RequestContext, id: string[], version: number | null | undefined, branch?: string | null): Promise<DescribeTableVersionResponse> {
-    requireMainBranch(branch);
     const versions = await this.tableVersions(id);
     const committed = version === undefined || version === null ? await versions.latest() : await versions.get(version);
     if (!committed) {
@@ -98,7 +96,6 @@ export class TableVersionService {
     id: string[],
     page: PageRequest & { descending?: boolean | null | undefined; branch?: string | null | undefined },
   ): Promise<ListTableVersionsResponse> {
-    requireMainBranch(page.branch);
     const scope = JSON.stringify(id);
     const afterToken = this.deps.pageTokens.decode('versions', scope, page.pageToken);
     const versions = await this.tableVersions(id);
@@ -130,7 +127,6 @@ export class TableVersionService {
 
   /** Deletes the manifests of the versions in the ranges ([start, end), end -1 = through the latest). */
   async batchDelete(_ctx: RequestContext, id: string[], request: BatchDeleteTableVersionsRequest): Promise<BatchDeleteTableVersionsResponse> {
-    requireMainBranch(request.branch);
     for (const r of request.ranges) {
       if (r.end_version !== -1 && r.end_version < r.start_version) {
         throw invalidInput(`ranges: end_version ${r.end_version} is before start_version ${r.start_version}`);
