@@ -335,6 +335,8 @@ interface RowSpec {
   run: (side: Side, round: number) => Promise<Figure[]>;
   /** Printed beside the row (a floor, a difference in what the reference returns). */
   note?: () => string;
+  /** The row's request, made once per side before the rounds: where the answers differ in shape, the row says so. */
+  probe?: (side: Side) => Promise<Record<string, unknown>>;
 }
 
 interface RowResult {
@@ -364,8 +366,31 @@ function failureText(e: unknown): string {
   return e instanceof Error ? e.message.split('\n')[0]?.slice(0, 120) ?? '' : String(e);
 }
 
+/** Field paths of an answer with a value, two levels deep (`version.manifest_path`); arrays by their first element. */
+function fieldPaths(value: unknown, prefix = '', depth = 0): string[] {
+  const item = Array.isArray(value) ? value[0] : value;
+  if (typeof item !== 'object' || item === null || depth === 2) return [];
+  return Object.entries(item as Record<string, unknown>)
+    // An empty map or list says as little as a missing field.
+    .filter(([, v]) => v !== null && v !== undefined && !(typeof v === 'object' && Object.keys(v).length === 0))
+    .flatMap(([k, v]) => [`${prefix}${k}`, ...fieldPaths(v, `${prefix}${k}.`, depth + 1)]);
+}
+
+/** What the reference's answer to the row's request lacks or adds, field by field. */
+async function shapeDifference(spec: RowSpec): Promise<string> {
+  if (!spec.probe) return '';
+  const [ours, ref] = await Promise.all(SIDES.map((side) => spec.probe?.(side).then(fieldPaths, (e: unknown) => `fails: ${failureText(e)}`)));
+  if (typeof ref === 'string') return `reference ${ref}`;
+  if (typeof ours === 'string' || !ours || !ref) return '';
+  const lacks = ours.filter((f) => !ref.includes(f));
+  const adds = ref.filter((f) => !ours.includes(f));
+  const parts = [lacks.length > 0 ? `reference answers without ${lacks.join(', ')}` : '', adds.length > 0 ? `reference adds ${adds.join(', ')}` : ''];
+  return parts.filter((p) => p !== '').join('; ');
+}
+
 /** Runs a row's rounds, interleaved: ours, ref, ours, ref, ... */
 async function runRow(spec: RowSpec, rounds: number): Promise<RowResult> {
+  const shape = await shapeDifference(spec);
   const figures: Record<Side, Figure[][]> = { ours: [], ref: [] };
   const failed: Partial<Record<Side, string>> = {};
   for (let round = 0; round < rounds; round++) {
@@ -390,7 +415,7 @@ async function runRow(spec: RowSpec, rounds: number): Promise<RowResult> {
       return { value: median(perRound.map((f) => f.value)), unit: first?.unit ?? 'ms', detail: perRound.length === 1 ? first?.detail : medianDetail(perRound) };
     });
   };
-  return { label: spec.label, parts: spec.parts, outcome: { ours: outcome('ours'), ref: outcome('ref') }, note: spec.note?.() ?? '' };
+  return { label: spec.label, parts: spec.parts, outcome: { ours: outcome('ours'), ref: outcome('ref') }, note: [spec.note?.() ?? '', shape].filter((n) => n !== '').join('; ') };
 }
 
 /** Details are "p99 12.3 ms"-like: the median of their numbers, in the same words. */
@@ -428,17 +453,19 @@ interface Sizes {
   appends: number;
   lookups: number;
   dataCalls: number;
+  /** Page size of the paged listing (radosgw). */
+  pageSize: number;
 }
 
 function sizesFor(store: StoreKind, quick: boolean): Sizes {
   if (store === 'local') {
     return quick
-      ? { rounds: 2, bigTables: 1_000, midTables: 200, historyVersions: 20, deepVersions: 500, dataRows: 10_000, creates: 40, declares: 10, describes: 300, listCalls: 3, appends: 5, lookups: 20, dataCalls: 10 }
-      : { rounds: 3, bigTables: 10_000, midTables: 1_000, historyVersions: 100, deepVersions: 10_000, dataRows: 100_000, creates: 200, declares: 50, describes: 2_000, listCalls: 10, appends: 30, lookups: 100, dataCalls: 30 };
+      ? { rounds: 2, bigTables: 1_000, midTables: 200, historyVersions: 20, deepVersions: 500, dataRows: 10_000, creates: 40, declares: 10, describes: 300, listCalls: 3, appends: 5, lookups: 20, dataCalls: 10, pageSize: 100 }
+      : { rounds: 3, bigTables: 10_000, midTables: 1_000, historyVersions: 100, deepVersions: 10_000, dataRows: 100_000, creates: 200, declares: 50, describes: 2_000, listCalls: 10, appends: 30, lookups: 100, dataCalls: 30, pageSize: 100 };
   }
   return quick
-    ? { rounds: 2, bigTables: 0, midTables: 100, historyVersions: 20, deepVersions: 0, dataRows: 10_000, creates: 16, declares: 16, describes: 100, listCalls: 2, appends: 4, lookups: 16, dataCalls: 5 }
-    : { rounds: 3, bigTables: 0, midTables: 1_000, historyVersions: 200, deepVersions: 0, dataRows: 100_000, creates: 80, declares: 80, describes: 500, listCalls: 5, appends: 15, lookups: 50, dataCalls: 15 };
+    ? { rounds: 2, bigTables: 0, midTables: 100, historyVersions: 20, deepVersions: 0, dataRows: 10_000, creates: 16, declares: 16, describes: 100, listCalls: 2, appends: 4, lookups: 16, dataCalls: 5, pageSize: 25 }
+    : { rounds: 3, bigTables: 0, midTables: 1_000, historyVersions: 200, deepVersions: 0, dataRows: 100_000, creates: 80, declares: 80, describes: 500, listCalls: 5, appends: 15, lookups: 50, dataCalls: 15, pageSize: 100 };
 }
 
 const tableName = (i: number): string => `t${String(i).padStart(6, '0')}`;
@@ -647,9 +674,11 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
       const load = await closedLoop(64, sizes.describes, () => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {}).then(() => undefined));
       return [rate(load, `p99 ${ms(load.p99)} ms`)];
     },
+    probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {}),
   });
 
-  rows.push({ label: listMid, parts: ['list'], run: listRow(bench, 'mid', mid, sizes.listCalls) });
+  const listProbe = (side: Side) => call(servers.url[side], 'GET', `/v1/namespace/mid/table/list`);
+  rows.push({ label: listMid, parts: ['list'], run: listRow(bench, 'mid', mid, sizes.listCalls), probe: listProbe });
   rows.push({ label: listBig, parts: ['list'], run: listRow(bench, 'big', big, Math.max(2, Math.ceil(sizes.listCalls / 2))) });
 
   const appendsLabel = 'managed appends through pylance, 1 writer';
@@ -674,6 +703,10 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
       const list = await closedLoop(1, sizes.lookups, () => call(base, 'POST', `${route}/list`, { descending: true, limit: 1 }).then(() => undefined));
       return [latency(describe), latency(list)];
     },
+    probe: async (side) => ({
+      describe: await call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/describe`, {}),
+      list: await call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/list`, { descending: true, limit: 1 }),
+    }),
   });
 
   const deepLabel = `describe with detailed metadata, ${count(sizes.deepVersions)} versions`;
@@ -686,6 +719,7 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
     label: deepLabel,
     parts: ['describe detailed'],
     run: async (side) => [latency(await closedLoop(1, sizes.lookups, () => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'deep')}/describe`, { load_detailed_metadata: true }).then(() => undefined)))],
+    probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'deep')}/describe`, { load_detailed_metadata: true }),
   });
 
   const dataLabel = `count rows / describe detailed / stats, ${count(sizes.dataRows)} rows`;
@@ -718,6 +752,11 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
         return figures;
       },
       note: () => `warm engine handle: ${floors.map((f) => ms(median(f))).join(' / ')} ms`,
+      probe: async (side) => {
+        const table = `/v1/table/${idPath('bench', 'data')}`;
+        const base = servers.url[side];
+        return { count_rows: await call(base, 'POST', `${table}/count_rows`, {}), describe: await call(base, 'POST', `${table}/describe`, { load_detailed_metadata: true }), stats: await call(base, 'POST', `${table}/stats`, {}) };
+      },
     });
   }
   return rows;
@@ -730,7 +769,7 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
   const needs = (label: string) => wants(bench, label);
 
   const createLabel = `create namespace / declare table, ${count(mid)} entries, 8 clients`;
-  const listLabel = `list tables, ${count(mid)} tables, one call / pages of 100`;
+  const listLabel = `list tables, ${count(mid)} tables, one call / pages of ${sizes.pageSize}`;
   if (needs(createLabel) || needs(listLabel)) {
     log(`fixture: namespaces mid and decl with ${count(mid)} declared tables each`);
     for (const ns of ['mid', 'decl']) {
@@ -764,12 +803,14 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
       const load = await closedLoop(16, sizes.describes, () => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {}).then(() => undefined));
       return [rate(load, `p99 ${ms(load.p99)} ms`)];
     },
+    probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {}),
   });
 
   rows.push({
     label: listLabel,
-    parts: ['one call', 'pages of 100'],
-    run: async (side) => [...(await listRow(bench, 'mid', mid, sizes.listCalls)(side)), ...(await listRow(bench, 'mid', mid, sizes.listCalls, 100)(side))],
+    parts: ['one call', `pages of ${sizes.pageSize}`],
+    run: async (side) => [...(await listRow(bench, 'mid', mid, sizes.listCalls)(side)), ...(await listRow(bench, 'mid', mid, sizes.listCalls, sizes.pageSize)(side))],
+    probe: (side) => call(servers.url[side], 'GET', `/v1/namespace/mid/table/list?limit=${sizes.pageSize}`),
   });
 
   const appendsLabel = 'managed appends via pylance, 1 writer';
@@ -793,6 +834,7 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
       const eight = await closedLoop(8, sizes.lookups * 4, () => call(base, 'POST', route, {}).then(() => undefined));
       return [latency(one), latency(eight)];
     },
+    probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/describe`, {}),
   });
 
   const dataLabel = `count rows / update 1 row, ${count(sizes.dataRows)} rows`;
@@ -812,6 +854,7 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
         );
         return [latency(counts), latency(updates)];
       },
+      probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'data')}/count_rows`, {}),
     });
   }
   return rows;
@@ -895,7 +938,7 @@ function printTable(kind: StoreKind, results: RowResult[], quick: boolean): void
     const ref = r.outcome.ref;
     const single = r.parts.length === 1;
     const cells = (o: Outcome) => ('unavailable' in o ? [] : o);
-    const label = single ? r.label : `${r.label} (${r.parts.join(' / ')})`;
+    const label = single || r.label.includes(r.parts[0] ?? '') ? r.label : `${r.label} (${r.parts.join(' / ')})`;
     const oursText = 'unavailable' in ours ? `n/a: ${ours.unavailable}` : cells(ours).map(show).join(' / ');
     const refText = 'unavailable' in ref ? `n/a: ${ref.unavailable}` : cells(ref).map(show).join(' / ');
     const ratios = 'unavailable' in ours || 'unavailable' in ref ? '—' : cells(ours).map((f, i) => { const g = cells(ref)[i]; return g ? ratio(f, g) : '—'; }).join(' / ');
