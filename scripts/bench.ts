@@ -170,10 +170,12 @@ async function startOurs(access: StoreAccess, root: string): Promise<string> {
   return url;
 }
 
-/** Runs bench_reference.py; resolves with the first JSON line it prints (the process may go on). */
+/** Runs bench_reference.py `command`; resolves with the first JSON line it prints (the process may go on). */
 function startPython(command: string, config: unknown): { first: Promise<Record<string, unknown>>; child: ChildProcess; exited: Promise<number | null> } {
-  const child = spawn(PYTHON, [PY_HELPER, command, JSON.stringify(config)], { cwd: repo, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'error' } });
+  const child = spawn(PYTHON, [PY_HELPER, command], { cwd: repo, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'error' } });
   const exited = track(child);
+  // The configuration is the first line of its stdin (a catalog of 10,000 tables is too long for argv).
+  child.stdin?.write(`${JSON.stringify(config)}\n`);
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString('utf8')).slice(-4000);
@@ -578,13 +580,41 @@ function listRow(bench: Bench, namespace: string, tables: number, calls: number,
   };
 }
 
-/** Managed appends through pylance (one writer) on each side; also times version/create at the proxy. */
-function appendsRow(bench: Bench, table: string[], floorUri: string, floor: number[]): RowSpec {
+/** Lance-written table bench$history, as many versions as the sizes say. */
+async function historyFixture(bench: Bench): Promise<void> {
+  log(`fixture: bench$history, ${bench.sizes.historyVersions} versions written by pylance`);
+  await writeThrough(bench.servers, ['bench', 'history'], 100, bench.sizes.historyVersions - 1);
+}
+
+/** DescribeTable on bench$history, `clients` callers in parallel: rate, with the p99. */
+function describeRow(bench: Bench, label: string, clients: number): RowSpec {
+  const describe = (side: Side) => call(bench.servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {});
+  return {
+    label,
+    parts: ['describe'],
+    run: async (side) => {
+      const load = await closedLoop(clients, bench.sizes.describes, () => describe(side).then(() => undefined));
+      return [rate(load, `p99 ${ms(load.p99)} ms`)];
+    },
+    probe: describe,
+  };
+}
+
+/**
+ * Managed appends through pylance (one writer) on each side, to managed$writes (made here); also
+ * times version/create at the proxy, and plain Lance appends to `floorUri` (made here) as the floor.
+ */
+async function appendsRow(bench: Bench, label: string, floorUri: string): Promise<RowSpec> {
   const { servers, sizes } = bench;
+  const table = ['managed', 'writes'];
+  log('fixture: managed$writes, created by pylance through each server with managed versioning');
+  await writeThrough(servers, table, 10, 0, true);
+  await runPython('write', { uri: floorUri, rows: 10, create: true, appends: 0, storage_options: lanceStorageOptions(servers.access) });
+  const floor: number[] = [];
   let firstId = 1_000_000;
   const appendsOf = (answer: Record<string, unknown>): number[] => (Array.isArray(answer.append_ms) ? answer.append_ms.filter((x): x is number => typeof x === 'number') : []);
   return {
-    label: 'managed appends through pylance, 1 writer',
+    label,
     parts: ['appends', 'raw create_table_version p50'],
     run: async (side) => {
       const timer = bench.commitTimer[side];
@@ -663,32 +693,15 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
 
   const describeLabel = 'describe table, 64 clients';
   const historyLabel = `latest version of a Lance-written table, ${count(sizes.historyVersions)} versions`;
-  if (needs(describeLabel) || needs(historyLabel)) {
-    log(`fixture: bench$history, ${sizes.historyVersions} versions written by pylance`);
-    await writeThrough(servers, ['bench', 'history'], 100, sizes.historyVersions - 1);
-  }
-  rows.push({
-    label: describeLabel,
-    parts: ['describe'],
-    run: async (side) => {
-      const load = await closedLoop(64, sizes.describes, () => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {}).then(() => undefined));
-      return [rate(load, `p99 ${ms(load.p99)} ms`)];
-    },
-    probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {}),
-  });
+  if (needs(describeLabel) || needs(historyLabel)) await historyFixture(bench);
+  rows.push(describeRow(bench, describeLabel, 64));
 
   const listProbe = (side: Side) => call(servers.url[side], 'GET', `/v1/namespace/mid/table/list`);
   rows.push({ label: listMid, parts: ['list'], run: listRow(bench, 'mid', mid, sizes.listCalls), probe: listProbe });
   rows.push({ label: listBig, parts: ['list'], run: listRow(bench, 'big', big, Math.max(2, Math.ceil(sizes.listCalls / 2))) });
 
   const appendsLabel = 'managed appends through pylance, 1 writer';
-  if (needs(appendsLabel) || needs('create_table_version')) {
-    log('fixture: managed$writes, created by pylance through each server with managed versioning');
-    await writeThrough(servers, ['managed', 'writes'], 10, 0, true);
-    const floorUri = path.join(path.dirname(roots.ours), 'plain-lance', 'writes.lance');
-    await runPython('write', { uri: floorUri, rows: 10, create: true, appends: 0 });
-    rows.push({ ...appendsRow(bench, ['managed', 'writes'], floorUri, []), label: appendsLabel });
-  }
+  if (needs(appendsLabel) || needs('create_table_version')) rows.push(await appendsRow(bench, appendsLabel, path.join(path.dirname(roots.ours), 'plain-lance', 'writes.lance')));
 
   rows.push({
     label: historyLabel,
@@ -792,19 +805,8 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
 
   const describeLabel = 'describe table, 16 clients';
   const latestLabel = `latest version, ${count(sizes.historyVersions)} versions, 1 / 8 clients`;
-  if (needs(describeLabel) || needs(latestLabel)) {
-    log(`fixture: bench$history, ${sizes.historyVersions} versions written by pylance`);
-    await writeThrough(servers, ['bench', 'history'], 100, sizes.historyVersions - 1);
-  }
-  rows.push({
-    label: describeLabel,
-    parts: ['describe'],
-    run: async (side) => {
-      const load = await closedLoop(16, sizes.describes, () => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {}).then(() => undefined));
-      return [rate(load, `p99 ${ms(load.p99)} ms`)];
-    },
-    probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {}),
-  });
+  if (needs(describeLabel) || needs(latestLabel)) await historyFixture(bench);
+  rows.push(describeRow(bench, describeLabel, 16));
 
   rows.push({
     label: listLabel,
@@ -815,11 +817,7 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
 
   const appendsLabel = 'managed appends via pylance, 1 writer';
   if (needs(appendsLabel) || needs('create_table_version')) {
-    log('fixture: managed$writes, created by pylance through each server with managed versioning');
-    await writeThrough(servers, ['managed', 'writes'], 10, 0, true);
-    const floorUri = `${path.posix.dirname(roots.ours)}/plain-lance-${randomBytes(3).toString('hex')}/writes.lance`;
-    await runPython('write', { uri: floorUri, rows: 10, create: true, appends: 0, storage_options: lanceStorageOptions(servers.access) });
-    rows.push({ ...appendsRow(bench, ['managed', 'writes'], floorUri, []), label: appendsLabel });
+    rows.push(await appendsRow(bench, appendsLabel, `${path.posix.dirname(roots.ours)}/plain-lance-${randomBytes(3).toString('hex')}/writes.lance`));
   }
 
   rows.push({

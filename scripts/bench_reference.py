@@ -1,11 +1,11 @@
 """The Python side of scripts/bench.ts: the reference server and the pylance clients.
 
 Run by scripts/bench.ts with the test venv's interpreter (pylance pinned in
-scripts/install-python-test-deps.sh), one JSON argument per call:
+scripts/install-python-test-deps.sh), the command as the argument and its JSON configuration as the first line of stdin:
 
   serve  {"properties": {...}}   starts lance.namespace.RestAdapter("dir", properties) on
                                  127.0.0.1 (ephemeral port), prints {"port": N}, and serves until
-                                 stdin closes.
+                                 the rest of stdin closes.
   fill   {"root", "storage_options", "rows": [...]}
                                  appends rows (object_id, object_type, location, metadata) to the
                                  reference's __manifest table in one write: the catalog the
@@ -117,4 +117,4 @@ def commits(config: dict) -> None:
 
 
 if __name__ == "__main__":
-    {"serve": serve, "fill": fill, "write": write, "commits": commits}[sys.argv[1]](json.loads(sys.argv[2]))
+    {"serve": serve, "fill": fill, "write": write, "commits": commits}[sys.argv[1]](json.loads(sys.stdin.readline()))
