@@ -311,11 +311,11 @@ async function closedLoop(clients: number, total: number, op: (i: number) => Pro
 interface Figure {
   value: number;
   unit: '/s' | 'ms';
-  /** Shown after the value, e.g. a p99. */
-  detail?: string;
+  /** A percentile shown after the value, e.g. `{ name: 'p99', ms: 75 }`. */
+  detail?: { name: string; ms: number };
 }
 
-/** A figure per side per round, or why the side has none. */
+/** A side's figures for a row (one per part, medians over the rounds), or why it has none. */
 type Outcome = Figure[] | { unavailable: string };
 
 interface Servers {
@@ -323,10 +323,8 @@ interface Servers {
   url: Record<Side, string>;
   /** Base URL per side for managed-versioning tables (the reference needs an adapter of its own). */
   managedUrl: Record<Side, string>;
-  /** Where each side's table lives (pylance writes there). */
+  /** The object store both servers use. */
   access: StoreAccess;
-  /** Notes a row adds below the table. */
-  notes: string[];
 }
 
 interface RowSpec {
@@ -402,9 +400,10 @@ async function runRow(spec: RowSpec, rounds: number): Promise<RowResult> {
       try {
         figures[side].push(await spec.run(side, round));
       } catch (e) {
-        if (side === 'ours' || !(e instanceof HttpError)) throw e;
+        // An answer the row cannot use makes that side's cell say so; anything else stops the run.
+        if (!(e instanceof HttpError)) throw e;
         failed[side] = failureText(e);
-        log(`  ${spec.label}: the reference failed: ${failed[side]}`);
+        log(`  ${spec.label}: ${side === 'ours' ? 'this service' : 'the reference'} failed: ${failed[side]}`);
       }
     }
   }
@@ -414,23 +413,15 @@ async function runRow(spec: RowSpec, rounds: number): Promise<RowResult> {
     return spec.parts.map((_, p) => {
       const perRound = figures[side].map((f) => f[p]).filter((f): f is Figure => f !== undefined);
       const first = perRound[0];
-      return { value: median(perRound.map((f) => f.value)), unit: first?.unit ?? 'ms', detail: perRound.length === 1 ? first?.detail : medianDetail(perRound) };
+      const details = perRound.map((f) => f.detail).filter((d) => d !== undefined);
+      const detail = details[0] ? { detail: { name: details[0].name, ms: median(details.map((d) => d.ms)) } } : {};
+      return { value: median(perRound.map((f) => f.value)), unit: first?.unit ?? 'ms', ...detail };
     });
   };
   return { label: spec.label, parts: spec.parts, outcome: { ours: outcome('ours'), ref: outcome('ref') }, note: [spec.note?.() ?? '', shape].filter((n) => n !== '').join('; ') };
 }
 
-/** Details are "p99 12.3 ms"-like: the median of their numbers, in the same words. */
-function medianDetail(figures: Figure[]): string | undefined {
-  const details = figures.map((f) => f.detail).filter((d): d is string => d !== undefined);
-  const first = details[0];
-  if (first === undefined) return undefined;
-  const numbers = details.map((d) => Number(/[\d.]+/.exec(d.replace(/^[a-z]+\d*/i, ''))?.[0]));
-  if (numbers.some(Number.isNaN)) return first;
-  return first.replace(/(^[a-z]+\d*\s*)?[\d.]+/i, (m, prefix: string | undefined) => `${prefix ?? ''}${ms(median(numbers))}`);
-}
-
-const rate = (load: Load, detail?: string): Figure => ({ value: load.rate, unit: '/s', ...(detail ? { detail } : {}) });
+const rate = (load: Load, detail?: Figure['detail']): Figure => ({ value: load.rate, unit: '/s', ...(detail ? { detail } : {}) });
 const latency = (load: Load): Figure => ({ value: load.p50, unit: 'ms' });
 
 // ---------------------------------------------------------------------------------------------
@@ -494,8 +485,9 @@ async function putObject(access: StoreAccess, root: string, key: string, body: s
     await writeFile(file, body);
     return;
   }
+  if (!s3) throw new Error('putObject on S3 without a client');
   const { bucket, prefix } = splitS3(root);
-  await s3?.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}/${key}`, Body: body, ContentLength: Buffer.byteLength(body) }));
+  await s3.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}/${key}`, Body: body, ContentLength: Buffer.byteLength(body) }));
 }
 
 function splitS3(uri: string): { bucket: string; prefix: string } {
@@ -594,7 +586,7 @@ function describeRow(bench: Bench, label: string, clients: number): RowSpec {
     parts: ['describe'],
     run: async (side) => {
       const load = await closedLoop(clients, bench.sizes.describes, () => describe(side).then(() => undefined));
-      return [rate(load, `p99 ${ms(load.p99)} ms`)];
+      return [rate(load, { name: 'p99', ms: load.p99 })];
     },
     probe: describe,
   };
@@ -639,7 +631,7 @@ async function appendsRow(bench: Bench, label: string, floorUri: string): Promis
       const commits = [...timer.timings].sort((a, b) => a - b);
       const appendSorted = [...appends].sort((a, b) => a - b);
       return [
-        { value: appends.length / (total / 1000), unit: '/s', detail: `p50 ${ms(percentile(appendSorted, 50))} ms` },
+        { value: appends.length / (total / 1000), unit: '/s', detail: { name: 'p50', ms: percentile(appendSorted, 50) } },
         { value: percentile(commits, 50), unit: 'ms' },
       ];
     },
@@ -886,7 +878,7 @@ async function runStore(kind: StoreKind, quick: boolean, only: string | undefine
     const url = { ours: await startOurs(access, roots.ours), ref: await startReference(access, roots.ref) };
     const managedUrl = { ours: url.ours, ref: await startReference(access, roots.ref, { table_version_tracking_enabled: 'true' }) };
     log(`this service at ${url.ours}, reference at ${url.ref} (managed versioning: ${managedUrl.ref}), roots ${roots.ours} and ${roots.ref}`);
-    const servers: Servers = { url, managedUrl, access, notes: [] };
+    const servers: Servers = { url, managedUrl, access };
     const commitTimer = {
       ours: await startProxy(managedUrl.ours, { buffer: false, timed: /\/version\/create/ }),
       ref: await startProxy(managedUrl.ref, { buffer: false, timed: /\/version\/create/ }),
@@ -917,7 +909,7 @@ async function runStore(kind: StoreKind, quick: boolean, only: string | undefine
 
 function show(f: Figure): string {
   const value = f.unit === '/s' ? `${f.value >= 100 ? f.value.toFixed(0) : f.value.toFixed(1)}/s` : `${ms(f.value)} ms`;
-  return f.detail ? `${value} (${f.detail})` : value;
+  return f.detail ? `${value} (${f.detail.name} ${ms(f.detail.ms)} ms)` : value;
 }
 
 /** How many times faster this service is: rates divide one way, latencies the other. */
