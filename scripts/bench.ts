@@ -915,7 +915,7 @@ function show(f: Figure): string {
 /** How many times faster this service is: rates divide one way, latencies the other. */
 function ratio(ours: Figure, ref: Figure): string {
   const r = ours.unit === '/s' ? ours.value / ref.value : ref.value / ours.value;
-  return `${r >= 10 ? r.toFixed(0) : r.toFixed(2)}×`;
+  return `${r >= 10 ? r.toFixed(0) : r >= 0.1 ? r.toFixed(2) : r.toPrecision(2)}×`;
 }
 
 function printTable(kind: StoreKind, results: RowResult[], quick: boolean): void {
