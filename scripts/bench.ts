@@ -382,8 +382,10 @@ async function shapeDifference(spec: RowSpec): Promise<string> {
   const [ours, ref] = await Promise.all(SIDES.map((side) => spec.probe?.(side).then(fieldPaths, (e: unknown) => `fails: ${failureText(e)}`)));
   if (typeof ref === 'string') return `reference ${ref}`;
   if (typeof ours === 'string' || !ours || !ref) return '';
-  const lacks = ours.filter((f) => !ref.includes(f));
-  const adds = ref.filter((f) => !ours.includes(f));
+  // A field missing whole is named once, not with each of its children.
+  const topmost = (fields: string[]) => fields.filter((f) => !fields.some((g) => f.startsWith(`${g}.`)));
+  const lacks = topmost(ours.filter((f) => !ref.includes(f)));
+  const adds = topmost(ref.filter((f) => !ours.includes(f)));
   const parts = [lacks.length > 0 ? `reference answers without ${lacks.join(', ')}` : '', adds.length > 0 ? `reference adds ${adds.join(', ')}` : ''];
   return parts.filter((p) => p !== '').join('; ');
 }
