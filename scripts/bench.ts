@@ -81,6 +81,9 @@ async function call(base: string, method: 'GET' | 'POST', route: string, body?: 
   return typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : { value: parsed };
 }
 
+/** An answer a row cannot measure with (a wrong count, a version missing): that side's cell says so. */
+class UnusableAnswer extends Error {}
+
 const idPath = (...parts: string[]): string => encodeURIComponent(parts.join('$'));
 
 // ---------------------------------------------------------------------------------------------
@@ -403,7 +406,7 @@ async function runRow(spec: RowSpec, rounds: number): Promise<RowResult> {
         figures[side].push(await spec.run(side, round));
       } catch (e) {
         // An answer the row cannot use makes that side's cell say so; anything else stops the run.
-        if (!(e instanceof HttpError)) throw e;
+        if (!(e instanceof HttpError || e instanceof UnusableAnswer)) throw e;
         failed[side] = failureText(e);
         log(`  ${spec.label}: ${side === 'ours' ? 'this service' : 'the reference'} failed: ${failed[side]}`);
       }
@@ -569,7 +572,7 @@ async function listAll(base: string, namespace: string, pageSize?: number): Prom
 function listRow(bench: Bench, namespace: string, tables: number, calls: number, pageSize?: number): (side: Side) => Promise<Figure[]> {
   return async (side) => {
     const seen = await listAll(bench.servers.url[side], namespace, pageSize); // warm-up and check
-    if (seen !== tables) throw new HttpError(200, `listed ${seen} of ${tables} tables`, 'list');
+    if (seen !== tables) throw new UnusableAnswer(`listed ${seen} of ${tables} tables`);
     return [latency(await closedLoop(1, calls, () => listAll(bench.servers.url[side], namespace, pageSize).then(() => undefined)))];
   };
 }
@@ -629,7 +632,7 @@ async function appendsRow(bench: Bench, label: string, floorUri: string): Promis
         const plainMs = appendsOf(plain);
         floor.push(plainMs.length / (plainMs.reduce((s, x) => s + x, 0) / 1000));
       }
-      if (timer.timings.length === 0) throw new HttpError(200, 'pylance made no create_table_version call: the table is not managed', 'appends');
+      if (timer.timings.length === 0) throw new UnusableAnswer('pylance made no create_table_version call: the table is not managed');
       const commits = [...timer.timings].sort((a, b) => a - b);
       const appendSorted = [...appends].sort((a, b) => a - b);
       return [
@@ -705,7 +708,7 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
       const base = servers.url[side];
       const latestOf = (answer: Record<string, unknown>) => (answer.version as { version?: unknown } | undefined)?.version;
       const described = latestOf(await call(base, 'POST', `${route}/describe`, {}));
-      if (described !== sizes.historyVersions) throw new HttpError(200, `describe_table_version without a version answered ${String(described)}`, 'latest');
+      if (described !== sizes.historyVersions) throw new UnusableAnswer(`describe_table_version without a version answered ${String(described)}`);
       const describe = await closedLoop(1, sizes.lookups, () => call(base, 'POST', `${route}/describe`, {}).then(() => undefined));
       const list = await closedLoop(1, sizes.lookups, () => call(base, 'POST', `${route}/list`, { descending: true, limit: 1 }).then(() => undefined));
       return [latency(describe), latency(list)];
@@ -743,7 +746,7 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
         const table = `/v1/table/${idPath('bench', 'data')}`;
         const counted = await call(base, 'POST', `${table}/count_rows`, {});
         const n = typeof counted.value === 'number' ? counted.value : counted.count;
-        if (n !== sizes.dataRows) throw new HttpError(200, `count_rows answered ${JSON.stringify(counted)}`, 'count');
+        if (n !== sizes.dataRows) throw new UnusableAnswer(`count_rows answered ${JSON.stringify(counted)}`);
         const figures = [
           latency(await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/count_rows`, {}).then(() => undefined))),
           latency(await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/describe`, { load_detailed_metadata: true }).then(() => undefined))),
@@ -821,7 +824,7 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
       const base = servers.url[side];
       const route = `/v1/table/${idPath('bench', 'history')}/version/describe`;
       const described = (await call(base, 'POST', route, {})).version as { version?: unknown } | undefined;
-      if (described?.version !== sizes.historyVersions) throw new HttpError(200, `describe_table_version without a version answered ${String(described?.version)}`, 'latest');
+      if (described?.version !== sizes.historyVersions) throw new UnusableAnswer(`describe_table_version without a version answered ${String(described?.version)}`);
       const one = await closedLoop(1, sizes.lookups, () => call(base, 'POST', route, {}).then(() => undefined));
       const eight = await closedLoop(8, sizes.lookups * 4, () => call(base, 'POST', route, {}).then(() => undefined));
       return [latency(one), latency(eight)];
@@ -892,7 +895,7 @@ async function runStore(kind: StoreKind, quick: boolean, only: string | undefine
     }
     const bench: Bench = { servers, sizes, roots, s3, only, commitTimer };
     const started = now();
-    const specs = (kind === 'local' ? await localRows(bench) : await s3Rows(bench)).filter((r) => wants(bench, r.label));
+    const specs = (kind === 'local' ? await localRows(bench) : await s3Rows(bench)).filter((r) => [r.label, ...r.parts].some((name) => wants(bench, name)));
     log(`fixtures ready in ${secs(now() - started)}; ${specs.length} rows, ${sizes.rounds} interleaved rounds each`);
     const results: RowResult[] = [];
     for (const spec of specs) {
