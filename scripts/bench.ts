@@ -229,6 +229,9 @@ interface Proxy {
   url: string;
   /** Milliseconds of each finished request whose path matches `timed`, in order. */
   timings: number[];
+  /** Every request as `METHOD decoded-url`, while `recording` is set. */
+  requests: string[];
+  recording: boolean;
 }
 
 /**
@@ -238,9 +241,10 @@ interface Proxy {
 async function startProxy(target: string, options: { buffer: boolean; timed?: RegExp }): Promise<Proxy> {
   const to = new URL(target);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
-  const timings: number[] = [];
+  const proxy: Proxy = { url: '', timings: [], requests: [], recording: false };
   const server = http.createServer((req, res) => {
     const started = now();
+    if (proxy.recording) proxy.requests.push(`${req.method ?? ''} ${decodeURIComponent(req.url ?? '')}`);
     const forward = (body?: Buffer) => {
       const headers = { ...req.headers };
       if (body) {
@@ -251,7 +255,7 @@ async function startProxy(target: string, options: { buffer: boolean; timed?: Re
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
         answer.on('end', () => {
-          if (options.timed?.test(req.url ?? '')) timings.push(now() - started);
+          if (options.timed?.test(req.url ?? '')) proxy.timings.push(now() - started);
         });
       });
       upstream.on('error', (e) => {
@@ -273,7 +277,8 @@ async function startProxy(target: string, options: { buffer: boolean; timed?: Re
     await new Promise<void>((resolve) => server.close(() => resolve()));
     agent.destroy();
   });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, timings };
+  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return proxy;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -560,6 +565,32 @@ interface Bench {
   only: string | undefined;
   /** Proxy in front of each server's managed URL, timing version/create. */
   commitTimer: Record<Side, Proxy>;
+  /** The Content-Length proxy in front of radosgw, which also counts the store calls a request makes. */
+  s3Proxy: Proxy | undefined;
+}
+
+/**
+ * The object-store calls one `op` makes on `side`'s root, averaged over `times` runs, as
+ * "LIST 1, GET 2" (radosgw only: every call passes the proxy, which sees whose root it is for).
+ */
+async function storeCalls(bench: Bench, side: Side, times: number, op: () => Promise<unknown>): Promise<string> {
+  const proxy = bench.s3Proxy;
+  if (!proxy) return '';
+  const root = splitS3(bench.roots[side]).prefix;
+  proxy.requests.length = 0;
+  proxy.recording = true;
+  try {
+    for (let i = 0; i < times; i++) await op();
+  } finally {
+    proxy.recording = false;
+  }
+  const kinds = new Map<string, number>();
+  for (const line of proxy.requests) {
+    if (!line.includes(`/${root}/`) && !line.includes(`prefix=${root}/`)) continue;
+    const kind = /[?&]list-type=2|[?&]prefix=/.test(line) ? 'LIST' : (line.split(' ')[0] ?? '?');
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+  }
+  return [...kinds.entries()].map(([kind, n]) => `${kind} ${+(n / times).toFixed(1)}`).join(', ') || 'none';
 }
 
 const wants = (bench: Bench, label: string): boolean => bench.only === undefined || label.toLowerCase().includes(bench.only.toLowerCase());
@@ -597,14 +628,17 @@ async function historyFixture(bench: Bench): Promise<void> {
 /** DescribeTable on bench$history, `clients` callers in parallel: rate, with the p99. */
 function describeRow(bench: Bench, label: string, clients: number): RowSpec {
   const describe = (side: Side) => call(bench.servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {});
+  const calls: Record<Side, string> = { ours: '?', ref: '?' };
   return {
     label,
     parts: ['describe'],
-    run: async (side) => {
+    run: async (side, round) => {
       const load = await closedLoop(clients, bench.sizes.describes, () => describe(side).then(() => undefined));
+      if (round === 0) calls[side] = await storeCalls(bench, side, 5, () => describe(side));
       return [rate(load, { name: 'p99', ms: load.p99 })];
     },
     probe: describe,
+    ...(bench.s3Proxy ? { note: () => `store calls per describe: this service ${calls.ours}; reference ${calls.ref}` } : {}),
   };
 }
 
@@ -829,18 +863,21 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
     rows.push(await appendsRow(bench, appendsLabel, `${path.posix.dirname(roots.ours)}/plain-lance-${randomBytes(3).toString('hex')}/writes.lance`));
   }
 
+  const lookupCalls: Record<Side, string> = { ours: '?', ref: '?' };
   rows.push({
     label: latestLabel,
     parts: ['1 client p50', '8 clients p50'],
-    run: async (side) => {
+    run: async (side, round) => {
       const base = servers.url[side];
       const route = `/v1/table/${idPath('bench', 'history')}/version/describe`;
       const described = (await call(base, 'POST', route, {})).version as { version?: unknown } | undefined;
       if (described?.version !== sizes.historyVersions) throw new UnusableAnswer(`describe_table_version without a version answered ${String(described?.version)}`);
       const one = await closedLoop(1, sizes.lookups, () => call(base, 'POST', route, {}).then(() => undefined));
       const eight = await closedLoop(8, sizes.lookups * 4, () => call(base, 'POST', route, {}).then(() => undefined));
+      if (round === 0) lookupCalls[side] = await storeCalls(bench, side, 5, () => call(base, 'POST', route, {}));
       return [latency(one), latency(eight)];
     },
+    note: () => `store calls per lookup: this service ${lookupCalls.ours}; reference ${lookupCalls.ref}`,
     probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/describe`, {}),
   });
 
@@ -876,6 +913,7 @@ async function runStore(kind: StoreKind, quick: boolean, only: string | undefine
     const sizes = sizesFor(kind, quick);
     let access: StoreAccess;
     let s3: S3Client | undefined;
+    let s3Proxy: Proxy | undefined;
     if (kind === 'local') {
       access = { kind, base: os.tmpdir() };
     } else {
@@ -884,6 +922,7 @@ async function runStore(kind: StoreKind, quick: boolean, only: string | undefine
       cleanups.push(rgw.stop);
       checkAborted();
       const proxy = await startProxy(rgw.server.endpoint, { buffer: true });
+      s3Proxy = proxy;
       log(`radosgw at ${rgw.server.endpoint}, Content-Length proxy at ${proxy.url}`);
       const credentials = { accessKeyId: rgw.server.accessKeyId, secretAccessKey: rgw.server.secretAccessKey };
       access = { kind, base: `s3://${BUCKET}`, s3: { endpoint: proxy.url, region: rgw.server.region, ...credentials } };
@@ -905,7 +944,7 @@ async function runStore(kind: StoreKind, quick: boolean, only: string | undefine
       await call(url[side], 'POST', '/v1/namespace/bench/create', {});
       await call(managedUrl[side], 'POST', '/v1/namespace/managed/create', side === 'ours' ? { properties: { managed_versioning: 'true' } } : {});
     }
-    const bench: Bench = { servers, sizes, roots, s3, only, commitTimer };
+    const bench: Bench = { servers, sizes, roots, s3, only, commitTimer, s3Proxy };
     const started = now();
     const specs = (kind === 'local' ? await localRows(bench) : await s3Rows(bench)).filter((r) => [r.label, ...r.parts].some((name) => wants(bench, name)));
     log(`fixtures ready in ${secs(now() - started)}; ${specs.length} rows, ${sizes.rounds} interleaved rounds each`);
