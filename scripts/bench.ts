@@ -22,6 +22,7 @@
 // from a Python process) against this service, then the reference, for a few rounds; the figures
 // printed are the medians over the rounds. The ratio says how many times faster this service is
 // (>1: faster). Where the reference lacks an operation or answers differently, the row says so.
+// On radosgw the proxy also counts the store calls a request makes on each server's root.
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
