@@ -40,9 +40,9 @@ import { parseArgs } from 'node:util';
 
 import { arrow } from '../src/engine/arrow.js';
 import { LancedbEngine } from '../src/engine/lancedb/engine.js';
-import { lancedb, type Table } from '../src/engine/lancedb/table-access.js';
+import type { Table } from '../src/engine/lancedb/table-access.js';
 import { hasCommittedVersion, readTableState } from '../src/service/tables/table-state.js';
-import { type BenchService, checkAborted, cleanups, ms, now, runMain, secs, startBenchService, type Summary, summarize } from './bench-support.js';
+import { type BenchService, checkAborted, cleanups, ms, now, openDirect, runMain, secs, startBenchService, type Summary, summarize } from './bench-support.js';
 
 type BackendName = 'local' | 'rgw';
 
@@ -106,24 +106,6 @@ async function call(service: Service, method: 'GET' | 'POST', route: string, bod
 }
 
 const TABLE_PATH = `/v1/table/${encodeURIComponent([NAMESPACE, TABLE].join(DELIMITER))}`;
-
-interface Direct {
-  /** The warm handle, kept open for the whole run. */
-  table: Table;
-  /** Opens the same dataset again on the same connection (the caller closes it). */
-  reopen: () => Promise<Table>;
-}
-
-/** Opens the dataset straight through @lancedb/lancedb (see the header on readConsistencyInterval). */
-async function openDirect(location: string, storageOptions: Record<string, string>): Promise<Direct> {
-  const slash = location.lastIndexOf('/');
-  const name = location.slice(slash + 1).replace(/\.lance$/, '');
-  const db = await lancedb().connect(location.slice(0, slash), { storageOptions, readConsistencyInterval: 0 });
-  cleanups.push(async () => db.close());
-  const table = await db.openTable(name);
-  cleanups.push(async () => table.close());
-  return { table, reopen: () => db.openTable(name) };
-}
 
 // ---------------------------------------------------------------------------------------------
 // The measurements.

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { pino } from 'pino';
 import { type App, createApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
+import { lancedb, type Table } from '../src/engine/lancedb/table-access.js';
 import { startRgw } from '../test/support/s3-server.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -122,4 +123,28 @@ export async function startBenchService(backend: 'local' | 'rgw', log: (line: st
   await app.server.listen({ host: '127.0.0.1', port: 0 });
   const { port } = app.server.server.address() as AddressInfo;
   return { app, baseUrl: `http://127.0.0.1:${port}` };
+}
+
+// ---------------------------------------------------------------------------------------------
+// A dataset opened straight through the engine, without the service: the floor data operations are compared with.
+
+export interface Direct {
+  /** The warm handle, kept open for the whole run. */
+  table: Table;
+  /** Opens the same dataset again on the same connection (the caller closes it). */
+  reopen: () => Promise<Table>;
+}
+
+/**
+ * Opens the dataset straight through @lancedb/lancedb, with readConsistencyInterval 0: it looks for a
+ * newer version before every call, as a service serving other writers must (see bench-data.ts).
+ */
+export async function openDirect(location: string, storageOptions: Record<string, string>): Promise<Direct> {
+  const slash = location.lastIndexOf('/');
+  const name = location.slice(slash + 1).replace(/\.lance$/, '');
+  const db = await lancedb().connect(location.slice(0, slash), { storageOptions, readConsistencyInterval: 0 });
+  cleanups.push(async () => db.close());
+  const table = await db.openTable(name);
+  cleanups.push(async () => table.close());
+  return { table, reopen: () => db.openTable(name) };
 }

@@ -1,0 +1,1026 @@
+// This service beside the reference server, workload by workload (issue 9's two tables).
+//
+//   npm run bench -- [--store local|s3|both] [--quick] [--only <row-substring>]
+//
+// Starts this service as its own Node process (src/main.ts through tsx, logs at warn) and the
+// reference, pylance's `lance.namespace.RestAdapter("dir", ...)` from the test venv
+// (scripts/bench_reference.py), each over a root of its own on the same local disk, or in the same
+// bucket of a throwaway radosgw started here. The reference cannot declare a table on radosgw
+// directly (its upload of `.lance-reserved` omits Content-Length and radosgw answers 411), so both
+// servers reach radosgw through a pass-through proxy in this process that buffers each request
+// body and sets Content-Length. Everything binds 127.0.0.1; roots, processes, radosgw and proxies
+// are removed on every exit path (bench-support.ts).
+//
+// Both servers get the same fixture: the same namespaces, declared tables and Lance-written
+// tables, under the same ids. This service is given its fixture over HTTP (so whatever it keeps
+// beside the tables is written by its own code); the reference's big catalogs are appended to its
+// `__manifest` table in one Lance write, with the `.lance-reserved` marker each declared table has
+// (what it holds after declaring them one at a time, which takes it minutes). Lance-written tables
+// are written through each server by pylance's namespace integration, as a client would.
+//
+// Every row runs its workload with the same load generator (fetch from this process, or pylance
+// from a Python process) against this service, then the reference, for a few rounds; the figures
+// printed are the medians over the rounds. The ratio says how many times faster this service is
+// (>1: faster). Where the reference lacks an operation or answers differently, the row says so.
+// On radosgw the proxy also counts the store calls a request makes on each server's root.
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { parseArgs } from 'node:util';
+import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import pLimit from 'p-limit';
+
+import { freePort, startRgw } from '../test/support/s3-server.js';
+import { checkAborted, cleanups, ms, now, openDirect, percentile, runMain, secs } from './bench-support.js';
+
+// The SDK's notice that its 2027 releases need Node 22 is noise while versions are pinned exactly.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
+const repo = path.resolve(import.meta.dirname, '..');
+const PYTHON = path.join(repo, '.venv/bin/python');
+const PY_HELPER = path.join(repo, 'scripts/bench_reference.py');
+const REQUEST_TIMEOUT_MS = 300_000;
+const BUCKET = 'lance-bench';
+
+type StoreKind = 'local' | 's3';
+type Side = 'ours' | 'ref';
+const SIDES: Side[] = ['ours', 'ref'];
+
+function log(message: string): void {
+  process.stderr.write(`[bench] ${message}\n`);
+}
+
+const count = (n: number): string => n.toLocaleString('en-US');
+
+// ---------------------------------------------------------------------------------------------
+// HTTP: one client for both servers.
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly text: string,
+    route: string,
+  ) {
+    super(`${route} -> ${status}: ${text.slice(0, 200)}`);
+  }
+}
+
+async function call(base: string, method: 'GET' | 'POST', route: string, body?: unknown): Promise<Record<string, unknown>> {
+  const init: RequestInit = { method, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers = { 'content-type': 'application/json' };
+  }
+  const res = await fetch(`${base}${route}`, init);
+  const text = await res.text();
+  if (!res.ok) throw new HttpError(res.status, text, `${method} ${route}`);
+  if (text === '') return {};
+  const parsed: unknown = JSON.parse(text);
+  return typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : { value: parsed };
+}
+
+/** An answer a row cannot measure with (a wrong count, a version missing): that side's cell says so. */
+class UnusableAnswer extends Error {}
+
+const idPath = (...parts: string[]): string => encodeURIComponent(parts.join('$'));
+
+// ---------------------------------------------------------------------------------------------
+// Processes: this service, the reference, and the Python clients.
+
+/** Children still running; cleanup stops them by their own id. */
+const live = new Set<ChildProcess>();
+cleanups.push(async () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+function track(child: ChildProcess): Promise<number | null> {
+  live.add(child);
+  return new Promise((resolve) =>
+    child.on('exit', (code) => {
+      live.delete(child);
+      resolve(code);
+    }),
+  );
+}
+
+async function stopChild(child: ChildProcess, exited: Promise<number | null>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function waitHealthy(url: string, exited: Promise<number | null>, what: string): Promise<void> {
+  let gone: number | null | false = false;
+  void exited.then((code) => (gone = code));
+  const deadline = now() + 60_000;
+  while (now() < deadline) {
+    checkAborted();
+    if (gone !== false) throw new Error(`${what} exited (${String(gone)}) before it served`);
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      await res.arrayBuffer();
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${what} did not answer ${url} within 60 s`);
+}
+
+/** Connection to the object store both servers use (through the proxy, for radosgw). */
+interface StoreAccess {
+  kind: StoreKind;
+  /** A directory (local) or s3://bucket/prefix under which each server gets a root. */
+  base: string;
+  s3?: { endpoint: string; region: string; accessKeyId: string; secretAccessKey: string };
+}
+
+/** Lance storage options (the object_store keys) for a store, as pylance and the engine take them. */
+function lanceStorageOptions(access: StoreAccess): Record<string, string> {
+  if (!access.s3) return {};
+  return {
+    aws_endpoint: access.s3.endpoint,
+    aws_region: access.s3.region,
+    aws_access_key_id: access.s3.accessKeyId,
+    aws_secret_access_key: access.s3.secretAccessKey,
+    allow_http: 'true',
+  };
+}
+
+async function startOurs(access: StoreAccess, root: string): Promise<string> {
+  const port = await freePort();
+  const args = ['--root', root, '--host', '127.0.0.1', '--port', String(port), '--log-level', 'warn'];
+  if (access.s3) {
+    const s3 = access.s3;
+    args.push('--s3-endpoint', s3.endpoint, '--s3-region', s3.region, '--s3-access-key-id', s3.accessKeyId, '--s3-secret-access-key', s3.secretAccessKey);
+  }
+  // Only what the service needs from this environment: no AWS_* or LANCE_NS_* leaks in.
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' };
+  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), ...args], {
+    cwd: repo,
+    env,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const exited = track(child);
+  cleanups.push(() => stopChild(child, exited));
+  const url = `http://127.0.0.1:${port}`;
+  await waitHealthy(`${url}/health/live`, exited, 'this service');
+  return url;
+}
+
+/** Runs bench_reference.py `command`; resolves with the first JSON line it prints (the process may go on). */
+function startPython(command: string, config: unknown): { first: Promise<Record<string, unknown>>; child: ChildProcess; exited: Promise<number | null> } {
+  const child = spawn(PYTHON, [PY_HELPER, command], { cwd: repo, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'error' } });
+  const exited = track(child);
+  // The configuration is the first line of its stdin (a catalog of 10,000 tables is too long for argv).
+  child.stdin?.write(`${JSON.stringify(config)}\n`);
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString('utf8')).slice(-4000);
+  });
+  const first = new Promise<Record<string, unknown>>((resolve, reject) => {
+    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+      try {
+        resolve(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        // not ours
+      }
+    });
+    void exited.then((code) => reject(new Error(`bench_reference.py ${command} exited (${code}) without an answer: ${stderr.trim()}`)));
+  });
+  return { first, child, exited };
+}
+
+async function runPython(command: string, config: unknown): Promise<Record<string, unknown>> {
+  checkAborted();
+  const { first, child, exited } = startPython(command, config);
+  child.stdin?.end();
+  const answer = await first;
+  const code = await exited;
+  if (code !== 0) throw new Error(`bench_reference.py ${command} exited with ${code}`);
+  return answer;
+}
+
+async function startReference(access: StoreAccess, root: string, extra: Record<string, string> = {}): Promise<string> {
+  const properties: Record<string, string> = { root, ...extra };
+  for (const [k, v] of Object.entries(lanceStorageOptions(access))) properties[`storage.${k}`] = v;
+  const { first, child, exited } = startPython('serve', { properties });
+  // Closing its stdin is how the reference is told to stop.
+  cleanups.push(async () => {
+    child.stdin?.end();
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  });
+  // It prints its port once it listens.
+  const { port } = await first;
+  return `http://127.0.0.1:${String(port)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Proxies: Content-Length for radosgw, and a stopwatch on the requests a Python client makes.
+
+interface Proxy {
+  url: string;
+  /** Milliseconds of each finished request whose path matches `timed`, in order. */
+  timings: number[];
+  /** Every request as `METHOD decoded-url`, while `recording` is set. */
+  requests: string[];
+  recording: boolean;
+}
+
+/**
+ * Forwards every request to `target`. With `buffer`, reads the whole body first and sends it with
+ * Content-Length (radosgw answers 411 to an upload without one); signed headers pass unchanged.
+ */
+async function startProxy(target: string, options: { buffer: boolean; timed?: RegExp }): Promise<Proxy> {
+  const to = new URL(target);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  const proxy: Proxy = { url: '', timings: [], requests: [], recording: false };
+  const server = http.createServer((req, res) => {
+    const started = now();
+    if (proxy.recording) proxy.requests.push(`${req.method ?? ''} ${decodeURIComponent(req.url ?? '')}`);
+    const forward = (body?: Buffer) => {
+      const headers = { ...req.headers };
+      if (body) {
+        delete headers['transfer-encoding'];
+        headers['content-length'] = String(body.length);
+      }
+      const upstream = http.request({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers, agent }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+        answer.on('end', () => {
+          if (options.timed?.test(req.url ?? '')) proxy.timings.push(now() - started);
+        });
+      });
+      upstream.on('error', (e) => {
+        if (!res.headersSent) res.writeHead(502);
+        res.end(String(e));
+      });
+      if (body) upstream.end(body);
+      else req.pipe(upstream);
+    };
+    if (!options.buffer) return forward();
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => forward(Buffer.concat(chunks)));
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    agent.destroy();
+  });
+  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return proxy;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load generation.
+
+interface Load {
+  /** Operations per second over the whole run. */
+  rate: number;
+  p50: number;
+  p99: number;
+}
+
+/** `clients` concurrent callers, each taking the next of `total` operations until none is left. */
+async function closedLoop(clients: number, total: number, op: (i: number) => Promise<void>): Promise<Load> {
+  const samples: number[] = [];
+  let next = 0;
+  const started = now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < total) {
+        checkAborted();
+        const i = next++;
+        const t = now();
+        await op(i);
+        samples.push(now() - t);
+      }
+    }),
+  );
+  const elapsed = now() - started;
+  samples.sort((a, b) => a - b);
+  return { rate: total / (elapsed / 1000), p50: percentile(samples, 50), p99: percentile(samples, 99) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows: what each measures and how a figure is shown.
+
+/** One figure of one side: a rate (higher is better) or a latency (lower is better). */
+interface Figure {
+  value: number;
+  unit: '/s' | 'ms';
+  /** A percentile shown after the value, e.g. `{ name: 'p99', ms: 75 }`. */
+  detail?: { name: string; ms: number };
+}
+
+/** A side's figures for a row (one per part, medians over the rounds), or why it has none. */
+type Outcome = Figure[] | { unavailable: string };
+
+interface Servers {
+  /** Base URL per side. */
+  url: Record<Side, string>;
+  /** Base URL per side for managed-versioning tables (the reference needs an adapter of its own). */
+  managedUrl: Record<Side, string>;
+  /** The object store both servers use. */
+  access: StoreAccess;
+}
+
+interface RowSpec {
+  label: string;
+  /** Sub-figures of the row (e.g. "count rows", "describe detailed"); one per element. */
+  parts: string[];
+  /** One round for one side: a figure per part. */
+  run: (side: Side, round: number) => Promise<Figure[]>;
+  /** Printed beside the row (a floor, a difference in what the reference returns). */
+  note?: () => string;
+  /** The row's request, made once per side before the rounds: where the answers differ in shape, the row says so. */
+  probe?: (side: Side) => Promise<Record<string, unknown>>;
+  /** Print each part as a row of its own, with these labels (the note goes with the last). */
+  split?: string[];
+}
+
+interface RowResult {
+  label: string;
+  parts: string[];
+  outcome: Record<Side, Outcome>;
+  note: string;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? Number.NaN) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
+
+function failureText(e: unknown): string {
+  if (e instanceof HttpError) {
+    let message = e.text;
+    try {
+      const body = JSON.parse(e.text) as { error?: string; message?: string };
+      message = body.error ?? body.message ?? e.text;
+    } catch {
+      // plain text
+    }
+    return `HTTP ${e.status}: ${message.replace(/\s+/g, ' ').slice(0, 90)}`;
+  }
+  return e instanceof Error ? e.message.split('\n')[0]?.slice(0, 120) ?? '' : String(e);
+}
+
+/** Field paths of an answer with a value, two levels deep (`version.manifest_path`); arrays by their first element. */
+function fieldPaths(value: unknown, prefix = '', depth = 0): string[] {
+  const item = Array.isArray(value) ? value[0] : value;
+  if (typeof item !== 'object' || item === null || depth === 2) return [];
+  return Object.entries(item as Record<string, unknown>)
+    // An empty map or list says as little as a missing field.
+    .filter(([, v]) => v !== null && v !== undefined && !(typeof v === 'object' && Object.keys(v).length === 0))
+    .flatMap(([k, v]) => [`${prefix}${k}`, ...fieldPaths(v, `${prefix}${k}.`, depth + 1)]);
+}
+
+/** What the reference's answer to the row's request lacks or adds, field by field. */
+async function shapeDifference(spec: RowSpec): Promise<string> {
+  if (!spec.probe) return '';
+  const [ours, ref] = await Promise.all(SIDES.map((side) => spec.probe?.(side).then(fieldPaths, (e: unknown) => `fails: ${failureText(e)}`)));
+  if (typeof ref === 'string') return `reference ${ref}`;
+  if (typeof ours === 'string' || !ours || !ref) return '';
+  // A field missing whole is named once, not with each of its children.
+  const topmost = (fields: string[]) => fields.filter((f) => !fields.some((g) => f.startsWith(`${g}.`)));
+  const lacks = topmost(ours.filter((f) => !ref.includes(f)));
+  const adds = topmost(ref.filter((f) => !ours.includes(f)));
+  const parts = [lacks.length > 0 ? `reference answers without ${lacks.join(', ')}` : '', adds.length > 0 ? `reference adds ${adds.join(', ')}` : ''];
+  return parts.filter((p) => p !== '').join('; ');
+}
+
+/** Runs a row's rounds, interleaved: ours, ref, ours, ref, ...; one result, or one per part when the row is split. */
+async function runRow(spec: RowSpec, rounds: number): Promise<RowResult[]> {
+  const shape = await shapeDifference(spec);
+  const figures: Record<Side, Figure[][]> = { ours: [], ref: [] };
+  const failed: Partial<Record<Side, string>> = {};
+  for (let round = 0; round < rounds; round++) {
+    for (const side of SIDES) {
+      if (failed[side]) continue;
+      checkAborted();
+      try {
+        figures[side].push(await spec.run(side, round));
+      } catch (e) {
+        // An answer the row cannot use makes that side's cell say so; anything else stops the run.
+        if (!(e instanceof HttpError || e instanceof UnusableAnswer)) throw e;
+        failed[side] = failureText(e);
+        log(`  ${spec.label}: ${side === 'ours' ? 'this service' : 'the reference'} failed: ${failed[side]}`);
+      }
+    }
+  }
+  const outcome = (side: Side): Outcome => {
+    const reason = failed[side];
+    if (reason) return { unavailable: reason };
+    return spec.parts.map((_, p) => {
+      const perRound = figures[side].map((f) => f[p]).filter((f): f is Figure => f !== undefined);
+      const first = perRound[0];
+      const details = perRound.map((f) => f.detail).filter((d) => d !== undefined);
+      const detail = details[0] ? { detail: { name: details[0].name, ms: median(details.map((d) => d.ms)) } } : {};
+      return { value: median(perRound.map((f) => f.value)), unit: first?.unit ?? 'ms', ...detail };
+    });
+  };
+  const whole: RowResult = { label: spec.label, parts: spec.parts, outcome: { ours: outcome('ours'), ref: outcome('ref') }, note: [spec.note?.() ?? '', shape].filter((n) => n !== '').join('; ') };
+  const split = spec.split;
+  if (!split) return [whole];
+  const part = (o: Outcome, p: number): Outcome => ('unavailable' in o ? o : o.slice(p, p + 1));
+  return split.map((label, p) => ({
+    label,
+    parts: [spec.parts[p] ?? label],
+    outcome: { ours: part(whole.outcome.ours, p), ref: part(whole.outcome.ref, p) },
+    note: p === split.length - 1 ? whole.note : '',
+  }));
+}
+
+const rate = (load: Load, detail?: Figure['detail']): Figure => ({ value: load.rate, unit: '/s', ...(detail ? { detail } : {}) });
+const latency = (load: Load): Figure => ({ value: load.p50, unit: 'ms' });
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures.
+
+interface Sizes {
+  rounds: number;
+  /** Tables in the big namespace (local: the 10k rows). */
+  bigTables: number;
+  /** Tables in the 1k namespace. */
+  midTables: number;
+  /** Versions of the Lance-written table whose latest version is asked for. */
+  historyVersions: number;
+  /** Versions of the table described with detailed metadata. */
+  deepVersions: number;
+  /** Rows of the data table. */
+  dataRows: number;
+  creates: number;
+  declares: number;
+  describes: number;
+  listCalls: number;
+  appends: number;
+  lookups: number;
+  dataCalls: number;
+  /** Page size of the paged listing (radosgw). */
+  pageSize: number;
+}
+
+function sizesFor(store: StoreKind, quick: boolean): Sizes {
+  if (store === 'local') {
+    return quick
+      ? { rounds: 2, bigTables: 1_000, midTables: 200, historyVersions: 20, deepVersions: 500, dataRows: 10_000, creates: 40, declares: 10, describes: 300, listCalls: 3, appends: 5, lookups: 20, dataCalls: 10, pageSize: 100 }
+      : { rounds: 3, bigTables: 10_000, midTables: 1_000, historyVersions: 100, deepVersions: 10_000, dataRows: 100_000, creates: 200, declares: 50, describes: 2_000, listCalls: 10, appends: 30, lookups: 100, dataCalls: 30, pageSize: 100 };
+  }
+  return quick
+    ? { rounds: 2, bigTables: 0, midTables: 100, historyVersions: 20, deepVersions: 0, dataRows: 10_000, creates: 16, declares: 16, describes: 100, listCalls: 2, appends: 4, lookups: 16, dataCalls: 5, pageSize: 25 }
+    : { rounds: 3, bigTables: 0, midTables: 1_000, historyVersions: 200, deepVersions: 0, dataRows: 100_000, creates: 80, declares: 80, describes: 500, listCalls: 5, appends: 15, lookups: 50, dataCalls: 15, pageSize: 100 };
+}
+
+const tableName = (i: number): string => `t${String(i).padStart(6, '0')}`;
+
+/** Roots of both servers under the store's base; made empty. */
+async function makeRoots(access: StoreAccess): Promise<Record<Side, string>> {
+  if (access.kind === 'local') {
+    const dir = await mkdtemp(path.join(access.base, 'lance-ns-bench-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 }));
+    const roots = { ours: path.join(dir, 'ours'), ref: path.join(dir, 'ref') };
+    await mkdir(roots.ours);
+    await mkdir(roots.ref);
+    return roots;
+  }
+  const run = randomBytes(4).toString('hex');
+  return { ours: `${access.base}/ours-${run}`, ref: `${access.base}/ref-${run}` };
+}
+
+/** Writes a small object under a root, straight to the store. */
+async function putObject(access: StoreAccess, root: string, key: string, body: string, s3: S3Client | undefined): Promise<void> {
+  if (access.kind === 'local') {
+    const file = path.join(root, key);
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFile(file, body);
+    return;
+  }
+  if (!s3) throw new Error('putObject on S3 without a client');
+  const { bucket, prefix } = splitS3(root);
+  await s3.send(new PutObjectCommand({ Bucket: bucket, Key: `${prefix}/${key}`, Body: body, ContentLength: Buffer.byteLength(body) }));
+}
+
+function splitS3(uri: string): { bucket: string; prefix: string } {
+  const rest = uri.replace(/^s3:\/\//, '');
+  const slash = rest.indexOf('/');
+  return { bucket: rest.slice(0, slash), prefix: rest.slice(slash + 1) };
+}
+
+/** `names.length` declared tables in `namespace` on both servers. */
+async function declareMany(servers: Servers, roots: Record<Side, string>, namespace: string, names: string[], s3: S3Client | undefined): Promise<void> {
+  const started = now();
+  const limit = pLimit(16);
+  await Promise.all(names.map((name) => limit(() => call(servers.url.ours, 'POST', `/v1/table/${idPath(namespace, name)}/declare`, {}))));
+  log(`  this service: ${count(names.length)} tables declared in ${namespace} over HTTP in ${secs(now() - started)}`);
+  const refStarted = now();
+  const rows = names.map((name) => ({ object_id: `${namespace}$${name}`, object_type: 'table', location: `${randomBytes(4).toString('hex')}_${namespace}$${name}`, metadata: null }));
+  await runPython('fill', { root: roots.ref, storage_options: lanceStorageOptions(servers.access), rows });
+  const markers = pLimit(servers.access.kind === 'local' ? 64 : 32);
+  await Promise.all(rows.map((r) => markers(() => putObject(servers.access, roots.ref, `${r.location}/.lance-reserved`, 'reserved', s3))));
+  log(`  reference: the same ${count(names.length)} tables written to its __manifest, with markers, in ${secs(now() - refStarted)}`);
+}
+
+interface Written {
+  uri: Record<Side, string>;
+}
+
+/** A table written through each server by pylance: `rows` rows, then `appends` appends of one row each. */
+async function writeThrough(servers: Servers, table: string[], rows: number, appends: number, managed = false): Promise<Written> {
+  const uri = { ours: '', ref: '' };
+  for (const side of SIDES) {
+    const started = now();
+    const answer = await runPython('write', {
+      url: managed ? servers.managedUrl[side] : servers.url[side],
+      table_id: table,
+      rows,
+      create: true,
+      appends,
+      storage_options: lanceStorageOptions(servers.access),
+    });
+    uri[side] = String(answer.uri);
+    log(`  ${side === 'ours' ? 'this service' : 'reference'}: ${table.join('$')} written by pylance (${count(rows)} rows, ${appends + 1} versions) in ${secs(now() - started)}`);
+  }
+  return { uri };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rows of each table.
+
+interface Bench {
+  servers: Servers;
+  sizes: Sizes;
+  roots: Record<Side, string>;
+  s3: S3Client | undefined;
+  only: string | undefined;
+  /** Proxy in front of each server's managed URL, timing version/create. */
+  commitTimer: Record<Side, Proxy>;
+  /** The Content-Length proxy in front of radosgw, which also counts the store calls a request makes. */
+  s3Proxy: Proxy | undefined;
+}
+
+/**
+ * The object-store calls one `op` makes on `side`'s root, averaged over `times` runs, as
+ * "LIST 1, GET 2" (radosgw only: every call passes the proxy, which sees whose root it is for).
+ */
+async function storeCalls(bench: Bench, side: Side, times: number, op: () => Promise<unknown>): Promise<string> {
+  const proxy = bench.s3Proxy;
+  if (!proxy) return '';
+  const root = splitS3(bench.roots[side]).prefix;
+  proxy.requests.length = 0;
+  proxy.recording = true;
+  try {
+    for (let i = 0; i < times; i++) await op();
+  } finally {
+    proxy.recording = false;
+  }
+  const kinds = new Map<string, number>();
+  for (const line of proxy.requests) {
+    if (!line.includes(`/${root}/`) && !line.includes(`prefix=${root}/`)) continue;
+    const kind = /[?&]list-type=2|[?&]prefix=/.test(line) ? 'LIST' : (line.split(' ')[0] ?? '?');
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+  }
+  return [...kinds.entries()].map(([kind, n]) => `${kind} ${+(n / times).toFixed(1)}`).join(', ') || 'none';
+}
+
+const wants = (bench: Bench, label: string): boolean => bench.only === undefined || label.toLowerCase().includes(bench.only.toLowerCase());
+
+async function listAll(base: string, namespace: string, pageSize?: number): Promise<number> {
+  let total = 0;
+  let token: string | undefined;
+  for (;;) {
+    const query = new URLSearchParams();
+    if (pageSize !== undefined) query.set('limit', String(pageSize));
+    if (token) query.set('page_token', token);
+    const q = query.toString();
+    const answer = await call(base, 'GET', `/v1/namespace/${idPath(namespace)}/table/list${q ? `?${q}` : ''}`);
+    total += Array.isArray(answer.tables) ? answer.tables.length : 0;
+    token = typeof answer.page_token === 'string' && answer.page_token !== '' ? answer.page_token : undefined;
+    if (!token || pageSize === undefined) return total;
+  }
+}
+
+/** A list row: `calls` listings of `namespace` (one call, or pages of `pageSize`), p50. */
+function listRow(bench: Bench, namespace: string, tables: number, calls: number, pageSize?: number): (side: Side) => Promise<Figure[]> {
+  return async (side) => {
+    const seen = await listAll(bench.servers.url[side], namespace, pageSize); // warm-up and check
+    if (seen !== tables) throw new UnusableAnswer(`listed ${seen} of ${tables} tables`);
+    return [latency(await closedLoop(1, calls, () => listAll(bench.servers.url[side], namespace, pageSize).then(() => undefined)))];
+  };
+}
+
+/** Lance-written table bench$history, as many versions as the sizes say. */
+async function historyFixture(bench: Bench): Promise<void> {
+  log(`fixture: bench$history, ${bench.sizes.historyVersions} versions written by pylance`);
+  await writeThrough(bench.servers, ['bench', 'history'], 100, bench.sizes.historyVersions - 1);
+}
+
+/** DescribeTable on bench$history, `clients` callers in parallel: rate, with the p99. */
+function describeRow(bench: Bench, label: string, clients: number): RowSpec {
+  const describe = (side: Side) => call(bench.servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/describe`, {});
+  const calls: Record<Side, string> = { ours: '?', ref: '?' };
+  return {
+    label,
+    parts: ['describe'],
+    run: async (side, round) => {
+      const load = await closedLoop(clients, bench.sizes.describes, () => describe(side).then(() => undefined));
+      if (round === 0) calls[side] = await storeCalls(bench, side, 5, () => describe(side));
+      return [rate(load, { name: 'p99', ms: load.p99 })];
+    },
+    probe: describe,
+    ...(bench.s3Proxy ? { note: () => `store calls per describe: this service ${calls.ours}; reference ${calls.ref}` } : {}),
+  };
+}
+
+/**
+ * Managed appends through pylance (one writer) on each side, to managed$writes (made here); also
+ * times version/create at the proxy, and plain Lance appends to `floorUri` (made here) as the floor.
+ */
+async function appendsRow(bench: Bench, label: string, floorUri: string): Promise<RowSpec> {
+  const { servers, sizes } = bench;
+  const table = ['managed', 'writes'];
+  log('fixture: managed$writes, created by pylance through each server with managed versioning');
+  await writeThrough(servers, table, 10, 0, true);
+  await runPython('write', { uri: floorUri, rows: 10, create: true, appends: 0, storage_options: lanceStorageOptions(servers.access) });
+  const floor: number[] = [];
+  let firstId = 1_000_000;
+  const appendsOf = (answer: Record<string, unknown>): number[] => (Array.isArray(answer.append_ms) ? answer.append_ms.filter((x): x is number => typeof x === 'number') : []);
+  return {
+    label,
+    parts: ['raw create_table_version p50', 'appends'],
+    split: [`raw create_table_version (p50; the version/create calls of the appends below, timed at a proxy)`, label],
+    run: async (side) => {
+      const timer = bench.commitTimer[side];
+      timer.timings.length = 0;
+      const answer = await runPython('write', {
+        url: timer.url,
+        table_id: table,
+        rows: 0,
+        first_id: (firstId += 10_000),
+        appends: sizes.appends,
+        storage_options: lanceStorageOptions(servers.access),
+      });
+      const appends = appendsOf(answer);
+      const total = appends.reduce((s, x) => s + x, 0);
+      if (side === 'ours') {
+        // The floor, in the same round: plain Lance appends to a dataset of its own, no namespace.
+        const plain = await runPython('write', { uri: floorUri, rows: 0, first_id: (firstId += 10_000), appends: sizes.appends, storage_options: lanceStorageOptions(servers.access) });
+        const plainMs = appendsOf(plain);
+        floor.push(plainMs.length / (plainMs.reduce((s, x) => s + x, 0) / 1000));
+      }
+      if (timer.timings.length === 0) throw new UnusableAnswer('pylance made no create_table_version call: the table is not managed');
+      const commits = [...timer.timings].sort((a, b) => a - b);
+      const appendSorted = [...appends].sort((a, b) => a - b);
+      return [
+        { value: percentile(commits, 50), unit: 'ms' },
+        { value: appends.length / (total / 1000), unit: '/s', detail: { name: 'p50', ms: percentile(appendSorted, 50) } },
+      ];
+    },
+    note: () => `plain Lance (no namespace): ${median(floor).toFixed(0)}/s`,
+  };
+}
+
+async function localRows(bench: Bench): Promise<RowSpec[]> {
+  const { servers, sizes, roots, s3 } = bench;
+  const rows: RowSpec[] = [];
+  const big = sizes.bigTables;
+  const mid = sizes.midTables;
+  const needs = (label: string) => wants(bench, label);
+
+  const createLabel = `create namespace, ${count(big)} entries present, 8 clients`;
+  const listBig = `list tables, ${count(big)} tables, one call`;
+  if (needs(createLabel) || needs(listBig)) {
+    log(`fixture: namespace big with ${count(big)} declared tables`);
+    for (const side of SIDES) await call(servers.url[side], 'POST', `/v1/namespace/big/create`, {});
+    await declareMany(servers, roots, 'big', Array.from({ length: big }, (_, i) => tableName(i)), s3);
+  }
+  const listMid = `list tables, ${count(mid)} tables, one call`;
+  if (needs(listMid)) {
+    log(`fixture: namespace mid with ${count(mid)} declared tables`);
+    for (const side of SIDES) await call(servers.url[side], 'POST', `/v1/namespace/mid/create`, {});
+    await declareMany(servers, roots, 'mid', Array.from({ length: mid }, (_, i) => tableName(i)), s3);
+  }
+
+  let created = 0;
+  rows.push({
+    label: createLabel,
+    parts: ['create'],
+    run: async (side) => {
+      const base = servers.url[side];
+      const batch = created++;
+      return [rate(await closedLoop(8, sizes.creates, (i) => call(base, 'POST', `/v1/namespace/${idPath('big', `n${batch}_${i}`)}/create`, {}).then(() => undefined)))];
+    },
+  });
+
+  let declared = 0;
+  rows.push({
+    label: 'declare table, 0 entries, 1 client',
+    parts: ['declare'],
+    run: async (side) => {
+      const base = servers.url[side];
+      const namespace = `empty${declared++}`;
+      await call(base, 'POST', `/v1/namespace/${namespace}/create`, {});
+      return [rate(await closedLoop(1, sizes.declares, (i) => call(base, 'POST', `/v1/table/${idPath(namespace, tableName(i))}/declare`, {}).then(() => undefined)))];
+    },
+  });
+
+  const describeLabel = 'describe table, 64 clients';
+  const historyLabel = `latest version of a Lance-written table, ${count(sizes.historyVersions)} versions`;
+  if (needs(describeLabel) || needs(historyLabel)) await historyFixture(bench);
+  rows.push(describeRow(bench, describeLabel, 64));
+
+  const listProbe = (side: Side) => call(servers.url[side], 'GET', `/v1/namespace/mid/table/list`);
+  rows.push({ label: listMid, parts: ['list'], run: listRow(bench, 'mid', mid, sizes.listCalls), probe: listProbe });
+  rows.push({ label: listBig, parts: ['list'], run: listRow(bench, 'big', big, Math.max(2, Math.ceil(sizes.listCalls / 2))) });
+
+  const appendsLabel = 'managed appends through pylance, 1 writer';
+  if (needs(appendsLabel) || needs('create_table_version')) rows.push(await appendsRow(bench, appendsLabel, path.join(path.dirname(roots.ours), 'plain-lance', 'writes.lance')));
+
+  rows.push({
+    label: historyLabel,
+    parts: ['describe_table_version (latest)', 'list_table_versions (descending, limit 1)'],
+    run: async (side) => {
+      const route = `/v1/table/${idPath('bench', 'history')}/version`;
+      const base = servers.url[side];
+      const latestOf = (answer: Record<string, unknown>) => (answer.version as { version?: unknown } | undefined)?.version;
+      const described = latestOf(await call(base, 'POST', `${route}/describe`, {}));
+      if (described !== sizes.historyVersions) throw new UnusableAnswer(`describe_table_version without a version answered ${String(described)}`);
+      const describe = await closedLoop(1, sizes.lookups, () => call(base, 'POST', `${route}/describe`, {}).then(() => undefined));
+      const list = await closedLoop(1, sizes.lookups, () => call(base, 'POST', `${route}/list`, { descending: true, limit: 1 }).then(() => undefined));
+      return [latency(describe), latency(list)];
+    },
+    probe: async (side) => ({
+      describe: await call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/describe`, {}),
+      list: await call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/list`, { descending: true, limit: 1 }),
+    }),
+  });
+
+  const deepLabel = `describe with detailed metadata, ${count(sizes.deepVersions)} versions`;
+  if (needs(deepLabel)) {
+    log(`fixture: bench$deep, ${count(sizes.deepVersions)} versions (pylance create, then Lance config commits)`);
+    const { uri } = await writeThrough(servers, ['bench', 'deep'], 1_000, 0);
+    for (const side of SIDES) await runPython('commits', { uri: uri[side], count: sizes.deepVersions - 1, storage_options: lanceStorageOptions(servers.access) });
+  }
+  rows.push({
+    label: deepLabel,
+    parts: ['describe detailed'],
+    run: async (side) => [latency(await closedLoop(1, sizes.lookups, () => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'deep')}/describe`, { load_detailed_metadata: true }).then(() => undefined)))],
+    probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'deep')}/describe`, { load_detailed_metadata: true }),
+  });
+
+  const dataLabel = `count rows / describe detailed / stats, ${count(sizes.dataRows)} rows`;
+  const floors: number[][] = [[], [], []];
+  if (needs(dataLabel)) {
+    log(`fixture: bench$data, ${count(sizes.dataRows)} rows written by pylance`);
+    const { uri } = await writeThrough(servers, ['bench', 'data'], sizes.dataRows, 0);
+    const direct = await openDirect(uri.ours, lanceStorageOptions(servers.access));
+    rows.push({
+      label: dataLabel,
+      parts: ['count rows', 'describe detailed', 'stats'],
+      run: async (side) => {
+        const base = servers.url[side];
+        const table = `/v1/table/${idPath('bench', 'data')}`;
+        const counted = await call(base, 'POST', `${table}/count_rows`, {});
+        const n = typeof counted.value === 'number' ? counted.value : counted.count;
+        if (n !== sizes.dataRows) throw new UnusableAnswer(`count_rows answered ${JSON.stringify(counted)}`);
+        const figures = [
+          latency(await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/count_rows`, {}).then(() => undefined))),
+          latency(await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/describe`, { load_detailed_metadata: true }).then(() => undefined))),
+          latency(await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/stats`, {}).then(() => undefined))),
+        ];
+        if (side === 'ours') {
+          // The warm-engine floor, in the same round: one handle kept open, no HTTP, no catalog.
+          const t = direct.table;
+          floors[0]?.push((await closedLoop(1, sizes.dataCalls, () => t.countRows().then(() => undefined))).p50);
+          floors[1]?.push((await closedLoop(1, sizes.dataCalls, async () => void (await Promise.all([t.schema(), t.version(), t.countRows()])))).p50);
+          floors[2]?.push((await closedLoop(1, sizes.dataCalls, () => t.stats().then(() => undefined))).p50);
+        }
+        return figures;
+      },
+      note: () => `warm engine handle: ${floors.map((f) => ms(median(f))).join(' / ')} ms`,
+      probe: async (side) => {
+        const table = `/v1/table/${idPath('bench', 'data')}`;
+        const base = servers.url[side];
+        return { count_rows: await call(base, 'POST', `${table}/count_rows`, {}), describe: await call(base, 'POST', `${table}/describe`, { load_detailed_metadata: true }), stats: await call(base, 'POST', `${table}/stats`, {}) };
+      },
+    });
+  }
+  return rows;
+}
+
+async function s3Rows(bench: Bench): Promise<RowSpec[]> {
+  const { servers, sizes, roots, s3 } = bench;
+  const rows: RowSpec[] = [];
+  const mid = sizes.midTables;
+  const needs = (label: string) => wants(bench, label);
+
+  const createLabel = `create namespace / declare table, ${count(mid)} entries, 8 clients`;
+  const listLabel = `list tables, ${count(mid)} tables, one call / pages of ${sizes.pageSize}`;
+  if (needs(createLabel) || needs(listLabel)) {
+    log(`fixture: namespaces mid and decl with ${count(mid)} declared tables each`);
+    for (const ns of ['mid', 'decl']) {
+      for (const side of SIDES) await call(servers.url[side], 'POST', `/v1/namespace/${ns}/create`, {});
+      await declareMany(servers, roots, ns, Array.from({ length: mid }, (_, i) => tableName(i)), s3);
+    }
+  }
+  let batch = 0;
+  rows.push({
+    label: createLabel,
+    parts: ['create namespace', 'declare table'],
+    run: async (side) => {
+      const base = servers.url[side];
+      const b = batch++;
+      const creates = await closedLoop(8, sizes.creates, (i) => call(base, 'POST', `/v1/namespace/${idPath('decl', `n${b}_${i}`)}/create`, {}).then(() => undefined));
+      const declares = await closedLoop(8, sizes.declares, (i) => call(base, 'POST', `/v1/table/${idPath('decl', `d${b}_${i}`)}/declare`, {}).then(() => undefined));
+      return [rate(creates), rate(declares)];
+    },
+  });
+
+  const describeLabel = 'describe table, 16 clients';
+  const latestLabel = `latest version, ${count(sizes.historyVersions)} versions, 1 / 8 clients`;
+  if (needs(describeLabel) || needs(latestLabel)) await historyFixture(bench);
+  rows.push(describeRow(bench, describeLabel, 16));
+
+  rows.push({
+    label: listLabel,
+    parts: ['one call', `pages of ${sizes.pageSize}`],
+    run: async (side) => [...(await listRow(bench, 'mid', mid, sizes.listCalls)(side)), ...(await listRow(bench, 'mid', mid, sizes.listCalls, sizes.pageSize)(side))],
+    probe: (side) => call(servers.url[side], 'GET', `/v1/namespace/mid/table/list?limit=${sizes.pageSize}`),
+  });
+
+  const appendsLabel = 'managed appends via pylance, 1 writer';
+  if (needs(appendsLabel) || needs('create_table_version')) {
+    rows.push(await appendsRow(bench, appendsLabel, `${path.posix.dirname(roots.ours)}/plain-lance-${randomBytes(3).toString('hex')}/writes.lance`));
+  }
+
+  const lookupCalls: Record<Side, string> = { ours: '?', ref: '?' };
+  rows.push({
+    label: latestLabel,
+    parts: ['1 client p50', '8 clients p50'],
+    run: async (side, round) => {
+      const base = servers.url[side];
+      const route = `/v1/table/${idPath('bench', 'history')}/version/describe`;
+      const described = (await call(base, 'POST', route, {})).version as { version?: unknown } | undefined;
+      if (described?.version !== sizes.historyVersions) throw new UnusableAnswer(`describe_table_version without a version answered ${String(described?.version)}`);
+      const one = await closedLoop(1, sizes.lookups, () => call(base, 'POST', route, {}).then(() => undefined));
+      const eight = await closedLoop(8, sizes.lookups * 4, () => call(base, 'POST', route, {}).then(() => undefined));
+      if (round === 0) lookupCalls[side] = await storeCalls(bench, side, 5, () => call(base, 'POST', route, {}));
+      return [latency(one), latency(eight)];
+    },
+    note: () => `store calls per lookup: this service ${lookupCalls.ours}; reference ${lookupCalls.ref}`,
+    probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/describe`, {}),
+  });
+
+  const dataLabel = `count rows / update 1 row, ${count(sizes.dataRows)} rows`;
+  if (needs(dataLabel)) {
+    log(`fixture: bench$data, ${count(sizes.dataRows)} rows written by pylance`);
+    await writeThrough(servers, ['bench', 'data'], sizes.dataRows, 0);
+    let updated = 0;
+    rows.push({
+      label: dataLabel,
+      parts: ['count rows', 'update 1 row'],
+      run: async (side) => {
+        const base = servers.url[side];
+        const table = `/v1/table/${idPath('bench', 'data')}`;
+        const counts = await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/count_rows`, {}).then(() => undefined));
+        const updates = await closedLoop(1, sizes.dataCalls, () =>
+          call(base, 'POST', `${table}/update`, { predicate: `id = ${updated++}`, updates: [['value', 'value * 2 + 1']] }).then(() => undefined),
+        );
+        return [latency(counts), latency(updates)];
+      },
+      probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'data')}/count_rows`, {}),
+    });
+  }
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One store: servers, fixtures, rows.
+
+async function runStore(kind: StoreKind, quick: boolean, only: string | undefined): Promise<RowResult[]> {
+  const undoDepth = cleanups.length;
+  try {
+    const sizes = sizesFor(kind, quick);
+    let access: StoreAccess;
+    let s3: S3Client | undefined;
+    let s3Proxy: Proxy | undefined;
+    if (kind === 'local') {
+      access = { kind, base: os.tmpdir() };
+    } else {
+      log('starting radosgw (first run installs Debian packages)');
+      const rgw = await startRgw();
+      cleanups.push(rgw.stop);
+      checkAborted();
+      const proxy = await startProxy(rgw.server.endpoint, { buffer: true });
+      s3Proxy = proxy;
+      log(`radosgw at ${rgw.server.endpoint}, Content-Length proxy at ${proxy.url}`);
+      const credentials = { accessKeyId: rgw.server.accessKeyId, secretAccessKey: rgw.server.secretAccessKey };
+      access = { kind, base: `s3://${BUCKET}`, s3: { endpoint: proxy.url, region: rgw.server.region, ...credentials } };
+      s3 = new S3Client({ endpoint: rgw.server.endpoint, region: rgw.server.region, forcePathStyle: true, credentials });
+      cleanups.push(async () => s3?.destroy());
+      await s3.send(new CreateBucketCommand({ Bucket: BUCKET }));
+    }
+    const roots = await makeRoots(access);
+    const url = { ours: await startOurs(access, roots.ours), ref: await startReference(access, roots.ref) };
+    const managedUrl = { ours: url.ours, ref: await startReference(access, roots.ref, { table_version_tracking_enabled: 'true' }) };
+    log(`this service at ${url.ours}, reference at ${url.ref} (managed versioning: ${managedUrl.ref}), roots ${roots.ours} and ${roots.ref}`);
+    const servers: Servers = { url, managedUrl, access };
+    const commitTimer = {
+      ours: await startProxy(managedUrl.ours, { buffer: false, timed: /\/version\/create/ }),
+      ref: await startProxy(managedUrl.ref, { buffer: false, timed: /\/version\/create/ }),
+    };
+    // The namespaces every store's rows use; `managed` turns managed versioning on for this service.
+    for (const side of SIDES) {
+      await call(url[side], 'POST', '/v1/namespace/bench/create', {});
+      await call(managedUrl[side], 'POST', '/v1/namespace/managed/create', side === 'ours' ? { properties: { managed_versioning: 'true' } } : {});
+    }
+    const bench: Bench = { servers, sizes, roots, s3, only, commitTimer, s3Proxy };
+    const started = now();
+    const specs = (kind === 'local' ? await localRows(bench) : await s3Rows(bench)).filter((r) => [r.label, ...r.parts].some((name) => wants(bench, name)));
+    log(`fixtures ready in ${secs(now() - started)}; ${specs.length} rows, ${sizes.rounds} interleaved rounds each`);
+    const results: RowResult[] = [];
+    for (const spec of specs) {
+      const rowStarted = now();
+      results.push(...(await runRow(spec, sizes.rounds)));
+      log(`${spec.label}: ${secs(now() - rowStarted)}`);
+    }
+    return results;
+  } finally {
+    for (const undo of cleanups.splice(undoDepth).reverse()) await undo().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output.
+
+function show(f: Figure): string {
+  const value = f.unit === '/s' ? `${f.value >= 100 ? f.value.toFixed(0) : f.value.toFixed(1)}/s` : `${ms(f.value)} ms`;
+  return f.detail ? `${value} (${f.detail.name} ${ms(f.detail.ms)} ms)` : value;
+}
+
+/** How many times faster this service is: rates divide one way, latencies the other. */
+function ratio(ours: Figure, ref: Figure): string {
+  const r = ours.unit === '/s' ? ours.value / ref.value : ref.value / ours.value;
+  return `${r >= 10 ? r.toFixed(0) : r >= 0.1 ? r.toFixed(2) : r.toPrecision(2)}×`;
+}
+
+function printTable(kind: StoreKind, results: RowResult[], quick: boolean): void {
+  const out = (line: string) => process.stdout.write(`${line}\n`);
+  out('');
+  out(`| workload (${kind === 'local' ? 'local disk' : 'radosgw'}${quick ? ', --quick sizes' : ''}) | this service | reference | ratio (>1: this service faster) | note |`);
+  out('|---|---|---|---|---|');
+  for (const r of results) {
+    const ours = r.outcome.ours;
+    const ref = r.outcome.ref;
+    const single = r.parts.length === 1;
+    const cells = (o: Outcome) => ('unavailable' in o ? [] : o);
+    const label = single || r.label.includes(r.parts[0] ?? '') ? r.label : `${r.label} (${r.parts.join(' / ')})`;
+    const oursText = 'unavailable' in ours ? `n/a: ${ours.unavailable}` : cells(ours).map(show).join(' / ');
+    const refText = 'unavailable' in ref ? `n/a: ${ref.unavailable}` : cells(ref).map(show).join(' / ');
+    const ratios = 'unavailable' in ours || 'unavailable' in ref ? '—' : cells(ours).map((f, i) => { const g = cells(ref)[i]; return g ? ratio(f, g) : '—'; }).join(' / ');
+    out(`| ${label} | ${oursText} | ${refText} | ${ratios} | ${r.note} |`);
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    strict: true,
+    options: { store: { type: 'string', default: 'both' }, quick: { type: 'boolean', default: false }, only: { type: 'string' } },
+  });
+  const which = values.store;
+  if (which !== 'local' && which !== 's3' && which !== 'both') throw new Error(`--store must be local, s3 or both, not ${JSON.stringify(which)}`);
+  const stores: StoreKind[] = which === 'both' ? ['local', 's3'] : [which];
+  const quick = values.quick === true;
+  const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
+  const loadBefore = load();
+  log(`${os.cpus().length} cores, load ${loadBefore}, node ${process.version}, stores ${stores.join(', ')}${quick ? ', quick' : ''}${values.only ? `, only "${values.only}"` : ''}`);
+  const results: Array<[StoreKind, RowResult[]]> = [];
+  const started = now();
+  for (const store of stores) {
+    const storeStarted = now();
+    results.push([store, await runStore(store, quick, values.only)]);
+    log(`${store} done in ${secs(now() - storeStarted)}`);
+  }
+  for (const [store, rows] of results) printTable(store, rows, quick);
+  process.stdout.write(
+    `\nmachine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), load average (1/5/15 min) ${loadBefore} at the start, ${load()} at the end; ` +
+      `${secs(now() - started)} in all; figures are medians of interleaved rounds (this service, then the reference)\n`,
+  );
+}
+
+runMain(main);

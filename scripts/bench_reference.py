@@ -1,0 +1,120 @@
+"""The Python side of scripts/bench.ts: the reference server and the pylance clients.
+
+Run by scripts/bench.ts with the test venv's interpreter (pylance pinned in
+scripts/install-python-test-deps.sh), the command as the argument and its JSON configuration as the first line of stdin:
+
+  serve  {"properties": {...}}   starts lance.namespace.RestAdapter("dir", properties) on
+                                 127.0.0.1 (ephemeral port), prints {"port": N}, and serves until
+                                 the rest of stdin closes.
+  fill   {"root", "storage_options", "rows": [...]}
+                                 appends rows (object_id, object_type, location, metadata) to the
+                                 reference's __manifest table in one write: the catalog the
+                                 reference would hold after creating those objects one at a time,
+                                 built in seconds instead of minutes.
+  write  {"url" | "uri", "table_id", "rows", "appends", "append_rows", "storage_options", "create"}
+                                 creates (if "create") a table of `rows` rows and/or appends
+                                 `appends` times, through pylance's namespace integration when
+                                 "url" is given (lance.write_dataset(namespace_client=..., table_id=...),
+                                 what a client does) or straight to "uri" (plain Lance, no
+                                 namespace). Prints {"append_ms": [...], "version": v, "uri": ...}.
+  commits {"uri", "count", "storage_options"}
+                                 adds `count` versions to an existing dataset with the cheapest
+                                 real Lance commit (a config change), to build long histories.
+"""
+
+import json
+import sys
+import time
+
+import pyarrow as pa
+
+DIM = 16
+
+
+def data(first: int, count: int) -> pa.Table:
+    """id int64, value float64, name utf8, vec FixedSizeList(16, float32): the shape bench-data.ts uses."""
+    import numpy as np
+
+    ids = np.arange(first, first + count, dtype=np.int64)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(np.random.rand(count * DIM).astype(np.float32)), DIM)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "value": pa.array(ids * 0.5),
+            "name": pa.array([f"name-{i}" for i in ids.tolist()], pa.string()),
+            "vec": vec,
+        }
+    )
+
+
+def serve(config: dict) -> None:
+    import lance.namespace
+
+    adapter = lance.namespace.RestAdapter("dir", config["properties"], host="127.0.0.1", port=0)
+    adapter.start()
+    print(json.dumps({"port": adapter.port}), flush=True)
+    try:
+        sys.stdin.read()  # until the bench closes our stdin (or dies)
+    finally:
+        adapter.stop()
+
+
+def fill(config: dict) -> None:
+    import lance
+
+    uri = config["root"].rstrip("/") + "/__manifest"
+    options = config.get("storage_options") or None
+    schema = lance.dataset(uri, storage_options=options).schema
+    rows = config["rows"]
+    columns = {
+        "object_id": [r["object_id"] for r in rows],
+        "object_type": [r["object_type"] for r in rows],
+        "location": [r.get("location") for r in rows],
+        "metadata": [r.get("metadata") for r in rows],
+    }
+    arrays = [pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(len(rows), f.type) for f in schema]
+    lance.write_dataset(pa.Table.from_arrays(arrays, schema=schema), uri, mode="append", storage_options=options)
+    print(json.dumps({"rows": len(rows)}), flush=True)
+
+
+def write(config: dict) -> None:
+    import lance
+
+    options = config.get("storage_options") or None
+    if config.get("url"):
+        import lance_namespace
+
+        ns = lance_namespace.connect("rest", {"uri": config["url"]})
+        target = {"namespace_client": ns, "table_id": config["table_id"]}
+    else:
+        target = {"uri": config["uri"]}
+
+    def put(table: pa.Table, mode: str):
+        if "uri" in target:
+            return lance.write_dataset(table, target["uri"], mode=mode, storage_options=options)
+        return lance.write_dataset(table, mode=mode, storage_options=options, **target)
+
+    ds = None
+    if config.get("create"):
+        ds = put(data(0, config["rows"]), "create")
+    first = config.get("first_id", config["rows"])
+    step = config.get("append_rows", 1)
+    append_ms = []
+    for i in range(config.get("appends", 0)):
+        started = time.perf_counter()
+        ds = put(data(first + i * step, step), "append")
+        append_ms.append((time.perf_counter() - started) * 1000)
+    print(json.dumps({"append_ms": append_ms, "version": ds.version if ds else None, "uri": ds.uri if ds else None}), flush=True)
+
+
+def commits(config: dict) -> None:
+    import lance
+
+    ds = lance.dataset(config["uri"], storage_options=config.get("storage_options") or None)
+    for i in range(config["count"]):
+        ds.update_config({"bench.commit": str(i)})
+    print(json.dumps({"version": ds.version}), flush=True)
+
+
+if __name__ == "__main__":
+    {"serve": serve, "fill": fill, "write": write, "commits": commits}[sys.argv[1]](json.loads(sys.stdin.readline()))
