@@ -119,6 +119,13 @@ describe.each(backends())('table versions on $name', (backend) => {
     expect((await fx.t.call('POST', `${t.path}/version/describe`, {})).json.version).toMatchObject({ version: 3 });
     const bad = await t.commit(4, { naming_scheme: 'V3' });
     expect(bad.status).toBe(400);
+    // Back to V1 after V2 is refused (the V1 name would sort where a LIST of the latest never looks), and changes nothing.
+    const back = await t.commit(4, { naming_scheme: 'V1' });
+    expect(back.status).toBe(400);
+    expect(back.json.code).toBe(13);
+    expect(String(back.json.error)).toMatch(/names its versions V2/);
+    expect((await fx.t.call('POST', `${t.path}/version/describe`, {})).json.version).toMatchObject({ version: 3 });
+    expect((await t.commit(4)).status).toBe(200);
   });
 
   it('lists versions ascending or descending with pages, on GET and bodyless POST', async () => {

@@ -42,7 +42,13 @@ export async function planVersion(
 ): Promise<PlannedVersion> {
   requireMainBranch(request.branch);
   const stagedKey = versions.stagedKey(request.manifest_path);
-  const scheme: ManifestNamingScheme = request.naming_scheme ?? (latest === undefined ? await versions.latest() : latest)?.scheme ?? 'V2';
+  const current = request.naming_scheme === undefined || request.naming_scheme === null || request.naming_scheme === 'V1' ? (latest === undefined ? await versions.latest() : latest) : null;
+  // Names only ever move from V1 to V2 (Lance's migration), never back: that is what lets the
+  // latest version of a V2 table be read off one LIST (TableVersions.latest).
+  if (request.naming_scheme === 'V1' && current?.scheme === 'V2') {
+    throw invalidInput(`naming_scheme: table ${displayId(id)} names its versions V2 (the latest is ${current.version}); a V1 name would hide behind them`);
+  }
+  const scheme: ManifestNamingScheme = request.naming_scheme ?? current?.scheme ?? 'V2';
   return {
     versions,
     entry: {

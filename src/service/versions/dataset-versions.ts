@@ -93,21 +93,27 @@ export class TableVersions {
     return [...byVersion.values()].sort((a, b) => a.version - b.version);
   }
 
+  /** The committed manifest of one version under one naming scheme, or null. */
+  async getNamed(version: number, scheme: ManifestNamingScheme): Promise<CommittedVersion | null> {
+    const info = await this.store.head(this.finalKey(version, scheme));
+    return info ? { version, scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified } : null;
+  }
+
   /** The committed manifest of one version, or null. */
   async get(version: number, preferred: ManifestNamingScheme = 'V2'): Promise<CommittedVersion | null> {
     const order: ManifestNamingScheme[] = preferred === 'V2' ? ['V2', 'V1'] : ['V1', 'V2'];
     for (const scheme of order) {
-      const info = await this.store.head(this.finalKey(version, scheme));
-      if (info) return { version, scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified };
+      const found = await this.getNamed(version, scheme);
+      if (found) return found;
     }
     return null;
   }
 
   /**
    * The latest committed version. On V2 tables one short LIST finds it (V2 names sort newest
-   * first), so the cost does not grow with the number of versions; then one probe checks that no
-   * newer version exists under the other naming scheme. V1 tables start from Lance's hint file and
-   * the first page, and probe upward exponentially. Versions above any committed one are
+   * first, and a V2 table never gets V1 names again), so the cost does not grow with the number of
+   * versions. V1 tables start from Lance's hint file and the first page, and probe upward
+   * exponentially (under both names: a V1 table may move to V2). Versions above any committed one are
    * contiguous (every commit is latest + 1), which is what makes probing upward exact. On a local
    * disk, where a LIST reads the whole directory, the hint and point lookups come first.
    */
@@ -134,6 +140,9 @@ export class TableVersions {
       best = everything[everything.length - 1] ?? null;
     }
     if (!best) return null;
+    // Every V2 name of a newer version sorts before this one, so it would be on this page; and a
+    // V2 table never gets V1 names again (planVersion): nothing newer can exist.
+    if (best.scheme === 'V2') return best;
     return this.probeUpward(best);
   }
 
@@ -153,8 +162,10 @@ export class TableVersions {
     let best = known;
     let step = 1;
     // Exponential search for a missing version above `best`, then binary search below it.
+    // Past a V2 version only V2 names can follow; past a V1 one, either (Lance's migration to V2).
+    const at = (version: number) => (best.scheme === 'V2' ? this.getNamed(version, 'V2') : this.get(version, best.scheme));
     for (;;) {
-      const next = await this.get(best.version + step, best.scheme);
+      const next = await at(best.version + step);
       if (!next) break;
       best = next;
       step *= 2;
@@ -163,7 +174,7 @@ export class TableVersions {
     let high = best.version + step; // missing
     while (high - low > 1) {
       const mid = Math.floor((low + high) / 2);
-      const found = await this.get(mid, best.scheme);
+      const found = await at(mid);
       if (found) {
         best = found;
         low = mid;
