@@ -24,9 +24,8 @@ import type { VersionSlots } from './version-slots.js';
 // writer's hold is harmless to lose with the machine, which the writer does not survive either;
 // and its delete, without a look within its lease). The look again: 2, at once, and at once with
 // the latest version: 3 (hint, its manifest, the one above under its V2 name: a V2 table never goes
-// back to V1 names). The commit: 3, the
-// manifest and its sidecar each fsynced with its directory (acknowledged means durable), Lance's
-// hint not (readers probe past a stale one). The staged file's delete: 1. The first version of a
+// back to V1 names). The commit: 3, the manifest and its sidecar each fsynced with its directory
+// (acknowledged means durable), Lance's hint not (readers probe past a stale one). The staged file's delete: 1. The first version of a
 // declared table: 14 (no hint yet, one LIST instead; Lance's reserved marker goes).
 
 export class SingleCommits {
