@@ -39,7 +39,7 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       body: DescribeTableVersionRequest,
       response: DescribeTableVersionResponse,
       mainBranchOnly: true,
-      handler: ({ ctx, id, body }) => versions.describe(ctx, id, body.version, body.branch),
+      handler: ({ ctx, id, body }) => versions.describe(ctx, id, body.version),
     }),
     defineRoute({
       operationId: 'ListTableVersions',

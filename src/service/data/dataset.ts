@@ -1,16 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import type { DatasetLocation, LatestCommitted } from '../../engine/lance-engine.js';
+import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import type { CatalogDeps } from '../catalog/catalog.js';
-import { displayId } from '../catalog/catalog.js';
+import { type CatalogDeps, displayId } from '../catalog/catalog.js';
 import { type EngineFailureContext, onEngine } from '../engine-errors.js';
-import { type TableRef, tableDirKey, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
-import type { StoreDir } from '../catalog/locations.js';
+import { type TableRef, VERSIONS_DIR } from '../catalog/layout.js';
 import type { RequestContext } from '../request-context.js';
 import { TableFences } from '../tables/table-fences.js';
-import { type ResolvedTable, resolvedTable } from '../tables/resolved-table.js';
-import { dataDir, incarnationOf, requireVisibleTable, type TableState } from '../tables/table-state.js';
-import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
+import { latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
+import { TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 
 /** A table resolved for a data operation: where its dataset is and how the engine opens it. */
@@ -18,24 +15,6 @@ export interface DataTable extends ResolvedTable {
   ref: TableRef;
   /** For the engine; carries the commit coordinator when the table's versions are managed. */
   at: DatasetLocation;
-}
-
-const latestOf = (latest: CommittedVersion | null, state: TableState): LatestCommitted | undefined =>
-  latest ? { version: latest.version, manifestETag: latest.etag, manifestSize: latest.size, incarnation: incarnationOf(state) } : undefined;
-
-/**
- * The visible table `ref` (else 404), its dataset directory, and the latest committed version of
- * its dataset as the engine checks a kept dataset against (see engine/lancedb/handle-cache.ts;
- * undefined when it has none: declared only). The version is looked up alongside the table's
- * state, in the table's own directory: where the data of every table but a registered one (whose
- * record names its location, looked up after) lives.
- */
-export async function resolveWithLatest(deps: CatalogDeps, ref: TableRef): Promise<{ state: TableState; dir: StoreDir; latest: LatestCommitted | undefined }> {
-  const ownDir = deps.locations.own(tableDirKey(ref));
-  const [state, ownLatest] = await Promise.all([requireVisibleTable(deps.store, ref), new TableVersions(ownDir).latest().catch(() => undefined)]);
-  const dir = dataDir(deps.locations, state);
-  const own = dir.store === ownDir.store && dir.key === ownDir.key && ownLatest !== undefined;
-  return { state, dir, latest: latestOf(own ? ownLatest : await new TableVersions(dir).latest(), state) };
 }
 
 /** A table opened for a data operation, and whether its dataset exists yet. */
@@ -66,8 +45,10 @@ export class DataTables {
   async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean } = {}): Promise<OpenTable> {
     // One look at the latest committed version answers whether the table has data and lets the
     // engine serve the request from the dataset it keeps open (checked against this version).
-    const { state, dir, latest } = await resolveWithLatest(this.deps, tableRefOf(id));
-    const table = resolvedTable(this.deps, id, state, { dir });
+    const resolved = await resolveTableWithLatest(this.deps, id);
+    const { table } = resolved;
+    const { state, dir } = table;
+    const latest = latestCommitted(resolved.latest, state);
     const hasData = latest !== undefined;
     if (!hasData && !options.allowDeclared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet`);

@@ -1,7 +1,9 @@
+import type { LatestCommitted } from '../../engine/lance-engine.js';
 import { type CatalogDeps, type ResolvedNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
-import { tableRefOf } from '../catalog/layout.js';
+import { tableDirKey, tableRefOf } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
-import { dataDir, requireVisibleTable, type TableState } from './table-state.js';
+import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
+import { dataDir, incarnationOf, requireVisibleTable, type TableState } from './table-state.js';
 
 /**
  * A table as one request resolved it. Every later step of the request, including the engine's
@@ -37,3 +39,22 @@ export function resolvedTable(deps: CatalogDeps, id: string[], state: TableState
 export async function resolveTable(deps: CatalogDeps, id: string[], creatingRequest?: string): Promise<ResolvedTable> {
   return resolvedTable(deps, id, await requireVisibleTable(deps.store, tableRefOf(id), creatingRequest));
 }
+
+/**
+ * Resolves the visible table `id` (404 otherwise) and reads the latest committed version of its
+ * dataset (null: none, declared only) at the same time: the version is looked up in the table's
+ * own directory alongside its state, since that is where the data of every table but a
+ * registered one lives (whose record names its location, looked up after).
+ */
+export async function resolveTableWithLatest(deps: CatalogDeps, id: string[]): Promise<{ table: ResolvedTable; latest: CommittedVersion | null }> {
+  const ref = tableRefOf(id);
+  const ownDir = deps.locations.own(tableDirKey(ref));
+  const [state, ownLatest] = await Promise.all([requireVisibleTable(deps.store, ref), new TableVersions(ownDir).latest().catch(() => undefined)]);
+  const table = resolvedTable(deps, id, state);
+  const own = table.dir.store === ownDir.store && table.dir.key === ownDir.key && ownLatest !== undefined;
+  return { table, latest: own ? ownLatest : await new TableVersions(table.dir).latest() };
+}
+
+/** A committed version as the engine checks the dataset it keeps open against (handle-cache.ts). */
+export const latestCommitted = (latest: CommittedVersion | null, state: TableState): LatestCommitted | undefined =>
+  latest ? { version: latest.version, manifestETag: latest.etag, manifestSize: latest.size, incarnation: incarnationOf(state) } : undefined;

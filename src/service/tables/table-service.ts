@@ -39,8 +39,7 @@ import { paginate } from '../catalog/page-token.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
-import { resolveWithLatest } from '../data/dataset.js';
-import { type ResolvedTable, resolvedTable, resolveTable } from './resolved-table.js';
+import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { TableFences } from './table-fences.js';
 import type { RequestContext } from '../request-context.js';
 import {
@@ -316,10 +315,10 @@ export class TableService {
   async describe(_ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
     const ref = tableRefOf(id);
     // Detailed metadata needs the latest version (the engine checks its kept dataset against it).
-    const detailed = flags.loadDetailedMetadata ? await resolveWithLatest(this.deps, ref) : null;
-    const table = detailed ? resolvedTable(this.deps, id, detailed.state, { dir: detailed.dir }) : await resolveTable(this.deps, id);
+    const detailed = flags.loadDetailedMetadata ? await resolveTableWithLatest(this.deps, id) : null;
+    const table = detailed?.table ?? (await resolveTable(this.deps, id));
     const { state, dir } = table;
-    const latest = detailed?.latest;
+    const latest = detailed?.latest ? latestCommitted(detailed.latest, state) : undefined;
     const properties = state.record?.value.properties ?? {};
     const response: DescribeTableResponse = {
       location: dir.store.location(dir.key),
@@ -328,7 +327,7 @@ export class TableService {
       storage_options: dir.store.clientStorageOptions(),
     };
     if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
-    if (detailed) response.is_only_declared = latest === undefined;
+    if (detailed) response.is_only_declared = detailed.latest === null;
     else if (flags.checkDeclared) response.is_only_declared = !(await tableHasData(this.deps.locations, state));
     if (flags.loadDetailedMetadata) {
       if (response.is_only_declared) {

@@ -16,7 +16,7 @@ import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
-import { type ResolvedTable, resolveTable } from '../tables/resolved-table.js';
+import { type ResolvedTable, resolveTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import type { TransactionLog } from '../transactions/transaction-log.js';
 import { BatchCommits } from './batch-commit.js';
 import { BatchRecovery, type VersionSettings } from './batch-recovery.js';
@@ -79,12 +79,19 @@ export class TableVersionService {
     return commitCoordinator(this.single, ctx, table, underWriteLease);
   }
 
-  async describe(_ctx: RequestContext, id: string[], version: number | null | undefined, branch?: string | null): Promise<DescribeTableVersionResponse> {
-    const versions = await this.tableVersions(id);
-    const committed = version === undefined || version === null ? await versions.latest() : await versions.get(version);
-    if (!committed) {
-      if (version === undefined || version === null) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no versions`);
-      throw versionNotFound(id, version);
+  async describe(_ctx: RequestContext, id: string[], version: number | null | undefined): Promise<DescribeTableVersionResponse> {
+    let versions: TableVersions;
+    let committed: CommittedVersion | null;
+    if (version === undefined || version === null) {
+      // The latest is looked up while the table is resolved (one round trip less on S3).
+      const { table, latest } = await resolveTableWithLatest(this.deps, id);
+      versions = new TableVersions(table.dir);
+      committed = latest;
+      if (!committed) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no versions`);
+    } else {
+      versions = await this.tableVersions(id);
+      committed = await versions.get(version);
+      if (!committed) throw versionNotFound(id, version);
     }
     const [wire] = await versionsOnWire(versions, [committed]);
     if (!wire) throw versionNotFound(id, committed.version);
@@ -98,17 +105,18 @@ export class TableVersionService {
   ): Promise<ListTableVersionsResponse> {
     const scope = JSON.stringify(id);
     const afterToken = this.deps.pageTokens.decode('versions', scope, page.pageToken);
-    const versions = await this.tableVersions(id);
     const descending = page.descending ?? false;
     let ordered: CommittedVersion[];
     if (descending && page.limit === 1 && afterToken === undefined) {
-      // The commit path of every Lance client: constant cost on V2 tables.
-      const latest = await versions.latest();
+      // The commit path of every Lance client: constant cost on V2 tables, looked up while the table is resolved.
+      const { table, latest } = await resolveTableWithLatest(this.deps, id);
+      const versions = new TableVersions(table.dir);
       const next = latest ? await this.hasOlder(versions, latest.version) : false;
       ordered = latest ? [latest] : [];
       const pageToken = next && latest ? this.deps.pageTokens.encode('versions', scope, String(latest.version)) : null;
       return { versions: await versionsOnWire(versions, ordered), page_token: pageToken };
     }
+    const versions = await this.tableVersions(id);
     ordered = await versions.all();
     if (descending) ordered.reverse();
     if (afterToken !== undefined && afterToken !== '') {
