@@ -39,6 +39,11 @@ const LOCK_MARK = '.~lock~';
 const LOCK_STALE_MS = 30_000;
 const LOCK_WAIT_MS = 10_000;
 const DEFAULT_MAX_KEYS = 1000;
+/** Temporary names: a random prefix per process (several processes share a root) and a counter. */
+const TEMP_PREFIX = randomBytes(4).toString('hex');
+let tempCounter = 0;
+const tempSuffix = (): string => `${TEMP_PREFIX}${(tempCounter++ % 0x10000).toString(16).padStart(4, '0')}`;
+
 /** fsync(2) on libuv's thread pool (looked up at each call, so tests can count them). */
 const fsyncFd = (fd: number): Promise<void> => new Promise((resolve, reject) => fsSync.fsync(fd, (e) => (e ? reject(e) : resolve())));
 
@@ -167,10 +172,11 @@ export class LocalObjectStore implements ObjectStore {
   /** Writes a temporary file (fsynced if `durable`) next to `target`, creating parent directories; on failure none is left behind. */
   private async writeTemp(target: string, body: Buffer | string, durable: boolean): Promise<string> {
     const dir = path.dirname(target);
-    const tmp = `${target}${TEMP_MARK}${randomBytes(6).toString('hex')}`;
+    const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
     for (let attempt = 0; ; attempt++) {
       try {
-        fsSync.mkdirSync(dir, { recursive: true });
+        // The directory usually exists: make it only when the open says it does not.
+        if (attempt > 0) fsSync.mkdirSync(dir, { recursive: true });
         const fd = fsSync.openSync(tmp, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
         try {
           writeWhole(fd, typeof body === 'string' ? Buffer.from(body, 'utf8') : body);
@@ -190,7 +196,7 @@ export class LocalObjectStore implements ObjectStore {
         fsSync.closeSync(fd);
         return tmp;
       } catch (e) {
-        // A concurrent delete may prune the freshly made directory; make it again.
+        // No directory yet, or a concurrent delete pruned the one just made: make it (again).
         if (errCode(e) === 'ENOENT' && attempt < 5) continue;
         throw e;
       }
