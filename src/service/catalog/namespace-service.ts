@@ -10,9 +10,10 @@ import type {
 } from '../../model/namespaces.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, namespaceNotFound, readNamespace, requireNamespace } from './catalog.js';
-import { childOfPrefix, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
+import { CATALOG_DIR, childOfPrefix, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { TableFences } from '../tables/table-fences.js';
+import { TableIndex } from '../tables/table-index.js';
 import { dataDir, isVisible, readTableState } from '../tables/table-state.js';
 import { paginate } from './page-token.js';
 import { encodeRecord, NamespaceRecord } from './records.js';
@@ -20,6 +21,7 @@ import type { RequestContext } from '../request-context.js';
 
 const CAS_RETRIES = 10;
 const CHECK_CONCURRENCY = 16;
+const LIST_PAGE = 1000;
 /** How many children a refused Restrict drop names. */
 const NAMED_CHILDREN = 5;
 
@@ -30,9 +32,11 @@ export interface PageRequest {
 
 export class NamespaceService {
   private readonly fences: TableFences;
+  private readonly tableIndex: TableIndex;
 
   constructor(private readonly deps: CatalogDeps) {
     this.fences = new TableFences(deps.store, deps.settings.leaseMs);
+    this.tableIndex = new TableIndex(deps.store, deps.locations, deps.settings.leaseMs);
   }
 
   private get store() {
@@ -54,6 +58,8 @@ export class NamespaceService {
           () => this.store.put(key, encodeRecord(fresh), { ifNoneMatch: '*' }),
           () => this.store.delete(key),
         );
+        // A new namespace has no tables to index; without the mark its first listing would look.
+        await this.tableIndex.markReady(ns);
         return { properties };
       } catch (e) {
         if (!(e instanceof PreconditionFailedError)) throw e;
@@ -104,13 +110,20 @@ export class NamespaceService {
     const after = this.deps.pageTokens.decode('namespaces', scope, page.pageToken);
     await requireNamespace(this.store, ns);
     const dirKey = namespaceDirKey(ns);
-    const listing = await listAll(this.store, dirKey, after ? { delimiter: '/', startAfter: `${dirKey}${after}/` } : { delimiter: '/' });
-    const candidates = listing.commonPrefixes
-      .map((p) => childOfPrefix(dirKey, p))
-      .filter((c): c is { kind: 'namespace'; name: string } => c?.kind === 'namespace')
-      .map((c) => c.name);
     const want = page.limit === undefined || page.limit === null ? Infinity : page.limit + 1;
-    const names = await this.keepNamespaces(ns, candidates, want);
+    // Page by page through the directory, reading the records of the candidates of each page only.
+    const names: string[] = [];
+    let startAfter = after ? `${dirKey}${after}/` : undefined;
+    for (;;) {
+      const listing = await this.store.list(dirKey, { delimiter: '/', maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
+      const candidates = listing.commonPrefixes
+        .map((p) => childOfPrefix(dirKey, p))
+        .filter((c): c is { kind: 'namespace'; name: string } => c?.kind === 'namespace')
+        .map((c) => c.name);
+      names.push(...(await this.keepNamespaces(ns, candidates, want - names.length)));
+      if (names.length >= want || !listing.nextStartAfter) break;
+      startAfter = listing.nextStartAfter;
+    }
     const { page: items, pageToken } = paginate(names, { limit: page.limit, currentToken: page.pageToken }, (n) => n, (last) =>
       this.deps.pageTokens.encode('namespaces', scope, last),
     );
@@ -214,6 +227,7 @@ export class NamespaceService {
         listing.commonPrefixes.slice(i, i + CHECK_CONCURRENCY).map((prefix) =>
           limit(async () => {
             const child = childOfPrefix(dirKey, prefix);
+            if (prefix === `${dirKey}${CATALOG_DIR}/`) return null; // the namespace's own catalog state (its table index)
             if (child?.kind !== 'table') return child ? `namespace ${child.name}` : prefix.slice(dirKey.length);
             const state = await readTableState(this.store, { namespace: ns, name: child.name });
             return isVisible(state) || state.deregistered || state.creating?.live === true ? `table ${child.name}` : null;

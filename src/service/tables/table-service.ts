@@ -17,7 +17,7 @@ import type {
   RenameTableRequest,
   RenameTableResponse,
 } from '../../model/tables.js';
-import { listAll, PreconditionFailedError } from '../../store/object-store.js';
+import { compareKeys, listAll, PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, readNamespace, requireNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
 import {
   childOfPrefix,
@@ -40,6 +40,7 @@ import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { TableFences } from './table-fences.js';
+import { type IndexedName, TableIndex } from './table-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
   dataDir,
@@ -52,7 +53,8 @@ import {
   type TableState,
 } from './table-state.js';
 
-const CHECK_CONCURRENCY = 16;
+/** How many index names are decided together while a page fills. */
+const INDEX_BATCH = 100;
 
 export interface CreateTableInput {
   mode?: 'Create' | 'ExistOk' | 'Overwrite' | undefined;
@@ -74,6 +76,8 @@ const tableAlreadyExists = (id: string[], why = 'already exists') =>
 export class TableService {
   /** Writes and drops of a table meet here (see table-fences.ts). */
   private readonly fences: TableFences;
+  /** What listings read instead of every table's directory (see table-index.ts). */
+  private readonly index: TableIndex;
 
   constructor(
     private readonly deps: CatalogDeps,
@@ -81,6 +85,7 @@ export class TableService {
     private readonly coordinatorFor: (ctx: RequestContext, id: string[], resolved?: TableState) => CommitCoordinator,
   ) {
     this.fences = new TableFences(deps.store, deps.settings.leaseMs);
+    this.index = new TableIndex(deps.store, deps.locations, deps.settings.leaseMs);
   }
 
   private get store() {
@@ -144,12 +149,14 @@ export class TableService {
     if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const properties = request.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
-    await this.claimName(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, {
-      undo: () => this.store.delete(reservedMarkerKey(ref)),
-    });
-    // Lance's directory catalog recognizes a declared table by this marker.
-    await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
-      if (!(e instanceof PreconditionFailedError)) throw e;
+    await this.index.around(ref, async () => {
+      await this.claimName(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, {
+        undo: () => this.store.delete(reservedMarkerKey(ref)),
+      });
+      // Lance's directory catalog recognizes a declared table by this marker.
+      await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+      });
     });
     return {
       location,
@@ -168,10 +175,16 @@ export class TableService {
    */
   async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
     const ref = tableRefOf(id);
-    const mode = input.mode ?? 'Create';
     await requireNamespace(this.store, ref.namespace);
     const state = await readTableState(this.store, ref);
-    if (!isVisible(state)) return this.createNew(ctx, id, state, input);
+    // The index learns of the new table, or of the declared table's first data (see table-index.ts).
+    return this.index.around(ref, () => (isVisible(state) ? this.createExisting(ctx, id, state, input) : this.createNew(ctx, id, state, input)));
+  }
+
+  /** Fills a declared table, or overwrites a table (see create). */
+  private async createExisting(ctx: RequestContext, id: string[], state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
+    const { ref } = state;
+    const mode = input.mode ?? 'Create';
     const hasData = await tableHasData(this.deps.locations, state);
     const existingProperties = state.record?.value.properties ?? {};
     if (hasData && mode === 'Create') throw tableAlreadyExists(id);
@@ -289,6 +302,13 @@ export class TableService {
     };
     const state = await readTableState(this.store, ref);
     if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
+    await this.index.around(ref, () => this.registerAt(state, record, isOwnDir));
+    return { location: request.location.trim(), properties };
+  }
+
+  private async registerAt(state: TableState, record: TableRecord, isOwnDir: boolean): Promise<void> {
+    const { ref } = state;
+    const id = [...ref.namespace, ref.name];
     if (state.record && (isVisible(state) || state.deregistered)) {
       // Overwrite, or re-register a deregistered table: replace exactly the record that was read.
       try {
@@ -302,7 +322,6 @@ export class TableService {
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
     if (state.deregistered) await this.store.delete(deregisteredMarkerKey(ref));
-    return { location: request.location.trim(), properties };
   }
 
   async describe(_ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
@@ -355,43 +374,39 @@ export class TableService {
     if (!found.some(Boolean)) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
   }
 
-  /** Names of the tables directly in `ns`, in byte order. */
+  /** Names of the tables directly in `ns`, in byte order: a page of the namespace's index (see table-index.ts). */
   async list(_ctx: RequestContext, ns: string[], page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
     validateNamespaceId(ns);
     const scope = JSON.stringify(ns);
     const after = this.deps.pageTokens.decode('tables', scope, page.pageToken);
     await requireNamespace(this.store, ns);
-    const dirKey = namespaceDirKey(ns);
-    const listing = await listAll(this.store, dirKey, { delimiter: '/', ...(after ? { startAfter: `${dirKey}${after}.lance/` } : {}) });
-    const candidates = listing.commonPrefixes.map((p) => childOfPrefix(dirKey, p)).filter((c) => c?.kind === 'table').map((c) => c?.name ?? '');
-    const want = page.limit === undefined || page.limit === null ? Infinity : page.limit + 1;
-    const names = (await this.keepTables(ns, candidates, page.includeDeclared ?? true, want)).map((t) => t.name);
-    const { page: tables, pageToken } = paginate(names, { limit: page.limit, currentToken: page.pageToken }, (n) => n, (last) =>
-      this.deps.pageTokens.encode('tables', scope, last),
-    );
-    return { tables, page_token: pageToken };
+    const limit = page.limit ?? undefined;
+    if (limit === 0) return { tables: [], page_token: page.pageToken || this.deps.pageTokens.encode('tables', scope, '') };
+    const { names, more } = await this.tablesOf(ns, after, limit === undefined ? Infinity : limit, page.includeDeclared ?? true);
+    const last = names[names.length - 1];
+    return { tables: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('tables', scope, last) : null };
   }
 
-  /** Keeps the visible tables among the candidates (and only those with data unless includeDeclared). */
-  private async keepTables(ns: string[], candidates: string[], includeDeclared: boolean, want: number): Promise<TableRef[]> {
-    const limit = pLimit(CHECK_CONCURRENCY);
-    const kept: TableRef[] = [];
-    for (let i = 0; i < candidates.length && kept.length < want; i += CHECK_CONCURRENCY) {
-      const batch = candidates.slice(i, i + CHECK_CONCURRENCY).map((name) => ({ namespace: ns, name }));
-      const keep = await Promise.all(
-        batch.map((ref) =>
-          limit(async () => {
-            const state = await readTableState(this.store, ref);
-            if (!isVisible(state)) return false;
-            return includeDeclared || tableHasData(this.deps.locations, state);
-          }),
-        ),
-      );
-      batch.forEach((ref, j) => {
-        if (keep[j] && kept.length < want) kept.push(ref);
-      });
+  /**
+   * Up to `want` table names of `ns` after `after`, from its index: one LIST per thousand index
+   * entries, plus a read of the state of the names on the page that need one. `more` says
+   * whether names may follow.
+   */
+  private async tablesOf(ns: string[], after: string | undefined, want: number, includeDeclared: boolean): Promise<{ names: string[]; more: boolean }> {
+    const names: string[] = [];
+    let batch: IndexedName[] = [];
+    const flush = async () => {
+      names.push(...(await this.index.visible(ns, batch, includeDeclared)));
+      batch = [];
+    };
+    for await (const indexed of this.index.names(ns, after)) {
+      if (names.length >= want) return { names: names.slice(0, want), more: true };
+      batch.push(indexed);
+      // Enough candidates to fill the page if all are visible: decide them before reading on.
+      if (batch.length >= Math.min(want - names.length, INDEX_BATCH)) await flush();
     }
-    return kept;
+    await flush();
+    return names.length > want ? { names: names.slice(0, want), more: true } : { names, more: false };
   }
 
   /** Every table in every namespace, as full ids joined with `delimiter`, ordered by id. */
@@ -410,7 +425,8 @@ export class TableService {
   /**
    * Depth-first over the namespace tree with the children of each namespace in name order (a table
    * before a namespace of the same name), which is exactly the order of compareIds; so it can stop
-   * once `want` ids are found. Runs of consecutive tables are checked concurrently.
+   * once `want` ids are found. Tables come from each namespace's index, child namespaces from its
+   * directory.
    */
   private async walkTables(ns: string[], includeDeclared: boolean, afterId: string[] | undefined, want: number, out: string[][]): Promise<void> {
     const dirKey = namespaceDirKey(ns);
@@ -418,27 +434,22 @@ export class TableService {
     if (ns.length > 0 && !listing.objects.some((o) => o.key === `${dirKey}${NAMESPACE_MARKER}`)) return;
     const children = listing.commonPrefixes
       .map((p) => childOfPrefix(dirKey, p))
-      .filter((c) => c !== null)
-      .sort((a, b) => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name)) || (a.kind === 'table' ? -1 : 1));
-    let run: string[] = [];
-    const flush = async () => {
-      const refs = await this.keepTables(ns, run, includeDeclared, want - out.length);
-      for (const ref of refs) out.push([...ref.namespace, ref.name]);
-      run = [];
-    };
+      .filter((c) => c?.kind === 'namespace')
+      .map((c) => c?.name ?? '')
+      .sort(compareKeys);
+    // Within this namespace the token names the last id returned, or the subtree holding it: tables after its name.
+    const inside = afterId !== undefined && afterId.length > ns.length && ns.every((p, i) => afterId[i] === p);
+    const { names: tables } = await this.tablesOf(ns, inside ? afterId[ns.length] : undefined, want - out.length, includeDeclared);
+    let t = 0;
     for (const child of children) {
+      while (t < tables.length && compareKeys(tables[t] ?? '', child) <= 0 && out.length < want) out.push([...ns, tables[t++] ?? '']);
       if (out.length >= want) return;
-      const childId = [...ns, child.name];
-      if (child.kind === 'table') {
-        if (!afterId || compareIds(childId, afterId) > 0) run.push(child.name);
-        continue;
-      }
-      await flush();
+      const childId = [...ns, child];
       // A subtree wholly before the token holds only ids before it.
       if (afterId && compareIds(childId, afterId.slice(0, childId.length)) < 0) continue;
-      if (out.length < want) await this.walkTables(childId, includeDeclared, afterId, want, out);
+      await this.walkTables(childId, includeDeclared, afterId, want, out);
     }
-    if (out.length < want) await flush();
+    while (t < tables.length && out.length < want) out.push([...ns, tables[t++] ?? '']);
   }
 
   /**
@@ -454,10 +465,12 @@ export class TableService {
     const state = await readTableState(this.store, ref);
     if (!isVisible(state) && !state.deregistered) throw tableNotFound(id);
     const dir = dataDir(this.deps.locations, state);
-    const begun = await this.fences.beginDrop(state);
-    if (!begun) throw tableNotFound(id);
-    faultPoint('drop:after-tombstone');
-    await this.fences.finishDrop(state, dir, begun);
+    await this.index.around(ref, async () => {
+      const begun = await this.fences.beginDrop(state);
+      if (!begun) throw tableNotFound(id);
+      faultPoint('drop:after-tombstone');
+      await this.fences.finishDrop(state, dir, begun);
+    });
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
 
@@ -466,12 +479,14 @@ export class TableService {
     const ref = tableRefOf(id);
     const state = await requireVisibleTable(this.store, ref);
     const dir = dataDir(this.deps.locations, state);
-    try {
-      await this.store.put(deregisteredMarkerKey(ref), JSON.stringify({ deregistered_at: new Date().toISOString() }), { ifNoneMatch: '*' });
-    } catch (e) {
-      if (e instanceof PreconditionFailedError) throw tableNotFound(id);
-      throw e;
-    }
+    await this.index.around(ref, async () => {
+      try {
+        await this.store.put(deregisteredMarkerKey(ref), JSON.stringify({ deregistered_at: new Date().toISOString() }), { ifNoneMatch: '*' });
+      } catch (e) {
+        if (e instanceof PreconditionFailedError) throw tableNotFound(id);
+        throw e;
+      }
+    });
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
 
@@ -495,6 +510,12 @@ export class TableService {
     // A dropped table's directory holds no table: it is cleared to make room.
     if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
     else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
+    // Both names change: the index hears of both (see table-index.ts).
+    await this.index.around(ref, () => this.index.around(target, () => this.moveTable(state, target, targetNs, request.new_table_name, renameDir)));
+    return {};
+  }
+
+  private async moveTable(state: TableState, target: TableRef, targetNs: string[], newName: string, renameDir: (from: string, to: string) => Promise<void>): Promise<void> {
     await createInNamespace(
       this.store,
       targetNs,
@@ -502,19 +523,18 @@ export class TableService {
         try {
           await renameDir(state.dirKey, tableDirKey(target));
         } catch (e) {
-          if (e instanceof PreconditionFailedError) throw tableAlreadyExists([...targetNs, request.new_table_name]);
+          if (e instanceof PreconditionFailedError) throw tableAlreadyExists([...targetNs, newName]);
           throw e;
         }
       },
       () => renameDir(tableDirKey(target), state.dirKey),
     );
-    return {};
   }
 }
 
 function compareIds(a: string[], b: string[]): number {
   for (let i = 0; i < Math.min(a.length, b.length); i++) {
-    const c = Buffer.compare(Buffer.from(a[i] ?? ''), Buffer.from(b[i] ?? ''));
+    const c = compareKeys(a[i] ?? '', b[i] ?? '');
     if (c !== 0) return c;
   }
   return a.length - b.length;
