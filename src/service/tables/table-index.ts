@@ -203,7 +203,7 @@ export class TableIndex {
           const pending = n.entries.filter((e) => e.startsWith('p.'));
           if (pending.length > 0) {
             const truth = await this.observe(ref);
-            const dead = pending.filter((p) => Number(p.split('.')[1]) < Date.now());
+            const dead = pending.filter((p) => Number(p.split('.')[1]) <= Date.now());
             if (dead.length === pending.length && !truth.busy) {
               await this.settle(ref, dead.map((p) => `${nameDir(ref)}${p}`)).catch(() => undefined);
             }
