@@ -14,9 +14,13 @@ import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/s
 const LEASE_MS = 1_500;
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 
+/** The table's index entries, as `tables/v`, `data/t`, `pending/<until>.<op>`. */
 async function indexEntries(root: TestRoot, table: string): Promise<string[]> {
-  const prefix = `ns/_catalog/tables/${table}/`;
-  return (await listAll(root.store, prefix)).objects.map((o) => o.key.slice(prefix.length));
+  const prefix = 'ns/_catalog/';
+  return (await listAll(root.store, prefix)).objects
+    .map((o) => o.key.slice(prefix.length).split('/'))
+    .filter(([, name]) => name === table)
+    .map(([kind, , entry]) => `${kind}/${entry}`);
 }
 
 async function listed(replica: ServiceProcess): Promise<string[]> {
@@ -28,7 +32,7 @@ async function listed(replica: ServiceProcess): Promise<string[]> {
 /** Lists until the table's pending entry is gone (a listing settled it), bounded by a few leases. */
 async function listUntilSettled(replica: ServiceProcess, root: TestRoot, table: string): Promise<void> {
   const deadline = Date.now() + LEASE_MS * 6;
-  while ((await indexEntries(root, table)).some((e) => e.startsWith('p.'))) {
+  while ((await indexEntries(root, table)).some((e) => e.startsWith('pending/'))) {
     expect(Date.now() < deadline, 'a listing settles the dead operation once its lease ran out').toBe(true);
     await listed(replica);
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -55,13 +59,13 @@ describe.each(backends())('listing index through a SIGKILL on $name', (backend: 
     await expect(dying.call('POST', '/v1/table/ns%24made/create', peopleStream([1, 2]), ARROW)).rejects.toThrow();
     expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
     const entries = await indexEntries(root, 'made');
-    expect(entries.filter((e) => e.startsWith('p.'))).toHaveLength(1);
-    expect(entries.filter((e) => e.startsWith('v.'))).toEqual([]);
+    expect(entries.filter((e) => e.startsWith('pending/'))).toHaveLength(1);
+    expect(entries.filter((e) => !e.startsWith('pending/'))).toEqual([]);
     // The table exists (its data is in): the listing reads its state and shows it.
     expect((await watcher.call('POST', '/v1/table/ns%24made/describe', {})).status).toBe(200);
     expect(await listed(watcher)).toContain('made');
     await listUntilSettled(watcher, root, 'made');
-    expect((await indexEntries(root, 'made')).filter((e) => e.startsWith('v.') && e.endsWith('.t'))).toHaveLength(1);
+    expect((await indexEntries(root, 'made')).sort()).toEqual(['data/t', 'tables/v']);
     expect(await listed(watcher)).toContain('made');
   });
 
@@ -72,7 +76,7 @@ describe.each(backends())('listing index through a SIGKILL on $name', (backend: 
     const dying = await startServiceProcess({ args: rootArgs(root, LEASE_MS), live, faultPoint: 'index:before-settle' });
     await expect(dying.call('POST', '/v1/table/ns%24doomed/drop', {})).rejects.toThrow();
     expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
-    expect((await indexEntries(root, 'doomed')).filter((e) => e.startsWith('v.'))).toHaveLength(1);
+    expect(await indexEntries(root, 'doomed')).toContain('tables/v');
     expect(await listed(watcher)).not.toContain('doomed');
     await listUntilSettled(watcher, root, 'doomed');
     expect(await indexEntries(root, 'doomed')).toEqual([]);

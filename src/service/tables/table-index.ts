@@ -1,74 +1,78 @@
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
-import { type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
+import { compareKeys, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef } from '../catalog/layout.js';
 import type { Locations } from '../catalog/locations.js';
 import { leaseUntil } from '../coordination/leases.js';
 import { faultPoint } from '../fault-points.js';
-import { incarnationOf, isVisible, readTableState, tableHasData, type TableState } from './table-state.js';
+import { isVisible, readTableState, tableHasData } from './table-state.js';
 
-// The listing index of a namespace's tables: a few empty keys per table name under
-// `<ns>/_catalog/tables/<name>/`, whose names say what a listing needs, so that one LIST of the
-// index answers a page without reading any table's directory:
+// The listing index of a namespace's tables: empty keys under `<ns>/_catalog/` whose names say
+// what a listing needs, so that a LIST of the index answers a page without reading any table's
+// directory. One directory per table name in each of three folders, so that a delimited LIST
+// names them in order (on a local disk without reading each one):
 //
-//   v.<incarnation>.d   the table (this incarnation of the name) is visible, declared only
-//   v.<incarnation>.t   the table is visible and has data
-//   p.<until ms>.<op>   an operation is changing what the name holds (or died doing so)
+//   tables/<name>/v             a table of this name is visible
+//   data/<name>/t               ... and has data (absent: declared only, as far as the index knows)
+//   pending/<name>/<until>.<op> an operation is changing what the name holds (or died doing so)
 //
-// Invariant: a name without a `p.` entry has exactly the `v.` entry its table's state calls for
-// (none when no table is visible). A name with a `p.` entry is read from the table's state itself.
+// Names are ordered as their keys are: by the bytes of `<name>/` (compareNames).
 //
-// How it holds. Every operation that changes a table's state puts its `p.` entry first, changes
-// the state, then sets the `v.` entries (settle) and only then deletes its `p.` entry; a crash
-// anywhere leaves the `p.` entry behind. Settling writes (or deletes) the entry and then reads the
-// table's state again, repeating until both agree: of two settlers racing, the later write is
-// followed by a read that sees the later state, so the last word always matches the state. A `p.`
-// entry whose lease ran out belongs to a dead operation (or one too slow to trust): a listing that
-// meets it settles the name and deletes it, unless the state shows a live create or drop, whose own
-// settle is still to come. A listing therefore reads table state only for names on its page that
-// carry a `p.` entry: at most the page.
+// Invariant: a name without a pending entry has exactly the `v` (and `t`) its table's state calls
+// for. A name with a pending entry is read from the table's state itself.
+//
+// How it holds. Every operation that changes a table's state puts its pending entry first, changes
+// the state, then settles the name and only then deletes its pending entry; a crash anywhere leaves
+// the pending entry behind. Settling writes the entries the state calls for and then reads the state
+// again, repeating until the two agree: of two settlers racing, the later write is followed by a
+// read that sees the later state, so the last word always matches the state. A pending entry whose
+// lease ran out belongs to a dead operation (or one too slow to trust): a listing that meets it
+// settles the name and deletes it, unless the state shows a live create or drop, whose own settle is
+// still to come. Pending entries are few (operations under way, and dead ones until a listing meets
+// them), so a listing reads all of them with one LIST, and reads table state only for the names on
+// its page that have one.
 //
 // Data: a declared table that got its first data from a Lance client writing directly (the service
-// never told) still has `v.<i>.d`; listings that exclude declared tables check the `_versions/` of
-// the declared entries on their page (one LIST each, bounded by the page), and do not record it.
+// never told) has no `t`; listings that exclude declared tables check the `_versions/` of the
+// declared names on their page (one LIST each, bounded by the page), and do not record it.
 //
 // Namespaces the index does not cover yet (written by Lance's own directory catalog, or by a
 // version of this service before the index) have no `_catalog/tables.ready` marker: the first
 // listing settles every table directory in it once, then puts the marker. Tables that Lance's
 // directory catalog creates in the same namespace after that are not seen until it is rebuilt.
 
-const INDEX_DIR = `${CATALOG_DIR}/tables/`;
+const VISIBLE_DIR = `${CATALOG_DIR}/tables/`;
+const DATA_DIR = `${CATALOG_DIR}/data/`;
+const PENDING_DIR = `${CATALOG_DIR}/pending/`;
 const READY = `${CATALOG_DIR}/tables.ready`;
+const VISIBLE = 'v';
+const HAS_DATA = 't';
 const LIST_PAGE = 1000;
 const CHECK_CONCURRENCY = 16;
 const SETTLE_ROUNDS = 5;
+/** Dead pending entries off the page that one listing settles, so that they do not pile up. */
+const SETTLE_ELSEWHERE = 8;
 
-export const indexPrefix = (ns: string[]): string => `${namespaceDirKey(ns)}${INDEX_DIR}`;
-const nameDir = (ref: TableRef): string => `${indexPrefix(ref.namespace)}${ref.name}/`;
+/** The order of names in the index (and in listings): by the bytes of `<name>/`. */
+export const compareNames = (a: string, b: string): number => compareKeys(`${a}/`, `${b}/`);
 
-/** A key-safe form of an incarnation (uuids pass unchanged; records older than incarnations use their creation time). */
-function incarnationPart(incarnation: string): string {
-  if (incarnation === '') return '-';
-  return /^[A-Za-z0-9_-]+$/.test(incarnation) ? incarnation : `b${Buffer.from(incarnation).toString('base64url')}`;
-}
+const visibleKey = (ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${VISIBLE_DIR}${ref.name}/${VISIBLE}`;
+const dataKey = (ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${DATA_DIR}${ref.name}/${HAS_DATA}`;
+const pendingDir = (ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${PENDING_DIR}${ref.name}/`;
+
+/** A key-safe form of an operation id. */
+const opPart = (op: string): string => (/^[A-Za-z0-9_-]+$/.test(op) ? op : Buffer.from(op).toString('base64url'));
 
 interface Truth {
   visible: boolean;
-  /** The `v.` entry the state calls for, or null. */
-  entry: string | null;
+  data: boolean;
   /** A create or drop is under way: its own settle will come. */
   busy: boolean;
-  state: TableState;
 }
 
-/** One name's entries in the index, as a page of the index LIST shows them. */
-export interface IndexedName {
-  name: string;
-  entries: string[];
-}
-
-export interface ListedName {
-  name: string;
+interface Pending {
+  key: string;
+  until: number;
 }
 
 export class TableIndex {
@@ -78,35 +82,34 @@ export class TableIndex {
     private readonly leaseMs: number,
   ) {}
 
-  /** Announces a change of the name's state; returns the `p.` key to pass to `settle`. */
+  /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
   async begin(ref: TableRef, op: string = randomUUID()): Promise<string> {
-    const key = `${nameDir(ref)}p.${Date.parse(leaseUntil(this.leaseMs))}.${incarnationPart(op)}`;
+    const key = `${pendingDir(ref)}${Date.parse(leaseUntil(this.leaseMs))}.${opPart(op)}`;
     await this.store.put(key, '');
     return key;
   }
 
-  /** Makes the name's `v.` entries match its state (see the invariant above), then deletes the given `p.` keys. */
+  /** Makes the name's entries match its state (see the invariant above), then deletes the given pending keys. */
   async settle(ref: TableRef, pending: string[]): Promise<void> {
     faultPoint('index:before-settle');
     let truth = await this.observe(ref);
     for (let round = 0; ; round++) {
-      const changed = await this.apply(ref, truth.entry, await this.entriesOf(ref));
-      if (!changed) break;
+      await this.apply(ref, truth);
       // Written: read the state again, so that a change made meanwhile is not overwritten unseen.
       const again = await this.observe(ref);
-      if (again.entry === truth.entry) break;
-      // Kept changing: the `p.` entries stay, and listings read the state.
+      if (again.visible === truth.visible && again.data === truth.data) break;
+      // Kept changing: the pending entries stay, and listings read the state.
       if (round === SETTLE_ROUNDS - 1) return;
       truth = again;
     }
     for (const key of pending) await this.store.delete(key);
   }
 
-  /** Settles the name and deletes every `p.` entry of the operation `op` (a batch's transaction, which may be finished by another process). */
+  /** Settles the name and deletes every pending entry of the operation `op` (a batch's transaction, which another process may finish). */
   async settleOp(ref: TableRef, op: string): Promise<void> {
-    const suffix = `.${incarnationPart(op)}`;
-    const pending = (await this.entriesOf(ref)).filter((e) => e.startsWith('p.') && e.endsWith(suffix));
-    await this.settle(ref, pending.map((e) => `${nameDir(ref)}${e}`));
+    const dir = pendingDir(ref);
+    const { objects } = await this.store.list(dir, { delimiter: '/' });
+    await this.settle(ref, objects.map((o) => o.key).filter((k) => k.endsWith(`.${opPart(op)}`)));
   }
 
   /** Runs `change` between `begin` and `settle`; the settle runs even when the change fails. */
@@ -115,110 +118,117 @@ export class TableIndex {
     try {
       return await change();
     } finally {
-      await this.settle(ref, [pending]).catch(() => undefined); // the `p.` entry stays: listings read the state
+      await this.settle(ref, [pending]).catch(() => undefined); // the pending entry stays: listings read the state
     }
   }
 
-  /** Deletes the stale `v.` entries and puts the wanted one; says whether anything changed. */
-  private async apply(ref: TableRef, wanted: string | null, entries: string[]): Promise<boolean> {
-    const dir = nameDir(ref);
-    let changed = false;
-    for (const e of entries) {
-      if (e.startsWith('v.') && e !== wanted) {
-        await this.store.delete(`${dir}${e}`);
-        changed = true;
-      }
-    }
-    if (wanted !== null && !entries.includes(wanted)) {
-      await this.store.put(`${dir}${wanted}`, '');
-      changed = true;
-    }
-    return changed;
-  }
-
-  private async entriesOf(ref: TableRef): Promise<string[]> {
-    const dir = nameDir(ref);
-    const entries: string[] = [];
-    let startAfter: string | undefined;
-    for (;;) {
-      const page = await this.store.list(dir, { maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
-      entries.push(...page.objects.map((o) => o.key.slice(dir.length)));
-      if (!page.nextStartAfter) return entries;
-      startAfter = page.nextStartAfter;
-    }
+  private async apply(ref: TableRef, truth: Truth): Promise<void> {
+    if (truth.visible) await this.store.put(visibleKey(ref), '');
+    if (truth.visible && truth.data) await this.store.put(dataKey(ref), '');
+    else await this.store.delete(dataKey(ref));
+    if (!truth.visible) await this.store.delete(visibleKey(ref));
   }
 
   private async observe(ref: TableRef): Promise<Truth> {
-    return this.truthOf(await readTableState(this.store, ref));
-  }
-
-  private async truthOf(state: TableState): Promise<Truth> {
+    const state = await readTableState(this.store, ref);
     const visible = isVisible(state);
-    const busy = state.creating?.live === true || state.dropUnderWay;
-    if (!visible) return { visible, entry: null, busy, state };
-    const data = await tableHasData(this.locations, state);
-    return { visible, entry: `v.${incarnationPart(incarnationOf(state) ?? '')}.${data ? 't' : 'd'}`, busy, state };
+    return { visible, data: visible && (await tableHasData(this.locations, state)), busy: state.creating?.live === true || state.dropUnderWay };
   }
 
   /**
-   * Table names of `ns` after `after`, in byte order, with what the index says of each, for as
-   * long as `more` asks. Pages through the index; never reads a table's state.
+   * Up to `want` table names of `ns` after `after` (in compareNames order), only those with data
+   * unless `includeDeclared`; `more` says whether names may follow. One LIST of the pending
+   * entries, then delimited LISTs of the index sized to the page; table state is read only for
+   * names on the page with a pending entry (and declared ones, when they are excluded).
    */
-  async *names(ns: string[], after: string | undefined): AsyncGenerator<IndexedName> {
+  async page(ns: string[], after: string | undefined, want: number, includeDeclared: boolean): Promise<{ names: string[]; more: boolean }> {
     await this.ensureReady(ns);
-    const prefix = indexPrefix(ns);
-    let startAfter = after !== undefined && after !== '' ? `${prefix}${after}/` : undefined;
-    let current: IndexedName | null = null;
+    const base = namespaceDirKey(ns);
+    const pending = await this.pendingOf(ns);
+    const pendingNames = [...pending.keys()].filter((n) => after === undefined || compareNames(n, after) > 0).sort(compareNames);
+    const names: string[] = [];
+    let startAfter = after !== undefined && after !== '' ? `${base}${VISIBLE_DIR}${after}/` : undefined;
+    let settledElsewhere = 0;
+    let lower = after;
     for (;;) {
-      const page = await this.store.list(prefix, { maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
-      for (const o of page.objects) {
-        const rest = o.key.slice(prefix.length);
-        const slash = rest.indexOf('/');
-        if (slash <= 0) continue;
-        const name = rest.slice(0, slash);
-        if (current && current.name !== name) {
-          yield current;
-          current = null;
-        }
-        current ??= { name, entries: [] };
-        current.entries.push(rest.slice(slash + 1));
-      }
-      if (!page.nextStartAfter) break;
-      startAfter = page.nextStartAfter;
+      const room = want - names.length;
+      const listing = await this.store.list(`${base}${VISIBLE_DIR}`, { delimiter: '/', maxKeys: Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE), ...(startAfter ? { startAfter } : {}) });
+      const indexed = listing.commonPrefixes.map((p) => p.slice(base.length + VISIBLE_DIR.length, -1));
+      const exhausted = !listing.nextStartAfter;
+      const upper = exhausted ? undefined : indexed[indexed.length - 1];
+      // The names of this stretch: those indexed, and those only a pending entry knows of (a create that died before settling).
+      const inRange = (n: string) => (lower === undefined || compareNames(n, lower) > 0) && (upper === undefined || compareNames(n, upper) <= 0);
+      const candidates = [...new Set([...indexed, ...pendingNames.filter(inRange)])].sort(compareNames);
+      const withData = includeDeclared || candidates.length === 0 ? null : await this.namesWithData(ns, lower, upper);
+      const limit = pLimit(CHECK_CONCURRENCY);
+      const keep = await Promise.all(
+        candidates.map((name) =>
+          limit(async () => {
+            const ref = { namespace: ns, name };
+            const entries = pending.get(name);
+            if (entries) {
+              const truth = await this.observe(ref);
+              if (!truth.busy && entries.every((e) => e.until <= Date.now())) await this.settle(ref, entries.map((e) => e.key)).catch(() => undefined);
+              return truth.visible && (includeDeclared || truth.data);
+            }
+            if (withData === null || withData.has(name)) return true;
+            // Declared here; a Lance client may have written its first data directly since.
+            const state = await readTableState(this.store, ref);
+            return isVisible(state) && (await tableHasData(this.locations, state));
+          }),
+        ),
+      );
+      names.push(...candidates.filter((_, i) => keep[i]));
+      if (names.length > want) return { names: names.slice(0, want), more: true };
+      if (exhausted) break;
+      if (names.length === want) return { names, more: true };
+      startAfter = listing.nextStartAfter;
+      lower = upper;
     }
-    if (current) yield current;
+    // Dead pending entries elsewhere are settled a few at a time, so that they do not pile up.
+    for (const [name, entries] of pending) {
+      if (settledElsewhere >= SETTLE_ELSEWHERE) break;
+      if (entries.some((e) => e.until > Date.now())) continue;
+      settledElsewhere++;
+      const ref = { namespace: ns, name };
+      if (!(await this.observe(ref)).busy) await this.settle(ref, entries.map((e) => e.key)).catch(() => undefined);
+    }
+    return { names, more: false };
   }
 
-  /**
-   * Which of the indexed names are tables to list (all visible ones, or only those with data),
-   * in order. Names with a `p.` entry are read from their state (and settled when the entry is
-   * dead); declared entries are checked for data only when `includeDeclared` is false.
-   */
-  async visible(ns: string[], names: IndexedName[], includeDeclared: boolean): Promise<string[]> {
-    const limit = pLimit(CHECK_CONCURRENCY);
-    const keep = await Promise.all(
-      names.map((n) =>
-        limit(async () => {
-          const ref = { namespace: ns, name: n.name };
-          const pending = n.entries.filter((e) => e.startsWith('p.'));
-          if (pending.length > 0) {
-            const truth = await this.observe(ref);
-            const dead = pending.filter((p) => Number(p.split('.')[1]) <= Date.now());
-            if (dead.length === pending.length && !truth.busy) {
-              await this.settle(ref, dead.map((p) => `${nameDir(ref)}${p}`)).catch(() => undefined);
-            }
-            return truth.visible && (includeDeclared || truth.entry?.endsWith('.t') === true);
-          }
-          const shown = n.entries.filter((e) => e.startsWith('v.'));
-          if (shown.length === 0) return false;
-          if (includeDeclared || shown.some((e) => e.endsWith('.t'))) return true;
-          // Declared here; a Lance client may have written its first data directly since.
-          const state = await readTableState(this.store, ref);
-          return isVisible(state) && (await tableHasData(this.locations, state));
-        }),
-      ),
-    );
-    return names.filter((_, i) => keep[i]).map((n) => n.name);
+  /** Every pending entry of the namespace, by table name: operations under way and dead ones. */
+  private async pendingOf(ns: string[]): Promise<Map<string, Pending[]>> {
+    const prefix = `${namespaceDirKey(ns)}${PENDING_DIR}`;
+    const byName = new Map<string, Pending[]>();
+    let startAfter: string | undefined;
+    for (;;) {
+      const listing = await this.store.list(prefix, { maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
+      for (const o of listing.objects) {
+        const [name, entry] = o.key.slice(prefix.length).split('/');
+        if (!name || !entry) continue;
+        const until = Number(entry.split('.')[0]);
+        byName.set(name, [...(byName.get(name) ?? []), { key: o.key, until: Number.isFinite(until) ? until : 0 }]);
+      }
+      if (!listing.nextStartAfter) return byName;
+      startAfter = listing.nextStartAfter;
+    }
+  }
+
+  /** The names in (lower, upper] that the index says have data. */
+  private async namesWithData(ns: string[], lower: string | undefined, upper: string | undefined): Promise<Set<string>> {
+    const prefix = `${namespaceDirKey(ns)}${DATA_DIR}`;
+    const found = new Set<string>();
+    let startAfter = lower !== undefined && lower !== '' ? `${prefix}${lower}/` : undefined;
+    for (;;) {
+      const listing = await this.store.list(prefix, { delimiter: '/', maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
+      for (const p of listing.commonPrefixes) {
+        const name = p.slice(prefix.length, -1);
+        if (upper !== undefined && compareNames(name, upper) > 0) return found;
+        found.add(name);
+      }
+      if (!listing.nextStartAfter) return found;
+      startAfter = listing.nextStartAfter;
+    }
   }
 
   /** Builds the index of a namespace that has none yet (see the header); safe to run on several replicas at once. */

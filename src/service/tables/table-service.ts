@@ -40,7 +40,7 @@ import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { TableFences } from './table-fences.js';
-import { type IndexedName, TableIndex } from './table-index.js';
+import { compareNames, TableIndex } from './table-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
   dataDir,
@@ -53,8 +53,6 @@ import {
   type TableState,
 } from './table-state.js';
 
-/** How many index names are decided together while a page fills. */
-const INDEX_BATCH = 100;
 
 export interface CreateTableInput {
   mode?: 'Create' | 'ExistOk' | 'Overwrite' | undefined;
@@ -387,26 +385,9 @@ export class TableService {
     return { tables: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('tables', scope, last) : null };
   }
 
-  /**
-   * Up to `want` table names of `ns` after `after`, from its index: one LIST per thousand index
-   * entries, plus a read of the state of the names on the page that need one. `more` says
-   * whether names may follow.
-   */
-  private async tablesOf(ns: string[], after: string | undefined, want: number, includeDeclared: boolean): Promise<{ names: string[]; more: boolean }> {
-    const names: string[] = [];
-    let batch: IndexedName[] = [];
-    const flush = async () => {
-      names.push(...(await this.index.visible(ns, batch, includeDeclared)));
-      batch = [];
-    };
-    for await (const indexed of this.index.names(ns, after)) {
-      if (names.length >= want) return { names: names.slice(0, want), more: true };
-      batch.push(indexed);
-      // Enough candidates to fill the page if all are visible: decide them before reading on.
-      if (batch.length >= Math.min(want - names.length, INDEX_BATCH)) await flush();
-    }
-    await flush();
-    return names.length > want ? { names: names.slice(0, want), more: true } : { names, more: false };
+  /** Up to `want` table names of `ns` after `after`, from its index (see table-index.ts); `more` says whether names may follow. */
+  private tablesOf(ns: string[], after: string | undefined, want: number, includeDeclared: boolean): Promise<{ names: string[]; more: boolean }> {
+    return this.index.page(ns, after, want, includeDeclared);
   }
 
   /** Every table in every namespace, as full ids joined with `delimiter`, ordered by id. */
@@ -436,13 +417,13 @@ export class TableService {
       .map((p) => childOfPrefix(dirKey, p))
       .filter((c) => c?.kind === 'namespace')
       .map((c) => c?.name ?? '')
-      .sort(compareKeys);
+      .sort(compareNames);
     // Within this namespace the token names the last id returned, or the subtree holding it: tables after its name.
     const inside = afterId !== undefined && afterId.length > ns.length && ns.every((p, i) => afterId[i] === p);
     const { names: tables } = await this.tablesOf(ns, inside ? afterId[ns.length] : undefined, want - out.length, includeDeclared);
     let t = 0;
     for (const child of children) {
-      while (t < tables.length && compareKeys(tables[t] ?? '', child) <= 0 && out.length < want) out.push([...ns, tables[t++] ?? '']);
+      while (t < tables.length && compareNames(tables[t] ?? '', child) <= 0 && out.length < want) out.push([...ns, tables[t++] ?? '']);
       if (out.length >= want) return;
       const childId = [...ns, child];
       // A subtree wholly before the token holds only ids before it.
@@ -534,7 +515,7 @@ export class TableService {
 
 function compareIds(a: string[], b: string[]): number {
   for (let i = 0; i < Math.min(a.length, b.length); i++) {
-    const c = compareKeys(a[i] ?? '', b[i] ?? '');
+    const c = compareNames(a[i] ?? '', b[i] ?? '');
     if (c !== 0) return c;
   }
   return a.length - b.length;
