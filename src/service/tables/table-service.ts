@@ -175,8 +175,9 @@ export class TableService {
     const ref = tableRefOf(id);
     await requireNamespace(this.store, ref.namespace);
     const state = await readTableState(this.store, ref);
-    // The index learns of the new table, or of the declared table's first data (see table-index.ts).
-    return this.index.around(ref, () => (isVisible(state) ? this.createExisting(ctx, id, state, input) : this.createNew(ctx, id, state, input)));
+    if (isVisible(state)) return this.createExisting(ctx, id, state, input);
+    // The listing index hears of the new table (see table-index.ts).
+    return this.index.around(ref, () => this.createNew(ctx, id, state, input));
   }
 
   /** Fills a declared table, or overwrites a table (see create). */
@@ -197,7 +198,7 @@ export class TableService {
     let properties = mode === 'Overwrite' ? (input.properties ?? {}) : { ...existingProperties, ...input.properties };
     const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, ref.namespace, properties));
     const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, id, state) } : {}) };
-    const version = await this.fences.whileWriting(state, ctx.requestId, async () => {
+    const write = () => this.fences.whileWriting(state, ctx.requestId, async () => {
       // Filling a declared table: only the holder of the creation claim may create its dataset.
       const release = overwrite ? null : await claimDatasetCreation(this.store, ref, ctx.requestId, this.deps.settings.leaseMs);
       if (!overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
@@ -210,6 +211,8 @@ export class TableService {
         await release?.();
       }
     });
+    // Filling a declared table gives it data: the listing index hears of it (see table-index.ts).
+    const version = overwrite ? await write() : await this.index.around(ref, write);
     // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
     // The data is committed by now, so losing this race is reported with what the table keeps.
     if (mode === 'Overwrite' && state.record) {
