@@ -5,6 +5,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LocalObjectStore } from '../src/store/local-store.js';
+import { timeRuns } from './bench-support.js';
 
 const entries = Number(process.argv[2] ?? 100_000);
 const pageSize = Number(process.argv[3] ?? 100);
@@ -19,23 +20,13 @@ for (let i = 0; i < entries; i += 1000) {
 // Let the directory's mtime age past the store's trust margin, as a directory between commits does.
 await new Promise((r) => setTimeout(r, 300));
 const store = new LocalObjectStore(root);
-const time = async (label: string, runs: number, fn: () => Promise<unknown>) => {
-  const ms: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t = performance.now();
-    await fn();
-    ms.push(performance.now() - t);
-  }
-  ms.sort((a, b) => a - b);
-  console.log(`${label.padEnd(58)} median ${ms[Math.floor(ms.length / 2)]?.toFixed(3)} ms  (min ${ms[0]?.toFixed(3)}, ${runs} runs)`);
-};
 const prefix = 't.lance/_versions/';
 const middle = `${prefix}${name(Math.floor(entries / 2))}`;
 console.log(`${entries} entries, pages of ${pageSize}`);
-await time('first page, cold (directory read and sorted)', 1, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize }));
-await time('first page, warm', 50, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize }));
-await time('page after a startAfter in the middle, warm', 50, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize, startAfter: middle }));
-await time('first page with sizes (stat per entry), warm', 20, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize, details: true }));
+await timeRuns('first page, cold (directory read and sorted)', 1, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize }));
+await timeRuns('first page, warm', 50, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize }));
+await timeRuns('page after a startAfter in the middle, warm', 50, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize, startAfter: middle }));
+await timeRuns('first page with sizes (stat per entry), warm', 20, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize, details: true }));
 await fs.writeFile(path.join(dir, name(entries)), '');
-await time('first page right after one new entry (re-read, merged)', 1, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize }));
+await timeRuns('first page right after one new entry (re-read, merged)', 1, () => store.list(prefix, { delimiter: '/', maxKeys: pageSize }));
 await fs.rm(root, { recursive: true, force: true });
