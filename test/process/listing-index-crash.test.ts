@@ -5,7 +5,7 @@ import { peopleStream } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 
-// The listing index (src/service/tables/table-index.ts) through a SIGKILL between a table's write
+// The listing index (src/service/catalog/listing-index.ts) through a SIGKILL between a table's write
 // and the index's: the process dies at `index:before-settle`, after the create (or drop) changed
 // the table and before the index says so. Another replica's listings answer from the table's
 // state while the dead operation's pending entry is there, and settle the index once its lease

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import pLimit from 'p-limit';
 import { type CommitCoordinator, EngineError } from '../../engine/lance-engine.js';
 import { claimDatasetCreation } from './dataset-creation.js';
 import { engineFailure } from '../engine-errors.js';
@@ -17,13 +16,10 @@ import type {
   RenameTableRequest,
   RenameTableResponse,
 } from '../../model/tables.js';
-import { compareKeys, listAll, PreconditionFailedError } from '../../store/object-store.js';
+import { PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, readNamespace, requireNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
 import {
-  childOfPrefix,
   deregisteredMarkerKey,
-  NAMESPACE_MARKER,
-  namespaceDirKey,
   reservedMarkerKey,
   type TableRef,
   tableDirKey,
@@ -40,7 +36,7 @@ import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { TableFences } from './table-fences.js';
-import { compareNames, TableIndex } from './table-index.js';
+import { compareNames, ListingIndex } from '../catalog/listing-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
   dataDir,
@@ -74,8 +70,8 @@ const tableAlreadyExists = (id: string[], why = 'already exists') =>
 export class TableService {
   /** Writes and drops of a table meet here (see table-fences.ts). */
   private readonly fences: TableFences;
-  /** What listings read instead of every table's directory (see table-index.ts). */
-  private readonly index: TableIndex;
+  /** What listings read instead of every table's directory (see catalog/listing-index.ts). */
+  private readonly index: ListingIndex;
 
   constructor(
     private readonly deps: CatalogDeps,
@@ -83,7 +79,7 @@ export class TableService {
     private readonly coordinatorFor: (ctx: RequestContext, id: string[], resolved?: TableState) => CommitCoordinator,
   ) {
     this.fences = new TableFences(deps.store, deps.settings.leaseMs);
-    this.index = new TableIndex(deps.store, deps.locations, deps.settings.leaseMs);
+    this.index = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
   }
 
   private get store() {
@@ -147,7 +143,7 @@ export class TableService {
     if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const properties = request.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, ref.namespace, properties);
-    await this.index.around(ref, async () => {
+    await this.index.around('table', ref, async () => {
       await this.claimName(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, {
         undo: () => this.store.delete(reservedMarkerKey(ref)),
       });
@@ -176,8 +172,8 @@ export class TableService {
     await requireNamespace(this.store, ref.namespace);
     const state = await readTableState(this.store, ref);
     if (isVisible(state)) return this.createExisting(ctx, id, state, input);
-    // The listing index hears of the new table (see table-index.ts).
-    return this.index.around(ref, () => this.createNew(ctx, id, state, input));
+    // The listing index hears of the new table (see catalog/listing-index.ts).
+    return this.index.around('table', ref, () => this.createNew(ctx, id, state, input));
   }
 
   /** Fills a declared table, or overwrites a table (see create). */
@@ -211,8 +207,8 @@ export class TableService {
         await release?.();
       }
     });
-    // Filling a declared table gives it data: the listing index hears of it (see table-index.ts).
-    const version = overwrite ? await write() : await this.index.around(ref, write);
+    // Filling a declared table gives it data: the listing index hears of it (see catalog/listing-index.ts).
+    const version = overwrite ? await write() : await this.index.around('table', ref, write);
     // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
     // The data is committed by now, so losing this race is reported with what the table keeps.
     if (mode === 'Overwrite' && state.record) {
@@ -303,7 +299,7 @@ export class TableService {
     };
     const state = await readTableState(this.store, ref);
     if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
-    await this.index.around(ref, () => this.registerAt(state, record, isOwnDir));
+    await this.index.around('table', ref, () => this.registerAt(state, record, isOwnDir));
     return { location: request.location.trim(), properties };
   }
 
@@ -375,7 +371,7 @@ export class TableService {
     if (!found.some(Boolean)) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
   }
 
-  /** Names of the tables directly in `ns`, in byte order: a page of the namespace's index (see table-index.ts). */
+  /** Names of the tables directly in `ns`, in byte order: a page of the namespace's index (see catalog/listing-index.ts). */
   async list(_ctx: RequestContext, ns: string[], page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
     validateNamespaceId(ns);
     const scope = JSON.stringify(ns);
@@ -388,9 +384,9 @@ export class TableService {
     return { tables: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('tables', scope, last) : null };
   }
 
-  /** Up to `want` table names of `ns` after `after`, from its index (see table-index.ts); `more` says whether names may follow. */
+  /** Up to `want` table names of `ns` after `after`, from its index (see catalog/listing-index.ts); `more` says whether names may follow. */
   private tablesOf(ns: string[], after: string | undefined, want: number, includeDeclared: boolean): Promise<{ names: string[]; more: boolean }> {
-    return this.index.page(ns, after, want, includeDeclared);
+    return this.index.page('table', ns, after, want, includeDeclared);
   }
 
   /** Every table in every namespace, as full ids joined with `delimiter`, ordered by id. */
@@ -409,18 +405,11 @@ export class TableService {
   /**
    * Depth-first over the namespace tree with the children of each namespace in name order (a table
    * before a namespace of the same name), which is exactly the order of compareIds; so it can stop
-   * once `want` ids are found. Tables come from each namespace's index, child namespaces from its
-   * directory.
+   * once `want` ids are found. Tables and child namespaces come from each namespace's listing index.
    */
   private async walkTables(ns: string[], includeDeclared: boolean, afterId: string[] | undefined, want: number, out: string[][]): Promise<void> {
-    const dirKey = namespaceDirKey(ns);
-    const listing = await listAll(this.store, dirKey, { delimiter: '/' });
-    if (ns.length > 0 && !listing.objects.some((o) => o.key === `${dirKey}${NAMESPACE_MARKER}`)) return;
-    const children = listing.commonPrefixes
-      .map((p) => childOfPrefix(dirKey, p))
-      .filter((c) => c?.kind === 'namespace')
-      .map((c) => c?.name ?? '')
-      .sort(compareNames);
+    // Child namespaces whose subtrees end before the token are skipped below, unread.
+    const { names: children } = await this.index.page('namespace', ns, undefined, Infinity);
     // Within this namespace the token names the last id returned, or the subtree holding it: tables after its name.
     const inside = afterId !== undefined && afterId.length > ns.length && ns.every((p, i) => afterId[i] === p);
     const { names: tables } = await this.tablesOf(ns, inside ? afterId[ns.length] : undefined, want - out.length, includeDeclared);
@@ -449,7 +438,7 @@ export class TableService {
     const state = await readTableState(this.store, ref);
     if (!isVisible(state) && !state.deregistered) throw tableNotFound(id);
     const dir = dataDir(this.deps.locations, state);
-    await this.index.around(ref, async () => {
+    await this.index.around('table', ref, async () => {
       const begun = await this.fences.beginDrop(state);
       if (!begun) throw tableNotFound(id);
       faultPoint('drop:after-tombstone');
@@ -463,7 +452,7 @@ export class TableService {
     const ref = tableRefOf(id);
     const state = await requireVisibleTable(this.store, ref);
     const dir = dataDir(this.deps.locations, state);
-    await this.index.around(ref, async () => {
+    await this.index.around('table', ref, async () => {
       try {
         await this.store.put(deregisteredMarkerKey(ref), JSON.stringify({ deregistered_at: new Date().toISOString() }), { ifNoneMatch: '*' });
       } catch (e) {
@@ -494,8 +483,8 @@ export class TableService {
     // A dropped table's directory holds no table: it is cleared to make room.
     if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
     else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
-    // Both names change: the index hears of both (see table-index.ts).
-    await this.index.around(ref, () => this.index.around(target, () => this.moveTable(state, target, targetNs, request.new_table_name, renameDir)));
+    // Both names change: the index hears of both (see catalog/listing-index.ts).
+    await this.index.around('table', ref, () => this.index.around('table', target, () => this.moveTable(state, target, targetNs, request.new_table_name, renameDir)));
     return {};
   }
 

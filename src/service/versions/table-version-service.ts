@@ -19,7 +19,7 @@ import { type CatalogDeps, createInNamespace, displayId, resolveManagedVersionin
 import type { ServiceLogger } from '../logger.js';
 import { faultPoint } from '../fault-points.js';
 import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
-import { TableIndex } from '../tables/table-index.js';
+import { ListingIndex } from '../catalog/listing-index.js';
 import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-names.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
@@ -91,8 +91,8 @@ export class TableVersionService {
   /** Batches this process coordinates right now: the poller leaves them to their coordinator. */
   private readonly coordinating = new Set<string>();
   private readonly markers: UnfinishedMarkers;
-  /** The listing index of table names, which batch declares and deregisters change (see table-index.ts). */
-  private readonly tableIndex: TableIndex;
+  /** The listing index of table names, which batch declares and deregisters change (see catalog/listing-index.ts). */
+  private readonly tableIndex: ListingIndex;
   private poller: Poller | undefined;
 
   constructor(
@@ -102,7 +102,7 @@ export class TableVersionService {
     private readonly logger?: ServiceLogger,
   ) {
     this.markers = new UnfinishedMarkers(deps.store, BATCH_MARKERS);
-    this.tableIndex = new TableIndex(deps.store, deps.locations, deps.settings.leaseMs);
+    this.tableIndex = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
   }
 
   private async tableVersions(id: string[], requestId?: string, resolved?: TableState): Promise<TableVersions> {
@@ -614,7 +614,7 @@ export class TableVersionService {
       incarnation: randomUUID(),
     };
     // The listing index hears of the name once the batch is applied or undone (applyTableOps, undoTableOps).
-    await this.tableIndex.begin(ref, transactionId);
+    await this.tableIndex.begin('table', ref, transactionId);
     try {
       await createInNamespace(this.deps.store, ref.namespace, () => this.deps.store.put(key, encodeRecord(record), { ifNoneMatch: '*' }), () => this.deps.store.delete(key));
     } catch (e) {
@@ -636,7 +636,7 @@ export class TableVersionService {
   private async applyTableOps(record: TransactionRecord): Promise<void> {
     for (const op of record.table_ops ?? []) {
       const ref = tableRefOf(op.table_id);
-      if (op.kind !== 'delete_versions') await this.tableIndex.begin(ref, record.id);
+      if (op.kind !== 'delete_versions') await this.tableIndex.begin('table', ref, record.id);
       if (op.kind === 'declare') {
         const current = await readRecord(this.deps.store, tableRecordKey(ref), TableRecord);
         if (current?.value.pending_transaction === record.id) {
@@ -653,7 +653,7 @@ export class TableVersionService {
       } else {
         await this.deps.store.put(deregisteredMarkerKey(ref), '', { ifNoneMatch: '*' }).catch(ignorePrecondition);
       }
-      if (op.kind !== 'delete_versions') await this.tableIndex.settleOp(ref, record.id);
+      if (op.kind !== 'delete_versions') await this.tableIndex.settleOp('table', ref, record.id);
     }
   }
 
@@ -664,7 +664,7 @@ export class TableVersionService {
       const key = tableRecordKey(tableRefOf(op.table_id));
       const current = await readRecord(this.deps.store, key, TableRecord);
       if (current?.value.pending_transaction === record.id) await this.deps.store.delete(key);
-      await this.tableIndex.settleOp(tableRefOf(op.table_id), record.id);
+      await this.tableIndex.settleOp('table', tableRefOf(op.table_id), record.id);
     }
   }
 

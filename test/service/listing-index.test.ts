@@ -11,7 +11,7 @@ import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { catalogRootKinds, noEngine, useCatalogRoot } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
-// The listing index (src/service/tables/table-index.ts): a page costs what the page costs, and the
+// The listing index (src/service/catalog/listing-index.ts): a page costs what the page costs, and the
 // index never shows a table that is not there nor hides one that is, through crashes (a store that
 // stops answering half-way), tables it never saw, and creates, drops and renames racing listings.
 
@@ -99,10 +99,10 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     counted.reset();
     const everywhere = await listing.listAll(ctx, '.', { limit: 5 });
     expect(everywhere.tables).toEqual(all.slice(0, 5).map((t) => `ns.${t}`));
-    // The root, ns and ns.child (it sorts before the tables): each its directory, its index marker, its
-    // pending entries and its index.
+    // The root, ns and ns.child (it sorts before the tables): each, for its child namespaces and for its
+    // tables, the index marker, the pending entries and a page of the index.
     expect(counted.calls.get ?? 0).toBe(0);
-    expect(counted.total()).toBe(12);
+    expect(counted.total()).toBe(3 * 2 * 3);
 
     // Small pages visit every table exactly once, in order.
     expect((await pagesOf(tables, ['ns'], 7)).flat()).toEqual(all);
@@ -123,22 +123,47 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     expect((await listing.list(ctx, ['ns'], {})).tables).toEqual(['a', 'b', 'c']);
   });
 
-  it('tables the index never saw (a namespace written before it, or by Lance) are indexed once, by the first listing', async () => {
+  it('children the index never saw (a namespace written before it, or by Lance) are indexed once, by the first listing', async () => {
     const { namespaces, tables } = servicesOver(root.deps(root.store));
     await namespaces.create(ctx, ['ns'], {});
+    await namespaces.create(ctx, ['ns', 'sub'], {});
     for (const t of ['a', 'c', 'dropped']) await tables.declare(ctx, ['ns', t], {});
     await tables.drop(ctx, ['ns', 'dropped']);
     // As a version of the service without the index, or Lance's directory catalog, left it.
     await root.store.deletePrefix('ns/_catalog/');
     await root.store.put('ns/b.lance/.lance-reserved', '');
     await root.store.put('ns/d.lance/_versions/1.manifest', 'x');
+    await root.store.put('ns/lance-made/.lance-namespace', '');
     const counted = counting(root.store);
-    const listing = servicesOver(root.deps(counted.store)).tables;
-    expect((await listing.list(ctx, ['ns'], {})).tables).toEqual(['a', 'b', 'c', 'd']);
-    expect(await root.store.head('ns/_catalog/tables.ready')).not.toBeNull();
+    const services = servicesOver(root.deps(counted.store));
+    expect((await services.tables.list(ctx, ['ns'], {})).tables).toEqual(['a', 'b', 'c', 'd']);
+    expect(await root.store.head('ns/_catalog/index.ready')).not.toBeNull();
+    expect((await services.namespaces.list(ctx, ['ns'], {})).namespaces).toEqual(['lance-made', 'sub']);
     counted.reset();
-    expect((await listing.list(ctx, ['ns'], { limit: 2 })).tables).toEqual(['a', 'b']);
+    expect((await services.tables.list(ctx, ['ns'], { limit: 2 })).tables).toEqual(['a', 'b']);
     expect(counted.total()).toBe(4);
+  });
+
+  it('a namespace create or drop whose store stops half-way is listed as its record says, and settled once dead', async () => {
+    const { namespaces } = servicesOver(root.deps(root.store));
+    await namespaces.create(ctx, ['ns'], {});
+    await namespaces.create(ctx, ['ns', 'doomed'], {});
+    let dead = false;
+    const dying = storeDouble(root.store, {
+      put: (k: string, b: Buffer | string, c?: PutCondition) => (dead ? Promise.reject(new Error('died')) : root.store.put(k, b, c).then((r) => ((dead = k.endsWith('/made/.lance-namespace')), r))),
+      delete: (k: string) => (dead ? Promise.reject(new Error('died')) : root.store.delete(k).then(() => void (dead = k === 'ns/doomed/.lance-namespace'))),
+    });
+    const deps = root.deps(dying);
+    const halfway = servicesOver({ ...deps, settings: { ...deps.settings, leaseMs: -1 } }).namespaces;
+    await halfway.create(ctx, ['ns', 'made'], {}).catch(() => undefined);
+    dead = false;
+    await halfway.drop(ctx, ['ns', 'doomed'], {}).catch(() => undefined);
+    expect(await root.store.head('ns/_catalog/namespaces/doomed/v')).not.toBeNull();
+    expect(await root.store.head('ns/_catalog/namespaces/made/v')).toBeNull();
+    expect((await namespaces.list(ctx, ['ns'], {})).namespaces).toEqual(['made']);
+    expect((await listAll(root.store, 'ns/_catalog/namespace-pending/')).objects).toEqual([]);
+    expect(await root.store.head('ns/_catalog/namespaces/doomed/v')).toBeNull();
+    expect(await root.store.head('ns/_catalog/namespaces/made/v')).not.toBeNull();
   });
 
   it('a store that stops half-way through an operation leaves a pending entry: listings read the table, then settle it once it is dead', async () => {
@@ -176,16 +201,17 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     expect((await live.list(ctx, ['ns'], {})).tables).toEqual(['kept']);
   });
 
-  it('namespaces page through their directory: a page of namespaces reads only its candidates', async () => {
+  it('a page of namespaces is a page of the index: its cost does not grow with the tables beside them', async () => {
     const { namespaces, tables } = servicesOver(root.deps(root.store));
     await namespaces.create(ctx, ['ns'], {});
     for (const c of ['a', 'b', 'c', 'd']) await namespaces.create(ctx, ['ns', c], {});
-    await tables.declare(ctx, ['ns', 't'], {});
+    for (let i = 0; i < 30; i++) await tables.declare(ctx, ['ns', `a${i}`], {});
     const counted = counting(root.store);
     const listing = servicesOver(root.deps(counted.store)).namespaces;
     const first = await listing.list(ctx, ['ns'], { limit: 2 });
     expect(first.namespaces).toEqual(['a', 'b']);
-    expect(counted.calls.list).toBe(1);
+    // The namespace record, the index marker, the pending entries, a page of the index.
+    expect(counted.calls).toEqual({ get: 1, head: 1, list: 2 });
     const rest = await listing.list(ctx, ['ns'], { limit: 2, pageToken: first.page_token ?? '' });
     expect(rest.namespaces).toEqual(['c', 'd']);
   });

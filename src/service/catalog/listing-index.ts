@@ -1,27 +1,30 @@
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { compareKeys, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
-import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef } from '../catalog/layout.js';
-import type { Locations } from '../catalog/locations.js';
-import { leaseUntil } from '../coordination/leases.js';
+import { readNamespace } from './catalog.js';
+import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef } from './layout.js';
+import type { Locations } from './locations.js';
+import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { faultPoint } from '../fault-points.js';
-import { isVisible, readTableState, tableHasData } from './table-state.js';
+import { isVisible, readTableState, tableHasData } from '../tables/table-state.js';
 
-// The listing index of a namespace's tables: empty keys under `<ns>/_catalog/` whose names say
-// what a listing needs, so that a LIST of the index answers a page without reading any table's
-// directory. One directory per table name in each of three folders, so that a delimited LIST
-// names them in order (on a local disk without reading each one):
+// The listing index of a namespace's children: empty keys under `<ns>/_catalog/` whose names say
+// what a listing needs, so that a LIST of the index answers a page without reading any child's
+// record or directory. One directory per child name in each folder, so that a delimited LIST names
+// them in order (on a local disk without reading each one):
 //
-//   tables/<name>/v             a table of this name is visible
-//   data/<name>/t               ... and has data (absent: declared only, as far as the index knows)
-//   pending/<name>/<until>.<op> an operation is changing what the name holds (or died doing so)
+//   tables/<name>/v                   a table of this name is visible
+//   data/<name>/t                     ... and has data (absent: declared only, as far as the index knows)
+//   namespaces/<name>/v               a child namespace of this name exists
+//   pending/<name>/<until>.<op>       an operation is changing what the table name holds (or died doing so)
+//   namespace-pending/<name>/<until>.<op>   the same for a child namespace
 //
 // Names are ordered as their keys are: by the bytes of `<name>/` (compareNames).
 //
-// Invariant: a name without a pending entry has exactly the `v` (and `t`) its table's state calls
-// for. A name with a pending entry is read from the table's state itself.
+// Invariant: a name without a pending entry has exactly the `v` (and `t`) its child's state calls
+// for. A name with a pending entry is read from the child's state itself.
 //
-// How it holds. Every operation that changes a table's state puts its pending entry first, changes
+// How it holds. Every operation that changes a child's state puts its pending entry first, changes
 // the state, then settles the name and only then deletes its pending entry; a crash anywhere leaves
 // the pending entry behind. Settling writes the entries the state calls for and then reads the state
 // again, repeating until the two agree: of two settlers racing, the later write is followed by a
@@ -29,22 +32,26 @@ import { isVisible, readTableState, tableHasData } from './table-state.js';
 // lease ran out belongs to a dead operation (or one too slow to trust): a listing that meets it
 // settles the name and deletes it, unless the state shows a live create or drop, whose own settle is
 // still to come. Pending entries are few (operations under way, and dead ones until a listing meets
-// them), so a listing reads all of them with one LIST, and reads table state only for the names on
-// its page that have one.
+// them), so a listing reads all of them with one LIST, and reads state only for the names on its
+// page that have one.
 //
 // Data: a declared table that got its first data from a Lance client writing directly (the service
 // never told) has no `t`; listings that exclude declared tables check the `_versions/` of the
 // declared names on their page (one LIST each, bounded by the page), and do not record it.
 //
 // Namespaces the index does not cover yet (written by Lance's own directory catalog, or by a
-// version of this service before the index) have no `_catalog/tables.ready` marker: the first
-// listing settles every table directory in it once, then puts the marker. Tables that Lance's
-// directory catalog creates in the same namespace after that are not seen until it is rebuilt.
+// version of this service before the index) have no `_catalog/index.ready` marker: the first
+// listing settles every child in it once, then puts the marker. Children that Lance's directory
+// catalog creates in the same namespace after that are not seen until it is rebuilt.
 
-const VISIBLE_DIR = `${CATALOG_DIR}/tables/`;
+export type ChildKind = 'table' | 'namespace';
+
+const FOLDERS: Record<ChildKind, { visible: string; pending: string }> = {
+  table: { visible: `${CATALOG_DIR}/tables/`, pending: `${CATALOG_DIR}/pending/` },
+  namespace: { visible: `${CATALOG_DIR}/namespaces/`, pending: `${CATALOG_DIR}/namespace-pending/` },
+};
 const DATA_DIR = `${CATALOG_DIR}/data/`;
-const PENDING_DIR = `${CATALOG_DIR}/pending/`;
-const READY = `${CATALOG_DIR}/tables.ready`;
+const READY = `${CATALOG_DIR}/index.ready`;
 const VISIBLE = 'v';
 const HAS_DATA = 't';
 const LIST_PAGE = 1000;
@@ -56,9 +63,9 @@ const SETTLE_ELSEWHERE = 8;
 /** The order of names in the index (and in listings): by the bytes of `<name>/`. */
 export const compareNames = (a: string, b: string): number => compareKeys(`${a}/`, `${b}/`);
 
-const visibleKey = (ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${VISIBLE_DIR}${ref.name}/${VISIBLE}`;
+const visibleKey = (kind: ChildKind, ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${FOLDERS[kind].visible}${ref.name}/${VISIBLE}`;
 const dataKey = (ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${DATA_DIR}${ref.name}/${HAS_DATA}`;
-const pendingDir = (ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${PENDING_DIR}${ref.name}/`;
+const pendingDir = (kind: ChildKind, ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${FOLDERS[kind].pending}${ref.name}/`;
 
 /** A key-safe form of an operation id. */
 const opPart = (op: string): string => (/^[A-Za-z0-9_-]+$/.test(op) ? op : Buffer.from(op).toString('base64url'));
@@ -75,7 +82,7 @@ interface Pending {
   until: number;
 }
 
-export class TableIndex {
+export class ListingIndex {
   constructor(
     private readonly store: ObjectStore,
     private readonly locations: Locations,
@@ -83,20 +90,20 @@ export class TableIndex {
   ) {}
 
   /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
-  async begin(ref: TableRef, op: string = randomUUID()): Promise<string> {
-    const key = `${pendingDir(ref)}${Date.parse(leaseUntil(this.leaseMs))}.${opPart(op)}`;
+  async begin(kind: ChildKind, ref: TableRef, op: string = randomUUID()): Promise<string> {
+    const key = `${pendingDir(kind, ref)}${Date.parse(leaseUntil(this.leaseMs))}.${opPart(op)}`;
     await this.store.put(key, '');
     return key;
   }
 
   /** Makes the name's entries match its state (see the invariant above), then deletes the given pending keys. */
-  async settle(ref: TableRef, pending: string[]): Promise<void> {
+  async settle(kind: ChildKind, ref: TableRef, pending: string[]): Promise<void> {
     faultPoint('index:before-settle');
-    let truth = await this.observe(ref);
+    let truth = await this.observe(kind, ref);
     for (let round = 0; ; round++) {
-      await this.apply(ref, truth);
+      await this.apply(kind, ref, truth);
       // Written: read the state again, so that a change made meanwhile is not overwritten unseen.
-      const again = await this.observe(ref);
+      const again = await this.observe(kind, ref);
       if (again.visible === truth.visible && again.data === truth.data) break;
       // Kept changing: the pending entries stay, and listings read the state.
       if (round === SETTLE_ROUNDS - 1) return;
@@ -106,30 +113,37 @@ export class TableIndex {
   }
 
   /** Settles the name and deletes every pending entry of the operation `op` (a batch's transaction, which another process may finish). */
-  async settleOp(ref: TableRef, op: string): Promise<void> {
-    const dir = pendingDir(ref);
+  async settleOp(kind: ChildKind, ref: TableRef, op: string): Promise<void> {
+    const dir = pendingDir(kind, ref);
     const { objects } = await this.store.list(dir, { delimiter: '/' });
-    await this.settle(ref, objects.map((o) => o.key).filter((k) => k.endsWith(`.${opPart(op)}`)));
+    await this.settle(kind, ref, objects.map((o) => o.key).filter((k) => k.endsWith(`.${opPart(op)}`)));
   }
 
   /** Runs `change` between `begin` and `settle`; the settle runs even when the change fails. */
-  async around<T>(ref: TableRef, change: () => Promise<T>, op?: string): Promise<T> {
-    const pending = await this.begin(ref, op);
+  async around<T>(kind: ChildKind, ref: TableRef, change: () => Promise<T>, op?: string): Promise<T> {
+    const pending = await this.begin(kind, ref, op);
     try {
       return await change();
     } finally {
-      await this.settle(ref, [pending]).catch(() => undefined); // the pending entry stays: listings read the state
+      await this.settle(kind, ref, [pending]).catch(() => undefined); // the pending entry stays: listings read the state
     }
   }
 
-  private async apply(ref: TableRef, truth: Truth): Promise<void> {
-    if (truth.visible) await this.store.put(visibleKey(ref), '');
-    if (truth.visible && truth.data) await this.store.put(dataKey(ref), '');
-    else await this.store.delete(dataKey(ref));
-    if (!truth.visible) await this.store.delete(visibleKey(ref));
+  private async apply(kind: ChildKind, ref: TableRef, truth: Truth): Promise<void> {
+    if (truth.visible) await this.store.put(visibleKey(kind, ref), '');
+    if (kind === 'table') {
+      if (truth.visible && truth.data) await this.store.put(dataKey(ref), '');
+      else await this.store.delete(dataKey(ref));
+    }
+    if (!truth.visible) await this.store.delete(visibleKey(kind, ref));
   }
 
-  private async observe(ref: TableRef): Promise<Truth> {
+  private async observe(kind: ChildKind, ref: TableRef): Promise<Truth> {
+    if (kind === 'namespace') {
+      const record = await readNamespace(this.store, [...ref.namespace, ref.name]);
+      const dropping = record?.value.state === 'dropping' && !leaseExpired(record.value.dropping_until);
+      return { visible: record !== null, data: false, busy: dropping };
+    }
     const state = await readTableState(this.store, ref);
     const visible = isVisible(state);
     return { visible, data: visible && (await tableHasData(this.locations, state)), busy: state.creating?.live === true || state.dropUnderWay };
@@ -141,25 +155,26 @@ export class TableIndex {
    * entries, then delimited LISTs of the index sized to the page; table state is read only for
    * names on the page with a pending entry (and declared ones, when they are excluded).
    */
-  async page(ns: string[], after: string | undefined, want: number, includeDeclared: boolean): Promise<{ names: string[]; more: boolean }> {
+  async page(kind: ChildKind, ns: string[], after: string | undefined, want: number, includeDeclared = true): Promise<{ names: string[]; more: boolean }> {
     await this.ensureReady(ns);
     const base = namespaceDirKey(ns);
-    const pending = await this.pendingOf(ns);
+    const visibleDir = FOLDERS[kind].visible;
+    const pending = await this.pendingOf(kind, ns);
     const pendingNames = [...pending.keys()].filter((n) => after === undefined || compareNames(n, after) > 0).sort(compareNames);
     const names: string[] = [];
-    let startAfter = after !== undefined && after !== '' ? `${base}${VISIBLE_DIR}${after}/` : undefined;
+    let startAfter = after !== undefined && after !== '' ? `${base}${visibleDir}${after}/` : undefined;
     let settledElsewhere = 0;
     let lower = after;
     for (;;) {
       const room = want - names.length;
-      const listing = await this.store.list(`${base}${VISIBLE_DIR}`, { delimiter: '/', maxKeys: Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE), ...(startAfter ? { startAfter } : {}) });
-      const indexed = listing.commonPrefixes.map((p) => p.slice(base.length + VISIBLE_DIR.length, -1));
+      const listing = await this.store.list(`${base}${visibleDir}`, { delimiter: '/', maxKeys: Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE), ...(startAfter ? { startAfter } : {}) });
+      const indexed = listing.commonPrefixes.map((p) => p.slice(base.length + visibleDir.length, -1));
       const exhausted = !listing.nextStartAfter;
       const upper = exhausted ? undefined : indexed[indexed.length - 1];
       // The names of this stretch: those indexed, and those only a pending entry knows of (a create that died before settling).
       const inRange = (n: string) => (lower === undefined || compareNames(n, lower) > 0) && (upper === undefined || compareNames(n, upper) <= 0);
       const candidates = [...new Set([...indexed, ...pendingNames.filter(inRange)])].sort(compareNames);
-      const withData = includeDeclared || candidates.length === 0 ? null : await this.namesWithData(ns, lower, upper);
+      const withData = includeDeclared || kind !== 'table' || candidates.length === 0 ? null : await this.namesWithData(ns, lower, upper);
       const limit = pLimit(CHECK_CONCURRENCY);
       const keep = await Promise.all(
         candidates.map((name) =>
@@ -167,8 +182,8 @@ export class TableIndex {
             const ref = { namespace: ns, name };
             const entries = pending.get(name);
             if (entries) {
-              const truth = await this.observe(ref);
-              if (!truth.busy && entries.every((e) => e.until <= Date.now())) await this.settle(ref, entries.map((e) => e.key)).catch(() => undefined);
+              const truth = await this.observe(kind, ref);
+              if (!truth.busy && entries.every((e) => e.until <= Date.now())) await this.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
               return truth.visible && (includeDeclared || truth.data);
             }
             if (withData === null || withData.has(name)) return true;
@@ -191,14 +206,14 @@ export class TableIndex {
       if (entries.some((e) => e.until > Date.now())) continue;
       settledElsewhere++;
       const ref = { namespace: ns, name };
-      if (!(await this.observe(ref)).busy) await this.settle(ref, entries.map((e) => e.key)).catch(() => undefined);
+      if (!(await this.observe(kind, ref)).busy) await this.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
     }
     return { names, more: false };
   }
 
   /** Every pending entry of the namespace, by table name: operations under way and dead ones. */
-  private async pendingOf(ns: string[]): Promise<Map<string, Pending[]>> {
-    const prefix = `${namespaceDirKey(ns)}${PENDING_DIR}`;
+  private async pendingOf(kind: ChildKind, ns: string[]): Promise<Map<string, Pending[]>> {
+    const prefix = `${namespaceDirKey(ns)}${FOLDERS[kind].pending}`;
     const byName = new Map<string, Pending[]>();
     let startAfter: string | undefined;
     for (;;) {
@@ -240,15 +255,15 @@ export class TableIndex {
     let startAfter: string | undefined;
     for (;;) {
       const page = await this.store.list(dirKey, { delimiter: '/', maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
-      const tables = page.commonPrefixes.map((p) => childOfPrefix(dirKey, p)).filter((c) => c?.kind === 'table');
-      await Promise.all(tables.map((c) => limit(() => this.settle({ namespace: ns, name: c?.name ?? '' }, []))));
+      const children = page.commonPrefixes.map((p) => childOfPrefix(dirKey, p)).filter((c) => c !== null);
+      await Promise.all(children.map((c) => limit(() => this.settle(c.kind, { namespace: ns, name: c.name }, []))));
       if (!page.nextStartAfter) break;
       startAfter = page.nextStartAfter;
     }
     await this.markReady(ns);
   }
 
-  /** Marks a namespace's index complete: a new namespace has nothing to index. */
+  /** Marks a namespace's index complete: a new namespace has no children to index. */
   async markReady(ns: string[]): Promise<void> {
     await this.store.put(`${namespaceDirKey(ns)}${READY}`, '', { ifNoneMatch: '*' }).catch((e: unknown) => {
       if (!(e instanceof PreconditionFailedError)) throw e;
