@@ -256,7 +256,9 @@ export class ListingIndex {
     for (;;) {
       const page = await this.store.list(dirKey, { delimiter: '/', maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
       const children = page.commonPrefixes.map((p) => childOfPrefix(dirKey, p)).filter((c) => c !== null);
-      await Promise.all(children.map((c) => limit(() => this.settle(c.kind, { namespace: ns, name: c.name }, []))));
+      // Each under a pending entry of its own, like any change: a rebuild that dies half-way through a
+      // settle, racing an operation on the name, leaves the name to be read from its state.
+      await Promise.all(children.map((c) => limit(() => this.around(c.kind, { namespace: ns, name: c.name }, async () => undefined))));
       if (!page.nextStartAfter) break;
       startAfter = page.nextStartAfter;
     }
