@@ -70,9 +70,13 @@ const pendingDir = (kind: ChildKind, ref: TableRef): string => `${namespaceDirKe
 /** A key-safe form of an operation id. */
 const opPart = (op: string): string => (/^[A-Za-z0-9_-]+$/.test(op) ? op : Buffer.from(op).toString('base64url'));
 
-interface Truth {
+/** What a change made of a child: visible or gone, with data or not. */
+export interface Made {
   visible: boolean;
   data: boolean;
+}
+
+interface Truth extends Made {
   /** A create or drop is under way: its own settle will come. */
   busy: boolean;
 }
@@ -96,10 +100,14 @@ export class ListingIndex {
     return key;
   }
 
-  /** Makes the name's entries match its state (see the invariant above), then deletes the given pending keys. */
-  async settle(kind: ChildKind, ref: TableRef, pending: string[]): Promise<void> {
+  /**
+   * Makes the name's entries match its state (see the invariant above), then deletes the given
+   * pending keys. `made` is the state the caller's change just made, if it knows it: it saves the
+   * first read (the read after the write still checks it).
+   */
+  async settle(kind: ChildKind, ref: TableRef, pending: string[], made?: Made): Promise<void> {
     faultPoint('index:before-settle');
-    let truth = await this.observe(kind, ref);
+    let truth: Truth = made ? { ...made, busy: false } : await this.observe(kind, ref);
     for (let round = 0; ; round++) {
       await this.apply(kind, ref, truth);
       // Written: read the state again, so that a change made meanwhile is not overwritten unseen.
@@ -120,12 +128,16 @@ export class ListingIndex {
   }
 
   /** Runs `change` between `begin` and `settle`; the settle runs even when the change fails. */
-  async around<T>(kind: ChildKind, ref: TableRef, change: () => Promise<T>, op?: string): Promise<T> {
-    const pending = await this.begin(kind, ref, op);
+  async around<T>(kind: ChildKind, ref: TableRef, change: () => Promise<T>, made?: Made): Promise<T> {
+    const pending = await this.begin(kind, ref);
+    let changed = false;
     try {
-      return await change();
+      const result = await change();
+      changed = true;
+      return result;
     } finally {
-      await this.settle(kind, ref, [pending]).catch(() => undefined); // the pending entry stays: listings read the state
+      // The pending entry stays if this fails: listings read the state.
+      await this.settle(kind, ref, [pending], changed ? made : undefined).catch(() => undefined);
     }
   }
 

@@ -54,13 +54,11 @@ export class NamespaceService {
       try {
         // Linearization point: of concurrent creators, exactly one create-if-absent succeeds.
         // The parent's listing index hears of the new namespace (see listing-index.ts).
-        await this.index.around('namespace', childRefOf(ns), () =>
-          createInNamespace(
-            this.store,
-            ns.slice(0, -1),
-            () => this.store.put(key, encodeRecord(fresh), { ifNoneMatch: '*' }),
-            () => this.store.delete(key),
-          ),
+        await this.index.around(
+          'namespace',
+          childRefOf(ns),
+          () => createInNamespace(this.store, ns.slice(0, -1), () => this.store.put(key, encodeRecord(fresh), { ifNoneMatch: '*' }), () => this.store.delete(key)),
+          { visible: true, data: false },
         );
         // A new namespace has no children to index; without the mark its first listing would look.
         await this.index.markReady(ns);
@@ -133,7 +131,7 @@ export class NamespaceService {
     validateNamespaceId(ns);
     if (ns.length === 0) throw invalidInput('the root namespace cannot be dropped');
     // The parent's listing index hears of the outcome (see listing-index.ts).
-    return this.index.around('namespace', childRefOf(ns), () => this.dropNamespace(ctx, ns, request));
+    return this.index.around('namespace', childRefOf(ns), () => this.dropNamespace(ctx, ns, request), { visible: false, data: false });
   }
 
   private async dropNamespace(_ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {

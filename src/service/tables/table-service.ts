@@ -151,7 +151,7 @@ export class TableService {
       await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
         if (!(e instanceof PreconditionFailedError)) throw e;
       });
-    });
+    }, { visible: true, data: false });
     return {
       location,
       storage_options: this.store.clientStorageOptions(),
@@ -173,7 +173,7 @@ export class TableService {
     const state = await readTableState(this.store, ref);
     if (isVisible(state)) return this.createExisting(ctx, id, state, input);
     // The listing index hears of the new table (see catalog/listing-index.ts).
-    return this.index.around('table', ref, () => this.createNew(ctx, id, state, input));
+    return this.index.around('table', ref, () => this.createNew(ctx, id, state, input), { visible: true, data: true });
   }
 
   /** Fills a declared table, or overwrites a table (see create). */
@@ -208,7 +208,7 @@ export class TableService {
       }
     });
     // Filling a declared table gives it data: the listing index hears of it (see catalog/listing-index.ts).
-    const version = overwrite ? await write() : await this.index.around('table', ref, write);
+    const version = overwrite ? await write() : await this.index.around('table', ref, write, { visible: true, data: true });
     // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
     // The data is committed by now, so losing this race is reported with what the table keeps.
     if (mode === 'Overwrite' && state.record) {
@@ -299,7 +299,7 @@ export class TableService {
     };
     const state = await readTableState(this.store, ref);
     if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
-    await this.index.around('table', ref, () => this.registerAt(state, record, isOwnDir));
+    await this.index.around('table', ref, () => this.registerAt(state, record, isOwnDir), { visible: true, data: true });
     return { location: request.location.trim(), properties };
   }
 
@@ -443,7 +443,7 @@ export class TableService {
       if (!begun) throw tableNotFound(id);
       faultPoint('drop:after-tombstone');
       await this.fences.finishDrop(state, dir, begun);
-    });
+    }, { visible: false, data: false });
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
 
@@ -459,7 +459,7 @@ export class TableService {
         if (e instanceof PreconditionFailedError) throw tableNotFound(id);
         throw e;
       }
-    });
+    }, { visible: false, data: false });
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
 
@@ -484,7 +484,7 @@ export class TableService {
     if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
     else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
     // Both names change: the index hears of both (see catalog/listing-index.ts).
-    await this.index.around('table', ref, () => this.index.around('table', target, () => this.moveTable(state, target, targetNs, request.new_table_name, renameDir)));
+    await this.index.around('table', ref, () => this.index.around('table', target, () => this.moveTable(state, target, targetNs, request.new_table_name, renameDir)), { visible: false, data: false });
     return {};
   }
 
