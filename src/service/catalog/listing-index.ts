@@ -70,6 +70,16 @@ const pendingDir = (kind: ChildKind, ref: TableRef): string => `${namespaceDirKe
 /** A key-safe form of an operation id. */
 const opPart = (op: string): string => (/^[A-Za-z0-9_-]+$/.test(op) ? op : Buffer.from(op).toString('base64url'));
 
+/** A page of names; `more` says whether names may follow, after `resumeAfter` when given (a short page), else after the last name. */
+export interface IndexPage {
+  names: string[];
+  more: boolean;
+  resumeAfter?: string;
+}
+
+/** Declared tables a page that excludes them checks for data before it ends short (see page). */
+const MIN_CHECKS = 100;
+
 /** What a change made of a child: visible or gone, with data or not. */
 export interface Made {
   visible: boolean;
@@ -162,12 +172,13 @@ export class ListingIndex {
   }
 
   /**
-   * Up to `want` table names of `ns` after `after` (in compareNames order), only those with data
-   * unless `includeDeclared`; `more` says whether names may follow. One LIST of the pending
-   * entries, then delimited LISTs of the index sized to the page; table state is read only for
-   * names on the page with a pending entry (and declared ones, when they are excluded).
+   * Up to `want` child names of `ns` after `after` (in compareNames order), tables only with data
+   * unless `includeDeclared`. One LIST of the pending entries, then delimited LISTs of the index
+   * sized to the page; state is read only for names on the page with a pending entry, and for
+   * declared tables when they are excluded: then, `bounded`, a page that has checked many of them
+   * ends short (resumeAfter), so that no request reads a number of tables beyond its page.
    */
-  async page(kind: ChildKind, ns: string[], after: string | undefined, want: number, includeDeclared = true): Promise<{ names: string[]; more: boolean }> {
+  async page(kind: ChildKind, ns: string[], after: string | undefined, want: number, includeDeclared = true, bounded = true): Promise<IndexPage> {
     await this.ensureReady(ns);
     const base = namespaceDirKey(ns);
     const visibleDir = FOLDERS[kind].visible;
@@ -176,6 +187,7 @@ export class ListingIndex {
     const names: string[] = [];
     let startAfter = after !== undefined && after !== '' ? `${base}${visibleDir}${after}/` : undefined;
     let settledElsewhere = 0;
+    let checked = 0;
     let lower = after;
     for (;;) {
       const room = want - names.length;
@@ -200,6 +212,7 @@ export class ListingIndex {
             }
             if (withData === null || withData.has(name)) return true;
             // Declared here; a Lance client may have written its first data directly since.
+            checked++;
             const state = await readTableState(this.store, ref);
             return isVisible(state) && (await tableHasData(this.locations, state));
           }),
@@ -209,6 +222,8 @@ export class ListingIndex {
       if (names.length > want) return { names: names.slice(0, want), more: true };
       if (exhausted) break;
       if (names.length === want) return { names, more: true };
+      // Many declared tables skipped: a short page, which the next one resumes after what was read.
+      if (bounded && upper !== undefined && checked >= Math.max(MIN_CHECKS, 2 * want)) return { names, more: true, resumeAfter: upper };
       startAfter = listing.nextStartAfter;
       lower = upper;
     }

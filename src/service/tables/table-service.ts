@@ -379,14 +379,9 @@ export class TableService {
     await requireNamespace(this.store, ns);
     const limit = page.limit ?? undefined;
     if (limit === 0) return { tables: [], page_token: page.pageToken || this.deps.pageTokens.encode('tables', scope, '') };
-    const { names, more } = await this.tablesOf(ns, after, limit === undefined ? Infinity : limit, page.includeDeclared ?? true);
-    const last = names[names.length - 1];
+    const { names, more, resumeAfter } = await this.index.page('table', ns, after, limit === undefined ? Infinity : limit, page.includeDeclared ?? true);
+    const last = resumeAfter ?? names[names.length - 1];
     return { tables: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('tables', scope, last) : null };
-  }
-
-  /** Up to `want` table names of `ns` after `after`, from its index (see catalog/listing-index.ts); `more` says whether names may follow. */
-  private tablesOf(ns: string[], after: string | undefined, want: number, includeDeclared: boolean): Promise<{ names: string[]; more: boolean }> {
-    return this.index.page('table', ns, after, want, includeDeclared);
   }
 
   /** Every table in every namespace, as full ids joined with `delimiter`, ordered by id. */
@@ -412,7 +407,8 @@ export class TableService {
     const { names: children } = await this.index.page('namespace', ns, undefined, Infinity);
     // Within this namespace the token names the last id returned, or the subtree holding it: tables after its name.
     const inside = afterId !== undefined && afterId.length > ns.length && ns.every((p, i) => afterId[i] === p);
-    const { names: tables } = await this.tablesOf(ns, inside ? afterId[ns.length] : undefined, want - out.length, includeDeclared);
+    // Not bounded: the walk takes what a namespace holds up to `want`, however many it skips.
+    const { names: tables } = await this.index.page('table', ns, inside ? afterId[ns.length] : undefined, want - out.length, includeDeclared, false);
     let t = 0;
     for (const child of children) {
       while (t < tables.length && compareNames(tables[t] ?? '', child) <= 0 && out.length < want) out.push([...ns, tables[t++] ?? '']);
