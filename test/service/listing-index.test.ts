@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogDeps } from '../../src/service/catalog/catalog.js';
 import { Locations } from '../../src/service/catalog/locations.js';
+import { compareNames } from '../../src/service/catalog/listing-index.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';
 import type { RequestContext } from '../../src/service/request-context.js';
@@ -280,13 +281,33 @@ describe.each(backends())('listing index under concurrent changes on $name', (ba
           }
         }
       };
-      const workers = [0, 1, 2].map(churn);
+      // Child namespaces come and go beside stable ones too.
+      const stableNs = ['n-a', 'n-m', 'n-z'];
+      for (const n of stableNs) await namespaces.create(ctx, ['ns', n], {});
+      const nsChurn = async () => {
+        for (let i = 0; !stop; i++) {
+          const n = `n-c${i % 4}`;
+          await namespaces.create(ctx, ['ns', n], {}).catch(() => undefined);
+          await namespaces.drop(ctx, ['ns', n], {}).catch(() => undefined);
+        }
+      };
+      const workers = [...[0, 1, 2].map(churn), nsChurn()];
       for (let round = 0; round < 6; round++) {
         const seen = (await pagesOf(tables, ['ns'], 1 + (round % 4) * 3)).flat();
         expect(new Set(seen).size, 'no table twice').toBe(seen.length);
-        expect([...seen].sort(), 'in order').toEqual(seen);
+        expect([...seen].sort(compareNames), 'in order').toEqual(seen);
         for (const t of stable) expect(seen, `${t} there throughout`).toContain(t);
         for (const t of seen) expect(everCreated.has(t), `${t} was created`).toBe(true);
+        const seenNs: string[] = [];
+        let pageToken: string | undefined;
+        do {
+          const page = await namespaces.list(ctx, ['ns'], { limit: 1 + round, ...(pageToken ? { pageToken } : {}) });
+          seenNs.push(...page.namespaces);
+          pageToken = page.page_token ?? undefined;
+        } while (pageToken);
+        expect(new Set(seenNs).size, 'no namespace twice').toBe(seenNs.length);
+        for (const n of stableNs) expect(seenNs, `${n} there throughout`).toContain(n);
+        for (const n of seenNs) expect(n, `${n} was created`).toMatch(/^n-(a|m|z|c\d)$/);
       }
       stop = true;
       await Promise.all(workers);
