@@ -75,6 +75,18 @@ export function summarize(samplesMs: number[]): Summary {
 export const ms = (x: number): string => (Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2));
 export const secs = (x: number): string => `${(x / 1000).toFixed(1)} s`;
 
+/** Runs `fn` `runs` times, one after another, and prints the median and the 95th percentile. */
+export async function timeRuns(label: string, runs: number, fn: () => Promise<unknown>): Promise<void> {
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const started = now();
+    await fn();
+    samples.push(now() - started);
+  }
+  const { p50, p95 } = summarize(samples);
+  console.log(`${label.padEnd(58)} p50 ${ms(p50).padStart(8)} ms  p95 ${ms(p95).padStart(8)} ms  (${runs} runs)`);
+}
+
 /** Runs a benchmark's main, then its clean-up, whatever happens; the exit code says how it ended. */
 export function runMain(main: () => Promise<void>): void {
   main()

@@ -61,6 +61,60 @@ const PATH_MAX_BYTES = 4095;
 /** A written file's name also carries the temporary or lock suffix for a while. */
 const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length);
 
+/** Directories smaller than this are read afresh each time: sorting them costs less than keeping them. */
+const DIR_CACHE_MIN_ENTRIES = 64;
+/** Bound on the names kept in all sorted listings together (some tens of MB). */
+const DIR_CACHE_MAX_NAMES = 1_000_000;
+/** Far beyond a kernel clock tick (1-10 ms): a directory changed this recently is not trusted to show it in its mtime. */
+const DIR_CLOCK_MARGIN_NS = 100_000_000n;
+
+interface CachedDir {
+  ino: bigint;
+  mtimeNs: bigint;
+  ctimeNs: bigint;
+  /** The directory's mtime was old enough at the read that any later change shows in it. */
+  trusted: boolean;
+  names: string[];
+}
+
+/** Index of the first name not below `name` in a sorted array. */
+function lowerBound(names: string[], name: string): number {
+  let lo = 0;
+  let hi = names.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareKeys(names[mid] ?? '', name) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * The names of `fresh` in sorted order, reusing the sorted `previous` read of the same directory:
+ * only the names added since are sorted, so a directory that gained a few entries costs a pass,
+ * not a sort.
+ */
+function mergeSorted(previous: string[], fresh: string[]): string[] {
+  const before = new Set(previous);
+  const added = fresh.filter((n) => !before.has(n)).sort(compareKeys);
+  // Nothing went unless fewer of the previous names are still there than were.
+  const stayed = fresh.length - added.length;
+  let kept = previous;
+  if (stayed < previous.length) {
+    const now = new Set(fresh);
+    kept = previous.filter((n) => now.has(n));
+  }
+  if (added.length === 0) return kept;
+  const merged: string[] = [];
+  let i = 0;
+  for (const name of added) {
+    while (i < kept.length && compareKeys(kept[i] ?? '', name) < 0) merged.push(kept[i++] ?? '');
+    merged.push(name);
+  }
+  while (i < kept.length) merged.push(kept[i++] ?? '');
+  return merged;
+}
+
 function isInternalName(name: string): boolean {
   return name.includes(TEMP_MARK) || name.includes(LOCK_MARK);
 }
@@ -85,6 +139,9 @@ export class LocalObjectStore implements ObjectStore {
   readonly listsWholeDirectory = true;
   private readonly root: string;
   private readonly keyQueues = new Map<string, Promise<unknown>>();
+  /** Sorted listings of large directories, least recently used first (see sortedEntries). */
+  private readonly dirCache = new Map<string, CachedDir>();
+  private cachedNames = 0;
 
   constructor(rootDir: string) {
     this.root = path.resolve(rootDir);
@@ -330,53 +387,127 @@ export class LocalObjectStore implements ObjectStore {
     return this.put(toKey, source.body, condition);
   }
 
+  async list(prefix: string, options: ListOptions & { details: true }): Promise<ListPage<ObjectInfo>>;
+  async list(prefix: string, options?: ListOptions): Promise<ListPage>;
   async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
     const slash = prefix.lastIndexOf('/');
     const dirKey = slash >= 0 ? prefix.slice(0, slash + 1) : '';
     const namePrefix = prefix.slice(slash + 1);
     const dirPath = dirKey === '' ? this.root : this.pathOf(dirKey.slice(0, -1));
-    const entries: Array<{ key: string; isPrefix: boolean; info?: ObjectInfo }> = [];
-    if (options.delimiter === '/') {
-      let dirents: import('node:fs').Dirent[];
-      try {
-        dirents = await fs.readdir(dirPath, { withFileTypes: true });
-      } catch (e) {
-        if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return { objects: [], commonPrefixes: [] };
-        throw e;
-      }
-      for (const d of dirents) {
-        if (!d.name.startsWith(namePrefix) || isInternalName(d.name)) continue;
-        if (d.isDirectory()) entries.push({ key: `${dirKey}${d.name}/`, isPrefix: true });
-        else if (d.isFile()) entries.push({ key: `${dirKey}${d.name}`, isPrefix: false });
-      }
-    } else {
-      await this.walk(dirPath, dirKey, (key) => {
-        if (key.startsWith(prefix)) entries.push({ key, isPrefix: false });
-      });
-    }
-    entries.sort((a, b) => compareKeys(a.key, b.key));
-    const after = options.startAfter;
-    // A startAfter ending in '/' also skips everything under it, as the S3 adapter does.
-    const remaining =
-      after === undefined
-        ? entries
-        : entries.filter((e) => compareKeys(e.key, after) > 0 && !(after.endsWith('/') && e.key.startsWith(after)));
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
-    const page = remaining.slice(0, maxKeys);
-    const objects: ObjectInfo[] = [];
-    const commonPrefixes: string[] = [];
-    for (const e of page) {
-      if (e.isPrefix) {
-        commonPrefixes.push(e.key);
-        continue;
-      }
-      const info = await this.head(e.key);
-      if (info) objects.push(info); // deleted since readdir: skip, as S3 would
+    // One entry more than the page, to know whether another page follows.
+    const found: string[] = [];
+    await this.collectSorted(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', maxKeys + 1, found);
+    const page = found.slice(0, maxKeys);
+    const commonPrefixes = page.filter((k) => k.endsWith('/'));
+    const keys = page.filter((k) => !k.endsWith('/'));
+    let objects: ListPage['objects'] = keys.map((key) => ({ key }));
+    if (options.details) {
+      const infos = await Promise.all(keys.map((k) => this.head(k)));
+      objects = infos.filter((i) => i !== null); // deleted since the directory was read: skip, as S3 would
     }
     const last = page[page.length - 1];
-    return remaining.length > maxKeys && last ? { objects, commonPrefixes, nextStartAfter: last.key } : { objects, commonPrefixes };
+    return found.length > maxKeys && last !== undefined ? { objects, commonPrefixes, nextStartAfter: last } : { objects, commonPrefixes };
   }
 
+  /**
+   * Appends to `out`, in byte order, up to `want` keys under `dirKey` whose name in it starts with
+   * `namePrefix` and that sort after `after` (one ending in '/' also skips what lies under it);
+   * with `delimited`, a subdirectory is one entry (its key ending in '/'), else its keys, recursively.
+   * A directory's entries are contiguous in key order, so the walk stops as soon as `want` are found
+   * and skips every subtree wholly before `after` unread.
+   */
+  private async collectSorted(
+    dirPath: string,
+    dirKey: string,
+    namePrefix: string,
+    after: string | undefined,
+    delimited: boolean,
+    want: number,
+    out: string[],
+  ): Promise<void> {
+    if (after !== undefined && after.endsWith('/') && dirKey.startsWith(after)) return; // all of it lies under `after`
+    if (after !== undefined && !after.startsWith(dirKey)) {
+      if (compareKeys(after, dirKey) > 0) return; // every key here sorts before `after`
+      after = undefined;
+    }
+    const entries = await this.sortedEntries(dirPath);
+    const relAfter = after?.slice(dirKey.length);
+    let i = lowerBound(entries, namePrefix);
+    if (relAfter !== undefined && compareKeys(relAfter, namePrefix) > 0) {
+      // The entry `relAfter` falls in, or the first after it; a directory containing `after` is entered.
+      const cut = relAfter.indexOf('/');
+      i = Math.max(i, lowerBound(entries, cut >= 0 ? relAfter.slice(0, cut + 1) : relAfter));
+    }
+    for (; i < entries.length && out.length < want; i++) {
+      const entry = entries[i] ?? '';
+      if (!entry.startsWith(namePrefix)) break;
+      const key = dirKey + entry;
+      if (after !== undefined && compareKeys(key, after) <= 0 && !(!delimited && entry.endsWith('/') && after.startsWith(key) && after !== key)) continue;
+      if (delimited || !entry.endsWith('/')) out.push(key);
+      else await this.collectSorted(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, want, out);
+    }
+  }
+
+  /**
+   * The names in a directory, sorted in byte order, a subdirectory's with a trailing '/'.
+   *
+   * Directories are not sorted on disk, so large ones are kept sorted here between reads, and a
+   * kept listing is used only while it provably still matches the directory. Every change of the
+   * entries of a directory sets its mtime from the kernel's clock, which advances in coarse ticks,
+   * so a change in the same tick as a read can leave mtime unchanged. Hence a listing is trusted
+   * only if the mtime it was read at lies more than DIR_CLOCK_MARGIN_NS before the moment the read
+   * began: any later change, by this process or another on this machine, then sets an mtime after
+   * that moment and so differs. A listing read too soon after a change is used for that call only.
+   * (A root shared over a network file system, whose clocks differ, must not be used.)
+   */
+  private async sortedEntries(dirPath: string): Promise<string[]> {
+    const began = BigInt(Date.now()) * 1_000_000n;
+    let st: import('node:fs').BigIntStats;
+    try {
+      st = await fs.stat(dirPath, { bigint: true });
+    } catch (e) {
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
+      throw e;
+    }
+    if (!st.isDirectory()) return [];
+    const cached = this.dirCache.get(dirPath);
+    if (cached && cached.trusted && cached.ino === st.ino && cached.mtimeNs === st.mtimeNs && cached.ctimeNs === st.ctimeNs) {
+      this.dirCache.delete(dirPath); // most recently used last
+      this.dirCache.set(dirPath, cached);
+      return cached.names;
+    }
+    let dirents: import('node:fs').Dirent[];
+    try {
+      dirents = await fs.readdir(dirPath, { withFileTypes: true });
+    } catch (e) {
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
+      throw e;
+    }
+    const fresh: string[] = [];
+    for (const d of dirents) {
+      if (isInternalName(d.name)) continue;
+      if (d.isDirectory()) fresh.push(`${d.name}/`);
+      else if (d.isFile()) fresh.push(d.name);
+    }
+    const names = cached ? mergeSorted(cached.names, fresh) : fresh.sort(compareKeys);
+    this.dirCache.delete(dirPath);
+    if (names.length >= DIR_CACHE_MIN_ENTRIES) {
+      const trusted = st.mtimeNs < began - DIR_CLOCK_MARGIN_NS && st.ctimeNs < began - DIR_CLOCK_MARGIN_NS;
+      this.dirCache.set(dirPath, { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names });
+      this.cachedNames += names.length - (cached?.names.length ?? 0);
+      for (const [oldest, dir] of this.dirCache) {
+        if (this.cachedNames <= DIR_CACHE_MAX_NAMES) break;
+        this.dirCache.delete(oldest);
+        this.cachedNames -= dir.names.length;
+      }
+    } else if (cached) {
+      this.cachedNames -= cached.names.length;
+    }
+    return names;
+  }
+
+  /** Visits every file under a directory, in no particular order. */
   private async walk(dirPath: string, dirKey: string, visit: (key: string) => void): Promise<void> {
     let dirents: import('node:fs').Dirent[];
     try {

@@ -107,7 +107,7 @@ export class MemoryObjectStore implements ObjectStore {
     return found.sort((a, b) => Buffer.compare(a.bytes, b.bytes));
   }
 
-  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
+  async list(prefix: string, options: ListOptions = {}): Promise<ListPage<ObjectInfo>> {
     const after = options.startAfter;
     const afterBytes = after === undefined ? undefined : Buffer.from(after);
     // A startAfter ending in '/' also skips everything under it, as the other adapters do.

@@ -2,9 +2,13 @@
 // catalog is settled by one of the two conditional puts below, so each adapter must make them
 // atomic (and, for the local disk, durable before they return unless told otherwise, see PutOptions).
 
-/** Metadata of a stored object. `etag` is opaque; compare it only for equality. */
-export interface ObjectInfo {
+/** An object as a listing names it; with `details` the listing says more (ObjectInfo). */
+export interface ListedObject {
   key: string;
+}
+
+/** Metadata of a stored object. `etag` is opaque; compare it only for equality. */
+export interface ObjectInfo extends ListedObject {
   size: number;
   etag: string;
   lastModified: Date;
@@ -34,10 +38,15 @@ export interface ListOptions {
   startAfter?: string;
   /** Upper bound on objects + common prefixes in one page. */
   maxKeys?: number;
+  /**
+   * The caller needs each object's size, etag and time: a local store then stats every listed file,
+   * which costs a syscall per entry, so only callers that use them ask.
+   */
+  details?: boolean;
 }
 
-export interface ListPage {
-  objects: ObjectInfo[];
+export interface ListPage<T extends ListedObject = ListedObject> {
+  objects: T[];
   /** With a delimiter: the distinct "directories" one level below the prefix, each ending in '/'. */
   commonPrefixes: string[];
   /** Set when more entries follow; pass it as `startAfter` to continue. */
@@ -77,8 +86,9 @@ export interface ObjectStore {
   /** URI of the store root, e.g. `file:///data` or `s3://bucket/prefix`. */
   readonly rootUri: string;
   /**
-   * True when a LIST costs time in proportion to the whole directory rather than to the page
-   * (a local directory is read and sorted in full), so callers prefer point lookups there.
+   * True when a LIST may cost time in proportion to the whole directory rather than to the page
+   * (a local directory changed since it was last read is read and sorted again), so callers prefer
+   * point lookups there.
    */
   readonly listsWholeDirectory: boolean;
   get(key: string): Promise<StoredObject | null>;
@@ -86,6 +96,7 @@ export interface ObjectStore {
   put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo>;
   /** Copy within the store; with `ifNoneMatch` the destination must be absent. */
   copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo>;
+  list(prefix: string, options: ListOptions & { details: true }): Promise<ListPage<ObjectInfo>>;
   list(prefix: string, options?: ListOptions): Promise<ListPage>;
   /** Deleting an absent key is not an error. */
   delete(key: string): Promise<void>;
@@ -114,8 +125,10 @@ export interface ObjectStore {
 }
 
 /** Lists every entry under a prefix, following pages. Use only where the result is known to be small. */
+export async function listAll(store: ObjectStore, prefix: string, options: ListOptions & { details: true }): Promise<ListPage<ObjectInfo>>;
+export async function listAll(store: ObjectStore, prefix: string, options?: ListOptions): Promise<ListPage>;
 export async function listAll(store: ObjectStore, prefix: string, options: ListOptions = {}): Promise<ListPage> {
-  const objects: ObjectInfo[] = [];
+  const objects: ListedObject[] = [];
   const commonPrefixes: string[] = [];
   let startAfter = options.startAfter;
   for (;;) {
@@ -127,7 +140,22 @@ export async function listAll(store: ObjectStore, prefix: string, options: ListO
   }
 }
 
-/** Byte-wise UTF-8 order, the order S3 lists keys in. */
+/**
+ * Byte-wise UTF-8 order, the order S3 lists keys in, without encoding: UTF-8 byte order is code
+ * point order, and UTF-16 code unit order differs from it only between a surrogate (D800-DFFF,
+ * part of a code point above U+FFFF) and a unit in E000-FFFF, so those two ranges swap places.
+ */
 export function compareKeys(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    let x = a.charCodeAt(i);
+    let y = b.charCodeAt(i);
+    if (x === y) continue;
+    if (x >= 0xd800 && y >= 0xd800) {
+      x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
+      y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
+    }
+    return x - y;
+  }
+  return a.length - b.length;
 }

@@ -314,7 +314,7 @@ export class S3ObjectStore implements ObjectStore {
     return info;
   }
 
-  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
+  async list(prefix: string, options: ListOptions = {}): Promise<ListPage<ObjectInfo>> {
     const after = options.startAfter;
     // Skipping "everything under after/" needs an exclusive bound above every key under it yet below
     // `${base}0` (which must still be listed, so replacing '/' by '0' would lose it): append U+10FFFF,

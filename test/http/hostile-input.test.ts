@@ -202,7 +202,8 @@ describe('a full disk (local store)', () => {
       expect(res.status, res.text).toBe(503);
       expectSpecBody(res.json, 503, 17, fx.root);
     }
-    expect(await filesUnder('full')).toEqual(['.lance-namespace']);
+    // The namespace's record and its (empty) listing index's marker, nothing else.
+    expect((await filesUnder('full')).sort()).toEqual(['.lance-namespace', 'index.ready']);
     expect((await fx.t.call('POST', '/v1/namespace/full%24child/exists', {})).status).toBe(404);
     const dropped = await fx.t.call('POST', '/v1/namespace/full/drop', { behavior: 'Restrict' });
     expect(dropped.status, dropped.text).toBe(200);

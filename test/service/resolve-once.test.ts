@@ -22,7 +22,7 @@ function readLog(inner: ObjectStore): { store: ObjectStore; reads: string[] } {
     store: storeDouble(inner, {
       get: (key) => (reads.push(key), inner.get(key)),
       head: (key) => (reads.push(key), inner.head(key)),
-      list: (prefix, options) => (reads.push(`list ${prefix}`), inner.list(prefix, options)),
+      list: ((prefix: string, options?: Parameters<ObjectStore['list']>[1]) => (reads.push(`list ${prefix}`), inner.list(prefix, options))) as ObjectStore['list'],
     }),
     reads,
   };

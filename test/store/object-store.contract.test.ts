@@ -12,8 +12,8 @@ import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import {
   compareKeys,
   listAll,
+  type ListedObject,
   type ListOptions,
-  type ObjectInfo,
   type ObjectStore,
   PreconditionFailedError,
 } from '../../src/store/object-store.js';
@@ -37,7 +37,7 @@ async function putAll(store: ObjectStore, keys: string[]): Promise<void> {
 }
 
 const sortedKeys = (keys: string[]): string[] => [...keys].sort(compareKeys);
-const keysOf = (objects: ObjectInfo[]): string[] => objects.map((o) => o.key);
+const keysOf = (objects: ListedObject[]): string[] => objects.map((o) => o.key);
 
 /** Pages through a listing one `list` call at a time, returning every page. */
 async function pages(store: ObjectStore, prefix: string, options: ListOptions): Promise<Array<{ objects: string[]; commonPrefixes: string[] }>> {
@@ -213,13 +213,15 @@ describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
   describe('list', () => {
     it('with a delimiter returns the objects and the common prefixes one level down, in byte order', async () => {
       await putAll(store, LISTING_KEYS);
-      const page = await store.list('l/', { delimiter: '/' });
+      const page = await store.list('l/', { delimiter: '/', details: true });
       expect(keysOf(page.objects)).toEqual(['l/B', 'l/a-b', 'l/z', `l/${WIDE_A}`, `l/${EMOJI}`]);
       expect(page.commonPrefixes).toEqual(['l/a/', 'l/é/', `l/${EMOJI}dir/`]);
       expect(page.nextStartAfter).toBeUndefined();
       for (const o of page.objects) {
         expect(o.size).toBe(Buffer.byteLength(`body of ${o.key}`));
         expect(o.etag.length).toBeGreaterThan(0);
+        expect(o.etag).toBe((await store.head(o.key))?.etag);
+        expect(o.lastModified.getTime()).toBeGreaterThan(0);
       }
       // Byte order, not UTF-16 order: the emoji sorts after U+FF21.
       expect([`l/${EMOJI}`, `l/${WIDE_A}`].sort()).toEqual([`l/${EMOJI}`, `l/${WIDE_A}`]);
@@ -297,6 +299,54 @@ describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
       const fromStart = await store.list('m/', { delimiter: '/', startAfter: 'm/a' });
       expect(keysOf(fromStart.objects)).toEqual(['m/c', 'm/d0', 'm/e']);
       expect(fromStart.commonPrefixes).toEqual(['m/d/', 'm/d1/']);
+    });
+
+    it('startAfter and maxKeys at the edges: absent keys, inside a subdirectory, outside the prefix, exact fits', async () => {
+      await putAll(store, ['n/a', 'n/b/1', 'n/b/2', 'n/b/3/x', 'n/c', 'n/ca', 'n/d']);
+      // An absent key between entries.
+      expect(keysOf((await store.list('n/', { delimiter: '/', startAfter: 'n/bz' })).objects)).toEqual(['n/c', 'n/ca', 'n/d']);
+      // Inside a subdirectory: recursively, the rest of it follows; delimited, the directory was listed already.
+      expect(keysOf((await store.list('n/', { startAfter: 'n/b/1' })).objects)).toEqual(['n/b/2', 'n/b/3/x', 'n/c', 'n/ca', 'n/d']);
+      expect(keysOf((await store.list('n/', { startAfter: 'n/b/2', maxKeys: 1 })).objects)).toEqual(['n/b/3/x']);
+      const delimited = await store.list('n/', { delimiter: '/', startAfter: 'n/b/1' });
+      expect(delimited.commonPrefixes).toEqual([]);
+      expect(keysOf(delimited.objects)).toEqual(['n/c', 'n/ca', 'n/d']);
+      // Before the prefix: everything; after it: nothing.
+      expect(keysOf((await store.list('n/', { delimiter: '/', startAfter: 'a' })).objects)).toEqual(['n/a', 'n/c', 'n/ca', 'n/d']);
+      expect(await store.list('n/', { delimiter: '/', startAfter: 'o' })).toEqual({ objects: [], commonPrefixes: [] });
+      // A partial name prefix together with startAfter.
+      expect(keysOf((await store.list('n/c', { delimiter: '/', startAfter: 'n/c' })).objects)).toEqual(['n/ca']);
+      // A page that holds exactly what is left says nothing follows; one short of it says where to go on.
+      const exact = await store.list('n/', { delimiter: '/', startAfter: 'n/c', maxKeys: 2 });
+      expect(keysOf(exact.objects)).toEqual(['n/ca', 'n/d']);
+      expect(exact.nextStartAfter).toBeUndefined();
+      const short = await store.list('n/', { delimiter: '/', maxKeys: 2 });
+      expect([...keysOf(short.objects), ...short.commonPrefixes]).toEqual(['n/a', 'n/b/']);
+      expect(short.nextStartAfter).toBe('n/b/');
+    });
+
+    it('a large directory pages in order while keys come and go between pages', async () => {
+      const name = (i: number) => `big/k${String(i).padStart(4, '0')}`;
+      await Promise.all(Array.from({ length: 150 }, (_, i) => store.put(name(i * 2), 'x')));
+      const seen: string[] = [];
+      let startAfter: string | undefined;
+      for (let round = 0; ; round++) {
+        const page = await store.list('big/', { delimiter: '/', maxKeys: 17, ...(startAfter ? { startAfter } : {}) });
+        seen.push(...keysOf(page.objects));
+        if (!page.nextStartAfter) break;
+        startAfter = page.nextStartAfter;
+        // Between pages: one key appears after the cursor, one before it, and one after it goes.
+        await store.put(name(299 - round * 2), 'x');
+        await store.put(name(1 + round * 2), 'x');
+        await store.delete(name(298 - round * 2));
+      }
+      expect(seen).toEqual(sortedKeys(seen));
+      expect(new Set(seen).size).toBe(seen.length);
+      const now = keysOf((await listAll(store, 'big/', { delimiter: '/' })).objects);
+      // Every key present throughout was seen; nothing was seen that never existed.
+      const always = Array.from({ length: 150 }, (_, i) => name(i * 2)).filter((k) => now.includes(k));
+      for (const k of always) expect(seen).toContain(k);
+      for (const k of seen) expect(k).toMatch(/^big\/k\d{4}$/);
     });
   });
 
@@ -408,6 +458,62 @@ describe('LocalObjectStore specifics', () => {
   afterEach(async () => {
     await root.dispose();
   });
+
+  it('a listing shows every file another process created or deleted before it began (the kept sorted listing is never stale)', async () => {
+    const pad = (i: number) => String(i).padStart(4, '0');
+    // Files the writer will delete; enough of them that the directory's sorted listing is kept between calls (see sortedEntries).
+    await Promise.all(Array.from({ length: 400 }, (_, i) => store.put(`race/d${pad(i)}`, '')));
+    const dir = path.join(root.root, 'race');
+    const staging = path.join(root.root, 'staging');
+    await fs.mkdir(staging);
+    // The writer creates c<i> (by a rename, as the store places files) and deletes d<i>, in bursts
+    // with pauses both shorter and longer than a clock tick and than the listing's trust margin,
+    // and reports each finished step on stdout.
+    const script = `
+      const fs = require('node:fs'); const path = require('node:path');
+      const [dir, staging] = process.argv.slice(1);
+      const wait = (ms) => new Promise((r) => setTimeout(r, ms));
+      const pad = (i) => String(i).padStart(4, '0');
+      (async () => {
+        for (let i = 0; i < 400; i++) {
+          fs.writeFileSync(path.join(staging, 'c'), '');
+          fs.renameSync(path.join(staging, 'c'), path.join(dir, 'c' + pad(i)));
+          process.stdout.write('c' + i + '\\n');
+          fs.unlinkSync(path.join(dir, 'd' + pad(i)));
+          process.stdout.write('d' + i + '\\n');
+          const r = Math.random();
+          if (r < 0.1) await wait(120 + Math.random() * 60); else if (r < 0.4) await wait(Math.random() * 12);
+        }
+      })();`;
+    const { spawn } = await import('node:child_process');
+    const writer = spawn(process.execPath, ['-e', script, dir, staging], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let created = -1;
+    let deleted = -1;
+    let buffered = '';
+    writer.stdout.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('utf8');
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines) {
+        if (line.startsWith('c')) created = Number(line.slice(1));
+        if (line.startsWith('d')) deleted = Number(line.slice(1));
+      }
+    });
+    let running = true;
+    const exited = new Promise<void>((resolve) => writer.on('exit', () => resolve()));
+    void exited.then(() => (running = false));
+    let listings = 0;
+    while (running || listings < 10) {
+      const [createdBefore, deletedBefore] = [created, deleted];
+      const page = await store.list('race/', { delimiter: '/', maxKeys: 1000 });
+      const shown = new Set(keysOf(page.objects).map((k) => k.slice('race/'.length)));
+      for (let i = 0; i <= createdBefore; i++) expect(shown.has(`c${pad(i)}`), `c${i} created before the listing began`).toBe(true);
+      for (let i = 0; i <= deletedBefore; i++) expect(shown.has(`d${pad(i)}`), `d${i} deleted before the listing began`).toBe(false);
+      listings++;
+    }
+    await exited;
+    expect(created).toBe(399);
+  }, 30_000);
 
   it('rejects keys that are absolute, empty-segmented or climb out of the root', async () => {
     const outside = path.join(path.dirname(root.root), `escape-${path.basename(root.root)}`);

@@ -14,6 +14,7 @@ import { invalidInput } from '../../model/errors.js';
 //                                           until the name is taken again, for Lance's own
 //                                           directory catalog either
 //   <root>/<ns>/<t>.lance/_catalog/writers/ one lease per write under way (a drop waits for them)
+//   <root>/<ns>/_catalog/               the namespace's listing index of its children (catalog/listing-index.ts)
 //   <root>/_catalog/                        service state that belongs to no namespace
 
 export const NAMESPACE_MARKER = '.lance-namespace';

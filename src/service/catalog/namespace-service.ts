@@ -10,11 +10,11 @@ import type {
 } from '../../model/namespaces.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, namespaceNotFound, readNamespace, requireNamespace } from './catalog.js';
-import { childOfPrefix, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
+import { CATALOG_DIR, childOfPrefix, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { TableFences } from '../tables/table-fences.js';
+import { ListingIndex } from './listing-index.js';
 import { dataDir, isVisible, readTableState } from '../tables/table-state.js';
-import { paginate } from './page-token.js';
 import { encodeRecord, NamespaceRecord } from './records.js';
 import type { RequestContext } from '../request-context.js';
 
@@ -23,6 +23,9 @@ const CHECK_CONCURRENCY = 16;
 /** How many children a refused Restrict drop names. */
 const NAMED_CHILDREN = 5;
 
+/** A namespace as a child of its parent, as the parent's listing index names it. */
+const childRefOf = (ns: string[]): TableRef => ({ namespace: ns.slice(0, -1), name: ns[ns.length - 1] ?? '' });
+
 export interface PageRequest {
   pageToken?: string | null | undefined;
   limit?: number | null | undefined;
@@ -30,9 +33,11 @@ export interface PageRequest {
 
 export class NamespaceService {
   private readonly fences: TableFences;
+  private readonly index: ListingIndex;
 
   constructor(private readonly deps: CatalogDeps) {
     this.fences = new TableFences(deps.store, deps.settings.leaseMs);
+    this.index = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
   }
 
   private get store() {
@@ -48,12 +53,15 @@ export class NamespaceService {
     if (ns.length > 0) {
       try {
         // Linearization point: of concurrent creators, exactly one create-if-absent succeeds.
-        await createInNamespace(
-          this.store,
-          ns.slice(0, -1),
-          () => this.store.put(key, encodeRecord(fresh), { ifNoneMatch: '*' }),
-          () => this.store.delete(key),
+        // The parent's listing index hears of the new namespace (see listing-index.ts).
+        await this.index.around(
+          'namespace',
+          childRefOf(ns),
+          () => createInNamespace(this.store, ns.slice(0, -1), () => this.store.put(key, encodeRecord(fresh), { ifNoneMatch: '*' }), () => this.store.delete(key)),
+          { visible: true, data: false },
         );
+        // A new namespace has no children to index; without the mark its first listing would look.
+        await this.index.markReady(ns);
         return { properties };
       } catch (e) {
         if (!(e instanceof PreconditionFailedError)) throw e;
@@ -103,32 +111,12 @@ export class NamespaceService {
     const scope = JSON.stringify(ns);
     const after = this.deps.pageTokens.decode('namespaces', scope, page.pageToken);
     await requireNamespace(this.store, ns);
-    const dirKey = namespaceDirKey(ns);
-    const listing = await listAll(this.store, dirKey, after ? { delimiter: '/', startAfter: `${dirKey}${after}/` } : { delimiter: '/' });
-    const candidates = listing.commonPrefixes
-      .map((p) => childOfPrefix(dirKey, p))
-      .filter((c): c is { kind: 'namespace'; name: string } => c?.kind === 'namespace')
-      .map((c) => c.name);
-    const want = page.limit === undefined || page.limit === null ? Infinity : page.limit + 1;
-    const names = await this.keepNamespaces(ns, candidates, want);
-    const { page: items, pageToken } = paginate(names, { limit: page.limit, currentToken: page.pageToken }, (n) => n, (last) =>
-      this.deps.pageTokens.encode('namespaces', scope, last),
-    );
-    return { namespaces: items, page_token: pageToken };
-  }
-
-  /** Keeps the candidates that hold a namespace marker, in order, stopping once `want` are found. */
-  private async keepNamespaces(parent: string[], candidates: string[], want: number): Promise<string[]> {
-    const limit = pLimit(CHECK_CONCURRENCY);
-    const kept: string[] = [];
-    for (let i = 0; i < candidates.length && kept.length < want; i += CHECK_CONCURRENCY) {
-      const batch = candidates.slice(i, i + CHECK_CONCURRENCY);
-      const present = await Promise.all(batch.map((name) => limit(() => this.store.head(namespaceRecordKey([...parent, name])))));
-      batch.forEach((name, j) => {
-        if (present[j] && kept.length < want) kept.push(name);
-      });
-    }
-    return kept;
+    const limit = page.limit ?? undefined;
+    if (limit === 0) return { namespaces: [], page_token: page.pageToken || this.deps.pageTokens.encode('namespaces', scope, '') };
+    // A page of the namespace's listing index (see listing-index.ts), not of its directory.
+    const { names, more } = await this.index.page('namespace', ns, after, limit ?? Infinity);
+    const last = names[names.length - 1];
+    return { namespaces: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('namespaces', scope, last) : null };
   }
 
   /**
@@ -139,9 +127,14 @@ export class NamespaceService {
    * record it replaced. What dropped tables and dead creates left behind is no child: it goes with
    * the namespace.
    */
-  async drop(_ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {
+  async drop(ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {
     validateNamespaceId(ns);
     if (ns.length === 0) throw invalidInput('the root namespace cannot be dropped');
+    // The parent's listing index hears of the outcome (see listing-index.ts).
+    return this.index.around('namespace', childRefOf(ns), () => this.dropNamespace(ctx, ns, request), { visible: false, data: false });
+  }
+
+  private async dropNamespace(_ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {
     const mode = request.mode ?? 'Fail';
     const behavior = request.behavior ?? 'Restrict';
     const key = namespaceRecordKey(ns);
@@ -214,6 +207,7 @@ export class NamespaceService {
         listing.commonPrefixes.slice(i, i + CHECK_CONCURRENCY).map((prefix) =>
           limit(async () => {
             const child = childOfPrefix(dirKey, prefix);
+            if (prefix === `${dirKey}${CATALOG_DIR}/`) return null; // the namespace's own catalog state (its table index)
             if (child?.kind !== 'table') return child ? `namespace ${child.name}` : prefix.slice(dirKey.length);
             const state = await readTableState(this.store, { namespace: ns, name: child.name });
             return isVisible(state) || state.deregistered || state.creating?.live === true ? `table ${child.name}` : null;

@@ -37,7 +37,7 @@ export class UnfinishedMarkers {
   }
 
   async list(): Promise<Marker[]> {
-    const listing = await listAll(this.store, this.prefix, { delimiter: '/' });
+    const listing = await listAll(this.store, this.prefix, { delimiter: '/', details: true });
     const markers: Marker[] = [];
     for (const o of listing.objects) {
       const name = o.key.slice(this.prefix.length);

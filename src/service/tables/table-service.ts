@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import pLimit from 'p-limit';
 import { type CommitCoordinator, EngineError } from '../../engine/lance-engine.js';
 import { claimDatasetCreation } from './dataset-creation.js';
 import { engineFailure } from '../engine-errors.js';
@@ -17,13 +16,10 @@ import type {
   RenameTableRequest,
   RenameTableResponse,
 } from '../../model/tables.js';
-import { listAll, PreconditionFailedError } from '../../store/object-store.js';
+import { PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, requireNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import {
-  childOfPrefix,
   deregisteredMarkerKey,
-  NAMESPACE_MARKER,
-  namespaceDirKey,
   reservedMarkerKey,
   type TableRef,
   tableDirKey,
@@ -41,6 +37,7 @@ import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { TableFences } from './table-fences.js';
+import { compareNames, ListingIndex } from '../catalog/listing-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
   dataDir,
@@ -53,7 +50,6 @@ import {
   type TableState,
 } from './table-state.js';
 
-const CHECK_CONCURRENCY = 16;
 
 export interface CreateTableInput {
   mode?: 'Create' | 'ExistOk' | 'Overwrite' | undefined;
@@ -75,6 +71,8 @@ const tableAlreadyExists = (id: string[], why = 'already exists') =>
 export class TableService {
   /** Writes and drops of a table meet here (see table-fences.ts). */
   private readonly fences: TableFences;
+  /** What listings read instead of every table's directory (see catalog/listing-index.ts). */
+  private readonly index: ListingIndex;
 
   constructor(
     private readonly deps: CatalogDeps,
@@ -82,6 +80,7 @@ export class TableService {
     private readonly coordinatorFor: (ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean) => CommitCoordinator,
   ) {
     this.fences = new TableFences(deps.store, deps.settings.leaseMs);
+    this.index = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
   }
 
   private get store() {
@@ -146,13 +145,15 @@ export class TableService {
     if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const properties = request.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, namespace, properties);
-    await this.claimName(namespace, state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, {
-      undo: () => this.store.delete(reservedMarkerKey(ref)),
-    });
-    // Lance's directory catalog recognizes a declared table by this marker.
-    await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
-      if (!(e instanceof PreconditionFailedError)) throw e;
-    });
+    await this.index.around('table', ref, async () => {
+      await this.claimName(namespace, state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, {
+        undo: () => this.store.delete(reservedMarkerKey(ref)),
+      });
+      // Lance's directory catalog recognizes a declared table by this marker.
+      await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+      });
+    }, { visible: true, data: false });
     return {
       location,
       storage_options: this.store.clientStorageOptions(),
@@ -170,10 +171,17 @@ export class TableService {
    */
   async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
     const ref = tableRefOf(id);
-    const mode = input.mode ?? 'Create';
     const namespace = await resolveNamespace(this.store, ref.namespace);
     const state = await readTableState(this.store, ref);
-    if (!isVisible(state)) return this.createNew(ctx, id, namespace, state, input);
+    if (isVisible(state)) return this.createExisting(ctx, id, namespace, state, input);
+    // The listing index hears of the new table (see catalog/listing-index.ts).
+    return this.index.around('table', ref, () => this.createNew(ctx, id, namespace, state, input), { visible: true, data: true });
+  }
+
+  /** Fills a declared table, or overwrites a table (see create). */
+  private async createExisting(ctx: RequestContext, id: string[], namespace: ResolvedNamespace, state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
+    const { ref } = state;
+    const mode = input.mode ?? 'Create';
     const hasData = await tableHasData(this.deps.locations, state);
     const existingProperties = state.record?.value.properties ?? {};
     if (hasData && mode === 'Create') throw tableAlreadyExists(id);
@@ -190,7 +198,7 @@ export class TableService {
     const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, namespace, properties));
     // The engine commits under the write lease below: a drop waits for it.
     const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, table, true) } : {}) };
-    const version = await this.fences.whileWriting(state, ctx.requestId, async () => {
+    const write = () => this.fences.whileWriting(state, ctx.requestId, async () => {
       // Filling a declared table: only the holder of the creation claim may create its dataset.
       const release = overwrite ? null : await claimDatasetCreation(this.store, ref, ctx.requestId, this.deps.settings.leaseMs);
       if (!overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
@@ -203,6 +211,8 @@ export class TableService {
         await release?.();
       }
     });
+    // Filling a declared table gives it data: the listing index hears of it (see catalog/listing-index.ts).
+    const version = overwrite ? await write() : await this.index.around('table', ref, write, { visible: true, data: true });
     // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
     // The data is committed by now, so losing this race is reported with what the table keeps.
     if (mode === 'Overwrite' && state.record) {
@@ -296,6 +306,13 @@ export class TableService {
     };
     const state = await readTableState(this.store, ref);
     if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
+    await this.index.around('table', ref, () => this.registerAt(namespace, state, record, isOwnDir), { visible: true, data: true });
+    return { location: request.location.trim(), properties };
+  }
+
+  private async registerAt(namespace: ResolvedNamespace, state: TableState, record: TableRecord, isOwnDir: boolean): Promise<void> {
+    const { ref } = state;
+    const id = [...ref.namespace, ref.name];
     if (state.record && (isVisible(state) || state.deregistered)) {
       // Overwrite, or re-register a deregistered table: replace exactly the record that was read.
       try {
@@ -309,7 +326,6 @@ export class TableService {
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
     if (state.deregistered) await this.store.delete(deregisteredMarkerKey(ref));
-    return { location: request.location.trim(), properties };
   }
 
   async describe(_ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
@@ -367,43 +383,17 @@ export class TableService {
     if (!found.some(Boolean)) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
   }
 
-  /** Names of the tables directly in `ns`, in byte order. */
+  /** Names of the tables directly in `ns`, in byte order: a page of the namespace's index (see catalog/listing-index.ts). */
   async list(_ctx: RequestContext, ns: string[], page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
     validateNamespaceId(ns);
     const scope = JSON.stringify(ns);
     const after = this.deps.pageTokens.decode('tables', scope, page.pageToken);
     await requireNamespace(this.store, ns);
-    const dirKey = namespaceDirKey(ns);
-    const listing = await listAll(this.store, dirKey, { delimiter: '/', ...(after ? { startAfter: `${dirKey}${after}.lance/` } : {}) });
-    const candidates = listing.commonPrefixes.map((p) => childOfPrefix(dirKey, p)).filter((c) => c?.kind === 'table').map((c) => c?.name ?? '');
-    const want = page.limit === undefined || page.limit === null ? Infinity : page.limit + 1;
-    const names = (await this.keepTables(ns, candidates, page.includeDeclared ?? true, want)).map((t) => t.name);
-    const { page: tables, pageToken } = paginate(names, { limit: page.limit, currentToken: page.pageToken }, (n) => n, (last) =>
-      this.deps.pageTokens.encode('tables', scope, last),
-    );
-    return { tables, page_token: pageToken };
-  }
-
-  /** Keeps the visible tables among the candidates (and only those with data unless includeDeclared). */
-  private async keepTables(ns: string[], candidates: string[], includeDeclared: boolean, want: number): Promise<TableRef[]> {
-    const limit = pLimit(CHECK_CONCURRENCY);
-    const kept: TableRef[] = [];
-    for (let i = 0; i < candidates.length && kept.length < want; i += CHECK_CONCURRENCY) {
-      const batch = candidates.slice(i, i + CHECK_CONCURRENCY).map((name) => ({ namespace: ns, name }));
-      const keep = await Promise.all(
-        batch.map((ref) =>
-          limit(async () => {
-            const state = await readTableState(this.store, ref);
-            if (!isVisible(state)) return false;
-            return includeDeclared || tableHasData(this.deps.locations, state);
-          }),
-        ),
-      );
-      batch.forEach((ref, j) => {
-        if (keep[j] && kept.length < want) kept.push(ref);
-      });
-    }
-    return kept;
+    const limit = page.limit ?? undefined;
+    if (limit === 0) return { tables: [], page_token: page.pageToken || this.deps.pageTokens.encode('tables', scope, '') };
+    const { names, more, resumeAfter } = await this.index.page('table', ns, after, limit === undefined ? Infinity : limit, page.includeDeclared ?? true);
+    const last = resumeAfter ?? names[names.length - 1];
+    return { tables: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('tables', scope, last) : null };
   }
 
   /** Every table in every namespace, as full ids joined with `delimiter`, ordered by id. */
@@ -422,35 +412,25 @@ export class TableService {
   /**
    * Depth-first over the namespace tree with the children of each namespace in name order (a table
    * before a namespace of the same name), which is exactly the order of compareIds; so it can stop
-   * once `want` ids are found. Runs of consecutive tables are checked concurrently.
+   * once `want` ids are found. Tables and child namespaces come from each namespace's listing index.
    */
   private async walkTables(ns: string[], includeDeclared: boolean, afterId: string[] | undefined, want: number, out: string[][]): Promise<void> {
-    const dirKey = namespaceDirKey(ns);
-    const listing = await listAll(this.store, dirKey, { delimiter: '/' });
-    if (ns.length > 0 && !listing.objects.some((o) => o.key === `${dirKey}${NAMESPACE_MARKER}`)) return;
-    const children = listing.commonPrefixes
-      .map((p) => childOfPrefix(dirKey, p))
-      .filter((c) => c !== null)
-      .sort((a, b) => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name)) || (a.kind === 'table' ? -1 : 1));
-    let run: string[] = [];
-    const flush = async () => {
-      const refs = await this.keepTables(ns, run, includeDeclared, want - out.length);
-      for (const ref of refs) out.push([...ref.namespace, ref.name]);
-      run = [];
-    };
+    // Child namespaces whose subtrees end before the token are skipped below, unread.
+    const { names: children } = await this.index.page('namespace', ns, undefined, Infinity);
+    // Within this namespace the token names the last id returned, or the subtree holding it: tables after its name.
+    const inside = afterId !== undefined && afterId.length > ns.length && ns.every((p, i) => afterId[i] === p);
+    // Not bounded: the walk takes what a namespace holds up to `want`, however many it skips.
+    const { names: tables } = await this.index.page('table', ns, inside ? afterId[ns.length] : undefined, want - out.length, includeDeclared, false);
+    let t = 0;
     for (const child of children) {
+      while (t < tables.length && compareNames(tables[t] ?? '', child) <= 0 && out.length < want) out.push([...ns, tables[t++] ?? '']);
       if (out.length >= want) return;
-      const childId = [...ns, child.name];
-      if (child.kind === 'table') {
-        if (!afterId || compareIds(childId, afterId) > 0) run.push(child.name);
-        continue;
-      }
-      await flush();
+      const childId = [...ns, child];
       // A subtree wholly before the token holds only ids before it.
       if (afterId && compareIds(childId, afterId.slice(0, childId.length)) < 0) continue;
-      if (out.length < want) await this.walkTables(childId, includeDeclared, afterId, want, out);
+      await this.walkTables(childId, includeDeclared, afterId, want, out);
     }
-    if (out.length < want) await flush();
+    while (t < tables.length && out.length < want) out.push([...ns, tables[t++] ?? '']);
   }
 
   /**
@@ -466,10 +446,12 @@ export class TableService {
     const state = await readTableState(this.store, ref);
     if (!isVisible(state) && !state.deregistered) throw tableNotFound(id);
     const dir = dataDir(this.deps.locations, state);
-    const begun = await this.fences.beginDrop(state);
-    if (!begun) throw tableNotFound(id);
-    faultPoint('drop:after-tombstone');
-    await this.fences.finishDrop(state, dir, begun);
+    await this.index.around('table', ref, async () => {
+      const begun = await this.fences.beginDrop(state);
+      if (!begun) throw tableNotFound(id);
+      faultPoint('drop:after-tombstone');
+      await this.fences.finishDrop(state, dir, begun);
+    }, { visible: false, data: false });
     this.deps.engine.forget(dir.store.location(dir.key));
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
@@ -479,12 +461,14 @@ export class TableService {
     const ref = tableRefOf(id);
     const state = await requireVisibleTable(this.store, ref);
     const dir = dataDir(this.deps.locations, state);
-    try {
-      await this.store.put(deregisteredMarkerKey(ref), JSON.stringify({ deregistered_at: new Date().toISOString() }), { ifNoneMatch: '*' });
-    } catch (e) {
-      if (e instanceof PreconditionFailedError) throw tableNotFound(id);
-      throw e;
-    }
+    await this.index.around('table', ref, async () => {
+      try {
+        await this.store.put(deregisteredMarkerKey(ref), JSON.stringify({ deregistered_at: new Date().toISOString() }), { ifNoneMatch: '*' });
+      } catch (e) {
+        if (e instanceof PreconditionFailedError) throw tableNotFound(id);
+        throw e;
+      }
+    }, { visible: false, data: false });
     this.deps.engine.forget(dir.store.location(dir.key));
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
   }
@@ -509,6 +493,12 @@ export class TableService {
     // A dropped table's directory holds no table: it is cleared to make room.
     if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
     else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
+    // Both names change: the index hears of both (see catalog/listing-index.ts).
+    await this.index.around('table', ref, () => this.index.around('table', target, () => this.moveTable(state, target, targetNamespace, request.new_table_name, renameDir)), { visible: false, data: false });
+    return {};
+  }
+
+  private async moveTable(state: TableState, target: TableRef, targetNamespace: ResolvedNamespace, newName: string, renameDir: (from: string, to: string) => Promise<void>): Promise<void> {
     await createInNamespace(
       this.store,
       targetNamespace,
@@ -516,7 +506,7 @@ export class TableService {
         try {
           await renameDir(state.dirKey, tableDirKey(target));
         } catch (e) {
-          if (e instanceof PreconditionFailedError) throw tableAlreadyExists([...targetNs, request.new_table_name]);
+          if (e instanceof PreconditionFailedError) throw tableAlreadyExists([...target.namespace, newName]);
           throw e;
         }
       },
@@ -525,13 +515,12 @@ export class TableService {
     // Datasets kept open under the old directory name point at files that moved.
     const moved = dataDir(this.deps.locations, state);
     this.deps.engine.forget(moved.store.location(moved.key));
-    return {};
   }
 }
 
 function compareIds(a: string[], b: string[]): number {
   for (let i = 0; i < Math.min(a.length, b.length); i++) {
-    const c = Buffer.compare(Buffer.from(a[i] ?? ''), Buffer.from(b[i] ?? ''));
+    const c = compareNames(a[i] ?? '', b[i] ?? '');
     if (c !== 0) return c;
   }
   return a.length - b.length;

@@ -1,3 +1,4 @@
+import { ListingIndex } from '../catalog/listing-index.js';
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type {
@@ -40,7 +41,12 @@ export class BatchCommits {
     private readonly slots: VersionSlots,
     private readonly recovery: BatchRecovery,
     private readonly leaseMs: number,
-  ) {}
+  ) {
+    this.tableIndex = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
+  }
+
+  /** The listing index of table names: a batch declare announces its name there (settled by batch-recovery.ts). */
+  private readonly tableIndex: ListingIndex;
 
   /** A version of an existing table, resolved once. */
   private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<PlannedVersion> {
@@ -257,6 +263,8 @@ export class BatchCommits {
       pending_transaction: transactionId,
       incarnation: randomUUID(),
     };
+    // The listing index hears of the name once the batch is applied or undone (applyTableOps, undoTableOps).
+    await this.tableIndex.begin('table', ref, transactionId);
     try {
       await createInNamespace(this.deps.store, namespace, () => this.deps.store.put(key, encodeRecord(record), { ifNoneMatch: '*' }), () => this.deps.store.delete(key));
     } catch (e) {

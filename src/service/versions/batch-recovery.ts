@@ -3,6 +3,7 @@ import { faultPoint } from '../fault-points.js';
 import { type CatalogDeps } from '../catalog/catalog.js';
 import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord, type Versioned } from '../catalog/records.js';
+import { ListingIndex } from '../catalog/listing-index.js';
 import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
 import type { BatchEntry, TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
@@ -38,6 +39,8 @@ export class BatchRecovery {
   readonly coordinating = new Set<string>();
   /** One marker per unfinished batch, written before its record (see the invariant above). */
   readonly markers: UnfinishedMarkers;
+  /** The listing index of table names, which batch declares and deregisters change (see catalog/listing-index.ts). */
+  private readonly tableIndex: ListingIndex;
   private poller: Poller | undefined;
 
   constructor(
@@ -47,12 +50,14 @@ export class BatchRecovery {
     private readonly logger?: ServiceLogger,
   ) {
     this.markers = new UnfinishedMarkers(deps.store, BATCH_MARKERS);
+    this.tableIndex = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
   }
 
   /** Applies the table operations of a committed batch. Idempotent. */
   private async applyTableOps(record: TransactionRecord): Promise<void> {
     for (const op of record.table_ops ?? []) {
       const ref = tableRefOf(op.table_id);
+      if (op.kind !== 'delete_versions') await this.tableIndex.begin('table', ref, record.id);
       if (op.kind === 'declare') {
         const current = await readRecord(this.deps.store, tableRecordKey(ref), TableRecord);
         if (current?.value.pending_transaction === record.id) {
@@ -69,6 +74,7 @@ export class BatchRecovery {
       } else {
         await this.deps.store.put(deregisteredMarkerKey(ref), '', { ifNoneMatch: '*' }).catch(ignorePrecondition);
       }
+      if (op.kind !== 'delete_versions') await this.tableIndex.settleOp('table', ref, record.id);
     }
   }
 
@@ -79,6 +85,7 @@ export class BatchRecovery {
       const key = tableRecordKey(tableRefOf(op.table_id));
       const current = await readRecord(this.deps.store, key, TableRecord);
       if (current?.value.pending_transaction === record.id) await this.deps.store.delete(key);
+      await this.tableIndex.settleOp('table', tableRefOf(op.table_id), record.id);
     }
   }
 

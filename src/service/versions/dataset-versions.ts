@@ -84,7 +84,7 @@ export class TableVersions {
 
   /** Every committed version, ascending; a version present under both names counts once (V2). */
   async all(): Promise<CommittedVersion[]> {
-    const listing = await listAll(this.store, this.versionsPrefix, { delimiter: '/' });
+    const listing = await listAll(this.store, this.versionsPrefix, { delimiter: '/', details: true });
     const byVersion = new Map<number, CommittedVersion>();
     for (const info of listing.objects) {
       const v = this.parse(info);
@@ -125,7 +125,7 @@ export class TableVersions {
       const start = hint.version === undefined ? null : await this.get(hint.version);
       if (start) return this.probeUpward(start);
     }
-    const page = await this.store.list(this.versionsPrefix, { delimiter: '/', maxKeys: FIRST_PAGE });
+    const page = await this.store.list(this.versionsPrefix, { delimiter: '/', maxKeys: FIRST_PAGE, details: true });
     let best: CommittedVersion | null = null;
     for (const info of page.objects) {
       const v = this.parse(info);

@@ -1,0 +1,301 @@
+import { randomUUID } from 'node:crypto';
+import pLimit from 'p-limit';
+import { compareKeys, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
+import { readNamespace } from './catalog.js';
+import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef } from './layout.js';
+import type { Locations } from './locations.js';
+import { leaseExpired, leaseUntil } from '../coordination/leases.js';
+import { faultPoint } from '../fault-points.js';
+import { isVisible, readTableState, tableHasData } from '../tables/table-state.js';
+
+// The listing index of a namespace's children: empty keys under `<ns>/_catalog/` whose names say
+// what a listing needs, so that a LIST of the index answers a page without reading any child's
+// record or directory. One directory per child name in each folder, so that a delimited LIST names
+// them in order (on a local disk without reading each one):
+//
+//   tables/<name>/v                   a table of this name is visible
+//   data/<name>/t                     ... and has data (absent: declared only, as far as the index knows)
+//   namespaces/<name>/v               a child namespace of this name exists
+//   pending/<name>/<until>.<op>       an operation is changing what the table name holds (or died doing so)
+//   namespace-pending/<name>/<until>.<op>   the same for a child namespace
+//
+// Names are ordered as their keys are: by the bytes of `<name>/` (compareNames).
+//
+// Invariant: a name without a pending entry has exactly the `v` (and `t`) its child's state calls
+// for. A name with a pending entry is read from the child's state itself.
+//
+// How it holds. Every operation that changes a child's state puts its pending entry first, changes
+// the state, then settles the name and only then deletes its pending entry; a crash anywhere leaves
+// the pending entry behind. Settling writes the entries the state calls for and then reads the state
+// again, repeating until the two agree: of two settlers racing, the later write is followed by a
+// read that sees the later state, so the last word always matches the state. A pending entry whose
+// lease ran out belongs to a dead operation (or one too slow to trust): a listing that meets it
+// settles the name and deletes it, unless the state shows a live create or drop, whose own settle is
+// still to come. Pending entries are few (operations under way, and dead ones until a listing meets
+// them), so a listing reads all of them with one LIST, and reads state only for the names on its
+// page that have one.
+//
+// Data: a declared table that got its first data from a Lance client writing directly (the service
+// never told) has no `t`; listings that exclude declared tables check the `_versions/` of the
+// declared names on their page (one LIST each, bounded by the page), and do not record it.
+//
+// Namespaces the index does not cover yet (written by Lance's own directory catalog, or by a
+// version of this service before the index) have no `_catalog/index.ready` marker: the first
+// listing settles every child in it once, then puts the marker. Children that Lance's directory
+// catalog creates in the same namespace after that are not seen until it is rebuilt.
+
+export type ChildKind = 'table' | 'namespace';
+
+const FOLDERS: Record<ChildKind, { visible: string; pending: string }> = {
+  table: { visible: `${CATALOG_DIR}/tables/`, pending: `${CATALOG_DIR}/pending/` },
+  namespace: { visible: `${CATALOG_DIR}/namespaces/`, pending: `${CATALOG_DIR}/namespace-pending/` },
+};
+const DATA_DIR = `${CATALOG_DIR}/data/`;
+const READY = `${CATALOG_DIR}/index.ready`;
+const VISIBLE = 'v';
+const HAS_DATA = 't';
+const LIST_PAGE = 1000;
+const CHECK_CONCURRENCY = 16;
+const SETTLE_ROUNDS = 5;
+/** Dead pending entries off the page that one listing settles, so that they do not pile up. */
+const SETTLE_ELSEWHERE = 8;
+
+/** The order of names in the index (and in listings): by the bytes of `<name>/`. */
+export const compareNames = (a: string, b: string): number => compareKeys(`${a}/`, `${b}/`);
+
+const visibleKey = (kind: ChildKind, ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${FOLDERS[kind].visible}${ref.name}/${VISIBLE}`;
+const dataKey = (ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${DATA_DIR}${ref.name}/${HAS_DATA}`;
+const pendingDir = (kind: ChildKind, ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${FOLDERS[kind].pending}${ref.name}/`;
+
+/** A key-safe form of an operation id. */
+const opPart = (op: string): string => (/^[A-Za-z0-9_-]+$/.test(op) ? op : Buffer.from(op).toString('base64url'));
+
+/** A page of names; `more` says whether names may follow, after `resumeAfter` when given (a short page), else after the last name. */
+export interface IndexPage {
+  names: string[];
+  more: boolean;
+  resumeAfter?: string;
+}
+
+/** Declared tables a page that excludes them checks for data before it ends short (see page). */
+const MIN_CHECKS = 100;
+
+/** What a change made of a child: visible or gone, with data or not. */
+export interface Made {
+  visible: boolean;
+  data: boolean;
+}
+
+interface Truth extends Made {
+  /** A create or drop is under way: its own settle will come. */
+  busy: boolean;
+}
+
+interface Pending {
+  key: string;
+  until: number;
+}
+
+export class ListingIndex {
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly locations: Locations,
+    private readonly leaseMs: number,
+  ) {}
+
+  /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
+  async begin(kind: ChildKind, ref: TableRef, op: string = randomUUID()): Promise<string> {
+    const key = `${pendingDir(kind, ref)}${Date.parse(leaseUntil(this.leaseMs))}.${opPart(op)}`;
+    await this.store.put(key, '');
+    return key;
+  }
+
+  /**
+   * Makes the name's entries match its state (see the invariant above), then deletes the given
+   * pending keys. `made` is the state the caller's change just made, if it knows it: it saves the
+   * first read (the read after the write still checks it).
+   */
+  async settle(kind: ChildKind, ref: TableRef, pending: string[], made?: Made): Promise<void> {
+    faultPoint('index:before-settle');
+    let truth: Truth = made ? { ...made, busy: false } : await this.observe(kind, ref);
+    for (let round = 0; ; round++) {
+      await this.apply(kind, ref, truth);
+      // Written: read the state again, so that a change made meanwhile is not overwritten unseen.
+      const again = await this.observe(kind, ref);
+      if (again.visible === truth.visible && again.data === truth.data) break;
+      // Kept changing: the pending entries stay, and listings read the state.
+      if (round === SETTLE_ROUNDS - 1) return;
+      truth = again;
+    }
+    for (const key of pending) await this.store.delete(key);
+  }
+
+  /** Settles the name and deletes every pending entry of the operation `op` (a batch's transaction, which another process may finish). */
+  async settleOp(kind: ChildKind, ref: TableRef, op: string): Promise<void> {
+    const dir = pendingDir(kind, ref);
+    const { objects } = await this.store.list(dir, { delimiter: '/' });
+    await this.settle(kind, ref, objects.map((o) => o.key).filter((k) => k.endsWith(`.${opPart(op)}`)));
+  }
+
+  /** Runs `change` between `begin` and `settle`; the settle runs even when the change fails. */
+  async around<T>(kind: ChildKind, ref: TableRef, change: () => Promise<T>, made?: Made): Promise<T> {
+    const pending = await this.begin(kind, ref);
+    let changed = false;
+    try {
+      const result = await change();
+      changed = true;
+      return result;
+    } finally {
+      // The pending entry stays if this fails: listings read the state.
+      await this.settle(kind, ref, [pending], changed ? made : undefined).catch(() => undefined);
+    }
+  }
+
+  private async apply(kind: ChildKind, ref: TableRef, truth: Truth): Promise<void> {
+    if (truth.visible) await this.store.put(visibleKey(kind, ref), '');
+    if (kind === 'table') {
+      if (truth.visible && truth.data) await this.store.put(dataKey(ref), '');
+      else await this.store.delete(dataKey(ref));
+    }
+    if (!truth.visible) await this.store.delete(visibleKey(kind, ref));
+  }
+
+  private async observe(kind: ChildKind, ref: TableRef): Promise<Truth> {
+    if (kind === 'namespace') {
+      const record = await readNamespace(this.store, [...ref.namespace, ref.name]);
+      const dropping = record?.value.state === 'dropping' && !leaseExpired(record.value.dropping_until);
+      return { visible: record !== null, data: false, busy: dropping };
+    }
+    const state = await readTableState(this.store, ref);
+    const visible = isVisible(state);
+    return { visible, data: visible && (await tableHasData(this.locations, state)), busy: state.creating?.live === true || state.dropUnderWay };
+  }
+
+  /**
+   * Up to `want` child names of `ns` after `after` (in compareNames order), tables only with data
+   * unless `includeDeclared`. One LIST of the pending entries, then delimited LISTs of the index
+   * sized to the page; state is read only for names on the page with a pending entry, and for
+   * declared tables when they are excluded: then, `bounded`, a page that has checked many of them
+   * ends short (resumeAfter), so that no request reads a number of tables beyond its page.
+   */
+  async page(kind: ChildKind, ns: string[], after: string | undefined, want: number, includeDeclared = true, bounded = true): Promise<IndexPage> {
+    await this.ensureReady(ns);
+    const base = namespaceDirKey(ns);
+    const visibleDir = FOLDERS[kind].visible;
+    const pending = await this.pendingOf(kind, ns);
+    const pendingNames = [...pending.keys()].filter((n) => after === undefined || compareNames(n, after) > 0).sort(compareNames);
+    const names: string[] = [];
+    let startAfter = after !== undefined && after !== '' ? `${base}${visibleDir}${after}/` : undefined;
+    let settledElsewhere = 0;
+    let checked = 0;
+    let lower = after;
+    for (;;) {
+      const room = want - names.length;
+      const listing = await this.store.list(`${base}${visibleDir}`, { delimiter: '/', maxKeys: Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE), ...(startAfter ? { startAfter } : {}) });
+      const indexed = listing.commonPrefixes.map((p) => p.slice(base.length + visibleDir.length, -1));
+      const exhausted = !listing.nextStartAfter;
+      const upper = exhausted ? undefined : indexed[indexed.length - 1];
+      // The names of this stretch: those indexed, and those only a pending entry knows of (a create that died before settling).
+      const inRange = (n: string) => (lower === undefined || compareNames(n, lower) > 0) && (upper === undefined || compareNames(n, upper) <= 0);
+      const candidates = [...new Set([...indexed, ...pendingNames.filter(inRange)])].sort(compareNames);
+      const withData = includeDeclared || kind !== 'table' || candidates.length === 0 ? null : await this.namesWithData(ns, lower, upper);
+      const limit = pLimit(CHECK_CONCURRENCY);
+      const keep = await Promise.all(
+        candidates.map((name) =>
+          limit(async () => {
+            const ref = { namespace: ns, name };
+            const entries = pending.get(name);
+            if (entries) {
+              const truth = await this.observe(kind, ref);
+              if (!truth.busy && entries.every((e) => e.until <= Date.now())) await this.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
+              return truth.visible && (includeDeclared || truth.data);
+            }
+            if (withData === null || withData.has(name)) return true;
+            // Declared here; a Lance client may have written its first data directly since.
+            checked++;
+            const state = await readTableState(this.store, ref);
+            return isVisible(state) && (await tableHasData(this.locations, state));
+          }),
+        ),
+      );
+      names.push(...candidates.filter((_, i) => keep[i]));
+      if (names.length > want) return { names: names.slice(0, want), more: true };
+      if (exhausted) break;
+      if (names.length === want) return { names, more: true };
+      // Many declared tables skipped: a short page, which the next one resumes after what was read.
+      if (bounded && upper !== undefined && checked >= Math.max(MIN_CHECKS, 2 * want)) return { names, more: true, resumeAfter: upper };
+      startAfter = listing.nextStartAfter;
+      lower = upper;
+    }
+    // Dead pending entries elsewhere are settled a few at a time, so that they do not pile up.
+    for (const [name, entries] of pending) {
+      if (settledElsewhere >= SETTLE_ELSEWHERE) break;
+      if (entries.some((e) => e.until > Date.now())) continue;
+      settledElsewhere++;
+      const ref = { namespace: ns, name };
+      if (!(await this.observe(kind, ref)).busy) await this.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
+    }
+    return { names, more: false };
+  }
+
+  /** Every pending entry of the namespace, by table name: operations under way and dead ones. */
+  private async pendingOf(kind: ChildKind, ns: string[]): Promise<Map<string, Pending[]>> {
+    const prefix = `${namespaceDirKey(ns)}${FOLDERS[kind].pending}`;
+    const byName = new Map<string, Pending[]>();
+    let startAfter: string | undefined;
+    for (;;) {
+      const listing = await this.store.list(prefix, { maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
+      for (const o of listing.objects) {
+        const [name, entry] = o.key.slice(prefix.length).split('/');
+        if (!name || !entry) continue;
+        const until = Number(entry.split('.')[0]);
+        byName.set(name, [...(byName.get(name) ?? []), { key: o.key, until: Number.isFinite(until) ? until : 0 }]);
+      }
+      if (!listing.nextStartAfter) return byName;
+      startAfter = listing.nextStartAfter;
+    }
+  }
+
+  /** The names in (lower, upper] that the index says have data. */
+  private async namesWithData(ns: string[], lower: string | undefined, upper: string | undefined): Promise<Set<string>> {
+    const prefix = `${namespaceDirKey(ns)}${DATA_DIR}`;
+    const found = new Set<string>();
+    let startAfter = lower !== undefined && lower !== '' ? `${prefix}${lower}/` : undefined;
+    for (;;) {
+      const listing = await this.store.list(prefix, { delimiter: '/', maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
+      for (const p of listing.commonPrefixes) {
+        const name = p.slice(prefix.length, -1);
+        if (upper !== undefined && compareNames(name, upper) > 0) return found;
+        found.add(name);
+      }
+      if (!listing.nextStartAfter) return found;
+      startAfter = listing.nextStartAfter;
+    }
+  }
+
+  /** Builds the index of a namespace that has none yet (see the header); safe to run on several replicas at once. */
+  private async ensureReady(ns: string[]): Promise<void> {
+    const ready = `${namespaceDirKey(ns)}${READY}`;
+    if (await this.store.head(ready)) return;
+    const dirKey = namespaceDirKey(ns);
+    const limit = pLimit(CHECK_CONCURRENCY);
+    let startAfter: string | undefined;
+    for (;;) {
+      const page = await this.store.list(dirKey, { delimiter: '/', maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
+      const children = page.commonPrefixes.map((p) => childOfPrefix(dirKey, p)).filter((c) => c !== null);
+      // Each under a pending entry of its own, like any change: a rebuild that dies half-way through a
+      // settle, racing an operation on the name, leaves the name to be read from its state.
+      await Promise.all(children.map((c) => limit(() => this.around(c.kind, { namespace: ns, name: c.name }, async () => undefined))));
+      if (!page.nextStartAfter) break;
+      startAfter = page.nextStartAfter;
+    }
+    await this.markReady(ns);
+  }
+
+  /** Marks a namespace's index complete: a new namespace has no children to index. */
+  async markReady(ns: string[]): Promise<void> {
+    await this.store.put(`${namespaceDirKey(ns)}${READY}`, '', { ifNoneMatch: '*' }).catch((e: unknown) => {
+      if (!(e instanceof PreconditionFailedError)) throw e;
+    });
+  }
+}
