@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { promises as fsp } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -170,21 +171,25 @@ describe('a full disk (local store)', () => {
     vi.restoreAllMocks();
   });
 
-  /** Makes every file written under `dir` of the root fail half-way with ENOSPC, as a full disk does. */
+  /** Makes every file written under `dir` of the root fail half-way with ENOSPC, as a full disk does (the local store writes with fs.openSync and fs.writeSync). */
   function fillDiskUnder(dir: string): void {
-    const realOpen = fsp.open.bind(fsp);
+    const realOpen = fs.openSync.bind(fs) as (...args: unknown[]) => number;
+    const realWrite = fs.writeSync.bind(fs) as (...args: unknown[]) => number;
     const under = path.join(fx.root.root, dir) + path.sep;
-    vi.spyOn(fsp, 'open').mockImplementation(async (...args: Parameters<typeof fsp.open>) => {
-      const handle = await realOpen(...args);
-      const file = String(args[0]);
-      if (file.startsWith(under)) {
-        handle.writeFile = async () => {
-          await handle.write(Buffer.from('partial'));
-          throw Object.assign(new Error(`ENOSPC: no space left on device, write '${file}'`), { code: 'ENOSPC', errno: -28, syscall: 'write' });
-        };
-      }
-      return handle;
-    });
+    const doomed = new Map<number, string>();
+    vi.spyOn(fs, 'openSync').mockImplementation(((...args: unknown[]) => {
+      const fd = realOpen(...args);
+      if (String(args[0]).startsWith(under)) doomed.set(fd, String(args[0]));
+      return fd;
+    }) as typeof fs.openSync);
+    vi.spyOn(fs, 'writeSync').mockImplementation(((fd: number, ...rest: unknown[]) => {
+      const file = doomed.get(fd);
+      if (file === undefined) return realWrite(fd, ...rest);
+      doomed.delete(fd);
+      realWrite(fd, Buffer.from('partial'));
+      // The message names the file, as node's does: the answer must not pass it on.
+      throw Object.assign(new Error(`ENOSPC: no space left on device, write '${file}'`), { code: 'ENOSPC', errno: -28, syscall: 'write' });
+    }) as typeof fs.writeSync);
   }
 
   async function filesUnder(dir: string): Promise<string[]> {
