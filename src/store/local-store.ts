@@ -63,6 +63,8 @@ const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length);
 
 /** Directories smaller than this are read afresh each time: sorting them costs less than keeping them. */
 const DIR_CACHE_MIN_ENTRIES = 64;
+/** Directories up to this size on disk (some hundreds of entries on ext4) are read synchronously. */
+const SMALL_DIR_BYTES = 16_384n;
 /** Bound on the names kept in all sorted listings together (some tens of MB). */
 const DIR_CACHE_MAX_NAMES = 1_000_000;
 /** Far beyond a kernel clock tick (1-10 ms): a directory changed this recently is not trusted to show it in its mtime. */
@@ -465,7 +467,7 @@ export class LocalObjectStore implements ObjectStore {
     const began = BigInt(Date.now()) * 1_000_000n;
     let st: import('node:fs').BigIntStats;
     try {
-      st = await fs.stat(dirPath, { bigint: true });
+      st = fsSync.statSync(dirPath, { bigint: true });
     } catch (e) {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
       throw e;
@@ -479,7 +481,8 @@ export class LocalObjectStore implements ObjectStore {
     }
     let dirents: import('node:fs').Dirent[];
     try {
-      dirents = await fs.readdir(dirPath, { withFileTypes: true });
+      // A small directory (its size on disk says so) is read at once; a large one without holding the event loop.
+      dirents = st.size <= SMALL_DIR_BYTES ? fsSync.readdirSync(dirPath, { withFileTypes: true }) : await fs.readdir(dirPath, { withFileTypes: true });
     } catch (e) {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
       throw e;

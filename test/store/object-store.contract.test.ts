@@ -510,6 +510,8 @@ describe('LocalObjectStore specifics', () => {
       for (let i = 0; i <= createdBefore; i++) expect(shown.has(`c${pad(i)}`), `c${i} created before the listing began`).toBe(true);
       for (let i = 0; i <= deletedBefore; i++) expect(shown.has(`d${pad(i)}`), `d${i} deleted before the listing began`).toBe(false);
       listings++;
+      // A local store answers small listings synchronously: let the writer's output and exit be heard.
+      await new Promise((resolve) => setImmediate(resolve));
     }
     await exited;
     expect(created).toBe(399);
