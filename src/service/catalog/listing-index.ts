@@ -151,13 +151,13 @@ export class ListingIndex {
     }
   }
 
+  /** Writes the name's entries for `truth`; the two keys at once (the pending entry covers the moment between). */
   private async apply(kind: ChildKind, ref: TableRef, truth: Truth): Promise<void> {
-    if (truth.visible) await this.store.put(visibleKey(kind, ref), '');
-    if (kind === 'table') {
-      if (truth.visible && truth.data) await this.store.put(dataKey(ref), '');
-      else await this.store.delete(dataKey(ref));
-    }
-    if (!truth.visible) await this.store.delete(visibleKey(kind, ref));
+    const visible = visibleKey(kind, ref);
+    await Promise.all([
+      truth.visible ? this.store.put(visible, '') : this.store.delete(visible),
+      kind === 'table' ? (truth.visible && truth.data ? this.store.put(dataKey(ref), '') : this.store.delete(dataKey(ref))) : undefined,
+    ]);
   }
 
   private async observe(kind: ChildKind, ref: TableRef): Promise<Truth> {
@@ -178,20 +178,40 @@ export class ListingIndex {
    * declared tables when they are excluded: then, `bounded`, a page that has checked many of them
    * ends short (resumeAfter), so that no request reads a number of tables beyond its page.
    */
-  async page(kind: ChildKind, ns: string[], after: string | undefined, want: number, includeDeclared = true, bounded = true): Promise<IndexPage> {
-    await this.ensureReady(ns);
+  async page(
+    kind: ChildKind,
+    ns: string[],
+    after: string | undefined,
+    want: number,
+    options: { includeDeclared?: boolean; bounded?: boolean; namespaceExists?: () => Promise<unknown> } = {},
+  ): Promise<IndexPage> {
+    const { includeDeclared = true, bounded = true } = options;
     const base = namespaceDirKey(ns);
     const visibleDir = FOLDERS[kind].visible;
-    const pending = await this.pendingOf(kind, ns);
+    const listIndex = (startAfter: string | undefined, room: number) =>
+      this.store.list(`${base}${visibleDir}`, { delimiter: '/', maxKeys: Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE), ...(startAfter ? { startAfter } : {}) });
+    let startAfter = after !== undefined && after !== '' ? `${base}${visibleDir}${after}/` : undefined;
+    // The reads of a page do not depend on each other: one round trip (with the caller's check
+    // that the namespace exists, which must pass before an index is built for it).
+    const [ready, pending, firstListing] = await Promise.all([
+      this.store.head(`${base}${READY}`),
+      this.pendingOf(kind, ns),
+      listIndex(startAfter, want),
+      options.namespaceExists?.(),
+    ]);
+    if (!ready) {
+      await this.build(ns);
+      return this.page(kind, ns, after, want, { includeDeclared, bounded });
+    }
     const pendingNames = [...pending.keys()].filter((n) => after === undefined || compareNames(n, after) > 0).sort(compareNames);
     const names: string[] = [];
-    let startAfter = after !== undefined && after !== '' ? `${base}${visibleDir}${after}/` : undefined;
     let settledElsewhere = 0;
     let checked = 0;
     let lower = after;
+    let prefetched: typeof firstListing | undefined = firstListing;
     for (;;) {
-      const room = want - names.length;
-      const listing = await this.store.list(`${base}${visibleDir}`, { delimiter: '/', maxKeys: Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE), ...(startAfter ? { startAfter } : {}) });
+      const listing = prefetched ?? (await listIndex(startAfter, want - names.length));
+      prefetched = undefined;
       const indexed = listing.commonPrefixes.map((p) => p.slice(base.length + visibleDir.length, -1));
       const exhausted = !listing.nextStartAfter;
       const upper = exhausted ? undefined : indexed[indexed.length - 1];
@@ -274,9 +294,7 @@ export class ListingIndex {
   }
 
   /** Builds the index of a namespace that has none yet (see the header); safe to run on several replicas at once. */
-  private async ensureReady(ns: string[]): Promise<void> {
-    const ready = `${namespaceDirKey(ns)}${READY}`;
-    if (await this.store.head(ready)) return;
+  private async build(ns: string[]): Promise<void> {
     const dirKey = namespaceDirKey(ns);
     const limit = pLimit(CHECK_CONCURRENCY);
     let startAfter: string | undefined;

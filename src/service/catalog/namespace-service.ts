@@ -110,11 +110,13 @@ export class NamespaceService {
     validateNamespaceId(ns);
     const scope = JSON.stringify(ns);
     const after = this.deps.pageTokens.decode('namespaces', scope, page.pageToken);
-    await requireNamespace(this.store, ns);
     const limit = page.limit ?? undefined;
-    if (limit === 0) return { namespaces: [], page_token: page.pageToken || this.deps.pageTokens.encode('namespaces', scope, '') };
+    if (limit === 0) {
+      await requireNamespace(this.store, ns);
+      return { namespaces: [], page_token: page.pageToken || this.deps.pageTokens.encode('namespaces', scope, '') };
+    }
     // A page of the namespace's listing index (see listing-index.ts), not of its directory.
-    const { names, more } = await this.index.page('namespace', ns, after, limit ?? Infinity);
+    const { names, more } = await this.index.page('namespace', ns, after, limit ?? Infinity, { namespaceExists: () => requireNamespace(this.store, ns) });
     const last = names[names.length - 1];
     return { namespaces: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('namespaces', scope, last) : null };
   }

@@ -388,10 +388,15 @@ export class TableService {
     validateNamespaceId(ns);
     const scope = JSON.stringify(ns);
     const after = this.deps.pageTokens.decode('tables', scope, page.pageToken);
-    await requireNamespace(this.store, ns);
     const limit = page.limit ?? undefined;
-    if (limit === 0) return { tables: [], page_token: page.pageToken || this.deps.pageTokens.encode('tables', scope, '') };
-    const { names, more, resumeAfter } = await this.index.page('table', ns, after, limit === undefined ? Infinity : limit, page.includeDeclared ?? true);
+    if (limit === 0) {
+      await requireNamespace(this.store, ns);
+      return { tables: [], page_token: page.pageToken || this.deps.pageTokens.encode('tables', scope, '') };
+    }
+    const { names, more, resumeAfter } = await this.index.page('table', ns, after, limit === undefined ? Infinity : limit, {
+      includeDeclared: page.includeDeclared ?? true,
+      namespaceExists: () => requireNamespace(this.store, ns),
+    });
     const last = resumeAfter ?? names[names.length - 1];
     return { tables: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('tables', scope, last) : null };
   }
@@ -420,7 +425,7 @@ export class TableService {
     // Within this namespace the token names the last id returned, or the subtree holding it: tables after its name.
     const inside = afterId !== undefined && afterId.length > ns.length && ns.every((p, i) => afterId[i] === p);
     // Not bounded: the walk takes what a namespace holds up to `want`, however many it skips.
-    const { names: tables } = await this.index.page('table', ns, inside ? afterId[ns.length] : undefined, want - out.length, includeDeclared, false);
+    const { names: tables } = await this.index.page('table', ns, inside ? afterId[ns.length] : undefined, want - out.length, { includeDeclared, bounded: false });
     let t = 0;
     for (const child of children) {
       while (t < tables.length && compareNames(tables[t] ?? '', child) <= 0 && out.length < want) out.push([...ns, tables[t++] ?? '']);
