@@ -19,7 +19,7 @@ import { readRecord, TableRecord, type Versioned } from '../catalog/records.js';
 import { isCommitted } from '../transactions/transaction-log.js';
 import { leaseExpired } from '../coordination/leases.js';
 
-/** What the store says about one table name, read with one LIST (plus a GET of the record). */
+/** What the store says about one table name, read with one LIST and, at the same time, a GET of the record. */
 export interface TableState {
   ref: TableRef;
   dirKey: string;
@@ -56,9 +56,10 @@ export const incarnationOf = (s: TableState): string | null => incarnationOfReco
 
 export async function readTableState(store: ObjectStore, ref: TableRef): Promise<TableState> {
   const dirKey = tableDirKey(ref);
-  const page = await store.list(dirKey, { delimiter: '/', maxKeys: 1000 });
+  // The record is read alongside the listing (one round trip on S3): nearly every table has one.
+  const [page, read] = await Promise.all([store.list(dirKey, { delimiter: '/', maxKeys: 1000 }), readRecord(store, tableRecordKey(ref), TableRecord)]);
   const names = new Set(page.objects.map((o) => o.key.slice(dirKey.length)));
-  let record = names.has(TABLE_RECORD) ? await readRecord(store, tableRecordKey(ref), TableRecord) : null;
+  let record = names.has(TABLE_RECORD) ? read : null;
   // A table declared by a batch commit that has not reached its commit point does not exist yet.
   const pending = record?.value.pending_transaction;
   if (pending !== undefined && !(await isCommitted(store, pending))) record = null;
