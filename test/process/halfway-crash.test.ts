@@ -1,10 +1,9 @@
-import type { ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { listAll } from '../../src/store/object-store.js';
 import { parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
-import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
+import { type ServiceProcess, useCrashRoot } from '../support/service-process.js';
 
 // A CreateTable (or a DropTable) that dies half-way leaves nothing behind that blocks the name
 // (issue 8, point 3).
@@ -44,54 +43,42 @@ async function committedVersions(root: TestRoot, table: string): Promise<number[
 }
 
 describe.each(backends())('CreateTable killed half-way on $name', (backend: Backend) => {
-  const live = new Set<ChildProcess>();
-  let root: TestRoot;
-  let watcher: ServiceProcess;
-
-  beforeAll(async () => {
-    root = await backend.newRoot();
-    watcher = await startServiceProcess({ args: rootArgs(root, LEASE_MS), live });
-    expect((await watcher.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
-  });
-  afterAll(async () => {
-    for (const child of live) child.kill('SIGKILL');
-    await root?.dispose();
-  });
+  const crash = useCrashRoot(backend, LEASE_MS);
 
   for (const point of ['create:after-claim', 'create:after-data']) {
     it(`killed at ${point}: the name is free once the claim's lease ends, and holds only the new table`, async () => {
       const table = point.replace(/\W/g, '_');
-      const dying = await startServiceProcess({ args: rootArgs(root, LEASE_MS), live, faultPoint: point });
+      const dying = await crash.start(point);
       await expect(dying.call('POST', `/v1/table/ns%24${table}/create`, peopleStream(ids(0, 5_000)), ARROW)).rejects.toThrow();
       expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
       // The dead create's claim is in the store (the crash happened there) and hides the table.
-      expect(await root.store.head(`ns/${table}.lance/.lance-table.json`)).not.toBeNull();
-      if (point === 'create:after-data') expect(await committedVersions(root, table)).toEqual([1]);
-      await expectInvisible(watcher, table);
-      const again = await createOnceFree(watcher, table, peopleStream([7, 8]));
+      expect(await crash.root().store.head(`ns/${table}.lance/.lance-table.json`)).not.toBeNull();
+      if (point === 'create:after-data') expect(await committedVersions(crash.root(), table)).toEqual([1]);
+      await expectInvisible(crash.watcher(), table);
+      const again = await createOnceFree(crash.watcher(), table, peopleStream([7, 8]));
       expect(again.status, JSON.stringify(again.json)).toBe(200);
       expect(again.json.version).toBe(1);
-      expect(await committedVersions(root, table)).toEqual([1]);
-      expect((await readRows(String(again.json.location), root.store.engineStorageOptions())).map((r) => r.id)).toEqual([7, 8]);
-      const listed = await watcher.call('GET', '/v1/namespace/ns/table/list');
+      expect(await committedVersions(crash.root(), table)).toEqual([1]);
+      expect((await readRows(String(again.json.location), crash.root().store.engineStorageOptions())).map((r) => r.id)).toEqual([7, 8]);
+      const listed = await crash.watcher().call('GET', '/v1/namespace/ns/table/list');
       expect(listed.json.tables).toContain(table);
     });
   }
 
   it('a drop killed after its tombstone: the table stays dropped, and the name is free once the drop\'s lease ends', async () => {
-    const created = await watcher.call('POST', '/v1/table/ns%24dropme/create', peopleStream([1, 2]), ARROW);
+    const created = await crash.watcher().call('POST', '/v1/table/ns%24dropme/create', peopleStream([1, 2]), ARROW);
     expect(created.status, created.text).toBe(200);
-    const dying = await startServiceProcess({ args: rootArgs(root, LEASE_MS), live, faultPoint: 'drop:after-tombstone' });
+    const dying = await crash.start('drop:after-tombstone');
     await expect(dying.call('POST', '/v1/table/ns%24dropme/drop', {})).rejects.toThrow();
     expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
     // Killed before deleting anything: the data is still there, and hidden.
-    expect(await committedVersions(root, 'dropme')).toEqual([1]);
-    await expectInvisible(watcher, 'dropme');
-    expect((await watcher.call('POST', '/v1/table/ns%24dropme/drop', {})).status).toBe(404);
-    const again = await createOnceFree(watcher, 'dropme', peopleStream([30]));
+    expect(await committedVersions(crash.root(), 'dropme')).toEqual([1]);
+    await expectInvisible(crash.watcher(), 'dropme');
+    expect((await crash.watcher().call('POST', '/v1/table/ns%24dropme/drop', {})).status).toBe(404);
+    const again = await createOnceFree(crash.watcher(), 'dropme', peopleStream([30]));
     expect(again.status, JSON.stringify(again.json)).toBe(200);
-    expect(await committedVersions(root, 'dropme')).toEqual([1]);
-    expect((await readRows(String(again.json.location), root.store.engineStorageOptions())).map((r) => r.id)).toEqual([30]);
+    expect(await committedVersions(crash.root(), 'dropme')).toEqual([1]);
+    expect((await readRows(String(again.json.location), crash.root().store.engineStorageOptions())).map((r) => r.id)).toEqual([30]);
   });
 
   it.runIf(backend.name === 'local')('killed at random moments during 30 MB creates: never a bare table, never a name blocked past the lease', async () => {
@@ -99,16 +86,16 @@ describe.each(backends())('CreateTable killed half-way on $name', (backend: Back
     expect(big.length).toBeGreaterThan(30 * 1024 * 1024);
     for (let round = 0; round < 4; round++) {
       const table = `big${round}`;
-      const dying = await startServiceProcess({ args: rootArgs(root, LEASE_MS), live });
+      const dying = await crash.start();
       const sent = dying.call('POST', `/v1/table/ns%24${table}/create`, big, ARROW).catch(() => null);
       // Kill once the claim is there, a varying time into the write.
       const claim = `ns/${table}.lance/.lance-table.json`;
-      for (let i = 0; i < 400 && !(await root.store.head(claim)); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (let i = 0; i < 400 && !(await crash.root().store.head(claim)); i++) await new Promise((resolve) => setTimeout(resolve, 5));
       await new Promise((resolve) => setTimeout(resolve, round * 60));
       dying.child.kill('SIGKILL');
       const answered = await sent;
       await dying.exited;
-      const described = await watcher.call('POST', `/v1/table/ns%24${table}/describe?check_declared=true`, {});
+      const described = await crash.watcher().call('POST', `/v1/table/ns%24${table}/describe?check_declared=true`, {});
       if (answered?.status === 200) {
         // Acknowledged: the table must be whole.
         expect(described.status).toBe(200);
@@ -120,10 +107,10 @@ describe.each(backends())('CreateTable killed half-way on $name', (backend: Back
         expect(described.json.is_only_declared).toBe(false);
         continue;
       }
-      await expectInvisible(watcher, table);
-      const again = await createOnceFree(watcher, table, peopleStream([1]));
+      await expectInvisible(crash.watcher(), table);
+      const again = await createOnceFree(crash.watcher(), table, peopleStream([1]));
       expect(again.status, JSON.stringify(again.json)).toBe(200);
-      expect((await readRows(String(again.json.location), root.store.engineStorageOptions())).map((r) => r.id)).toEqual([1]);
+      expect((await readRows(String(again.json.location), crash.root().store.engineStorageOptions())).map((r) => r.id)).toEqual([1]);
     }
   }, 180_000); // four 30 MB creates, each killed once and redone: minutes on a loaded 2-core machine
 });

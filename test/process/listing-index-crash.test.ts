@@ -1,9 +1,8 @@
-import type { ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { listAll } from '../../src/store/object-store.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
-import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
+import { type ServiceProcess, useCrashRoot } from '../support/service-process.js';
 
 // The listing index (src/service/catalog/listing-index.ts) through a SIGKILL between a table's write
 // and the index's: the process dies at `index:before-settle`, after the create (or drop) changed
@@ -40,46 +39,34 @@ async function listUntilSettled(replica: ServiceProcess, root: TestRoot, table: 
 }
 
 describe.each(backends())('listing index through a SIGKILL on $name', (backend: Backend) => {
-  const live = new Set<ChildProcess>();
-  let root: TestRoot;
-  let watcher: ServiceProcess;
-
-  beforeAll(async () => {
-    root = await backend.newRoot();
-    watcher = await startServiceProcess({ args: rootArgs(root, LEASE_MS), live });
-    expect((await watcher.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
-  });
-  afterAll(async () => {
-    for (const child of live) child.kill('SIGKILL');
-    await root?.dispose();
-  });
+  const crash = useCrashRoot(backend, LEASE_MS);
 
   it('a create killed after its table was made and before the index heard of it: listed at once, indexed once the lease ends', async () => {
-    const dying = await startServiceProcess({ args: rootArgs(root, LEASE_MS), live, faultPoint: 'index:before-settle' });
+    const dying = await crash.start('index:before-settle');
     await expect(dying.call('POST', '/v1/table/ns%24made/create', peopleStream([1, 2]), ARROW)).rejects.toThrow();
     expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
-    const entries = await indexEntries(root, 'made');
+    const entries = await indexEntries(crash.root(), 'made');
     expect(entries.filter((e) => e.startsWith('pending/'))).toHaveLength(1);
     expect(entries.filter((e) => !e.startsWith('pending/'))).toEqual([]);
     // The table exists (its data is in): the listing reads its state and shows it.
-    expect((await watcher.call('POST', '/v1/table/ns%24made/describe', {})).status).toBe(200);
-    expect(await listed(watcher)).toContain('made');
-    await listUntilSettled(watcher, root, 'made');
-    expect((await indexEntries(root, 'made')).sort()).toEqual(['data/t', 'tables/v']);
-    expect(await listed(watcher)).toContain('made');
+    expect((await crash.watcher().call('POST', '/v1/table/ns%24made/describe', {})).status).toBe(200);
+    expect(await listed(crash.watcher())).toContain('made');
+    await listUntilSettled(crash.watcher(), crash.root(), 'made');
+    expect((await indexEntries(crash.root(), 'made')).sort()).toEqual(['data/t', 'tables/v']);
+    expect(await listed(crash.watcher())).toContain('made');
   });
 
   it('a drop killed after the table went and before the index heard of it: never listed again', async () => {
-    const created = await watcher.call('POST', '/v1/table/ns%24doomed/create', peopleStream([1]), ARROW);
+    const created = await crash.watcher().call('POST', '/v1/table/ns%24doomed/create', peopleStream([1]), ARROW);
     expect(created.status, created.text).toBe(200);
-    expect(await listed(watcher)).toContain('doomed');
-    const dying = await startServiceProcess({ args: rootArgs(root, LEASE_MS), live, faultPoint: 'index:before-settle' });
+    expect(await listed(crash.watcher())).toContain('doomed');
+    const dying = await crash.start('index:before-settle');
     await expect(dying.call('POST', '/v1/table/ns%24doomed/drop', {})).rejects.toThrow();
     expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
-    expect(await indexEntries(root, 'doomed')).toContain('tables/v');
-    expect(await listed(watcher)).not.toContain('doomed');
-    await listUntilSettled(watcher, root, 'doomed');
-    expect(await indexEntries(root, 'doomed')).toEqual([]);
-    expect(await listed(watcher)).not.toContain('doomed');
+    expect(await indexEntries(crash.root(), 'doomed')).toContain('tables/v');
+    expect(await listed(crash.watcher())).not.toContain('doomed');
+    await listUntilSettled(crash.watcher(), crash.root(), 'doomed');
+    expect(await indexEntries(crash.root(), 'doomed')).toEqual([]);
+    expect(await listed(crash.watcher())).not.toContain('doomed');
   });
 });

@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
-import type { TestRoot } from './backends.js';
+import { afterAll, beforeAll, expect } from 'vitest';
+import type { Backend, TestRoot } from './backends.js';
 
 const repo = path.resolve(import.meta.dirname, '../..');
 
@@ -92,4 +93,33 @@ export function startServiceProcess(options: { args: string[]; cwd?: string; fau
     });
     void exited.then(({ code, signal }) => reject(new Error(`service exited early (${code ?? signal}): ${stderr}`)));
   });
+}
+
+/**
+ * For the crash tests of one describe block: a fresh root of `backend` with namespace `ns`, and a
+ * replica on it (the watcher) that lives through the block; `start` starts more replicas (one
+ * that dies at `faultPoint`, when given). Every process started is SIGKILLed at the end.
+ */
+export function useCrashRoot(backend: Backend, leaseMs: number): { root: () => TestRoot; watcher: () => ServiceProcess; start: (faultPoint?: string) => Promise<ServiceProcess> } {
+  const live = new Set<ChildProcess>();
+  let root: TestRoot | undefined;
+  let watcher: ServiceProcess | undefined;
+  const start = (faultPoint?: string) => {
+    if (!root) throw new Error('no root yet');
+    return startServiceProcess({ args: rootArgs(root, leaseMs), live, ...(faultPoint !== undefined ? { faultPoint } : {}) });
+  };
+  beforeAll(async () => {
+    root = await backend.newRoot();
+    watcher = await start();
+    expect((await watcher.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+  });
+  afterAll(async () => {
+    for (const child of live) child.kill('SIGKILL');
+    await root?.dispose();
+  });
+  const made = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`no ${what} before the block's beforeAll`);
+    return value;
+  };
+  return { root: () => made(root, 'root'), watcher: () => made(watcher, 'watcher'), start };
 }

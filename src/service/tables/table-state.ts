@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import type { ObjectStore } from '../../store/object-store.js';
+import type { ObjectStore, StoredObject } from '../../store/object-store.js';
 import { displayId } from '../catalog/catalog.js';
 import {
   DEREGISTERED_MARKER,
   deregisteredMarkerKey,
   RESERVED_MARKER,
+  reservedMarkerKey,
   TABLE_RECORD,
   type TableRef,
   tableDirKey,
@@ -19,7 +20,7 @@ import { readRecord, TableRecord, type Versioned } from '../catalog/records.js';
 import { isCommitted } from '../transactions/transaction-log.js';
 import { leaseExpired } from '../coordination/leases.js';
 
-/** What the store says about one table name, read with one LIST and, at the same time, a GET of the record. */
+/** What the store says about one table name, read in one round trip (see readNameFiles). */
 export interface TableState {
   ref: TableRef;
   dirKey: string;
@@ -34,11 +35,11 @@ export interface TableState {
   markerEtag: string | null;
   /** The record is a CreateTable's claim on the name, not a table yet; `live` while the claim's lease runs. */
   creating: { live: boolean; requestId: string } | null;
-  /** The table's own directory has a `_versions/` folder (Lance data may live there). */
+  /** The table's own directory may have a `_versions/` folder (false only where a listing showed none). */
   ownVersionsDir: boolean;
   /** No record nor marker, but committed versions: a dataset Lance wrote without the catalog. */
   writtenByLance: boolean;
-  /** Anything at all is in the table's directory. */
+  /** Anything at all is in the table's directory (exact on a local disk, the one store that renames tables; elsewhere: any catalog file or version). */
   occupied: boolean;
 }
 
@@ -54,24 +55,59 @@ export const isVisible = (s: TableState): boolean =>
 export const incarnationOfRecord = (record: TableRecord | null | undefined): string | null => (record ? (record.incarnation ?? record.created_at ?? '') : null);
 export const incarnationOf = (s: TableState): string | null => incarnationOfRecord(s.record?.value);
 
-export async function readTableState(store: ObjectStore, ref: TableRef): Promise<TableState> {
+/** The catalog's files in a table's directory, as one request reads them. */
+interface NameFiles {
+  record: Versioned<TableRecord> | null;
+  reserved: boolean;
+  marker: StoredObject | null;
+  /** Whether the directory has a `_versions/` folder; unknown (null) when not looked at. */
+  versionsDir: boolean | null;
+  /** Anything at all is in the directory (exact where the directory was listed). */
+  occupied: boolean;
+}
+
+/**
+ * Where a LIST reads the directory and no more (a local disk), one LIST (and at once the record's
+ * GET) says which files are there. On an object store a delimited LIST of a table's prefix walks
+ * every key under it (versions, data files), so point reads of the three files are cheaper, all at
+ * once: one round trip either way.
+ */
+async function readNameFiles(store: ObjectStore, ref: TableRef): Promise<NameFiles> {
   const dirKey = tableDirKey(ref);
-  // The record is read alongside the listing (one round trip on S3): nearly every table has one.
+  if (!store.listsWholeDirectory) {
+    const [record, reserved, marker] = await Promise.all([
+      readRecord(store, tableRecordKey(ref), TableRecord),
+      store.head(reservedMarkerKey(ref)),
+      store.get(deregisteredMarkerKey(ref)),
+    ]);
+    return { record, reserved: reserved !== null, marker, versionsDir: null, occupied: record !== null || reserved !== null || marker !== null };
+  }
   const [page, read] = await Promise.all([store.list(dirKey, { delimiter: '/', maxKeys: 1000 }), readRecord(store, tableRecordKey(ref), TableRecord)]);
   const names = new Set(page.objects.map((o) => o.key.slice(dirKey.length)));
-  let record = names.has(TABLE_RECORD) ? read : null;
+  return {
+    record: names.has(TABLE_RECORD) ? read : null,
+    reserved: names.has(RESERVED_MARKER),
+    marker: names.has(DEREGISTERED_MARKER) ? await store.get(deregisteredMarkerKey(ref)) : null,
+    versionsDir: page.commonPrefixes.includes(`${dirKey}${VERSIONS_DIR}/`),
+    occupied: page.objects.length > 0 || page.commonPrefixes.length > 0,
+  };
+}
+
+export async function readTableState(store: ObjectStore, ref: TableRef): Promise<TableState> {
+  const dirKey = tableDirKey(ref);
+  const files = await readNameFiles(store, ref);
+  let { record } = files;
+  const recordFile = record !== null;
   // A table declared by a batch commit that has not reached its commit point does not exist yet.
   const pending = record?.value.pending_transaction;
   if (pending !== undefined && !(await isCommitted(store, pending))) record = null;
-  const reserved = names.has(RESERVED_MARKER);
-  const marker = names.has(DEREGISTERED_MARKER) ? await store.get(deregisteredMarkerKey(ref)) : null;
+  const { reserved, marker } = files;
   const tombstone = marker ? tombstoneOf(marker.body) : null;
   const claim = record?.value.creating;
-  const ownVersionsDir = page.commonPrefixes.includes(`${dirKey}${VERSIONS_DIR}/`);
-  // Only a directory without any catalog file needs the second LIST: staged manifests alone
+  // Only a directory without any catalog file is looked at for versions: staged manifests alone
   // (a client staging before its batch commit declares the table) do not make a table.
   // After a drop, versions are what late writers left behind, never a table.
-  const writtenByLance = record === null && !reserved && !tombstone && !names.has(TABLE_RECORD) && ownVersionsDir
+  const writtenByLance = record === null && !reserved && !tombstone && !recordFile && files.versionsDir !== false
     ? await hasCommittedVersion({ store, key: dirKey, owned: true })
     : false;
   return {
@@ -84,9 +120,9 @@ export async function readTableState(store: ObjectStore, ref: TableRef): Promise
     dropUnderWay: tombstone !== null && !leaseExpired(tombstone.lease_until),
     markerEtag: marker?.etag ?? null,
     creating: claim ? { live: !leaseExpired(claim.lease_until), requestId: claim.request_id } : null,
-    ownVersionsDir,
+    ownVersionsDir: files.versionsDir ?? true,
     writtenByLance,
-    occupied: page.objects.length > 0 || page.commonPrefixes.length > 0,
+    occupied: files.occupied || writtenByLance,
   };
 }
 
