@@ -25,6 +25,7 @@ export interface TableState {
   ref: TableRef;
   dirKey: string;
   record: Versioned<TableRecord> | null;
+  /** Lance's declared marker is there (on an object store, for a table with a record: may be there). */
   reserved: boolean;
   deregistered: boolean;
   /** A drop has begun (its tombstone is there): nothing in the directory is a table until the name is taken again. */
@@ -70,17 +71,16 @@ interface NameFiles {
  * Where a LIST reads the directory and no more (a local disk), one LIST (and at once the record's
  * GET) says which files are there. On an object store a delimited LIST of a table's prefix walks
  * every key under it (versions, data files), so point reads of the three files are cheaper, all at
- * once: one round trip either way.
+ * once (the declared marker only for a name without a record): one round trip either way.
  */
 async function readNameFiles(store: ObjectStore, ref: TableRef): Promise<NameFiles> {
   const dirKey = tableDirKey(ref);
   if (!store.listsWholeDirectory) {
-    const [record, reserved, marker] = await Promise.all([
-      readRecord(store, tableRecordKey(ref), TableRecord),
-      store.head(reservedMarkerKey(ref)),
-      store.get(deregisteredMarkerKey(ref)),
-    ]);
-    return { record, reserved: reserved !== null, marker, versionsDir: null, occupied: record !== null || reserved !== null || marker !== null };
+    const [record, marker] = await Promise.all([readRecord(store, tableRecordKey(ref), TableRecord), store.get(deregisteredMarkerKey(ref))]);
+    // Lance's declared marker matters only without a record (a table Lance's catalog declared); with
+    // one it is tidied away once data lands, so it is taken as possibly there.
+    const reserved = record !== null || (await store.head(reservedMarkerKey(ref))) !== null;
+    return { record, reserved, marker, versionsDir: null, occupied: record !== null || reserved || marker !== null };
   }
   const [page, read] = await Promise.all([store.list(dirKey, { delimiter: '/', maxKeys: 1000 }), readRecord(store, tableRecordKey(ref), TableRecord)]);
   const names = new Set(page.objects.map((o) => o.key.slice(dirKey.length)));

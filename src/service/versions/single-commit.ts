@@ -63,7 +63,7 @@ export class SingleCommits {
       const committed = retried ?? (await writeManifest(p));
       await versions.store.delete(entry.staged_key);
       // A declared table that now has data is declared no more (Lance's marker goes with the first version).
-      if (state.reserved) await this.deps.store.delete(reservedMarkerKey(state.ref));
+      if (state.reserved && latest === null) await this.deps.store.delete(reservedMarkerKey(state.ref));
       const [known] = retried ? await versionsOnWire(versions, [retried]) : [];
       return { version: known ?? wireOfEntry(versions, entry, committed) };
     });
