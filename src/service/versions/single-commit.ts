@@ -25,8 +25,9 @@ import type { VersionSlots } from './version-slots.js';
 // and its delete, without a look within its lease). The look again: 2, at once, and at once with
 // the latest version: 3 (hint, its manifest, the one above under its V2 name: a V2 table never goes
 // back to V1 names). The commit: 3, the manifest and its sidecar each fsynced with its directory
-// (acknowledged means durable), Lance's hint not (readers probe past a stale one). The staged file's delete: 1. The first version of a
-// declared table: 14 (no hint yet, one LIST instead; Lance's reserved marker goes).
+// (acknowledged means durable), Lance's hint not (readers probe past a stale one). The staged file's
+// delete: 1, at once with the slot's release. The first version of a declared table: 14 (no hint
+// yet, one LIST instead; Lance's reserved marker goes).
 
 export class SingleCommits {
   constructor(
@@ -47,7 +48,9 @@ export class SingleCommits {
     // Only a staged Lance manifest of this version is ever consumed; checked before anything is written.
     const staged = await versions.readStaged(versions.stagedKey(request.manifest_path), request.version);
     const busy = () => conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
-    return this.slots.withSlot(versions, request.version, busy, async () => {
+    // The staged file goes while the slot is released: nothing waits on its deletion.
+    let stagedGone: Promise<void> = Promise.resolve();
+    const answer = await this.slots.withSlot(versions, request.version, busy, async () => {
       // Holding the slot, look again: a drop that began after the table was resolved either sees
       // this reservation and waits for the commit, or is seen here (see table-fences.ts). One
       // lookup of the latest version, while holding the slot, decides everything else.
@@ -61,12 +64,16 @@ export class SingleCommits {
       }
       const retried = entry.version < next ? await this.acceptRetry(p) : null;
       const committed = retried ?? (await writeManifest(p));
-      await versions.store.delete(entry.staged_key);
+      stagedGone = versions.store.delete(entry.staged_key);
+      // A later step may throw before it is awaited below: its failure must not go unhandled then.
+      stagedGone.catch(() => undefined);
       // A declared table that now has data is declared no more (Lance's marker goes with the first version).
       if (state.reserved && latest === null) await this.deps.store.delete(reservedMarkerKey(state.ref));
       const [known] = retried ? await versionsOnWire(versions, [retried]) : [];
       return { version: known ?? wireOfEntry(versions, entry, committed) };
     });
+    await stagedGone;
+    return answer;
   }
 
   /**
