@@ -217,28 +217,16 @@ export class ListingIndex {
       const upper = exhausted ? undefined : indexed[indexed.length - 1];
       // The names of this stretch: those indexed, and those only a pending entry knows of (a create that died before settling).
       const inRange = (n: string) => (lower === undefined || compareNames(n, lower) > 0) && (upper === undefined || compareNames(n, upper) <= 0);
-      const candidates = [...new Set([...indexed, ...pendingNames.filter(inRange)])].sort(compareNames);
+      const unindexed = pendingNames.filter(inRange);
+      // The index lists in this order already; only names a pending entry adds need sorting in.
+      const candidates = unindexed.length === 0 ? indexed : [...new Set([...indexed, ...unindexed])].sort(compareNames);
       const withData = includeDeclared || kind !== 'table' || candidates.length === 0 ? null : await this.namesWithData(ns, lower, upper);
-      const limit = pLimit(CHECK_CONCURRENCY);
-      const keep = await Promise.all(
-        candidates.map((name) =>
-          limit(async () => {
-            const ref = { namespace: ns, name };
-            const entries = pending.get(name);
-            if (entries) {
-              const truth = await this.observe(kind, ref);
-              if (!truth.busy && entries.every((e) => e.until <= Date.now())) await this.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
-              return truth.visible && (includeDeclared || truth.data);
-            }
-            if (withData === null || withData.has(name)) return true;
-            // Declared here (visible, and in its own directory: a registered table has data); a
-            // Lance client may have written its first data directly since: one look at its versions.
-            checked++;
-            return hasCommittedVersion(this.locations.own(tableDirKey(ref)));
-          }),
-        ),
-      );
-      names.push(...candidates.filter((_, i) => keep[i]));
+      // Nothing to look at (no pending entry, no declared table to check): the stretch is the page.
+      if (withData === null && !candidates.some((name) => pending.has(name))) {
+        names.push(...candidates);
+      } else {
+        names.push(...(await this.keepVisible(kind, ns, candidates, pending, withData, includeDeclared, () => checked++)));
+      }
       if (names.length > want) return { names: names.slice(0, want), more: true };
       if (exhausted) break;
       if (names.length === want) return { names, more: true };
@@ -256,6 +244,38 @@ export class ListingIndex {
       if (!(await this.observe(kind, ref)).busy) await this.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
     }
     return { names, more: false };
+  }
+
+  /** The candidates a listing shows: a name with a pending entry by its state (settling it when dead), a declared one if it has data where wanted. */
+  private async keepVisible(
+    kind: ChildKind,
+    ns: string[],
+    candidates: string[],
+    pending: Map<string, Pending[]>,
+    withData: Set<string> | null,
+    includeDeclared: boolean,
+    countCheck: () => void,
+  ): Promise<string[]> {
+    const limit = pLimit(CHECK_CONCURRENCY);
+    const keep = await Promise.all(
+      candidates.map((name) =>
+        limit(async () => {
+          const ref = { namespace: ns, name };
+          const entries = pending.get(name);
+          if (entries) {
+            const truth = await this.observe(kind, ref);
+            if (!truth.busy && entries.every((e) => e.until <= Date.now())) await this.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
+            return truth.visible && (includeDeclared || truth.data);
+          }
+          if (withData === null || withData.has(name)) return true;
+          // Declared here (visible, and in its own directory: a registered table has data); a
+          // Lance client may have written its first data directly since: one look at its versions.
+          countCheck();
+          return hasCommittedVersion(this.locations.own(tableDirKey(ref)));
+        }),
+      ),
+    );
+    return candidates.filter((_, i) => keep[i]);
   }
 
   /** Every pending entry of the namespace, by table name: operations under way and dead ones. */
