@@ -4,6 +4,7 @@ import { compareKeys, type ObjectStore, PreconditionFailedError } from '../../st
 import { readNamespace } from './catalog.js';
 import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef, tableDirKey } from './layout.js';
 import type { Locations } from './locations.js';
+import type { PageTokens } from './page-token.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { faultPoint } from '../fault-points.js';
 import { hasCommittedVersion, isVisible, readTableState, tableHasData } from '../tables/table-state.js';
@@ -169,6 +170,31 @@ export class ListingIndex {
     const state = await readTableState(this.store, ref);
     const visible = isVisible(state);
     return { visible, data: visible && (await tableHasData(this.locations, state)), busy: state.creating?.live === true || state.dropUnderWay };
+  }
+
+  /**
+   * One page of a ListTables or ListNamespaces: the page token resumes after the last name (or
+   * where a short page ended), and the namespace must exist (checked at once with the reads).
+   */
+  async listPage(
+    kind: ChildKind,
+    ns: string[],
+    page: { pageToken?: string | null | undefined; limit?: number | null | undefined },
+    tokens: PageTokens,
+    namespaceExists: () => Promise<unknown>,
+    includeDeclared = true,
+  ): Promise<{ names: string[]; pageToken: string | null }> {
+    const tokenKind = kind === 'table' ? 'tables' : 'namespaces';
+    const scope = JSON.stringify(ns);
+    const after = tokens.decode(tokenKind, scope, page.pageToken);
+    const limit = page.limit ?? undefined;
+    if (limit === 0) {
+      await namespaceExists();
+      return { names: [], pageToken: page.pageToken || tokens.encode(tokenKind, scope, '') };
+    }
+    const { names, more, resumeAfter } = await this.page(kind, ns, after, limit ?? Infinity, { includeDeclared, namespaceExists });
+    const last = resumeAfter ?? names[names.length - 1];
+    return { names, pageToken: more && last !== undefined ? tokens.encode(tokenKind, scope, last) : null };
   }
 
   /**

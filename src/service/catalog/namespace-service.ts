@@ -105,20 +105,11 @@ export class NamespaceService {
     await requireNamespace(this.store, ns);
   }
 
-  /** Child namespace names of `ns`, in byte order of their names. */
+  /** Child namespace names of `ns`, in the listing index's order (see compareNames): a page of the index, not of the directory. */
   async list(_ctx: RequestContext, ns: string[], page: PageRequest): Promise<ListNamespacesResponse> {
     validateNamespaceId(ns);
-    const scope = JSON.stringify(ns);
-    const after = this.deps.pageTokens.decode('namespaces', scope, page.pageToken);
-    const limit = page.limit ?? undefined;
-    if (limit === 0) {
-      await requireNamespace(this.store, ns);
-      return { namespaces: [], page_token: page.pageToken || this.deps.pageTokens.encode('namespaces', scope, '') };
-    }
-    // A page of the namespace's listing index (see listing-index.ts), not of its directory.
-    const { names, more } = await this.index.page('namespace', ns, after, limit ?? Infinity, { namespaceExists: () => requireNamespace(this.store, ns) });
-    const last = names[names.length - 1];
-    return { namespaces: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('namespaces', scope, last) : null };
+    const { names, pageToken } = await this.index.listPage('namespace', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns));
+    return { namespaces: names, page_token: pageToken };
   }
 
   /**

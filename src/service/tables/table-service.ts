@@ -383,22 +383,11 @@ export class TableService {
     if (!found.some(Boolean)) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
   }
 
-  /** Names of the tables directly in `ns`, in byte order: a page of the namespace's index (see catalog/listing-index.ts). */
+  /** Names of the tables directly in `ns`, in the listing index's order (see compareNames): a page of the index (catalog/listing-index.ts). */
   async list(_ctx: RequestContext, ns: string[], page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
     validateNamespaceId(ns);
-    const scope = JSON.stringify(ns);
-    const after = this.deps.pageTokens.decode('tables', scope, page.pageToken);
-    const limit = page.limit ?? undefined;
-    if (limit === 0) {
-      await requireNamespace(this.store, ns);
-      return { tables: [], page_token: page.pageToken || this.deps.pageTokens.encode('tables', scope, '') };
-    }
-    const { names, more, resumeAfter } = await this.index.page('table', ns, after, limit === undefined ? Infinity : limit, {
-      includeDeclared: page.includeDeclared ?? true,
-      namespaceExists: () => requireNamespace(this.store, ns),
-    });
-    const last = resumeAfter ?? names[names.length - 1];
-    return { tables: names, page_token: more && last !== undefined ? this.deps.pageTokens.encode('tables', scope, last) : null };
+    const { names, pageToken } = await this.index.listPage('table', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns), page.includeDeclared ?? true);
+    return { tables: names, page_token: pageToken };
   }
 
   /** Every table in every namespace, as full ids joined with `delimiter`, ordered by id. */
