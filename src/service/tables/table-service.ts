@@ -409,12 +409,15 @@ export class TableService {
    * once `want` ids are found. Tables and child namespaces come from each namespace's listing index.
    */
   private async walkTables(ns: string[], includeDeclared: boolean, afterId: string[] | undefined, want: number, out: string[][]): Promise<void> {
-    // Child namespaces whose subtrees end before the token are skipped below, unread.
-    const { names: children } = await this.index.page('namespace', ns, undefined, Infinity);
     // Within this namespace the token names the last id returned, or the subtree holding it: tables after its name.
     const inside = afterId !== undefined && afterId.length > ns.length && ns.every((p, i) => afterId[i] === p);
-    // Not bounded: the walk takes what a namespace holds up to `want`, however many it skips.
-    const { names: tables } = await this.index.page('table', ns, inside ? afterId[ns.length] : undefined, want - out.length, { includeDeclared, bounded: false });
+    // Both pages of this namespace at once. Child namespaces whose subtrees end before the token are
+    // skipped below, unread. Tables are not bounded: the walk takes what a namespace holds up to
+    // `want`, however many it skips.
+    const [{ names: children }, { names: tables }] = await Promise.all([
+      this.index.page('namespace', ns, undefined, Infinity),
+      this.index.page('table', ns, inside ? afterId[ns.length] : undefined, want - out.length, { includeDeclared, bounded: false }),
+    ]);
     let t = 0;
     for (const child of children) {
       while (t < tables.length && compareNames(tables[t] ?? '', child) <= 0 && out.length < want) out.push([...ns, tables[t++] ?? '']);
