@@ -231,7 +231,7 @@ export class LocalObjectStore implements ObjectStore {
   /** Writes a temporary file (fsynced if `durable`) next to `target`, creating parent directories; on failure none is left behind. */
   private async writeTemp(target: string, body: Buffer | string, durable: boolean): Promise<string> {
     const dir = path.dirname(target);
-    const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
+    let tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
     for (let attempt = 0; ; attempt++) {
       try {
         // The directory usually exists: make it only when the open says it does not.
@@ -257,6 +257,11 @@ export class LocalObjectStore implements ObjectStore {
       } catch (e) {
         // No directory yet, or a concurrent delete pruned the one just made: make it (again).
         if (errCode(e) === 'ENOENT' && attempt < 5) continue;
+        // A temporary name still taken (the counter came round to a file still being written): another.
+        if (errCode(e) === 'EEXIST' && attempt < 5) {
+          tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
+          continue;
+        }
         throw e;
       }
     }
