@@ -1,7 +1,7 @@
 import { LocalObjectStore } from './local-store.js';
 import type { StoreLocation } from './location.js';
 import type { ObjectStore } from './object-store.js';
-import { S3ObjectStore, type S3StoreConfig } from './s3-store.js';
+import { S3ObjectStore, type S3StoreConfig } from './s3/s3-store.js';
 
 /** How to reach S3 (endpoint, region, credentials); the bucket and prefix come from the location. */
 export type S3Connection = Omit<S3StoreConfig, 'bucket' | 'prefix'>;

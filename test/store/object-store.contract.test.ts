@@ -350,6 +350,27 @@ describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
     });
   });
 
+  describe('keys with characters that URIs and XML reserve', () => {
+    const ODD = ['sp ace', 'a+b', 'a&b', '50%', 'x=y', 'q?r', 'h#t', '<tag>', '"q"', "it's", '~t', 's;c', 'p,(x)!*', '&amp;'];
+    it('round-trip through put, get, head, list (with startAfter and a delimiter) and delete', async () => {
+      const objects = ODD.map((n) => `r/${n}`).sort(compareKeys);
+      await putAll(store, [...objects, ...ODD.map((n) => `r/${n}.d/leaf`)]);
+      for (const key of objects) {
+        expect(await bodyOf(store, key)).toBe(`body of ${key}`);
+        expect((await store.head(key))?.size).toBe(Buffer.byteLength(`body of ${key}`));
+      }
+      const page = await store.list('r/', { delimiter: '/' });
+      expect(keysOf(page.objects)).toEqual(objects);
+      expect(page.commonPrefixes).toEqual(ODD.map((n) => `r/${n}.d/`).sort(compareKeys));
+      const from = objects[3] ?? '';
+      const later = await store.list('r/', { startAfter: from, maxKeys: 3 });
+      const all = [...objects, ...ODD.map((n) => `r/${n}.d/leaf`)].sort(compareKeys);
+      expect(keysOf(later.objects)).toEqual(all.filter((k) => compareKeys(k, from) > 0).slice(0, 3));
+      for (const key of objects) await store.delete(key);
+      expect(keysOf((await store.list('r/', { delimiter: '/' })).objects)).toEqual([]);
+    });
+  });
+
   describe('delete', () => {
     it('deletes a key and accepts absent keys', async () => {
       await store.delete('never/was/here');

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { S3ServiceException } from '@aws-sdk/client-s3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PreconditionFailedError, StoreUnavailableError } from '../../src/store/object-store.js';
-import { isRetryableS3Error, S3ObjectStore, withRetries } from '../../src/store/s3-store.js';
+import { isRetryableS3Error, S3ObjectStore, withRetries } from '../../src/store/s3/s3-store.js';
 import { freePort } from '../support/s3-server.js';
 
 function s3Error(name: string, status: number): S3ServiceException {

@@ -7,7 +7,7 @@ import { LocalObjectStore } from '../../src/store/local-store.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
 import type { S3Connection } from '../../src/store/open-store.js';
-import { S3ObjectStore } from '../../src/store/s3-store.js';
+import { S3ObjectStore } from '../../src/store/s3/s3-store.js';
 import type { S3TestServer } from './s3-server.js';
 
 /** A fresh, empty catalog root on one backend. */

@@ -1,12 +1,7 @@
 import { createHash } from 'node:crypto';
 import {
   CopyObjectCommand,
-  DeleteObjectCommand,
   DeleteObjectsCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
@@ -23,7 +18,9 @@ import {
   PreconditionFailedError,
   type StoredObject,
   StoreUnavailableError,
-} from './object-store.js';
+} from '../object-store.js';
+import { parseListObjectsResult } from './list-objects-result.js';
+import { type S3Response, S3Requests } from './s3-requests.js';
 
 export interface S3StoreConfig {
   bucket: string;
@@ -86,6 +83,12 @@ function isPreconditionFailed(e: unknown): boolean {
   return err.name === 'PreconditionFailed' || err.$metadata?.httpStatusCode === 412;
 }
 
+/** The etag and modification time an answer carries in its headers. */
+function versionOf(response: S3Response): { etag: string; lastModified: Date } {
+  const modified = response.headers['last-modified'];
+  return { etag: response.headers.etag ?? '', lastModified: modified ? new Date(modified) : new Date(0) };
+}
+
 const md5Etag = (body: Buffer): string => `"${createHash('md5').update(body).digest('hex')}"`;
 const unquote = (etag: string): string => etag.replace(/^"(.*)"$/, '$1');
 
@@ -108,7 +111,9 @@ export async function withRetries<T>(attempts: number, op: (attempt: number) => 
   }
 }
 
-// S3 adapter. Create-if-absent is PutObject with `If-None-Match: *`, replace-if-unchanged is
+// S3 adapter. Single-object calls and LISTs are signed and sent by `S3Requests` (a fraction of the
+// SDK's CPU per request); multipart uploads, batch deletes, copies and bucket set-up use the SDK.
+// Create-if-absent is PutObject with `If-None-Match: *`, replace-if-unchanged is
 // PutObject with `If-Match: <etag>`; the server settles races. Because a retried put may find its own
 // earlier attempt already landed, a 412 after a retry is checked against the body's MD5 before it is
 // reported as a lost race.
@@ -116,6 +121,7 @@ export class S3ObjectStore implements ObjectStore {
   readonly rootUri: string;
   readonly listsWholeDirectory = false;
   private readonly client: S3Client;
+  private readonly requests: S3Requests;
   private readonly attempts: number;
   /** Some servers (Ceph RGW 16) compare If-Match literally and only accept the unquoted etag. */
   private ifMatchUnquoted = false;
@@ -146,6 +152,17 @@ export class S3ObjectStore implements ObjectStore {
       };
     }
     this.client = new S3Client(clientConfig);
+    const credentials = this.client.config.credentials;
+    this.requests = new S3Requests({
+      bucket: config.bucket,
+      ...(config.endpoint ? { endpoint: config.endpoint } : {}),
+      region: config.region,
+      forcePathStyle: config.forcePathStyle,
+      // The SDK's provider: the configured keys, or the default chain (environment, profile, instance role), refreshed as they expire.
+      credentials: () => credentials(),
+      connectionTimeoutMs: 5_000,
+      requestTimeoutMs: config.requestTimeoutMs ?? 30_000,
+    });
   }
 
   private fullKey(key: string): string {
@@ -193,6 +210,7 @@ export class S3ObjectStore implements ObjectStore {
 
   async close(): Promise<void> {
     this.client.destroy();
+    this.requests.destroy();
   }
 
   /** Creates the bucket if it does not exist (used by tests and first start against a fresh server). */
@@ -213,10 +231,8 @@ export class S3ObjectStore implements ObjectStore {
 
   async head(key: string): Promise<ObjectInfo | null> {
     try {
-      const out = await withRetries(this.attempts, () =>
-        this.client.send(new HeadObjectCommand({ Bucket: this.config.bucket, Key: this.fullKey(key) })),
-      );
-      return { key, size: out.ContentLength ?? 0, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0) };
+      const out = await withRetries(this.attempts, () => this.requests.send('HEAD', this.fullKey(key)));
+      return { key, size: Number(out.headers['content-length'] ?? 0), ...versionOf(out) };
     } catch (e) {
       if (isNotFound(e)) return null;
       throw e;
@@ -225,11 +241,8 @@ export class S3ObjectStore implements ObjectStore {
 
   async get(key: string): Promise<StoredObject | null> {
     try {
-      return await withRetries(this.attempts, async () => {
-        const out = await this.client.send(new GetObjectCommand({ Bucket: this.config.bucket, Key: this.fullKey(key) }));
-        const body = Buffer.from(out.Body ? await out.Body.transformToByteArray() : new Uint8Array());
-        return { key, body, size: body.length, etag: out.ETag ?? '', lastModified: out.LastModified ?? new Date(0) };
-      });
+      const out = await withRetries(this.attempts, () => this.requests.send('GET', this.fullKey(key)));
+      return { key, body: out.body, size: out.body.length, ...versionOf(out) };
     } catch (e) {
       if (isNotFound(e)) return null;
       throw e;
@@ -250,16 +263,14 @@ export class S3ObjectStore implements ObjectStore {
     const send = (ifMatch?: string) =>
       withRetries(this.attempts, async (attempt) => {
         try {
-          const out = await this.client.send(
-            new PutObjectCommand({
-              Bucket: this.config.bucket,
-              Key,
-              Body: bytes,
-              ...(condition && 'ifNoneMatch' in condition ? { IfNoneMatch: '*' } : {}),
-              ...(ifMatch !== undefined ? { IfMatch: ifMatch } : {}),
-            }),
-          );
-          return { key, size: bytes.length, etag: out.ETag ?? ourEtag, lastModified: new Date() };
+          const out = await this.requests.send('PUT', Key, {
+            body: bytes,
+            headers: {
+              ...(condition && 'ifNoneMatch' in condition ? { 'if-none-match': '*' } : {}),
+              ...(ifMatch !== undefined ? { 'if-match': ifMatch } : {}),
+            },
+          });
+          return { key, size: bytes.length, etag: out.headers.etag ?? ourEtag, lastModified: new Date() };
         } catch (e) {
           if (isPreconditionFailed(e) && attempt > 0) {
             // An earlier attempt may have landed and its response been lost.
@@ -320,43 +331,26 @@ export class S3ObjectStore implements ObjectStore {
     // `${base}0` (which must still be listed, so replacing '/' by '0' would lose it): append U+10FFFF,
     // the largest code point, whose UTF-8 (F4 8F BF BF) no key under it can exceed in practice.
     const startAfter = after === undefined ? undefined : after.endsWith('/') ? `${after}\u{10FFFF}` : after;
-    const send = (continuationToken?: string) =>
-      withRetries(this.attempts, () =>
-        this.client.send(
-          new ListObjectsV2Command({
-            Bucket: this.config.bucket,
-            Prefix: this.fullKey(prefix),
-            ...(options.delimiter ? { Delimiter: options.delimiter } : {}),
-            ...(continuationToken
-              ? { ContinuationToken: continuationToken }
-              : startAfter !== undefined
-                ? { StartAfter: this.fullKey(startAfter) }
-                : {}),
-            MaxKeys: options.maxKeys ?? 1000,
-          }),
-        ),
-      );
+    const send = async (continuationToken?: string) => {
+      const query: Record<string, string> = { 'list-type': '2', prefix: this.fullKey(prefix), 'max-keys': String(options.maxKeys ?? 1000) };
+      if (options.delimiter) query.delimiter = options.delimiter;
+      if (continuationToken) query['continuation-token'] = continuationToken;
+      else if (startAfter !== undefined) query['start-after'] = this.fullKey(startAfter);
+      const out = await withRetries(this.attempts, () => this.requests.send('GET', null, { query }));
+      return parseListObjectsResult(out.body.toString('utf8'));
+    };
     let out = await send();
     const objects: ObjectInfo[] = [];
     let commonPrefixes: string[] = [];
     for (;;) {
-      objects.push(
-        ...(out.Contents ?? []).map((o) => ({
-          key: this.storeKey(o.Key ?? ''),
-          size: o.Size ?? 0,
-          etag: o.ETag ?? '',
-          lastModified: o.LastModified ?? new Date(0),
-        })),
-      );
-      commonPrefixes = (out.CommonPrefixes ?? [])
-        .map((p) => this.storeKey(p.Prefix ?? ''))
-        .filter((p) => after === undefined || compareKeys(p, after) > 0);
+      for (const o of out.objects) objects.push({ ...o, key: this.storeKey(o.key) });
+      commonPrefixes = out.commonPrefixes.map((p) => this.storeKey(p)).filter((p) => after === undefined || compareKeys(p, after) > 0);
       // A truncated page can be empty once filtered (the rest of a rolled-up prefix): follow the
       // server's own cursor until there is something to return, so that paging always advances.
-      if (objects.length + commonPrefixes.length > 0 || !out.IsTruncated || !out.NextContinuationToken) break;
-      out = await send(out.NextContinuationToken);
+      if (objects.length + commonPrefixes.length > 0 || !out.isTruncated || !out.nextContinuationToken) break;
+      out = await send(out.nextContinuationToken);
     }
-    if (!out.IsTruncated) return { objects, commonPrefixes };
+    if (!out.isTruncated) return { objects, commonPrefixes };
     const candidates = [...objects.map((o) => o.key), ...commonPrefixes].sort(compareKeys);
     const last = candidates[candidates.length - 1] ?? after;
     return last === undefined ? { objects, commonPrefixes } : { objects, commonPrefixes, nextStartAfter: last };
@@ -364,9 +358,7 @@ export class S3ObjectStore implements ObjectStore {
 
   async delete(key: string): Promise<void> {
     try {
-      await withRetries(this.attempts, () =>
-        this.client.send(new DeleteObjectCommand({ Bucket: this.config.bucket, Key: this.fullKey(key) })),
-      );
+      await withRetries(this.attempts, () => this.requests.send('DELETE', this.fullKey(key)));
     } catch (e) {
       if (!isNotFound(e)) throw e;
     }
