@@ -62,6 +62,17 @@ async function pagesOf(tables: TableService, ns: string[], limit: number, includ
   throw new Error('listing did not end');
 }
 
+async function pagesOfNamespaces(namespaces: NamespaceService, ns: string[]): Promise<string[][]> {
+  const pages: string[][] = [];
+  let pageToken: string | undefined;
+  do {
+    const page = await namespaces.list(ctx, ns, { limit: 2, ...(pageToken ? { pageToken } : {}) });
+    pages.push(page.namespaces);
+    pageToken = page.page_token ?? undefined;
+  } while (pageToken);
+  return pages;
+}
+
 const name = (i: number) => `t${String(i).padStart(4, '0')}`;
 
 describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
@@ -89,11 +100,31 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     expect(second.tables).toEqual(all.slice(10, 20));
     expect(counted.total()).toBe(4);
 
-    // No limit: one pass over the index, still no table read.
+    // No limit: one pass over the index and its data names, kept as the index's snapshot; still no table read.
     counted.reset();
     expect((await listing.list(ctx, ['ns'], {})).tables).toEqual(all);
-    expect(counted.calls.get).toBe(1);
-    expect(counted.calls.list).toBe(2);
+    // The namespace record, the stamp and the snapshot (none yet), the marker; a new stamp; the pending
+    // entries, the index and its data names; the snapshot written.
+    expect(counted.calls).toEqual({ get: 3, head: 1, list: 3, put: 2 });
+    // Another process reads the snapshot instead of the index.
+    const elsewhere = servicesOver(root.deps(counted.store)).tables;
+    counted.reset();
+    expect((await elsewhere.list(ctx, ['ns'], {})).tables).toEqual(all);
+    expect(counted.calls).toEqual({ get: 3, head: 1, list: 1 });
+    // A page after it there: the snapshot from memory, since the stamp says it still holds.
+    counted.reset();
+    expect((await elsewhere.list(ctx, ['ns'], { limit: 10, pageToken: first.page_token ?? '' })).tables).toEqual(all.slice(10, 20));
+    expect(counted.calls).toEqual({ get: 2, head: 1, list: 1 });
+    // A change elsewhere moves the stamp: pages read the index again, the next whole listing rebuilds the snapshot.
+    await tables.declare(ctx, ['ns', 't0010a'], {});
+    counted.reset();
+    expect((await elsewhere.list(ctx, ['ns'], { limit: 2, pageToken: first.page_token ?? '' })).tables).toEqual(['t0010', 't0010a']);
+    expect(counted.calls).toEqual({ get: 2, head: 1, list: 2 });
+    counted.reset();
+    expect((await elsewhere.list(ctx, ['ns'], {})).tables).toEqual([...all.slice(0, 11), 't0010a', ...all.slice(11)]);
+    expect(counted.calls).toEqual({ get: 3, head: 1, list: 3, put: 2 });
+    await tables.drop(ctx, ['ns', 't0010a']);
+    expect((await elsewhere.list(ctx, ['ns'], {})).tables).toEqual(all);
 
     // ListAllTables: per namespace on the way, its directory and its index, not its tables.
     await listing.listAll(ctx, '.', { limit: 5 }); // the root's first listing indexes it (it has no tables)
@@ -101,8 +132,7 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     const everywhere = await listing.listAll(ctx, '.', { limit: 5 });
     expect(everywhere.tables).toEqual(all.slice(0, 5).map((t) => `ns.${t}`));
     // The root, ns and ns.child (it sorts before the tables): each, for its child namespaces and for its
-    // tables, the index marker, the pending entries and a page of the index.
-    expect(counted.calls.get ?? 0).toBe(0);
+    // tables, the index marker, the pending entries and a page of the index, or the stamp of a snapshot kept.
     expect(counted.total()).toBe(3 * 2 * 3);
 
     // Small pages visit every table exactly once, in order.
@@ -292,12 +322,23 @@ describe.each(backends())('listing index under concurrent changes on $name', (ba
         }
       };
       const workers = [...[0, 1, 2].map(churn), nsChurn()];
+      // Another process lists whole namespaces (building and reading the index's snapshot) and pages after them.
+      const elsewhere = servicesOver(depsOf(root));
       for (let round = 0; round < 6; round++) {
-        const seen = (await pagesOf(tables, ['ns'], 1 + (round % 4) * 3)).flat();
-        expect(new Set(seen).size, 'no table twice').toBe(seen.length);
-        expect([...seen].sort(compareNames), 'in order').toEqual(seen);
-        for (const t of stable) expect(seen, `${t} there throughout`).toContain(t);
-        for (const t of seen) expect(everCreated.has(t), `${t} was created`).toBe(true);
+        const [paged, whole, wholeElsewhere, pagedElsewhere] = await Promise.all([
+          pagesOf(tables, ['ns'], 1 + (round % 4) * 3),
+          tables.list(ctx, ['ns'], {}),
+          elsewhere.tables.list(ctx, ['ns'], {}),
+          pagesOf(elsewhere.tables, ['ns'], 5 + round),
+        ]);
+        for (const seen of [paged.flat(), whole.tables, wholeElsewhere.tables, pagedElsewhere.flat()]) {
+          expect(new Set(seen).size, 'no table twice').toBe(seen.length);
+          expect([...seen].sort(compareNames), 'in order').toEqual(seen);
+          for (const t of stable) expect(seen, `${t} there throughout`).toContain(t);
+          for (const t of seen) expect(everCreated.has(t), `${t} was created`).toBe(true);
+        }
+        const wholeNs = (await elsewhere.namespaces.list(ctx, ['ns'], {})).namespaces;
+        for (const n of stableNs) expect(wholeNs, `${n} there throughout`).toContain(n);
         const seenNs: string[] = [];
         let pageToken: string | undefined;
         do {
@@ -313,8 +354,13 @@ describe.each(backends())('listing index under concurrent changes on $name', (ba
       await Promise.all(workers);
       // Once quiet, the listing is exactly what exists.
       const exists = async (t: string) => tables.exists(ctx, ['ns', t], undefined).then(() => true, () => false);
-      const listed = (await tables.list(ctx, ['ns'], {})).tables;
-      for (const t of everCreated) expect(listed.includes(t), t).toBe(await exists(t));
+      for (const service of [tables, elsewhere.tables]) {
+        const listed = (await service.list(ctx, ['ns'], {})).tables;
+        for (const t of everCreated) expect(listed.includes(t), t).toBe(await exists(t));
+        expect((await pagesOf(service, ['ns'], 4)).flat()).toEqual(listed);
+      }
+      const namespacesNow = (await elsewhere.namespaces.list(ctx, ['ns'], {})).namespaces;
+      expect(namespacesNow).toEqual((await pagesOfNamespaces(namespaces, ['ns'])).flat());
     } finally {
       await root.dispose();
     }

@@ -4,6 +4,7 @@ import { compareKeys, type ObjectStore, PreconditionFailedError } from '../../st
 import { readNamespace } from './catalog.js';
 import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef, tableDirKey } from './layout.js';
 import type { Locations } from './locations.js';
+import { type IndexSnapshot, ListingSnapshots } from './listing-snapshot.js';
 import type { PageTokens } from './page-token.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { faultPoint } from '../fault-points.js';
@@ -40,6 +41,10 @@ import { hasCommittedVersion, isVisible, readTableState, tableHasData } from '..
 // never told) has no `t`; listings that exclude declared tables check the `_versions/` of the
 // declared names on their page (one LIST each, bounded by the page), and do not record it.
 //
+// Listings that read every name (no limit) keep the index in one object as well, checked against
+// a stamp that every settle deletes (listing-snapshot.ts), so that they read one key instead of
+// LISTing a key per name; a page after such a listing reads it from memory once the stamp matches.
+//
 // Namespaces the index does not cover yet (written by Lance's own directory catalog, or by a
 // version of this service before the index) have no `_catalog/index.ready` marker: the first
 // listing settles every child in it once, then puts the marker. Children that Lance's directory
@@ -47,9 +52,9 @@ import { hasCommittedVersion, isVisible, readTableState, tableHasData } from '..
 
 export type ChildKind = 'table' | 'namespace';
 
-const FOLDERS: Record<ChildKind, { visible: string; pending: string }> = {
-  table: { visible: `${CATALOG_DIR}/tables/`, pending: `${CATALOG_DIR}/pending/` },
-  namespace: { visible: `${CATALOG_DIR}/namespaces/`, pending: `${CATALOG_DIR}/namespace-pending/` },
+const FOLDERS: Record<ChildKind, { name: string; visible: string; pending: string }> = {
+  table: { name: 'tables', visible: `${CATALOG_DIR}/tables/`, pending: `${CATALOG_DIR}/pending/` },
+  namespace: { name: 'namespaces', visible: `${CATALOG_DIR}/namespaces/`, pending: `${CATALOG_DIR}/namespace-pending/` },
 };
 const DATA_DIR = `${CATALOG_DIR}/data/`;
 const READY = `${CATALOG_DIR}/index.ready`;
@@ -97,12 +102,47 @@ interface Pending {
   until: number;
 }
 
+/** Reads the index's names in order, a stretch at a time, from the store or from a snapshot. */
+interface IndexCursor {
+  /** The next names (at most LIST_PAGE, and `room` + 1); `exhausted` when none follow. */
+  next(room: number): Promise<{ names: string[]; exhausted: boolean }>;
+  /** Names in (lower, upper] that the index says have data (a set that may hold others too). */
+  withData(lower: string | undefined, upper: string | undefined): Promise<Set<string>>;
+}
+
+const stretchSize = (room: number): number => Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE);
+
+/** A cursor over a snapshot's names, after `after`. */
+function snapshotCursor(names: string[], data: Set<string>, after: string | undefined): IndexCursor {
+  // The first name past `after`: names are in compareNames order.
+  let low = 0;
+  let high = names.length;
+  while (after !== undefined && low < high) {
+    const mid = (low + high) >>> 1;
+    if (compareNames(names[mid] ?? '', after) <= 0) low = mid + 1;
+    else high = mid;
+  }
+  let at = low;
+  return {
+    next: async (room) => {
+      const stretch = names.slice(at, at + stretchSize(room));
+      at += stretch.length;
+      return { names: stretch, exhausted: at >= names.length };
+    },
+    withData: async () => data,
+  };
+}
+
 export class ListingIndex {
+  private readonly snapshots: ListingSnapshots;
+
   constructor(
     private readonly store: ObjectStore,
     private readonly locations: Locations,
     private readonly leaseMs: number,
-  ) {}
+  ) {
+    this.snapshots = new ListingSnapshots(store);
+  }
 
   /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
   async begin(kind: ChildKind, ref: TableRef, op: string = randomUUID()): Promise<string> {
@@ -116,7 +156,7 @@ export class ListingIndex {
    * pending keys. `made` is the state the caller's change just made, if it knows it: it saves the
    * first read (the read after the write still checks it).
    */
-  async settle(kind: ChildKind, ref: TableRef, pending: string[], made?: Made): Promise<void> {
+  async settle(kind: ChildKind, ref: TableRef, pending: string[], made?: Made, options: { invalidate?: boolean } = {}): Promise<void> {
     faultPoint('index:before-settle');
     let truth: Truth = made ? { ...made, busy: false } : await this.observe(kind, ref);
     for (let round = 0; ; round++) {
@@ -128,6 +168,8 @@ export class ListingIndex {
       if (round === SETTLE_ROUNDS - 1) return;
       truth = again;
     }
+    // Snapshots of the index no longer hold (listing-snapshot.ts): their stamp goes before the pending entry.
+    if (options.invalidate ?? true) await this.snapshots.invalidate(ref.namespace, FOLDERS[kind].name);
     for (const key of pending) await this.store.delete(key);
   }
 
@@ -139,7 +181,7 @@ export class ListingIndex {
   }
 
   /** Runs `change` between `begin` and `settle`; the settle runs even when the change fails. */
-  async around<T>(kind: ChildKind, ref: TableRef, change: () => Promise<T>, made?: Made): Promise<T> {
+  async around<T>(kind: ChildKind, ref: TableRef, change: () => Promise<T>, made?: Made, options: { invalidate?: boolean } = {}): Promise<T> {
     const pending = await this.begin(kind, ref);
     let changed = false;
     try {
@@ -148,7 +190,7 @@ export class ListingIndex {
       return result;
     } finally {
       // The pending entry stays if this fails: listings read the state.
-      await this.settle(kind, ref, [pending], changed ? made : undefined).catch(() => undefined);
+      await this.settle(kind, ref, [pending], changed ? made : undefined, options).catch(() => undefined);
     }
   }
 
@@ -199,10 +241,11 @@ export class ListingIndex {
 
   /**
    * Up to `want` child names of `ns` after `after` (in compareNames order), tables only with data
-   * unless `includeDeclared`. One LIST of the pending entries, then delimited LISTs of the index
-   * sized to the page; state is read only for names on the page with a pending entry, and for
-   * declared tables when they are excluded: then, `bounded`, a page that has checked many of them
-   * ends short (resumeAfter), so that no request reads a number of tables beyond its page.
+   * unless `includeDeclared`. One LIST of the pending entries, then the index: from its snapshot
+   * when the stamp says it holds (a listing of every name builds it), else in delimited LISTs sized
+   * to the page. State is read only for names on the page with a pending entry, and for declared
+   * tables when they are excluded: then, `bounded`, a page that has checked many of them ends short
+   * (resumeAfter), so that no request reads a number of tables beyond its page.
    */
   async page(
     kind: ChildKind,
@@ -212,41 +255,56 @@ export class ListingIndex {
     options: { includeDeclared?: boolean; bounded?: boolean; namespaceExists?: () => Promise<unknown> } = {},
   ): Promise<IndexPage> {
     const { includeDeclared = true, bounded = true } = options;
-    const base = namespaceDirKey(ns);
-    const visibleDir = FOLDERS[kind].visible;
-    const listIndex = (startAfter: string | undefined, room: number) =>
-      this.store.list(`${base}${visibleDir}`, { delimiter: '/', maxKeys: Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE), ...(startAfter ? { startAfter } : {}) });
-    let startAfter = after !== undefined && after !== '' ? `${base}${visibleDir}${after}/` : undefined;
+    const folder = FOLDERS[kind].name;
+    const from = after === '' ? undefined : after;
+    const kept = this.snapshots.keptFor(ns, folder);
+    // A snapshot is worth a look when this process keeps one, or when every name is wanted (which
+    // builds one if it is stale), unless the namespace is known to be too large for one.
+    const whole = from === undefined && want === Infinity;
+    const bySnapshot = kept ? kept.names !== null : whole;
+    const fromStore = this.storeCursor(kind, ns, from);
     // The reads of a page do not depend on each other: one round trip (with the caller's check
     // that the namespace exists, which must pass before an index is built for it).
-    const [ready, pending, firstListing] = await Promise.all([
-      this.store.head(`${base}${READY}`),
+    const [ready, pending, stamp, stored, firstStretch] = await Promise.all([
+      this.store.head(`${namespaceDirKey(ns)}${READY}`),
       this.pendingOf(kind, ns),
-      listIndex(startAfter, want),
+      bySnapshot ? this.snapshots.stamp(ns, folder) : null,
+      bySnapshot && !kept ? this.snapshots.read(ns, folder) : null,
+      bySnapshot ? undefined : fromStore.next(want),
       options.namespaceExists?.(),
     ]);
     if (!ready) {
       await this.build(ns);
       return this.page(kind, ns, after, want, { includeDeclared, bounded });
     }
-    const pendingNames = [...pending.keys()].filter((n) => after === undefined || compareNames(n, after) > 0).sort(compareNames);
+    let cursor = fromStore;
+    if (bySnapshot) {
+      const snapshot = [kept, stored].find((s): s is IndexSnapshot => s !== undefined && s !== null && stamp !== null && s.stamp === stamp);
+      if (snapshot?.names) cursor = snapshotCursor(snapshot.names, snapshot.data, from);
+      else if (whole) {
+        this.snapshots.forget(ns, folder);
+        const built = await this.buildSnapshot(kind, ns, stamp);
+        cursor = snapshotCursor(built.names, built.data, from);
+      } else this.snapshots.forget(ns, folder);
+    }
+    const pendingNames = [...pending.keys()].filter((n) => from === undefined || compareNames(n, from) > 0).sort(compareNames);
     const names: string[] = [];
     let settledElsewhere = 0;
     let checked = 0;
-    let lower = after;
-    let prefetched: typeof firstListing | undefined = firstListing;
+    let lower = from;
+    let prefetched = firstStretch;
     for (;;) {
-      const listing = prefetched ?? (await listIndex(startAfter, want - names.length));
+      const stretch = prefetched ?? (await cursor.next(want - names.length));
       prefetched = undefined;
-      const indexed = listing.commonPrefixes.map((p) => p.slice(base.length + visibleDir.length, -1));
-      const exhausted = !listing.nextStartAfter;
+      const indexed = stretch.names;
+      const exhausted = stretch.exhausted;
       const upper = exhausted ? undefined : indexed[indexed.length - 1];
       // The names of this stretch: those indexed, and those only a pending entry knows of (a create that died before settling).
       const inRange = (n: string) => (lower === undefined || compareNames(n, lower) > 0) && (upper === undefined || compareNames(n, upper) <= 0);
       const unindexed = pendingNames.filter(inRange);
       // The index lists in this order already; only names a pending entry adds need sorting in.
       const candidates = unindexed.length === 0 ? indexed : [...new Set([...indexed, ...unindexed])].sort(compareNames);
-      const withData = includeDeclared || kind !== 'table' || candidates.length === 0 ? null : await this.namesWithData(ns, lower, upper);
+      const withData = includeDeclared || kind !== 'table' || candidates.length === 0 ? null : await cursor.withData(lower, upper);
       // Nothing to look at (no pending entry, no declared table to check): the stretch is the page.
       if (withData === null && !candidates.some((name) => pending.has(name))) {
         names.push(...candidates);
@@ -258,7 +316,6 @@ export class ListingIndex {
       if (names.length === want) return { names, more: true };
       // Many declared tables skipped: a short page, which the next one resumes after what was read.
       if (bounded && upper !== undefined && checked >= Math.max(MIN_CHECKS, 2 * want)) return { names, more: true, resumeAfter: upper };
-      startAfter = listing.nextStartAfter;
       lower = upper;
     }
     // Dead pending entries elsewhere are settled a few at a time, so that they do not pile up.
@@ -270,6 +327,49 @@ export class ListingIndex {
       if (!(await this.observe(kind, ref)).busy) await this.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
     }
     return { names, more: false };
+  }
+
+  /** A cursor over the index as the store holds it: delimited LISTs sized to the page. */
+  private storeCursor(kind: ChildKind, ns: string[], after: string | undefined): IndexCursor {
+    const base = namespaceDirKey(ns);
+    const prefix = `${base}${FOLDERS[kind].visible}`;
+    let startAfter = after === undefined ? undefined : `${prefix}${after}/`;
+    return {
+      next: async (room) => {
+        const listing = await this.store.list(prefix, { delimiter: '/', maxKeys: stretchSize(room), ...(startAfter ? { startAfter } : {}) });
+        startAfter = listing.nextStartAfter;
+        return { names: listing.commonPrefixes.map((p) => p.slice(prefix.length, -1)), exhausted: !listing.nextStartAfter };
+      },
+      withData: (lower, upper) => this.namesWithData(ns, lower, upper),
+    };
+  }
+
+  /**
+   * Lists the whole index (names, and for tables which have data) after reading the stamp, and
+   * stores it as the snapshot of that stamp (listing-snapshot.ts); returns what it listed.
+   */
+  private async buildSnapshot(kind: ChildKind, ns: string[], stampRead: string | null): Promise<{ names: string[]; data: Set<string> }> {
+    const folder = FOLDERS[kind].name;
+    const stamp = stampRead ?? (await this.snapshots.createStamp(ns, folder));
+    const [names, data] = await Promise.all([
+      this.allNames(`${namespaceDirKey(ns)}${FOLDERS[kind].visible}`),
+      kind === 'table' ? this.allNames(`${namespaceDirKey(ns)}${DATA_DIR}`) : [],
+    ]);
+    const withData = new Set(data);
+    await this.snapshots.write(ns, folder, stamp, names, withData);
+    return { names, data: withData };
+  }
+
+  /** Every name (sub-directory) under an index folder, in order. */
+  private async allNames(prefix: string): Promise<string[]> {
+    const names: string[] = [];
+    let startAfter: string | undefined;
+    for (;;) {
+      const listing = await this.store.list(prefix, { delimiter: '/', maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
+      for (const p of listing.commonPrefixes) names.push(p.slice(prefix.length, -1));
+      if (!listing.nextStartAfter) return names;
+      startAfter = listing.nextStartAfter;
+    }
   }
 
   /** The candidates a listing shows: a name with a pending entry by its state (settling it when dead), a declared one if it has data where wanted. */
@@ -349,10 +449,12 @@ export class ListingIndex {
       const children = page.commonPrefixes.map((p) => childOfPrefix(dirKey, p)).filter((c) => c !== null);
       // Each under a pending entry of its own, like any change: a rebuild that dies half-way through a
       // settle, racing an operation on the name, leaves the name to be read from its state.
-      await Promise.all(children.map((c) => limit(() => this.around(c.kind, { namespace: ns, name: c.name }, async () => undefined))));
+      await Promise.all(children.map((c) => limit(() => this.around(c.kind, { namespace: ns, name: c.name }, async () => undefined, undefined, { invalidate: false }))));
       if (!page.nextStartAfter) break;
       startAfter = page.nextStartAfter;
     }
+    // Once for all the names settled above (a snapshot from before a rebuild must not pass).
+    await Promise.all([this.snapshots.invalidate(ns, FOLDERS.table.name), this.snapshots.invalidate(ns, FOLDERS.namespace.name)]);
     await this.markReady(ns);
   }
 

@@ -164,7 +164,10 @@ export class NamespaceService {
         const dirKey = namespaceDirKey(ns);
         // Listed again: leftovers, and in Cascade every child, including any created since.
         const remaining = await listAll(this.store, dirKey, { delimiter: '/' });
-        for (const prefix of remaining.commonPrefixes) {
+        // The namespace's own catalog state goes last: dropping its children writes there (listing-index.ts).
+        const catalogPrefix = `${dirKey}${CATALOG_DIR}/`;
+        const prefixes = [...remaining.commonPrefixes.filter((p) => p !== catalogPrefix), ...remaining.commonPrefixes.filter((p) => p === catalogPrefix)];
+        for (const prefix of prefixes) {
           const child = childOfPrefix(dirKey, prefix);
           // A child namespace is dropped through the same protocol, so that creators inside it see
           // its own mark; a table through the table drop's, so that writes under way end first.

@@ -1,0 +1,140 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
+import { CATALOG_DIR, namespaceDirKey } from './layout.js';
+
+// A namespace's listing index in one object, so that a listing reads one key instead of LISTing a
+// key per child (an object store answers a LIST of a thousand keys many times slower than a GET).
+//
+//   _catalog/<folder>.stamp      a random token, never written twice; deleted by every change of the index
+//   _catalog/<folder>.snapshot   { stamp, names, data }: the index as listed after that stamp was read
+//
+// Invariant: a snapshot whose stamp equals the current stamp holds the index entries of every name
+// that has no pending entry. How it holds: a snapshot is built by reading the stamp (creating a new
+// one, if-none-match, when there is none), then LISTing the whole index, then writing the names with
+// the stamp read first. Every change of a name's entries is followed by the stamp's deletion before
+// the name's pending entry is deleted (ListingIndex.settle), and a token once deleted never comes
+// back. So an entry changed after the builder's LIST read it took the snapshot's stamp with it,
+// unless that change's pending entry still exists, and then a listing reads the name's state instead
+// of the index (as it does for every name with a pending entry).
+// A snapshot is a cache: written without a condition, it need not survive a crash. The stamp's
+// deletion, like the index's own deletes, relies on the file system keeping the order of metadata
+// changes across a crash (journaling file systems do). Deleting rather than replacing the stamp leaves
+// nothing behind when a change settles in a namespace just dropped.
+
+const Snapshot = z.object({
+  stamp: z.string(),
+  /** Every indexed name, in index order; absent when there were more than SNAPSHOT_MAX_NAMES. */
+  names: z.array(z.string()).optional(),
+  /** The names the index says have data (tables only). */
+  data: z.array(z.string()).optional(),
+});
+
+export interface IndexSnapshot {
+  stamp: string;
+  /** Indexed names in index order; null when the index is too large to keep in one object. */
+  names: string[] | null;
+  data: Set<string>;
+}
+
+/** Above this many children a namespace is listed from the index itself, page by page. */
+export const SNAPSHOT_MAX_NAMES = 20_000;
+/** Names kept in memory across namespaces; the least recently used snapshots go first. */
+const KEPT_NAMES = 200_000;
+
+export const stampKey = (ns: string[], folder: string): string => `${namespaceDirKey(ns)}${CATALOG_DIR}/${folder}.stamp`;
+const snapshotKey = (ns: string[], folder: string): string => `${namespaceDirKey(ns)}${CATALOG_DIR}/${folder}.snapshot`;
+
+export class ListingSnapshots {
+  /** Snapshots read or built by this process, by snapshot key; checked against the stamp before use. */
+  private readonly kept = new Map<string, IndexSnapshot>();
+  private keptNames = 0;
+
+  constructor(private readonly store: ObjectStore) {}
+
+  /** Announces a change of the index of `folder` in `ns`: no snapshot taken before it holds (see the invariant above). */
+  async invalidate(ns: string[], folder: string): Promise<void> {
+    await this.store.delete(stampKey(ns, folder));
+  }
+
+  /** The current stamp (null: none yet). */
+  async stamp(ns: string[], folder: string): Promise<string | null> {
+    const object = await this.store.get(stampKey(ns, folder));
+    return object ? object.body.toString('utf8') : null;
+  }
+
+  /** A stamp for a builder that found none: a new one, or the one another builder created meanwhile. */
+  async createStamp(ns: string[], folder: string): Promise<string> {
+    for (;;) {
+      const fresh = randomUUID();
+      try {
+        await this.store.put(stampKey(ns, folder), fresh, { ifNoneMatch: '*' });
+        return fresh;
+      } catch (e) {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+      }
+      const current = await this.stamp(ns, folder);
+      if (current !== null) return current;
+    }
+  }
+
+  /** This process's snapshot of the index, whatever its stamp (the caller checks it). */
+  keptFor(ns: string[], folder: string): IndexSnapshot | undefined {
+    const key = snapshotKey(ns, folder);
+    const snapshot = this.kept.get(key);
+    if (snapshot) {
+      // Most recently used last: eviction takes from the front.
+      this.kept.delete(key);
+      this.kept.set(key, snapshot);
+    }
+    return snapshot;
+  }
+
+  /** The stored snapshot (null: none, or unreadable). */
+  async read(ns: string[], folder: string): Promise<IndexSnapshot | null> {
+    const object = await this.store.get(snapshotKey(ns, folder));
+    if (!object) return null;
+    let parsed: z.infer<typeof Snapshot>;
+    try {
+      parsed = Snapshot.parse(JSON.parse(object.body.toString('utf8')));
+    } catch {
+      return null; // a cache: an unreadable one is rebuilt
+    }
+    const snapshot = { stamp: parsed.stamp, names: parsed.names ?? null, data: new Set(parsed.data ?? []) };
+    this.keep(ns, folder, snapshot);
+    return snapshot;
+  }
+
+  /**
+   * Stores and keeps a snapshot of `names` built under `stamp` (read before the index was listed);
+   * past SNAPSHOT_MAX_NAMES only a marker that says so. A failed write is a cache not filled.
+   */
+  async write(ns: string[], folder: string, stamp: string, names: string[], data: Set<string>): Promise<void> {
+    const snapshot: IndexSnapshot = names.length > SNAPSHOT_MAX_NAMES ? { stamp, names: null, data: new Set() } : { stamp, names, data };
+    const body = snapshot.names === null ? { stamp } : { stamp, names, data: [...data] };
+    this.keep(ns, folder, snapshot);
+    await this.store.put(snapshotKey(ns, folder), JSON.stringify(body), undefined, { durable: false }).catch(() => undefined);
+  }
+
+  /** Forgets this process's snapshot (found stale). */
+  forget(ns: string[], folder: string): void {
+    const key = snapshotKey(ns, folder);
+    const old = this.kept.get(key);
+    if (!old) return;
+    this.kept.delete(key);
+    this.keptNames -= old.names?.length ?? 0;
+  }
+
+  private keep(ns: string[], folder: string, snapshot: IndexSnapshot): void {
+    this.forget(ns, folder);
+    const size = snapshot.names?.length ?? 0;
+    if (size > KEPT_NAMES) return;
+    for (const [key, old] of this.kept) {
+      if (this.keptNames + size <= KEPT_NAMES) break;
+      this.kept.delete(key);
+      this.keptNames -= old.names?.length ?? 0;
+    }
+    this.kept.set(snapshotKey(ns, folder), snapshot);
+    this.keptNames += size;
+  }
+}
