@@ -26,12 +26,14 @@ describe('CreateTable during a store outage', () => {
   afterAll(() => engine?.close());
 
   it('a failed create whose clean-up also failed blocks the name only for its lease', async () => {
-    // Deletes fail while the store is down, as they do when the S3 endpoint is unreachable.
+    // Deletes in the table's directory (the create's clean-up) fail while the store is down, as they
+    // do when the S3 endpoint is unreachable.
     const outage = { down: false };
     const down = () => Promise.reject(new StoreUnavailableError('the store is unreachable'));
+    const inTable = (key: string) => key.startsWith('ns/t.lance/');
     const store = storeDouble(root.store, {
-      delete: (key) => (outage.down ? down() : root.store.delete(key)),
-      deletePrefix: (prefix, options) => (outage.down ? down() : root.store.deletePrefix(prefix, options)),
+      delete: (key) => (outage.down && inTable(key) ? down() : root.store.delete(key)),
+      deletePrefix: (prefix, options) => (outage.down && inTable(prefix) ? down() : root.store.deletePrefix(prefix, options)),
     });
     const deps = { ...localCatalogDeps(store, root.dir, engine), settings: { managedVersioningDefault: false, leaseMs: LEASE_MS } };
     const tables = new TableService(deps, () => {

@@ -4,7 +4,7 @@ import { compareKeys, type ObjectStore, PreconditionFailedError } from '../../st
 import { readNamespace } from './catalog.js';
 import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef, tableDirKey } from './layout.js';
 import type { Locations } from './locations.js';
-import { type IndexSnapshot, ListingSnapshots } from './listing-snapshot.js';
+import { type IndexSnapshot, ListingSnapshots, type PendingEntry } from './listing-snapshot.js';
 import type { PageTokens } from './page-token.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { faultPoint } from '../fault-points.js';
@@ -41,9 +41,10 @@ import { hasCommittedVersion, isVisible, readTableState, tableHasData } from '..
 // never told) has no `t`; listings that exclude declared tables check the `_versions/` of the
 // declared names on their page (one LIST each, bounded by the page), and do not record it.
 //
-// Listings that read every name (no limit) keep the index in one object as well, checked against
-// a stamp that every settle deletes (listing-snapshot.ts), so that they read one key instead of
-// LISTing a key per name; a page after such a listing reads it from memory once the stamp matches.
+// Listings that read every name (no limit) keep the index and its pending entries in one object as
+// well, checked against a stamp that every begin and every settle deletes (listing-snapshot.ts), so
+// that they read two keys instead of LISTing a key per name; a page after such a listing reads it
+// from memory while the stamp matches.
 //
 // Namespaces the index does not cover yet (written by Lance's own directory catalog, or by a
 // version of this service before the index) have no `_catalog/index.ready` marker: the first
@@ -110,6 +111,12 @@ interface IndexCursor {
   withData(lower: string | undefined, upper: string | undefined): Promise<Set<string>>;
 }
 
+function pendingByName(entries: PendingEntry[]): Map<string, Pending[]> {
+  const byName = new Map<string, Pending[]>();
+  for (const { name, key, until } of entries) byName.set(name, [...(byName.get(name) ?? []), { key, until }]);
+  return byName;
+}
+
 const stretchSize = (room: number): number => Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE);
 
 /** A cursor over a snapshot's names, after `after`. */
@@ -147,7 +154,8 @@ export class ListingIndex {
   /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
   async begin(kind: ChildKind, ref: TableRef, op: string = randomUUID()): Promise<string> {
     const key = `${pendingDir(kind, ref)}${Date.parse(leaseUntil(this.leaseMs))}.${opPart(op)}`;
-    await this.store.put(key, '');
+    // Snapshots taken before this change stop holding before it changes anything (listing-snapshot.ts).
+    await Promise.all([this.store.put(key, ''), this.snapshots.invalidate(ref.namespace, FOLDERS[kind].name)]);
     return key;
   }
 
@@ -156,7 +164,7 @@ export class ListingIndex {
    * pending keys. `made` is the state the caller's change just made, if it knows it: it saves the
    * first read (the read after the write still checks it).
    */
-  async settle(kind: ChildKind, ref: TableRef, pending: string[], made?: Made, options: { invalidate?: boolean } = {}): Promise<void> {
+  async settle(kind: ChildKind, ref: TableRef, pending: string[], made?: Made): Promise<void> {
     faultPoint('index:before-settle');
     let truth: Truth = made ? { ...made, busy: false } : await this.observe(kind, ref);
     for (let round = 0; ; round++) {
@@ -169,7 +177,7 @@ export class ListingIndex {
       truth = again;
     }
     // Snapshots of the index no longer hold (listing-snapshot.ts): their stamp goes before the pending entry.
-    if (options.invalidate ?? true) await this.snapshots.invalidate(ref.namespace, FOLDERS[kind].name);
+    await this.snapshots.invalidate(ref.namespace, FOLDERS[kind].name);
     for (const key of pending) await this.store.delete(key);
   }
 
@@ -181,7 +189,7 @@ export class ListingIndex {
   }
 
   /** Runs `change` between `begin` and `settle`; the settle runs even when the change fails. */
-  async around<T>(kind: ChildKind, ref: TableRef, change: () => Promise<T>, made?: Made, options: { invalidate?: boolean } = {}): Promise<T> {
+  async around<T>(kind: ChildKind, ref: TableRef, change: () => Promise<T>, made?: Made): Promise<T> {
     const pending = await this.begin(kind, ref);
     let changed = false;
     try {
@@ -190,7 +198,7 @@ export class ListingIndex {
       return result;
     } finally {
       // The pending entry stays if this fails: listings read the state.
-      await this.settle(kind, ref, [pending], changed ? made : undefined, options).catch(() => undefined);
+      await this.settle(kind, ref, [pending], changed ? made : undefined).catch(() => undefined);
     }
   }
 
@@ -265,12 +273,12 @@ export class ListingIndex {
     const fromStore = this.storeCursor(kind, ns, from);
     // The reads of a page do not depend on each other: one round trip (with the caller's check
     // that the namespace exists, which must pass before an index is built for it).
-    const [ready, pending, stamp, stored, firstStretch] = await Promise.all([
+    const [ready, stamp, stored, firstStretch, pendingListed] = await Promise.all([
       this.store.head(`${namespaceDirKey(ns)}${READY}`),
-      this.pendingOf(kind, ns),
       bySnapshot ? this.snapshots.stamp(ns, folder) : null,
       bySnapshot && !kept ? this.snapshots.read(ns, folder) : null,
       bySnapshot ? undefined : fromStore.next(want),
+      bySnapshot ? undefined : this.pendingOf(kind, ns),
       options.namespaceExists?.(),
     ]);
     if (!ready) {
@@ -278,21 +286,28 @@ export class ListingIndex {
       return this.page(kind, ns, after, want, { includeDeclared, bounded });
     }
     let cursor = fromStore;
-    if (bySnapshot) {
-      const snapshot = [kept, stored].find((s): s is IndexSnapshot => s !== undefined && s !== null && stamp !== null && s.stamp === stamp);
-      if (snapshot?.names) cursor = snapshotCursor(snapshot.names, snapshot.data, from);
-      else if (whole) {
-        this.snapshots.forget(ns, folder);
-        const built = await this.buildSnapshot(kind, ns, stamp);
-        cursor = snapshotCursor(built.names, built.data, from);
-      } else this.snapshots.forget(ns, folder);
+    let pending: Map<string, Pending[]>;
+    let prefetched = firstStretch;
+    const snapshot = [kept, stored].find((s): s is IndexSnapshot => s !== undefined && s !== null && stamp !== null && s.stamp === stamp);
+    if (pendingListed) pending = pendingListed;
+    else if (snapshot?.names) {
+      cursor = snapshotCursor(snapshot.names, snapshot.data, from);
+      pending = pendingByName(snapshot.pending);
+    } else if (whole) {
+      this.snapshots.forget(ns, folder);
+      const built = await this.buildSnapshot(kind, ns, stamp);
+      cursor = snapshotCursor(built.names, built.data, from);
+      pending = pendingByName(built.pending);
+    } else {
+      // A stale snapshot: the index itself, as without one.
+      this.snapshots.forget(ns, folder);
+      [pending, prefetched] = await Promise.all([this.pendingOf(kind, ns), fromStore.next(want)]);
     }
     const pendingNames = [...pending.keys()].filter((n) => from === undefined || compareNames(n, from) > 0).sort(compareNames);
     const names: string[] = [];
     let settledElsewhere = 0;
     let checked = 0;
     let lower = from;
-    let prefetched = firstStretch;
     for (;;) {
       const stretch = prefetched ?? (await cursor.next(want - names.length));
       prefetched = undefined;
@@ -348,16 +363,18 @@ export class ListingIndex {
    * Lists the whole index (names, and for tables which have data) after reading the stamp, and
    * stores it as the snapshot of that stamp (listing-snapshot.ts); returns what it listed.
    */
-  private async buildSnapshot(kind: ChildKind, ns: string[], stampRead: string | null): Promise<{ names: string[]; data: Set<string> }> {
+  private async buildSnapshot(kind: ChildKind, ns: string[], stampRead: string | null): Promise<{ names: string[]; data: Set<string>; pending: PendingEntry[] }> {
     const folder = FOLDERS[kind].name;
     const stamp = stampRead ?? (await this.snapshots.createStamp(ns, folder));
-    const [names, data] = await Promise.all([
+    const [names, data, pendingByNames] = await Promise.all([
       this.allNames(`${namespaceDirKey(ns)}${FOLDERS[kind].visible}`),
       kind === 'table' ? this.allNames(`${namespaceDirKey(ns)}${DATA_DIR}`) : [],
+      this.pendingOf(kind, ns),
     ]);
     const withData = new Set(data);
-    await this.snapshots.write(ns, folder, stamp, names, withData);
-    return { names, data: withData };
+    const pending = [...pendingByNames].flatMap(([name, entries]) => entries.map((e) => ({ name, ...e })));
+    await this.snapshots.write(ns, folder, stamp, names, withData, pending);
+    return { names, data: withData, pending };
   }
 
   /** Every name (sub-directory) under an index folder, in order. */
@@ -449,11 +466,11 @@ export class ListingIndex {
       const children = page.commonPrefixes.map((p) => childOfPrefix(dirKey, p)).filter((c) => c !== null);
       // Each under a pending entry of its own, like any change: a rebuild that dies half-way through a
       // settle, racing an operation on the name, leaves the name to be read from its state.
-      await Promise.all(children.map((c) => limit(() => this.around(c.kind, { namespace: ns, name: c.name }, async () => undefined, undefined, { invalidate: false }))));
+      await Promise.all(children.map((c) => limit(() => this.around(c.kind, { namespace: ns, name: c.name }, async () => undefined))));
       if (!page.nextStartAfter) break;
       startAfter = page.nextStartAfter;
     }
-    // Once for all the names settled above (a snapshot from before a rebuild must not pass).
+    // Also when there was no child to settle: a snapshot from before a rebuild must not pass.
     await Promise.all([this.snapshots.invalidate(ns, FOLDERS.table.name), this.snapshots.invalidate(ns, FOLDERS.namespace.name)]);
     await this.markReady(ns);
   }

@@ -7,23 +7,30 @@ import { CATALOG_DIR, namespaceDirKey } from './layout.js';
 // key per child (an object store answers a LIST of a thousand keys many times slower than a GET).
 //
 //   _catalog/<folder>.stamp      a random token, never written twice; deleted by every change of the index
-//   _catalog/<folder>.snapshot   { stamp, names, data }: the index as listed after that stamp was read
+//   _catalog/<folder>.snapshot   { stamp, names, data, pending }: the index and its pending entries as
+//                                listed after that stamp was read
 //
-// Invariant: a snapshot whose stamp equals the current stamp holds the index entries of every name
-// that has no pending entry. How it holds: a snapshot is built by reading the stamp (creating a new
-// one, if-none-match, when there is none), then LISTing the whole index, then writing the names with
-// the stamp read first. Every change of a name's entries is followed by the stamp's deletion before
-// the name's pending entry is deleted (ListingIndex.settle), and a token once deleted never comes
-// back. So an entry changed after the builder's LIST read it took the snapshot's stamp with it,
-// unless that change's pending entry still exists, and then a listing reads the name's state instead
-// of the index (as it does for every name with a pending entry).
+// Invariant: while a snapshot's stamp is the current stamp, the snapshot's pending entries are the
+// index's (as far as they matter: see below) and it holds the index entries of every other name. How
+// it holds: a snapshot is built by reading the stamp (creating a new one, if-none-match, when there
+// is none), then LISTing the whole index and its pending entries, then writing them with the stamp
+// read first. An operation deletes the stamp before it changes a child's state (ListingIndex.begin,
+// at once with putting its pending entry) and again after it wrote the index and before it deletes
+// its pending entry (ListingIndex.settle); a token once deleted never comes back. So a reader that
+// finds the snapshot's stamp read it before any state change or index write made after the
+// builder's LISTs: it may answer as of the snapshot, an instant within its own request, reading the
+// state of the names the snapshot has pending entries for (as every listing does).
 // A snapshot is a cache: written without a condition, it need not survive a crash. The stamp's
 // deletion, like the index's own deletes, relies on the file system keeping the order of metadata
 // changes across a crash (journaling file systems do). Deleting rather than replacing the stamp leaves
 // nothing behind when a change settles in a namespace just dropped.
 
+const PendingEntry = z.object({ name: z.string(), key: z.string(), until: z.number() });
+export type PendingEntry = z.infer<typeof PendingEntry>;
+
 const Snapshot = z.object({
   stamp: z.string(),
+  pending: z.array(PendingEntry).optional(),
   /** Every indexed name, in index order; absent when there were more than SNAPSHOT_MAX_NAMES. */
   names: z.array(z.string()).optional(),
   /** The names the index says have data (tables only). */
@@ -35,6 +42,7 @@ export interface IndexSnapshot {
   /** Indexed names in index order; null when the index is too large to keep in one object. */
   names: string[] | null;
   data: Set<string>;
+  pending: PendingEntry[];
 }
 
 /** Above this many children a namespace is listed from the index itself, page by page. */
@@ -100,7 +108,7 @@ export class ListingSnapshots {
     } catch {
       return null; // a cache: an unreadable one is rebuilt
     }
-    const snapshot = { stamp: parsed.stamp, names: parsed.names ?? null, data: new Set(parsed.data ?? []) };
+    const snapshot = { stamp: parsed.stamp, names: parsed.names ?? null, data: new Set(parsed.data ?? []), pending: parsed.pending ?? [] };
     this.keep(ns, folder, snapshot);
     return snapshot;
   }
@@ -109,9 +117,9 @@ export class ListingSnapshots {
    * Stores and keeps a snapshot of `names` built under `stamp` (read before the index was listed);
    * past SNAPSHOT_MAX_NAMES only a marker that says so. A failed write is a cache not filled.
    */
-  async write(ns: string[], folder: string, stamp: string, names: string[], data: Set<string>): Promise<void> {
-    const snapshot: IndexSnapshot = names.length > SNAPSHOT_MAX_NAMES ? { stamp, names: null, data: new Set() } : { stamp, names, data };
-    const body = snapshot.names === null ? { stamp } : { stamp, names, data: [...data] };
+  async write(ns: string[], folder: string, stamp: string, names: string[], data: Set<string>, pending: PendingEntry[]): Promise<void> {
+    const snapshot: IndexSnapshot = names.length > SNAPSHOT_MAX_NAMES ? { stamp, names: null, data: new Set(), pending: [] } : { stamp, names, data, pending };
+    const body = snapshot.names === null ? { stamp } : { stamp, names, data: [...data], pending };
     this.keep(ns, folder, snapshot);
     await this.store.put(snapshotKey(ns, folder), JSON.stringify(body), undefined, { durable: false }).catch(() => undefined);
   }
