@@ -3,7 +3,7 @@ import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type CatalogDeps, displayId } from '../catalog/catalog.js';
 import { type EngineFailureContext, onEngine } from '../engine-errors.js';
-import { type TableRef, VERSIONS_DIR } from '../catalog/layout.js';
+import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
 import type { RequestContext } from '../request-context.js';
 import { TableFences } from '../tables/table-fences.js';
 import { latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
@@ -63,10 +63,14 @@ export class DataTables {
     return { ...table, ref: state.ref, at, hasData };
   }
 
-  /** Opens the table `id` (as `open`) and runs `write` on it under a write lease: a drop waits for it, or it fails cleanly. Engine failures pass through as they are (the backfill runner tells transient ones from the rest by them). */
+  /**
+   * Runs `write` on the table `id` under a write lease: a drop waits for it, or it fails cleanly.
+   * The lease comes first and the table is opened (as `open`) after it, which is the writer's look
+   * the protocol asks for (table-fences.ts). Engine failures pass through as they are (the backfill
+   * runner tells transient ones from the rest by them).
+   */
   async write<T>(ctx: RequestContext, id: string[], write: (table: OpenTable) => Promise<T>, options: { allowDeclared?: boolean } = {}): Promise<T> {
-    const table = await this.open(ctx, id, options);
-    return this.fences.whileWriting(table.state, ctx.requestId, () => write(table));
+    return this.fences.whileWritingTo(tableRefOf(id), ctx.requestId, async () => write(await this.open(ctx, id, options)));
   }
 
   /**

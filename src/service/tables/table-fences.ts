@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { displayId } from '../catalog/catalog.js';
-import { CATALOG_DIR, deregisteredMarkerKey, tableRecordKey } from '../catalog/layout.js';
+import { CATALOG_DIR, deregisteredMarkerKey, type TableRef, tableDirKey, tableRecordKey } from '../catalog/layout.js';
 import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '../coordination/leases.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
@@ -18,8 +18,9 @@ import { TableVersions } from '../versions/dataset-versions.js';
 // deletes anything (and goes with the table) or fails cleanly.
 //
 // Protocol. A writer puts a lease of its own under `_catalog/writers/` of the table directory and
-// only then reads the table again; if a drop has begun, or the table is another incarnation than
-// the one it resolved, it removes its lease and answers 404 without touching data. A drop puts the
+// only then reads the table (again, if it resolved it before: then it also checks that the table is
+// the incarnation it resolved); if a drop has begun, it removes its lease and answers 404 without
+// touching data. A drop puts the
 // tombstone (create-if-absent: of concurrent drops one wins) and only then looks for live writer
 // leases and version-slot reservations, waiting until there are none before it deletes. Each side
 // writes before it reads, so at least one sees the other: a writer that saw no tombstone is seen
@@ -60,20 +61,26 @@ export class TableFences {
    * dropped and created again) since it was resolved; the lease is renewed until release.
    */
   async enterWrite(resolved: TableState, requestId: string): Promise<WriteLease> {
-    const key = `${resolved.dirKey}${WRITERS_DIR}${randomUUID()}.json`;
+    const lease = await this.announce(resolved.ref, requestId);
+    const same = await isStillResolved(this.store, resolved).catch(async (e: unknown) => {
+      await lease.release().catch(() => undefined);
+      throw e;
+    });
+    if (!same) {
+      await lease.release().catch(() => undefined);
+      throw tableNotFound([...resolved.ref.namespace, resolved.ref.name]);
+    }
+    return lease;
+  }
+
+  /** Puts the write lease of a writer of the table `ref` (see the protocol), renewed until release. */
+  private async announce(ref: TableRef, requestId: string): Promise<WriteLease> {
+    const key = `${tableDirKey(ref)}${WRITERS_DIR}${randomUUID()}.json`;
     const lease = () => encodeRecord({ request_id: requestId, expires_at: leaseUntil(this.leaseMs) });
     // Not fsynced: the lease matters only while its writer lives, and a crash of the machine ends
     // the writer too (an unreadable lease is no live lease to a drop, see anyLive).
     const transient = { durable: false };
     let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' }, transient)).etag;
-    const same = await isStillResolved(this.store, resolved).catch(async (e: unknown) => {
-      await this.store.delete(key).catch(() => undefined);
-      throw e;
-    });
-    if (!same) {
-      await this.store.delete(key).catch(() => undefined);
-      throw tableNotFound([...resolved.ref.namespace, resolved.ref.name]);
-    }
     // Renewed only while it is exactly the lease written here: a drop that gave up waiting deleted it.
     const renewal = keepRenewed(this.leaseMs, async () => {
       etag = (await this.store.put(key, lease(), { ifMatch: etag }, transient)).etag;
@@ -92,7 +99,7 @@ export class TableFences {
         // a crash runs out by itself.
         void this.store.delete(key).catch(() => undefined);
         if (!still) {
-          const id = [...resolved.ref.namespace, resolved.ref.name];
+          const id = [...ref.namespace, ref.name];
           throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} was dropped while this write ran; the write may have gone with it`);
         }
       },
@@ -101,7 +108,19 @@ export class TableFences {
 
   /** Runs `write` under a write lease (see enterWrite); a failure of the write wins over one of the release. */
   async whileWriting<T>(resolved: TableState, requestId: string, write: () => Promise<T>): Promise<T> {
-    const lease = await this.enterWrite(resolved, requestId);
+    return this.under(await this.enterWrite(resolved, requestId), write);
+  }
+
+  /**
+   * Runs `resolveAndWrite` under a write lease put before it: its own resolution of the table
+   * (which must find it visible, or fail) is the writer's read after its lease (see the protocol),
+   * one round trip fewer than resolving first and reading again.
+   */
+  async whileWritingTo<T>(ref: TableRef, requestId: string, resolveAndWrite: () => Promise<T>): Promise<T> {
+    return this.under(await this.announce(ref, requestId), resolveAndWrite);
+  }
+
+  private async under<T>(lease: WriteLease, write: () => Promise<T>): Promise<T> {
     let result: T;
     try {
       result = await write();
