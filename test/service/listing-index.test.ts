@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { CatalogDeps } from '../../src/service/catalog/catalog.js';
 import { Locations } from '../../src/service/catalog/locations.js';
 import { compareNames } from '../../src/service/catalog/listing-index.js';
+import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';
 import type { RequestContext } from '../../src/service/request-context.js';
@@ -369,4 +370,28 @@ describe.each(backends())('listing index under concurrent changes on $name', (ba
       await root.dispose();
     }
   }, 120_000);
+});
+
+describe('listing snapshot of a namespace too large for one', () => {
+  const root = useCatalogRoot('memory');
+
+  it('keeps only a marker, and whole listings and pages read the index itself, complete and in order', async () => {
+    const { namespaces, tables } = servicesOver(root.deps(root.store));
+    await namespaces.create(ctx, ['big'], {});
+    // More names than a snapshot holds, written as the index keeps them (declaring 20,000 tables one by one would take minutes).
+    const count = SNAPSHOT_MAX_NAMES + 5;
+    const all = Array.from({ length: count }, (_, i) => `t${String(i).padStart(6, '0')}`);
+    for (const t of all) await root.store.put(`big/_catalog/tables/${t}/v`, '');
+    expect((await tables.list(ctx, ['big'], {})).tables).toEqual(all);
+    const snapshot = await root.store.get('big/_catalog/tables.snapshot');
+    expect(Object.keys(JSON.parse(snapshot?.body.toString('utf8') ?? '{}'))).toEqual(['stamp']);
+    // Another process meets the marker: the index itself, then from memory it knows to go there at once.
+    const counted = counting(root.store);
+    const elsewhere = servicesOver(root.deps(counted.store)).tables;
+    expect((await elsewhere.list(ctx, ['big'], {})).tables).toEqual(all);
+    expect(counted.calls.put ?? 0).toBe(0);
+    counted.reset();
+    expect((await elsewhere.list(ctx, ['big'], { limit: 3 })).tables).toEqual(all.slice(0, 3));
+    expect(counted.calls).toEqual({ get: 1, head: 1, list: 2 });
+  });
 });

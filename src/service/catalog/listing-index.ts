@@ -249,9 +249,9 @@ export class ListingIndex {
 
   /**
    * Up to `want` child names of `ns` after `after` (in compareNames order), tables only with data
-   * unless `includeDeclared`. One LIST of the pending entries, then the index: from its snapshot
-   * when the stamp says it holds (a listing of every name builds it), else in delimited LISTs sized
-   * to the page. State is read only for names on the page with a pending entry, and for declared
+   * unless `includeDeclared`. The index and its pending entries come from its snapshot when the
+   * stamp says it holds (a listing of every name builds it), else from a LIST of the pending entries
+   * and delimited LISTs of the index sized to the page. State is read only for names on the page with a pending entry, and for declared
    * tables when they are excluded: then, `bounded`, a page that has checked many of them ends short
    * (resumeAfter), so that no request reads a number of tables beyond its page.
    */
@@ -293,14 +293,14 @@ export class ListingIndex {
     else if (snapshot?.names) {
       cursor = snapshotCursor(snapshot.names, snapshot.data, from);
       pending = pendingByName(snapshot.pending);
-    } else if (whole) {
+    } else if (whole && !snapshot) {
       this.snapshots.forget(ns, folder);
       const built = await this.buildSnapshot(kind, ns, stamp);
       cursor = snapshotCursor(built.names, built.data, from);
       pending = pendingByName(built.pending);
     } else {
-      // A stale snapshot: the index itself, as without one.
-      this.snapshots.forget(ns, folder);
+      // A stale snapshot, or a current one that only says the index is too large for it: the index itself.
+      if (!snapshot) this.snapshots.forget(ns, folder);
       [pending, prefetched] = await Promise.all([this.pendingOf(kind, ns), fromStore.next(want)]);
     }
     const pendingNames = [...pending.keys()].filter((n) => from === undefined || compareNames(n, from) > 0).sort(compareNames);
