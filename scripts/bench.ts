@@ -890,18 +890,20 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
     log(`fixture: bench$data, ${count(sizes.dataRows)} rows written by pylance`);
     await writeThrough(servers, ['bench', 'data'], sizes.dataRows, 0);
     let updated = 0;
+    const updateCalls: Record<Side, string> = { ours: '?', ref: '?' };
     rows.push({
       label: dataLabel,
       parts: ['count rows', 'update 1 row'],
-      run: async (side) => {
+      run: async (side, round) => {
         const base = servers.url[side];
         const table = `/v1/table/${idPath('bench', 'data')}`;
+        const update = () => call(base, 'POST', `${table}/update`, { predicate: `id = ${updated++}`, updates: [['value', 'value * 2 + 1']] }).then(() => undefined);
         const counts = await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/count_rows`, {}).then(() => undefined));
-        const updates = await closedLoop(1, sizes.dataCalls, () =>
-          call(base, 'POST', `${table}/update`, { predicate: `id = ${updated++}`, updates: [['value', 'value * 2 + 1']] }).then(() => undefined),
-        );
+        const updates = await closedLoop(1, sizes.dataCalls, update);
+        if (round === 0) updateCalls[side] = await storeCalls(bench, side, 3, update);
         return [latency(counts), latency(updates)];
       },
+      ...(bench.s3Proxy ? { note: () => `store calls per update: this service ${updateCalls.ours}; reference ${updateCalls.ref}` } : {}),
       probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'data')}/count_rows`, {}),
     });
   }
