@@ -209,8 +209,9 @@ export class TableVersions {
     return found;
   }
 
-  async writeSidecar(sidecar: VersionSidecar): Promise<void> {
-    await this.store.put(this.sidecarKey(sidecar.version), encodeRecord(sidecar));
+  /** `placeAfter`: see PutOptions (a sidecar placed before its manifest could describe another's). */
+  async writeSidecar(sidecar: VersionSidecar, placeAfter?: Promise<unknown>): Promise<void> {
+    await this.store.put(this.sidecarKey(sidecar.version), encodeRecord(sidecar), undefined, placeAfter ? { placeAfter } : undefined);
   }
 
   /**
@@ -246,7 +247,8 @@ export class TableVersions {
   }
 
   async release(version: number): Promise<void> {
-    await this.store.delete(this.reservationKey(version));
+    // The next version's slot is claimed in the same directory soon.
+    await this.store.delete(this.reservationKey(version), { keepDirectory: true });
   }
 
   /**

@@ -19,15 +19,18 @@ import type { VersionSlots } from './version-slots.js';
 // the staged file; release the slot.
 //
 // Cost, the next version of a table on a local disk (pinned by test/service/commit-path-cost.test.ts):
-// 14 store calls and 4 fsyncs (it was 16 and 8). The request resolves the table: 2 (LIST, GET of
-// its record). The staged manifest: 1. The slot: 2 (a put that is not fsynced, as a single
-// writer's hold is harmless to lose with the machine, which the writer does not survive either;
-// and its delete, without a look within its lease). The look again: 2, at once, and at once with
-// the latest version: 3 (hint, its manifest, the one above under its V2 name: a V2 table never goes
-// back to V1 names). The commit: 3, the manifest and its sidecar each fsynced with its directory
-// (acknowledged means durable), Lance's hint not (readers probe past a stale one). The staged file's
-// delete: 1, at once with the slot's release. The first version of a declared table: 14 (no hint
-// yet, one LIST instead; Lance's reserved marker goes).
+// 14 store calls and 4 fsyncs, of which the request waits for 3 in turn (it was 16 and 8, then 14
+// and 4 in turn). The request resolves the table: 2 (LIST, GET of its record). The staged
+// manifest: 1. The slot: 2 (a put that is not fsynced, as a single writer's hold is harmless to
+// lose with the machine, which the writer does not survive either; and its delete, without a look
+// within its lease, leaving the reservations directory for the next slot). The look again: 2, at
+// once, and at once with the latest version: 3 (hint, its manifest, the one above under its V2
+// name: a V2 table never goes back to V1 names). The commit: 3, the manifest and its sidecar each
+// fsynced with its directory (acknowledged means durable): the two files at once, then the
+// manifest's directory, then the sidecar's, placed only after the manifest (see writeManifest);
+// Lance's hint not fsynced (readers probe past a stale one). The staged file's delete: 1, at once
+// with the slot's release. The first version of a declared table: 14 (no hint yet, one LIST
+// instead; Lance's reserved marker goes).
 
 export class SingleCommits {
   constructor(
