@@ -61,7 +61,7 @@ describe('the cost of one create_table_version on a local root', () => {
   const root = useLocalRoot('lance-ns-commit-cost-');
   afterEach(() => vi.restoreAllMocks());
 
-  async function commitCost(withDataOf: number): Promise<{ calls: string[]; fsyncs: number; chain: number }> {
+  async function commitCost(withDataOf: number, extra: { naming_scheme?: 'V2' } = {}): Promise<{ calls: string[]; fsyncs: number; chain: number }> {
     const { store, calls } = counting(root.store);
     const deps = localCatalogDeps(store, root.dir);
     const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: 30_000 });
@@ -76,7 +76,7 @@ describe('the cost of one create_table_version on a local root', () => {
     const staged = await stage(withDataOf + 1);
     calls.length = 0;
     const fsyncs = countFsyncs();
-    await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, e_tag: 'e', manifest_size: 10 });
+    await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, e_tag: 'e', manifest_size: 10, ...extra });
     const result = { calls: [...calls], fsyncs: fsyncs.count(), chain: fsyncs.chain() };
     expect((await versions.describe(ctx, ['t'], withDataOf + 1)).version.e_tag).toBe('e');
     return result;
@@ -92,6 +92,23 @@ describe('the cost of one create_table_version on a local root', () => {
         'head get', // the look again at the table, holding the slot
         'get head head', // the latest version: hint, its manifest, the next (V2 names only follow V2 ones)
         'put put put', // manifest and sidecar (fsynced, their files at once; the sidecar placed after the manifest), Lance's hint (not)
+        'delete delete', // the staged manifest, the slot
+      ].join(' '),
+    );
+    expect(fsyncs).toBe(4);
+    expect(chain).toBe(3);
+  });
+
+  it('the next version as Lance asks for it (naming scheme given): the same calls, the writes begun before the slot', async () => {
+    const { calls, fsyncs, chain } = await commitCost(2, { naming_scheme: 'V2' });
+    expect(calls.join(' ')).toBe(
+      [
+        'list get', // the table, resolved once
+        'get', // the staged manifest, checked
+        'put put put', // manifest and sidecar (their files fsynced at once while the checks run), Lance's hint: placed only after the checks
+        'put', // the version slot (not fsynced)
+        'head get', // the look again at the table, holding the slot
+        'get head head', // the latest version: hint, its manifest, the next
         'delete delete', // the staged manifest, the slot
       ].join(' '),
     );

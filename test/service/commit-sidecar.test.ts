@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/model/errors.js';
 import type { RequestContext } from '../../src/service/request-context.js';
@@ -14,7 +15,9 @@ import { storeDouble } from '../support/store-double.js';
 // create-if-absent has succeeded (writeManifest in src/service/versions/commit-steps.ts): a
 // sidecar is only ever found beside the manifest its writer committed. These tests try to break
 // that with a writer that wins the manifest first, a failing manifest write, and a look at the
-// store while the manifest's write is held back.
+// store while the manifest's write is held back. A request that names its naming scheme writes
+// both before it holds the version's slot (SingleCommits.commit), placing them only if its
+// checks pass: two such writers of one version, and a version that is not the next, try that.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 const table = new TableVersions({ store: null as unknown as ObjectStore, key: 't.lance/', owned: true });
@@ -102,5 +105,45 @@ describe.each(catalogRootKinds)('the sidecar of a version follows its manifest (
     expect(sidecarPlaced).toBe(true);
     expect(await root.store.head(FINAL_2)).not.toBeNull();
     expect(await root.store.head(SIDECAR_2)).not.toBeNull();
+  });
+
+  /** Temporary files left in the table's version directories (a local disk only; never listed). */
+  const leftovers = (): string[] =>
+    kind === 'local'
+      ? ['t.lance/_versions', 't.lance/_catalog/versions'].flatMap((d) => fs.readdirSync(root.store.location(d)).filter((n) => n.includes('~tmp~')))
+      : [];
+
+  it('of two writers of one version that both write before holding the slot, one commits and the other places nothing', async () => {
+    const { versions } = await tableAtVersion1(root.store);
+    const staged2 = (await root.store.get('t.lance/_versions/2.manifest-b'))?.body;
+    const other = manifestBytes(2, 'other');
+    await root.store.put('t.lance/_versions/2.manifest-c', other);
+    const results = await Promise.allSettled([
+      versions.create(ctx, ['t'], { version: 2, manifest_path: '_versions/2.manifest-b', e_tag: 'b', naming_scheme: 'V2' }),
+      versions.create(ctx, ['t'], { version: 2, manifest_path: '_versions/2.manifest-c', e_tag: 'c', naming_scheme: 'V2' }),
+    ]);
+    const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+    expect(won).toHaveLength(1);
+    const lost = results.find((r) => r.status === 'rejected');
+    expect(lost?.status === 'rejected' ? lost.reason : null).toMatchObject({ code: ErrorCode.ConcurrentModification });
+    const winner = won[0] === 0 ? { bytes: staged2 ?? Buffer.alloc(0), e_tag: 'b' } : { bytes: other, e_tag: 'c' };
+    expect((await root.store.get(FINAL_2))?.body.equals(winner.bytes)).toBe(true);
+    expect((await versions.describe(ctx, ['t'], 2)).version.e_tag).toBe(winner.e_tag);
+    expect(leftovers()).toEqual([]);
+  });
+
+  it('a version that is not the next places nothing it wrote before holding the slot', async () => {
+    const { versions } = await tableAtVersion1(root.store);
+    await root.store.put('t.lance/_versions/3.manifest-d', manifestBytes(3));
+    await expect(versions.create(ctx, ['t'], { version: 3, manifest_path: '_versions/3.manifest-d', e_tag: 'd', naming_scheme: 'V2' })).rejects.toMatchObject({
+      code: ErrorCode.ConcurrentModification,
+    });
+    expect(await root.store.head(table.finalKey(3, 'V2'))).toBeNull();
+    expect(await root.store.head(table.sidecarKey(3))).toBeNull();
+    expect(JSON.parse((await root.store.get('t.lance/_versions/latest_version_hint.json'))?.body.toString() ?? '{}')).toEqual(kind === 'local' ? { version: 1 } : {});
+    expect(leftovers()).toEqual([]);
+    // And the next version, asked for the same way, commits.
+    expect((await versions.create(ctx, ['t'], { version: 2, manifest_path: '_versions/2.manifest-b', e_tag: 'b', naming_scheme: 'V2' })).version.e_tag).toBe('b');
+    expect(leftovers()).toEqual([]);
   });
 });
