@@ -81,8 +81,6 @@ interface VersionWrites {
   sidecarPlaced: Promise<void>;
   hintPlaced: Promise<void>;
   sidecar: VersionSidecar;
-  /** Whether Lance's hint is written: for readers that cannot list cheaply (V1 tables, local disks). */
-  hinted: boolean;
   committedAt: Date;
 }
 
@@ -98,7 +96,7 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: Buffer,
   // client said about the version (e_tag, metadata), so it is as durable as the manifest.
   const committedAt = new Date();
   const sidecar = sidecarOf(entry, committedAt, transactionId);
-  const hinted = entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory;
+  const hinted = isHinted(versions, entry);
   const created = versions.store.put(entry.final_key, staged, { ifNoneMatch: '*' }, placeAfter ? { placeAfter } : undefined);
   const sidecarPlaced = versions.writeSidecar(
     sidecar,
@@ -110,8 +108,11 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: Buffer,
   // The hint's wait settles just after the sidecar's (each a then of the manifest's, the sidecar's
   // made first), so that the sidecar's fsync is under way while the hint is moved into place.
   const hintPlaced = hinted ? versions.writeHint(entry.version, created.then(() => undefined)) : Promise.resolve();
-  return { created, sidecarPlaced, hintPlaced, sidecar, hinted, committedAt };
+  return { created, sidecarPlaced, hintPlaced, sidecar, committedAt };
 }
+
+/** Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks. */
+const isHinted = (versions: TableVersions, entry: BatchEntry): boolean => entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory;
 
 function sidecarOf(entry: BatchEntry, committedAt: Date, transactionId: string | undefined): VersionSidecar {
   return {
@@ -203,7 +204,7 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
   // Found committed already (a retry, a roll-forward): its sidecar and hint follow the manifest that is there.
   const committedAt = new Date();
   await versions.writeSidecar(writes?.sidecar ?? sidecarOf(entry, committedAt, transactionId));
-  if (writes?.hinted ?? (entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory)) await versions.writeHint(entry.version);
+  if (isHinted(versions, entry)) await versions.writeHint(entry.version);
   return { ...committed, lastModified: writes?.committedAt ?? committedAt };
 }
 
