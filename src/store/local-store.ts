@@ -4,6 +4,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
   compareKeys,
+  type DeleteOptions,
   InvalidKeyError,
   type ListOptions,
   type ListPage,
@@ -273,18 +274,22 @@ export class LocalObjectStore implements ObjectStore {
 
   async put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo> {
     try {
-      return await this.putAt(key, body, condition, options?.durable ?? true);
+      // Awaited only once the body is written: its failure must not go unhandled meanwhile.
+      options?.placeAfter?.catch(() => undefined);
+      return await this.putAt(key, body, condition, options?.durable ?? true, options?.placeAfter);
     } catch (e) {
       throw portError(e, key);
     }
   }
 
-  private async putAt(key: string, body: Buffer | string, condition: PutCondition | undefined, durable: boolean): Promise<ObjectInfo> {
+  private async putAt(key: string, body: Buffer | string, condition: PutCondition | undefined, durable: boolean, placeAfter: Promise<unknown> | undefined): Promise<ObjectInfo> {
     const target = this.pathOf(key);
     if (Buffer.byteLength(path.basename(target)) + WRITE_SUFFIX_BYTES > NAME_MAX_BYTES || Buffer.byteLength(target) + WRITE_SUFFIX_BYTES > PATH_MAX_BYTES) {
       throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
     }
     if (condition && 'ifMatch' in condition) {
+      // The etag is compared under the key's lock, after the wait: nothing to write ahead.
+      if (placeAfter) await placeAfter;
       return this.withKeyLock(target, async () => {
         const current = await this.head(key);
         if (!current) throw new PreconditionFailedError(key, 'object does not exist');
@@ -293,7 +298,7 @@ export class LocalObjectStore implements ObjectStore {
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
-      const st = await this.placeTemp(target, body, durable, async (tmp) => {
+      const st = await this.placeTemp(target, body, durable, placeAfter, async (tmp) => {
         try {
           fsSync.linkSync(tmp, target);
         } catch (e) {
@@ -306,11 +311,11 @@ export class LocalObjectStore implements ObjectStore {
       if (durable) await this.syncPlacedDir(target);
       return LocalObjectStore.info(key, st);
     }
-    return this.replace(key, target, body, durable);
+    return this.replace(key, target, body, durable, placeAfter);
   }
 
-  private async replace(key: string, target: string, body: Buffer | string, durable: boolean): Promise<ObjectInfo> {
-    const st = await this.placeTemp(target, body, durable, async (tmp) => {
+  private async replace(key: string, target: string, body: Buffer | string, durable: boolean, placeAfter?: Promise<unknown>): Promise<ObjectInfo> {
+    const st = await this.placeTemp(target, body, durable, placeAfter, async (tmp) => {
       try {
         fsSync.renameSync(tmp, target);
       } catch (e) {
@@ -334,11 +339,27 @@ export class LocalObjectStore implements ObjectStore {
    * concurrent delete of the directory (a drop) may remove the temporary file and the directory
    * in between: then the write starts again, as a put on an object store would simply land. The
    * stat is taken before the move (a link or rename keeps inode, mtime and size), because the
-   * placed file may be deleted by such a drop right after it landed.
+   * placed file may be deleted by such a drop right after it landed. With `placeAfter`, the
+   * temporary file (fsynced if durable) waits for it; if it rejects, the file goes unplaced.
    */
-  private async placeTemp(target: string, body: Buffer | string, durable: boolean, place: (tmp: string) => Promise<void>): Promise<import('node:fs').BigIntStats> {
+  private async placeTemp(
+    target: string,
+    body: Buffer | string,
+    durable: boolean,
+    placeAfter: Promise<unknown> | undefined,
+    place: (tmp: string) => Promise<void>,
+  ): Promise<import('node:fs').BigIntStats> {
     for (let attempt = 0; ; attempt++) {
       const tmp = await this.writeTemp(target, body, durable);
+      if (placeAfter) {
+        try {
+          await placeAfter;
+        } catch (e) {
+          ignoreFailure(() => fsSync.unlinkSync(tmp));
+          this.pruneEmptyDirs(path.dirname(target));
+          throw e;
+        }
+      }
       try {
         const st = fsSync.statSync(tmp, { bigint: true });
         await place(tmp);
@@ -531,7 +552,7 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  async delete(key: string): Promise<void> {
+  async delete(key: string, options?: DeleteOptions): Promise<void> {
     const target = this.pathOf(key);
     try {
       fsSync.unlinkSync(target);
@@ -539,7 +560,7 @@ export class LocalObjectStore implements ObjectStore {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return;
       throw e;
     }
-    this.pruneEmptyDirs(path.dirname(target));
+    if (!options?.keepDirectory) this.pruneEmptyDirs(path.dirname(target));
   }
 
   async deletePrefix(prefix: string, options: { keep?: string[] } = {}): Promise<number> {

@@ -6,6 +6,7 @@ import {
   type ObjectInfo,
   type ObjectStore,
   type PutCondition,
+  type PutOptions,
   PreconditionFailedError,
   type StoredObject,
 } from './object-store.js';
@@ -75,9 +76,12 @@ export class MemoryObjectStore implements ObjectStore {
     return entry ? { ...MemoryObjectStore.info(key, entry), body: Buffer.from(entry.body) } : null;
   }
 
-  async put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo> {
+  async put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo> {
     // A string makes a fresh buffer already; a caller's buffer is copied, as the caller may reuse it.
-    return this.place(checkKey(key), Buffer.from(body), condition);
+    const bytes = Buffer.from(body);
+    const checked = checkKey(key);
+    if (options?.placeAfter) await options.placeAfter;
+    return this.place(checked, bytes, condition);
   }
 
   /** Stores `body` (owned by the store from now on) if `condition` holds. */

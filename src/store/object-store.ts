@@ -29,6 +29,23 @@ export interface PutOptions {
    * way. Stores that are always durable (S3, memory) ignore it. Default: durable before it returns.
    */
   durable?: boolean;
+  /**
+   * The object is placed (made visible under its key) only once this has resolved; if it rejects,
+   * nothing is placed and the put rejects with its error. Meanwhile a local store writes the body
+   * out of sight and makes it durable, so a write that must follow another one (a version's
+   * sidecar follows its manifest) waits for the other's placement, not for its own fsyncs.
+   */
+  placeAfter?: Promise<unknown>;
+}
+
+export interface DeleteOptions {
+  /**
+   * The caller writes under the same directory again soon (a version slot's reservations): a local
+   * store leaves the directory in place when it becomes empty, sparing a rmdir and a mkdir per use
+   * (object stores have no directories). A LIST with a delimiter may show the directory kept so as
+   * a common prefix; it holds no key.
+   */
+  keepDirectory?: boolean;
 }
 
 export interface ListOptions {
@@ -99,7 +116,7 @@ export interface ObjectStore {
   list(prefix: string, options: ListOptions & { details: true }): Promise<ListPage<ObjectInfo>>;
   list(prefix: string, options?: ListOptions): Promise<ListPage>;
   /** Deleting an absent key is not an error. */
-  delete(key: string): Promise<void>;
+  delete(key: string, options?: DeleteOptions): Promise<void>;
   /** Deletes every key under the prefix ('' for all, else ending in '/') but those in `keep`; returns how many went. */
   deletePrefix(prefix: string, options?: { keep?: string[] }): Promise<number>;
   /**

@@ -37,17 +37,31 @@ function counting(inner: ObjectStore): { store: ObjectStore; calls: string[] } {
   };
 }
 
-/** Counts fsyncs of files and directories made through node's fs.fsync (what the local store uses). */
-function countFsyncs(): { count: () => number } {
-  const spy = vi.spyOn(fs, 'fsync');
-  return { count: () => spy.mock.calls.length };
+/**
+ * Counts fsyncs of files and directories made through node's fs.fsync (what the local store uses),
+ * and how many of them the caller waits for one after another: an fsync begun after another had
+ * finished comes after it in the chain, fsyncs under way at once share a link of it.
+ */
+function countFsyncs(): { count: () => number; chain: () => number } {
+  const original = fs.fsync;
+  let finishedDepth = 0; // the longest chain among the fsyncs finished so far
+  let chain = 0;
+  const spy = vi.spyOn(fs, 'fsync').mockImplementation(((fd: number, callback: (e: NodeJS.ErrnoException | null) => void) => {
+    const depth = finishedDepth + 1;
+    chain = Math.max(chain, depth);
+    original(fd, (e) => {
+      finishedDepth = Math.max(finishedDepth, depth);
+      callback(e);
+    });
+  }) as typeof fs.fsync);
+  return { count: () => spy.mock.calls.length, chain: () => chain };
 }
 
 describe('the cost of one create_table_version on a local root', () => {
   const root = useLocalRoot('lance-ns-commit-cost-');
   afterEach(() => vi.restoreAllMocks());
 
-  async function commitCost(withDataOf: number): Promise<{ calls: string[]; fsyncs: number }> {
+  async function commitCost(withDataOf: number, extra: { naming_scheme?: 'V2' } = {}): Promise<{ calls: string[]; fsyncs: number; chain: number }> {
     const { store, calls } = counting(root.store);
     const deps = localCatalogDeps(store, root.dir);
     const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: 30_000 });
@@ -62,14 +76,14 @@ describe('the cost of one create_table_version on a local root', () => {
     const staged = await stage(withDataOf + 1);
     calls.length = 0;
     const fsyncs = countFsyncs();
-    await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, e_tag: 'e', manifest_size: 10 });
-    const result = { calls: [...calls], fsyncs: fsyncs.count() };
+    await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, e_tag: 'e', manifest_size: 10, ...extra });
+    const result = { calls: [...calls], fsyncs: fsyncs.count(), chain: fsyncs.chain() };
     expect((await versions.describe(ctx, ['t'], withDataOf + 1)).version.e_tag).toBe('e');
     return result;
   }
 
-  it('the next version of a table with versions: 14 store calls, 4 fsyncs', async () => {
-    const { calls, fsyncs } = await commitCost(2);
+  it('the next version of a table with versions: 14 store calls, 4 fsyncs, 3 waited for in turn', async () => {
+    const { calls, fsyncs, chain } = await commitCost(2);
     expect(calls.join(' ')).toBe(
       [
         'list get', // the table, resolved once
@@ -77,16 +91,35 @@ describe('the cost of one create_table_version on a local root', () => {
         'put', // the version slot (not fsynced)
         'head get', // the look again at the table, holding the slot
         'get head head', // the latest version: hint, its manifest, the next (V2 names only follow V2 ones)
-        'put put put', // manifest and sidecar (fsynced), Lance's hint (not)
+        'put put put', // manifest and sidecar (fsynced, their files at once; the sidecar placed after the manifest), Lance's hint (not)
         'delete delete', // the staged manifest, the slot
       ].join(' '),
     );
     expect(fsyncs).toBe(4);
+    expect(chain).toBe(3);
   });
 
-  it('the first version of a declared table: 14 store calls, 4 fsyncs', async () => {
-    const { calls, fsyncs } = await commitCost(0);
+  it('the next version as Lance asks for it (naming scheme given): the same calls, the writes begun before the slot', async () => {
+    const { calls, fsyncs, chain } = await commitCost(2, { naming_scheme: 'V2' });
+    expect(calls.join(' ')).toBe(
+      [
+        'list get', // the table, resolved once
+        'get', // the staged manifest, checked
+        'put put put', // manifest and sidecar (their files fsynced at once while the checks run), Lance's hint: placed only after the checks
+        'put', // the version slot (not fsynced)
+        'head get', // the look again at the table, holding the slot
+        'get head head', // the latest version: hint, its manifest, the next
+        'delete delete', // the staged manifest, the slot
+      ].join(' '),
+    );
+    expect(fsyncs).toBe(4);
+    expect(chain).toBe(3);
+  });
+
+  it('the first version of a declared table: 14 store calls, 4 fsyncs, 3 waited for in turn', async () => {
+    const { calls, fsyncs, chain } = await commitCost(0);
     expect(calls.join(' ')).toBe('list get get put head get get list put put put delete delete delete');
     expect(fsyncs).toBe(4);
+    expect(chain).toBe(3);
   });
 });

@@ -165,6 +165,25 @@ describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
       expect(await bodyOf(store, 'r/1.json')).toBe('taken over');
     });
 
+    it('a put placed after another is invisible until that one settles, and places nothing if it fails', async () => {
+      let allow = () => {};
+      const gate = new Promise<void>((resolve) => (allow = resolve));
+      const placed = store.put('after/ok.json', 'second', { ifNoneMatch: '*' }, { placeAfter: gate });
+      await new Promise((r) => setImmediate(r)); // a local store has written its temporary file by now
+      expect(await store.head('after/ok.json')).toBeNull();
+      expect(keysOf((await store.list('after/')).objects)).toEqual([]);
+      allow();
+      expect((await placed).key).toBe('after/ok.json');
+      expect(await bodyOf(store, 'after/ok.json')).toBe('second');
+
+      const refused = new PreconditionFailedError('after/first', 'object exists');
+      await expect(store.put('after/never.json', 'x', undefined, { placeAfter: Promise.reject(refused) })).rejects.toBe(refused);
+      await expect(store.put('after/ok.json', 'x', undefined, { placeAfter: Promise.reject(refused) })).rejects.toBe(refused);
+      expect(await store.head('after/never.json')).toBeNull();
+      expect(await bodyOf(store, 'after/ok.json')).toBe('second');
+      expect(keysOf((await store.list('after/')).objects)).toEqual(['after/ok.json']);
+    });
+
     it('of 30 concurrent create-if-absent puts exactly one wins and its body is stored', async () => {
       const results = await Promise.allSettled(
         Array.from({ length: 30 }, (_, i) => store.put('race/1.manifest', `writer-${i}`, { ifNoneMatch: '*' })),
@@ -586,6 +605,24 @@ describe('LocalObjectStore specifics', () => {
       for (const key of [...keysOf(listing.objects), ...listing.commonPrefixes]) expect(key).not.toMatch(/\.~(tmp|lock)~/);
     }
     expect(fulfilledIndexes(await writes)).toHaveLength(1);
+  });
+
+  it('a put whose placement is refused leaves no temporary file behind', async () => {
+    await store.put('w/kept', 'x');
+    await expect(store.put('w/never', 'y', undefined, { placeAfter: Promise.reject(new Error('refused')) })).rejects.toThrow('refused');
+    await expect(store.put('v/never', 'y', undefined, { placeAfter: Promise.reject(new Error('refused')) })).rejects.toThrow('refused');
+    expect(await fs.readdir(path.join(root.root, 'w'))).toEqual(['kept']);
+    expect(await fs.readdir(root.root)).toEqual(['w']);
+  });
+
+  it('a delete that keeps its directory leaves it for the next write, holding no key', async () => {
+    await putAll(store, ['s/r/1.json']);
+    await store.delete('s/r/1.json', { keepDirectory: true });
+    expect(await fs.readdir(path.join(root.root, 's', 'r'))).toEqual([]);
+    expect((await store.list('s/')).objects).toEqual([]);
+    expect(await store.head('s/r/1.json')).toBeNull();
+    await store.put('s/r/2.json', 'x', { ifNoneMatch: '*' }, { durable: false });
+    expect(keysOf((await store.list('s/')).objects)).toEqual(['s/r/2.json']);
   });
 
   it('leaves no empty directory behind when the last key of a directory goes', async () => {

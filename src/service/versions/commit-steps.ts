@@ -1,10 +1,11 @@
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type { CreateTableVersionEntry, TableVersion } from '../../model/versions.js';
-import { PreconditionFailedError } from '../../store/object-store.js';
+import { type ObjectInfo, PreconditionFailedError } from '../../store/object-store.js';
 import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-names.js';
 import { displayId, requireMainBranch } from '../catalog/catalog.js';
+import { faultPoint } from '../fault-points.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
-import type { CommittedVersion, TableVersions } from './dataset-versions.js';
+import type { CommittedVersion, TableVersions, VersionSidecar } from './dataset-versions.js';
 
 // The steps every commit of a version takes, single (single-commit.ts) or batch (batch-commit.ts).
 //
@@ -17,7 +18,12 @@ import type { CommittedVersion, TableVersions } from './dataset-versions.js';
 //   holding a Lance manifest of the requested version (TableVersions.stagedKey, readStaged),
 //   checked before any reservation, record or marker is written, so a create can never delete a
 //   committed manifest, a data file, an index or a record.
-// - Every writer of version v, single or batch, first holds v's slot (version-slots.ts).
+// - Every writer of version v, single or batch, first holds v's slot (version-slots.ts): nothing
+//   of v is placed (made visible) without holding it; files written before, out of sight
+//   (beginWrites), are placed only holding it, or discarded.
+// - A version's sidecar and Lance's hint are placed only after its manifest's create-if-absent
+//   succeeded and is durable (startWrites): never a sidecar without its manifest, nor one
+//   describing another writer's.
 
 export const conflict = (message: string) => new NamespaceError(ErrorCode.ConcurrentModification, message);
 
@@ -69,20 +75,123 @@ export function stagedMissing(p: PlannedVersion): NamespaceError {
   return invalidInput(`staged manifest ${JSON.stringify(p.versions.manifestPath(p.entry.staged_key))} does not exist`);
 }
 
+/** The writes of one version's commit under way: the manifest's create-if-absent, then its sidecar and hint. */
+interface VersionWrites {
+  created: Promise<ObjectInfo>;
+  sidecarPlaced: Promise<void>;
+  hintPlaced: Promise<void>;
+  sidecar: VersionSidecar;
+  committedAt: Date;
+}
+
+/**
+ * Starts the writes of `entry`'s commit. The manifest is placed once `placeAfter` (if any) has
+ * resolved; the sidecar and the hint once the manifest's create-if-absent has succeeded and is
+ * durable (PutOptions.placeAfter), so a sidecar is only ever found beside the manifest its writer
+ * committed, and a hint never names a version before it is committed.
+ */
+function startWrites(versions: TableVersions, entry: BatchEntry, staged: Buffer, transactionId: string | undefined, placeAfter?: Promise<unknown>): VersionWrites {
+  // The commit time is the sidecar's, so that every answer about this version agrees on it
+  // (object stores report modification times in whole seconds). The sidecar also holds what the
+  // client said about the version (e_tag, metadata), so it is as durable as the manifest.
+  const committedAt = new Date();
+  const sidecar = sidecarOf(entry, committedAt, transactionId);
+  const hinted = isHinted(versions, entry);
+  const created = versions.store.put(entry.final_key, staged, { ifNoneMatch: '*' }, placeAfter ? { placeAfter } : undefined);
+  const sidecarPlaced = versions.writeSidecar(
+    sidecar,
+    created.then(() => faultPoint('commit:before-sidecar')),
+  );
+  // Awaited only once the manifest's outcome is known: their failures must not go unhandled meanwhile.
+  created.catch(() => undefined);
+  sidecarPlaced.catch(() => undefined);
+  // The hint's wait settles just after the sidecar's (each a then of the manifest's, the sidecar's
+  // made first), so that the sidecar's fsync is under way while the hint is moved into place.
+  const hintPlaced = hinted ? versions.writeHint(entry.version, created.then(() => undefined)) : Promise.resolve();
+  return { created, sidecarPlaced, hintPlaced, sidecar, committedAt };
+}
+
+/** Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks. */
+const isHinted = (versions: TableVersions, entry: BatchEntry): boolean => entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory;
+
+function sidecarOf(entry: BatchEntry, committedAt: Date, transactionId: string | undefined): VersionSidecar {
+  return {
+    version: entry.version,
+    ...(entry.manifest_size !== undefined ? { manifest_size: entry.manifest_size } : {}),
+    ...(entry.e_tag !== undefined ? { e_tag: entry.e_tag } : {}),
+    ...(entry.metadata !== undefined ? { metadata: entry.metadata } : {}),
+    naming_scheme: entry.naming_scheme,
+    committed_at: committedAt.toISOString(),
+    ...(transactionId ? { transaction_id: transactionId } : {}),
+  };
+}
+
+/**
+ * A commit's writes begun before the checks that allow them (see SingleCommits.commit): the
+ * files are written at once (on a local disk, fsynced), out of sight, and placed only after
+ * `allow`; `abandon` discards them. Whoever begins them must end them with one of the two.
+ */
+export interface EarlyWrites {
+  /** The commit these writes are for. */
+  entry: BatchEntry;
+  /** Lets writeManifest place them (it calls this). */
+  allow(): VersionWrites;
+  /** Discards them unless allowed; resolves once nothing of them is left. */
+  abandon(): Promise<void>;
+}
+
+export function beginWrites(p: PlannedVersion & { staged: Buffer }): EarlyWrites {
+  let open = (): void => {};
+  let refuse = (_e: Error): void => {};
+  const gate = new Promise<void>((resolve, reject) => {
+    open = resolve;
+    refuse = reject;
+  });
+  const writes = startWrites(p.versions, p.entry, p.staged, undefined, gate);
+  let allowed = false;
+  return {
+    entry: p.entry,
+    allow: () => {
+      allowed = true;
+      faultPoint('commit:before-place');
+      open();
+      return writes;
+    },
+    abandon: async () => {
+      if (allowed) return;
+      refuse(new Error('the commit did not go ahead'));
+      await Promise.allSettled([writes.created, writes.sidecarPlaced, writes.hintPlaced]);
+    },
+  };
+}
+
 /**
  * Copies the staged manifest to its final name with create-if-absent. Finding the final name
  * already holding the same bytes is success (a retry, or a roll-forward after a crash).
  * Store calls: the create-if-absent, the sidecar, and on a local disk Lance's hint (not fsynced).
+ * `early`: these writes, begun before the checks (beginWrites); `p.entry` must be theirs.
+ *
+ * The sidecar is written while the manifest is, but placed only once the manifest's
+ * create-if-absent has succeeded and is durable (startWrites): so a sidecar never describes a
+ * manifest another writer put there first, and a crash between the two leaves a version without
+ * a sidecar (its facts are then the manifest's), never a sidecar without its version. On a local
+ * disk the two files' fsyncs overlap: three fsyncs in turn instead of four.
  */
-export async function writeManifest(p: PlannedVersion, transactionId?: string): Promise<CommittedVersion> {
+export async function writeManifest(p: PlannedVersion, transactionId?: string, early?: EarlyWrites): Promise<CommittedVersion> {
   const { entry, versions } = p;
   const staged = p.staged !== undefined ? p.staged : ((await versions.store.get(entry.staged_key))?.body ?? null);
+  const writes = early ? early.allow() : staged ? startWrites(versions, entry, staged, transactionId) : null;
   let committed: CommittedVersion | null = null;
-  if (staged) {
+  if (writes && staged) {
     try {
-      const info = await versions.store.put(entry.final_key, staged, { ifNoneMatch: '*' });
+      const info = await writes.created;
       committed = { version: entry.version, scheme: entry.naming_scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified };
+      await Promise.all([writes.sidecarPlaced, writes.hintPlaced]);
+      return { ...committed, lastModified: writes.committedAt };
     } catch (e) {
+      if (committed) throw e; // the sidecar's own failure
+      // The manifest was not created, so neither is the sidecar (its put rejects with the same error), nor the hint.
+      await Promise.allSettled([writes.sidecarPlaced, writes.hintPlaced]);
       if (!(e instanceof PreconditionFailedError)) throw e;
       const existing = await versions.store.get(entry.final_key);
       if (!existing || !existing.body.equals(staged)) {
@@ -92,23 +201,11 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string): 
   }
   committed ??= await versions.get(entry.version, entry.naming_scheme);
   if (!committed) throw stagedMissing(p);
-  // The commit time is the sidecar's, so that every answer about this version agrees on it
-  // (object stores report modification times in whole seconds). The sidecar also holds what the
-  // client said about the version (e_tag, metadata), so it is as durable as the manifest.
+  // Found committed already (a retry, a roll-forward): its sidecar and hint follow the manifest that is there.
   const committedAt = new Date();
-  await versions.writeSidecar({
-    version: entry.version,
-    ...(entry.manifest_size !== undefined ? { manifest_size: entry.manifest_size } : {}),
-    ...(entry.e_tag !== undefined ? { e_tag: entry.e_tag } : {}),
-    ...(entry.metadata !== undefined ? { metadata: entry.metadata } : {}),
-    naming_scheme: entry.naming_scheme,
-    committed_at: committedAt.toISOString(),
-    ...(transactionId ? { transaction_id: transactionId } : {}),
-  });
-  committed = { ...committed, lastModified: committedAt };
-  // Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks.
-  if (entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory) await versions.writeHint(entry.version);
-  return committed;
+  await versions.writeSidecar(writes?.sidecar ?? sidecarOf(entry, committedAt, transactionId));
+  if (isHinted(versions, entry)) await versions.writeHint(entry.version);
+  return { ...committed, lastModified: writes?.committedAt ?? committedAt };
 }
 
 /** Committed versions as the API reports them: the sidecar's facts where there is one. */

@@ -186,9 +186,12 @@ export class TableVersions {
   /**
    * Records the latest version for Lance readers; best effort, readers probe past a stale hint
    * (and take an unreadable one for none), so it need not survive a crash of the machine.
+   * `placeAfter`: see PutOptions (a hint must not name a version before it is committed).
    */
-  async writeHint(version: number): Promise<void> {
-    await this.store.put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version }), undefined, { durable: false }).catch(() => undefined);
+  async writeHint(version: number, placeAfter?: Promise<unknown>): Promise<void> {
+    await this.store
+      .put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version }), undefined, { durable: false, ...(placeAfter ? { placeAfter } : {}) })
+      .catch(() => undefined);
   }
 
   async readSidecars(versions: number[]): Promise<Map<number, VersionSidecar>> {
@@ -209,8 +212,9 @@ export class TableVersions {
     return found;
   }
 
-  async writeSidecar(sidecar: VersionSidecar): Promise<void> {
-    await this.store.put(this.sidecarKey(sidecar.version), encodeRecord(sidecar));
+  /** `placeAfter`: see PutOptions (a sidecar placed before its manifest could describe another's). */
+  async writeSidecar(sidecar: VersionSidecar, placeAfter?: Promise<unknown>): Promise<void> {
+    await this.store.put(this.sidecarKey(sidecar.version), encodeRecord(sidecar), undefined, placeAfter ? { placeAfter } : undefined);
   }
 
   /**
@@ -246,7 +250,8 @@ export class TableVersions {
   }
 
   async release(version: number): Promise<void> {
-    await this.store.delete(this.reservationKey(version));
+    // The next version's slot is claimed in the same directory soon.
+    await this.store.delete(this.reservationKey(version), { keepDirectory: true });
   }
 
   /**

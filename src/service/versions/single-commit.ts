@@ -6,7 +6,7 @@ import type { ResolvedTable } from '../tables/resolved-table.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
-import { conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
+import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
 
@@ -16,18 +16,25 @@ import type { VersionSlots } from './version-slots.js';
 // Protocol: read and check the staged manifest; hold the version's slot; holding it, look again
 // at the table (unless the request holds a write lease on it, which a drop waits for) and at the
 // latest version; then the final manifest's create-if-absent, its sidecar, Lance's hint; delete
-// the staged file; release the slot.
+// the staged file; release the slot. A request that names its naming scheme (Lance's do) knows
+// the final name before the latest version, so it writes the manifest and sidecar files (on a
+// local disk, fsyncs included) while it claims the slot and looks again, out of sight (temporary
+// files, never listed); they are placed only if those checks pass, else discarded (beginWrites).
 //
 // Cost, the next version of a table on a local disk (pinned by test/service/commit-path-cost.test.ts):
-// 14 store calls and 4 fsyncs (it was 16 and 8). The request resolves the table: 2 (LIST, GET of
-// its record). The staged manifest: 1. The slot: 2 (a put that is not fsynced, as a single
-// writer's hold is harmless to lose with the machine, which the writer does not survive either;
-// and its delete, without a look within its lease). The look again: 2, at once, and at once with
-// the latest version: 3 (hint, its manifest, the one above under its V2 name: a V2 table never goes
-// back to V1 names). The commit: 3, the manifest and its sidecar each fsynced with its directory
-// (acknowledged means durable), Lance's hint not (readers probe past a stale one). The staged file's
-// delete: 1, at once with the slot's release. The first version of a declared table: 14 (no hint
-// yet, one LIST instead; Lance's reserved marker goes).
+// 14 store calls and 4 fsyncs, of which the request waits for 3 in turn (it was 16 and 8, then 14
+// and 4 in turn). The request resolves the table: 2 (LIST, GET of its record). The staged
+// manifest: 1. The slot: 2 (a put that is not fsynced, as a single writer's hold is harmless to
+// lose with the machine, which the writer does not survive either; and its delete, without a look
+// within its lease, leaving the reservations directory for the next slot). The look again: 2, at
+// once, and at once with the latest version: 3 (hint, its manifest, the one above under its V2
+// name: a V2 table never goes back to V1 names). The commit: 3, the manifest and its sidecar each
+// fsynced with its directory (acknowledged means durable): the two files at once (while the checks
+// run, when the naming scheme is given), then the manifest's directory, then the sidecar's, placed
+// only after the manifest (see writeManifest);
+// Lance's hint not fsynced (readers probe past a stale one). The staged file's delete: 1, at once
+// with the slot's release. The first version of a declared table: 14 (no hint yet, one LIST
+// instead; Lance's reserved marker goes).
 
 export class SingleCommits {
   constructor(
@@ -48,6 +55,10 @@ export class SingleCommits {
     // Only a staged Lance manifest of this version is ever consumed; checked before anything is written.
     const staged = await versions.readStaged(versions.stagedKey(request.manifest_path), request.version);
     const busy = () => conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
+    // A request that names its naming scheme (Lance's do) knows its final manifest name before the
+    // latest version: its manifest and sidecar are written (on a local disk, fsynced) while the slot
+    // is claimed and the checks below run, out of sight, and placed only if they pass.
+    const early = staged && request.naming_scheme === 'V2' ? beginWrites({ ...(await planVersion(id, versions, request, null)), staged }) : undefined;
     // The staged file goes while the slot is released: nothing waits on its deletion.
     let stagedGone: Promise<void> = Promise.resolve();
     const answer = await this.slots.withSlot(versions, request.version, busy, async () => {
@@ -63,7 +74,7 @@ export class SingleCommits {
         throw conflict(`table ${displayId(id)}: version ${entry.version} is not the next version (the latest is ${latest?.version ?? 0})`);
       }
       const retried = entry.version < next ? await this.acceptRetry(p) : null;
-      const committed = retried ?? (await writeManifest(p));
+      const committed = retried ?? (await writeManifest(p, undefined, early && early.entry.final_key === entry.final_key ? early : undefined));
       stagedGone = versions.store.delete(entry.staged_key);
       // A later step may throw before it is awaited below: its failure must not go unhandled then.
       stagedGone.catch(() => undefined);
@@ -71,7 +82,7 @@ export class SingleCommits {
       if (state.reserved && latest === null) await this.deps.store.delete(reservedMarkerKey(state.ref));
       const [known] = retried ? await versionsOnWire(versions, [retried]) : [];
       return { version: known ?? wireOfEntry(versions, entry, committed) };
-    });
+    }).finally(() => early?.abandon());
     await stagedGone;
     return answer;
   }

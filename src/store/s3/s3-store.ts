@@ -15,6 +15,7 @@ import {
   type ObjectInfo,
   type ObjectStore,
   type PutCondition,
+  type PutOptions,
   PreconditionFailedError,
   type StoredObject,
   StoreUnavailableError,
@@ -249,8 +250,10 @@ export class S3ObjectStore implements ObjectStore {
     }
   }
 
-  async put(key: string, body: Buffer | string, condition?: PutCondition): Promise<ObjectInfo> {
+  async put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo> {
     const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+    // A PUT places the object at once: nothing can be sent before it may be placed.
+    if (options?.placeAfter) await options.placeAfter;
     const Key = this.fullKey(key);
     if (!condition && bytes.length > MULTIPART_THRESHOLD) {
       // The uploader does not retry failed parts; retry the whole upload instead.

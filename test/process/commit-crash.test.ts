@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
+import { listAll } from '../../src/store/object-store.js';
+import { peopleStream } from '../support/arrow-data.js';
+import { type Backend, backends } from '../support/backends.js';
+import { manifestBytes } from '../support/manifests.js';
+import { useCrashRoot } from '../support/service-process.js';
+
+// A create_table_version killed at each step of its writes (src/service/versions/commit-steps.ts):
+// after its files were written (before the checks allowed their placement), and after the manifest
+// was committed (before its sidecar was placed). Never a sidecar without its manifest; a version
+// either committed or not; and a retry of the same create by a live replica succeeds.
+
+const LEASE_MS = 1_500;
+const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
+
+describe.each(backends())('create_table_version killed half-way on $name', (backend: Backend) => {
+  const crash = useCrashRoot(backend, LEASE_MS);
+
+  for (const point of ['commit:before-place', 'commit:before-sidecar']) {
+    it(`killed at ${point}: the version is committed only past the manifest, never a sidecar alone, and a retry succeeds`, async () => {
+      const table = point.replace(/\W/g, '_');
+      const path = `/v1/table/ns%24${table}`;
+      const created = await crash.watcher().call('POST', `${path}/create`, peopleStream([1, 2]), ARROW);
+      expect(created.status, created.text).toBe(200);
+      const dir = `ns/${table}.lance/`;
+      const store = crash.root().store;
+      const v1 = (await listAll(store, `${dir}_versions/`)).objects.find((o) => parseManifestFileName(o.key.slice(`${dir}_versions/`.length))?.version === 1);
+      expect(v1).toBeDefined();
+      await store.put(`${dir}_versions/2.manifest-staged`, manifestBytes(2));
+      const request = { version: 2, manifest_path: '_versions/2.manifest-staged', e_tag: 'mine', manifest_size: 1, naming_scheme: 'V2' };
+
+      const dying = await crash.start(point);
+      await expect(dying.call('POST', `${path}/version/create`, request)).rejects.toThrow();
+      expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
+      const committed = point === 'commit:before-sidecar';
+      expect(await store.head(`${dir}_versions/${'18446744073709551613'}.manifest`) !== null).toBe(committed);
+      expect(await store.head(`${dir}_catalog/versions/00000000000000000002.json`)).toBeNull();
+      const listed = await crash.watcher().call('GET', `${path}/version/list`);
+      expect((listed.json.versions as Array<{ version: number }>).map((v) => v.version).sort()).toEqual(committed ? [1, 2] : [1]);
+
+      // The dead writer's slot is taken over once its lease ends; the retry commits, or finds its own commit.
+      const started = Date.now();
+      let retry = await crash.watcher().call('POST', `${path}/version/create`, request);
+      while (retry.status === 409 && Date.now() - started < LEASE_MS * 8) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        retry = await crash.watcher().call('POST', `${path}/version/create`, request);
+      }
+      expect(retry.status, retry.text).toBe(200);
+      expect((retry.json.version as { version: number }).version).toBe(2);
+      const described = await crash.watcher().call('POST', `${path}/version/describe`, { version: 2 });
+      expect(described.status, described.text).toBe(200);
+    });
+  }
+});
