@@ -77,6 +77,22 @@ interface CachedDir {
   /** The directory's mtime was old enough at the read that any later change shows in it. */
   trusted: boolean;
   names: string[];
+  /** The names as keys (the directory's key before each), made by the first listing that needs them. */
+  keys: { dirKey: string; keys: string[] } | null;
+}
+
+/** What a kept listing counts against DIR_CACHE_MAX_NAMES: its names, and its keys once made. */
+const weightOf = (dir: CachedDir): number => dir.names.length * (dir.keys ? 2 : 1);
+
+const NO_ENTRIES = { names: [], kept: null };
+
+/** A page being listed: its keys and common prefixes, the room left, the last one taken, and whether one more was seen. */
+interface CollectedPage {
+  keys: string[];
+  prefixes: string[];
+  room: number;
+  last: string | undefined;
+  more: boolean;
 }
 
 /** Index of the first name not below `name` in a sorted array. */
@@ -402,43 +418,34 @@ export class LocalObjectStore implements ObjectStore {
     const namePrefix = prefix.slice(slash + 1);
     const dirPath = dirKey === '' ? this.root : this.pathOf(dirKey.slice(0, -1));
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
-    // One entry more than the page, to know whether another page follows.
-    const found: string[] = [];
-    await this.collectSorted(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', maxKeys + 1, found);
-    const page = found.slice(0, maxKeys);
-    const commonPrefixes = page.filter((k) => k.endsWith('/'));
-    const keys = page.filter((k) => !k.endsWith('/'));
-    let objects: ListPage['objects'] = keys.map((key) => ({ key }));
+    const page: CollectedPage = { keys: [], prefixes: [], room: maxKeys, last: undefined, more: false };
+    await this.collectSorted(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', page);
+    let objects: ListPage['objects'] = page.keys.map((key) => ({ key }));
     if (options.details) {
-      const infos = await Promise.all(keys.map((k) => this.head(k)));
+      const infos = await Promise.all(page.keys.map((k) => this.head(k)));
       objects = infos.filter((i) => i !== null); // deleted since the directory was read: skip, as S3 would
     }
-    const last = page[page.length - 1];
-    return found.length > maxKeys && last !== undefined ? { objects, commonPrefixes, nextStartAfter: last } : { objects, commonPrefixes };
+    const { prefixes: commonPrefixes, last } = page;
+    return page.more && last !== undefined ? { objects, commonPrefixes, nextStartAfter: last } : { objects, commonPrefixes };
   }
 
   /**
-   * Appends to `out`, in byte order, up to `want` keys under `dirKey` whose name in it starts with
-   * `namePrefix` and that sort after `after` (one ending in '/' also skips what lies under it);
-   * with `delimited`, a subdirectory is one entry (its key ending in '/'), else its keys, recursively.
-   * A directory's entries are contiguous in key order, so the walk stops as soon as `want` are found
-   * and skips every subtree wholly before `after` unread.
+   * Adds to `out`, in byte order, the keys under `dirKey` whose name in it starts with `namePrefix`
+   * and that sort after `after` (one ending in '/' also skips what lies under it), until its room
+   * is used and one more is seen; with `delimited`, a subdirectory is one entry (a common prefix,
+   * its key ending in '/'), else its keys, recursively. A directory's entries are contiguous in key
+   * order, so the walk stops as soon as the page is full and skips every subtree wholly before
+   * `after` unread.
    */
-  private async collectSorted(
-    dirPath: string,
-    dirKey: string,
-    namePrefix: string,
-    after: string | undefined,
-    delimited: boolean,
-    want: number,
-    out: string[],
-  ): Promise<void> {
+  private async collectSorted(dirPath: string, dirKey: string, namePrefix: string, after: string | undefined, delimited: boolean, out: CollectedPage): Promise<void> {
     if (after !== undefined && after.endsWith('/') && dirKey.startsWith(after)) return; // all of it lies under `after`
     if (after !== undefined && !after.startsWith(dirKey)) {
       if (compareKeys(after, dirKey) > 0) return; // every key here sorts before `after`
       after = undefined;
     }
-    const entries = await this.sortedEntries(dirPath);
+    const { names: entries, kept } = await this.sortedEntries(dirPath);
+    // A kept listing keeps its keys too: a large directory listed again costs no string per entry.
+    const keys = kept ? this.keysOf(dirPath, dirKey, kept) : null;
     const relAfter = after?.slice(dirKey.length);
     let i = lowerBound(entries, namePrefix);
     if (relAfter !== undefined && compareKeys(relAfter, namePrefix) > 0) {
@@ -446,13 +453,26 @@ export class LocalObjectStore implements ObjectStore {
       const cut = relAfter.indexOf('/');
       i = Math.max(i, lowerBound(entries, cut >= 0 ? relAfter.slice(0, cut + 1) : relAfter));
     }
-    for (; i < entries.length && out.length < want; i++) {
+    // Only the first few entries from `i` can sort at or before `after`: once one does not, no later one does.
+    let skipping = after !== undefined;
+    for (; i < entries.length && !out.more; i++) {
       const entry = entries[i] ?? '';
       if (!entry.startsWith(namePrefix)) break;
-      const key = dirKey + entry;
-      if (after !== undefined && compareKeys(key, after) <= 0 && !(!delimited && entry.endsWith('/') && after.startsWith(key) && after !== key)) continue;
-      if (delimited || !entry.endsWith('/')) out.push(key);
-      else await this.collectSorted(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, want, out);
+      const key = keys?.[i] ?? dirKey + entry;
+      const isDir = entry.endsWith('/');
+      if (skipping && after !== undefined) {
+        if (compareKeys(key, after) <= 0 && !(!delimited && isDir && after.startsWith(key) && after !== key)) continue;
+        skipping = false;
+      }
+      if (!isDir || delimited) {
+        if (out.room === 0) out.more = true;
+        else {
+          out.room--;
+          out.last = key;
+          if (isDir) out.prefixes.push(key);
+          else out.keys.push(key);
+        }
+      } else await this.collectSorted(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, out);
     }
   }
 
@@ -468,28 +488,28 @@ export class LocalObjectStore implements ObjectStore {
    * that moment and so differs. A listing read too soon after a change is used for that call only.
    * (A root shared over a network file system, whose clocks differ, must not be used.)
    */
-  private async sortedEntries(dirPath: string): Promise<string[]> {
+  private async sortedEntries(dirPath: string): Promise<{ names: string[]; kept: CachedDir | null }> {
     const began = BigInt(Date.now()) * 1_000_000n;
     let st: import('node:fs').BigIntStats;
     try {
       st = fsSync.statSync(dirPath, { bigint: true });
     } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return NO_ENTRIES;
       throw e;
     }
-    if (!st.isDirectory()) return [];
+    if (!st.isDirectory()) return NO_ENTRIES;
     const cached = this.dirCache.get(dirPath);
     if (cached && cached.trusted && cached.ino === st.ino && cached.mtimeNs === st.mtimeNs && cached.ctimeNs === st.ctimeNs) {
       this.dirCache.delete(dirPath); // most recently used last
       this.dirCache.set(dirPath, cached);
-      return cached.names;
+      return { names: cached.names, kept: cached };
     }
     let dirents: import('node:fs').Dirent[];
     try {
       // A small directory (its size on disk says so) is read at once; a large one without holding the event loop.
       dirents = st.size <= SMALL_DIR_BYTES ? fsSync.readdirSync(dirPath, { withFileTypes: true }) : await fs.readdir(dirPath, { withFileTypes: true });
     } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return NO_ENTRIES;
       throw e;
     }
     const fresh: string[] = [];
@@ -502,17 +522,36 @@ export class LocalObjectStore implements ObjectStore {
     this.dirCache.delete(dirPath);
     if (names.length >= DIR_CACHE_MIN_ENTRIES) {
       const trusted = st.mtimeNs < began - DIR_CLOCK_MARGIN_NS && st.ctimeNs < began - DIR_CLOCK_MARGIN_NS;
-      this.dirCache.set(dirPath, { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names });
-      this.cachedNames += names.length - (cached?.names.length ?? 0);
-      for (const [oldest, dir] of this.dirCache) {
-        if (this.cachedNames <= DIR_CACHE_MAX_NAMES) break;
-        this.dirCache.delete(oldest);
-        this.cachedNames -= dir.names.length;
-      }
-    } else if (cached) {
-      this.cachedNames -= cached.names.length;
+      const kept: CachedDir = { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names, keys: null };
+      this.dirCache.set(dirPath, kept);
+      this.cachedNames += names.length - (cached ? weightOf(cached) : 0);
+      this.evictOverBound();
+      return { names, kept };
     }
-    return names;
+    if (cached) this.cachedNames -= weightOf(cached);
+    return { names, kept: null };
+  }
+
+  /** The keys of a kept listing's names under `dirKey`, made once. */
+  private keysOf(dirPath: string, dirKey: string, kept: CachedDir): string[] {
+    if (kept.keys?.dirKey === dirKey) return kept.keys.keys;
+    const counted = this.dirCache.get(dirPath) === kept;
+    if (counted) this.cachedNames -= weightOf(kept);
+    kept.keys = { dirKey, keys: kept.names.map((name) => dirKey + name) };
+    if (counted) {
+      this.cachedNames += weightOf(kept);
+      this.evictOverBound();
+    }
+    return kept.keys.keys;
+  }
+
+  /** Drops the least recently used kept listings until the rest are within DIR_CACHE_MAX_NAMES. */
+  private evictOverBound(): void {
+    for (const [oldest, dir] of this.dirCache) {
+      if (this.cachedNames <= DIR_CACHE_MAX_NAMES) break;
+      this.dirCache.delete(oldest);
+      this.cachedNames -= weightOf(dir);
+    }
   }
 
   /** Visits every file under a directory, in no particular order. */
