@@ -61,8 +61,14 @@ const PATH_MAX_BYTES = 4095;
 /** A written file's name also carries the temporary or lock suffix for a while. */
 const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length);
 
-/** Directories smaller than this are read afresh each time: sorting them costs less than keeping them. */
+/**
+ * Directories smaller than this are kept only once their listing is trusted: one that is changing
+ * costs less to read again than to merge, and a settled one (a table's directory, which every
+ * DescribeTable lists) then costs a stat instead of a read.
+ */
 const DIR_CACHE_MIN_ENTRIES = 64;
+/** Bound on the directories kept, however small. */
+const DIR_CACHE_MAX_DIRS = 50_000;
 /** Directories up to this size on disk (some hundreds of entries on ext4) are read synchronously. */
 const SMALL_DIR_BYTES = 16_384n;
 /** Bound on the names kept in all sorted listings together (some tens of MB). */
@@ -85,6 +91,9 @@ interface CachedDir {
 const weightOf = (dir: CachedDir): number => dir.names.length * (dir.keys ? 2 : 1);
 
 const NO_ENTRIES = { names: [], kept: null };
+
+/** Whether `text` exceeds `max` bytes of UTF-8; at most 3 bytes a UTF-16 unit, so only a long one is measured (every request resolves several keys). */
+const tooLong = (text: string, max: number): boolean => text.length * 3 > max && Buffer.byteLength(text) > max;
 
 /** A page being listed: its keys and common prefixes, the room left, the last one taken, and whether one more was seen. */
 interface CollectedPage {
@@ -174,13 +183,17 @@ export class LocalObjectStore implements ObjectStore {
   private pathOf(key: string): string {
     const parts = key.split('/');
     const last = parts[parts.length - 1];
-    if (key.startsWith('/') || parts.some((p, i) => p === '..' || p === '.' || (p === '' && i < parts.length - 1) || p.includes('\0'))) {
-      throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
+    if (key.startsWith('/')) throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
+    let longPart = false;
+    for (let i = 0; i < parts.length; i++) {
+      const p = parts[i] ?? '';
+      if (p === '..' || p === '.' || (p === '' && i < parts.length - 1) || p.includes('\0')) throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
+      if (tooLong(p, NAME_MAX_BYTES)) longPart = true;
     }
     if (last !== undefined && isInternalName(last)) throw new InvalidKeyError(`reserved store key: ${JSON.stringify(key)}`);
     // Checked here rather than met as ENAMETOOLONG halfway through a multi-step write.
     const full = path.join(this.root, ...parts);
-    if (parts.some((p) => Buffer.byteLength(p) > NAME_MAX_BYTES) || Buffer.byteLength(full) > PATH_MAX_BYTES) {
+    if (longPart || tooLong(full, PATH_MAX_BYTES)) {
       throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
     }
     return full;
@@ -479,9 +492,10 @@ export class LocalObjectStore implements ObjectStore {
   /**
    * The names in a directory, sorted in byte order, a subdirectory's with a trailing '/'.
    *
-   * Directories are not sorted on disk, so large ones are kept sorted here between reads, and a
-   * kept listing is used only while it provably still matches the directory. Every change of the
-   * entries of a directory sets its mtime from the kernel's clock, which advances in coarse ticks,
+   * Directories are not sorted on disk, so large ones (and settled small ones, see
+   * DIR_CACHE_MIN_ENTRIES) are kept sorted here between reads, and a kept listing is used only
+   * while it provably still matches the directory. Every change of the entries of a directory
+   * sets its mtime from the kernel's clock, which advances in coarse ticks,
    * so a change in the same tick as a read can leave mtime unchanged. Hence a listing is trusted
    * only if the mtime it was read at lies more than DIR_CLOCK_MARGIN_NS before the moment the read
    * began: any later change, by this process or another on this machine, then sets an mtime after
@@ -520,8 +534,8 @@ export class LocalObjectStore implements ObjectStore {
     }
     const names = cached ? mergeSorted(cached.names, fresh) : fresh.sort(compareKeys);
     this.dirCache.delete(dirPath);
-    if (names.length >= DIR_CACHE_MIN_ENTRIES) {
-      const trusted = st.mtimeNs < began - DIR_CLOCK_MARGIN_NS && st.ctimeNs < began - DIR_CLOCK_MARGIN_NS;
+    const trusted = st.mtimeNs < began - DIR_CLOCK_MARGIN_NS && st.ctimeNs < began - DIR_CLOCK_MARGIN_NS;
+    if (names.length >= DIR_CACHE_MIN_ENTRIES || trusted) {
       const kept: CachedDir = { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names, keys: null };
       this.dirCache.set(dirPath, kept);
       this.cachedNames += names.length - (cached ? weightOf(cached) : 0);
@@ -545,10 +559,10 @@ export class LocalObjectStore implements ObjectStore {
     return kept.keys.keys;
   }
 
-  /** Drops the least recently used kept listings until the rest are within DIR_CACHE_MAX_NAMES. */
+  /** Drops the least recently used kept listings until the rest are within DIR_CACHE_MAX_NAMES and DIR_CACHE_MAX_DIRS. */
   private evictOverBound(): void {
     for (const [oldest, dir] of this.dirCache) {
-      if (this.cachedNames <= DIR_CACHE_MAX_NAMES) break;
+      if (this.cachedNames <= DIR_CACHE_MAX_NAMES && this.dirCache.size <= DIR_CACHE_MAX_DIRS) break;
       this.dirCache.delete(oldest);
       this.cachedNames -= weightOf(dir);
     }
