@@ -457,8 +457,8 @@ export class LocalObjectStore implements ObjectStore {
       after = undefined;
     }
     const { names: entries, kept } = await this.sortedEntries(dirPath);
-    // A kept listing keeps its keys too: a large directory listed again costs no string per entry.
-    const keys = kept ? this.keysOf(dirPath, dirKey, kept) : null;
+    // A trusted kept listing keeps its keys too: a directory listed again costs no string per entry.
+    const keys = kept?.trusted ? this.keysOf(dirPath, dirKey, kept) : null;
     const relAfter = after?.slice(dirKey.length);
     let i = lowerBound(entries, namePrefix);
     if (relAfter !== undefined && compareKeys(relAfter, namePrefix) > 0) {
