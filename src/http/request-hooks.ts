@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidInput } from '../model/errors.js';
 import { requireMainBranch } from '../service/catalog/catalog.js';
 import { ANONYMOUS, type Principal, type RequestContext } from '../service/request-context.js';
@@ -65,6 +65,19 @@ function valueAt(request: FastifyRequest, path: readonly string[]): unknown {
 
 const routeOf = (request: FastifyRequest): RouteConfig | undefined => request.routeOptions.config.route;
 
+/** A hook in Fastify's callback form around a synchronous step; what the step throws is the request's error. */
+const syncHook =
+  (step: (request: FastifyRequest, reply: FastifyReply) => void) =>
+  (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void => {
+    try {
+      step(request, reply);
+    } catch (e) {
+      done(e as Error);
+      return;
+    }
+    done();
+  };
+
 /**
  * Adds the request hooks to `app`, for the routes registered in it and its children (the route
  * groups). Called on the encapsulated context that holds the route groups, not registered as a
@@ -76,55 +89,73 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits): vo
   for (const slot of slots) app.decorateRequest(slot, null);
   app.decorateRequest('delimiter', DEFAULT_DELIMITER);
 
-  app.addHook('onRequest', async (request) => {
+  // The hooks take Fastify's callback form: an async hook costs every request a promise and a turn
+  // of the microtask queue, and none of these waits for anything.
+  app.addHook('onRequest', (request, _reply, done) => {
     // Authentication (a later issue) establishes the principal here, before anything is read.
     request.principal = ANONYMOUS;
     request.pathId = [];
     request.ctx = { requestId: String(request.id), principal: request.principal, context: {} };
+    done();
   });
 
-  app.addHook('preValidation', async (request) => {
-    const delimiter = asRecord(request.query)?.delimiter;
-    if (delimiter !== undefined && typeof delimiter !== 'string') throw invalidInput('delimiter: must be given once, as a string');
-    request.delimiter = delimiter ?? DEFAULT_DELIMITER;
-    const rawId = (request.params as Record<string, string | undefined>).id;
-    if (rawId !== undefined) request.pathId = parsePathId(rawId, request.delimiter);
-    if (!routeOf(request)?.arrowBody) checkMapLimits(request.body, limits);
-  });
+  app.addHook(
+    'preValidation',
+    syncHook((request) => {
+      const delimiter = asRecord(request.query)?.delimiter;
+      if (delimiter !== undefined && typeof delimiter !== 'string') throw invalidInput('delimiter: must be given once, as a string');
+      request.delimiter = delimiter ?? DEFAULT_DELIMITER;
+      const rawId = (request.params as Record<string, string | undefined>).id;
+      if (rawId !== undefined) request.pathId = parsePathId(rawId, request.delimiter);
+      if (!routeOf(request)?.arrowBody) checkMapLimits(request.body, limits);
+    }),
+  );
 
-  app.addHook('preHandler', async (request, reply) => {
-    const route = routeOf(request);
-    checkMapLimits(request.query, limits);
-    const bodyId = asRecord(request.body)?.id;
-    const hasPathId = (request.params as Record<string, string | undefined>).id !== undefined;
-    if (hasPathId && route?.bodyIdIsPathId !== false && Array.isArray(bodyId) && JSON.stringify(bodyId) !== JSON.stringify(request.pathId)) {
-      throw invalidInput(`the id in the body ${JSON.stringify(bodyId)} does not match the id in the path ${JSON.stringify(request.pathId)}`);
-    }
-    const context = contextOf(request);
-    checkContext(context);
-    request.ctx = { ...request.ctx, context };
-    // Context travels back the way it came in, so callers can correlate.
-    for (const [key, value] of Object.entries(context)) void reply.header(`${CONTEXT_HEADER}${key.toLowerCase()}`, value);
-    for (const path of route?.mainBranchOnly ?? []) requireMainBranch(valueAt(request, path) as string | null | undefined);
-  });
+  app.addHook(
+    'preHandler',
+    syncHook((request, reply) => prepareHandler(request, reply, limits)),
+  );
 
   // One structured line per mutating request, whatever its outcome.
-  app.addHook('onResponse', async (request, reply) => {
-    const route = routeOf(request);
-    if (!route?.mutation) return;
-    request.log.info(
-      {
-        audit: {
-          operation: route.operationId,
-          id: request.pathId,
-          status: reply.statusCode,
-          duration_ms: Math.round(reply.elapsedTime * 1000) / 1000,
-          request_id: request.id,
-          principal: request.principal.id,
-          context: request.ctx.context,
-        },
-      },
-      'audit',
-    );
+  app.addHook('onResponse', (request, reply, done) => {
+    if (routeOf(request)?.mutation) writeAudit(request, reply);
+    done();
   });
+}
+
+/** The preHandler's checks (query limits, body id, context, branch), and the request context with its echoed headers. */
+function prepareHandler(request: FastifyRequest, reply: FastifyReply, limits: RequestLimits): void {
+  const route = routeOf(request);
+  checkMapLimits(request.query, limits);
+  const bodyId = asRecord(request.body)?.id;
+  const hasPathId = (request.params as Record<string, string | undefined>).id !== undefined;
+  if (hasPathId && route?.bodyIdIsPathId !== false && Array.isArray(bodyId) && JSON.stringify(bodyId) !== JSON.stringify(request.pathId)) {
+    throw invalidInput(`the id in the body ${JSON.stringify(bodyId)} does not match the id in the path ${JSON.stringify(request.pathId)}`);
+  }
+  const context = contextOf(request);
+  checkContext(context);
+  request.ctx = { ...request.ctx, context };
+  // Context travels back the way it came in, so callers can correlate.
+  for (const [key, value] of Object.entries(context)) void reply.header(`${CONTEXT_HEADER}${key.toLowerCase()}`, value);
+  for (const path of route?.mainBranchOnly ?? []) requireMainBranch(valueAt(request, path) as string | null | undefined);
+}
+
+/** The audit record of a mutating request. */
+function writeAudit(request: FastifyRequest, reply: FastifyReply): void {
+  const route = routeOf(request);
+  if (!route) return;
+  request.log.info(
+    {
+      audit: {
+        operation: route.operationId,
+        id: request.pathId,
+        status: reply.statusCode,
+        duration_ms: Math.round(reply.elapsedTime * 1000) / 1000,
+        request_id: request.id,
+        principal: request.principal.id,
+        context: request.ctx.context,
+      },
+    },
+    'audit',
+  );
 }

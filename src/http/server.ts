@@ -126,9 +126,11 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onSend', async (request, reply) => {
+  // The callback form: an async hook would cost every response a promise.
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
     if (closing) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   const groups = routeGroups(services);

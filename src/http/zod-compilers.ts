@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { invalidInput } from '../model/errors.js';
 import { describeZodError } from './errors.js';
+import { compileResponseWriter, NO_FAST_PATH } from './zod-serializer.js';
 
 // Fastify validates and serializes with the routes' zod schemas (zod 4) instead of JSON Schema
 // compilers: one set of schemas is the request check, the response contract and the OpenAPI
@@ -40,7 +41,11 @@ export function useZodCompilers(app: FastifyInstance): void {
   app.setSerializerCompiler(({ schema, method, url, httpStatus }) => {
     const zod = schema as z.ZodType;
     const route = `${method} ${url} (${httpStatus})`;
+    const write = compileResponseWriter(zod);
     return (data: unknown) => {
+      // Checked and written in one walk; what that walk cannot vouch for, zod parses (and words the error).
+      const text = write(data);
+      if (text !== NO_FAST_PATH) return text;
       const parsed = zod.safeParse(data);
       if (!parsed.success) throw new ResponseSchemaError(route, parsed.error);
       return JSON.stringify(parsed.data);

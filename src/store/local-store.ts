@@ -62,8 +62,14 @@ const PATH_MAX_BYTES = 4095;
 /** A written file's name also carries the temporary or lock suffix for a while. */
 const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length);
 
-/** Directories smaller than this are read afresh each time: sorting them costs less than keeping them. */
+/**
+ * Directories smaller than this are kept only once their listing is trusted: one that is changing
+ * costs less to read again than to merge, and a settled one (a table's directory, which every
+ * DescribeTable lists) then costs a stat instead of a read.
+ */
 const DIR_CACHE_MIN_ENTRIES = 64;
+/** Bound on the directories kept, however small. */
+const DIR_CACHE_MAX_DIRS = 50_000;
 /** Directories up to this size on disk (some hundreds of entries on ext4) are read synchronously. */
 const SMALL_DIR_BYTES = 16_384n;
 /** Bound on the names kept in all sorted listings together (some tens of MB). */
@@ -78,6 +84,25 @@ interface CachedDir {
   /** The directory's mtime was old enough at the read that any later change shows in it. */
   trusted: boolean;
   names: string[];
+  /** The names as keys (the directory's key before each), made by the first listing that needs them. */
+  keys: { dirKey: string; keys: string[] } | null;
+}
+
+/** What a kept listing counts against DIR_CACHE_MAX_NAMES: its names, and its keys once made. */
+const weightOf = (dir: CachedDir): number => dir.names.length * (dir.keys ? 2 : 1);
+
+const NO_ENTRIES = { names: [], kept: null };
+
+/** Whether `text` exceeds `max` bytes of UTF-8; at most 3 bytes a UTF-16 unit, so only a long one is measured (every request resolves several keys). */
+const tooLong = (text: string, max: number): boolean => text.length * 3 > max && Buffer.byteLength(text) > max;
+
+/** A page being listed: its keys and common prefixes, the room left, the last one taken, and whether one more was seen. */
+interface CollectedPage {
+  keys: string[];
+  prefixes: string[];
+  room: number;
+  last: string | undefined;
+  more: boolean;
 }
 
 /** Index of the first name not below `name` in a sorted array. */
@@ -159,13 +184,17 @@ export class LocalObjectStore implements ObjectStore {
   private pathOf(key: string): string {
     const parts = key.split('/');
     const last = parts[parts.length - 1];
-    if (key.startsWith('/') || parts.some((p, i) => p === '..' || p === '.' || (p === '' && i < parts.length - 1) || p.includes('\0'))) {
-      throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
+    if (key.startsWith('/')) throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
+    let longPart = false;
+    for (let i = 0; i < parts.length; i++) {
+      const p = parts[i] ?? '';
+      if (p === '..' || p === '.' || (p === '' && i < parts.length - 1) || p.includes('\0')) throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
+      if (tooLong(p, NAME_MAX_BYTES)) longPart = true;
     }
     if (last !== undefined && isInternalName(last)) throw new InvalidKeyError(`reserved store key: ${JSON.stringify(key)}`);
     // Checked here rather than met as ENAMETOOLONG halfway through a multi-step write.
     const full = path.join(this.root, ...parts);
-    if (parts.some((p) => Buffer.byteLength(p) > NAME_MAX_BYTES) || Buffer.byteLength(full) > PATH_MAX_BYTES) {
+    if (longPart || tooLong(full, PATH_MAX_BYTES)) {
       throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
     }
     return full;
@@ -423,43 +452,34 @@ export class LocalObjectStore implements ObjectStore {
     const namePrefix = prefix.slice(slash + 1);
     const dirPath = dirKey === '' ? this.root : this.pathOf(dirKey.slice(0, -1));
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
-    // One entry more than the page, to know whether another page follows.
-    const found: string[] = [];
-    await this.collectSorted(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', maxKeys + 1, found);
-    const page = found.slice(0, maxKeys);
-    const commonPrefixes = page.filter((k) => k.endsWith('/'));
-    const keys = page.filter((k) => !k.endsWith('/'));
-    let objects: ListPage['objects'] = keys.map((key) => ({ key }));
+    const page: CollectedPage = { keys: [], prefixes: [], room: maxKeys, last: undefined, more: false };
+    await this.collectSorted(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', page);
+    let objects: ListPage['objects'] = page.keys.map((key) => ({ key }));
     if (options.details) {
-      const infos = await Promise.all(keys.map((k) => this.head(k)));
+      const infos = await Promise.all(page.keys.map((k) => this.head(k)));
       objects = infos.filter((i) => i !== null); // deleted since the directory was read: skip, as S3 would
     }
-    const last = page[page.length - 1];
-    return found.length > maxKeys && last !== undefined ? { objects, commonPrefixes, nextStartAfter: last } : { objects, commonPrefixes };
+    const { prefixes: commonPrefixes, last } = page;
+    return page.more && last !== undefined ? { objects, commonPrefixes, nextStartAfter: last } : { objects, commonPrefixes };
   }
 
   /**
-   * Appends to `out`, in byte order, up to `want` keys under `dirKey` whose name in it starts with
-   * `namePrefix` and that sort after `after` (one ending in '/' also skips what lies under it);
-   * with `delimited`, a subdirectory is one entry (its key ending in '/'), else its keys, recursively.
-   * A directory's entries are contiguous in key order, so the walk stops as soon as `want` are found
-   * and skips every subtree wholly before `after` unread.
+   * Adds to `out`, in byte order, the keys under `dirKey` whose name in it starts with `namePrefix`
+   * and that sort after `after` (one ending in '/' also skips what lies under it), until its room
+   * is used and one more is seen; with `delimited`, a subdirectory is one entry (a common prefix,
+   * its key ending in '/'), else its keys, recursively. A directory's entries are contiguous in key
+   * order, so the walk stops as soon as the page is full and skips every subtree wholly before
+   * `after` unread.
    */
-  private async collectSorted(
-    dirPath: string,
-    dirKey: string,
-    namePrefix: string,
-    after: string | undefined,
-    delimited: boolean,
-    want: number,
-    out: string[],
-  ): Promise<void> {
+  private async collectSorted(dirPath: string, dirKey: string, namePrefix: string, after: string | undefined, delimited: boolean, out: CollectedPage): Promise<void> {
     if (after !== undefined && after.endsWith('/') && dirKey.startsWith(after)) return; // all of it lies under `after`
     if (after !== undefined && !after.startsWith(dirKey)) {
       if (compareKeys(after, dirKey) > 0) return; // every key here sorts before `after`
       after = undefined;
     }
-    const entries = await this.sortedEntries(dirPath);
+    const { names: entries, kept } = await this.sortedEntries(dirPath);
+    // A trusted kept listing keeps its keys too: a directory listed again costs no string per entry.
+    const keys = kept?.trusted ? this.keysOf(dirPath, dirKey, kept) : null;
     const relAfter = after?.slice(dirKey.length);
     let i = lowerBound(entries, namePrefix);
     if (relAfter !== undefined && compareKeys(relAfter, namePrefix) > 0) {
@@ -467,50 +487,64 @@ export class LocalObjectStore implements ObjectStore {
       const cut = relAfter.indexOf('/');
       i = Math.max(i, lowerBound(entries, cut >= 0 ? relAfter.slice(0, cut + 1) : relAfter));
     }
-    for (; i < entries.length && out.length < want; i++) {
+    // Only the first few entries from `i` can sort at or before `after`: once one does not, no later one does.
+    let skipping = after !== undefined;
+    for (; i < entries.length && !out.more; i++) {
       const entry = entries[i] ?? '';
       if (!entry.startsWith(namePrefix)) break;
-      const key = dirKey + entry;
-      if (after !== undefined && compareKeys(key, after) <= 0 && !(!delimited && entry.endsWith('/') && after.startsWith(key) && after !== key)) continue;
-      if (delimited || !entry.endsWith('/')) out.push(key);
-      else await this.collectSorted(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, want, out);
+      const key = keys?.[i] ?? dirKey + entry;
+      const isDir = entry.endsWith('/');
+      if (skipping && after !== undefined) {
+        if (compareKeys(key, after) <= 0 && !(!delimited && isDir && after.startsWith(key) && after !== key)) continue;
+        skipping = false;
+      }
+      if (!isDir || delimited) {
+        if (out.room === 0) out.more = true;
+        else {
+          out.room--;
+          out.last = key;
+          if (isDir) out.prefixes.push(key);
+          else out.keys.push(key);
+        }
+      } else await this.collectSorted(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, out);
     }
   }
 
   /**
    * The names in a directory, sorted in byte order, a subdirectory's with a trailing '/'.
    *
-   * Directories are not sorted on disk, so large ones are kept sorted here between reads, and a
-   * kept listing is used only while it provably still matches the directory. Every change of the
-   * entries of a directory sets its mtime from the kernel's clock, which advances in coarse ticks,
+   * Directories are not sorted on disk, so large ones (and settled small ones, see
+   * DIR_CACHE_MIN_ENTRIES) are kept sorted here between reads, and a kept listing is used only
+   * while it provably still matches the directory. Every change of the entries of a directory
+   * sets its mtime from the kernel's clock, which advances in coarse ticks,
    * so a change in the same tick as a read can leave mtime unchanged. Hence a listing is trusted
    * only if the mtime it was read at lies more than DIR_CLOCK_MARGIN_NS before the moment the read
    * began: any later change, by this process or another on this machine, then sets an mtime after
    * that moment and so differs. A listing read too soon after a change is used for that call only.
    * (A root shared over a network file system, whose clocks differ, must not be used.)
    */
-  private async sortedEntries(dirPath: string): Promise<string[]> {
+  private async sortedEntries(dirPath: string): Promise<{ names: string[]; kept: CachedDir | null }> {
     const began = BigInt(Date.now()) * 1_000_000n;
     let st: import('node:fs').BigIntStats;
     try {
       st = fsSync.statSync(dirPath, { bigint: true });
     } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return NO_ENTRIES;
       throw e;
     }
-    if (!st.isDirectory()) return [];
+    if (!st.isDirectory()) return NO_ENTRIES;
     const cached = this.dirCache.get(dirPath);
     if (cached && cached.trusted && cached.ino === st.ino && cached.mtimeNs === st.mtimeNs && cached.ctimeNs === st.ctimeNs) {
       this.dirCache.delete(dirPath); // most recently used last
       this.dirCache.set(dirPath, cached);
-      return cached.names;
+      return { names: cached.names, kept: cached };
     }
     let dirents: import('node:fs').Dirent[];
     try {
       // A small directory (its size on disk says so) is read at once; a large one without holding the event loop.
       dirents = st.size <= SMALL_DIR_BYTES ? fsSync.readdirSync(dirPath, { withFileTypes: true }) : await fs.readdir(dirPath, { withFileTypes: true });
     } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return NO_ENTRIES;
       throw e;
     }
     const fresh: string[] = [];
@@ -521,19 +555,38 @@ export class LocalObjectStore implements ObjectStore {
     }
     const names = cached ? mergeSorted(cached.names, fresh) : fresh.sort(compareKeys);
     this.dirCache.delete(dirPath);
-    if (names.length >= DIR_CACHE_MIN_ENTRIES) {
-      const trusted = st.mtimeNs < began - DIR_CLOCK_MARGIN_NS && st.ctimeNs < began - DIR_CLOCK_MARGIN_NS;
-      this.dirCache.set(dirPath, { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names });
-      this.cachedNames += names.length - (cached?.names.length ?? 0);
-      for (const [oldest, dir] of this.dirCache) {
-        if (this.cachedNames <= DIR_CACHE_MAX_NAMES) break;
-        this.dirCache.delete(oldest);
-        this.cachedNames -= dir.names.length;
-      }
-    } else if (cached) {
-      this.cachedNames -= cached.names.length;
+    const trusted = st.mtimeNs < began - DIR_CLOCK_MARGIN_NS && st.ctimeNs < began - DIR_CLOCK_MARGIN_NS;
+    if (names.length >= DIR_CACHE_MIN_ENTRIES || trusted) {
+      const kept: CachedDir = { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names, keys: null };
+      this.dirCache.set(dirPath, kept);
+      this.cachedNames += names.length - (cached ? weightOf(cached) : 0);
+      this.evictOverBound();
+      return { names, kept };
     }
-    return names;
+    if (cached) this.cachedNames -= weightOf(cached);
+    return { names, kept: null };
+  }
+
+  /** The keys of a kept listing's names under `dirKey`, made once. */
+  private keysOf(dirPath: string, dirKey: string, kept: CachedDir): string[] {
+    if (kept.keys?.dirKey === dirKey) return kept.keys.keys;
+    const counted = this.dirCache.get(dirPath) === kept;
+    if (counted) this.cachedNames -= weightOf(kept);
+    kept.keys = { dirKey, keys: kept.names.map((name) => dirKey + name) };
+    if (counted) {
+      this.cachedNames += weightOf(kept);
+      this.evictOverBound();
+    }
+    return kept.keys.keys;
+  }
+
+  /** Drops the least recently used kept listings until the rest are within DIR_CACHE_MAX_NAMES and DIR_CACHE_MAX_DIRS. */
+  private evictOverBound(): void {
+    for (const [oldest, dir] of this.dirCache) {
+      if (this.cachedNames <= DIR_CACHE_MAX_NAMES && this.dirCache.size <= DIR_CACHE_MAX_DIRS) break;
+      this.dirCache.delete(oldest);
+      this.cachedNames -= weightOf(dir);
+    }
   }
 
   /** Visits every file under a directory, in no particular order. */

@@ -61,7 +61,8 @@ const DATA_DIR = `${CATALOG_DIR}/data/`;
 const READY = `${CATALOG_DIR}/index.ready`;
 const VISIBLE = 'v';
 const HAS_DATA = 't';
-const LIST_PAGE = 1000;
+/** Keys one LIST asks for: S3 answers at most 1,000 whatever is asked, a local root all of them (a large page in one call). */
+const LIST_PAGE = 10_000;
 const CHECK_CONCURRENCY = 16;
 const SETTLE_ROUNDS = 5;
 /** Dead pending entries off the page that one listing settles, so that they do not pile up. */
@@ -304,7 +305,7 @@ export class ListingIndex {
       [pending, prefetched] = await Promise.all([this.pendingOf(kind, ns), fromStore.next(want)]);
     }
     const pendingNames = [...pending.keys()].filter((n) => from === undefined || compareNames(n, from) > 0).sort(compareNames);
-    const names: string[] = [];
+    let names: string[] = [];
     let settledElsewhere = 0;
     let checked = 0;
     let lower = from;
@@ -321,10 +322,11 @@ export class ListingIndex {
       const candidates = unindexed.length === 0 ? indexed : [...new Set([...indexed, ...unindexed])].sort(compareNames);
       const withData = includeDeclared || kind !== 'table' || candidates.length === 0 ? null : await cursor.withData(lower, upper);
       // Nothing to look at (no pending entry, no declared table to check): the stretch is the page.
-      if (withData === null && !candidates.some((name) => pending.has(name))) {
-        names.push(...candidates);
+      if (withData === null && (pending.size === 0 || !candidates.some((name) => pending.has(name)))) {
+        if (names.length === 0) names = candidates;
+        else for (const name of candidates) names.push(name);
       } else {
-        names.push(...(await this.keepVisible(kind, ns, candidates, pending, withData, includeDeclared, () => checked++)));
+        for (const name of await this.keepVisible(kind, ns, candidates, pending, withData, includeDeclared, () => checked++)) names.push(name);
       }
       if (names.length > want) return { names: names.slice(0, want), more: true };
       if (exhausted) break;

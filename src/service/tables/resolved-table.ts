@@ -26,7 +26,8 @@ export function resolvedTable(deps: CatalogDeps, id: string[], state: TableState
     id,
     state,
     dir: options.dir ?? dataDir(deps.locations, state),
-    managedVersioning: () => {
+    // A method, not an arrow bound to the key: esbuild's keepNames (tsx) would name each one anew, per request.
+    managedVersioning() {
       const recorded = state.record?.value.managed_versioning;
       if (recorded !== undefined) return Promise.resolve(recorded);
       managed ??= resolveManagedVersioning(deps, options.namespace ?? state.ref.namespace, state.record?.value.properties ?? {});
