@@ -37,7 +37,12 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   if (!rootLocation) throw new Error(`unsupported root ${JSON.stringify(config.root)}: use a path, file://, or s3://bucket/prefix`);
   const store = await openStore(rootLocation, config.s3, { createBucket: config.s3.createBucket });
   const engine = await LancedbEngine.start({ maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes });
-  const locations = new Locations(store, rootLocation, (location) => storeAt(location, config.s3));
+  const allowed = config.allowedLocations.map((l) => {
+    const parsed = parseLocation(l);
+    if (!parsed) throw new Error(`unsupported allowed location ${JSON.stringify(l)}: use a path, file://, or s3://bucket/prefix`);
+    return parsed;
+  });
+  const locations = new Locations(store, rootLocation, (location) => storeAt(location, config.s3), allowed);
   const deps: CatalogDeps = {
     store,
     engine,

@@ -6,6 +6,8 @@ import { z } from 'zod';
 
 const Config = z.object({
   root: z.string().min(1),
+  /** Places outside the root where tables may be registered (paths, file:// or s3://bucket/prefix); none by default. */
+  allowedLocations: z.array(z.string().min(1)),
   host: z.string().min(1),
   port: z.coerce.number().int().min(0).max(65535),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
@@ -45,6 +47,8 @@ export type Config = z.infer<typeof Config>;
 export const CONFIG_HELP = `Usage: npm start -- [options]
 
   --root <path|s3://bucket/prefix>  catalog root            env LANCE_NS_ROOT      default ./data
+  --allowed-location <path|s3://bucket/prefix>  a place outside the root where tables may be
+                                    registered (repeat for more)  env LANCE_NS_ALLOWED_LOCATIONS (comma-separated)  default none
   --host <addr>                     address to listen on    env LANCE_NS_HOST      default 127.0.0.1
   --port <n>                        port                    env LANCE_NS_PORT      default 2333
   --log-level <level>               pino level              env LANCE_NS_LOG_LEVEL default info
@@ -77,6 +81,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     strict: true,
     options: {
       root: { type: 'string' },
+      'allowed-location': { type: 'string', multiple: true },
       host: { type: 'string' },
       port: { type: 'string' },
       'log-level': { type: 'string' },
@@ -108,6 +113,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
   const endpoint = values['s3-endpoint'] ?? env.LANCE_NS_S3_ENDPOINT ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
   const parsed = Config.safeParse({
     root: values.root ?? env.LANCE_NS_ROOT ?? './data',
+    allowedLocations: values['allowed-location'] ?? (env.LANCE_NS_ALLOWED_LOCATIONS ?? '').split(',').map((l) => l.trim()).filter((l) => l !== ''),
     host: values.host ?? env.LANCE_NS_HOST ?? '127.0.0.1',
     port: values.port ?? env.LANCE_NS_PORT ?? 2333,
     logLevel: values['log-level'] ?? env.LANCE_NS_LOG_LEVEL ?? 'info',

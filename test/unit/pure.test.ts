@@ -130,7 +130,17 @@ describe('locations', () => {
     expect(locations.resolve('ns/t.lance')).toMatchObject({ key: 'ns/t.lance/', owned: true });
     expect(locations.resolve('/data/root/ns/t.lance')).toMatchObject({ key: 'ns/t.lance/', owned: true });
     expect(locations.resolve('file:///data/root/ns/t.lance/')).toMatchObject({ key: 'ns/t.lance/', owned: true });
-    expect(locations.resolve('/elsewhere/t.lance')).toMatchObject({ key: '', owned: false });
+    // Outside the root only under an allowed location (same kind, same bucket, below its path or prefix).
+    expect(() => locations.resolve('/elsewhere/t.lance')).toThrow(/outside the catalog root/);
+    const allowing = new Locations(store, { kind: 'local', dir: '/data/root' }, (location) => storeAt(location, { region: 'r', forcePathStyle: true }), [
+      { kind: 'local', dir: '/elsewhere' },
+      { kind: 's3', bucket: 'b', prefix: 'p' },
+    ]);
+    expect(allowing.resolve('/elsewhere/t.lance')).toMatchObject({ key: '', owned: false });
+    expect(allowing.resolve('s3://b/p/t.lance')).toMatchObject({ key: '', owned: false });
+    for (const outside of ['/elsewhere-not/t.lance', 's3://b/pq/t.lance', 's3://c/p/t.lance', '/elsewhere/../x']) {
+      expect(() => allowing.resolve(outside), outside).toThrow(/outside the catalog root/);
+    }
     for (const bad of ['../x', 'a/../../x', './x', '', 'ftp://x/y']) expect(() => locations.resolve(bad), bad).toThrow(NamespaceError);
   });
 });
@@ -142,6 +152,9 @@ describe('configuration', () => {
     expect(c).toMatchObject({ root: 's3://b/p', port: 9000, s3: { endpoint: 'http://127.0.0.1:9', accessKeyId: 'ak', forcePathStyle: true } });
     expect(() => loadConfig(['--port', 'x'], {})).toThrow(/port/);
     expect(() => loadConfig(['--bogus'], {})).toThrow();
+    expect(loadConfig([], {}).allowedLocations).toEqual([]);
+    expect(loadConfig(['--allowed-location', '/a', '--allowed-location', 's3://b/p'], { LANCE_NS_ALLOWED_LOCATIONS: '/x' }).allowedLocations).toEqual(['/a', 's3://b/p']);
+    expect(loadConfig([], { LANCE_NS_ALLOWED_LOCATIONS: ' /x , s3://y/z ,' }).allowedLocations).toEqual(['/x', 's3://y/z']);
   });
 
   it('keeps 256 datasets open (256 MiB of manifests) by default; 0 keeps none; negative counts are refused', () => {

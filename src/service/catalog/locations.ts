@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { invalidInput } from '../../model/errors.js';
 import type { ObjectStore } from '../../store/object-store.js';
@@ -15,6 +16,10 @@ export interface StoreDir {
 // path relative to the root, an absolute path, file://, or s3://. Stores for locations outside the
 // root are made on demand by the factory app.ts gives (which knows the adapters and the S3
 // connection) and kept for reuse.
+//
+// Only the catalog's own places are reached: a location is inside the root or under one of the
+// configured allowed locations (none by default); anything else, including a local path that a
+// symbolic link takes out of the root or of its allowed location, is a 400 before anything is opened.
 export class Locations {
   private readonly external = new Map<string, ObjectStore>();
 
@@ -22,6 +27,7 @@ export class Locations {
     readonly root: ObjectStore,
     private readonly rootLocation: StoreLocation,
     private readonly storeAt: StoreFactory,
+    private readonly allowed: StoreLocation[] = [],
   ) {}
 
   own(key: string): StoreDir {
@@ -40,13 +46,40 @@ export class Locations {
       if (parts.some((p) => p === '..' || p === '.' || p === '')) {
         throw invalidInput(`location ${JSON.stringify(location)}: path traversal is not allowed in a relative location`);
       }
-      return this.own(`${parts.join('/')}/`);
+      const key = `${parts.join('/')}/`;
+      if (this.rootLocation.kind === 'local') this.refuseLinksOut(location, path.join(this.rootLocation.dir, ...parts), this.rootLocation.dir);
+      return this.own(key);
     }
     const parsed = parseLocation(trimmed);
     if (!parsed) throw invalidInput(`location ${JSON.stringify(location)} is not a supported location (a path, file://, or s3://bucket/prefix)`);
     const inside = this.keyInsideRoot(parsed);
-    if (inside !== null) return this.own(inside);
+    if (inside !== null) {
+      if (parsed.kind === 'local' && this.rootLocation.kind === 'local') this.refuseLinksOut(location, parsed.dir, this.rootLocation.dir);
+      return this.own(inside);
+    }
+    const place = this.allowed.find((a) => isUnder(parsed, a));
+    if (!place) {
+      throw invalidInput(`location ${JSON.stringify(location)} is outside the catalog root and every allowed location (see allowed locations in the README)`);
+    }
+    if (parsed.kind === 'local' && place.kind === 'local') this.refuseLinksOut(location, parsed.dir, place.dir);
     return { store: this.externalStore(parsed), key: '', owned: false };
+  }
+
+  /** A 400 when `dir`, or the nearest of its ancestors that exists, resolves (through symbolic links) to a place outside `base`. */
+  private refuseLinksOut(location: string, dir: string, base: string): void {
+    const realBase = existingRealPath(base);
+    if (realBase === null) return; // no base yet: nothing under it leads anywhere
+    for (let probe = dir; ; probe = path.dirname(probe)) {
+      const target = existingRealPath(probe);
+      if (target !== null) {
+        const rel = path.relative(realBase, target);
+        if (rel.startsWith('..') || path.isAbsolute(rel)) {
+          throw invalidInput(`location ${JSON.stringify(location)} leads out of the catalog's places through a symbolic link`);
+        }
+        return;
+      }
+      if (path.dirname(probe) === probe) return;
+    }
   }
 
   /** Key of a location under the root ('' for the root itself, else ending in '/'), or null. */
@@ -79,5 +112,28 @@ export class Locations {
   async close(): Promise<void> {
     await Promise.all([...this.external.values()].map((s) => s.close()));
     this.external.clear();
+  }
+}
+
+/** Whether `loc` is `place` or lies under it (same kind, same bucket, a path or prefix below). */
+function isUnder(loc: StoreLocation, place: StoreLocation): boolean {
+  if (loc.kind === 'local' && place.kind === 'local') {
+    const rel = path.relative(place.dir, loc.dir);
+    return !rel.startsWith('..') && !path.isAbsolute(rel);
+  }
+  if (loc.kind === 's3' && place.kind === 's3') {
+    return loc.bucket === place.bucket && (place.prefix === '' || loc.prefix === place.prefix || loc.prefix.startsWith(`${place.prefix}/`));
+  }
+  return false;
+}
+
+/** The real path of `p`, or null when it does not exist. */
+function existingRealPath(p: string): string | null {
+  try {
+    return fs.realpathSync(p);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    throw e;
   }
 }

@@ -87,8 +87,9 @@ export class TableService {
     return this.deps.store;
   }
 
-  private datasetAt(dir: StoreDir, extraOptions: Record<string, string> = {}) {
-    return { location: dir.store.location(dir.key), storageOptions: { ...dir.store.engineStorageOptions(), ...extraOptions } };
+  /** The engine's view of `dir`, with the options a client may add to its write (clientStorageOptions); never over the store's own. */
+  private datasetAt(dir: StoreDir, clientOptions: Record<string, string> = {}) {
+    return { location: dir.store.location(dir.key), storageOptions: { ...clientStorageOptions(clientOptions), ...dir.store.engineStorageOptions() } };
   }
 
   /**
@@ -521,4 +522,27 @@ function compareIds(a: string[], b: string[]): number {
     if (c !== 0) return c;
   }
   return a.length - b.length;
+}
+
+/**
+ * Storage options a client may pass for its write: timeouts and retries of the engine's own
+ * connection. Every other key is ignored, whatever it is: nothing a client sends changes where the
+ * engine connects, with which credentials, or how safely (endpoints, regions, keys, tokens,
+ * proxies, plain HTTP, certificate checks); a client could otherwise send the service's signed
+ * requests wherever it likes. Ignored rather than refused, because clients pass on their own
+ * connection's options as a matter of course.
+ */
+export const CLIENT_STORAGE_OPTIONS: ReadonlySet<string> = new Set([
+  'timeout',
+  'connect_timeout',
+  'pool_idle_timeout',
+  'pool_max_idle_per_host',
+  'client_max_retries',
+  'client_retry_timeout',
+  'download_retry_count',
+]);
+
+/** The entries of `options` a client may set (CLIENT_STORAGE_OPTIONS). */
+export function clientStorageOptions(options: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(options).filter(([key]) => CLIENT_STORAGE_OPTIONS.has(key.toLowerCase())));
 }
