@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Config } from './config.js';
 import { LancedbEngine } from './engine/lancedb/engine.js';
+import { isLoopbackAddress } from './http/browser-guard.js';
 import { buildHttpServer } from './http/server.js';
 import type { CatalogDeps } from './service/catalog/catalog.js';
 import { ColumnService } from './service/data/columns.js';
@@ -86,6 +87,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       // Every form in which the root's own path can appear in a message (the engine drops the leading '/').
       rootForms: [store.rootUri, store.location(''), store.objectPath('')],
       version: SERVICE_VERSION,
+      browser: { corsOrigins: config.corsOrigins, loopbackOnly: isLoopbackAddress(config.host) },
     },
   );
   backfill.start();

@@ -9,6 +9,8 @@ const Config = z.object({
   /** Places outside the root where tables may be registered (paths, file:// or s3://bucket/prefix); none by default. */
   allowedLocations: z.array(z.string().min(1)),
   host: z.string().min(1),
+  /** Origins whose web pages may call the service (CORS); none by default. */
+  corsOrigins: z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'an origin is scheme://host[:port]')),
   port: z.coerce.number().int().min(0).max(65535),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
   s3: z.object({
@@ -50,6 +52,8 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --allowed-location <path|s3://bucket/prefix>  a place outside the root where tables may be
                                     registered (repeat for more)  env LANCE_NS_ALLOWED_LOCATIONS (comma-separated)  default none
   --host <addr>                     address to listen on    env LANCE_NS_HOST      default 127.0.0.1
+  --cors-origin <scheme://host[:port]>  an origin whose web pages may call the service (repeat for more)
+                                    env LANCE_NS_CORS_ORIGINS (comma-separated)  default none
   --port <n>                        port                    env LANCE_NS_PORT      default 2333
   --log-level <level>               pino level              env LANCE_NS_LOG_LEVEL default info
   --s3-endpoint <url>               S3 endpoint             env LANCE_NS_S3_ENDPOINT, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL
@@ -72,6 +76,9 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --kept-dataset-bytes <n>          their manifest bytes + 64 KiB each, at most  env LANCE_NS_KEPT_DATASET_BYTES default 268435456
 `;
 
+/** A comma-separated environment variable as a list (empty entries dropped). */
+const list = (v: string | undefined): string[] => (v ?? '').split(',').map((e) => e.trim()).filter((e) => e !== '');
+
 const bool = (v: string | undefined): boolean | undefined =>
   v === undefined ? undefined : ['1', 'true', 'yes', 'on'].includes(v.toLowerCase());
 
@@ -83,6 +90,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       root: { type: 'string' },
       'allowed-location': { type: 'string', multiple: true },
       host: { type: 'string' },
+      'cors-origin': { type: 'string', multiple: true },
       port: { type: 'string' },
       'log-level': { type: 'string' },
       's3-endpoint': { type: 'string' },
@@ -113,8 +121,9 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
   const endpoint = values['s3-endpoint'] ?? env.LANCE_NS_S3_ENDPOINT ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
   const parsed = Config.safeParse({
     root: values.root ?? env.LANCE_NS_ROOT ?? './data',
-    allowedLocations: values['allowed-location'] ?? (env.LANCE_NS_ALLOWED_LOCATIONS ?? '').split(',').map((l) => l.trim()).filter((l) => l !== ''),
+    allowedLocations: values['allowed-location'] ?? list(env.LANCE_NS_ALLOWED_LOCATIONS),
     host: values.host ?? env.LANCE_NS_HOST ?? '127.0.0.1',
+    corsOrigins: values['cors-origin'] ?? list(env.LANCE_NS_CORS_ORIGINS),
     port: values.port ?? env.LANCE_NS_PORT ?? 2333,
     logLevel: values['log-level'] ?? env.LANCE_NS_LOG_LEVEL ?? 'info',
     s3: {

@@ -1,3 +1,4 @@
+import { type BrowserGuardOptions, checkBodyType, useBrowserGuard } from './browser-guard.js';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
@@ -54,6 +55,8 @@ export interface HttpServerOptions {
   /** The forms of the catalog root's own path (absolute path, URI) that error messages must not show. */
   rootForms: readonly string[];
   version: string;
+  /** What browsers may do (browser-guard.ts). */
+  browser: BrowserGuardOptions;
 }
 
 /** The request line's path, when a client error left it readable in the raw bytes. */
@@ -116,6 +119,8 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
     },
   });
 
+  useBrowserGuard(app, options.browser);
+
   // Every body arrives as bytes whatever its content type says (the 404 answer needs no more).
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (request, payload, done) => readBody(request, payload, done));
@@ -141,9 +146,17 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
     useZodCompilers(api);
     // A route's body is JSON (an empty body or `null` is the empty request) or, on Arrow routes, the bytes.
     api.removeAllContentTypeParsers();
-    api.addContentTypeParser('*', (request, payload, done) =>
-      request.routeOptions.config.route?.arrowBody ? readBody(request, payload, done) : readJsonBody(request, payload, done),
-    );
+    api.addContentTypeParser('*', (request, payload, done) => {
+      const arrowBody = request.routeOptions.config.route?.arrowBody === true;
+      try {
+        checkBodyType(request, arrowBody);
+      } catch (e) {
+        done(e as Error);
+        return;
+      }
+      if (arrowBody) readBody(request, payload, done);
+      else readJsonBody(request, payload, done);
+    });
     useRequestHooks(api, options.limits);
     const groupOptions: RouteGroupOptions = { jsonBodyLimit: options.jsonBodyLimit, arrowBodyLimit: options.arrowBodyLimit, largeBodies };
     for (const group of groups) await api.register(group.plugin, { ...groupOptions, prefix: group.prefix });

@@ -6,27 +6,12 @@ import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { listenTestApp, type TestApp, useTestApp } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends, localBackend, type TestRoot } from '../support/backends.js';
+import { expectSpecBody } from '../support/spec-body.js';
 
 // Issue 8, points 7 and 8: every input that can make the reply fail is refused before anything
 // changes, and every error (framework, store, engine) has the spec body without internals.
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
-const SPEC_KEYS = ['code', 'error', 'instance', 'status', 'title', 'type'];
-
-/** The error body has exactly the spec's fields, a numeric code, and no internals. */
-function expectSpecBody(json: Record<string, unknown>, status: number, code: number, root?: TestRoot): void {
-  expect(Object.keys(json).filter((k) => k !== 'detail').sort()).toEqual(SPEC_KEYS);
-  expect(json).toMatchObject({ code, status });
-  const text = JSON.stringify(json);
-  expect(text).not.toMatch(/\.rs:\d+/);
-  expect(text).not.toMatch(/FST_ERR|ENOSPC|ENAMETOOLONG|statusCode/);
-  if (root) {
-    for (const form of [root.store.rootUri, root.store.location(''), root.store.objectPath('')].filter((f) => f.length > 1)) {
-      expect(text).not.toContain(form);
-    }
-  }
-}
-
 /** One request over a fresh socket, bytes exactly as given; the status and the parsed body. */
 function rawExchange(port: number, request: string): Promise<{ status: number; json: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {

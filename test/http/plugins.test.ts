@@ -56,6 +56,7 @@ describe('the HTTP request pipeline', () => {
       limits: { maxMapEntries: 100, maxMapBytes: 64 * 1024, largeBodyBytes: 512 * 1024, maxConcurrentLargeBodies: 2 },
       rootForms: ['/nowhere'],
       version: 'test',
+      browser: { corsOrigins: [], loopbackOnly: true },
     });
     await app.ready();
   });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { isLoopbackAddress } from '../../src/http/browser-guard.js';
 import { loadConfig } from '../../src/config.js';
 import { httpStatusOfCode, toWireError } from '../../src/http/errors.js';
 import { parsePathId } from '../../src/http/route.js';
@@ -155,6 +156,12 @@ describe('configuration', () => {
     expect(loadConfig([], {}).allowedLocations).toEqual([]);
     expect(loadConfig(['--allowed-location', '/a', '--allowed-location', 's3://b/p'], { LANCE_NS_ALLOWED_LOCATIONS: '/x' }).allowedLocations).toEqual(['/a', 's3://b/p']);
     expect(loadConfig([], { LANCE_NS_ALLOWED_LOCATIONS: ' /x , s3://y/z ,' }).allowedLocations).toEqual(['/x', 's3://y/z']);
+    expect(loadConfig([], {}).corsOrigins).toEqual([]);
+    expect(loadConfig(['--cors-origin', 'https://a.example'], { LANCE_NS_CORS_ORIGINS: 'http://b' }).corsOrigins).toEqual(['https://a.example']);
+    expect(loadConfig([], { LANCE_NS_CORS_ORIGINS: 'http://b:8080, https://c' }).corsOrigins).toEqual(['http://b:8080', 'https://c']);
+    expect(() => loadConfig(['--cors-origin', 'https://a.example/path'], {})).toThrow(/corsOrigins/);
+    for (const host of ['127.0.0.1', '127.9.9.9', 'localhost', '::1']) expect(isLoopbackAddress(host), host).toBe(true);
+    for (const host of ['0.0.0.0', '::', '10.0.0.1', 'example.com']) expect(isLoopbackAddress(host), host).toBe(false);
   });
 
   it('keeps 256 datasets open (256 MiB of manifests) by default; 0 keeps none; negative counts are refused', () => {
