@@ -9,6 +9,8 @@ const Config = z.object({
   /** Places outside the root where tables may be registered (paths, file:// or s3://bucket/prefix); none by default. */
   allowedLocations: z.array(z.string().min(1)),
   host: z.string().min(1),
+  /** Serve without authentication on a non-loopback address (every caller that reaches the port has full access). */
+  insecure: z.boolean(),
   /** Origins whose web pages may call the service (CORS); none by default. */
   corsOrigins: z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'an origin is scheme://host[:port]')),
   port: z.coerce.number().int().min(0).max(65535),
@@ -52,6 +54,8 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --allowed-location <path|s3://bucket/prefix>  a place outside the root where tables may be
                                     registered (repeat for more)  env LANCE_NS_ALLOWED_LOCATIONS (comma-separated)  default none
   --host <addr>                     address to listen on    env LANCE_NS_HOST      default 127.0.0.1
+  --insecure                        serve without authentication on a non-loopback address
+                                    env LANCE_NS_INSECURE  default false (refuses to start there)
   --cors-origin <scheme://host[:port]>  an origin whose web pages may call the service (repeat for more)
                                     env LANCE_NS_CORS_ORIGINS (comma-separated)  default none
   --port <n>                        port                    env LANCE_NS_PORT      default 2333
@@ -91,6 +95,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       'allowed-location': { type: 'string', multiple: true },
       host: { type: 'string' },
       'cors-origin': { type: 'string', multiple: true },
+      insecure: { type: 'boolean' },
       port: { type: 'string' },
       'log-level': { type: 'string' },
       's3-endpoint': { type: 'string' },
@@ -124,6 +129,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     allowedLocations: values['allowed-location'] ?? list(env.LANCE_NS_ALLOWED_LOCATIONS),
     host: values.host ?? env.LANCE_NS_HOST ?? '127.0.0.1',
     corsOrigins: values['cors-origin'] ?? list(env.LANCE_NS_CORS_ORIGINS),
+    insecure: values.insecure ?? bool(env.LANCE_NS_INSECURE) ?? false,
     port: values.port ?? env.LANCE_NS_PORT ?? 2333,
     logLevel: values['log-level'] ?? env.LANCE_NS_LOG_LEVEL ?? 'info',
     s3: {

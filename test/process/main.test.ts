@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
@@ -29,14 +30,34 @@ describe('the service process', () => {
     const ready = await fetch(`${running.url}/health/ready`);
     expect(ready.status).toBe(200);
     expect((await stat(path.join(cwd, 'data'))).isDirectory()).toBe(true);
-    const created = await fetch(`${running.url}/v1/namespace/hello/create`, { method: 'POST', body: '{}' });
+    const created = await fetch(`${running.url}/v1/namespace/hello/create`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(created.status).toBe(200);
     expect((await stat(path.join(cwd, 'data/hello/.lance-namespace'))).isFile()).toBe(true);
   });
 
+  it('refuses to start without authentication on a non-loopback address (--insecure allows it; not bound here: tests use loopback only)', async () => {
+    // It exits before it binds anything, so the address is never opened.
+    const run = (args: string[]) =>
+      new Promise<{ code: number | null; out: string }>((resolve) => {
+        let out = '';
+        const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(import.meta.dirname, '../../src/main.ts'), '--port', '0', ...args], {
+          cwd,
+          env: { ...process.env, NODE_OPTIONS: '' },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+        child.on('exit', (code) => resolve({ code, out }));
+      });
+    for (const host of ['0.0.0.0', '::', '10.1.2.3']) {
+      const { code, out } = await run(['--host', host]);
+      expect(code, host).toBe(2);
+      expect(out, host).toMatch(/refusing to serve without authentication/);
+    }
+  });
+
   it('on SIGTERM lets an in-flight request finish, then exits 0', async () => {
     running = await startService(cwd, ['--root', path.join(cwd, 'root')]);
-    await fetch(`${running.url}/v1/namespace/ns/create`, { method: 'POST', body: '{}' });
+    await fetch(`${running.url}/v1/namespace/ns/create`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     const body = peopleStream([1, 2, 3]);
     const { hostname, port } = new URL(running.url);
     const response = new Promise<number>((resolve, reject) => {

@@ -156,6 +156,9 @@ describe('configuration', () => {
     expect(loadConfig([], {}).allowedLocations).toEqual([]);
     expect(loadConfig(['--allowed-location', '/a', '--allowed-location', 's3://b/p'], { LANCE_NS_ALLOWED_LOCATIONS: '/x' }).allowedLocations).toEqual(['/a', 's3://b/p']);
     expect(loadConfig([], { LANCE_NS_ALLOWED_LOCATIONS: ' /x , s3://y/z ,' }).allowedLocations).toEqual(['/x', 's3://y/z']);
+    expect(loadConfig([], {}).insecure).toBe(false);
+    expect(loadConfig(['--insecure'], {}).insecure).toBe(true);
+    expect(loadConfig([], { LANCE_NS_INSECURE: 'true' }).insecure).toBe(true);
     expect(loadConfig([], {}).corsOrigins).toEqual([]);
     expect(loadConfig(['--cors-origin', 'https://a.example'], { LANCE_NS_CORS_ORIGINS: 'http://b' }).corsOrigins).toEqual(['https://a.example']);
     expect(loadConfig([], { LANCE_NS_CORS_ORIGINS: 'http://b:8080, https://c' }).corsOrigins).toEqual(['http://b:8080', 'https://c']);
