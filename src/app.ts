@@ -88,6 +88,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       rootForms: [store.rootUri, store.location(''), store.objectPath('')],
       version: SERVICE_VERSION,
       browser: { corsOrigins: config.corsOrigins, loopbackOnly: isLoopbackAddress(config.host) },
+      authentication: config.auth,
     },
   );
   backfill.start();

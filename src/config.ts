@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 
 // Configuration from command-line options, then environment variables, then defaults. With no
@@ -45,6 +47,13 @@ const Config = z.object({
   keptDatasets: z.coerce.number().int().min(0),
   /** Bound on the manifest bytes (plus 64 KiB each) of the datasets kept open. */
   keptDatasetBytes: z.coerce.number().int().min(0),
+  /** Authentication (config file only); absent: none (see main.ts for where that is allowed). */
+  auth: z
+    .object({
+      /** API keys accepted in `x-api-key`, each stored as the SHA-256 (hex) of the key. */
+      apiKeys: z.array(z.object({ principal: z.string().min(1), sha256: z.string().regex(/^[0-9a-f]{64}$/, 'the SHA-256 of the key, 64 lower-case hex digits') })).min(1),
+    })
+    .optional(),
 });
 export type Config = z.infer<typeof Config>;
 
@@ -78,6 +87,9 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --max-concurrent-large-bodies <n> large Arrow bodies received at once          env LANCE_NS_MAX_CONCURRENT_LARGE_BODIES default 2
   --kept-datasets <n>               datasets kept open across requests (0: none) env LANCE_NS_KEPT_DATASETS default 256
   --kept-dataset-bytes <n>          their manifest bytes + 64 KiB each, at most  env LANCE_NS_KEPT_DATASET_BYTES default 268435456
+  --config <file.yaml|file.json>    a configuration file: every option above under its name with
+                                    underscores (lists plural: allowed_locations, cors_origins), and
+                                    auth (see the README)   env LANCE_NS_CONFIG
 `;
 
 /** A comma-separated environment variable as a list (empty entries dropped). */
@@ -116,6 +128,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       'max-concurrent-large-bodies': { type: 'string' },
       'kept-datasets': { type: 'string' },
       'kept-dataset-bytes': { type: 'string' },
+      config: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -123,38 +136,97 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     process.stdout.write(CONFIG_HELP);
     process.exit(0);
   }
-  const endpoint = values['s3-endpoint'] ?? env.LANCE_NS_S3_ENDPOINT ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
+  const file = readConfigFile(values.config ?? env.LANCE_NS_CONFIG);
+  /** An option: the command line, then the environment variables named, then the file (its key: the option's name with underscores). */
+  const opt = (name: keyof typeof values & string, ...envNames: string[]): string | undefined => {
+    const given = values[name];
+    if (typeof given === 'string') return given;
+    for (const envName of envNames) if (env[envName] !== undefined) return env[envName];
+    return file.scalar(name);
+  };
+  const listOpt = (name: 'allowed-location' | 'cors-origin', envName: string, fileKey: string): string[] =>
+    values[name] ?? (env[envName] !== undefined ? list(env[envName]) : file.list(fileKey));
+  const endpoint = opt('s3-endpoint', 'LANCE_NS_S3_ENDPOINT', 'AWS_ENDPOINT_URL_S3', 'AWS_ENDPOINT_URL');
   const parsed = Config.safeParse({
-    root: values.root ?? env.LANCE_NS_ROOT ?? './data',
-    allowedLocations: values['allowed-location'] ?? list(env.LANCE_NS_ALLOWED_LOCATIONS),
-    host: values.host ?? env.LANCE_NS_HOST ?? '127.0.0.1',
-    corsOrigins: values['cors-origin'] ?? list(env.LANCE_NS_CORS_ORIGINS),
-    insecure: values.insecure ?? bool(env.LANCE_NS_INSECURE) ?? false,
-    port: values.port ?? env.LANCE_NS_PORT ?? 2333,
-    logLevel: values['log-level'] ?? env.LANCE_NS_LOG_LEVEL ?? 'info',
+    root: opt('root', 'LANCE_NS_ROOT') ?? './data',
+    allowedLocations: listOpt('allowed-location', 'LANCE_NS_ALLOWED_LOCATIONS', 'allowed_locations'),
+    host: opt('host', 'LANCE_NS_HOST') ?? '127.0.0.1',
+    corsOrigins: listOpt('cors-origin', 'LANCE_NS_CORS_ORIGINS', 'cors_origins'),
+    insecure: values.insecure ?? bool(env.LANCE_NS_INSECURE ?? file.scalar('insecure')) ?? false,
+    port: opt('port', 'LANCE_NS_PORT') ?? 2333,
+    logLevel: opt('log-level', 'LANCE_NS_LOG_LEVEL') ?? 'info',
     s3: {
       endpoint,
-      region: values['s3-region'] ?? env.LANCE_NS_S3_REGION ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION ?? 'us-east-1',
-      accessKeyId: values['s3-access-key-id'] ?? env.LANCE_NS_S3_ACCESS_KEY_ID ?? env.AWS_ACCESS_KEY_ID,
-      secretAccessKey: values['s3-secret-access-key'] ?? env.LANCE_NS_S3_SECRET_ACCESS_KEY ?? env.AWS_SECRET_ACCESS_KEY,
-      sessionToken: values['s3-session-token'] ?? env.LANCE_NS_S3_SESSION_TOKEN ?? env.AWS_SESSION_TOKEN,
-      forcePathStyle: bool(values['s3-path-style'] ?? env.LANCE_NS_S3_PATH_STYLE) ?? endpoint !== undefined,
-      createBucket: bool(values['s3-create-bucket'] ?? env.LANCE_NS_S3_CREATE_BUCKET) ?? false,
+      region: opt('s3-region', 'LANCE_NS_S3_REGION', 'AWS_REGION', 'AWS_DEFAULT_REGION') ?? 'us-east-1',
+      accessKeyId: opt('s3-access-key-id', 'LANCE_NS_S3_ACCESS_KEY_ID', 'AWS_ACCESS_KEY_ID'),
+      secretAccessKey: opt('s3-secret-access-key', 'LANCE_NS_S3_SECRET_ACCESS_KEY', 'AWS_SECRET_ACCESS_KEY'),
+      sessionToken: opt('s3-session-token', 'LANCE_NS_S3_SESSION_TOKEN', 'AWS_SESSION_TOKEN'),
+      forcePathStyle: bool(opt('s3-path-style', 'LANCE_NS_S3_PATH_STYLE')) ?? endpoint !== undefined,
+      createBucket: bool(opt('s3-create-bucket', 'LANCE_NS_S3_CREATE_BUCKET')) ?? false,
     },
-    pageTokenSecret: values['page-token-secret'] ?? env.LANCE_NS_PAGE_TOKEN_SECRET ?? 'lance-namespace-page-token',
-    managedVersioning: bool(values['managed-versioning'] ?? env.LANCE_NS_MANAGED_VERSIONING) ?? false,
-    transactionLeaseMs: values['transaction-lease-ms'] ?? env.LANCE_NS_TRANSACTION_LEASE_MS ?? 30_000,
-    maxArrowBodyBytes: values['max-arrow-body-bytes'] ?? env.LANCE_NS_MAX_ARROW_BODY_BYTES ?? 256 * 1024 * 1024,
-    maxJsonBodyBytes: values['max-json-body-bytes'] ?? env.LANCE_NS_MAX_JSON_BODY_BYTES ?? 4 * 1024 * 1024,
-    maxMapEntries: values['max-map-entries'] ?? env.LANCE_NS_MAX_MAP_ENTRIES ?? 1000,
-    maxMapBytes: values['max-map-bytes'] ?? env.LANCE_NS_MAX_MAP_BYTES ?? 256 * 1024,
-    largeBodyBytes: values['large-body-bytes'] ?? env.LANCE_NS_LARGE_BODY_BYTES ?? 16 * 1024 * 1024,
-    maxConcurrentLargeBodies: values['max-concurrent-large-bodies'] ?? env.LANCE_NS_MAX_CONCURRENT_LARGE_BODIES ?? 2,
-    keptDatasets: values['kept-datasets'] ?? env.LANCE_NS_KEPT_DATASETS ?? 256,
-    keptDatasetBytes: values['kept-dataset-bytes'] ?? env.LANCE_NS_KEPT_DATASET_BYTES ?? 256 * 1024 * 1024,
+    pageTokenSecret: opt('page-token-secret', 'LANCE_NS_PAGE_TOKEN_SECRET') ?? 'lance-namespace-page-token',
+    managedVersioning: bool(opt('managed-versioning', 'LANCE_NS_MANAGED_VERSIONING')) ?? false,
+    transactionLeaseMs: opt('transaction-lease-ms', 'LANCE_NS_TRANSACTION_LEASE_MS') ?? 30_000,
+    maxArrowBodyBytes: opt('max-arrow-body-bytes', 'LANCE_NS_MAX_ARROW_BODY_BYTES') ?? 256 * 1024 * 1024,
+    maxJsonBodyBytes: opt('max-json-body-bytes', 'LANCE_NS_MAX_JSON_BODY_BYTES') ?? 4 * 1024 * 1024,
+    maxMapEntries: opt('max-map-entries', 'LANCE_NS_MAX_MAP_ENTRIES') ?? 1000,
+    maxMapBytes: opt('max-map-bytes', 'LANCE_NS_MAX_MAP_BYTES') ?? 256 * 1024,
+    largeBodyBytes: opt('large-body-bytes', 'LANCE_NS_LARGE_BODY_BYTES') ?? 16 * 1024 * 1024,
+    maxConcurrentLargeBodies: opt('max-concurrent-large-bodies', 'LANCE_NS_MAX_CONCURRENT_LARGE_BODIES') ?? 2,
+    keptDatasets: opt('kept-datasets', 'LANCE_NS_KEPT_DATASETS') ?? 256,
+    keptDatasetBytes: opt('kept-dataset-bytes', 'LANCE_NS_KEPT_DATASET_BYTES') ?? 256 * 1024 * 1024,
+    auth: file.auth(),
   });
   if (!parsed.success) {
     throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   }
   return parsed.data;
+}
+
+/** What a configuration file holds, read through the option names (see CONFIG_HELP). */
+interface ConfigFile {
+  scalar(option: string): string | undefined;
+  list(key: string): string[];
+  auth(): unknown;
+}
+
+const FILE_LISTS = new Set(['allowed_locations', 'cors_origins']);
+const FILE_SCALARS = new Set([
+  'root', 'host', 'insecure', 'port', 'log_level', 's3_endpoint', 's3_region', 's3_access_key_id', 's3_secret_access_key', 's3_session_token',
+  's3_path_style', 's3_create_bucket', 'page_token_secret', 'managed_versioning', 'transaction_lease_ms', 'max_arrow_body_bytes',
+  'max_json_body_bytes', 'max_map_entries', 'max_map_bytes', 'large_body_bytes', 'max_concurrent_large_bodies', 'kept_datasets', 'kept_dataset_bytes',
+]);
+
+/** Reads a YAML or JSON configuration file (JSON is YAML); unknown keys are refused, so that a misspelt one is not silently ignored. */
+export function readConfigFile(file: string | undefined): ConfigFile {
+  let data: Record<string, unknown> = {};
+  if (file !== undefined) {
+    let parsed: unknown;
+    try {
+      parsed = parseYaml(readFileSync(file, 'utf8'));
+    } catch (e) {
+      throw new Error(`cannot read the configuration file ${file}: ${(e as Error).message}`);
+    }
+    if (parsed !== null && parsed !== undefined && (typeof parsed !== 'object' || Array.isArray(parsed))) throw new Error(`the configuration file ${file} must hold a mapping of options`);
+    data = (parsed ?? {}) as Record<string, unknown>;
+    const unknown = Object.keys(data).filter((k) => !FILE_SCALARS.has(k) && !FILE_LISTS.has(k) && k !== 'auth');
+    if (unknown.length > 0) throw new Error(`unknown keys in the configuration file ${file}: ${unknown.join(', ')}`);
+  }
+  return {
+    scalar: (option) => {
+      const value = data[option.replace(/-/g, '_')];
+      return value === undefined || value === null ? undefined : String(value);
+    },
+    list: (key) => {
+      const value = data[key];
+      return value === undefined || value === null ? [] : Array.isArray(value) ? value.map(String) : [String(value)];
+    },
+    auth: () => {
+      const auth = data.auth as { api_keys?: Array<{ principal?: unknown; sha256?: unknown }> } | undefined;
+      if (auth === undefined || auth === null) return undefined;
+      const unknownAuth = Object.keys(auth).filter((k) => k !== 'api_keys');
+      if (unknownAuth.length > 0) throw new Error(`unknown keys under auth in the configuration file ${file ?? ''}: ${unknownAuth.join(', ')} (api_keys is what is supported)`);
+      return { apiKeys: (auth.api_keys ?? []).map((k) => ({ principal: k?.principal, sha256: k?.sha256 })) };
+    },
+  };
 }

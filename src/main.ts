@@ -8,23 +8,25 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 const config = loadConfig(process.argv.slice(2), process.env);
 const logger = pino({ level: config.logLevel });
-// There is no authentication yet: open is acceptable only where nothing but this machine reaches.
-if (!isLoopbackAddress(config.host) && !config.insecure) {
+// Without authentication, open is acceptable only where nothing but this machine reaches.
+if (!config.auth && !isLoopbackAddress(config.host) && !config.insecure) {
   logger.fatal(
     { host: config.host },
-    'refusing to serve without authentication on a non-loopback address: every caller that reaches the port would have full access; bind a loopback address, or pass --insecure (LANCE_NS_INSECURE=true) to accept that',
+    'refusing to serve without authentication on a non-loopback address: every caller that reaches the port would have full access; configure auth in the --config file, bind a loopback address, or pass --insecure (LANCE_NS_INSECURE=true) to accept that',
   );
   process.exit(2);
 }
 const app = await createApp(config, logger);
 await app.server.listen({ host: config.host, port: config.port });
 logger.info({ root: app.store.rootUri }, 'serving the Lance namespace catalog');
-logger.warn(
-  { host: config.host },
-  isLoopbackAddress(config.host)
-    ? 'no authentication: every caller on this machine has full access (bound to loopback)'
-    : 'no authentication (--insecure): every caller that reaches the port has full access',
-);
+if (!config.auth) {
+  logger.warn(
+    { host: config.host },
+    isLoopbackAddress(config.host)
+      ? 'no authentication: every caller on this machine has full access (bound to loopback)'
+      : 'no authentication (--insecure): every caller that reaches the port has full access',
+  );
+}
 
 let closing = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {

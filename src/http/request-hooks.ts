@@ -1,12 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidInput } from '../model/errors.js';
 import { requireMainBranch } from '../service/catalog/catalog.js';
-import { ANONYMOUS, type Principal, type RequestContext } from '../service/request-context.js';
+import type { Principal, RequestContext } from '../service/request-context.js';
+import { type Authenticate, authenticator } from './authentication.js';
 import { checkMapLimits, type RequestLimits } from './limits.js';
 import { parsePathId, type RouteConfig } from './route.js';
 
 // What every route's request goes through besides its handler, in Fastify's hook order:
-//   onRequest     the principal (anonymous until authentication comes) and an empty context
+//   onRequest     the principal (authentication.ts) and an empty context
 //   preValidation the delimiter, the path id, the map limits of the JSON body (before zod sees it)
 //   (validation)  body, then query, by the route's zod schemas (zod-compilers.ts)
 //   preHandler    the map limits of the query, the body id against the path id, the request
@@ -83,7 +84,7 @@ const syncHook =
  * groups). Called on the encapsulated context that holds the route groups, not registered as a
  * plugin of its own (that would keep the hooks to itself).
  */
-export function useRequestHooks(app: FastifyInstance, limits: RequestLimits): void {
+export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, authenticate: Authenticate = authenticator(undefined)): void {
   // Declared so every request has the same shape; set by the onRequest hook before any other reads them.
   const slots: string[] = ['principal', 'pathId', 'ctx'];
   for (const slot of slots) app.decorateRequest(slot, null);
@@ -91,9 +92,14 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits): vo
 
   // The hooks take Fastify's callback form: an async hook costs every request a promise and a turn
   // of the microtask queue, and none of these waits for anything.
-  app.addHook('onRequest', (request, _reply, done) => {
-    // Authentication (a later issue) establishes the principal here, before anything is read.
-    request.principal = ANONYMOUS;
+  app.addHook('onRequest', (request, reply, done) => {
+    // The one place the principal is established (authentication.ts), before anything is read.
+    try {
+      request.principal = authenticate(request, reply);
+    } catch (e) {
+      done(e as Error);
+      return;
+    }
     request.pathId = [];
     request.ctx = { requestId: String(request.id), principal: request.principal, context: {} };
     done();

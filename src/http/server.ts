@@ -1,3 +1,4 @@
+import { type AuthenticationOptions, authenticator } from './authentication.js';
 import { type BrowserGuardOptions, checkBodyType, useBrowserGuard } from './browser-guard.js';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
@@ -57,6 +58,8 @@ export interface HttpServerOptions {
   version: string;
   /** What browsers may do (browser-guard.ts). */
   browser: BrowserGuardOptions;
+  /** Who may call (authentication.ts); absent: everyone, as ANONYMOUS. */
+  authentication?: AuthenticationOptions | undefined;
 }
 
 /** The request line's path, when a client error left it readable in the raw bytes. */
@@ -157,7 +160,7 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
       if (arrowBody) readBody(request, payload, done);
       else readJsonBody(request, payload, done);
     });
-    useRequestHooks(api, options.limits);
+    useRequestHooks(api, options.limits, authenticator(options.authentication));
     const groupOptions: RouteGroupOptions = { jsonBodyLimit: options.jsonBodyLimit, arrowBodyLimit: options.arrowBodyLimit, largeBodies };
     for (const group of groups) await api.register(group.plugin, { ...groupOptions, prefix: group.prefix });
   });

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isLoopbackAddress } from '../../src/http/browser-guard.js';
 import { loadConfig } from '../../src/config.js';
@@ -143,6 +146,37 @@ describe('locations', () => {
       expect(() => allowing.resolve(outside), outside).toThrow(/outside the catalog root/);
     }
     for (const bad of ['../x', 'a/../../x', './x', '', 'ftp://x/y']) expect(() => locations.resolve(bad), bad).toThrow(NamespaceError);
+  });
+});
+
+describe('configuration file', () => {
+  const write = (name: string, text: string): string => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'lance-ns-config-'));
+    const file = path.join(dir, name);
+    writeFileSync(file, text);
+    return file;
+  };
+  const key = 'a'.repeat(64);
+
+  it('reads YAML and JSON under the options\' names, below the command line and the environment', () => {
+    const yaml = write('c.yaml', `root: s3://b/p\nport: 9100\ns3_endpoint: http://127.0.0.1:9\nmanaged_versioning: true\nallowed_locations: [/srv/a, s3://x/y]\ncors_origins: https://c.example\nauth:\n  api_keys:\n    - principal: etl\n      sha256: ${key}\n`);
+    const c = loadConfig(['--config', yaml], {});
+    expect(c).toMatchObject({ root: 's3://b/p', port: 9100, managedVersioning: true, allowedLocations: ['/srv/a', 's3://x/y'], corsOrigins: ['https://c.example'] });
+    expect(c.s3).toMatchObject({ endpoint: 'http://127.0.0.1:9', forcePathStyle: true });
+    expect(c.auth).toEqual({ apiKeys: [{ principal: 'etl', sha256: key }] });
+    expect(loadConfig(['--config', yaml, '--port', '1'], { LANCE_NS_PORT: '2' }).port).toBe(1);
+    expect(loadConfig([], { LANCE_NS_CONFIG: yaml, LANCE_NS_PORT: '2' }).port).toBe(2);
+    const json = write('c.json', JSON.stringify({ host: '127.0.0.2', kept_datasets: 3 }));
+    expect(loadConfig(['--config', json], {})).toMatchObject({ host: '127.0.0.2', keptDatasets: 3, auth: undefined });
+  });
+
+  it('refuses unknown keys, malformed files and keys that are not hashes', () => {
+    expect(() => loadConfig(['--config', write('u.yaml', 'rooot: x\n')], {})).toThrow(/unknown keys.*rooot/);
+    expect(() => loadConfig(['--config', write('a.yaml', 'auth:\n  jwt: {}\n')], {})).toThrow(/unknown keys under auth/);
+    expect(() => loadConfig(['--config', write('l.yaml', '- a\n- b\n')], {})).toThrow(/mapping/);
+    expect(() => loadConfig(['--config', write('b.yaml', 'root: [\n')], {})).toThrow(/cannot read/);
+    expect(() => loadConfig(['--config', '/nonexistent/c.yaml'], {})).toThrow(/cannot read/);
+    expect(() => loadConfig(['--config', write('k.yaml', 'auth:\n  api_keys:\n    - principal: etl\n      sha256: plain-key\n')], {})).toThrow(/sha256/);
   });
 });
 
