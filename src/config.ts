@@ -51,8 +51,21 @@ const Config = z.object({
   auth: z
     .object({
       /** API keys accepted in `x-api-key`, each stored as the SHA-256 (hex) of the key. */
-      apiKeys: z.array(z.object({ principal: z.string().min(1), sha256: z.string().regex(/^[0-9a-f]{64}$/, 'the SHA-256 of the key, 64 lower-case hex digits') })).min(1),
+      apiKeys: z.array(z.object({ principal: z.string().min(1), sha256: z.string().regex(/^[0-9a-f]{64}$/, 'the SHA-256 of the key, 64 lower-case hex digits') })).min(1).optional(),
+      /** Bearer JWTs: verified against the issuer's JWKS URL or the public keys given. */
+      jwt: z
+        .object({
+          issuer: z.string().min(1),
+          audience: z.string().min(1),
+          jwksUrl: z.url().optional(),
+          keys: z.array(z.record(z.string(), z.unknown())).min(1).optional(),
+          clockSkewSeconds: z.coerce.number().int().min(0).max(600).default(30),
+          principalClaim: z.string().min(1).default('sub'),
+        })
+        .refine((j) => (j.jwksUrl === undefined) !== (j.keys === undefined), 'give one of jwks_url and keys')
+        .optional(),
     })
+    .refine((a) => a.apiKeys !== undefined || a.jwt !== undefined, 'configure api_keys or jwt')
     .optional(),
 });
 export type Config = z.infer<typeof Config>;
@@ -222,11 +235,30 @@ export function readConfigFile(file: string | undefined): ConfigFile {
       return value === undefined || value === null ? [] : Array.isArray(value) ? value.map(String) : [String(value)];
     },
     auth: () => {
-      const auth = data.auth as { api_keys?: Array<{ principal?: unknown; sha256?: unknown }> } | undefined;
+      const auth = data.auth as { api_keys?: Array<{ principal?: unknown; sha256?: unknown }>; jwt?: Record<string, unknown> } | undefined;
       if (auth === undefined || auth === null) return undefined;
-      const unknownAuth = Object.keys(auth).filter((k) => k !== 'api_keys');
-      if (unknownAuth.length > 0) throw new Error(`unknown keys under auth in the configuration file ${file ?? ''}: ${unknownAuth.join(', ')} (api_keys is what is supported)`);
-      return { apiKeys: (auth.api_keys ?? []).map((k) => ({ principal: k?.principal, sha256: k?.sha256 })) };
+      const refuseUnknown = (where: string, keys: string[], known: string[]) => {
+        const unknown = keys.filter((k) => !known.includes(k));
+        if (unknown.length > 0) throw new Error(`unknown keys under ${where} in the configuration file ${file ?? ''}: ${unknown.join(', ')} (known: ${known.join(', ')})`);
+      };
+      refuseUnknown('auth', Object.keys(auth), ['api_keys', 'jwt']);
+      const jwt = auth.jwt;
+      if (jwt) refuseUnknown('auth.jwt', Object.keys(jwt), ['issuer', 'audience', 'jwks_url', 'keys', 'clock_skew_seconds', 'principal_claim']);
+      return {
+        ...(auth.api_keys !== undefined ? { apiKeys: auth.api_keys.map((k) => ({ principal: k?.principal, sha256: k?.sha256 })) } : {}),
+        ...(jwt
+          ? {
+              jwt: {
+                issuer: jwt.issuer,
+                audience: jwt.audience,
+                jwksUrl: jwt.jwks_url,
+                keys: jwt.keys,
+                ...(jwt.clock_skew_seconds !== undefined ? { clockSkewSeconds: jwt.clock_skew_seconds } : {}),
+                ...(jwt.principal_claim !== undefined ? { principalClaim: jwt.principal_claim } : {}),
+              },
+            }
+          : {}),
+      };
     },
   };
 }

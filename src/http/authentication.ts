@@ -1,40 +1,76 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { createLocalJWKSet, createRemoteJWKSet, type JWK, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import { ErrorCode, NamespaceError } from '../model/errors.js';
 import { ANONYMOUS, type Principal } from '../service/request-context.js';
 
 // Who is calling: established once per request, in the request hooks' onRequest, before anything
 // of the request is read. With no authentication configured every caller is ANONYMOUS (main.ts
-// allows that only on a loopback address, or when told --insecure). With API keys configured, a
-// request must carry one in `x-api-key`; the configuration holds only each key's SHA-256, so the
-// file gives nothing away. The health checks and the OpenAPI document stay open.
+// allows that only on a loopback address, or when told --insecure). Configured, a request carries
+// a bearer JWT in `authorization` (verified against a JWKS URL or configured public keys: issuer,
+// audience, expiry with a clock skew) or an API key in `x-api-key` (the configuration holds only
+// each key's SHA-256, so the file gives nothing away). The health checks and the OpenAPI document
+// stay open.
+
+export interface JwtOptions {
+  issuer: string;
+  audience: string;
+  /** Where the issuer publishes its signing keys; or `keys`. */
+  jwksUrl?: string | undefined;
+  /** Public signing keys (JWKs); or `jwksUrl`. */
+  keys?: JWK[] | undefined;
+  clockSkewSeconds: number;
+  /** The claim that names the principal. */
+  principalClaim: string;
+}
 
 export interface AuthenticationOptions {
-  apiKeys: ReadonlyArray<{ principal: string; sha256: string }>;
+  apiKeys?: ReadonlyArray<{ principal: string; sha256: string }> | undefined;
+  jwt?: JwtOptions | undefined;
 }
 
 /** Paths answered without credentials: liveness, readiness, and the API's description. */
 const OPEN_PATHS = /^\/(health\/|openapi\.json(?:$|\?))/;
-const CHALLENGE = 'ApiKey realm="lance-namespace", header="x-api-key"';
 
-export type Authenticate = (request: FastifyRequest, reply: FastifyReply) => Principal;
+export type Authenticate = (request: FastifyRequest, reply: FastifyReply) => Principal | Promise<Principal>;
 
-const unauthenticated = (reply: FastifyReply, message: string): NamespaceError => {
-  reply.header('www-authenticate', CHALLENGE);
-  return new NamespaceError(ErrorCode.Unauthenticated, message);
-};
-
-/** The authentication `options` configure (none: everyone is ANONYMOUS); throws 401 code 16 for missing or bad credentials. */
+/** The authentication `options` configure (none: everyone is ANONYMOUS); fails with 401 code 16 for missing or bad credentials. */
 export function authenticator(options: AuthenticationOptions | undefined): Authenticate {
   if (!options) return () => ANONYMOUS;
-  const byHash = new Map(options.apiKeys.map((k) => [k.sha256, Object.freeze({ id: k.principal })]));
+  const byHash = new Map((options.apiKeys ?? []).map((k) => [k.sha256, Object.freeze({ id: k.principal })]));
+  const jwt = options.jwt;
+  const keySet: JWTVerifyGetKey | undefined = jwt ? (jwt.jwksUrl ? createRemoteJWKSet(new URL(jwt.jwksUrl)) : createLocalJWKSet({ keys: jwt.keys ?? [] })) : undefined;
+  const challenges = [...(jwt ? ['Bearer realm="lance-namespace"'] : []), ...(byHash.size > 0 ? ['ApiKey realm="lance-namespace", header="x-api-key"'] : [])].join(', ');
+  const ways = [...(jwt ? ['a bearer token in the authorization header'] : []), ...(byHash.size > 0 ? ['an API key in the x-api-key header'] : [])].join(' or ');
+  const unauthenticated = (reply: FastifyReply, message: string): NamespaceError => {
+    reply.header('www-authenticate', challenges);
+    return new NamespaceError(ErrorCode.Unauthenticated, message);
+  };
   return (request, reply) => {
     if (OPEN_PATHS.test(request.url)) return ANONYMOUS;
+    const authorization = request.headers.authorization;
+    const bearer = typeof authorization === 'string' && /^bearer /i.test(authorization) ? authorization.slice(7).trim() : undefined;
+    if (bearer !== undefined && jwt && keySet) {
+      return jwtVerify(bearer, keySet, { issuer: jwt.issuer, audience: jwt.audience, clockTolerance: jwt.clockSkewSeconds, requiredClaims: ['exp'] }).then(
+        ({ payload }) => {
+          const id = payload[jwt.principalClaim];
+          if (typeof id !== 'string' || id === '') throw unauthenticated(reply, `the token has no ${jwt.principalClaim} claim to name its principal`);
+          return Object.freeze({ id });
+        },
+        (e: unknown) => {
+          if (e instanceof NamespaceError) throw e;
+          // jose's code (ERR_JWT_EXPIRED, ERR_JWS_SIGNATURE_VERIFICATION_FAILED, ...) says why without echoing the token.
+          throw unauthenticated(reply, `the bearer token is not valid (${(e as { code?: string }).code ?? 'unreadable'})`);
+        },
+      );
+    }
     const key = request.headers['x-api-key'];
-    if (key === undefined) throw unauthenticated(reply, 'credentials are required: send an API key in the x-api-key header');
-    if (typeof key !== 'string' || key === '') throw unauthenticated(reply, 'the x-api-key header must hold one API key');
-    const principal = byHash.get(createHash('sha256').update(key).digest('hex'));
-    if (!principal) throw unauthenticated(reply, 'the API key is not valid');
-    return principal;
+    if (key !== undefined && byHash.size > 0) {
+      if (typeof key !== 'string' || key === '') throw unauthenticated(reply, 'the x-api-key header must hold one API key');
+      const principal = byHash.get(createHash('sha256').update(key).digest('hex'));
+      if (!principal) throw unauthenticated(reply, 'the API key is not valid');
+      return principal;
+    }
+    throw unauthenticated(reply, `credentials are required: send ${ways}`);
   };
 }

@@ -94,15 +94,22 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, aut
   // of the microtask queue, and none of these waits for anything.
   app.addHook('onRequest', (request, reply, done) => {
     // The one place the principal is established (authentication.ts), before anything is read.
+    const settle = (principal: Principal): void => {
+      request.principal = principal;
+      request.pathId = [];
+      request.ctx = { requestId: String(request.id), principal, context: {} };
+      done();
+    };
+    let found: Principal | Promise<Principal>;
     try {
-      request.principal = authenticate(request, reply);
+      found = authenticate(request, reply);
     } catch (e) {
       done(e as Error);
       return;
     }
-    request.pathId = [];
-    request.ctx = { requestId: String(request.id), principal: request.principal, context: {} };
-    done();
+    // Only a bearer token makes it wait (for its signature check); everything else stays synchronous.
+    if (found instanceof Promise) found.then(settle, (e: unknown) => done(e as Error));
+    else settle(found);
   });
 
   app.addHook(

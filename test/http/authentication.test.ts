@@ -1,8 +1,12 @@
-// Authentication by API key (issue 10, rule 3, first part): a request without a valid key in
-// x-api-key is 401 code 16 with WWW-Authenticate and changes nothing; the health checks and the
-// OpenAPI document stay open; the configuration holds only the keys' SHA-256.
+// Authentication (issue 10, rule 3): bearer JWTs verified against configured keys or a JWKS URL
+// (issuer, audience, expiry, clock skew), and API keys in x-api-key of which the configuration
+// holds only the SHA-256. Anything else is 401 code 16 with WWW-Authenticate and changes nothing;
+// the health checks and the OpenAPI document stay open.
 
 import { createHash } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, generateKeyPair, type JWK, SignJWT, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
@@ -44,5 +48,77 @@ describe('authentication by API key', () => {
     expect((await app.call('GET', '/openapi.json')).status).toBe(200);
     // Not a way around it: an API path that merely mentions them is not open.
     expect((await app.call('GET', '/v1/namespace/health/table/list')).status).toBe(401);
+  });
+});
+
+describe('authentication by bearer JWT', () => {
+  let root: TestRoot;
+  let local: TestApp;
+  let remote: TestApp;
+  let jwks: http.Server;
+  let signingKey: Awaited<ReturnType<typeof generateKeyPair>>['privateKey'];
+  let strangerKey: Awaited<ReturnType<typeof generateKeyPair>>['privateKey'];
+  const issuer = 'https://issuer.test';
+  const audience = 'lance-namespace';
+
+  const token = (claims: { sub?: string; iss?: string; aud?: string; expiresIn?: string | number | null }, key = signingKey) => {
+    let jwt = new SignJWT(claims.sub === undefined ? {} : { sub: claims.sub }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setIssuer(claims.iss ?? issuer).setAudience(claims.aud ?? audience).setIssuedAt();
+    if (claims.expiresIn !== null) jwt = jwt.setExpirationTime(claims.expiresIn ?? '5m');
+    return jwt.sign(key);
+  };
+  const bearer = async (t: string | Promise<string>) => ({ authorization: `Bearer ${await t}` });
+
+  beforeAll(async () => {
+    const pair = await generateKeyPair('ES256');
+    signingKey = pair.privateKey;
+    strangerKey = (await generateKeyPair('ES256')).privateKey;
+    const publicJwk: JWK = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
+    jwks = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [publicJwk] })));
+    await new Promise<void>((resolve) => jwks.listen(0, '127.0.0.1', resolve));
+    const jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`;
+    root = await localBackend.newRoot();
+    const jwt = { issuer, audience, clockSkewSeconds: 30, principalClaim: 'sub' };
+    [local, remote] = await Promise.all([
+      startTestApp(root, { auth: { jwt: { ...jwt, keys: [publicJwk] }, apiKeys: [{ principal: 'etl', sha256: sha256('k') }] } }),
+      startTestApp(root, { auth: { jwt: { ...jwt, jwksUrl } } }),
+    ]);
+    expect((await local.call('POST', '/v1/namespace/jwt/create', {}, await bearer(token({ sub: 'alice' })))).status).toBe(200);
+  });
+  afterAll(async () => {
+    await Promise.all([local?.close(), remote?.close()]);
+    await new Promise<void>((resolve) => (jwks ? jwks.close(() => resolve()) : resolve()));
+    await root?.dispose();
+  });
+
+  it('accepts a valid token, from configured keys and from a JWKS URL, and API keys beside it', async () => {
+    expect((await local.call('POST', '/v1/namespace/jwt/exists', {}, await bearer(token({ sub: 'alice' })))).status).toBe(200);
+    expect((await remote.call('POST', '/v1/namespace/jwt/exists', {}, await bearer(token({ sub: 'bob' })))).status).toBe(200);
+    expect((await local.call('POST', '/v1/namespace/jwt/exists', {}, { 'x-api-key': 'k' })).status).toBe(200);
+    // Within the clock skew an expired token still passes.
+    expect((await local.call('POST', '/v1/namespace/jwt/exists', {}, await bearer(token({ sub: 'alice', expiresIn: Math.floor(Date.now() / 1000) - 10 })))).status).toBe(200);
+  });
+
+  it('refuses expired, foreign, misaddressed, unsigned and unnamed tokens with 401 code 16, changing nothing', async () => {
+    const unsigned = new UnsecuredJWT({ sub: 'mallory' }).setIssuer(issuer).setAudience(audience).setExpirationTime('5m').encode();
+    const cases: Array<[string, Record<string, string>]> = [
+      ['expired', await bearer(token({ sub: 'alice', expiresIn: Math.floor(Date.now() / 1000) - 120 }))],
+      ['another key', await bearer(token({ sub: 'alice' }, strangerKey))],
+      ['another issuer', await bearer(token({ sub: 'alice', iss: 'https://evil.test' }))],
+      ['another audience', await bearer(token({ sub: 'alice', aud: 'other' }))],
+      ['no expiry', await bearer(token({ sub: 'alice', expiresIn: null }))],
+      ['no subject', await bearer(token({}))],
+      ['unsigned', { authorization: `Bearer ${unsigned}` }],
+      ['garbage', { authorization: 'Bearer not.a.token' }],
+      ['nothing', {}],
+    ];
+    for (const [label, headers] of cases) {
+      for (const app of [local, remote]) {
+        const res = await app.call('POST', '/v1/namespace/jwt/drop', {}, headers);
+        expect(res.status, label).toBe(401);
+        expectSpecBody(res.json, 401, 16, root);
+        expect(String(res.headers['www-authenticate']), label).toMatch(/Bearer realm/);
+      }
+    }
+    expect((await local.call('POST', '/v1/namespace/jwt/exists', {}, await bearer(token({ sub: 'alice' })))).status).toBe(200);
   });
 });

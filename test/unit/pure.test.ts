@@ -172,7 +172,11 @@ describe('configuration file', () => {
 
   it('refuses unknown keys, malformed files and keys that are not hashes', () => {
     expect(() => loadConfig(['--config', write('u.yaml', 'rooot: x\n')], {})).toThrow(/unknown keys.*rooot/);
-    expect(() => loadConfig(['--config', write('a.yaml', 'auth:\n  jwt: {}\n')], {})).toThrow(/unknown keys under auth/);
+    expect(() => loadConfig(['--config', write('a.yaml', 'auth:\n  oauth: {}\n')], {})).toThrow(/unknown keys under auth/);
+    expect(() => loadConfig(['--config', write('j.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n')], {})).toThrow(/jwks_url and keys/);
+    expect(() => loadConfig(['--config', write('j2.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n    jwks_url: https://i/k\n    secret: x\n')], {})).toThrow(/unknown keys under auth.jwt/);
+    const jwt = loadConfig(['--config', write('j3.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n    jwks_url: https://i/jwks\n    clock_skew_seconds: 5\n')], {}).auth?.jwt;
+    expect(jwt).toMatchObject({ issuer: 'i', audience: 'a', jwksUrl: 'https://i/jwks', clockSkewSeconds: 5, principalClaim: 'sub' });
     expect(() => loadConfig(['--config', write('l.yaml', '- a\n- b\n')], {})).toThrow(/mapping/);
     expect(() => loadConfig(['--config', write('b.yaml', 'root: [\n')], {})).toThrow(/cannot read/);
     expect(() => loadConfig(['--config', '/nonexistent/c.yaml'], {})).toThrow(/cannot read/);
