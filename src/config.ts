@@ -64,8 +64,24 @@ const Config = z.object({
         })
         .refine((j) => (j.jwksUrl === undefined) !== (j.keys === undefined), 'give one of jwks_url and keys')
         .optional(),
+      /** The built-in OAuth2 client-credentials grant at /oauth/token. */
+      oauth2: z
+        .object({
+          signingSecret: z.string().min(32, 'at least 32 characters'),
+          tokenTtlSeconds: z.coerce.number().int().min(60).max(86_400).default(3600),
+          clients: z
+            .array(
+              z.object({
+                clientId: z.string().min(1),
+                secretSha256: z.string().regex(/^[0-9a-f]{64}$/, 'the SHA-256 of the secret, 64 lower-case hex digits'),
+                principal: z.string().min(1),
+              }),
+            )
+            .min(1),
+        })
+        .optional(),
     })
-    .refine((a) => a.apiKeys !== undefined || a.jwt !== undefined, 'configure api_keys or jwt')
+    .refine((a) => a.apiKeys !== undefined || a.jwt !== undefined || a.oauth2 !== undefined, 'configure api_keys, jwt or oauth2')
     .optional(),
 });
 export type Config = z.infer<typeof Config>;
@@ -235,13 +251,15 @@ export function readConfigFile(file: string | undefined): ConfigFile {
       return value === undefined || value === null ? [] : Array.isArray(value) ? value.map(String) : [String(value)];
     },
     auth: () => {
-      const auth = data.auth as { api_keys?: Array<{ principal?: unknown; sha256?: unknown }>; jwt?: Record<string, unknown> } | undefined;
+      const auth = data.auth as { api_keys?: Array<{ principal?: unknown; sha256?: unknown }>; jwt?: Record<string, unknown>; oauth2?: unknown } | undefined;
       if (auth === undefined || auth === null) return undefined;
       const refuseUnknown = (where: string, keys: string[], known: string[]) => {
         const unknown = keys.filter((k) => !known.includes(k));
         if (unknown.length > 0) throw new Error(`unknown keys under ${where} in the configuration file ${file ?? ''}: ${unknown.join(', ')} (known: ${known.join(', ')})`);
       };
-      refuseUnknown('auth', Object.keys(auth), ['api_keys', 'jwt']);
+      refuseUnknown('auth', Object.keys(auth), ['api_keys', 'jwt', 'oauth2']);
+      const oauth2 = auth.oauth2 as Record<string, unknown> | undefined;
+      if (oauth2) refuseUnknown('auth.oauth2', Object.keys(oauth2), ['signing_secret', 'token_ttl_seconds', 'clients']);
       const jwt = auth.jwt;
       if (jwt) refuseUnknown('auth.jwt', Object.keys(jwt), ['issuer', 'audience', 'jwks_url', 'keys', 'clock_skew_seconds', 'principal_claim']);
       return {
@@ -255,6 +273,19 @@ export function readConfigFile(file: string | undefined): ConfigFile {
                 keys: jwt.keys,
                 ...(jwt.clock_skew_seconds !== undefined ? { clockSkewSeconds: jwt.clock_skew_seconds } : {}),
                 ...(jwt.principal_claim !== undefined ? { principalClaim: jwt.principal_claim } : {}),
+              },
+            }
+          : {}),
+        ...(oauth2
+          ? {
+              oauth2: {
+                signingSecret: oauth2.signing_secret,
+                ...(oauth2.token_ttl_seconds !== undefined ? { tokenTtlSeconds: oauth2.token_ttl_seconds } : {}),
+                clients: ((oauth2.clients ?? []) as Array<Record<string, unknown>>).map((c) => ({
+                  clientId: c?.client_id,
+                  secretSha256: c?.secret_sha256,
+                  principal: c?.principal ?? c?.client_id,
+                })),
               },
             }
           : {}),

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { createLocalJWKSet, createRemoteJWKSet, type JWK, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, type JWK, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import { ErrorCode, NamespaceError } from '../model/errors.js';
 import { ANONYMOUS, type Principal } from '../service/request-context.js';
+import { BUILTIN_ISSUER, type OAuth2Options, verifyIssuedToken } from './oauth-token.js';
 
 // Who is calling: established once per request, in the request hooks' onRequest, before anything
 // of the request is read. With no authentication configured every caller is ANONYMOUS (main.ts
@@ -27,10 +28,13 @@ export interface JwtOptions {
 export interface AuthenticationOptions {
   apiKeys?: ReadonlyArray<{ principal: string; sha256: string }> | undefined;
   jwt?: JwtOptions | undefined;
+  /** The built-in client-credentials grant (oauth-token.ts), whose tokens are accepted too. */
+  oauth2?: OAuth2Options | undefined;
 }
 
-/** Paths answered without credentials: liveness, readiness, and the API's description. */
-const OPEN_PATHS = /^\/(health\/|openapi\.json(?:$|\?))/;
+/** Paths answered without credentials: liveness, readiness, the API's description, and the token endpoint. */
+const OPEN_PATHS = /^\/(health\/|openapi\.json(?:$|\?)|oauth\/token(?:$|\?))/;
+const DEFAULT_CLOCK_SKEW_S = 30;
 
 export type Authenticate = (request: FastifyRequest, reply: FastifyReply) => Principal | Promise<Principal>;
 
@@ -40,8 +44,10 @@ export function authenticator(options: AuthenticationOptions | undefined): Authe
   const byHash = new Map((options.apiKeys ?? []).map((k) => [k.sha256, Object.freeze({ id: k.principal })]));
   const jwt = options.jwt;
   const keySet: JWTVerifyGetKey | undefined = jwt ? (jwt.jwksUrl ? createRemoteJWKSet(new URL(jwt.jwksUrl)) : createLocalJWKSet({ keys: jwt.keys ?? [] })) : undefined;
-  const challenges = [...(jwt ? ['Bearer realm="lance-namespace"'] : []), ...(byHash.size > 0 ? ['ApiKey realm="lance-namespace", header="x-api-key"'] : [])].join(', ');
-  const ways = [...(jwt ? ['a bearer token in the authorization header'] : []), ...(byHash.size > 0 ? ['an API key in the x-api-key header'] : [])].join(' or ');
+  const oauth2 = options.oauth2;
+  const bearers = jwt !== undefined || oauth2 !== undefined;
+  const challenges = [...(bearers ? ['Bearer realm="lance-namespace"'] : []), ...(byHash.size > 0 ? ['ApiKey realm="lance-namespace", header="x-api-key"'] : [])].join(', ');
+  const ways = [...(bearers ? ['a bearer token in the authorization header'] : []), ...(byHash.size > 0 ? ['an API key in the x-api-key header'] : [])].join(' or ');
   const unauthenticated = (reply: FastifyReply, message: string): NamespaceError => {
     reply.header('www-authenticate', challenges);
     return new NamespaceError(ErrorCode.Unauthenticated, message);
@@ -50,13 +56,19 @@ export function authenticator(options: AuthenticationOptions | undefined): Authe
     if (OPEN_PATHS.test(request.url)) return ANONYMOUS;
     const authorization = request.headers.authorization;
     const bearer = typeof authorization === 'string' && /^bearer /i.test(authorization) ? authorization.slice(7).trim() : undefined;
-    if (bearer !== undefined && jwt && keySet) {
-      return jwtVerify(bearer, keySet, { issuer: jwt.issuer, audience: jwt.audience, clockTolerance: jwt.clockSkewSeconds, requiredClaims: ['exp'] }).then(
-        ({ payload }) => {
+    if (bearer !== undefined && bearers) {
+      const verified = (): Promise<string> => {
+        // A token this service issued goes to its own key; any other to the configured issuer's.
+        if (oauth2 && issuerOf(bearer) === BUILTIN_ISSUER) return verifyIssuedToken(bearer, oauth2, jwt?.clockSkewSeconds ?? DEFAULT_CLOCK_SKEW_S);
+        if (!jwt || !keySet) return Promise.reject(Object.assign(new Error('not issued here'), { code: 'ERR_JWT_CLAIM_VALIDATION_FAILED' }));
+        return jwtVerify(bearer, keySet, { issuer: jwt.issuer, audience: jwt.audience, clockTolerance: jwt.clockSkewSeconds, requiredClaims: ['exp'] }).then(({ payload }) => {
           const id = payload[jwt.principalClaim];
           if (typeof id !== 'string' || id === '') throw unauthenticated(reply, `the token has no ${jwt.principalClaim} claim to name its principal`);
-          return Object.freeze({ id });
-        },
+          return id;
+        });
+      };
+      return verified().then(
+        (id) => Object.freeze({ id }),
         (e: unknown) => {
           if (e instanceof NamespaceError) throw e;
           // jose's code (ERR_JWT_EXPIRED, ERR_JWS_SIGNATURE_VERIFICATION_FAILED, ...) says why without echoing the token.
@@ -73,4 +85,13 @@ export function authenticator(options: AuthenticationOptions | undefined): Authe
     }
     throw unauthenticated(reply, `credentials are required: send ${ways}`);
   };
+}
+
+/** The unverified `iss` of a token, to choose the key that must verify it. */
+function issuerOf(token: string): string | undefined {
+  try {
+    return decodeJwt(token).iss;
+  } catch {
+    return undefined;
+  }
 }

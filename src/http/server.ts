@@ -1,4 +1,5 @@
 import { type AuthenticationOptions, authenticator } from './authentication.js';
+import { useTokenEndpoint } from './oauth-token.js';
 import { type BrowserGuardOptions, checkBodyType, useBrowserGuard } from './browser-guard.js';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
@@ -167,6 +168,7 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
 
   const openapi = buildOpenApi(routes, { title: 'Lance Namespace Service', version: options.version });
   app.get('/openapi.json', async (_request, reply) => reply.type('application/json').send(openapi));
+  if (options.authentication?.oauth2) useTokenEndpoint(app, options.authentication.oauth2);
 
   const methodsOf = routeMethods(routes);
   app.setNotFoundHandler(async (request, reply) => {

@@ -122,3 +122,60 @@ describe('authentication by bearer JWT', () => {
     expect((await local.call('POST', '/v1/namespace/jwt/exists', {}, await bearer(token({ sub: 'alice' })))).status).toBe(200);
   });
 });
+
+describe('the OAuth2 client-credentials endpoint', () => {
+  let root: TestRoot;
+  let app: TestApp;
+  let replica: TestApp;
+  const secret = 'etl-secret-1';
+  const oauth2 = { signingSecret: 's'.repeat(40), tokenTtlSeconds: 600, clients: [{ clientId: 'etl', secretSha256: sha256(secret), principal: 'etl-job' }] };
+  const form = (fields: Record<string, string>) => Buffer.from(new URLSearchParams(fields).toString());
+  const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
+
+  beforeAll(async () => {
+    root = await localBackend.newRoot();
+    [app, replica] = await Promise.all([startTestApp(root, { auth: { oauth2 } }), startTestApp(root, { auth: { oauth2 } })]);
+  });
+  afterAll(async () => {
+    await Promise.all([app?.close(), replica?.close()]);
+    await root?.dispose();
+  });
+
+  it('issues a short-lived bearer token to a configured client, which every replica with the secret accepts', async () => {
+    const issued = await app.call('POST', '/oauth/token', form({ grant_type: 'client_credentials', client_id: 'etl', client_secret: secret }), FORM);
+    expect(issued.status, issued.text).toBe(200);
+    expect(issued.json).toMatchObject({ token_type: 'Bearer', expires_in: 600 });
+    expect(issued.headers['cache-control']).toBe('no-store');
+    const auth = { authorization: `Bearer ${String(issued.json.access_token)}` };
+    expect((await app.call('POST', '/v1/namespace/oauth/create', {}, auth)).status).toBe(200);
+    expect((await replica.call('POST', '/v1/namespace/oauth/exists', {}, auth)).status).toBe(200);
+    // HTTP Basic client authentication works the same.
+    const basic = `Basic ${Buffer.from(`etl:${secret}`).toString('base64')}`;
+    expect((await app.call('POST', '/oauth/token', form({ grant_type: 'client_credentials' }), { ...FORM, authorization: basic })).status).toBe(200);
+  });
+
+  it("refuses wrong clients, wrong grants and other bodies with OAuth's errors, and tokens it did not sign", async () => {
+    const cases: Array<[string, Buffer, Record<string, string>, number, string]> = [
+      ['wrong secret', form({ grant_type: 'client_credentials', client_id: 'etl', client_secret: 'nope' }), FORM, 401, 'invalid_client'],
+      ['unknown client', form({ grant_type: 'client_credentials', client_id: 'who', client_secret: secret }), FORM, 401, 'invalid_client'],
+      ['no secret', form({ grant_type: 'client_credentials', client_id: 'etl' }), FORM, 401, 'invalid_client'],
+      ['password grant', form({ grant_type: 'password', username: 'etl', password: secret }), FORM, 400, 'unsupported_grant_type'],
+      ['JSON body', Buffer.from(JSON.stringify({ grant_type: 'client_credentials', client_id: 'etl', client_secret: secret })), { 'content-type': 'application/json' }, 400, 'invalid_request'],
+    ];
+    for (const [label, body, headers, status, error] of cases) {
+      const res = await app.call('POST', '/oauth/token', body, headers);
+      expect(res.status, label).toBe(status);
+      expect(res.json.error, label).toBe(error);
+      expect(res.json.access_token, label).toBeUndefined();
+    }
+    // A token signed with another secret, or expired, is no token.
+    const forged = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setIssuer('lance-namespace-service').setAudience('lance-namespace-service').setSubject('etl-job').setExpirationTime('5m').sign(new TextEncoder().encode('x'.repeat(40)));
+    const expired = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setIssuer('lance-namespace-service').setAudience('lance-namespace-service').setSubject('etl-job').setExpirationTime(Math.floor(Date.now() / 1000) - 600).sign(new TextEncoder().encode(oauth2.signingSecret));
+    for (const token of [forged, expired]) {
+      const res = await app.call('POST', '/v1/namespace/oauth2/create', {}, { authorization: `Bearer ${token}` });
+      expect(res.status).toBe(401);
+      expectSpecBody(res.json, 401, 16, root);
+    }
+    expect((await app.call('POST', '/v1/namespace/oauth2/exists', {}, { authorization: `Bearer ${forged}` })).status).toBe(401);
+  });
+});

@@ -177,6 +177,9 @@ describe('configuration file', () => {
     expect(() => loadConfig(['--config', write('j2.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n    jwks_url: https://i/k\n    secret: x\n')], {})).toThrow(/unknown keys under auth.jwt/);
     const jwt = loadConfig(['--config', write('j3.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n    jwks_url: https://i/jwks\n    clock_skew_seconds: 5\n')], {}).auth?.jwt;
     expect(jwt).toMatchObject({ issuer: 'i', audience: 'a', jwksUrl: 'https://i/jwks', clockSkewSeconds: 5, principalClaim: 'sub' });
+    const oauth2 = loadConfig(['--config', write('o.yaml', `auth:\n  oauth2:\n    signing_secret: ${'s'.repeat(32)}\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`)], {}).auth?.oauth2;
+    expect(oauth2).toEqual({ signingSecret: 's'.repeat(32), tokenTtlSeconds: 3600, clients: [{ clientId: 'etl', secretSha256: key, principal: 'etl' }] });
+    expect(() => loadConfig(['--config', write('o2.yaml', `auth:\n  oauth2:\n    signing_secret: short\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`)], {})).toThrow(/32/);
     expect(() => loadConfig(['--config', write('l.yaml', '- a\n- b\n')], {})).toThrow(/mapping/);
     expect(() => loadConfig(['--config', write('b.yaml', 'root: [\n')], {})).toThrow(/cannot read/);
     expect(() => loadConfig(['--config', '/nonexistent/c.yaml'], {})).toThrow(/cannot read/);
