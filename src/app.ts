@@ -89,6 +89,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       version: SERVICE_VERSION,
       browser: { corsOrigins: config.corsOrigins, loopbackOnly: isLoopbackAddress(config.host) },
       authentication: config.auth,
+      rateLimit: config.rateLimit,
     },
   );
   backfill.start();

@@ -47,6 +47,8 @@ const Config = z.object({
   keptDatasets: z.coerce.number().int().min(0),
   /** Bound on the manifest bytes (plus 64 KiB each) of the datasets kept open. */
   keptDatasetBytes: z.coerce.number().int().min(0),
+  /** Requests per principal and second, with bursts (config file only); absent: unlimited. */
+  rateLimit: z.object({ requestsPerSecond: z.coerce.number().positive(), burst: z.coerce.number().int().min(1) }).optional(),
   /** Authentication (config file only); absent: none (see main.ts for where that is allowed). */
   auth: z
     .object({
@@ -205,6 +207,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     keptDatasets: opt('kept-datasets', 'LANCE_NS_KEPT_DATASETS') ?? 256,
     keptDatasetBytes: opt('kept-dataset-bytes', 'LANCE_NS_KEPT_DATASET_BYTES') ?? 256 * 1024 * 1024,
     auth: file.auth(),
+    rateLimit: file.rateLimit(),
   });
   if (!parsed.success) {
     throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
@@ -217,6 +220,7 @@ interface ConfigFile {
   scalar(option: string): string | undefined;
   list(key: string): string[];
   auth(): unknown;
+  rateLimit(): unknown;
 }
 
 const FILE_LISTS = new Set(['allowed_locations', 'cors_origins']);
@@ -238,7 +242,7 @@ export function readConfigFile(file: string | undefined): ConfigFile {
     }
     if (parsed !== null && parsed !== undefined && (typeof parsed !== 'object' || Array.isArray(parsed))) throw new Error(`the configuration file ${file} must hold a mapping of options`);
     data = (parsed ?? {}) as Record<string, unknown>;
-    const unknown = Object.keys(data).filter((k) => !FILE_SCALARS.has(k) && !FILE_LISTS.has(k) && k !== 'auth');
+    const unknown = Object.keys(data).filter((k) => !FILE_SCALARS.has(k) && !FILE_LISTS.has(k) && k !== 'auth' && k !== 'rate_limit');
     if (unknown.length > 0) throw new Error(`unknown keys in the configuration file ${file}: ${unknown.join(', ')}`);
   }
   return {
@@ -249,6 +253,13 @@ export function readConfigFile(file: string | undefined): ConfigFile {
     list: (key) => {
       const value = data[key];
       return value === undefined || value === null ? [] : Array.isArray(value) ? value.map(String) : [String(value)];
+    },
+    rateLimit: () => {
+      const limit = data.rate_limit as Record<string, unknown> | undefined | null;
+      if (limit === undefined || limit === null) return undefined;
+      const unknownKeys = Object.keys(limit).filter((k) => k !== 'requests_per_second' && k !== 'burst');
+      if (unknownKeys.length > 0) throw new Error(`unknown keys under rate_limit in the configuration file ${file ?? ''}: ${unknownKeys.join(', ')} (known: requests_per_second, burst)`);
+      return { requestsPerSecond: limit.requests_per_second, burst: limit.burst ?? limit.requests_per_second };
     },
     auth: () => {
       const auth = data.auth as { api_keys?: Array<{ principal?: unknown; sha256?: unknown }>; jwt?: Record<string, unknown>; oauth2?: unknown } | undefined;

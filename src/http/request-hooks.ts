@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidInput } from '../model/errors.js';
 import { requireMainBranch } from '../service/catalog/catalog.js';
-import type { Principal, RequestContext } from '../service/request-context.js';
+import { ANONYMOUS, type Principal, type RequestContext } from '../service/request-context.js';
+import type { RateLimiter } from './rate-limit.js';
 import { type Authenticate, authenticator } from './authentication.js';
 import { checkMapLimits, type RequestLimits } from './limits.js';
 import { parsePathId, type RouteConfig } from './route.js';
@@ -84,7 +85,7 @@ const syncHook =
  * groups). Called on the encapsulated context that holds the route groups, not registered as a
  * plugin of its own (that would keep the hooks to itself).
  */
-export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, authenticate: Authenticate = authenticator(undefined)): void {
+export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, authenticate: Authenticate = authenticator(undefined), rateLimiter?: RateLimiter): void {
   // Declared so every request has the same shape; set by the onRequest hook before any other reads them.
   const slots: string[] = ['principal', 'pathId', 'ctx'];
   for (const slot of slots) app.decorateRequest(slot, null);
@@ -95,6 +96,16 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, aut
   app.addHook('onRequest', (request, reply, done) => {
     // The one place the principal is established (authentication.ts), before anything is read.
     const settle = (principal: Principal): void => {
+      // Health checks are never throttled: a load balancer's probes must not take a caller's turn.
+      if (rateLimiter && !request.url.startsWith('/health/')) {
+        try {
+          // Anonymous callers are told apart by address; everyone else by principal.
+          rateLimiter.take(principal === ANONYMOUS ? `address:${request.ip}` : `principal:${principal.id}`, reply);
+        } catch (e) {
+          done(e as Error);
+          return;
+        }
+      }
       request.principal = principal;
       request.pathId = [];
       request.ctx = { requestId: String(request.id), principal, context: {} };
@@ -165,7 +176,8 @@ function writeAudit(request: FastifyRequest, reply: FastifyReply): void {
         status: reply.statusCode,
         duration_ms: Math.round(reply.elapsedTime * 1000) / 1000,
         request_id: request.id,
-        principal: request.principal.id,
+        // Null when the request was refused before it had one (authentication failed).
+        principal: (request.principal as Principal | null)?.id ?? null,
         context: request.ctx.context,
       },
     },

@@ -1,5 +1,6 @@
 import { type AuthenticationOptions, authenticator } from './authentication.js';
 import { useTokenEndpoint } from './oauth-token.js';
+import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 import { type BrowserGuardOptions, checkBodyType, useBrowserGuard } from './browser-guard.js';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
@@ -61,6 +62,8 @@ export interface HttpServerOptions {
   browser: BrowserGuardOptions;
   /** Who may call (authentication.ts); absent: everyone, as ANONYMOUS. */
   authentication?: AuthenticationOptions | undefined;
+  /** Requests per principal (rate-limit.ts); absent: unlimited. */
+  rateLimit?: RateLimitOptions | undefined;
 }
 
 /** The request line's path, when a client error left it readable in the raw bytes. */
@@ -161,7 +164,7 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
       if (arrowBody) readBody(request, payload, done);
       else readJsonBody(request, payload, done);
     });
-    useRequestHooks(api, options.limits, authenticator(options.authentication));
+    useRequestHooks(api, options.limits, authenticator(options.authentication), options.rateLimit ? new RateLimiter(options.rateLimit) : undefined);
     const groupOptions: RouteGroupOptions = { jsonBodyLimit: options.jsonBodyLimit, arrowBodyLimit: options.arrowBodyLimit, largeBodies };
     for (const group of groups) await api.register(group.plugin, { ...groupOptions, prefix: group.prefix });
   });

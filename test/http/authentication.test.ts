@@ -179,3 +179,33 @@ describe('the OAuth2 client-credentials endpoint', () => {
     expect((await app.call('POST', '/v1/namespace/oauth2/exists', {}, { authorization: `Bearer ${forged}` })).status).toBe(401);
   });
 });
+
+describe('rate limits per principal', () => {
+  let root: TestRoot;
+  let app: TestApp;
+
+  beforeAll(async () => {
+    root = await localBackend.newRoot();
+    app = await startTestApp(root, {
+      auth: { apiKeys: [{ principal: 'a', sha256: sha256('key-a') }, { principal: 'b', sha256: sha256('key-b') }] },
+      rateLimit: { requestsPerSecond: 0.01, burst: 3 },
+    });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await root?.dispose();
+  });
+
+  it('answers 429 code 21 with Retry-After once a principal has spent its burst; others and health checks go on', async () => {
+    const a = { 'x-api-key': 'key-a' };
+    for (let i = 0; i < 3; i++) expect((await app.call('POST', '/v1/namespace/late/exists', {}, a)).status).toBe(404);
+    const throttled = await app.call('POST', '/v1/namespace/late/create', {}, a);
+    expect(throttled.status).toBe(429);
+    expectSpecBody(throttled.json, 429, 21, root);
+    expect(Number(throttled.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect((await app.call('POST', '/v1/namespace/late/exists', {}, { 'x-api-key': 'key-b' })).status).toBe(404);
+    expect((await app.call('GET', '/health/live')).status).toBe(200);
+    // Refused before it ran: nothing was created.
+    expect((await app.call('POST', '/v1/namespace/late/exists', {}, { 'x-api-key': 'key-b' })).status).toBe(404);
+  });
+});

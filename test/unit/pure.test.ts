@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isLoopbackAddress } from '../../src/http/browser-guard.js';
+import { RateLimiter } from '../../src/http/rate-limit.js';
 import { loadConfig } from '../../src/config.js';
 import { httpStatusOfCode, toWireError } from '../../src/http/errors.js';
 import { parsePathId } from '../../src/http/route.js';
@@ -179,6 +180,9 @@ describe('configuration file', () => {
     expect(jwt).toMatchObject({ issuer: 'i', audience: 'a', jwksUrl: 'https://i/jwks', clockSkewSeconds: 5, principalClaim: 'sub' });
     const oauth2 = loadConfig(['--config', write('o.yaml', `auth:\n  oauth2:\n    signing_secret: ${'s'.repeat(32)}\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`)], {}).auth?.oauth2;
     expect(oauth2).toEqual({ signingSecret: 's'.repeat(32), tokenTtlSeconds: 3600, clients: [{ clientId: 'etl', secretSha256: key, principal: 'etl' }] });
+    expect(loadConfig(['--config', write('r.yaml', 'rate_limit:\n  requests_per_second: 20\n  burst: 40\n')], {}).rateLimit).toEqual({ requestsPerSecond: 20, burst: 40 });
+    expect(loadConfig(['--config', write('r2.yaml', 'rate_limit:\n  requests_per_second: 5\n')], {}).rateLimit).toEqual({ requestsPerSecond: 5, burst: 5 });
+    expect(() => loadConfig(['--config', write('r3.yaml', 'rate_limit:\n  rps: 5\n')], {})).toThrow(/unknown keys under rate_limit/);
     expect(() => loadConfig(['--config', write('o2.yaml', `auth:\n  oauth2:\n    signing_secret: short\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`)], {})).toThrow(/32/);
     expect(() => loadConfig(['--config', write('l.yaml', '- a\n- b\n')], {})).toThrow(/mapping/);
     expect(() => loadConfig(['--config', write('b.yaml', 'root: [\n')], {})).toThrow(/cannot read/);
@@ -212,5 +216,24 @@ describe('configuration', () => {
     expect(loadConfig([], {})).toMatchObject({ keptDatasets: 256, keptDatasetBytes: 256 * 1024 * 1024 });
     expect(loadConfig(['--kept-datasets', '0'], { LANCE_NS_KEPT_DATASETS: '9', LANCE_NS_KEPT_DATASET_BYTES: '1024' })).toMatchObject({ keptDatasets: 0, keptDatasetBytes: 1024 });
     expect(() => loadConfig([], { LANCE_NS_KEPT_DATASETS: '-1' })).toThrow(/keptDatasets/);
+  });
+});
+
+describe('RateLimiter', () => {
+  it('lets a burst through, then one request per 1/rate seconds, and says when to retry', () => {
+    let now = 0;
+    const limiter = new RateLimiter({ requestsPerSecond: 2, burst: 3 }, () => now);
+    const headers: Record<string, string> = {};
+    const reply = { header: (k: string, v: string) => ((headers[k] = v), reply) } as unknown as Parameters<RateLimiter['take']>[1];
+    for (let i = 0; i < 3; i++) limiter.take('p', reply);
+    expect(() => limiter.take('p', reply)).toThrow(/too many requests/);
+    expect(headers['retry-after']).toBe('1');
+    limiter.take('q', reply); // another caller has its own bucket
+    now += 500; // half a second: one token back
+    limiter.take('p', reply);
+    expect(() => limiter.take('p', reply)).toThrow();
+    now += 10_000; // refilled to the burst, not beyond
+    for (let i = 0; i < 3; i++) limiter.take('p', reply);
+    expect(() => limiter.take('p', reply)).toThrow();
   });
 });
