@@ -90,6 +90,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       browser: { corsOrigins: config.corsOrigins, loopbackOnly: isLoopbackAddress(config.host) },
       authentication: config.auth,
       rateLimit: config.rateLimit,
+      authorization: config.authorization,
     },
   );
   backfill.start();

@@ -47,6 +47,14 @@ const Config = z.object({
   keptDatasets: z.coerce.number().int().min(0),
   /** Bound on the manifest bytes (plus 64 KiB each) of the datasets kept open. */
   keptDatasetBytes: z.coerce.number().int().min(0),
+  /** Roles (privileges on namespace subtrees) and the principals that hold them (config file only); absent: everyone may do everything. */
+  authorization: z
+    .object({
+      roles: z.record(z.string().min(1), z.array(z.object({ namespace: z.array(z.string().min(1)), privilege: z.enum(['read', 'write', 'manage']) }))),
+      principals: z.record(z.string().min(1), z.array(z.string().min(1))),
+    })
+    .refine((a) => Object.values(a.principals).every((roles) => roles.every((r) => r in a.roles)), 'every role a principal holds must be defined under roles')
+    .optional(),
   /** Requests per principal and second, with bursts (config file only); absent: unlimited. */
   rateLimit: z.object({ requestsPerSecond: z.coerce.number().positive(), burst: z.coerce.number().int().min(1) }).optional(),
   /** Authentication (config file only); absent: none (see main.ts for where that is allowed). */
@@ -208,6 +216,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     keptDatasetBytes: opt('kept-dataset-bytes', 'LANCE_NS_KEPT_DATASET_BYTES') ?? 256 * 1024 * 1024,
     auth: file.auth(),
     rateLimit: file.rateLimit(),
+    authorization: file.section('authorization', ['roles', 'principals']),
   });
   if (!parsed.success) {
     throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
@@ -221,6 +230,8 @@ interface ConfigFile {
   list(key: string): string[];
   auth(): unknown;
   rateLimit(): unknown;
+  /** A section passed on as it is (its keys checked against `known`; zod checks the rest). */
+  section(key: string, known: string[]): unknown;
 }
 
 const FILE_LISTS = new Set(['allowed_locations', 'cors_origins']);
@@ -242,7 +253,7 @@ export function readConfigFile(file: string | undefined): ConfigFile {
     }
     if (parsed !== null && parsed !== undefined && (typeof parsed !== 'object' || Array.isArray(parsed))) throw new Error(`the configuration file ${file} must hold a mapping of options`);
     data = (parsed ?? {}) as Record<string, unknown>;
-    const unknown = Object.keys(data).filter((k) => !FILE_SCALARS.has(k) && !FILE_LISTS.has(k) && k !== 'auth' && k !== 'rate_limit');
+    const unknown = Object.keys(data).filter((k) => !FILE_SCALARS.has(k) && !FILE_LISTS.has(k) && k !== 'auth' && k !== 'rate_limit' && k !== 'authorization');
     if (unknown.length > 0) throw new Error(`unknown keys in the configuration file ${file}: ${unknown.join(', ')}`);
   }
   return {
@@ -253,6 +264,13 @@ export function readConfigFile(file: string | undefined): ConfigFile {
     list: (key) => {
       const value = data[key];
       return value === undefined || value === null ? [] : Array.isArray(value) ? value.map(String) : [String(value)];
+    },
+    section: (key, known) => {
+      const value = data[key] as Record<string, unknown> | undefined | null;
+      if (value === undefined || value === null) return undefined;
+      const unknownKeys = Object.keys(value).filter((k) => !known.includes(k));
+      if (unknownKeys.length > 0) throw new Error(`unknown keys under ${key} in the configuration file ${file ?? ''}: ${unknownKeys.join(', ')} (known: ${known.join(', ')})`);
+      return value;
     },
     rateLimit: () => {
       const limit = data.rate_limit as Record<string, unknown> | undefined | null;

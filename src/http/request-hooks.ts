@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidInput } from '../model/errors.js';
 import { requireMainBranch } from '../service/catalog/catalog.js';
 import { ANONYMOUS, type Principal, type RequestContext } from '../service/request-context.js';
+import type { Authorizer } from './authorization.js';
 import type { RateLimiter } from './rate-limit.js';
 import { type Authenticate, authenticator } from './authentication.js';
 import { checkMapLimits, type RequestLimits } from './limits.js';
@@ -85,7 +86,15 @@ const syncHook =
  * groups). Called on the encapsulated context that holds the route groups, not registered as a
  * plugin of its own (that would keep the hooks to itself).
  */
-export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, authenticate: Authenticate = authenticator(undefined), rateLimiter?: RateLimiter): void {
+/** Who may call and how much (authentication.ts, rate-limit.ts, authorization.ts); all optional. */
+export interface AccessControl {
+  authenticate?: Authenticate | undefined;
+  rateLimiter?: RateLimiter | undefined;
+  authorizer?: Authorizer | undefined;
+}
+
+export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, access: AccessControl = {}): void {
+  const { authenticate = authenticator(undefined), rateLimiter, authorizer } = access;
   // Declared so every request has the same shape; set by the onRequest hook before any other reads them.
   const slots: string[] = ['principal', 'pathId', 'ctx'];
   for (const slot of slots) app.decorateRequest(slot, null);
@@ -131,9 +140,27 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, aut
       request.delimiter = delimiter ?? DEFAULT_DELIMITER;
       const rawId = (request.params as Record<string, string | undefined>).id;
       if (rawId !== undefined) request.pathId = parsePathId(rawId, request.delimiter);
-      if (!routeOf(request)?.arrowBody) checkMapLimits(request.body, limits);
+      const route = routeOf(request);
+      // Once the principal and the path id are known, before anything else of the request is looked at.
+      if (authorizer && route) authorizer.check(request.principal, route.operationId, request.pathId);
+      if (!route?.arrowBody) checkMapLimits(request.body, limits);
     }),
   );
+
+  // Listings show only what the caller may see (authorization.ts).
+  if (authorizer) {
+    app.addHook('preSerialization', (request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (err: Error | null, value?: unknown) => void) => {
+      const operationId = routeOf(request)?.operationId;
+      const body = asRecord(payload);
+      const field = operationId === 'ListNamespaces' ? 'namespaces' : operationId === 'ListAllTables' ? 'tables' : undefined;
+      const names = field && body ? body[field] : undefined;
+      if (operationId && field && Array.isArray(names)) {
+        done(null, { ...body, [field]: authorizer.filterListing(request.principal, operationId, request.pathId, names as string[], request.delimiter) });
+        return;
+      }
+      done(null, payload);
+    });
+  }
 
   app.addHook(
     'preHandler',

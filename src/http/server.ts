@@ -1,4 +1,5 @@
 import { type AuthenticationOptions, authenticator } from './authentication.js';
+import { type AuthorizationOptions, Authorizer } from './authorization.js';
 import { useTokenEndpoint } from './oauth-token.js';
 import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 import { type BrowserGuardOptions, checkBodyType, useBrowserGuard } from './browser-guard.js';
@@ -64,6 +65,8 @@ export interface HttpServerOptions {
   authentication?: AuthenticationOptions | undefined;
   /** Requests per principal (rate-limit.ts); absent: unlimited. */
   rateLimit?: RateLimitOptions | undefined;
+  /** What each principal may do (authorization.ts); absent: everything. */
+  authorization?: AuthorizationOptions | undefined;
 }
 
 /** The request line's path, when a client error left it readable in the raw bytes. */
@@ -164,7 +167,11 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
       if (arrowBody) readBody(request, payload, done);
       else readJsonBody(request, payload, done);
     });
-    useRequestHooks(api, options.limits, authenticator(options.authentication), options.rateLimit ? new RateLimiter(options.rateLimit) : undefined);
+    useRequestHooks(api, options.limits, {
+      authenticate: authenticator(options.authentication),
+      rateLimiter: options.rateLimit ? new RateLimiter(options.rateLimit) : undefined,
+      authorizer: options.authorization ? new Authorizer(options.authorization) : undefined,
+    });
     const groupOptions: RouteGroupOptions = { jsonBodyLimit: options.jsonBodyLimit, arrowBodyLimit: options.arrowBodyLimit, largeBodies };
     for (const group of groups) await api.register(group.plugin, { ...groupOptions, prefix: group.prefix });
   });

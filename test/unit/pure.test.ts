@@ -180,6 +180,10 @@ describe('configuration file', () => {
     expect(jwt).toMatchObject({ issuer: 'i', audience: 'a', jwksUrl: 'https://i/jwks', clockSkewSeconds: 5, principalClaim: 'sub' });
     const oauth2 = loadConfig(['--config', write('o.yaml', `auth:\n  oauth2:\n    signing_secret: ${'s'.repeat(32)}\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`)], {}).auth?.oauth2;
     expect(oauth2).toEqual({ signingSecret: 's'.repeat(32), tokenTtlSeconds: 3600, clients: [{ clientId: 'etl', secretSha256: key, principal: 'etl' }] });
+    const authz = loadConfig(['--config', write('z.yaml', 'authorization:\n  roles:\n    r: [{ namespace: [a], privilege: read }]\n  principals:\n    p: [r]\n')], {}).authorization;
+    expect(authz).toEqual({ roles: { r: [{ namespace: ['a'], privilege: 'read' }] }, principals: { p: ['r'] } });
+    expect(() => loadConfig(['--config', write('z2.yaml', 'authorization:\n  roles: {}\n  principals:\n    p: [missing]\n')], {})).toThrow(/defined under roles/);
+    expect(() => loadConfig(['--config', write('z3.yaml', 'authorization:\n  roles:\n    r: [{ namespace: [a], privilege: own }]\n  principals: {}\n')], {})).toThrow(/privilege/);
     expect(loadConfig(['--config', write('r.yaml', 'rate_limit:\n  requests_per_second: 20\n  burst: 40\n')], {}).rateLimit).toEqual({ requestsPerSecond: 20, burst: 40 });
     expect(loadConfig(['--config', write('r2.yaml', 'rate_limit:\n  requests_per_second: 5\n')], {}).rateLimit).toEqual({ requestsPerSecond: 5, burst: 5 });
     expect(() => loadConfig(['--config', write('r3.yaml', 'rate_limit:\n  rps: 5\n')], {})).toThrow(/unknown keys under rate_limit/);

@@ -1,0 +1,136 @@
+import { ErrorCode, NamespaceError } from '../model/errors.js';
+import type { Principal } from '../service/request-context.js';
+
+// What a principal may do. Roles grant a privilege on a namespace subtree (a namespace and
+// everything under it; the empty path is the whole catalog); principals hold roles. Privileges
+// nest: manage includes write, write includes read. Every operation needs one privilege on one
+// namespace (OPERATIONS below): a namespace operation on the namespace itself, a table operation
+// on the table's namespace, the operations that span the catalog (batches, transactions) on the
+// root. Missing it is 403 code 15, decided after the principal and the path id are known and
+// before the handler runs. Listings show only what the caller may read (filterListing). Without
+// an authorization configuration every authenticated principal may do everything.
+
+export type Privilege = 'read' | 'write' | 'manage';
+
+const RANK: Record<Privilege, number> = { read: 1, write: 2, manage: 3 };
+
+export interface Grant {
+  namespace: string[];
+  privilege: Privilege;
+}
+
+export interface AuthorizationOptions {
+  roles: Record<string, Grant[]>;
+  /** The roles of each principal (by its id). */
+  principals: Record<string, string[]>;
+}
+
+/** Where an operation's privilege is checked: the path's namespace, the path's table's namespace, or the catalog root. */
+type Target = 'namespace' | 'table' | 'root';
+
+/** The privilege each operation needs, and on what (the README's table is this one). */
+export const OPERATIONS: Readonly<Record<string, { privilege: Privilege; target: Target }>> = {
+  // read
+  ListNamespaces: { privilege: 'read', target: 'namespace' },
+  DescribeNamespace: { privilege: 'read', target: 'namespace' },
+  NamespaceExists: { privilege: 'read', target: 'namespace' },
+  ListTables: { privilege: 'read', target: 'namespace' },
+  ListAllTables: { privilege: 'read', target: 'root' },
+  DescribeTable: { privilege: 'read', target: 'table' },
+  TableExists: { privilege: 'read', target: 'table' },
+  CountTableRows: { privilege: 'read', target: 'table' },
+  QueryTable: { privilege: 'read', target: 'table' },
+  ExplainTableQueryPlan: { privilege: 'read', target: 'table' },
+  AnalyzeTableQueryPlan: { privilege: 'read', target: 'table' },
+  GetTableStats: { privilege: 'read', target: 'table' },
+  ListTableVersions: { privilege: 'read', target: 'table' },
+  DescribeTableVersion: { privilege: 'read', target: 'table' },
+  ListTableIndices: { privilege: 'read', target: 'table' },
+  DescribeTableIndexStats: { privilege: 'read', target: 'table' },
+  ListTableTags: { privilege: 'read', target: 'table' },
+  GetTableTagVersion: { privilege: 'read', target: 'table' },
+  ListTableBranches: { privilege: 'read', target: 'table' },
+  DescribeTransaction: { privilege: 'read', target: 'root' },
+  // write: data, versions, columns, indices, tags, and creating tables
+  DeclareTable: { privilege: 'write', target: 'table' },
+  CreateTable: { privilege: 'write', target: 'table' },
+  InsertIntoTable: { privilege: 'write', target: 'table' },
+  UpdateTable: { privilege: 'write', target: 'table' },
+  DeleteFromTable: { privilege: 'write', target: 'table' },
+  MergeInsertIntoTable: { privilege: 'write', target: 'table' },
+  CreateTableVersion: { privilege: 'write', target: 'table' },
+  RestoreTable: { privilege: 'write', target: 'table' },
+  AlterTableAddColumns: { privilege: 'write', target: 'table' },
+  AlterTableAlterColumns: { privilege: 'write', target: 'table' },
+  AlterTableDropColumns: { privilege: 'write', target: 'table' },
+  AlterTableBackfillColumns: { privilege: 'write', target: 'table' },
+  UpdateFieldMetadata: { privilege: 'write', target: 'table' },
+  UpdateTableSchemaMetadata: { privilege: 'write', target: 'table' },
+  CreateTableIndex: { privilege: 'write', target: 'table' },
+  CreateTableScalarIndex: { privilege: 'write', target: 'table' },
+  DropTableIndex: { privilege: 'write', target: 'table' },
+  CreateTableTag: { privilege: 'write', target: 'table' },
+  UpdateTableTag: { privilege: 'write', target: 'table' },
+  DeleteTableTag: { privilege: 'write', target: 'table' },
+  CreateTableBranch: { privilege: 'write', target: 'table' },
+  DeleteTableBranch: { privilege: 'write', target: 'table' },
+  CreateMaterializedView: { privilege: 'write', target: 'table' },
+  RefreshMaterializedView: { privilege: 'write', target: 'table' },
+  BatchCreateTableVersions: { privilege: 'write', target: 'root' },
+  AlterTransaction: { privilege: 'write', target: 'root' },
+  // manage: the catalog's structure
+  CreateNamespace: { privilege: 'manage', target: 'namespace' },
+  DropNamespace: { privilege: 'manage', target: 'namespace' },
+  RegisterTable: { privilege: 'manage', target: 'table' },
+  DropTable: { privilege: 'manage', target: 'table' },
+  DeregisterTable: { privilege: 'manage', target: 'table' },
+  RenameTable: { privilege: 'manage', target: 'table' },
+  BatchDeleteTableVersions: { privilege: 'manage', target: 'table' },
+  BatchCommitTables: { privilege: 'manage', target: 'root' },
+};
+
+/** Operations answered to anyone (health). */
+export const OPEN_OPERATIONS: ReadonlySet<string> = new Set(['Live', 'Ready']);
+
+const under = (path: string[], subtree: string[]): boolean => subtree.length <= path.length && subtree.every((part, i) => path[i] === part);
+
+export class Authorizer {
+  private readonly grants: Map<string, Grant[]>;
+
+  constructor(options: AuthorizationOptions) {
+    this.grants = new Map(Object.entries(options.principals).map(([principal, roles]) => [principal, roles.flatMap((role) => options.roles[role] ?? [])]));
+  }
+
+  /** Whether `principal` holds `privilege` (or more) on `namespace`. */
+  may(principal: Principal, privilege: Privilege, namespace: string[]): boolean {
+    return (this.grants.get(principal.id) ?? []).some((g) => RANK[g.privilege] >= RANK[privilege] && under(namespace, g.namespace));
+  }
+
+  /** Whether `principal` can see `namespace` in a listing: it may read it, or holds a grant somewhere below it. */
+  sees(principal: Principal, namespace: string[]): boolean {
+    return this.may(principal, 'read', namespace) || (this.grants.get(principal.id) ?? []).some((g) => under(g.namespace, namespace));
+  }
+
+  /** 403 code 15 unless `principal` may run `operationId` on the path id `pathId`. */
+  check(principal: Principal, operationId: string, pathId: string[]): void {
+    if (OPEN_OPERATIONS.has(operationId)) return;
+    const operation = OPERATIONS[operationId];
+    // An operation nobody mapped is refused rather than let through.
+    if (!operation) throw new NamespaceError(ErrorCode.PermissionDenied, `${operationId} is not authorized for anyone`);
+    const namespace = operation.target === 'root' ? [] : operation.target === 'table' ? pathId.slice(0, -1) : pathId;
+    // Listings of namespaces are allowed to whoever sees the parent, and of all tables to anyone;
+    // they show only what the caller may see (filterListing).
+    const allowed =
+      operationId === 'ListAllTables' ? true : operationId === 'ListNamespaces' ? this.sees(principal, namespace) : this.may(principal, operation.privilege, namespace);
+    if (!allowed) {
+      throw new NamespaceError(ErrorCode.PermissionDenied, `${principal.id} may not ${operationId} in ${namespace.length === 0 ? 'the catalog root' : `namespace ${JSON.stringify(namespace)}`}: it needs ${operation.privilege}`);
+    }
+  }
+
+  /** The names of a listing's page that `principal` may see: child namespaces of `parent`, or tables as ids in `table` listings. */
+  filterListing(principal: Principal, operationId: string, parent: string[], names: string[], delimiter: string): string[] {
+    if (operationId === 'ListNamespaces') return this.may(principal, 'read', parent) ? names : names.filter((n) => this.sees(principal, [...parent, n]));
+    if (operationId === 'ListAllTables') return names.filter((id) => this.may(principal, 'read', id.split(delimiter).slice(0, -1)));
+    return names;
+  }
+}

@@ -1,0 +1,98 @@
+// Authorization (issue 10, rule 4): roles grant read / write / manage on namespace subtrees; every
+// operation needs one privilege (src/http/authorization.ts); 403 code 15 otherwise, before the
+// handler runs (so nothing changes, and nothing is told about what the caller may not see);
+// listings show only what the caller may see.
+
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OPEN_OPERATIONS, OPERATIONS } from '../../src/http/authorization.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { peopleStream } from '../support/arrow-data.js';
+import { localBackend, type TestRoot } from '../support/backends.js';
+import { expectSpecBody } from '../support/spec-body.js';
+
+const sha256 = (key: string) => createHash('sha256').update(key).digest('hex');
+const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
+const as = (who: string) => ({ 'x-api-key': `${who}-key` });
+
+describe('authorization', () => {
+  let root: TestRoot;
+  let app: TestApp;
+
+  beforeAll(async () => {
+    root = await localBackend.newRoot();
+    const principals = ['admin', 'reader', 'writer', 'nobody'];
+    app = await startTestApp(root, {
+      auth: { apiKeys: principals.map((p) => ({ principal: p, sha256: sha256(`${p}-key`) })) },
+      authorization: {
+        roles: {
+          everything: [{ namespace: [], privilege: 'manage' }],
+          'sales-reader': [{ namespace: ['sales'], privilege: 'read' }],
+          'sales-writer': [{ namespace: ['sales'], privilege: 'write' }],
+        },
+        principals: { admin: ['everything'], reader: ['sales-reader'], writer: ['sales-writer'], nobody: [] },
+      },
+    });
+    for (const ns of ['sales', 'sales%24eu', 'hr']) expect((await app.call('POST', `/v1/namespace/${ns}/create`, {}, as('admin'))).status).toBe(200);
+    for (const t of ['sales%24t', 'hr%24secret']) expect((await app.call('POST', `/v1/table/${t}/create`, peopleStream([1]), { ...ARROW, ...as('admin') })).status).toBe(200);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await root?.dispose();
+  });
+
+  const denied = async (who: string, method: 'GET' | 'POST', url: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await app.call(method, url, body, { ...headers, ...as(who) });
+    expect(res.status, `${who} ${url}: ${res.text}`).toBe(403);
+    expectSpecBody(res.json, 403, 15, root);
+  };
+
+  it('lets readers read their subtree only, and refuses them every write', async () => {
+    expect((await app.call('POST', '/v1/table/sales%24t/describe', {}, as('reader'))).status).toBe(200);
+    expect((await app.call('POST', '/v1/table/sales%24t/count_rows', {}, as('reader'))).json).toEqual({ value: 1 });
+    await denied('reader', 'POST', '/v1/table/sales%24t/insert', peopleStream([2]), ARROW);
+    await denied('reader', 'POST', '/v1/table/sales%24new/declare', {});
+    await denied('reader', 'POST', '/v1/table/hr%24secret/describe', {});
+    // What it may not see is not told apart from what does not exist.
+    await denied('reader', 'POST', '/v1/table/hr%24nothing/describe', {});
+    await denied('reader', 'GET', '/v1/namespace/hr/table/list');
+    expect((await app.call('POST', '/v1/table/sales%24t/count_rows', {}, as('admin'))).json).toEqual({ value: 1 });
+  });
+
+  it('lets writers write and create tables in their subtree, not change its structure', async () => {
+    expect((await app.call('POST', '/v1/table/sales%24t/insert', peopleStream([2]), { ...ARROW, ...as('writer') })).status).toBe(200);
+    expect((await app.call('POST', '/v1/table/sales%24eu%24w/declare', {}, as('writer'))).status).toBe(200);
+    await denied('writer', 'POST', '/v1/table/sales%24t/drop');
+    await denied('writer', 'POST', '/v1/namespace/sales%24more/create', {});
+    await denied('writer', 'POST', '/v1/table/hr%24secret/insert', peopleStream([3]), ARROW);
+    await denied('writer', 'POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['sales', 'x'] } }] });
+    expect((await app.call('POST', '/v1/table/sales%24t/count_rows', {}, as('admin'))).json).toEqual({ value: 2 });
+    expect((await app.call('POST', '/v1/table/hr%24secret/count_rows', {}, as('admin'))).json).toEqual({ value: 1 });
+  });
+
+  it('shows in listings only what the caller may see', async () => {
+    const rootList = (who: string) => app.call('GET', '/v1/namespace/%24/list', undefined, as(who));
+    expect((await rootList('admin')).json.namespaces).toEqual(['hr', 'sales']);
+    expect((await rootList('reader')).json.namespaces).toEqual(['sales']);
+    expect((await app.call('GET', '/v1/namespace/sales/list', undefined, as('reader'))).json.namespaces).toEqual(['eu']);
+    await denied('nobody', 'GET', '/v1/namespace/%24/list');
+    const all = await app.call('GET', '/v1/table', undefined, as('reader'));
+    expect(all.status, all.text).toBe(200);
+    expect((all.json.tables as string[]).every((t) => t.startsWith('sales$'))).toBe(true);
+    expect(all.json.tables).toContain('sales$t');
+    expect((await app.call('GET', '/v1/table', undefined, as('admin'))).json.tables as string[]).toContain('hr$secret');
+    await denied('nobody', 'POST', '/v1/table/sales%24t/describe', {});
+    expect((await app.call('GET', '/health/ready')).status).toBe(200);
+  });
+
+  it('maps every operation the service serves to a privilege', async () => {
+    const openapi = (await app.call('GET', '/openapi.json')).json as { paths: Record<string, Record<string, { operationId?: string }>> };
+    const served = new Set(Object.values(openapi.paths).flatMap((methods) => Object.values(methods).map((m) => m.operationId)).filter((o): o is string => o !== undefined));
+    expect(served.size).toBeGreaterThan(50);
+    // The document names a route's second method and its alias paths after it (ListNamespacesGet, DeclareTableAlias1).
+    for (const served_ of served) {
+      const operation = served_ in OPERATIONS || OPEN_OPERATIONS.has(served_) ? served_ : served_.replace(/(Get|Post|Alias\d+)$/, '');
+      expect(operation in OPERATIONS || OPEN_OPERATIONS.has(operation), served_).toBe(true);
+    }
+  });
+});
