@@ -63,7 +63,8 @@ describe.each(backends())('only the catalog\'s own places are reached on $name',
 
   it.runIf(backend === localBackend)('refuses a location inside the root that a symbolic link takes outside it', async () => {
     await symlink(foreign, path.join(root.root, 'ns', 'linked'));
-    for (const location of ['ns/linked', path.join(root.root, 'ns', 'linked'), `file://${path.join(root.root, 'ns', 'linked')}`, 'ns/linked/data']) {
+    // Relative locations are in the namespace's directory: 'linked' is ns/linked.
+    for (const location of ['linked', path.join(root.root, 'ns', 'linked'), `file://${path.join(root.root, 'ns', 'linked')}`, 'linked/data']) {
       const res = await app.call('POST', '/v1/table/ns%24linked/register', { location });
       expect(res.status, location).toBe(400);
       expect(res.json.code, location).toBe(13);

@@ -159,8 +159,10 @@ describe.each(backends())('tables on $name', (backend) => {
     expect(copy.json).toEqual({ location, properties: { src: 'reg' } });
     const described = await fx.t.call('POST', '/v1/table/ns%24regcopy/describe?load_detailed_metadata=true', {});
     expect(described.json).toMatchObject({ location, version: 1, properties: { src: 'reg' } });
-    const back = await fx.t.call('POST', '/v1/table/ns%24reg/register', { location: 'ns/reg.lance' });
+    // A relative location is one in the directory that holds the namespace's tables.
+    const back = await fx.t.call('POST', '/v1/table/ns%24reg/register', { location: 'reg.lance' });
     expect(back.status).toBe(200);
+    expect(back.json.location).toBe(location);
     expect((await fx.t.call('POST', '/v1/table/ns%24reg/exists', {})).status).toBe(200);
     const dup = await fx.t.call('POST', '/v1/table/ns%24reg/register', { location });
     expect(dup.status).toBe(409);

@@ -34,8 +34,11 @@ export class Locations {
     return { store: this.root, key, owned: true };
   }
 
-  /** Resolves a user-supplied location; a 400 for anything unusable. */
-  resolve(location: string): StoreDir {
+  /**
+   * Resolves a user-supplied location; a 400 for anything unusable. A relative location is taken
+   * relative to `relativeTo` (a directory key under the root, '' or ending in '/'; default the root).
+   */
+  resolve(location: string, relativeTo = ''): StoreDir {
     const trimmed = location.trim();
     if (trimmed === '') throw invalidInput('location must not be empty');
     // No store or engine can name such a path; refused here rather than halfway through an operation.
@@ -46,8 +49,8 @@ export class Locations {
       if (parts.some((p) => p === '..' || p === '.' || p === '')) {
         throw invalidInput(`location ${JSON.stringify(location)}: path traversal is not allowed in a relative location`);
       }
-      const key = `${parts.join('/')}/`;
-      if (this.rootLocation.kind === 'local') this.refuseLinksOut(location, path.join(this.rootLocation.dir, ...parts), this.rootLocation.dir);
+      const key = `${relativeTo}${parts.join('/')}/`;
+      if (this.rootLocation.kind === 'local') this.refuseLinksOut(location, path.join(this.rootLocation.dir, ...key.split('/').filter((p) => p !== '')), this.rootLocation.dir);
       return this.own(key);
     }
     const parsed = parseLocation(trimmed);

@@ -20,6 +20,7 @@ import { PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, requireNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import {
   deregisteredMarkerKey,
+  namespaceDirKey,
   reservedMarkerKey,
   type TableRef,
   tableDirKey,
@@ -285,7 +286,8 @@ export class TableService {
   async register(_ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
     const ref = tableRefOf(id);
     const mode = request.mode ?? 'Create';
-    const dir = this.deps.locations.resolve(request.location);
+    // A relative location is one in the directory that holds the namespace's tables.
+    const dir = this.deps.locations.resolve(request.location, namespaceDirKey(ref.namespace));
     const namespace = await resolveNamespace(this.store, ref.namespace);
     try {
       await this.deps.engine.datasetVersion(this.datasetAt(dir));
@@ -302,13 +304,14 @@ export class TableService {
       properties,
       created_at: new Date().toISOString(),
       incarnation: randomUUID(),
-      ...(isOwnDir ? {} : { location: request.location.trim() }),
+      // Recorded as resolved (a relative location means nothing once its namespace is renamed).
+      ...(isOwnDir ? {} : { location: dir.store.location(dir.key) }),
       managed_versioning: await resolveManagedVersioning(this.deps, namespace, properties),
     };
     const state = await readTableState(this.store, ref);
     if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
     await this.index.around('table', ref, () => this.registerAt(namespace, state, record, isOwnDir), { visible: true, data: true });
-    return { location: request.location.trim(), properties };
+    return { location: dir.store.location(dir.key), properties };
   }
 
   private async registerAt(namespace: ResolvedNamespace, state: TableState, record: TableRecord, isOwnDir: boolean): Promise<void> {
