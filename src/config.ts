@@ -253,9 +253,14 @@ export function readConfigFile(file: string | undefined): ConfigFile {
     }
     if (parsed !== null && parsed !== undefined && (typeof parsed !== 'object' || Array.isArray(parsed))) throw new Error(`the configuration file ${file} must hold a mapping of options`);
     data = (parsed ?? {}) as Record<string, unknown>;
-    const unknown = Object.keys(data).filter((k) => !FILE_SCALARS.has(k) && !FILE_LISTS.has(k) && k !== 'auth' && k !== 'rate_limit' && k !== 'authorization');
-    if (unknown.length > 0) throw new Error(`unknown keys in the configuration file ${file}: ${unknown.join(', ')}`);
   }
+  /** Refuses the keys of `value` that are not `known`, naming where they are. */
+  const refuseUnknown = (where: string, value: object, known: Iterable<string>): void => {
+    const knownKeys = new Set(known);
+    const unknown = Object.keys(value).filter((k) => !knownKeys.has(k));
+    if (unknown.length > 0) throw new Error(`unknown keys ${where ? `under ${where} ` : ''}in the configuration file ${file ?? ''}: ${unknown.join(', ')} (known: ${[...knownKeys].join(', ')})`);
+  };
+  refuseUnknown('', data, [...FILE_SCALARS, ...FILE_LISTS, 'auth', 'rate_limit', 'authorization']);
   return {
     scalar: (option) => {
       const value = data[option.replace(/-/g, '_')];
@@ -268,29 +273,23 @@ export function readConfigFile(file: string | undefined): ConfigFile {
     section: (key, known) => {
       const value = data[key] as Record<string, unknown> | undefined | null;
       if (value === undefined || value === null) return undefined;
-      const unknownKeys = Object.keys(value).filter((k) => !known.includes(k));
-      if (unknownKeys.length > 0) throw new Error(`unknown keys under ${key} in the configuration file ${file ?? ''}: ${unknownKeys.join(', ')} (known: ${known.join(', ')})`);
+      refuseUnknown(key, value, known);
       return value;
     },
     rateLimit: () => {
       const limit = data.rate_limit as Record<string, unknown> | undefined | null;
       if (limit === undefined || limit === null) return undefined;
-      const unknownKeys = Object.keys(limit).filter((k) => k !== 'requests_per_second' && k !== 'burst');
-      if (unknownKeys.length > 0) throw new Error(`unknown keys under rate_limit in the configuration file ${file ?? ''}: ${unknownKeys.join(', ')} (known: requests_per_second, burst)`);
+      refuseUnknown('rate_limit', limit, ['requests_per_second', 'burst']);
       return { requestsPerSecond: limit.requests_per_second, burst: limit.burst ?? limit.requests_per_second };
     },
     auth: () => {
       const auth = data.auth as { api_keys?: Array<{ principal?: unknown; sha256?: unknown }>; jwt?: Record<string, unknown>; oauth2?: unknown } | undefined;
       if (auth === undefined || auth === null) return undefined;
-      const refuseUnknown = (where: string, keys: string[], known: string[]) => {
-        const unknown = keys.filter((k) => !known.includes(k));
-        if (unknown.length > 0) throw new Error(`unknown keys under ${where} in the configuration file ${file ?? ''}: ${unknown.join(', ')} (known: ${known.join(', ')})`);
-      };
-      refuseUnknown('auth', Object.keys(auth), ['api_keys', 'jwt', 'oauth2']);
+      refuseUnknown('auth', auth, ['api_keys', 'jwt', 'oauth2']);
       const oauth2 = auth.oauth2 as Record<string, unknown> | undefined;
-      if (oauth2) refuseUnknown('auth.oauth2', Object.keys(oauth2), ['signing_secret', 'token_ttl_seconds', 'clients']);
+      if (oauth2) refuseUnknown('auth.oauth2', oauth2, ['signing_secret', 'token_ttl_seconds', 'clients']);
       const jwt = auth.jwt;
-      if (jwt) refuseUnknown('auth.jwt', Object.keys(jwt), ['issuer', 'audience', 'jwks_url', 'keys', 'clock_skew_seconds', 'principal_claim']);
+      if (jwt) refuseUnknown('auth.jwt', jwt, ['issuer', 'audience', 'jwks_url', 'keys', 'clock_skew_seconds', 'principal_claim']);
       return {
         ...(auth.api_keys !== undefined ? { apiKeys: auth.api_keys.map((k) => ({ principal: k?.principal, sha256: k?.sha256 })) } : {}),
         ...(jwt
