@@ -9,16 +9,19 @@ import { checkMapLimits, type RequestLimits } from './limits.js';
 import { parsePathId, type RouteConfig } from './route.js';
 
 // What every route's request goes through besides its handler, in Fastify's hook order:
-//   onRequest     the principal (authentication.ts) and an empty context
-//   preValidation the delimiter, the path id, the map limits of the JSON body (before zod sees it)
+//   onRequest     the principal (authentication.ts), the caller's rate limit (rate-limit.ts) and an
+//                 empty context
+//   preValidation the delimiter, the path id, the operation's privilege (authorization.ts), the map
+//                 limits of the JSON body (before zod sees it)
 //   (validation)  body, then query, by the route's zod schemas (zod-compilers.ts)
 //   preHandler    the map limits of the query, the body id against the path id, the request
 //                 context (echoed as headers), the main-branch-only check
+//   preSerialization  with authorization, a listing's names cut to what the caller may see
 //   onResponse    the audit record of a mutation
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Who is calling; anonymous until authentication is configured. */
+    /** Who is calling (authentication.ts); ANONYMOUS when no authentication is configured. */
     principal: Principal;
     /** The path id split by the delimiter ([] for the root namespace and for routes without {id}). */
     pathId: string[];
@@ -81,11 +84,6 @@ const syncHook =
     done();
   };
 
-/**
- * Adds the request hooks to `app`, for the routes registered in it and its children (the route
- * groups). Called on the encapsulated context that holds the route groups, not registered as a
- * plugin of its own (that would keep the hooks to itself).
- */
 /** Who may call and how much (authentication.ts, rate-limit.ts, authorization.ts); all optional. */
 export interface AccessControl {
   authenticate?: Authenticate | undefined;
@@ -93,6 +91,11 @@ export interface AccessControl {
   authorizer?: Authorizer | undefined;
 }
 
+/**
+ * Adds the request hooks to `app`, for the routes registered in it and its children (the route
+ * groups). Called on the encapsulated context that holds the route groups, not registered as a
+ * plugin of its own (that would keep the hooks to itself).
+ */
 export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, access: AccessControl = {}): void {
   const { authenticate = authenticator(undefined), rateLimiter, authorizer } = access;
   // Declared so every request has the same shape; set by the onRequest hook before any other reads them.
@@ -101,7 +104,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
   app.decorateRequest('delimiter', DEFAULT_DELIMITER);
 
   // The hooks take Fastify's callback form: an async hook costs every request a promise and a turn
-  // of the microtask queue, and none of these waits for anything.
+  // of the microtask queue, and only a bearer token's check waits for anything.
   app.addHook('onRequest', (request, reply, done) => {
     // The one place the principal is established (authentication.ts), before anything is read.
     const settle = (principal: Principal): void => {
@@ -141,7 +144,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
       const rawId = (request.params as Record<string, string | undefined>).id;
       if (rawId !== undefined) request.pathId = parsePathId(rawId, request.delimiter);
       const route = routeOf(request);
-      // Once the principal and the path id are known, before anything else of the request is looked at.
+      // Once the principal and the path id are known, before the request's own checks and its handler.
       if (authorizer && route) authorizer.check(request.principal, route.operationId, request.pathId);
       if (!route?.arrowBody) checkMapLimits(request.body, limits);
     }),
