@@ -1,3 +1,4 @@
+import { OPEN_OPERATIONS } from './authorization.js';
 import { z } from 'zod';
 import type { RouteSpec } from './route.js';
 
@@ -84,6 +85,8 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
           summary: route.summary,
           tags: [route.tag],
           ...(index > 0 ? { deprecated: true, description: `Alias of ${route.paths[0]} kept for older clients.` } : {}),
+          // Health answers without credentials whatever is configured (authentication.ts).
+          ...(OPEN_OPERATIONS.has(route.operationId) ? { security: [] } : {}),
           parameters,
           ...(requestBody ? { requestBody } : {}),
           responses:
@@ -98,7 +101,16 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
     openapi: '3.1.0',
     info: { ...info, description: 'Lance Namespace REST service over Lance tables stored on a local disk or in an S3 bucket.' },
     servers: [{ url: '/' }],
+    // The spec's schemes; which of them a deployment accepts is its configuration (README, "auth").
+    security: [{ OAuth2: [] }, { BearerAuth: [] }, { ApiKeyAuth: [] }],
     paths,
-    components: { schemas: Object.fromEntries(Object.entries(components.schemas).map(([k, v]) => [k, stripMeta(v)])) },
+    components: {
+      schemas: Object.fromEntries(Object.entries(components.schemas).map(([k, v]) => [k, stripMeta(v)])),
+      securitySchemes: {
+        OAuth2: { type: 'oauth2', flows: { clientCredentials: { tokenUrl: '/oauth/token', scopes: {} } } },
+        BearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+        ApiKeyAuth: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+      },
+    },
   };
 }
