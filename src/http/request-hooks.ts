@@ -194,21 +194,22 @@ function prepareHandler(request: FastifyRequest, reply: FastifyReply, limits: Re
   for (const path of route?.mainBranchOnly ?? []) requireMainBranch(valueAt(request, path) as string | null | undefined);
 }
 
-/** The audit record of a mutating request. */
+/** The audit record of a mutating request, refused and failed ones included. */
 function writeAudit(request: FastifyRequest, reply: FastifyReply): void {
   const route = routeOf(request);
   if (!route) return;
+  // A request refused in onRequest (authentication, rate limit) has no principal, path id or context yet.
+  const settled = request.ctx as RequestContext | null;
   request.log.info(
     {
       audit: {
         operation: route.operationId,
-        id: request.pathId,
+        id: (request.pathId as string[] | null) ?? (request.params as Record<string, string | undefined>).id ?? null,
         status: reply.statusCode,
         duration_ms: Math.round(reply.elapsedTime * 1000) / 1000,
         request_id: request.id,
-        // Null when the request was refused before it had one (authentication failed).
         principal: (request.principal as Principal | null)?.id ?? null,
-        context: request.ctx.context,
+        context: settled?.context ?? {},
       },
     },
     'audit',

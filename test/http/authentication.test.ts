@@ -4,11 +4,14 @@
 // the health checks and the OpenAPI document stay open.
 
 import { createHash } from 'node:crypto';
+import { Writable } from 'node:stream';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, type JWK, SignJWT, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { pino } from 'pino';
+import { createApp } from '../../src/app.js';
+import { startTestApp, type TestApp, testConfig } from '../support/app.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
 import { expectSpecBody } from '../support/spec-body.js';
 
@@ -213,5 +216,60 @@ describe('rate limits per principal', () => {
     expect((await app.call('GET', '/health/live')).status).toBe(200);
     // Refused before it ran: nothing was created.
     expect((await app.call('POST', '/v1/namespace/late/exists', {}, { 'x-api-key': 'key-b' })).status).toBe(404);
+  });
+});
+
+describe('secrets stay out of logs and answers', () => {
+  it('never writes a key, a client secret or a token to a log line or an error body, and audits refused mutations', async () => {
+    const root = await localBackend.newRoot();
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, callback) {
+        lines.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
+        callback();
+      },
+    });
+    const secrets = { key: 'api-key-SECRET-1', wrongKey: 'api-key-SECRET-2', client: 'client-SECRET-3', token: 'e30.e30.TOKEN-SECRET-4' };
+    const config = testConfig(root, {
+      logLevel: 'debug',
+      auth: {
+        apiKeys: [{ principal: 'etl', sha256: sha256(secrets.key) }],
+        oauth2: { signingSecret: 'signing-SECRET-5'.padEnd(40, 'x'), tokenTtlSeconds: 600, clients: [{ clientId: 'c', secretSha256: sha256(secrets.client), principal: 'c' }] },
+      },
+    });
+    const app = await createApp(config, pino({ level: 'debug' }, sink));
+    try {
+      const answers: string[] = [];
+      const call = async (method: 'GET' | 'POST', url: string, payload: string | undefined, headers: Record<string, string>) => {
+        const res = await app.server.inject({ method, url, payload, headers });
+        answers.push(res.body);
+        return res;
+      };
+      const json = { 'content-type': 'application/json' };
+      expect((await call('POST', '/v1/namespace/n/create', '{}', { ...json, 'x-api-key': secrets.key })).statusCode).toBe(200);
+      expect((await call('POST', '/v1/namespace/n/drop', '{}', { ...json, 'x-api-key': secrets.wrongKey })).statusCode).toBe(401);
+      expect((await call('POST', '/v1/namespace/n/drop', '{}', { ...json, authorization: `Bearer ${secrets.token}` })).statusCode).toBe(401);
+      const form = { 'content-type': 'application/x-www-form-urlencoded' };
+      const issued = await call('POST', '/oauth/token', `grant_type=client_credentials&client_id=c&client_secret=${secrets.client}`, form);
+      expect(issued.statusCode).toBe(200);
+      const token = String((JSON.parse(issued.body) as { access_token: string }).access_token);
+      expect((await call('POST', '/oauth/token', `grant_type=client_credentials&client_id=c&client_secret=${secrets.wrongKey}`, form)).statusCode).toBe(401);
+      expect((await call('POST', '/v1/namespace/n/exists', '{}', { ...json, authorization: `Bearer ${token}` })).statusCode).toBe(200);
+      const logged = lines.join('\n');
+      for (const secret of [...Object.values(secrets), 'signing-SECRET-5', token]) {
+        expect(logged, `a log line holds ${secret}`).not.toContain(secret);
+        for (const answer of answers.slice(0, 3).concat(answers.slice(4))) expect(answer, `an answer holds ${secret}`).not.toContain(secret);
+      }
+      // The refused drops are audited, with no principal.
+      const audits = lines.map((l) => JSON.parse(l) as { audit?: { operation: string; status: number; principal: string | null } }).filter((l) => l.audit);
+      expect(audits.filter((a) => a.audit?.operation === 'DropNamespace').map((a) => [a.audit?.status, a.audit?.principal])).toEqual([
+        [401, null],
+        [401, null],
+      ]);
+      expect(audits.find((a) => a.audit?.operation === 'CreateNamespace')?.audit?.principal).toBe('etl');
+    } finally {
+      await app.close();
+      await root.dispose();
+    }
   });
 });
