@@ -56,8 +56,10 @@ export function useBrowserGuard(app: FastifyInstance, options: BrowserGuardOptio
       return;
     }
     const origin = request.headers.origin;
-    // Browsers send Origin on same-origin POSTs too: a page served from this very host is no stranger.
-    if (origin === undefined || origin === `${request.protocol}://${request.headers.host ?? ''}`) {
+    // Browsers send Origin on same-origin POSTs too: a page served from this very host is no stranger
+    // (by either scheme: behind a TLS proxy the page is https while this process speaks http).
+    const host = request.headers.host ?? '';
+    if (origin === undefined || origin === `http://${host}` || origin === `https://${host}`) {
       done();
       return;
     }

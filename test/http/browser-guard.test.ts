@@ -69,6 +69,7 @@ describe('browser guard', () => {
     await stillThere();
     // A page the service serves itself sends its own origin.
     expect((await app.call('POST', '/v1/namespace/keep/exists', {}, { origin: 'http://localhost:2333', host: 'localhost:2333' })).status).toBe(200);
+    expect((await app.call('POST', '/v1/namespace/keep/exists', {}, { origin: 'https://localhost:2333', host: 'localhost:2333' })).status).toBe(200);
     expect((await app.call('POST', '/v1/namespace/keep/exists', {}, { origin: 'http://localhost:2334', host: 'localhost:2333' })).status).toBe(403);
   });
 
