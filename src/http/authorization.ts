@@ -92,6 +92,12 @@ export const OPERATIONS: Readonly<Record<string, { privilege: Privilege; target:
 /** Operations answered to anyone (health). */
 export const OPEN_OPERATIONS: ReadonlySet<string> = new Set(['Live', 'Ready']);
 
+const denied = (principal: Principal, operationId: string, namespace: string[], privilege: Privilege): NamespaceError =>
+  new NamespaceError(
+    ErrorCode.PermissionDenied,
+    `${principal.id} may not ${operationId} in ${namespace.length === 0 ? 'the catalog root' : `namespace ${JSON.stringify(namespace)}`}: it needs ${privilege}`,
+  );
+
 const under = (path: string[], subtree: string[]): boolean => subtree.length <= path.length && subtree.every((part, i) => path[i] === part);
 
 export class Authorizer {
@@ -111,8 +117,11 @@ export class Authorizer {
     return this.may(principal, 'read', namespace) || (this.grants.get(principal.id) ?? []).some((g) => under(g.namespace, namespace));
   }
 
-  /** 403 code 15 unless `principal` may run `operationId` on the path id `pathId`. */
-  check(principal: Principal, operationId: string, pathId: string[]): void {
+  /**
+   * 403 code 15 unless `principal` may run `operationId` on the path id `pathId`, and, for a rename
+   * into another namespace, manage that namespace too (`body` is the request's parsed body).
+   */
+  check(principal: Principal, operationId: string, pathId: string[], body?: unknown): void {
     if (OPEN_OPERATIONS.has(operationId)) return;
     const operation = OPERATIONS[operationId];
     // An operation nobody mapped is refused rather than let through.
@@ -122,8 +131,10 @@ export class Authorizer {
     // they show only what the caller may see (filterListing).
     const allowed =
       operationId === 'ListAllTables' ? true : operationId === 'ListNamespaces' ? this.sees(principal, namespace) : this.may(principal, operation.privilege, namespace);
-    if (!allowed) {
-      throw new NamespaceError(ErrorCode.PermissionDenied, `${principal.id} may not ${operationId} in ${namespace.length === 0 ? 'the catalog root' : `namespace ${JSON.stringify(namespace)}`}: it needs ${operation.privilege}`);
+    if (!allowed) throw denied(principal, operationId, namespace, operation.privilege);
+    const destination = operationId === 'RenameTable' ? (body as { new_namespace_id?: unknown } | undefined)?.new_namespace_id : undefined;
+    if (Array.isArray(destination) && destination.every((p) => typeof p === 'string') && !this.may(principal, 'manage', destination)) {
+      throw denied(principal, operationId, destination, 'manage');
     }
   }
 

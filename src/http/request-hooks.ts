@@ -145,7 +145,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
       if (rawId !== undefined) request.pathId = parsePathId(rawId, request.delimiter);
       const route = routeOf(request);
       // Once the principal and the path id are known, before the request's own checks and its handler.
-      if (authorizer && route) authorizer.check(request.principal, route.operationId, request.pathId);
+      if (authorizer && route) authorizer.check(request.principal, route.operationId, request.pathId, request.body);
       if (!route?.arrowBody) checkMapLimits(request.body, limits);
     }),
   );

@@ -21,7 +21,7 @@ describe('authorization', () => {
 
   beforeAll(async () => {
     root = await localBackend.newRoot();
-    const principals = ['admin', 'reader', 'writer', 'nobody'];
+    const principals = ['admin', 'reader', 'writer', 'nobody', 'sales-admin'];
     app = await startTestApp(root, {
       auth: { apiKeys: principals.map((p) => ({ principal: p, sha256: sha256(`${p}-key`) })) },
       authorization: {
@@ -29,8 +29,9 @@ describe('authorization', () => {
           everything: [{ namespace: [], privilege: 'manage' }],
           'sales-reader': [{ namespace: ['sales'], privilege: 'read' }],
           'sales-writer': [{ namespace: ['sales'], privilege: 'write' }],
+          'sales-manager': [{ namespace: ['sales'], privilege: 'manage' }],
         },
-        principals: { admin: ['everything'], reader: ['sales-reader'], writer: ['sales-writer'], nobody: [] },
+        principals: { admin: ['everything'], reader: ['sales-reader'], writer: ['sales-writer'], nobody: [], 'sales-admin': ['sales-manager'] },
       },
     });
     for (const ns of ['sales', 'sales%24eu', 'hr']) expect((await app.call('POST', `/v1/namespace/${ns}/create`, {}, as('admin'))).status).toBe(200);
@@ -66,8 +67,18 @@ describe('authorization', () => {
     await denied('writer', 'POST', '/v1/namespace/sales%24more/create', {});
     await denied('writer', 'POST', '/v1/table/hr%24secret/insert', peopleStream([3]), ARROW);
     await denied('writer', 'POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['sales', 'x'] } }] });
+    // A rename needs manage where the table goes as well as where it is.
+    await denied('writer', 'POST', '/v1/table/sales%24t/rename', { new_table_name: 't2', new_namespace_id: ['sales'] });
     expect((await app.call('POST', '/v1/table/sales%24t/count_rows', {}, as('admin'))).json).toEqual({ value: 2 });
     expect((await app.call('POST', '/v1/table/hr%24secret/count_rows', {}, as('admin'))).json).toEqual({ value: 1 });
+  });
+
+  it('lets a rename out of a subtree only to a namespace the caller also manages', async () => {
+    const res = await app.call('POST', '/v1/table/sales%24t/rename', { new_table_name: 'moved', new_namespace_id: ['hr'] }, as('sales-admin'));
+    expect(res.status, res.text).toBe(403);
+    expectSpecBody(res.json, 403, 15, root);
+    expect(String(res.json.error)).toMatch(/"hr"/);
+    expect((await app.call('POST', '/v1/table/sales%24t/exists', {}, as('admin'))).status).toBe(200);
   });
 
   it('shows in listings only what the caller may see', async () => {
