@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates <repo>/.venv with the pinned Python packages the real-client tests use (pylance's REST
-# namespace client, the lance-namespace interface, pyarrow, pytest).
+# namespace client, the lance-namespace interface, pyarrow, pytest) and the fuzzing of the served
+# OpenAPI document (schemathesis).
 # Idempotent: when the venv's stamp file matches the pins below, it does nothing.
 # PYTHON picks the interpreter that creates the venv (default python3).
 set -euo pipefail
@@ -14,7 +15,8 @@ PYTHON="${PYTHON:-python3}"
 REQUIREMENTS="pylance==14.0.2
 lance-namespace==0.13.0
 pyarrow==26.0.1
-pytest==9.2.0"
+pytest==9.2.0
+schemathesis==4.32.5"
 
 # Fast path: the venv works and was last set up with exactly these pins.
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$REQUIREMENTS" ] && "$VENV/bin/python" -c '' 2>/dev/null; then

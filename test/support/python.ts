@@ -1,0 +1,48 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+// Running the Python side of the tests: the pinned venv (scripts/install-python-test-deps.sh, set up
+// once) and a program run to completion.
+
+export const REPO = fileURLToPath(new URL('../..', import.meta.url));
+export const INSTALL_SCRIPT = 'scripts/install-python-test-deps.sh';
+export const VENV_BIN = `${REPO}.venv/bin/`;
+export const INSTALL_TIMEOUT_MS = 10 * 60_000;
+
+export interface RunResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a program to completion and reports its exit without throwing on a non-zero one. */
+export function run(file: string, args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs: number }): Promise<RunResult> {
+  return new Promise((resolve) => {
+    execFile(
+      file,
+      args,
+      { cwd: REPO, env: options.env ?? process.env, timeout: options.timeoutMs, maxBuffer: 64 * 1024 * 1024, encoding: 'utf8' },
+      (error, stdout, stderr) => {
+        if (!error) {
+          resolve({ code: 0, signal: null, stdout, stderr });
+          return;
+        }
+        const code = typeof error.code === 'number' ? error.code : null;
+        const signal = error.signal ?? null;
+        // A spawn failure (no such file) or a timeout has no exit code: surface its message too.
+        resolve({ code, signal, stdout, stderr: code === null ? `${error.message}\n${stderr}` : stderr });
+      },
+    );
+  });
+}
+
+export function describeRun(what: string, r: RunResult): string {
+  return `${what} exited with code ${String(r.code)}${r.signal ? ` (signal ${r.signal})` : ''}\n--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`;
+}
+
+/** Sets up the venv once (a no-op when its pins are installed); throws with the output otherwise. */
+export async function installPythonTestDeps(): Promise<void> {
+  const install = await run('bash', [INSTALL_SCRIPT], { timeoutMs: INSTALL_TIMEOUT_MS });
+  if (install.code !== 0) throw new Error(describeRun(INSTALL_SCRIPT, install));
+}
