@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { jwtVerify, SignJWT } from 'jose';
+import { mediaTypeOf } from './browser-guard.js';
 
 // The built-in OAuth2 client-credentials grant (RFC 6749 §4.4) at the spec's token URL,
 // `POST /oauth/token`: a configured client sends its id and secret (form body or HTTP Basic) and
@@ -42,8 +43,7 @@ export function useTokenEndpoint(app: FastifyInstance, options: OAuth2Options): 
       if (status === 401) reply.header('www-authenticate', 'Basic realm="lance-namespace"');
       return reply.code(status).header('cache-control', 'no-store').type('application/json').send({ error, error_description: description });
     };
-    const type = (request.headers['content-type'] ?? '').split(';', 1)[0]?.trim().toLowerCase();
-    if (type !== 'application/x-www-form-urlencoded') return fail(400, 'invalid_request', 'send the token request as application/x-www-form-urlencoded');
+    if (mediaTypeOf(request.headers['content-type']) !== 'application/x-www-form-urlencoded') return fail(400, 'invalid_request', 'send the token request as application/x-www-form-urlencoded');
     const form = new URLSearchParams(Buffer.isBuffer(request.body) ? request.body.toString('utf8') : '');
     if (form.get('grant_type') !== 'client_credentials') return fail(400, 'unsupported_grant_type', 'only grant_type=client_credentials is supported');
     let clientId = form.get('client_id');

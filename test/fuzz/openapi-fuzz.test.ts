@@ -5,30 +5,17 @@
 // spec's ErrorResponse shape). Bounded (examples per operation, a fixed seed) so that it is the same
 // run every time and takes about a minute.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenTestApp, type TestApp } from '../support/app.js';
+import { describe, expect, it } from 'vitest';
 import { peopleStream } from '../support/arrow-data.js';
-import { localBackend, type TestRoot } from '../support/backends.js';
-import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, run, VENV_BIN } from '../support/python.js';
+import { describeRun, run, usePythonTestServer, VENV_BIN } from '../support/python.js';
 
 const FUZZ_TIMEOUT_MS = 8 * 60_000;
 
 describe('the served OpenAPI document, fuzzed', () => {
-  let root: TestRoot | undefined;
-  let server: (TestApp & { url: string }) | undefined;
-
-  beforeAll(async () => {
-    await installPythonTestDeps();
-    root = await localBackend.newRoot();
-    server = await listenTestApp(root);
+  const python = usePythonTestServer(async (server) => {
     // Something for the generated requests to find besides 404s.
     await server.call('POST', '/v1/namespace/fz/create', {});
     await server.call('POST', '/v1/table/fz%24t/create', peopleStream([1, 2, 3]), { 'content-type': 'application/vnd.apache.arrow.stream' });
-  }, INSTALL_TIMEOUT_MS + 60_000);
-
-  afterAll(async () => {
-    await server?.close();
-    await root?.dispose();
   });
 
   it(
@@ -38,7 +25,7 @@ describe('the served OpenAPI document, fuzzed', () => {
         `${VENV_BIN}schemathesis`,
         [
           'run',
-          `${server?.url}/openapi.json`,
+          `${python.server.url}/openapi.json`,
           '--checks',
           'not_a_server_error,response_schema_conformance',
           '--phases',

@@ -1,7 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenTestApp, type TestApp } from '../support/app.js';
-import { localBackend, type TestRoot } from '../support/backends.js';
-import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, run, VENV_BIN } from '../support/python.js';
+import { describe, expect, it } from 'vitest';
+import { describeRun, run, usePythonTestServer, VENV_BIN } from '../support/python.js';
 
 // A real client from Python: pylance's REST namespace (lance_namespace.connect("rest", ...)) and its
 // write_dataset / dataset integration, run as pytest against the service on a loopback port.
@@ -13,24 +11,12 @@ const PYTEST_FILE = 'test/realclient/pylance_client.py';
 const PYTEST_TIMEOUT_MS = 5 * 60_000;
 
 describe('pylance REST namespace client (pytest)', () => {
-  let root: TestRoot | undefined;
-  let server: (TestApp & { url: string }) | undefined;
-
-  beforeAll(async () => {
-    await installPythonTestDeps();
-    root = await localBackend.newRoot();
-    server = await listenTestApp(root);
-  }, INSTALL_TIMEOUT_MS + 60_000);
-
-  afterAll(async () => {
-    await server?.close();
-    await root?.dispose();
-  });
+  const python = usePythonTestServer();
 
   it(
     'passes the pylance client contract tests',
     async () => {
-      if (!server) throw new Error('server did not start');
+      const { server } = python;
       const env: NodeJS.ProcessEnv = {
         ...process.env,
         LANCE_NS_URL: server.url,

@@ -1,5 +1,8 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll } from 'vitest';
+import { listenTestApp, type TestApp } from './app.js';
+import { localBackend, type TestRoot } from './backends.js';
 
 // Running the Python side of the tests: the pinned venv (scripts/install-python-test-deps.sh, set up
 // once) and a program run to completion.
@@ -45,4 +48,29 @@ export function describeRun(what: string, r: RunResult): string {
 export async function installPythonTestDeps(): Promise<void> {
   const install = await run('bash', [INSTALL_SCRIPT], { timeoutMs: INSTALL_TIMEOUT_MS });
   if (install.code !== 0) throw new Error(describeRun(INSTALL_SCRIPT, install));
+}
+
+/**
+ * For the enclosing block: the Python test venv, then the service on a fresh local root listening
+ * on a loopback port (`prepare` may put something in it first); closed after the block.
+ */
+export function usePythonTestServer(prepare?: (server: TestApp & { url: string }) => Promise<void>): { readonly server: TestApp & { url: string } } {
+  let root: TestRoot | undefined;
+  let server: (TestApp & { url: string }) | undefined;
+  beforeAll(async () => {
+    await installPythonTestDeps();
+    root = await localBackend.newRoot();
+    server = await listenTestApp(root);
+    await prepare?.(server);
+  }, INSTALL_TIMEOUT_MS + 60_000);
+  afterAll(async () => {
+    await server?.close();
+    await root?.dispose();
+  });
+  return {
+    get server() {
+      if (!server) throw new Error('the service did not start');
+      return server;
+    },
+  };
 }

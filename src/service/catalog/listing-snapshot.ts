@@ -50,7 +50,7 @@ export const SNAPSHOT_MAX_NAMES = 20_000;
 /** Names kept in memory across namespaces; the least recently used snapshots go first. */
 const KEPT_NAMES = 200_000;
 
-export const stampKey = (ns: string[], folder: string): string => `${namespaceDirKey(ns)}${CATALOG_DIR}/${folder}.stamp`;
+const stampKey = (ns: string[], folder: string): string => `${namespaceDirKey(ns)}${CATALOG_DIR}/${folder}.stamp`;
 const snapshotKey = (ns: string[], folder: string): string => `${namespaceDirKey(ns)}${CATALOG_DIR}/${folder}.snapshot`;
 
 export class ListingSnapshots {
