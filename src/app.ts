@@ -1,4 +1,6 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { CredentialCache } from './auth/credential-vendor.js';
+import { StsCredentialVendor } from './auth/sts-credential-vendor.js';
 import type { Config } from './config.js';
 import { LancedbEngine } from './engine/lancedb/engine.js';
 import { isLoopbackAddress } from './http/browser-guard.js';
@@ -14,6 +16,7 @@ import { HealthService } from './service/health.js';
 import { Locations } from './service/catalog/locations.js';
 import { NamespaceService } from './service/catalog/namespace-service.js';
 import { PageTokens } from './service/catalog/page-token.js';
+import { TableCredentials } from './service/tables/credential-vending.js';
 import { TableService } from './service/tables/table-service.js';
 import { TransactionService } from './service/transactions/transaction-service.js';
 import { TransactionLog } from './service/transactions/transaction-log.js';
@@ -51,6 +54,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     pageTokens: new PageTokens(config.pageTokenSecret),
     settings: { managedVersioningDefault: config.managedVersioning, leaseMs: config.transactionLeaseMs },
   };
+  const credentials = await credentialCache(config);
   const transactionLog = new TransactionLog(store);
   const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
   const data = new DataTables(deps, versions);
@@ -63,7 +67,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   const server = buildHttpServer(
     {
       namespaces: new NamespaceService(deps),
-      tables: new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved)),
+      tables: new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved), new TableCredentials(credentials)),
       versions,
       transactions: new TransactionService(deps, transactionLog),
       rows: new RowService(data, logger),
@@ -91,6 +95,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       authentication: config.auth,
       rateLimit: config.rateLimit,
       authorization: config.authorization,
+      vending: credentials !== null,
     },
   );
   backfill.start();
@@ -106,7 +111,24 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       await versions.stop();
       await engine.close();
       await locations.close();
+      credentials?.close();
       await store.close();
     },
   };
+}
+
+/** The vended-credentials cache in front of STS, when credential_vending is configured (null otherwise). */
+async function credentialCache(config: Config): Promise<CredentialCache | null> {
+  const vending = config.credentialVending;
+  if (!vending) return null;
+  const { s3 } = config;
+  const vendor = await StsCredentialVendor.create({
+    roleArn: vending.roleArn,
+    durationSeconds: vending.durationSeconds,
+    endpoint: vending.stsEndpoint ?? s3.endpoint,
+    region: s3.region,
+    externalId: vending.externalId,
+    credentials: s3.accessKeyId && s3.secretAccessKey ? { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, sessionToken: s3.sessionToken } : undefined,
+  });
+  return new CredentialCache(vendor, { refreshBeforeMs: vending.refreshBeforeSeconds * 1000 });
 }

@@ -57,6 +57,20 @@ const Config = z.object({
     .optional(),
   /** Requests per principal and second, with bursts (config file only); absent: unlimited. */
   rateLimit: z.object({ requestsPerSecond: z.coerce.number().positive(), burst: z.coerce.number().int().min(1) }).optional(),
+  /** Scoped credentials for S3 tables through STS AssumeRole (config file only); absent: nothing is vended. */
+  credentialVending: z
+    .object({
+      roleArn: z.string().min(1),
+      /** Lifetime of vended credentials (STS allows 900 to 43200, capped by the role's maximum). */
+      durationSeconds: z.coerce.number().int().min(900).max(43_200).default(3600),
+      /** Cached credentials are handed out until this long before they expire. */
+      refreshBeforeSeconds: z.coerce.number().int().min(0).default(300),
+      /** The STS endpoint; default: the S3 endpoint when one is set (radosgw serves both), else AWS's regional STS. */
+      stsEndpoint: z.url().optional(),
+      externalId: z.string().min(1).optional(),
+    })
+    .refine((v) => v.durationSeconds - v.refreshBeforeSeconds >= 60, 'refresh_before_seconds must leave at least 60 seconds of duration_seconds')
+    .optional(),
   /** Authentication (config file only); absent: none (see main.ts for where that is allowed). */
   auth: z
     .object({
@@ -217,6 +231,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     auth: file.auth(),
     rateLimit: file.rateLimit(),
     authorization: file.section('authorization', ['roles', 'principals']),
+    credentialVending: file.credentialVending(),
   });
   if (!parsed.success) {
     throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
@@ -230,6 +245,7 @@ interface ConfigFile {
   list(key: string): string[];
   auth(): unknown;
   rateLimit(): unknown;
+  credentialVending(): unknown;
   /** A section passed on as it is (its keys checked against `known`; zod checks the rest). */
   section(key: string, known: string[]): unknown;
 }
@@ -260,7 +276,7 @@ export function readConfigFile(file: string | undefined): ConfigFile {
     const unknown = Object.keys(value).filter((k) => !knownKeys.has(k));
     if (unknown.length > 0) throw new Error(`unknown keys ${where ? `under ${where} ` : ''}in the configuration file ${file ?? ''}: ${unknown.join(', ')} (known: ${[...knownKeys].join(', ')})`);
   };
-  refuseUnknown('', data, [...FILE_SCALARS, ...FILE_LISTS, 'auth', 'rate_limit', 'authorization']);
+  refuseUnknown('', data, [...FILE_SCALARS, ...FILE_LISTS, 'auth', 'rate_limit', 'authorization', 'credential_vending']);
   return {
     scalar: (option) => {
       const value = data[option.replace(/-/g, '_')];
@@ -281,6 +297,18 @@ export function readConfigFile(file: string | undefined): ConfigFile {
       if (limit === undefined || limit === null) return undefined;
       refuseUnknown('rate_limit', limit, ['requests_per_second', 'burst']);
       return { requestsPerSecond: limit.requests_per_second, burst: limit.burst ?? limit.requests_per_second };
+    },
+    credentialVending: () => {
+      const vending = data.credential_vending as Record<string, unknown> | undefined | null;
+      if (vending === undefined || vending === null) return undefined;
+      refuseUnknown('credential_vending', vending, ['role_arn', 'duration_seconds', 'refresh_before_seconds', 'sts_endpoint', 'external_id']);
+      return {
+        roleArn: vending.role_arn,
+        durationSeconds: vending.duration_seconds,
+        refreshBeforeSeconds: vending.refresh_before_seconds,
+        stsEndpoint: vending.sts_endpoint,
+        externalId: vending.external_id,
+      };
     },
     auth: () => {
       const auth = data.auth as { api_keys?: Array<{ principal?: unknown; sha256?: unknown }>; jwt?: Record<string, unknown>; oauth2?: unknown } | undefined;

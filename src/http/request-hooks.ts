@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidInput } from '../model/errors.js';
 import { requireMainBranch } from '../service/catalog/catalog.js';
-import { ANONYMOUS, type Principal, type RequestContext } from '../service/request-context.js';
+import { ANONYMOUS, type Principal, type RequestContext, type VendRecord } from '../service/request-context.js';
 import type { Authorizer } from './authorization.js';
 import type { RateLimiter } from './rate-limit.js';
 import { type Authenticate, authenticator } from './authentication.js';
@@ -27,6 +27,8 @@ declare module 'fastify' {
     pathId: string[];
     delimiter: string;
     ctx: RequestContext;
+    /** The request's credential vend, if the service made or tried one (for the audit record). */
+    vend: VendRecord | null;
   }
 }
 
@@ -69,6 +71,8 @@ function valueAt(request: FastifyRequest, path: readonly string[]): unknown {
   return value;
 }
 
+const everyoneWrites = (): boolean => true;
+
 const routeOf = (request: FastifyRequest): RouteConfig | undefined => request.routeOptions.config.route;
 
 /** A hook in Fastify's callback form around a synchronous step; what the step throws is the request's error. */
@@ -89,6 +93,8 @@ export interface AccessControl {
   authenticate?: Authenticate | undefined;
   rateLimiter?: RateLimiter | undefined;
   authorizer?: Authorizer | undefined;
+  /** Whether credential vending is configured: then every request of a route that vends is audited. */
+  vending?: boolean | undefined;
 }
 
 /**
@@ -97,9 +103,9 @@ export interface AccessControl {
  * plugin of its own (that would keep the hooks to itself).
  */
 export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, access: AccessControl = {}): void {
-  const { authenticate = authenticator(undefined), rateLimiter, authorizer } = access;
+  const { authenticate = authenticator(undefined), rateLimiter, authorizer, vending = false } = access;
   // Declared so every request has the same shape; set by the onRequest hook before any other reads them.
-  const slots: string[] = ['principal', 'pathId', 'ctx'];
+  const slots: string[] = ['principal', 'pathId', 'ctx', 'vend'];
   for (const slot of slots) app.decorateRequest(slot, null);
   app.decorateRequest('delimiter', DEFAULT_DELIMITER);
 
@@ -120,7 +126,16 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
       }
       request.principal = principal;
       request.pathId = [];
-      request.ctx = { requestId: String(request.id), principal, context: {} };
+      request.ctx = {
+        requestId: String(request.id),
+        principal,
+        context: {},
+        // Vended credentials are read-write only for a caller who may write (authorization.ts).
+        mayWrite: authorizer ? (namespace) => authorizer.may(principal, 'write', namespace) : everyoneWrites,
+        onVend: (record) => {
+          request.vend = record;
+        },
+      };
       done();
     };
     let found: Principal | Promise<Principal>;
@@ -170,9 +185,10 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
     syncHook((request, reply) => prepareHandler(request, reply, limits)),
   );
 
-  // One structured line per mutating request, whatever its outcome.
+  // One structured line per mutating request and per request that may vend credentials, whatever its outcome.
   app.addHook('onResponse', (request, reply, done) => {
-    if (routeOf(request)?.mutation) writeAudit(request, reply);
+    const route = routeOf(request);
+    if (route?.mutation || (route?.vends && mayVend(request, vending))) writeAudit(request, reply);
     done();
   });
 }
@@ -194,7 +210,13 @@ function prepareHandler(request: FastifyRequest, reply: FastifyReply, limits: Re
   for (const path of route?.mainBranchOnly ?? []) requireMainBranch(valueAt(request, path) as string | null | undefined);
 }
 
-/** The audit record of a mutating request, refused and failed ones included. */
+/** Whether a request to a route that vends could have vended: it asked, or vending is configured and it did not decline. */
+function mayVend(request: FastifyRequest, vending: boolean): boolean {
+  const asked = asRecord(request.body)?.vend_credentials;
+  return asked === true || (vending && asked !== false) || request.vend !== null;
+}
+
+/** The audit record of a mutating or vending request, refused and failed ones included. */
 function writeAudit(request: FastifyRequest, reply: FastifyReply): void {
   const route = routeOf(request);
   if (!route) return;
@@ -210,6 +232,7 @@ function writeAudit(request: FastifyRequest, reply: FastifyReply): void {
         request_id: request.id,
         principal: (request.principal as Principal | null)?.id ?? null,
         context: settled?.context ?? {},
+        ...(route.vends ? { vend: (request.vend as VendRecord | null) ?? null } : {}),
       },
     },
     'audit',

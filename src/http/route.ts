@@ -45,6 +45,8 @@ export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType 
   successStatus?: number;
   /** Changes catalog state: an audit record is written for each request. */
   mutation?: boolean;
+  /** Its response may carry vended credentials (credential-vending.ts): audited like a mutation when it may vend. */
+  vends?: boolean;
   /** False where the body's `id` names something else than the path's (transactions); default true. */
   bodyIdIsPathId?: boolean;
   /** Only the main branch exists here: a `branch` naming another one (query, body, or the body's query) is a 406. */
@@ -77,6 +79,7 @@ export interface RouteGroup {
 export interface RouteConfig {
   operationId: string;
   mutation: boolean;
+  vends: boolean;
   /** Where the request's `branch` fields are (e.g. ['body', 'query', 'branch']), when the route serves only the main branch. */
   mainBranchOnly: readonly (readonly string[])[] | null;
   arrowBody: boolean;
@@ -164,6 +167,7 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
   const config: RouteConfig = {
     operationId: route.operationId,
     mutation: route.mutation ?? false,
+    vends: route.vends ?? false,
     mainBranchOnly: route.mainBranchOnly ? branchFields(route) : null,
     arrowBody: route.arrowBody ?? false,
     bodyIdIsPathId: route.bodyIdIsPathId ?? true,

@@ -67,6 +67,8 @@ export interface HttpServerOptions {
   rateLimit?: RateLimitOptions | undefined;
   /** What each principal may do (authorization.ts); absent: everything. */
   authorization?: AuthorizationOptions | undefined;
+  /** Whether credential vending is configured (requests that may vend are audited). */
+  vending?: boolean | undefined;
 }
 
 /** The request line's path, when a client error left it readable in the raw bytes. */
@@ -171,6 +173,7 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
       authenticate: authenticator(options.authentication),
       rateLimiter: options.rateLimit ? new RateLimiter(options.rateLimit) : undefined,
       authorizer: options.authorization ? new Authorizer(options.authorization) : undefined,
+      vending: options.vending,
     });
     const groupOptions: RouteGroupOptions = { jsonBodyLimit: options.jsonBodyLimit, arrowBodyLimit: options.arrowBodyLimit, largeBodies };
     for (const group of groups) await api.register(group.plugin, { ...groupOptions, prefix: group.prefix });

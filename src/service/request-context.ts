@@ -1,6 +1,8 @@
 // What the service knows about the caller of one request. The HTTP layer builds it once per
 // request (the one place a principal is established); every service operation receives it.
 
+import type { DataAccess } from '../auth/credential-vendor.js';
+
 export interface Principal {
   /** Stable identifier of the caller (a subject, an API key id). */
   id: string;
@@ -15,4 +17,17 @@ export interface RequestContext {
   principal: Principal | null;
   /** Context entries from the body and from x-namespace-ctx-<key> headers (headers win). */
   context: Record<string, string>;
+  /** Whether the caller may write tables of a namespace (authorization); absent: it may not (the service's own work vends nothing). */
+  mayWrite?: (namespace: string[]) => boolean;
+  /** Where the service reports a credential vend, for the request's audit record. */
+  onVend?: (record: VendRecord) => void;
+}
+
+/** What one request's credential vend came to (no credentials in it). */
+export interface VendRecord {
+  access: DataAccess;
+  /** vended: fresh from the vendor; cached: handed out again; none: nothing to vend (reason); failed: the vendor failed (reason). */
+  outcome: 'vended' | 'cached' | 'none' | 'failed';
+  reason?: string;
+  expires_at_millis?: number;
 }

@@ -4,8 +4,9 @@ import type { TestRoot } from './backends.js';
  * The environment a real Lance client (lancedb, pylance) needs to reach an S3 root: the test S3
  * server's keys through the AWS default chain. Empty for local roots.
  *
- * The service vends no credentials (its storage_options carry only endpoint, region, allow_http
- * and path style), so the client must bring its own. @lancedb/lancedb 0.39.0 takes them only from
+ * Without credential vending configured (these tests do not configure it; vended-credentials.test.ts
+ * does) the service's storage_options carry only endpoint, region, allow_http and path style, so
+ * the client must bring its own. @lancedb/lancedb 0.39.0 takes them only from
  * the AWS default chain: once the service answers storage_options, the client attaches a namespace
  * storage-options provider that re-describes the table with `vend_credentials: true` and uses only
  * that answer, ignoring both `connectNamespace(..., { storageOptions })` and per-table

@@ -187,6 +187,18 @@ describe('configuration file', () => {
     expect(loadConfig(['--config', write('r.yaml', 'rate_limit:\n  requests_per_second: 20\n  burst: 40\n')], {}).rateLimit).toEqual({ requestsPerSecond: 20, burst: 40 });
     expect(loadConfig(['--config', write('r2.yaml', 'rate_limit:\n  requests_per_second: 5\n')], {}).rateLimit).toEqual({ requestsPerSecond: 5, burst: 5 });
     expect(() => loadConfig(['--config', write('r3.yaml', 'rate_limit:\n  rps: 5\n')], {})).toThrow(/unknown keys under rate_limit/);
+    expect(loadConfig(['--config', write('v.yaml', 'credential_vending:\n  role_arn: arn:aws:iam::1:role/r\n')], {}).credentialVending).toEqual({
+      roleArn: 'arn:aws:iam::1:role/r',
+      durationSeconds: 3600,
+      refreshBeforeSeconds: 300,
+      stsEndpoint: undefined,
+      externalId: undefined,
+    });
+    const vending = loadConfig(['--config', write('v2.yaml', 'credential_vending:\n  role_arn: r\n  duration_seconds: 900\n  refresh_before_seconds: 60\n  sts_endpoint: http://127.0.0.1:7480\n  external_id: x\n')], {}).credentialVending;
+    expect(vending).toEqual({ roleArn: 'r', durationSeconds: 900, refreshBeforeSeconds: 60, stsEndpoint: 'http://127.0.0.1:7480', externalId: 'x' });
+    expect(() => loadConfig(['--config', write('v3.yaml', 'credential_vending:\n  role: r\n')], {})).toThrow(/unknown keys under credential_vending/);
+    expect(() => loadConfig(['--config', write('v4.yaml', 'credential_vending:\n  role_arn: r\n  duration_seconds: 60\n')], {})).toThrow(/durationSeconds/);
+    expect(() => loadConfig(['--config', write('v5.yaml', 'credential_vending:\n  role_arn: r\n  duration_seconds: 900\n  refresh_before_seconds: 900\n')], {})).toThrow(/leave at least 60 seconds/);
     expect(() => loadConfig(['--config', write('o2.yaml', `auth:\n  oauth2:\n    signing_secret: short\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`)], {})).toThrow(/32/);
     expect(() => loadConfig(['--config', write('l.yaml', '- a\n- b\n')], {})).toThrow(/mapping/);
     expect(() => loadConfig(['--config', write('b.yaml', 'root: [\n')], {})).toThrow(/cannot read/);

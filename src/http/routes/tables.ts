@@ -63,6 +63,7 @@ export function tableRoutes(tables: TableService): RouteGroup {
       body: DeclareTableRequest,
       response: DeclareTableResponse,
       mutation: true,
+      vends: true,
       handler: ({ ctx, id, body }) => tables.declare(ctx, id, body),
     }),
     defineRoute({
@@ -75,6 +76,7 @@ export function tableRoutes(tables: TableService): RouteGroup {
       query: CreateTableQuery,
       response: CreateTableResponse,
       mutation: true,
+      vends: true,
       handler: ({ ctx, id, query, raw }) =>
         tables.create(ctx, id, {
           mode: query.mode,
@@ -103,6 +105,7 @@ export function tableRoutes(tables: TableService): RouteGroup {
       body: DescribeTableRequest,
       query: DescribeTableQuery,
       response: DescribeTableResponse,
+      vends: true,
       handler: ({ ctx, id, body, query }) => {
         const flags = queryOrBody(query, body, ['with_table_uri', 'load_detailed_metadata', 'check_declared']);
         return tables.describe(ctx, id, body, {

@@ -38,6 +38,7 @@ import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { TableFences } from './table-fences.js';
+import { TableCredentials } from './credential-vending.js';
 import { compareNames, ListingIndex } from '../catalog/listing-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
@@ -79,6 +80,8 @@ export class TableService {
     private readonly deps: CatalogDeps,
     /** The commit path of a managed table, so that the engine's writes go through it (see TableVersionService.coordinatorFor). */
     private readonly coordinatorFor: (ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean) => CommitCoordinator,
+    /** The storage options of responses about a table, vended credentials included (see credential-vending.ts). */
+    private readonly credentials: TableCredentials = new TableCredentials(null),
   ) {
     this.fences = new TableFences(deps.store, deps.settings.leaseMs);
     this.index = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
@@ -130,7 +133,7 @@ export class TableService {
     return etag;
   }
 
-  async declare(_ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
+  async declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
     const ref = tableRefOf(id);
     const own = this.deps.locations.own(tableDirKey(ref));
     const location = own.store.location(own.key);
@@ -158,7 +161,7 @@ export class TableService {
     }, { visible: true, data: false });
     return {
       location,
-      storage_options: this.store.clientStorageOptions(),
+      storage_options: await this.credentials.storageOptions(ctx, { id, dir: own, managedVersioning: managed }, request.vend_credentials),
       properties,
       managed_versioning: managed,
     };
@@ -193,7 +196,7 @@ export class TableService {
       const version = await this.deps.engine.datasetVersion(this.datasetAt(dir)).catch((e: unknown) => {
         throw engineFailure(e, id);
       });
-      return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: dir.store.clientStorageOptions() };
+      return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: await this.credentials.storageOptions(ctx, { id, dir, managedVersioning: await table.managedVersioning() }, undefined) };
     }
     const overwrite = hasData;
     let properties = mode === 'Overwrite' ? (input.properties ?? {}) : { ...existingProperties, ...input.properties };
@@ -224,7 +227,7 @@ export class TableService {
       });
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref)).catch(() => undefined);
-    return { location: dir.store.location(dir.key), version, properties, storage_options: dir.store.clientStorageOptions() };
+    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
   }
 
   /**
@@ -274,7 +277,7 @@ export class TableService {
       }
       throw engineFailure(e, id);
     }
-    return { location: dir.store.location(dir.key), version, properties, storage_options: dir.store.clientStorageOptions() };
+    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
   }
 
   /** Deletes what a failed create wrote, if the name is still held by its claim. */
@@ -332,7 +335,7 @@ export class TableService {
     if (state.deregistered) await this.store.delete(deregisteredMarkerKey(ref));
   }
 
-  async describe(_ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
+  async describe(ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
     const ref = tableRefOf(id);
     // Detailed metadata needs the latest version (the engine checks its kept dataset against it).
     const detailed = flags.loadDetailedMetadata ? await resolveTableWithLatest(this.deps, id) : null;
@@ -340,11 +343,12 @@ export class TableService {
     const { state, dir } = table;
     const latest = detailed?.latest ? latestCommitted(detailed.latest, state) : undefined;
     const properties = state.record?.value.properties ?? {};
+    const managedVersioning = await table.managedVersioning();
     const response: DescribeTableResponse = {
       location: dir.store.location(dir.key),
       properties,
-      managed_versioning: await table.managedVersioning(),
-      storage_options: dir.store.clientStorageOptions(),
+      managed_versioning: managedVersioning,
+      storage_options: await this.credentials.storageOptions(ctx, { id, dir, managedVersioning }, request.vend_credentials),
     };
     if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
     if (detailed) response.is_only_declared = detailed.latest === null;

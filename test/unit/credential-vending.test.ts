@@ -1,0 +1,177 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { CredentialCache, type CredentialScope, type CredentialVendor } from '../../src/auth/credential-vendor.js';
+import { sessionPolicy } from '../../src/auth/sts-credential-vendor.js';
+import { NamespaceError } from '../../src/model/errors.js';
+import type { RequestContext, VendRecord } from '../../src/service/request-context.js';
+import { NO_CREDENTIALS_KEY, protectedKeys, TableCredentials } from '../../src/service/tables/credential-vending.js';
+import { LocalObjectStore } from '../../src/store/local-store.js';
+import { S3ObjectStore } from '../../src/store/s3/s3-store.js';
+
+// Credential vending without a network: the session policy each vend sends, the cache in front
+// of the vendor, and which responses carry credentials, of which access level, or say why not.
+// The same rules against radosgw's STS: test/realclient/vended-credentials.test.ts.
+
+/** A vendor that counts its calls and hands out numbered credentials expiring `ttlMs` from `now()`. */
+function countingVendor(now: () => number, ttlMs = 3_600_000) {
+  const calls: CredentialScope[] = [];
+  let fail: Error | null = null;
+  let release: (() => void) | null = null;
+  const vendor: CredentialVendor = {
+    async vend(scope) {
+      calls.push(scope);
+      if (release === null) await Promise.resolve();
+      else await new Promise<void>((r) => (release = r));
+      if (fail) throw fail;
+      return { accessKeyId: `AK${calls.length}`, secretAccessKey: `SK${calls.length}`, sessionToken: `ST${calls.length}`, expiresAtMillis: now() + ttlMs };
+    },
+    close() {},
+  };
+  return {
+    vendor,
+    calls,
+    failWith: (e: Error | null) => (fail = e),
+    hold: () => (release = () => undefined),
+    releaseAll: () => {
+      const r = release;
+      release = null;
+      r?.();
+    },
+  };
+}
+
+const scope = (prefix: string, access: CredentialScope['access'] = 'read'): CredentialScope => ({ bucket: 'bkt', prefix, access, protectedKeys: protectedKeys(false) });
+
+describe('session policy', () => {
+  it('reads the directory and lists only under it, for a reader', () => {
+    const policy = JSON.parse(sessionPolicy(scope('root/ns/t.lance/'))) as { Statement: Array<Record<string, unknown>> };
+    expect(policy.Statement).toEqual([
+      { Effect: 'Allow', Action: ['s3:GetObject'], Resource: ['arn:aws:s3:::bkt/root/ns/t.lance/*'] },
+      { Effect: 'Allow', Action: ['s3:ListBucket'], Resource: ['arn:aws:s3:::bkt'], Condition: { StringLike: { 's3:prefix': ['root/ns/t.lance/', 'root/ns/t.lance/*'] } } },
+    ]);
+  });
+
+  it("writes the directory but never the service's records, for a writer; with managed versioning not the committed manifests either", () => {
+    const policy = JSON.parse(sessionPolicy({ ...scope('ns/t.lance/', 'read-write'), protectedKeys: protectedKeys(true) })) as { Statement: Array<Record<string, unknown>> };
+    expect(policy.Statement[0]?.Action).toEqual(['s3:GetObject', 's3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload', 's3:ListMultipartUploadParts']);
+    expect(policy.Statement[2]).toEqual({
+      Effect: 'Deny',
+      Action: ['s3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload', 's3:ListMultipartUploadParts'],
+      Resource: ['.lance-*', '_catalog/*', '_versions/*.manifest', '_versions/latest_version_hint.json'].map((k) => `arn:aws:s3:::bkt/ns/t.lance/${k}`),
+    });
+    expect(protectedKeys(false)).toEqual(['.lance-*', '_catalog/*']);
+  });
+});
+
+describe('credential cache', () => {
+  it('hands out one vend per scope until shortly before it expires, shares a vend in flight, and forgets failures', async () => {
+    let now = 1_000_000;
+    const v = countingVendor(() => now);
+    const cache = new CredentialCache(v.vendor, { refreshBeforeMs: 300_000, now: () => now });
+    const a = await cache.get(scope('a/'));
+    expect(a).toMatchObject({ fromCache: false, credentials: { accessKeyId: 'AK1' } });
+    expect(await cache.get(scope('a/'))).toMatchObject({ fromCache: true, credentials: { accessKeyId: 'AK1' } });
+    // Another table, or another access level, is another scope.
+    expect((await cache.get(scope('b/'))).credentials.accessKeyId).toBe('AK2');
+    expect((await cache.get(scope('a/', 'read-write'))).credentials.accessKeyId).toBe('AK3');
+    expect((await cache.get({ ...scope('a/'), protectedKeys: protectedKeys(true) })).credentials.accessKeyId).toBe('AK4');
+    // Within the refresh margin: vended again.
+    now += 3_600_000 - 300_000;
+    expect(await cache.get(scope('a/'))).toMatchObject({ fromCache: false, credentials: { accessKeyId: 'AK5' } });
+
+    v.hold();
+    const together = [cache.get(scope('c/')), cache.get(scope('c/'))];
+    v.releaseAll();
+    const [first, second] = await Promise.all(together);
+    expect(first?.credentials).toBe(second?.credentials);
+    expect(v.calls.filter((c) => c.prefix === 'c/')).toHaveLength(1);
+
+    v.failWith(new Error('sts is down'));
+    await expect(cache.get(scope('d/'))).rejects.toThrow('sts is down');
+    v.failWith(null);
+    expect((await cache.get(scope('d/'))).fromCache).toBe(false);
+  });
+
+  it('keeps at most maxEntries scopes, dropping the least recently used', async () => {
+    const v = countingVendor(() => 0);
+    const cache = new CredentialCache(v.vendor, { refreshBeforeMs: 0, maxEntries: 2, now: () => 0 });
+    await cache.get(scope('a/'));
+    await cache.get(scope('b/'));
+    await cache.get(scope('a/'));
+    await cache.get(scope('c/'));
+    expect((await cache.get(scope('a/'))).fromCache).toBe(true);
+    expect((await cache.get(scope('b/'))).fromCache).toBe(false);
+  });
+});
+
+describe('which responses carry credentials', () => {
+  const s3 = new S3ObjectStore({ bucket: 'bkt', prefix: 'root', region: 'us-east-1', endpoint: 'http://127.0.0.1:1', accessKeyId: 'SERVICE-KEY', secretAccessKey: 'SERVICE-SECRET', forcePathStyle: true });
+  const local = new LocalObjectStore('/tmp/lance-ns-vending-unit');
+  afterAll(() => s3.close());
+  const table = (key = 'ns/t.lance/', store: S3ObjectStore | LocalObjectStore = s3) => ({ id: ['ns', 't'], dir: { store, key, owned: true }, managedVersioning: false });
+  const context = (mayWrite: boolean) => {
+    const records: VendRecord[] = [];
+    const ctx: RequestContext = { requestId: 'r', principal: { id: 'p' }, context: {}, mayWrite: () => mayWrite, onVend: (r) => records.push(r) };
+    return { ctx, records };
+  };
+  const setup = () => {
+    const v = countingVendor(() => Date.now());
+    return { v, vending: new TableCredentials(new CredentialCache(v.vendor, { refreshBeforeMs: 0 })) };
+  };
+
+  it('vends read-write to a writer and read to a reader, scoped to the directory, over the client options and never the service keys', async () => {
+    const { v, vending } = setup();
+    const writer = context(true);
+    const options = await vending.storageOptions(writer.ctx, table(), undefined);
+    expect(options).toEqual({
+      aws_region: 'us-east-1',
+      aws_endpoint: 'http://127.0.0.1:1',
+      allow_http: 'true',
+      aws_virtual_hosted_style_request: 'false',
+      aws_access_key_id: 'AK1',
+      aws_secret_access_key: 'SK1',
+      aws_session_token: 'ST1',
+      expires_at_millis: expect.stringMatching(/^\d+$/) as unknown as string,
+    });
+    expect(v.calls[0]).toEqual({ bucket: 'bkt', prefix: 'root/ns/t.lance/', access: 'read-write', protectedKeys: protectedKeys(false) });
+    expect(writer.records).toEqual([{ access: 'read-write', outcome: 'vended', expires_at_millis: Number(options.expires_at_millis) }]);
+    const reader = context(false);
+    await vending.storageOptions(reader.ctx, table(), true);
+    expect(v.calls[1]?.access).toBe('read');
+    // The service's own work (no mayWrite) is never vended write access.
+    await vending.storageOptions({ requestId: 'job', principal: null, context: {} }, { ...table(), managedVersioning: true }, true);
+    expect(v.calls[2]).toMatchObject({ access: 'read', protectedKeys: protectedKeys(true) });
+  });
+
+  it('vends nothing when declined; says why when asked but nothing can be vended', async () => {
+    const { v, vending } = setup();
+    const c = context(true);
+    expect(await vending.storageOptions(c.ctx, table(), false)).not.toHaveProperty('aws_session_token');
+    expect(c.records).toEqual([]);
+    const onDisk = await vending.storageOptions(c.ctx, table('ns/t.lance/', local), true);
+    expect(onDisk[NO_CREDENTIALS_KEY]).toMatch(/^none: the table is not in an S3 bucket/);
+    const wildcard = await vending.storageOptions(c.ctx, table('ns/t*.lance/'), true);
+    expect(wildcard[NO_CREDENTIALS_KEY]).toMatch(/cannot scope exactly/);
+    expect(v.calls).toEqual([]);
+    const unconfigured = new TableCredentials(null);
+    expect(await unconfigured.storageOptions(c.ctx, table(), undefined)).toEqual(s3.clientStorageOptions());
+    expect((await unconfigured.storageOptions(c.ctx, table(), true))[NO_CREDENTIALS_KEY]).toMatch(/not configured/);
+    expect(c.records.map((r) => r.outcome)).toEqual(['none', 'none', 'none']);
+  });
+
+  it('fails with 503 code 17 when asked and the vendor fails; answers without credentials, saying why, when not asked', async () => {
+    const { v, vending } = setup();
+    v.failWith(Object.assign(new Error('User arn:aws:iam::1:user/svc is not authorized to assume role'), { name: 'AccessDenied' }));
+    const c = context(true);
+    const asked = await vending.storageOptions(c.ctx, table(), true).catch((e: unknown) => e);
+    expect(asked).toBeInstanceOf(NamespaceError);
+    expect(asked).toMatchObject({ code: 17 });
+    const unasked = await vending.storageOptions(c.ctx, table(), undefined);
+    expect(unasked[NO_CREDENTIALS_KEY]).toMatch(/^none: could not vend credentials for table \["ns","t"\]: the credential vendor failed \(AccessDenied\)/);
+    // The service's identity stays in the audit record, out of the answers.
+    expect(`${(asked as Error).message} ${unasked[NO_CREDENTIALS_KEY]}`).not.toContain('arn:aws');
+    expect(c.records).toEqual([
+      { access: 'read-write', outcome: 'failed', reason: 'AccessDenied: User arn:aws:iam::1:user/svc is not authorized to assume role' },
+      { access: 'read-write', outcome: 'failed', reason: 'AccessDenied: User arn:aws:iam::1:user/svc is not authorized to assume role' },
+    ]);
+  });
+});
