@@ -1,5 +1,5 @@
 import { ErrorCode, NamespaceError } from '../model/errors.js';
-import type { Principal } from '../service/request-context.js';
+import type { Principal, Privilege } from '../service/request-context.js';
 
 // What a principal may do. Roles grant a privilege on a namespace subtree (a namespace and
 // everything under it; the empty path is the whole catalog); principals hold roles. Privileges
@@ -9,8 +9,6 @@ import type { Principal } from '../service/request-context.js';
 // root. Missing it is 403 code 15, decided after the principal and the path id are known and
 // before the handler runs. Listings show only what the caller may read (filterListing). Without
 // an authorization configuration every authenticated principal may do everything.
-
-export type Privilege = 'read' | 'write' | 'manage';
 
 const RANK: Record<Privilege, number> = { read: 1, write: 2, manage: 3 };
 

@@ -71,7 +71,8 @@ function valueAt(request: FastifyRequest, path: readonly string[]): unknown {
   return value;
 }
 
-const everyoneWrites = (): boolean => true;
+/** Without authorization every principal may do everything. */
+const everything = (): boolean => true;
 
 const routeOf = (request: FastifyRequest): RouteConfig | undefined => request.routeOptions.config.route;
 
@@ -130,8 +131,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
         requestId: String(request.id),
         principal,
         context: {},
-        // Vended credentials are read-write only for a caller who may write (authorization.ts).
-        mayWrite: authorizer ? (namespace) => authorizer.may(principal, 'write', namespace) : everyoneWrites,
+        may: authorizer ? (privilege, namespace) => authorizer.may(principal, privilege, namespace) : everything,
         onVend: (record) => {
           request.vend = record;
         },

@@ -3,6 +3,9 @@
 
 import type { DataAccess } from '../auth/credential-vendor.js';
 
+/** What a principal may do on a namespace subtree; they nest: manage includes write, write includes read. */
+export type Privilege = 'read' | 'write' | 'manage';
+
 export interface Principal {
   /** Stable identifier of the caller (a subject, an API key id). */
   id: string;
@@ -17,8 +20,12 @@ export interface RequestContext {
   principal: Principal | null;
   /** Context entries from the body and from x-namespace-ctx-<key> headers (headers win). */
   context: Record<string, string>;
-  /** Whether the caller may write tables of a namespace (authorization); absent: it may not (the service's own work vends nothing). */
-  mayWrite?: (namespace: string[]) => boolean;
+  /**
+   * Whether the caller holds `privilege` on a namespace (authorization), for what the service
+   * decides beyond the operation's own privilege (vended access, a register location's owner);
+   * absent for the service's own work, which is granted nothing of the kind.
+   */
+  may?: (privilege: Privilege, namespace: string[]) => boolean;
   /** Where the service reports a credential vend, for the request's audit record. */
   onVend?: (record: VendRecord) => void;
 }

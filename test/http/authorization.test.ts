@@ -81,6 +81,20 @@ describe('authorization', () => {
     expect((await app.call('POST', '/v1/table/sales%24t/exists', {}, as('admin'))).status).toBe(200);
   });
 
+  it("lets a register take a place inside the root only in a namespace the caller manages", async () => {
+    // hr's table, reached through sales by an absolute location or a relative one that climbs: refused.
+    const hrTable = `${root.root}/hr/secret.lance`;
+    const res = await app.call('POST', '/v1/table/sales%24stolen/register', { location: hrTable }, as('sales-admin'));
+    expect(res.status, res.text).toBe(403);
+    expectSpecBody(res.json, 403, 15, root);
+    expect(String(res.json.error)).toMatch(/"hr"/);
+    await denied('sales-admin', 'POST', '/v1/table/sales%24stolen/register', { location: `file://${hrTable}` });
+    expect((await app.call('POST', '/v1/table/sales%24stolen/exists', {}, as('admin'))).status).toBe(404);
+    // Its own namespace's table, under another name: allowed; and the admin may register hr's.
+    expect((await app.call('POST', '/v1/table/sales%24alias/register', { location: `${root.root}/sales/t.lance` }, as('sales-admin'))).status).toBe(200);
+    expect((await app.call('POST', '/v1/table/sales%24adopted/register', { location: hrTable }, as('admin'))).status).toBe(200);
+  });
+
   it('shows in listings only what the caller may see', async () => {
     const rootList = (who: string) => app.call('GET', '/v1/namespace/%24/list', undefined, as(who));
     expect((await rootList('admin')).json.namespaces).toEqual(['hr', 'sales']);

@@ -110,7 +110,7 @@ describe('which responses carry credentials', () => {
   const table = (key = 'ns/t.lance/', store: S3ObjectStore | LocalObjectStore = s3) => ({ id: ['ns', 't'], dir: { store, key, owned: true }, managedVersioning: false });
   const context = (mayWrite: boolean) => {
     const records: VendRecord[] = [];
-    const ctx: RequestContext = { requestId: 'r', principal: { id: 'p' }, context: {}, mayWrite: () => mayWrite, onVend: (r) => records.push(r) };
+    const ctx: RequestContext = { requestId: 'r', principal: { id: 'p' }, context: {}, may: (privilege) => privilege === 'read' || mayWrite, onVend: (r) => records.push(r) };
     return { ctx, records };
   };
   const setup = () => {
@@ -137,7 +137,7 @@ describe('which responses carry credentials', () => {
     const reader = context(false);
     await vending.storageOptions(reader.ctx, table(), true);
     expect(v.calls[1]?.access).toBe('read');
-    // The service's own work (no mayWrite) is never vended write access.
+    // The service's own work (no `may`) is never vended write access.
     await vending.storageOptions({ requestId: 'job', principal: null, context: {} }, { ...table(), managedVersioning: true }, true);
     expect(v.calls[2]).toMatchObject({ access: 'read', protectedKeys: protectedKeys(true) });
   });

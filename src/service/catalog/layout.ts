@@ -67,6 +67,13 @@ export function tableRefOf(id: string[]): TableRef {
 }
 
 export const namespaceDirKey = (ns: string[]): string => ns.map((p) => `${p}/`).join('');
+
+/** The namespace whose subtree holds a key of the root: its directories down to the first table directory. */
+export function namespaceHolding(key: string): string[] {
+  const parts = key.split('/').filter((p) => p !== '');
+  const table = parts.findIndex((p) => p.toLowerCase().endsWith(TABLE_SUFFIX));
+  return table === -1 ? parts : parts.slice(0, table);
+}
 export const namespaceRecordKey = (ns: string[]): string => `${namespaceDirKey(ns)}${NAMESPACE_MARKER}`;
 export const tableDirKey = (t: TableRef): string => `${namespaceDirKey(t.namespace)}${t.name}${TABLE_SUFFIX}/`;
 export const tableRecordKey = (t: TableRef): string => `${tableDirKey(t)}${TABLE_RECORD}`;

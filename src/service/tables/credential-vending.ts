@@ -42,7 +42,7 @@ export class TableCredentials {
     const { dir } = target;
     const options = dir.store.clientStorageOptions();
     if (asked === false || (asked !== true && !this.cache)) return options;
-    const access: DataAccess = ctx.mayWrite?.(target.id.slice(0, -1)) ? 'read-write' : 'read';
+    const access: DataAccess = ctx.may?.('write', target.id.slice(0, -1)) ? 'read-write' : 'read';
     const none = (reason: string, outcome: VendRecord['outcome'] = 'none'): Record<string, string> => {
       ctx.onVend?.({ access, outcome, reason });
       return { ...options, [NO_CREDENTIALS_KEY]: `none: ${reason}` };

@@ -21,6 +21,7 @@ import { type CatalogDeps, createInNamespace, displayId, requireNamespace, type 
 import {
   deregisteredMarkerKey,
   namespaceDirKey,
+  namespaceHolding,
   reservedMarkerKey,
   type TableRef,
   tableDirKey,
@@ -286,11 +287,17 @@ export class TableService {
     if (current?.value.creating?.request_id === requestId) await this.store.deletePrefix(state.dirKey);
   }
 
-  async register(_ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
+  async register(ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
     const ref = tableRefOf(id);
     const mode = request.mode ?? 'Create';
     // A relative location is one in the directory that holds the namespace's tables.
     const dir = this.deps.locations.resolve(request.location, namespaceDirKey(ref.namespace));
+    // A place inside the root belongs to the namespace whose subtree holds it: registering it
+    // exposes (and drops) that namespace's data, so the caller must manage that namespace too.
+    const holder = dir.owned ? namespaceHolding(dir.key) : null;
+    if (holder && !(ctx.may?.('manage', holder) ?? false)) {
+      throw new NamespaceError(ErrorCode.PermissionDenied, `location ${JSON.stringify(request.location)} lies in namespace ${displayId(holder)}, which the caller may not manage`);
+    }
     const namespace = await resolveNamespace(this.store, ref.namespace);
     try {
       await this.deps.engine.datasetVersion(this.datasetAt(dir));
