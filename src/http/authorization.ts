@@ -6,8 +6,8 @@ import type { Principal, Privilege } from '../service/request-context.js';
 // nest: manage includes write, write includes read. Every operation needs one privilege on one
 // namespace (OPERATIONS below): a namespace operation on the namespace itself, a table operation
 // on the table's namespace, the operations that span the catalog (batches, transactions) on the
-// root. Missing it is 403 code 15, decided after the principal and the path id are known and
-// before the handler runs. Listings show only what the caller may read (filterListing). Without
+// root. Missing it is 403 code 15, decided as soon as the principal and the path id are known,
+// before the body is read (a rename's destination, in the body, is checked once it is parsed). Listings show only what the caller may read (filterListing). Without
 // an authorization configuration every authenticated principal may do everything.
 
 const RANK: Record<Privilege, number> = { read: 1, write: 2, manage: 3 };
@@ -115,11 +115,8 @@ export class Authorizer {
     return this.may(principal, 'read', namespace) || (this.grants.get(principal.id) ?? []).some((g) => under(g.namespace, namespace));
   }
 
-  /**
-   * 403 code 15 unless `principal` may run `operationId` on the path id `pathId`, and, for a rename
-   * into another namespace, manage that namespace too (`body` is the request's parsed body).
-   */
-  check(principal: Principal, operationId: string, pathId: string[], body?: unknown): void {
+  /** 403 code 15 unless `principal` may run `operationId` on the path id `pathId` (decided before the body is read). */
+  check(principal: Principal, operationId: string, pathId: string[]): void {
     if (OPEN_OPERATIONS.has(operationId)) return;
     const operation = OPERATIONS[operationId];
     // An operation nobody mapped is refused rather than let through.
@@ -130,6 +127,10 @@ export class Authorizer {
     const allowed =
       operationId === 'ListAllTables' ? true : operationId === 'ListNamespaces' ? this.sees(principal, namespace) : this.may(principal, operation.privilege, namespace);
     if (!allowed) throw denied(principal, operationId, namespace, operation.privilege);
+  }
+
+  /** 403 code 15 when the body names a second place the operation changes (a rename's destination) that `principal` may not manage. */
+  checkBody(principal: Principal, operationId: string, body: unknown): void {
     const destination = operationId === 'RenameTable' ? (body as { new_namespace_id?: unknown } | undefined)?.new_namespace_id : undefined;
     if (Array.isArray(destination) && destination.every((p) => typeof p === 'string') && !this.may(principal, 'manage', destination)) {
       throw denied(principal, operationId, destination, 'manage');

@@ -9,15 +9,16 @@ import { checkMapLimits, type RequestLimits } from './limits.js';
 import { parsePathId, type RouteConfig } from './route.js';
 
 // What every route's request goes through besides its handler, in Fastify's hook order:
-//   onRequest     the principal (authentication.ts), the caller's rate limit (rate-limit.ts) and an
-//                 empty context
-//   preValidation the delimiter, the path id, the operation's privilege (authorization.ts), the map
-//                 limits of the JSON body (before zod sees it)
+//   onRequest     the principal (authentication.ts), the caller's rate limit (rate-limit.ts), the
+//                 delimiter, the path id and the operation's privilege (authorization.ts), all
+//                 before the body is read; an empty context
+//   preValidation what the body adds to the privilege (a rename's destination), the map limits of
+//                 the JSON body (before zod sees it)
 //   (validation)  body, then query, by the route's zod schemas (zod-compilers.ts)
 //   preHandler    the map limits of the query, the body id against the path id, the request
 //                 context (echoed as headers), the main-branch-only check
 //   preSerialization  with authorization, a listing's names cut to what the caller may see
-//   onResponse    the audit record of a mutation
+//   onResponse    the audit record of a mutation or of a request that may vend credentials
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -127,6 +128,17 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
       }
       request.principal = principal;
       request.pathId = [];
+      try {
+        // Who may do what is decided here, before the body is read (a large Arrow body included).
+        const route = routeOf(request);
+        if (route) {
+          resolvePath(request);
+          authorizer?.check(principal, route.operationId, request.pathId);
+        }
+      } catch (e) {
+        done(e as Error);
+        return;
+      }
       request.ctx = {
         requestId: String(request.id),
         principal,
@@ -153,14 +165,8 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
   app.addHook(
     'preValidation',
     syncHook((request) => {
-      const delimiter = asRecord(request.query)?.delimiter;
-      if (delimiter !== undefined && typeof delimiter !== 'string') throw invalidInput('delimiter: must be given once, as a string');
-      request.delimiter = delimiter ?? DEFAULT_DELIMITER;
-      const rawId = (request.params as Record<string, string | undefined>).id;
-      if (rawId !== undefined) request.pathId = parsePathId(rawId, request.delimiter);
       const route = routeOf(request);
-      // Once the principal and the path id are known, before the request's own checks and its handler.
-      if (authorizer && route) authorizer.check(request.principal, route.operationId, request.pathId, request.body);
+      if (authorizer && route) authorizer.checkBody(request.principal, route.operationId, request.body);
       if (!route?.arrowBody) checkMapLimits(request.body, limits);
     }),
   );
@@ -191,6 +197,15 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
     if (route?.mutation || (route?.vends && mayVend(request, vending))) writeAudit(request, reply);
     done();
   });
+}
+
+/** The delimiter (query) and the path id of a route's request. */
+function resolvePath(request: FastifyRequest): void {
+  const delimiter = asRecord(request.query)?.delimiter;
+  if (delimiter !== undefined && typeof delimiter !== 'string') throw invalidInput('delimiter: must be given once, as a string');
+  request.delimiter = delimiter ?? DEFAULT_DELIMITER;
+  const rawId = (request.params as Record<string, string | undefined>).id;
+  if (rawId !== undefined) request.pathId = parsePathId(rawId, request.delimiter);
 }
 
 /** The preHandler's checks (query limits, body id, context, branch), and the request context with its echoed headers. */

@@ -4,6 +4,8 @@
 // listings show only what the caller may see.
 
 import { createHash } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPEN_OPERATIONS, OPERATIONS } from '../../src/http/authorization.js';
 import { startTestApp, type TestApp } from '../support/app.js';
@@ -58,6 +60,29 @@ describe('authorization', () => {
     await denied('reader', 'POST', '/v1/table/hr%24nothing/describe', {});
     await denied('reader', 'GET', '/v1/namespace/hr/table/list');
     expect((await app.call('POST', '/v1/table/sales%24t/count_rows', {}, as('admin'))).json).toEqual({ value: 1 });
+  });
+
+  it('refuses before reading the body: a reader announcing a 100 MB insert is answered 403 without sending it', async () => {
+    await app.app.server.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.app.server.server.address() as AddressInfo;
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(port, '127.0.0.1', () => {
+        socket.write(
+          'POST /v1/table/sales%24t/insert HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: reader-key\r\n' +
+            'content-type: application/vnd.apache.arrow.stream\r\ncontent-length: 100000000\r\n\r\n',
+        );
+      });
+      let received = '';
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString('latin1');
+        if (received.includes('\r\n\r\n')) {
+          socket.destroy();
+          resolve(received);
+        }
+      });
+      socket.on('error', reject);
+    });
+    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 403 Forbidden');
   });
 
   it('lets writers write and create tables in their subtree, not change its structure', async () => {
