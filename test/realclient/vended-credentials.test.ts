@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../../src/app.js';
 import { testConfig } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
+import { lancedb } from '../support/lancedb-client.js';
 import { s3Backends, type TestRoot } from '../support/backends.js';
 import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, run, VENV_BIN } from '../support/python.js';
 
@@ -130,6 +131,23 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
     },
     PYTEST_TIMEOUT_MS + 30_000,
   );
+
+  it('LanceDB (Node) with only a token creates, appends and reads a table through vended credentials', async () => {
+    // The engine in this process finds no AWS settings of its own either.
+    const saved = Object.entries(process.env).filter(([k]) => k.startsWith('AWS_') && k !== 'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED');
+    for (const [k] of saved) delete process.env[k];
+    const db = await lancedb.connectNamespace('rest', { uri: url, headers: { authorization: `Bearer ${tokens.writer}` } });
+    try {
+      const table = await db.createTable('from_node', [{ id: 1, name: 'a' }], ['vend']);
+      await table.add([{ id: 2, name: 'b' }]);
+      expect(await table.countRows()).toBe(2);
+      expect(await (await db.openTable('from_node', ['vend'])).countRows()).toBe(2);
+    } finally {
+      db.close();
+      for (const [k, v] of saved) process.env[k] = v;
+    }
+    expect(audits().some((a) => a.principal === 'writer' && JSON.stringify(a.id) === JSON.stringify(['vend', 'from_node']) && a.vend?.outcome === 'vended')).toBe(true);
+  });
 
   it('vends per table and access level from a cache, never the service keys, and audits refused and declined requests', async () => {
     // A table nobody was vended credentials for yet (a declare that declines them).
