@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { timeRuns } from './bench-support.js';
+import { TableCredentials } from '../src/service/tables/credential-vending.js';
 
 const count = Number(process.argv[2] ?? 1000);
 const src = path.resolve(import.meta.dirname, process.argv[3] ?? '../src');
@@ -38,6 +39,7 @@ const deps = {
   locations: new Locations(store, { kind: 'local', dir }, (location) => storeAt(location, { region: 'x', forcePathStyle: true })),
   pageTokens: new PageTokens('k'),
   settings: { managedVersioningDefault: false, leaseMs: 30_000 },
+  credentials: new TableCredentials(null),
 } as unknown as ConstructorParameters<typeof TableService>[0];
 const tables = new TableService(deps, () => {
   throw new Error('no managed tables');

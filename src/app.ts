@@ -46,6 +46,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     if (!parsed) throw new Error(`unsupported allowed location ${JSON.stringify(l)}: use a path, file://, or s3://bucket/prefix`);
     return parsed;
   });
+  const credentials = await credentialCache(config);
   const locations = new Locations(store, rootLocation, (location) => storeAt(location, config.s3), allowed);
   const deps: CatalogDeps = {
     store,
@@ -53,8 +54,8 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     locations,
     pageTokens: new PageTokens(config.pageTokenSecret),
     settings: { managedVersioningDefault: config.managedVersioning, leaseMs: config.transactionLeaseMs },
+    credentials: new TableCredentials(credentials),
   };
-  const credentials = await credentialCache(config);
   const transactionLog = new TransactionLog(store);
   const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
   const data = new DataTables(deps, versions);
@@ -67,7 +68,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   const server = buildHttpServer(
     {
       namespaces: new NamespaceService(deps),
-      tables: new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved), new TableCredentials(credentials)),
+      tables: new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved)),
       versions,
       transactions: new TransactionService(deps, transactionLog),
       rows: new RowService(data, logger),

@@ -28,8 +28,8 @@ declare module 'fastify' {
     pathId: string[];
     delimiter: string;
     ctx: RequestContext;
-    /** The request's credential vend, if the service made or tried one (for the audit record). */
-    vend: VendRecord | null;
+    /** The request's credential vends (one per table), as the service made or tried them (for the audit record). */
+    vends: VendRecord[] | null;
   }
 }
 
@@ -107,7 +107,7 @@ export interface AccessControl {
 export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, access: AccessControl = {}): void {
   const { authenticate = authenticator(undefined), rateLimiter, authorizer, vending = false } = access;
   // Declared so every request has the same shape; set by the onRequest hook before any other reads them.
-  const slots: string[] = ['principal', 'pathId', 'ctx', 'vend'];
+  const slots: string[] = ['principal', 'pathId', 'ctx', 'vends'];
   for (const slot of slots) app.decorateRequest(slot, null);
   app.decorateRequest('delimiter', DEFAULT_DELIMITER);
 
@@ -145,7 +145,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
         context: {},
         may: authorizer ? (privilege, namespace) => authorizer.may(principal, privilege, namespace) : everything,
         onVend: (record) => {
-          request.vend = record;
+          (request.vends ??= []).push(record);
         },
       };
       done();
@@ -228,7 +228,7 @@ function prepareHandler(request: FastifyRequest, reply: FastifyReply, limits: Re
 /** Whether a request to a route that vends could have vended: it asked, or vending is configured and it did not decline. */
 function mayVend(request: FastifyRequest, vending: boolean): boolean {
   const asked = asRecord(request.body)?.vend_credentials;
-  return asked === true || (vending && asked !== false) || request.vend !== null;
+  return asked === true || (vending && asked !== false) || request.vends !== null;
 }
 
 /** The audit record of a mutating or vending request, refused and failed ones included. */
@@ -247,7 +247,7 @@ function writeAudit(request: FastifyRequest, reply: FastifyReply): void {
         request_id: request.id,
         principal: (request.principal as Principal | null)?.id ?? null,
         context: settled?.context ?? {},
-        ...(route.vends ? { vend: (request.vend as VendRecord | null) ?? null } : {}),
+        ...(route.vends ? { vends: (request.vends as VendRecord[] | null) ?? [] } : {}),
       },
     },
     'audit',

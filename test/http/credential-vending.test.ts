@@ -49,10 +49,10 @@ describe('credential vending on a local root', () => {
     expect(unasked.json.storage_options?.vended_credentials).toMatch(/^none: /);
     expect(declined.json.storage_options).toEqual({});
     for (const r of [asked, unasked]) expect(Object.keys(r.json.storage_options ?? {})).toEqual(['vended_credentials']);
-    const audits = lines.map((l) => JSON.parse(l) as { audit?: { operation: string; vend?: { outcome: string } | null } }).flatMap((l) => (l.audit ? [l.audit] : []));
-    expect(audits.map((a) => [a.operation, a.vend?.outcome])).toEqual([
-      ['DescribeTable', 'none'],
-      ['DescribeTable', 'none'],
+    const audits = lines.map((l) => JSON.parse(l) as { audit?: { operation: string; vends?: Array<{ outcome: string }> } }).flatMap((l) => (l.audit ? [l.audit] : []));
+    expect(audits.map((a) => [a.operation, a.vends?.map((v) => v.outcome)])).toEqual([
+      ['DescribeTable', ['none']],
+      ['DescribeTable', ['none']],
     ]);
   });
 });

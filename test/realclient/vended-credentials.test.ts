@@ -29,7 +29,9 @@ interface Audit {
   id: string[] | string | null;
   status: number;
   principal: string | null;
-  vend?: { access: string; outcome: string; reason?: string; expires_at_millis?: number } | null;
+  vends?: Array<{ access: string; outcome: string; reason?: string; expires_at_millis?: number }>;
+  /** The one vend of a request about one table. */
+  vend?: { access: string; outcome: string; reason?: string; expires_at_millis?: number };
 }
 
 describe.skipIf(!rgw)('credential vending on radosgw', () => {
@@ -48,7 +50,7 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
     });
     return { status: res.statusCode, json: JSON.parse(res.body || '{}') as Record<string, unknown>, text: res.body };
   };
-  const audits = (): Audit[] => lines.map((l) => JSON.parse(l) as { audit?: Audit }).flatMap((l) => (l.audit ? [l.audit] : []));
+  const audits = (): Audit[] => lines.map((l) => JSON.parse(l) as { audit?: Audit }).flatMap((l) => (l.audit ? [{ ...l.audit, vend: l.audit.vends?.[0] }] : []));
 
   beforeAll(async () => {
     await installPythonTestDeps();
@@ -182,6 +184,22 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
       expect(logged).not.toContain(options(r).aws_secret_access_key);
       expect(logged).not.toContain(options(r).aws_session_token);
     }
+  });
+
+  it('vends for each table a batch commit declares, when its operation asks', async () => {
+    lines.length = 0;
+    const res = await call('admin', '/v1/table/batch-commit', {
+      operations: [{ declare_table: { id: ['vend', 'b1'], vend_credentials: true } }, { declare_table: { id: ['vend', 'b2'] } }, { declare_table: { id: ['vend', 'b3'], vend_credentials: false } }],
+    });
+    expect(res.status, res.text).toBe(200);
+    const results = res.json.results as Array<{ declare_table: { storage_options: Record<string, string> } }>;
+    expect(results.map((r) => r.declare_table.storage_options.aws_session_token !== undefined)).toEqual([true, true, false]);
+    expect(results[0]?.declare_table.storage_options.aws_session_token).not.toBe(results[1]?.declare_table.storage_options.aws_session_token);
+    const batch = audits().find((a) => a.operation === 'BatchCommitTables');
+    expect(batch?.vends?.map((v) => [v.access, v.outcome])).toEqual([
+      ['read-write', 'vended'],
+      ['read-write', 'vended'],
+    ]);
   });
 
   it("a writer's credentials write its table's data, but not the service's records, a managed table's committed manifests or a sibling; a reader's write nothing", async () => {

@@ -12,6 +12,7 @@ import { listAll, type ObjectStore, type PutCondition } from '../../src/store/ob
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { catalogRootKinds, noEngine, useCatalogRoot } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
+import { TableCredentials } from '../../src/service/tables/credential-vending.js';
 
 // The listing index (src/service/catalog/listing-index.ts): a page costs what the page costs, and the
 // index never shows a table that is not there nor hides one that is, through crashes (a store that
@@ -286,6 +287,7 @@ function depsOf(root: TestRoot, store: ObjectStore = root.store): CatalogDeps {
     locations: new Locations(store, location, (l) => storeAt(l, root.s3)),
     pageTokens: new PageTokens('k'),
     settings: { managedVersioningDefault: false, leaseMs: 30_000 },
+    credentials: new TableCredentials(null),
   };
 }
 

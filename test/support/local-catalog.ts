@@ -10,6 +10,7 @@ import { LocalObjectStore } from '../../src/store/local-store.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
 import { storeAt, type StoreLocation } from '../../src/store/open-store.js';
+import { TableCredentials } from '../../src/service/tables/credential-vending.js';
 
 // Service-level tests over a catalog in a temporary local directory or in memory, without HTTP.
 
@@ -38,6 +39,7 @@ function catalogDeps(store: ObjectStore, rootLocation: StoreLocation, engine: La
     locations: new Locations(store, rootLocation, (location) => storeAt(location, { region: 'x', forcePathStyle: true })),
     pageTokens: new PageTokens('k'),
     settings: { managedVersioningDefault: false, leaseMs: 30_000 },
+    credentials: new TableCredentials(null),
   };
 }
 

@@ -88,6 +88,7 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       body: BatchCommitTablesRequest,
       response: BatchCommitTablesResponse,
       mutation: true,
+      vends: true,
       handler: ({ ctx, body }) => versions.batchCommit(ctx, body.operations),
     }),
   ]);

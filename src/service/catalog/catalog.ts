@@ -6,6 +6,7 @@ import type { Locations } from './locations.js';
 import type { PageTokens } from './page-token.js';
 import { leaseExpired, pollUntil } from '../coordination/leases.js';
 import { NamespaceRecord, readRecord, type Versioned } from './records.js';
+import type { TableCredentials } from '../tables/credential-vending.js';
 
 /** Everything the catalog services run on. */
 export interface CatalogDeps {
@@ -14,6 +15,8 @@ export interface CatalogDeps {
   locations: Locations;
   pageTokens: PageTokens;
   settings: CatalogSettings;
+  /** The storage options of responses about a table, vended credentials included (see tables/credential-vending.ts). */
+  credentials: TableCredentials;
 }
 
 export interface CatalogSettings {

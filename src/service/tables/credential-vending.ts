@@ -3,7 +3,6 @@ import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { parseLocation } from '../../store/location.js';
 import { CATALOG_DIR, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
-import { displayId } from '../catalog/catalog.js';
 import type { RequestContext, VendRecord } from '../request-context.js';
 
 // Which storage options a response about a table carries (DescribeTable, DeclareTable,
@@ -67,7 +66,7 @@ export class TableCredentials {
       // which may name the service's own identity and role.
       const name = e instanceof Error ? e.name : 'Error';
       const detail = e instanceof Error ? e.message : String(e);
-      const reason = `could not vend credentials for table ${displayId(target.id)}: the credential vendor failed (${name}); the service's audit log has the details under request id ${ctx.requestId}`;
+      const reason = `could not vend credentials for table ${JSON.stringify(target.id)}: the credential vendor failed (${name}); the service's audit log has the details under request id ${ctx.requestId}`;
       ctx.onVend?.({ access, outcome: 'failed', reason: `${name}: ${detail}` });
       if (asked !== true) return { ...options, [NO_CREDENTIALS_KEY]: `none: ${reason}` };
       throw new NamespaceError(ErrorCode.ServiceUnavailable, reason, { cause: e });

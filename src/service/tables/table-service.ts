@@ -39,7 +39,6 @@ import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { TableFences } from './table-fences.js';
-import { TableCredentials } from './credential-vending.js';
 import { compareNames, ListingIndex } from '../catalog/listing-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
@@ -81,8 +80,6 @@ export class TableService {
     private readonly deps: CatalogDeps,
     /** The commit path of a managed table, so that the engine's writes go through it (see TableVersionService.coordinatorFor). */
     private readonly coordinatorFor: (ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean) => CommitCoordinator,
-    /** The storage options of responses about a table, vended credentials included (see credential-vending.ts). */
-    private readonly credentials: TableCredentials = new TableCredentials(null),
   ) {
     this.fences = new TableFences(deps.store, deps.settings.leaseMs);
     this.index = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
@@ -162,7 +159,7 @@ export class TableService {
     }, { visible: true, data: false });
     return {
       location,
-      storage_options: await this.credentials.storageOptions(ctx, { id, dir: own, managedVersioning: managed }, request.vend_credentials),
+      storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir: own, managedVersioning: managed }, request.vend_credentials),
       properties,
       managed_versioning: managed,
     };
@@ -197,7 +194,7 @@ export class TableService {
       const version = await this.deps.engine.datasetVersion(this.datasetAt(dir)).catch((e: unknown) => {
         throw engineFailure(e, id);
       });
-      return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: await this.credentials.storageOptions(ctx, { id, dir, managedVersioning: await table.managedVersioning() }, undefined) };
+      return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: await table.managedVersioning() }, undefined) };
     }
     const overwrite = hasData;
     let properties = mode === 'Overwrite' ? (input.properties ?? {}) : { ...existingProperties, ...input.properties };
@@ -228,7 +225,7 @@ export class TableService {
       });
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref)).catch(() => undefined);
-    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
+    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
   }
 
   /**
@@ -278,7 +275,7 @@ export class TableService {
       }
       throw engineFailure(e, id);
     }
-    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
+    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
   }
 
   /** Deletes what a failed create wrote, if the name is still held by its claim. */
@@ -355,7 +352,7 @@ export class TableService {
       location: dir.store.location(dir.key),
       properties,
       managed_versioning: managedVersioning,
-      storage_options: await this.credentials.storageOptions(ctx, { id, dir, managedVersioning }, request.vend_credentials),
+      storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning }, request.vend_credentials),
     };
     if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
     if (detailed) response.is_only_declared = detailed.latest === null;

@@ -70,7 +70,7 @@ export class BatchCommits {
    * with a record marked pending on this transaction, invisible until the commit point; the other
    * changes are made only after it.
    */
-  async batchCommit(_ctx: RequestContext, operations: CommitTableOperation[]): Promise<BatchCommitTablesResponse> {
+  async batchCommit(ctx: RequestContext, operations: CommitTableOperation[]): Promise<BatchCommitTablesResponse> {
     const planned: PlannedVersion[] = [];
     const ops: TableOp[] = [];
     const declared = new Set<string>();
@@ -119,12 +119,13 @@ export class BatchCommits {
       const applied = ops[o++];
       if (applied?.kind === 'declare') {
         const own = this.deps.locations.own(tableDirKey(tableRefOf(applied.table_id)));
+        const target = { id: applied.table_id, dir: own, managedVersioning: applied.managed_versioning };
         results.push({
           declare_table: {
             location: own.store.location(own.key),
             properties: applied.properties,
             managed_versioning: applied.managed_versioning,
-            storage_options: own.store.clientStorageOptions(),
+            storage_options: await this.deps.credentials.storageOptions(ctx, target, op.declare_table?.vend_credentials),
           },
         });
       } else if (applied?.kind === 'delete_versions') results.push({ delete_table_versions: { deleted_count: applied.versions.length } });
