@@ -7,8 +7,9 @@ import type { Principal, Privilege } from '../service/request-context.js';
 // namespace (OPERATIONS below): a namespace operation on the namespace itself, a table operation
 // on the table's namespace, the operations that span the catalog (batches, transactions) on the
 // root. Missing it is 403 code 15, decided as soon as the principal and the path id are known,
-// before the body is read (a rename's destination, in the body, is checked once it is parsed). Listings show only what the caller may read (filterListing). Without
-// an authorization configuration every authenticated principal may do everything.
+// before the body is read (a rename's destination, in the body, is checked once it is parsed).
+// Listings show only what the caller may read (filterListing). Without an authorization
+// configuration every authenticated principal may do everything.
 
 const RANK: Record<Privilege, number> = { read: 1, write: 2, manage: 3 };
 
