@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates <repo>/.venv with the pinned Python packages the real-client tests use (pylance's REST
-# namespace client, the lance-namespace interface, pyarrow, pytest) and the fuzzing of the served
-# OpenAPI document (schemathesis).
+# namespace client, the lance-namespace interface and its generated client, LanceDB, Daft with its
+# Lance reader, pyarrow, pytest) and the fuzzing of the served OpenAPI document (schemathesis).
+# pyarrow stays below 26 because daft 0.7 requires it.
 # Idempotent: when the venv's stamp file matches the pins below, it does nothing.
 # PYTHON picks the interpreter that creates the venv (default python3).
 set -euo pipefail
@@ -14,9 +15,12 @@ PYTHON="${PYTHON:-python3}"
 # The exact pins, one a line; the stamp holds the same text once they are installed.
 REQUIREMENTS="pylance==14.0.2
 lance-namespace==0.13.0
-pyarrow==26.0.1
+pyarrow==25.0.1
 pytest==9.2.0
-schemathesis==4.32.5"
+schemathesis==4.32.5
+lancedb==0.40.0
+daft==0.7.26
+daft-lance==0.6.0"
 
 # Fast path: the venv works and was last set up with exactly these pins.
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$REQUIREMENTS" ] && "$VENV/bin/python" -c '' 2>/dev/null; then
