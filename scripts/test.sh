@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what the tiers need (Node packages, Debian's radosgw for the S3
-# tier, a Python venv with pylance for the real-client tier), then runs every tier under vitest.
+# The whole test suite: installs what the tiers need (Node packages, Node 24 itself among them,
+# Debian's radosgw for the S3 tier, a Python venv with the real clients), then runs every tier under
+# vitest on Node 24.
 #   npm test                       everything
 #   npm test -- test/http          only some files (arguments go to vitest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -d node_modules/@lancedb/lancedb ] || npm install --no-audit --no-fund
+[ -x node_modules/.bin/node ] && [ -d node_modules/@lancedb/lancedb ] || npm install --no-audit --no-fund
+# The suite runs on the project's Node (24 LTS, the devDependency `node`), whatever the system's is:
+# npm puts node_modules/.bin first on PATH for `npm test`; this does the same when run directly.
+export PATH="$PWD/node_modules/.bin:$PATH"
+case "$(node -v)" in
+  v2[2-9].*|v[3-9][0-9].*) echo "tests run on Node $(node -v)" ;;
+  *) echo "Node $(node -v) is too old: the service needs Node 22 or newer (npm install brings Node 24)" >&2; exit 1 ;;
+esac
 bash scripts/install-s3-test-deps.sh
 [ -x scripts/install-python-test-deps.sh ] && bash scripts/install-python-test-deps.sh
 npx tsc -p tsconfig.json --noEmit

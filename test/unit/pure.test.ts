@@ -253,3 +253,12 @@ describe('RateLimiter', () => {
     expect(() => limiter.take('p', reply)).toThrow();
   });
 });
+
+describe('runtime', () => {
+  it('runs on Node 22 or newer, and on the Node 24 that npm install brings when run by the test command', () => {
+    const major = Number(process.versions.node.split('.')[0]);
+    expect(major).toBeGreaterThanOrEqual(22);
+    // scripts/test.sh puts node_modules/.bin (the devDependency `node`, 24 LTS) first on PATH; CI runs it.
+    if (process.env.CI) expect(major).toBe(24);
+  });
+});
