@@ -10,6 +10,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { timeRuns } from './bench-support.js';
 import { TableCredentials } from '../src/service/tables/credential-vending.js';
+import { NO_METRICS } from '../src/metrics/metrics.js';
 
 const count = Number(process.argv[2] ?? 1000);
 const src = path.resolve(import.meta.dirname, process.argv[3] ?? '../src');
@@ -40,6 +41,7 @@ const deps = {
   pageTokens: new PageTokens('k'),
   settings: { managedVersioningDefault: false, leaseMs: 30_000 },
   credentials: new TableCredentials(null),
+  metrics: NO_METRICS,
 } as unknown as ConstructorParameters<typeof TableService>[0];
 const tables = new TableService(deps, () => {
   throw new Error('no managed tables');

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { CredentialCache } from './auth/credential-vendor.js';
 import { StsCredentialVendor } from './auth/sts-credential-vendor.js';
 import type { Config } from './config.js';
+import { PrometheusMetrics } from './metrics/prometheus-metrics.js';
 import { LancedbEngine } from './engine/lancedb/engine.js';
 import { isLoopbackAddress } from './http/browser-guard.js';
 import { buildHttpServer } from './http/server.js';
@@ -22,6 +23,7 @@ import { TransactionService } from './service/transactions/transaction-service.j
 import { TransactionLog } from './service/transactions/transaction-log.js';
 import { BackfillService } from './service/jobs/backfill-service.js';
 import { TableVersionService } from './service/versions/table-version-service.js';
+import { InstrumentedStore } from './store/instrumented-store.js';
 import type { ObjectStore } from './store/object-store.js';
 import { openStore, parseLocation, storeAt } from './store/open-store.js';
 
@@ -39,22 +41,27 @@ export interface App {
 export async function createApp(config: Config, logger: FastifyBaseLogger): Promise<App> {
   const rootLocation = parseLocation(config.root);
   if (!rootLocation) throw new Error(`unsupported root ${JSON.stringify(config.root)}: use a path, file://, or s3://bucket/prefix`);
-  const store = await openStore(rootLocation, config.s3, { createBucket: config.s3.createBucket });
+  const metrics = new PrometheusMetrics();
+  // Every store the service uses reports its calls; S3 stores their retries too.
+  const s3 = { ...config.s3, onRetry: () => metrics.storeRetry() };
+  const store = new InstrumentedStore(await openStore(rootLocation, s3, { createBucket: config.s3.createBucket }), metrics);
   const engine = await LancedbEngine.start({ maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes });
+  metrics.observe({ handleCache: () => engine.keptStats() });
   const allowed = config.allowedLocations.map((l) => {
     const parsed = parseLocation(l);
     if (!parsed) throw new Error(`unsupported allowed location ${JSON.stringify(l)}: use a path, file://, or s3://bucket/prefix`);
     return parsed;
   });
   const credentials = await credentialCache(config);
-  const locations = new Locations(store, rootLocation, (location) => storeAt(location, config.s3), allowed);
+  const locations = new Locations(store, rootLocation, (location) => new InstrumentedStore(storeAt(location, s3), metrics), allowed);
   const deps: CatalogDeps = {
     store,
     engine,
     locations,
     pageTokens: new PageTokens(config.pageTokenSecret),
     settings: { managedVersioningDefault: config.managedVersioning, leaseMs: config.transactionLeaseMs },
-    credentials: new TableCredentials(credentials),
+    credentials: new TableCredentials(credentials, metrics),
+    metrics,
   };
   const transactionLog = new TransactionLog(store);
   const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
@@ -97,6 +104,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       rateLimit: config.rateLimit,
       authorization: config.authorization,
       vending: credentials !== null,
+      metrics,
     },
   );
   backfill.start();

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidInput } from '../model/errors.js';
 import { requireMainBranch } from '../service/catalog/catalog.js';
 import { ANONYMOUS, type Principal, type RequestContext, type VendRecord } from '../service/request-context.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { Authorizer } from './authorization.js';
 import type { RateLimiter } from './rate-limit.js';
 import { type Authenticate, authenticator } from './authentication.js';
@@ -18,7 +19,8 @@ import { parsePathId, type RouteConfig } from './route.js';
 //   preHandler    the map limits of the query, the body id against the path id, the request
 //                 context (echoed as headers), the main-branch-only check
 //   preSerialization  with authorization, a listing's names cut to what the caller may see
-//   onResponse    the audit record of a mutation or of a request that may vend credentials
+//   onResponse    the audit record of a mutation or of a request that may vend credentials; the
+//                 request's count and time (metrics)
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -97,6 +99,8 @@ export interface AccessControl {
   authorizer?: Authorizer | undefined;
   /** Whether credential vending is configured: then every request of a route that vends is audited. */
   vending?: boolean | undefined;
+  /** Where each answered request is counted and timed. */
+  metrics?: Metrics | undefined;
 }
 
 /**
@@ -105,7 +109,7 @@ export interface AccessControl {
  * plugin of its own (that would keep the hooks to itself).
  */
 export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, access: AccessControl = {}): void {
-  const { authenticate = authenticator(undefined), rateLimiter, authorizer, vending = false } = access;
+  const { authenticate = authenticator(undefined), rateLimiter, authorizer, vending = false, metrics } = access;
   // Declared so every request has the same shape; set by the onRequest hook before any other reads them.
   const slots: string[] = ['principal', 'pathId', 'ctx', 'vends'];
   for (const slot of slots) app.decorateRequest(slot, null);
@@ -195,6 +199,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
   app.addHook('onResponse', (request, reply, done) => {
     const route = routeOf(request);
     if (route?.mutation || (route?.vends && mayVend(request, vending))) writeAudit(request, reply);
+    if (route) metrics?.httpRequest(route.operationId, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 }

@@ -36,6 +36,7 @@ import { queryRoutes } from './routes/queries.js';
 import { rowRoutes } from './routes/rows.js';
 import { tagRoutes } from './routes/tags.js';
 import { jobRoutes } from './routes/jobs.js';
+import type { ScrapedMetrics } from '../metrics/metrics.js';
 
 export interface Services {
   namespaces: NamespaceService;
@@ -69,6 +70,8 @@ export interface HttpServerOptions {
   authorization?: AuthorizationOptions | undefined;
   /** Whether credential vending is configured (requests that may vend are audited). */
   vending?: boolean | undefined;
+  /** Where requests are counted and timed, served at GET /metrics; absent: no metrics. */
+  metrics?: ScrapedMetrics | undefined;
 }
 
 /** The request line's path, when a client error left it readable in the raw bytes. */
@@ -174,6 +177,7 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
       rateLimiter: options.rateLimit ? new RateLimiter(options.rateLimit) : undefined,
       authorizer: options.authorization ? new Authorizer(options.authorization) : undefined,
       vending: options.vending,
+      metrics: options.metrics,
     });
     const groupOptions: RouteGroupOptions = { jsonBodyLimit: options.jsonBodyLimit, arrowBodyLimit: options.arrowBodyLimit, largeBodies };
     for (const group of groups) await api.register(group.plugin, { ...groupOptions, prefix: group.prefix });
@@ -181,6 +185,14 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
 
   const openapi = buildOpenApi(routes, { title: 'Lance Namespace Service', version: options.version });
   app.get('/openapi.json', async (_request, reply) => reply.type('application/json').send(openapi));
+  const { metrics } = options;
+  // Open like the health checks and the OpenAPI document: a scraper brings no credentials.
+  if (metrics) {
+    app.get('/metrics', async (_request, reply) => {
+      const { contentType, body } = await metrics.scrape();
+      return reply.type(contentType).send(body);
+    });
+  }
   if (options.authentication?.oauth2) useTokenEndpoint(app, options.authentication.oauth2);
 
   const methodsOf = routeMethods(routes);

@@ -13,6 +13,7 @@ import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { catalogRootKinds, noEngine, useCatalogRoot } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 import { TableCredentials } from '../../src/service/tables/credential-vending.js';
+import { NO_METRICS } from '../../src/metrics/metrics.js';
 
 // The listing index (src/service/catalog/listing-index.ts): a page costs what the page costs, and the
 // index never shows a table that is not there nor hides one that is, through crashes (a store that
@@ -288,6 +289,7 @@ function depsOf(root: TestRoot, store: ObjectStore = root.store): CatalogDeps {
     pageTokens: new PageTokens('k'),
     settings: { managedVersioningDefault: false, leaseMs: 30_000 },
     credentials: new TableCredentials(null),
+    metrics: NO_METRICS,
   };
 }
 

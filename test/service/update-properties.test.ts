@@ -15,6 +15,7 @@ import { startTestApp } from '../support/app.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { backends, type TestRoot } from '../support/backends.js';
 import { TableCredentials } from '../../src/service/tables/credential-vending.js';
+import { NO_METRICS } from '../../src/metrics/metrics.js';
 
 // UpdateTable commits rows through the engine, then records its `properties` in the table record
 // with a replace-if-unchanged. Losing that race (here: a store double that refuses the record's
@@ -62,7 +63,7 @@ describe.each(backends())('an update whose properties keep losing races on $name
   const rowsOver = (store: ObjectStore, boundMs?: number) => {
     const location = parseLocation(root.root);
     if (!location) throw new Error(`bad root ${root.root}`);
-    const deps: CatalogDeps = { store, engine, locations: new Locations(store, location, (at) => storeAt(at, root.s3)), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false, leaseMs: 30_000 }, credentials: new TableCredentials(null) };
+    const deps: CatalogDeps = { store, engine, locations: new Locations(store, location, (at) => storeAt(at, root.s3)), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false, leaseMs: 30_000 }, credentials: new TableCredentials(null), metrics: NO_METRICS };
     const warnings: string[] = [];
     const logger = { info: () => undefined, error: () => undefined, warn: (_: object, msg: string) => void warnings.push(msg) };
     const service = new RowService(new DataTables(deps, new TableVersionService(deps, new TransactionLog(store), { leaseMs: 1000 })), logger, boundMs === undefined ? {} : { recordPropertiesBoundMs: boundMs });

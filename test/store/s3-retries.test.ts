@@ -69,8 +69,9 @@ describe('withRetries', () => {
     expect(attempts).toEqual([0]);
   });
 
-  it.each(RETRYABLE)('retries %s and succeeds once it stops', async (_, make) => {
+  it.each(RETRYABLE)('retries %s and succeeds once it stops, reporting each retry', async (_, make) => {
     const attempts: number[] = [];
+    let retries = 0;
     const result = await withRetries(
       5,
       async (attempt) => {
@@ -79,9 +80,11 @@ describe('withRetries', () => {
         return attempt;
       },
       0,
+      () => retries++,
     );
     expect(result).toBe(2);
     expect(attempts).toEqual([0, 1, 2]);
+    expect(retries).toBe(2);
   });
 
   it.each(RETRYABLE)('gives up on %s after the bounded attempts with StoreUnavailableError', async (_, make) => {

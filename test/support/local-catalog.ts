@@ -11,6 +11,7 @@ import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
 import { storeAt, type StoreLocation } from '../../src/store/open-store.js';
 import { TableCredentials } from '../../src/service/tables/credential-vending.js';
+import { NO_METRICS } from '../../src/metrics/metrics.js';
 
 // Service-level tests over a catalog in a temporary local directory or in memory, without HTTP.
 
@@ -40,6 +41,7 @@ function catalogDeps(store: ObjectStore, rootLocation: StoreLocation, engine: La
     pageTokens: new PageTokens('k'),
     settings: { managedVersioningDefault: false, leaseMs: 30_000 },
     credentials: new TableCredentials(null),
+    metrics: NO_METRICS,
   };
 }
 

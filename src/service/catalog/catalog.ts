@@ -7,6 +7,7 @@ import type { PageTokens } from './page-token.js';
 import { leaseExpired, pollUntil } from '../coordination/leases.js';
 import { NamespaceRecord, readRecord, type Versioned } from './records.js';
 import type { TableCredentials } from '../tables/credential-vending.js';
+import type { Metrics } from '../../metrics/metrics.js';
 
 /** Everything the catalog services run on. */
 export interface CatalogDeps {
@@ -17,6 +18,8 @@ export interface CatalogDeps {
   settings: CatalogSettings;
   /** The storage options of responses about a table, vended credentials included (see tables/credential-vending.ts). */
   credentials: TableCredentials;
+  /** Where the services report commits, retries, vends and jobs (src/metrics/metrics.ts). */
+  metrics: Metrics;
 }
 
 export interface CatalogSettings {

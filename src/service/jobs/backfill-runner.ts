@@ -9,6 +9,7 @@ import type { RequestContext } from '../request-context.js';
 import { TERMINAL } from '../transactions/transaction-log.js';
 import { type BackfillJob, type Chunk, mismatchFilter, planChunks } from './backfill-plan.js';
 import { JobLease, type JobRecords, StopSignal } from './job-lease.js';
+import type { Metrics } from '../../metrics/metrics.js';
 
 // Backfill jobs of computed and virtual columns (AlterTableBackfillColumns): how they run.
 //
@@ -53,12 +54,13 @@ function isPermanent(e: unknown): boolean {
 const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
 /** Retries an engine write that lost a commit race; the write is idempotent. */
-async function withConflictRetries<T>(fn: () => Promise<T>): Promise<T> {
+async function withConflictRetries<T>(metrics: Metrics, fn: () => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await fn();
     } catch (e) {
       if (!(e instanceof EngineError && e.kind === 'conflict') || attempt >= MAX_CONFLICT_RETRIES) throw e;
+      metrics.commitRetry('backfill');
       await sleep(backoffMs(attempt, 20, 1000));
     }
   }
@@ -77,6 +79,11 @@ export class BackfillRunner {
     private readonly pollMs: number = pollIntervalMs(records.leaseMs),
     private readonly logger?: ServiceLogger,
   ) {}
+
+  /** Jobs this runner is working on now. */
+  get runningCount(): number {
+    return this.running.size;
+  }
 
   /** Whether this runner is shutting down. */
   readonly isStopping = (): boolean => this.stopping;
@@ -186,7 +193,7 @@ export class BackfillRunner {
 
     if (job.mode === 'refresh') {
       await lease.check();
-      const result = await withConflictRetries(() => columns.refreshComputedColumn(at, job.column));
+      const result = await withConflictRetries(this.tables.catalog.metrics, () => columns.refreshComputedColumn(at, job.column));
       faultPoint('backfill:after-commit-0');
       await records.checkpoint(id, (j) => ({ ...j, chunks_done: 1, rows_done: result.rows, rows_written: result.rows, swept: true }), {
         rows_total: String(result.rows),
@@ -224,7 +231,7 @@ export class BackfillRunner {
       const first = group[0] as Chunk;
       const last = group[group.length - 1] as Chunk;
       const filter = `_rowid >= ${first.lo} AND _rowid < ${last.hi}${where}`;
-      const result = await withConflictRetries(() => columns.fillColumn(at, job.column, job.expression, filter));
+      const result = await withConflictRetries(this.tables.catalog.metrics, () => columns.fillColumn(at, job.column, job.expression, filter));
       const commit = Math.floor(next / job.commit_granularity);
       faultPoint(`backfill:after-commit-${commit}`);
       next += group.length;
@@ -247,7 +254,7 @@ export class BackfillRunner {
       await lease.check();
       const filter = `${mismatchFilter(job.column, job.expression)}${where}`;
       const left = await columns.countRows(at, filter);
-      const swept = left > 0 ? await withConflictRetries(() => columns.fillColumn(at, job.column, job.expression, filter)) : null;
+      const swept = left > 0 ? await withConflictRetries(this.tables.catalog.metrics, () => columns.fillColumn(at, job.column, job.expression, filter)) : null;
       await records.checkpoint(id, (j) => ({ ...j, swept: true }), {
         rows_swept: String(swept?.rows ?? 0),
         ...(swept ? { last_committed_version: String(swept.version) } : {}),

@@ -39,8 +39,10 @@ export class BackfillService {
     logger?: ServiceLogger,
   ) {
     this.markers = new UnfinishedMarkers(tables.catalog.store, MARKERS);
-    const records = new JobRecords(log, this.markers, `runner-${randomUUID()}`, settings.leaseMs, () => this.runner.isStopping());
+    const { metrics } = tables.catalog;
+    const records = new JobRecords(log, this.markers, `runner-${randomUUID()}`, settings.leaseMs, () => this.runner.isStopping(), metrics);
     this.runner = new BackfillRunner(tables, records, this.markers, settings.pollMs ?? pollIntervalMs(settings.leaseMs), logger);
+    metrics.observe({ jobsRunning: () => this.runner.runningCount });
   }
 
   private get engine() {

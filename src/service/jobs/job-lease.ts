@@ -2,6 +2,7 @@ import type { Versioned } from '../catalog/records.js';
 import type { UnfinishedMarkers } from '../coordination/markers.js';
 import { TERMINAL, type TransactionLog, type TransactionRecord } from '../transactions/transaction-log.js';
 import { BackfillJob } from './backfill-plan.js';
+import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
 // A runner's hold on backfill jobs: every write to a job's record is a replace-if-unchanged of the
 // version read, and names the runner as `job.owner` with a `job.lease_until`; a runner that finds
@@ -25,6 +26,7 @@ export class JobRecords {
     readonly leaseMs: number,
     /** True once the runner is shutting down: the next checkpoint stops the job. */
     private readonly isStopping: () => boolean,
+    private readonly metrics: Metrics = NO_METRICS,
   ) {}
 
   read(id: string): Promise<Versioned<TransactionRecord> | null> {
@@ -100,12 +102,13 @@ export class JobRecords {
 
   /** Ends the job with a terminal status (unless it already has one) and removes its marker. */
   async finish(id: string, status: 'Succeeded' | 'Failed', error?: string): Promise<void> {
-    await this.mutate(id, (record, job) => {
+    const finished = await this.mutate(id, (record, job) => {
       if (TERMINAL.has(record.status)) return null;
       if (job.owner !== undefined && job.owner !== this.owner) return null;
       const { owner: _owner, lease_until: _lease, ...released } = job;
       return { ...record, status, properties: { ...record.properties, ...(error !== undefined ? { error } : {}) }, job: released };
     });
+    if (finished) this.metrics.jobFinished(status);
     const after = await this.log.read(id);
     if (after && TERMINAL.has(after.value.status)) await this.markers.remove(id);
   }

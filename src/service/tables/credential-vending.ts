@@ -4,6 +4,7 @@ import { parseLocation } from '../../store/location.js';
 import { CATALOG_DIR, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext, VendRecord } from '../request-context.js';
+import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
 // Which storage options a response about a table carries (DescribeTable, DeclareTable,
 // CreateTable): the store's client options (endpoint, region; never the service's own keys) and,
@@ -30,7 +31,16 @@ export interface VendTarget {
 
 export class TableCredentials {
   /** `cache`: null when vending is not configured. */
-  constructor(private readonly cache: CredentialCache | null) {}
+  constructor(
+    private readonly cache: CredentialCache | null,
+    private readonly metrics: Metrics = NO_METRICS,
+  ) {}
+
+  /** Reports a vend to the request (its audit record) and to the metrics. */
+  private report(ctx: RequestContext, record: VendRecord): void {
+    ctx.onVend?.(record);
+    this.metrics.vend(record.access, record.outcome);
+  }
 
   /**
    * The storage options for a response about `target`. `asked` is the request's
@@ -43,7 +53,7 @@ export class TableCredentials {
     if (asked === false || (asked !== true && !this.cache)) return options;
     const access: DataAccess = ctx.may?.('write', target.id.slice(0, -1)) ? 'read-write' : 'read';
     const none = (reason: string, outcome: VendRecord['outcome'] = 'none'): Record<string, string> => {
-      ctx.onVend?.({ access, outcome, reason });
+      this.report(ctx, { access, outcome, reason });
       return { ...options, [NO_CREDENTIALS_KEY]: `none: ${reason}` };
     };
     const where = parseLocation(dir.store.location(dir.key));
@@ -53,7 +63,7 @@ export class TableCredentials {
     if (POLICY_WILDCARDS.test(prefix)) return none(`the table's location holds a character ("*", "?" or "$") that a session policy cannot scope exactly`);
     try {
       const { credentials, fromCache } = await this.cache.get({ bucket: where.bucket, prefix, access, protectedKeys: protectedKeys(target.managedVersioning) });
-      ctx.onVend?.({ access, outcome: fromCache ? 'cached' : 'vended', expires_at_millis: credentials.expiresAtMillis });
+      this.report(ctx, { access, outcome: fromCache ? 'cached' : 'vended', expires_at_millis: credentials.expiresAtMillis });
       return {
         ...options,
         aws_access_key_id: credentials.accessKeyId,
@@ -67,7 +77,7 @@ export class TableCredentials {
       const name = e instanceof Error ? e.name : 'Error';
       const detail = e instanceof Error ? e.message : String(e);
       const reason = `could not vend credentials for table ${JSON.stringify(target.id)}: the credential vendor failed (${name}); the service's audit log has the details under request id ${ctx.requestId}`;
-      ctx.onVend?.({ access, outcome: 'failed', reason: `${name}: ${detail}` });
+      this.report(ctx, { access, outcome: 'failed', reason: `${name}: ${detail}` });
       if (asked !== true) return { ...options, [NO_CREDENTIALS_KEY]: `none: ${reason}` };
       throw new NamespaceError(ErrorCode.ServiceUnavailable, reason, { cause: e });
     }

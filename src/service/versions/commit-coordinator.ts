@@ -6,6 +6,7 @@ import type { ResolvedTable } from '../tables/resolved-table.js';
 import { versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { SingleCommits } from './single-commit.js';
+import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
 const coordinated = (v: TableVersion): CoordinatedVersion => ({
   version: v.version,
@@ -21,7 +22,7 @@ const coordinated = (v: TableVersion): CoordinatedVersion => ({
  * same reservations, as clients' commits. Every callback works on the table as the request
  * resolved it; none looks it up again. `underWriteLease`: see SingleCommits.commit.
  */
-export function commitCoordinator(commits: SingleCommits, ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean): CommitCoordinator {
+export function commitCoordinator(commits: Pick<SingleCommits, 'commit'>, ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean, metrics: Metrics = NO_METRICS): CommitCoordinator {
   const versions = new TableVersions(table.dir);
   const onWire = async (found: CommittedVersion[]) => (await versionsOnWire(versions, found)).map(coordinated);
   return {
@@ -51,7 +52,10 @@ export function commitCoordinator(commits: SingleCommits, ctx: RequestContext, t
         return coordinated(version);
       } catch (e) {
         // The engine's port speaks EngineError: a lost race is its `conflict` (Lance rebases and retries).
-        if (e instanceof NamespaceError && e.code === ErrorCode.ConcurrentModification) throw new EngineError('conflict', e.message, { cause: e });
+        if (e instanceof NamespaceError && e.code === ErrorCode.ConcurrentModification) {
+          metrics.commitRetry('engine');
+          throw new EngineError('conflict', e.message, { cause: e });
+        }
         throw e;
       }
     },

@@ -57,9 +57,22 @@ export class TableVersionService {
     return new TableVersions((await resolveTable(this.deps, id)).dir);
   }
 
+  /** Reports how a commit on `path` ended (a lost race is 409 code 14: a conflict). */
+  private async counted<T>(path: 'single' | 'batch' | 'engine', commit: () => Promise<T>): Promise<T> {
+    try {
+      const result = await commit();
+      this.deps.metrics.commit(path, 'committed');
+      return result;
+    } catch (e) {
+      this.deps.metrics.commit(path, e instanceof NamespaceError && e.code === ErrorCode.ConcurrentModification ? 'conflict' : 'failed');
+      throw e;
+    }
+  }
+
   /** Commits a staged manifest as the next version of table `id` (see single-commit.ts). */
   async create(ctx: RequestContext, id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<CreateTableVersionResponse> {
-    return this.single.commit(ctx, await resolveTable(this.deps, id, ctx.requestId), request, false);
+    const table = await resolveTable(this.deps, id, ctx.requestId);
+    return this.counted('single', () => this.single.commit(ctx, table, request, false));
   }
 
   /**
@@ -67,7 +80,7 @@ export class TableVersionService {
    * holds a write lease on (see DataTables.commitManifest).
    */
   async commitUnderWriteLease(ctx: RequestContext, table: ResolvedTable, request: Omit<CreateTableVersionEntry, 'id'>): Promise<CreateTableVersionResponse> {
-    return this.single.commit(ctx, table, request, true);
+    return this.counted('engine', () => this.single.commit(ctx, table, request, true));
   }
 
   /**
@@ -76,7 +89,8 @@ export class TableVersionService {
    * looks again at the table while it holds the version's slot.
    */
   coordinatorFor(ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean): CommitCoordinator {
-    return commitCoordinator(this.single, ctx, table, underWriteLease);
+    const commits = { commit: (...args: Parameters<SingleCommits['commit']>) => this.counted('engine', () => this.single.commit(...args)) };
+    return commitCoordinator(commits, ctx, table, underWriteLease, this.deps.metrics);
   }
 
   async describe(_ctx: RequestContext, id: string[], version: number | null | undefined): Promise<DescribeTableVersionResponse> {
@@ -155,12 +169,12 @@ export class TableVersionService {
 
   /** Commits versions of several tables atomically (see batch-commit.ts). */
   async batchCreate(ctx: RequestContext, entries: CreateTableVersionEntry[]): Promise<BatchCreateTableVersionsResponse> {
-    return this.batches.batchCreate(ctx, entries);
+    return this.counted('batch', () => this.batches.batchCreate(ctx, entries));
   }
 
   /** Applies table operations and versions on any tables together (see batch-commit.ts). */
   async batchCommit(ctx: RequestContext, operations: CommitTableOperation[]): Promise<BatchCommitTablesResponse> {
-    return this.batches.batchCommit(ctx, operations);
+    return this.counted('batch', () => this.batches.batchCommit(ctx, operations));
   }
 
   /** Brings a batch found unfinished to an end (see batch-recovery.ts). */

@@ -37,6 +37,8 @@ export interface S3StoreConfig {
   maxAttempts?: number;
   /** Per-request timeout in milliseconds. */
   requestTimeoutMs?: number;
+  /** Called before each retry of a failed request (metrics). */
+  onRetry?: () => void;
 }
 
 const MULTIPART_THRESHOLD = 16 * 1024 * 1024;
@@ -97,7 +99,7 @@ const unquote = (etag: string): string => etag.replace(/^"(.*)"$/, '$1');
  * Runs `op` up to `attempts` times with exponential backoff and full jitter while it fails with a
  * retryable error; `attempt` (0-based) tells the operation whether an earlier try may have landed.
  */
-export async function withRetries<T>(attempts: number, op: (attempt: number) => Promise<T>, baseDelayMs = 25): Promise<T> {
+export async function withRetries<T>(attempts: number, op: (attempt: number) => Promise<T>, baseDelayMs = 25, onRetry?: () => void): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await op(attempt);
@@ -107,6 +109,7 @@ export async function withRetries<T>(attempts: number, op: (attempt: number) => 
         throw new StoreUnavailableError(`object store kept failing after ${attempts} attempts: ${String((e as Error).message ?? e)}`, { cause: e });
       }
       const cap = Math.min(2000, baseDelayMs * 2 ** attempt);
+      onRetry?.();
       await new Promise((r) => setTimeout(r, Math.random() * cap));
     }
   }
@@ -124,6 +127,11 @@ export class S3ObjectStore implements ObjectStore {
   private readonly client: S3Client;
   private readonly requests: S3Requests;
   private readonly attempts: number;
+  /** Runs a request with this store's retry policy (withRetries). */
+  private retrying<T>(op: (attempt: number) => Promise<T>): Promise<T> {
+    return withRetries(this.attempts, op, 25, this.config.onRetry);
+  }
+
   /** Some servers (Ceph RGW 16) compare If-Match literally and only accept the unquoted etag. */
   private ifMatchUnquoted = false;
 
@@ -218,7 +226,7 @@ export class S3ObjectStore implements ObjectStore {
   async ensureBucket(): Promise<void> {
     const { CreateBucketCommand, HeadBucketCommand } = await import('@aws-sdk/client-s3');
     try {
-      await withRetries(this.attempts, () => this.client.send(new HeadBucketCommand({ Bucket: this.config.bucket })));
+      await this.retrying(() => this.client.send(new HeadBucketCommand({ Bucket: this.config.bucket })));
     } catch (e) {
       if (!isNotFound(e)) throw e;
       try {
@@ -232,7 +240,7 @@ export class S3ObjectStore implements ObjectStore {
 
   async head(key: string): Promise<ObjectInfo | null> {
     try {
-      const out = await withRetries(this.attempts, () => this.requests.send('HEAD', this.fullKey(key)));
+      const out = await this.retrying(() => this.requests.send('HEAD', this.fullKey(key)));
       return { key, size: Number(out.headers['content-length'] ?? 0), ...versionOf(out) };
     } catch (e) {
       if (isNotFound(e)) return null;
@@ -242,7 +250,7 @@ export class S3ObjectStore implements ObjectStore {
 
   async get(key: string): Promise<StoredObject | null> {
     try {
-      const out = await withRetries(this.attempts, () => this.requests.send('GET', this.fullKey(key)));
+      const out = await this.retrying(() => this.requests.send('GET', this.fullKey(key)));
       return { key, body: out.body, size: out.body.length, ...versionOf(out) };
     } catch (e) {
       if (isNotFound(e)) return null;
@@ -257,14 +265,14 @@ export class S3ObjectStore implements ObjectStore {
     const Key = this.fullKey(key);
     if (!condition && bytes.length > MULTIPART_THRESHOLD) {
       // The uploader does not retry failed parts; retry the whole upload instead.
-      await withRetries(this.attempts, () => new Upload({ client: this.client, params: { Bucket: this.config.bucket, Key, Body: bytes } }).done());
+      await this.retrying(() => new Upload({ client: this.client, params: { Bucket: this.config.bucket, Key, Body: bytes } }).done());
       const info = await this.head(key);
       if (!info) throw new StoreUnavailableError(`multipart upload of ${key} finished but the object is missing`);
       return info;
     }
     const ourEtag = md5Etag(bytes);
     const send = (ifMatch?: string) =>
-      withRetries(this.attempts, async (attempt) => {
+      this.retrying(async (attempt) => {
         try {
           const out = await this.requests.send('PUT', Key, {
             body: bytes,
@@ -314,7 +322,7 @@ export class S3ObjectStore implements ObjectStore {
       if (!source) throw Object.assign(new Error(`no such object: ${fromKey}`), { code: 'ENOENT' });
       return this.put(toKey, source.body, condition);
     }
-    await withRetries(this.attempts, () =>
+    await this.retrying(() =>
       this.client.send(
         new CopyObjectCommand({
           Bucket: this.config.bucket,
@@ -339,7 +347,7 @@ export class S3ObjectStore implements ObjectStore {
       if (options.delimiter) query.delimiter = options.delimiter;
       if (continuationToken) query['continuation-token'] = continuationToken;
       else if (startAfter !== undefined) query['start-after'] = this.fullKey(startAfter);
-      const out = await withRetries(this.attempts, () => this.requests.send('GET', null, { query }));
+      const out = await this.retrying(() => this.requests.send('GET', null, { query }));
       return parseListObjectsResult(out.body.toString('utf8'));
     };
     let out = await send();
@@ -361,7 +369,7 @@ export class S3ObjectStore implements ObjectStore {
 
   async delete(key: string): Promise<void> {
     try {
-      await withRetries(this.attempts, () => this.requests.send('DELETE', this.fullKey(key)));
+      await this.retrying(() => this.requests.send('DELETE', this.fullKey(key)));
     } catch (e) {
       if (!isNotFound(e)) throw e;
     }
@@ -376,7 +384,7 @@ export class S3ObjectStore implements ObjectStore {
       const page = await this.list(prefix, { maxKeys: 1000, ...(startAfter ? { startAfter } : {}) });
       const doomed = page.objects.filter((o) => !keep.has(o.key));
       if (doomed.length > 0) {
-        const out = await withRetries(this.attempts, () =>
+        const out = await this.retrying(() =>
           this.client.send(
             new DeleteObjectsCommand({
               Bucket: this.config.bucket,

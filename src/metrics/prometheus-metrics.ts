@@ -1,0 +1,143 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { CommitOutcome, HandleCacheFigures, ObservedFigures, ScrapedMetrics, StoreOutcome } from './metrics.js';
+
+// The Metrics port over prom-client, one registry per service (so that tests can run several).
+// Names follow Prometheus conventions: a `lance_ns_` prefix, `_total` counters, `_seconds`
+// histograms. Labels have small fixed sets of values (operation ids, store operations, outcomes),
+// never ids of tables or requests.
+
+/**
+ * The process's own figures (CPU, memory, event-loop lag, GC), collected once per process
+ * however many services it runs (tests run many): their collectors watch the process for as long
+ * as it lives.
+ */
+let processRegistry: Registry | undefined;
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry, prefix: 'lance_ns_' });
+  }
+  return processRegistry;
+}
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export class PrometheusMetrics implements ScrapedMetrics {
+  readonly registry = new Registry();
+  private readonly httpDuration: Histogram<'operation' | 'status_class'>;
+  private readonly httpRequests: Counter<'operation' | 'status'>;
+  private readonly storeDuration: Histogram<'operation'>;
+  private readonly storeCalls: Counter<'operation' | 'outcome'>;
+  private readonly storeRetries: Counter;
+  private readonly commits: Counter<'path' | 'outcome'>;
+  private readonly commitRetries: Counter<'writer'>;
+  private readonly vends: Counter<'access' | 'outcome'>;
+  private readonly jobsFinished: Counter<'status'>;
+  private figures: ObservedFigures = {};
+
+  constructor() {
+    const registers = [this.registry];
+    this.httpDuration = new Histogram({
+      name: 'lance_ns_http_request_duration_seconds',
+      help: 'Time from a request to its answer, by operation and status class',
+      labelNames: ['operation', 'status_class'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.httpRequests = new Counter({ name: 'lance_ns_http_requests_total', help: 'Answered requests by operation and HTTP status', labelNames: ['operation', 'status'], registers });
+    this.storeDuration = new Histogram({ name: 'lance_ns_store_request_duration_seconds', help: 'Object store calls by operation', labelNames: ['operation'], buckets: LATENCY_BUCKETS, registers });
+    this.storeCalls = new Counter({
+      name: 'lance_ns_store_requests_total',
+      help: 'Object store calls by operation and outcome (ok, not_found, precondition_failed, error)',
+      labelNames: ['operation', 'outcome'],
+      registers,
+    });
+    this.storeRetries = new Counter({ name: 'lance_ns_store_retries_total', help: 'Object store requests sent again after a retryable failure', registers });
+    this.commits = new Counter({
+      name: 'lance_ns_commits_total',
+      help: 'Version commits by path (single, batch, engine) and outcome (committed, conflict, failed)',
+      labelNames: ['path', 'outcome'],
+      registers,
+    });
+    this.commitRetries = new Counter({
+      name: 'lance_ns_commit_retries_total',
+      help: "Commits of the service's own writers (engine, backfill) tried again after losing the version to another writer",
+      labelNames: ['writer'],
+      registers,
+    });
+    this.vends = new Counter({ name: 'lance_ns_credential_vends_total', help: 'Credential vends by access and outcome (vended, cached, none, failed)', labelNames: ['access', 'outcome'], registers });
+    this.jobsFinished = new Counter({ name: 'lance_ns_jobs_finished_total', help: 'Backfill jobs this replica finished, by status', labelNames: ['status'], registers });
+    const figures = () => this.figures;
+    new Gauge({ name: 'lance_ns_jobs_running', help: 'Backfill jobs this replica is working on', registers, collect() { this.set(figures().jobsRunning?.() ?? 0); } });
+    const cache = (name: string, help: string, pick: (s: HandleCacheFigures) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          const stats = figures().handleCache?.();
+          this.set(stats ? pick(stats) : 0);
+        },
+      });
+    cache('lance_ns_engine_handles', 'Datasets the engine keeps open', (s) => s.entries);
+    cache('lance_ns_engine_handle_bytes', 'Manifest bytes (plus 64 KiB each) of the kept datasets', (s) => s.bytes);
+    // Running totals the cache keeps itself: each scrape adds what they grew by since the last.
+    const total = (name: string, help: string, pick: (s: HandleCacheFigures) => number) => {
+      let seen = 0;
+      return new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          const stats = figures().handleCache?.();
+          const now = stats ? pick(stats) : seen;
+          if (now > seen) this.inc(now - seen);
+          seen = Math.max(seen, now);
+        },
+      });
+    };
+    total('lance_ns_engine_handle_hits_total', 'Requests served by a kept dataset', (s) => s.hits);
+    total('lance_ns_engine_handle_opens_total', 'Datasets opened to be kept', (s) => s.opens);
+    total('lance_ns_engine_handle_reloads_total', 'Kept datasets reloaded because the store had a newer version', (s) => s.reloads);
+  }
+
+  httpRequest(operation: string, status: number, seconds: number): void {
+    this.httpDuration.observe({ operation, status_class: `${Math.floor(status / 100)}xx` }, seconds);
+    this.httpRequests.inc({ operation, status: String(status) });
+  }
+
+  storeCall(operation: string, outcome: StoreOutcome, seconds: number): void {
+    this.storeDuration.observe({ operation }, seconds);
+    this.storeCalls.inc({ operation, outcome });
+  }
+
+  storeRetry(): void {
+    this.storeRetries.inc();
+  }
+
+  commit(path: 'single' | 'batch' | 'engine', outcome: CommitOutcome): void {
+    this.commits.inc({ path, outcome });
+  }
+
+  commitRetry(writer: 'engine' | 'backfill'): void {
+    this.commitRetries.inc({ writer });
+  }
+
+  vend(access: string, outcome: string): void {
+    this.vends.inc({ access, outcome });
+  }
+
+  jobFinished(status: string): void {
+    this.jobsFinished.inc({ status });
+  }
+
+  observe(figures: ObservedFigures): void {
+    this.figures = { ...this.figures, ...figures };
+  }
+
+  /** The text exposition format, and its content type. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    const both = Registry.merge([processMetrics(), this.registry]);
+    return { contentType: this.registry.contentType, body: await both.metrics() };
+  }
+}
