@@ -1,6 +1,9 @@
 // This service beside the reference server, workload by workload (issue 9's two tables).
 //
-//   npm run bench -- [--store local|s3|both] [--quick] [--only <row-substring>]
+//   npm run bench -- [--store local|s3|both] [--quick] [--only <row-substring>] [--page <dir>]
+//
+// A full run (both stores, no --quick, no --only) also writes docs/benchmarks.md with SVG charts
+// (bench-report.ts); --page <dir> writes that page for any run, into <dir>.
 //
 // Starts this service as its own Node process (src/main.ts through tsx, logs at warn) and the
 // reference, pylance's `lance.namespace.RestAdapter("dir", ...)` from the test venv
@@ -37,6 +40,7 @@ import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client
 import pLimit from 'p-limit';
 
 import { freePort, startRgw } from '../test/support/s3-server.js';
+import { type Figure, formatRatio, type Outcome, type RowResult, type Scale, type Side, speedup, type StoreKind, writeBenchmarkPage } from './bench-report.js';
 import { checkAborted, cleanups, ms, now, openDirect, percentile, runMain, secs } from './bench-support.js';
 
 // The SDK's notice that its 2027 releases need Node 22 is noise while versions are pinned exactly.
@@ -48,8 +52,6 @@ const PY_HELPER = path.join(repo, 'scripts/bench_reference.py');
 const REQUEST_TIMEOUT_MS = 300_000;
 const BUCKET = 'lance-bench';
 
-type StoreKind = 'local' | 's3';
-type Side = 'ours' | 'ref';
 const SIDES: Side[] = ['ours', 'ref'];
 
 function log(message: string): void {
@@ -343,17 +345,6 @@ async function closedLoop(clients: number, total: number, op: (i: number) => Pro
 // ---------------------------------------------------------------------------------------------
 // Rows: what each measures and how a figure is shown.
 
-/** One figure of one side: a rate (higher is better) or a latency (lower is better). */
-interface Figure {
-  value: number;
-  unit: '/s' | 'ms';
-  /** A percentile shown after the value, e.g. `{ name: 'p99', ms: 75 }`. */
-  detail?: { name: string; ms: number };
-}
-
-/** A side's figures for a row (one per part, medians over the rounds), or why it has none. */
-type Outcome = Figure[] | { unavailable: string };
-
 interface Servers {
   /** Base URL per side. */
   url: Record<Side, string>;
@@ -375,13 +366,8 @@ interface RowSpec {
   probe?: (side: Side) => Promise<Record<string, unknown>>;
   /** Print each part as a row of its own, with these labels (the note goes with the last). */
   split?: string[];
-}
-
-interface RowResult {
-  label: string;
-  parts: string[];
-  outcome: Record<Side, Outcome>;
-  note: string;
+  /** The row measures a workload also measured at other catalog sizes (charted together). */
+  scale?: Scale;
 }
 
 function median(values: number[]): number {
@@ -458,7 +444,13 @@ async function runRow(spec: RowSpec, rounds: number): Promise<RowResult[]> {
       return { value: median(perRound.map((f) => f.value)), unit: first?.unit ?? 'ms', ...detail };
     });
   };
-  const whole: RowResult = { label: spec.label, parts: spec.parts, outcome: { ours: outcome('ours'), ref: outcome('ref') }, note: [spec.note?.() ?? '', shape].filter((n) => n !== '').join('; ') };
+  const whole: RowResult = {
+    label: spec.label,
+    parts: spec.parts,
+    outcome: { ours: outcome('ours'), ref: outcome('ref') },
+    note: [spec.note?.() ?? '', shape].filter((n) => n !== '').join('; '),
+    scale: spec.scale,
+  };
   const split = spec.split;
   if (!split) return [whole];
   const part = (o: Outcome, p: number): Outcome => ('unavailable' in o ? o : o.slice(p, p + 1));
@@ -768,8 +760,9 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
   rows.push(describeRow(bench, describeLabel, 64));
 
   const listProbe = (side: Side) => call(servers.url[side], 'GET', `/v1/namespace/mid/table/list`);
-  rows.push({ label: listMid, parts: ['list'], run: listRow(bench, 'mid', mid, sizes.listCalls), probe: listProbe });
-  rows.push({ label: listBig, parts: ['list'], run: listRow(bench, 'big', big, Math.max(2, Math.ceil(sizes.listCalls / 2))) });
+  const listSeries = 'list tables, one call';
+  rows.push({ label: listMid, parts: ['list'], run: listRow(bench, 'mid', mid, sizes.listCalls), probe: listProbe, scale: { series: listSeries, n: mid } });
+  rows.push({ label: listBig, parts: ['list'], run: listRow(bench, 'big', big, Math.max(2, Math.ceil(sizes.listCalls / 2))), scale: { series: listSeries, n: big } });
 
   const appendsLabel = 'managed appends through pylance, 1 writer';
   if (needs(appendsLabel) || needs('create_table_version')) rows.push(await appendsRow(bench, appendsLabel, path.join(path.dirname(roots.ours), 'plain-lance', 'writes.lance')));
@@ -998,14 +991,10 @@ function show(f: Figure): string {
   return f.detail ? `${value} (${f.detail.name} ${ms(f.detail.ms)} ms)` : value;
 }
 
-/** How many times faster this service is: rates divide one way, latencies the other. */
-function ratio(ours: Figure, ref: Figure): string {
-  const r = ours.unit === '/s' ? ours.value / ref.value : ref.value / ours.value;
-  return `${r >= 10 ? r.toFixed(0) : r >= 0.1 ? r.toFixed(2) : r.toPrecision(2)}×`;
-}
-
-function printTable(kind: StoreKind, results: RowResult[], quick: boolean): void {
-  const out = (line: string) => process.stdout.write(`${line}\n`);
+/** The results of one store as a markdown table. */
+function resultTable(kind: StoreKind, results: RowResult[], quick: boolean): string {
+  const lines: string[] = [];
+  const out = (line: string) => lines.push(line);
   out('');
   out(`| workload (${kind === 'local' ? 'local disk' : 'radosgw'}${quick ? ', --quick sizes' : ''}) | this service | reference | ratio (>1: this service faster) | note |`);
   out('|---|---|---|---|---|');
@@ -1017,16 +1006,17 @@ function printTable(kind: StoreKind, results: RowResult[], quick: boolean): void
     const label = single || r.label.includes(r.parts[0] ?? '') ? r.label : `${r.label} (${r.parts.join(' / ')})`;
     const oursText = 'unavailable' in ours ? `n/a: ${ours.unavailable}` : cells(ours).map(show).join(' / ');
     const refText = 'unavailable' in ref ? `n/a: ${ref.unavailable}` : cells(ref).map(show).join(' / ');
-    const ratios = 'unavailable' in ours || 'unavailable' in ref ? '—' : cells(ours).map((f, i) => { const g = cells(ref)[i]; return g ? ratio(f, g) : '—'; }).join(' / ');
+    const ratios = 'unavailable' in ours || 'unavailable' in ref ? '—' : cells(ours).map((f, i) => { const g = cells(ref)[i]; return g ? formatRatio(speedup(f, g)) : '—'; }).join(' / ');
     out(`| ${label} | ${oursText} | ${refText} | ${ratios} | ${r.note} |`);
   }
+  return lines.join('\n');
 }
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     strict: true,
-    options: { store: { type: 'string', default: 'both' }, quick: { type: 'boolean', default: false }, only: { type: 'string' } },
+    options: { store: { type: 'string', default: 'both' }, quick: { type: 'boolean', default: false }, only: { type: 'string' }, page: { type: 'string' } },
   });
   const which = values.store;
   if (which !== 'local' && which !== 's3' && which !== 'both') throw new Error(`--store must be local, s3 or both, not ${JSON.stringify(which)}`);
@@ -1042,11 +1032,21 @@ async function main(): Promise<void> {
     results.push([store, await runStore(store, quick, values.only)]);
     log(`${store} done in ${secs(now() - storeStarted)}`);
   }
-  for (const [store, rows] of results) printTable(store, rows, quick);
+  const tables = results.map(([store, rows]) => resultTable(store, rows, quick)).join('\n\n');
+  const loadAfter = load();
+  const machine = `${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'})`;
+  const elapsed = secs(now() - started);
+  process.stdout.write(`\n${tables}\n`);
   process.stdout.write(
-    `\nmachine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? 'unknown'}), load average (1/5/15 min) ${loadBefore} at the start, ${load()} at the end; ` +
-      `${secs(now() - started)} in all; figures are medians of interleaved rounds (this service, then the reference)\n`,
+    `\nmachine: ${machine}, load average (1/5/15 min) ${loadBefore} at the start, ${loadAfter} at the end; ` +
+      `${elapsed} in all; figures are medians of interleaved rounds (this service, then the reference)\n`,
   );
+  // The page shows a whole run: written after a full run of both stores, or wherever --page says.
+  const pageDir = values.page ?? (which === 'both' && !quick && !values.only ? path.join(repo, 'docs') : undefined);
+  if (pageDir) {
+    const info = { date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC', machine, node: process.version, loadBefore, loadAfter, elapsed, quick };
+    log(`wrote ${await writeBenchmarkPage(pageDir, results, info, tables)}`);
+  }
 }
 
 runMain(main);
