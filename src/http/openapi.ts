@@ -53,7 +53,9 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
     route.paths.forEach((path, index) => {
       const item = (paths[path] ??= {});
       for (const method of route.methods) {
-        const hasDelimiter = path.includes('{') || route.operationId === 'ListAllTables';
+        // Every spec endpoint takes `delimiter` (the batch routes and ListAllTables name no id in
+        // their path, but the spec and its generated clients still send it); health checks do not.
+        const hasDelimiter = path.startsWith('/v1/');
         const parameters = [
           ...pathParameters(path),
           ...(hasDelimiter

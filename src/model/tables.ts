@@ -108,6 +108,26 @@ export const DescribeTableRequest = z
   .meta({ id: 'DescribeTableRequest' });
 export type DescribeTableRequest = z.infer<typeof DescribeTableRequest>;
 
+// The JSON Arrow form of a schema, as the spec's JsonArrowSchema / JsonArrowField / JsonArrowDataType
+// (a type's child fields make it recursive), so that /openapi.json promises what clients parse.
+export const JsonArrowDataType = z
+  .object({
+    type: z.string(),
+    get fields(): z.ZodOptional<z.ZodArray<typeof JsonArrowField>> {
+      return z.array(JsonArrowField).optional();
+    },
+    length: z.number().int().min(0).optional(),
+  })
+  .meta({ id: 'JsonArrowDataType' });
+
+export const JsonArrowField = z
+  .object({ name: z.string(), nullable: z.boolean(), type: JsonArrowDataType, metadata: z.record(z.string(), z.string()).optional() })
+  .meta({ id: 'JsonArrowField' });
+
+export const JsonArrowSchema = z
+  .object({ fields: z.array(JsonArrowField), metadata: z.record(z.string(), z.string()).optional() })
+  .meta({ id: 'JsonArrowSchema' });
+
 export const DescribeTableResponse = z
   .object({
     table: z.string().optional(),
@@ -115,7 +135,7 @@ export const DescribeTableResponse = z
     version: z.number().int().min(0).optional(),
     location: z.string(),
     table_uri: z.string().optional(),
-    schema: z.record(z.string(), z.unknown()).optional(),
+    schema: JsonArrowSchema.optional(),
     storage_options: StorageOptions.optional(),
     stats: z.object({ num_deleted_rows: z.number().int(), num_fragments: z.number().int() }).optional(),
     metadata: z.record(z.string(), z.string()).optional(),

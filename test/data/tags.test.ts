@@ -166,6 +166,21 @@ describe.each(backends())('tags on $name', (backend) => {
     expect(await engineTags(location)).toEqual({});
   });
 
+  it('describes a table at the version a tag points to (DescribeTable `tag`)', async () => {
+    await createTable('t7', 3);
+    expect((await post('t7', 'tags/create', { tag: 'first', version: 1 })).status).toBe(200);
+    const tagged = await post('t7', 'describe', { tag: 'first', load_detailed_metadata: true });
+    expect(tagged.status).toBe(200);
+    expect(tagged.json.version).toBe(1);
+    expect((await post('t7', 'describe', { load_detailed_metadata: true })).json.version).toBe(3);
+    const missing = await post('t7', 'describe', { tag: 'nope', load_detailed_metadata: true });
+    expect(missing.status).toBe(404);
+    expect(missing.json.code).toBe(8);
+    const both = await post('t7', 'describe', { tag: 'first', version: 2, load_detailed_metadata: true });
+    expect(both.status).toBe(400);
+    expect(both.json.code).toBe(13);
+  });
+
   it('tags a version of a managed table', async () => {
     expect((await fx.t.call('POST', '/v1/namespace/managed/create', { properties: { managed_versioning: 'true' } })).status).toBe(200);
     const created = await fx.t.call('POST', '/v1/table/managed%24m/create', peopleStream([1, 2]), ARROW);

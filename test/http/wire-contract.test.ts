@@ -127,5 +127,16 @@ describe('wire contract', () => {
       required: false,
       content: { 'application/json': { schema: { $ref: '#/components/schemas/CreateNamespaceRequest' } } },
     });
+    // Every spec endpoint declares `delimiter`, also those without an id in the path (generated clients send it).
+    const parameterNames = (op: unknown) => ((op as { parameters?: { name: string }[] }).parameters ?? []).map((p) => p.name);
+    for (const path of ['/v1/table/version/batch-create', '/v1/table/batch-commit', '/v1/table']) {
+      expect(parameterNames(paths[path]?.post), path).toContain('delimiter');
+    }
+    expect(parameterNames(paths['/health/live']?.get)).not.toContain('delimiter');
+    // The described schema is the spec's JsonArrowSchema (clients parse `fields` as required).
+    const described = schemas.DescribeTableResponse as { properties: Record<string, unknown> };
+    expect(described.properties.schema).toEqual({ $ref: '#/components/schemas/JsonArrowSchema' });
+    expect(schemas.JsonArrowSchema).toMatchObject({ required: ['fields'] });
+    expect(schemas.JsonArrowField).toMatchObject({ required: ['name', 'nullable', 'type'] });
   });
 });

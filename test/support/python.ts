@@ -44,6 +44,21 @@ export function describeRun(what: string, r: RunResult): string {
   return `${what} exited with code ${String(r.code)}${r.signal ? ` (signal ${r.signal})` : ''}\n--- stdout ---\n${r.stdout}\n--- stderr ---\n${r.stderr}`;
 }
 
+/**
+ * Runs a pytest file of the repository with the venv's Python, `env` added to this process's
+ * environment (loopback traffic never through a proxy, no bytecode caches in the work tree).
+ */
+export function runPytest(file: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<RunResult> {
+  const fullEnv: NodeJS.ProcessEnv = {
+    ...process.env,
+    ...env,
+    NO_PROXY: '127.0.0.1,localhost',
+    no_proxy: '127.0.0.1,localhost',
+    PYTHONDONTWRITEBYTECODE: '1',
+  };
+  return run(`${VENV_BIN}python`, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', file], { env: fullEnv, timeoutMs });
+}
+
 /** Sets up the venv once (a no-op when its pins are installed); throws with the output otherwise. */
 export async function installPythonTestDeps(): Promise<void> {
   const install = await run('bash', [INSTALL_SCRIPT], { timeoutMs: INSTALL_TIMEOUT_MS });

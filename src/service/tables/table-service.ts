@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type CommitCoordinator, EngineError } from '../../engine/lance-engine.js';
 import { claimDatasetCreation } from './dataset-creation.js';
-import { engineFailure } from '../engine-errors.js';
+import { engineFailure, onEngine } from '../engine-errors.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type {
   CreateTableResponse,
@@ -361,7 +361,7 @@ export class TableService {
       if (response.is_only_declared) {
         throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
       }
-      const asked = request.version ?? undefined;
+      const asked = await this.askedVersion(id, dir, request);
       // The manifest of the version the engine is expected to describe is read meanwhile.
       const expected = asked ?? latest?.version;
       const early = expected === undefined ? undefined : readVersionManifest(dir, expected).catch(() => null);
@@ -382,6 +382,14 @@ export class TableService {
       }
     }
     return response;
+  }
+
+  /** The version a describe asks for: `version`, or the one `tag` points to (the spec allows one of the two). */
+  private async askedVersion(id: string[], dir: StoreDir, request: DescribeTableRequest): Promise<number | undefined> {
+    const { version, tag } = request;
+    if (tag === undefined || tag === null) return version ?? undefined;
+    if (version !== undefined && version !== null) throw invalidInput('give either version or tag, not both');
+    return onEngine(id, () => this.deps.engine.tags.version(this.datasetAt(dir), tag));
   }
 
   /** 404 unless the table is visible (and, when `version` is given, that version exists). */
