@@ -1,14 +1,18 @@
 """LanceDB Python (0.40) through the service: lancedb.connect_namespace("rest", {"uri": ...}).
 
-The same walk through a table runs twice:
-  - client-side: the service resolves names (declare, describe, list, drop) and the client reads
-    and writes the data itself;
+The same walk through a table (create_table, open, add, count, vector search with and without a
+filter, a filter-only query, full-text index and search, scalar and vector indices, update,
+delete, drop) runs with and without managed versioning, and in two modes:
+  - client-side: the service resolves names (declare, describe, list, drop) and, with managed
+    versioning, commits each version; the client reads and writes the data itself;
   - pushdown: namespace_client_pushdown_operations=["QueryTable", "CreateTable"], every operation
-    LanceDB 0.40 can hand to a REST namespace. What LanceDB 0.40's native REST connection really
-    sends (seen through a recording proxy): filter-only scans and full-text searches go to the
-    service's QueryTable; vector searches still run in the client, and create_table still declares
-    the table and writes the data itself (CreateTable is accepted but not used).
+    LanceDB 0.40 can hand to a REST namespace. What its native REST connection really sends
+    (seen through a recording proxy): filter-only scans and full-text searches go to the
+    service's QueryTable; vector searches still run in the client, and create_table still
+    declares the table and writes the data itself (CreateTable is accepted but not used).
 Every query's answer is checked against rows computed here from the data the test wrote.
+test_phrase_query_pushed_down records a client bug: a phrase or boolean full-text query is
+pushed down as the Debug text of the Rust query.
 
 Run by test/realclient/python-clients.test.ts (see clients_support.py for the environment).
 """
@@ -20,7 +24,9 @@ import pyarrow as pa
 import pytest
 from lancedb.index import FTS, BTree, IvfFlat
 
-from clients_support import RecordingProxy, connect, drop_namespace_quietly, server_url, unique
+from lance_namespace import DescribeTableRequest, ListTableVersionsRequest
+
+from clients_support import RecordingProxy, connect, drop_namespace_quietly, on_s3, server_url, service_committed_versions, unique
 
 DIM = 4
 ROWS = 48
@@ -74,15 +80,17 @@ MODES = {
 }
 
 
+@pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
 @pytest.mark.parametrize("mode", list(MODES))
-def test_table_walk(proxy, mode):
+def test_table_walk(proxy, mode, managed):
     pushdown = MODES[mode] is not None
     db = lancedb.connect_namespace("rest", {"uri": proxy.url}, namespace_client_pushdown_operations=MODES[mode])
     namespace = unique(f"ldb_{mode.replace('-', '_')}")
     path = [namespace]
+    properties = {"client": "lancedb", **({"managed_versioning": "true"} if managed else {})}
     try:
-        db.create_namespace(path, properties={"client": "lancedb"})
-        assert db.describe_namespace(path).properties == {"client": "lancedb"}
+        db.create_namespace(path, properties=properties)
+        assert db.describe_namespace(path).properties == properties
         assert namespace in db.list_namespaces().namespaces
 
         # create_table, then add: versions 1 and 2.
@@ -160,6 +168,15 @@ def test_table_walk(proxy, mode):
         got = table.search("durian", query_type="fts").limit(10).to_arrow()
         assert sorted(ids_of(got)) == [3, 4]
 
+        if managed:
+            # Every commit (create, add, three indices, update, delete, optimize's) went
+            # through the service, which lists them all.
+            versions = [v.version for v in connect().list_table_versions(ListTableVersionsRequest(id=path + ["items"])).versions]
+            assert versions == list(range(1, table.version + 1))
+            location = connect().describe_table(DescribeTableRequest(id=path + ["items"])).location
+            if not on_s3():
+                assert service_committed_versions(location) == versions
+
         # Another connection sees the same table at the same version.
         reopened = lancedb.connect_namespace("rest", {"uri": server_url()}).open_table("items", namespace_path=path)
         assert reopened.version == table.version
@@ -196,5 +213,33 @@ def test_create_existing_table_raises_and_exist_ok_opens():
         assert again.count_rows() == 3
         overwritten = db.create_table("t", make_rows(10, 2), namespace_path=[namespace], mode="overwrite")
         assert sorted(ids_of(overwritten.to_arrow())) == [10, 11]
+    finally:
+        drop_namespace_quietly(connect(), namespace)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="LanceDB 0.40 pushes a phrase (or boolean) full-text query down as a string_query holding the Rust "
+    "Debug text of the query ('Phrase(PhraseQuery { column: ..., terms: ... })'), which any server can only "
+    "search as plain words",
+)
+def test_phrase_query_pushed_down(proxy):
+    from lancedb.query import PhraseQuery
+
+    db = lancedb.connect_namespace("rest", {"uri": proxy.url}, namespace_client_pushdown_operations=MODES["pushdown"])
+    namespace = unique("ldb_phrase")
+    try:
+        db.create_namespace([namespace])
+        table = db.create_table("t", make_rows(0, 12), namespace_path=[namespace])
+        table.create_index("text", config=FTS(with_position=True))
+        local = lancedb.connect_namespace("rest", {"uri": server_url()}).open_table("t", namespace_path=[namespace])
+        phrase = PhraseQuery("apple number3", "text")
+        assert ids_of(local.search(phrase, query_type="fts").limit(12).to_arrow()) == [3]
+        mark = proxy.mark()
+        pushed = ids_of(table.search(phrase, query_type="fts").limit(12).to_arrow())
+        if len(query_requests(proxy.since(mark))) != 1:
+            pytest.fail("the phrase query was not pushed down")
+        assert sorted(pushed) == [3]
     finally:
         drop_namespace_quietly(connect(), namespace)

@@ -454,6 +454,42 @@ def test_versions_and_tags(ns, managed):
         drop_namespace_quietly(ns, namespace)
 
 
+@pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
+def test_dataset_writes_through_the_namespace(ns, managed):
+    """A dataset opened through the namespace commits its own changes (delete, update,
+    merge_insert, add_columns, an index, restore) each as the next version, through the service
+    when the table has managed versioning."""
+    namespace = unique("dsw_ns")
+    table_id = [namespace, "t"]
+    try:
+        create_namespace(ns, namespace, {"managed_versioning": "true"} if managed else None)
+        lance.write_dataset(rows(0, 10), namespace_client=ns, table_id=table_id)
+        dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert dataset.delete("id < 2")["num_deleted_rows"] == 2
+        assert dataset.update({"name": "'renamed'"}, where="id = 5")["num_rows_updated"] == 1
+        merged = dataset.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows(9, 3))
+        assert (merged["num_inserted_rows"], merged["num_updated_rows"]) == (2, 1)
+        dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+        dataset.add_columns({"double_id": "id * 2"})
+        dataset.create_scalar_index("id", "BTREE")
+        assert dataset.version == 6
+        latest = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert sorted(latest.to_table(columns=["id"]).column("id").to_pylist()) == list(range(2, 12))
+        assert latest.to_table(filter="id = 5", columns=["name"]).column("name").to_pylist() == ["renamed"]
+        assert [i.name for i in latest.describe_indices()] == ["id_idx"]
+
+        lance.dataset(namespace_client=ns, table_id=table_id, version=1).restore()
+        restored = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert restored.version == 7
+        assert sorted_by_id(restored.to_table()).equals(rows(0, 10))
+        assert [v.version for v in all_versions(ns, table_id)] == list(range(1, 8))
+        if managed and not on_s3():
+            location = ns.describe_table(DescribeTableRequest(id=table_id)).location
+            assert service_committed_versions(location) == list(range(1, 8))
+    finally:
+        drop_namespace_quietly(ns, namespace)
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------------------------
