@@ -47,19 +47,13 @@ def ns():
     return connect()
 
 
-def drop_namespace_quietly(ns, name: str) -> None:
-    """Best-effort cleanup (tables, child namespaces, then the namespace), so that a failed test
-    leaves nothing behind for later asserts to trip on."""
+def drop_namespace_quietly(ns, name) -> None:
+    """Best-effort cleanup of a namespace (a name, or a path) with its child namespaces and tables,
+    so that a failed test leaves nothing behind for later asserts to trip on."""
+    path = [name] if isinstance(name, str) else list(name)
     try:
-        for child in ns.list_namespaces(ListNamespacesRequest(id=[name])).namespaces or []:
-            drop_namespace_quietly_path(ns, [name, child])
-    except Exception:
-        pass
-    drop_namespace_quietly_path(ns, [name])
-
-
-def drop_namespace_quietly_path(ns, path: list) -> None:
-    try:
+        for child in ns.list_namespaces(ListNamespacesRequest(id=path)).namespaces or []:
+            drop_namespace_quietly(ns, path + [child])
         for table in ns.list_tables(ListTablesRequest(id=path)).tables or []:
             ns.drop_table(DropTableRequest(id=path + [table]))
         ns.drop_namespace(DropNamespaceRequest(id=path))
