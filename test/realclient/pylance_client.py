@@ -1,8 +1,8 @@
 """Real-client contract tests: pylance's REST namespace client against our server.
 
-Standalone pytest file. The server URL comes from the environment variable LANCE_NS_URL
-(test/realclient/pylance.test.ts starts the service and runs this file). Every test uses
-names of its own, so the tests are independent of each other and of the catalog's state.
+Run by test/realclient/python-clients.test.ts on a local root and on radosgw (see
+clients_support.py for the environment). Every test uses names of its own, so the tests are
+independent of each other and of the catalog's state.
 
 The client is lance's Rust RestNamespace (through lance_namespace.connect("rest", ...)),
 and the data path is pylance's namespace integration:
@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 
 import lance
 import lance_namespace
@@ -32,38 +31,30 @@ import pyarrow as pa
 import pytest
 from lance_namespace import (
     CreateNamespaceRequest,
+    CreateTableRequest,
+    CreateTableTagRequest,
     DeclareTableRequest,
+    DeregisterTableRequest,
     DescribeNamespaceRequest,
     DescribeTableRequest,
     DescribeTableVersionRequest,
     DescribeTableVersionResponse,
     DropNamespaceRequest,
     DropTableRequest,
+    GetTableTagVersionRequest,
     ListNamespacesRequest,
     ListTablesRequest,
+    ListTableTagsRequest,
     ListTableVersionsRequest,
     NamespaceExistsRequest,
+    RegisterTableRequest,
     TableExistsRequest,
 )
 
+from clients_support import drop_namespace_quietly, error_text, local_dir, ns, on_s3, server_url, service_committed_versions, unique  # noqa: F401 (ns is a fixture)
+
 VECTOR_TYPE = pa.list_(pa.float32(), 4)
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("vec", VECTOR_TYPE)])
-
-
-def server_url() -> str:
-    url = os.environ.get("LANCE_NS_URL")
-    if not url:
-        pytest.fail("LANCE_NS_URL is not set: run this file through test/realclient/pylance.test.ts")
-    return url
-
-
-@pytest.fixture
-def ns():
-    return lance_namespace.connect("rest", {"uri": server_url()})
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:10]}"
 
 
 def rows(start: int, count: int) -> pa.Table:
@@ -85,20 +76,6 @@ def sorted_by_id(table: pa.Table) -> pa.Table:
 
 def create_namespace(ns, name: str, properties=None) -> None:
     ns.create_namespace(CreateNamespaceRequest(id=[name], properties=properties))
-
-
-def drop_namespace_quietly(ns, name: str) -> None:
-    """Best-effort cleanup so a failed test does not leave a namespace that later asserts trip on."""
-    try:
-        for table in ns.list_tables(ListTablesRequest(id=[name])).tables or []:
-            ns.drop_table(DropTableRequest(id=[name, table]))
-        ns.drop_namespace(DropNamespaceRequest(id=[name]))
-    except Exception:
-        pass
-
-
-def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".lower()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,6 +308,188 @@ def test_declared_table_then_written_by_pylance(ns):
         drop_namespace_quietly(ns, namespace)
 
 
+def arrow_stream(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def test_create_table_with_arrow_data(ns):
+    """CreateTable: the service writes the rows it is sent; pylance reads them."""
+    namespace = unique("create_ns")
+    table_id = [namespace, unique("tbl")]
+    try:
+        create_namespace(ns, namespace)
+        data = rows(0, 4)
+        created = ns.create_table(CreateTableRequest(id=table_id), arrow_stream(data))
+        assert created.version == 1
+        assert created.location
+        dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert dataset.version == 1
+        assert sorted_by_id(dataset.to_table()).equals(data)
+        with pytest.raises(Exception) as info:
+            ns.create_table(CreateTableRequest(id=table_id), arrow_stream(rows(10, 1)))
+        assert "already exists" in error_text(info.value)
+        # pylance appends to the table the service created.
+        assert lance.write_dataset(rows(4, 2), namespace_client=ns, table_id=table_id, mode="append").version == 2
+        assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 6
+    finally:
+        drop_namespace_quietly(ns, namespace)
+
+
+def test_register_existing_location_and_deregister(ns):
+    """RegisterTable at the location of a table pylance wrote: a second name for the same data,
+    which sees the first name's later commits; deregistering it leaves the data and the first
+    name alone."""
+    namespace = unique("reg_ns")
+    other = unique("reg_other")
+    source_id = [namespace, "source"]
+    registered_id = [other, "alias"]
+    try:
+        create_namespace(ns, namespace)
+        create_namespace(ns, other)
+        lance.write_dataset(rows(0, 3), namespace_client=ns, table_id=source_id)
+        location = ns.describe_table(DescribeTableRequest(id=source_id)).location
+
+        response = ns.register_table(RegisterTableRequest(id=registered_id, location=location))
+        assert response.location.rstrip("/") == location.rstrip("/")
+        assert ns.list_tables(ListTablesRequest(id=[other])).tables == ["alias"]
+        ns.table_exists(TableExistsRequest(id=registered_id))
+        assert ns.describe_table(DescribeTableRequest(id=registered_id)).location.rstrip("/") == location.rstrip("/")
+        alias = lance.dataset(namespace_client=ns, table_id=registered_id)
+        assert alias.version == 1
+        assert sorted_by_id(alias.to_table()).equals(rows(0, 3))
+
+        lance.write_dataset(rows(3, 2), namespace_client=ns, table_id=source_id, mode="append")
+        assert lance.dataset(namespace_client=ns, table_id=registered_id).count_rows() == 5
+
+        with pytest.raises(Exception):
+            ns.register_table(RegisterTableRequest(id=registered_id, location=location))
+
+        ns.deregister_table(DeregisterTableRequest(id=registered_id))
+        assert ns.list_tables(ListTablesRequest(id=[other])).tables == []
+        with pytest.raises(Exception):
+            lance.dataset(namespace_client=ns, table_id=registered_id)
+        assert lance.dataset(namespace_client=ns, table_id=source_id).count_rows() == 5
+    finally:
+        drop_namespace_quietly(ns, other)
+        drop_namespace_quietly(ns, namespace)
+
+
+@pytest.mark.skipif(on_s3(), reason="the client holds no S3 credentials of its own to write outside a table")
+def test_register_dataset_written_outside_the_catalog(ns):
+    """RegisterTable of a Lance dataset pylance wrote by path, inside the root but not through the
+    service; then written through the namespace."""
+    namespace = unique("ext_ns")
+    table_id = [namespace, "ext"]
+    path = os.path.join(os.environ["LANCE_NS_ROOT"], "outside", f"{unique('ds')}.lance")
+    try:
+        create_namespace(ns, namespace)
+        lance.write_dataset(rows(0, 2), path)
+        lance.write_dataset(rows(2, 2), path, mode="append")
+        ns.register_table(RegisterTableRequest(id=table_id, location=path))
+        dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert dataset.version == 2
+        assert sorted_by_id(dataset.to_table()).equals(rows(0, 4))
+        assert lance.dataset(namespace_client=ns, table_id=table_id, version=1).count_rows() == 2
+        assert lance.write_dataset(rows(4, 1), namespace_client=ns, table_id=table_id, mode="append").version == 3
+        assert lance.dataset(path).count_rows() == 5
+    finally:
+        drop_namespace_quietly(ns, namespace)
+
+
+# ---------------------------------------------------------------------------------------------
+# Versions and tags, with and without managed versioning
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
+def test_versions_and_tags(ns, managed):
+    """Create, append, overwrite through pylance; tags made by pylance and by the service; reads
+    of the latest version, older versions and tags. With managed versioning every commit goes
+    through the service (create_table_version)."""
+    namespace = unique("ver_ns")
+    table_id = [namespace, "t"]
+    try:
+        create_namespace(ns, namespace, {"managed_versioning": "true"} if managed else None)
+        assert lance.write_dataset(rows(0, 3), namespace_client=ns, table_id=table_id).version == 1
+        assert ns.describe_table(DescribeTableRequest(id=table_id)).managed_versioning is managed
+        assert lance.write_dataset(rows(3, 2), namespace_client=ns, table_id=table_id, mode="append").version == 2
+
+        dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+        dataset.tags.create("first", 1)
+        ns.create_table_tag(CreateTableTagRequest(id=table_id, tag="second", version=2))
+
+        replacement = rows(100, 2)
+        assert lance.write_dataset(replacement, namespace_client=ns, table_id=table_id, mode="overwrite").version == 3
+
+        def read(version=None) -> pa.Table:
+            return sorted_by_id(lance.dataset(namespace_client=ns, table_id=table_id, version=version).to_table())
+
+        assert read().equals(replacement)
+        assert read(1).equals(rows(0, 3))
+        assert read(2).equals(rows(0, 5))
+        assert read("first").equals(rows(0, 3))
+        assert read("second").equals(rows(0, 5))
+        latest = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert latest.version == 3
+        assert latest.checkout_version("first").count_rows() == 3
+
+        tags = ns.list_table_tags(ListTableTagsRequest(id=table_id)).tags
+        assert {name: tag.version for name, tag in tags.items()} == {"first": 1, "second": 2}
+        assert ns.get_table_tag_version(GetTableTagVersionRequest(id=table_id, tag="first")).version == 1
+        assert {name: tag["version"] for name, tag in latest.tags.list().items()} == {"first": 1, "second": 2}
+
+        assert [v.version for v in all_versions(ns, table_id)] == [1, 2, 3]
+        assert describe_version(ns, table_id).version.version == 3
+        assert describe_version(ns, table_id, 1).version.version == 1
+        older = ns.describe_table(DescribeTableRequest(id=table_id, version=1, load_detailed_metadata=True))
+        assert older.version == 1
+        assert ns.describe_table(DescribeTableRequest(id=table_id, load_detailed_metadata=True)).version == 3
+        if managed and not on_s3():
+            location = ns.describe_table(DescribeTableRequest(id=table_id)).location
+            assert service_committed_versions(location) == [1, 2, 3]
+    finally:
+        drop_namespace_quietly(ns, namespace)
+
+
+@pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
+def test_dataset_writes_through_the_namespace(ns, managed):
+    """A dataset opened through the namespace commits its own changes (delete, update,
+    merge_insert, add_columns, an index, restore) each as the next version, through the service
+    when the table has managed versioning."""
+    namespace = unique("dsw_ns")
+    table_id = [namespace, "t"]
+    try:
+        create_namespace(ns, namespace, {"managed_versioning": "true"} if managed else None)
+        lance.write_dataset(rows(0, 10), namespace_client=ns, table_id=table_id)
+        dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert dataset.delete("id < 2")["num_deleted_rows"] == 2
+        assert dataset.update({"name": "'renamed'"}, where="id = 5")["num_rows_updated"] == 1
+        merged = dataset.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows(9, 3))
+        assert (merged["num_inserted_rows"], merged["num_updated_rows"]) == (2, 1)
+        dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+        dataset.add_columns({"double_id": "id * 2"})
+        dataset.create_scalar_index("id", "BTREE")
+        assert dataset.version == 6
+        latest = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert sorted(latest.to_table(columns=["id"]).column("id").to_pylist()) == list(range(2, 12))
+        assert latest.to_table(filter="id = 5", columns=["name"]).column("name").to_pylist() == ["renamed"]
+        assert [i.name for i in latest.describe_indices()] == ["id_idx"]
+
+        lance.dataset(namespace_client=ns, table_id=table_id, version=1).restore()
+        restored = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert restored.version == 7
+        assert sorted_by_id(restored.to_table()).equals(rows(0, 10))
+        assert [v.version for v in all_versions(ns, table_id)] == list(range(1, 8))
+        if managed and not on_s3():
+            location = ns.describe_table(DescribeTableRequest(id=table_id)).location
+            assert service_committed_versions(location) == list(range(1, 8))
+    finally:
+        drop_namespace_quietly(ns, namespace)
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------------------------
@@ -453,15 +612,6 @@ def describe_version(ns, table_id, version=None):
     return DescribeTableVersionResponse.from_dict(response) if isinstance(response, dict) else response
 
 
-def local_dir(location: str):
-    """The table directory on local disk, or None when the table is not on the local file system."""
-    if location.startswith("file://"):
-        return location[len("file://"):]
-    if "://" in location:
-        return None
-    return location
-
-
 def test_managed_versioning_concurrent_appends(ns):
     """Two Python processes append to one managed-versioning table at the same time: every row
     lands once, the service's version history is 1..latest without gaps, and each version was
@@ -539,8 +689,7 @@ def test_managed_versioning_concurrent_appends(ns):
         # On local disk: the service's sidecar for every version, and no staged manifest left.
         directory = local_dir(described.location)
         if directory is not None:
-            sidecars = sorted(os.listdir(os.path.join(directory, "_catalog", "versions")))
-            assert sidecars == [f"{v:020d}.json" for v in range(1, latest + 1)]
+            assert service_committed_versions(described.location) == list(range(1, latest + 1))
             reservations = os.path.join(directory, "_catalog", "reservations")
             assert not os.path.isdir(reservations) or os.listdir(reservations) == []
             staged = sorted(f for f in os.listdir(os.path.join(directory, "_versions")) if ".manifest-" in f)
