@@ -117,6 +117,7 @@ describe.each(backends())('queries on $name', (backend) => {
       [{ filter: 'id > 100', prefilter: false }, (v) => v.where('id > 100').postfilter()],
       [{ offset: 3 }, (v) => v.offset(3)],
       [{ distance_type: 'Cosine', nprobes: 1, refine_factor: 2 }, (v) => v.distanceType('cosine').nprobes(1).refineFactor(2)],
+      [{ minimum_nprobes: 1, maximum_nprobes: 2 }, (v) => v.minimumNprobes(1).maximumNprobes(2)],
       [{ bypass_vector_index: true }, (v) => v.bypassVectorIndex()],
       [{ fast_search: true }, (v) => v.fastSearch()],
       [{ lower_bound: 0.5, upper_bound: 2 }, (v) => v.distanceRange(0.5, 2)],

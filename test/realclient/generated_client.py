@@ -1355,16 +1355,7 @@ def test_openapi_agrees_with_client_models(http):
 
 # Request fields the generated client (spec 0.13) can send that the service's schemas do not declare,
 # so the service drops them. Known and accepted; anything new here fails the test below.
-#  - minimum_nprobes / maximum_nprobes: newer than the spec the service follows
-#    (/work/shared/reference/lance-namespace-spec.yaml); the service takes `nprobes` (both bounds).
-IGNORED_REQUEST_FIELDS = {
-    "QueryTable.minimum_nprobes",
-    "QueryTable.maximum_nprobes",
-    "AnalyzeTableQueryPlan.minimum_nprobes",
-    "AnalyzeTableQueryPlan.maximum_nprobes",
-    "ExplainTableQueryPlan.query.minimum_nprobes",
-    "ExplainTableQueryPlan.query.maximum_nprobes",
-}
+IGNORED_REQUEST_FIELDS: set[str] = set()
 
 
 def compare_request_model(document: dict, schema: dict, model: type[BaseModel], where: str, problems: list[str], depth: int = 0) -> None:

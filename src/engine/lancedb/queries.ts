@@ -144,6 +144,8 @@ async function buildQuery(table: Table, q: TableQuery): Promise<BuiltQuery> {
     // The binding types list l2/cosine/dot, but its native side also takes hamming (for binary vectors).
     if (q.distanceType !== undefined) vq.distanceType(q.distanceType as VectorDistance);
     if (q.nprobes !== undefined) vq.nprobes(q.nprobes);
+    if (q.minimumNprobes !== undefined) vq.minimumNprobes(q.minimumNprobes);
+    if (q.maximumNprobes !== undefined) vq.maximumNprobes(q.maximumNprobes);
     if (q.refineFactor !== undefined) vq.refineFactor(q.refineFactor);
     if (q.ef !== undefined) vq.ef(q.ef);
     if (q.bypassVectorIndex) vq.bypassVectorIndex();

@@ -49,6 +49,8 @@ export interface TableQuery {
   vectorColumn?: string | undefined;
   distanceType?: EngineDistanceType | undefined;
   nprobes?: number | undefined;
+  minimumNprobes?: number | undefined;
+  maximumNprobes?: number | undefined;
   refineFactor?: number | undefined;
   ef?: number | undefined;
   bypassVectorIndex?: boolean | undefined;

@@ -61,6 +61,8 @@ function tableQueryOf(q: QueryTableRequest): TableQuery {
     vectorColumn: opt(q.vector_column),
     distanceType: opt(q.distance_type),
     nprobes: opt(q.nprobes),
+    minimumNprobes: opt(q.minimum_nprobes),
+    maximumNprobes: opt(q.maximum_nprobes),
     refineFactor: opt(q.refine_factor),
     ef: opt(q.ef),
     bypassVectorIndex: opt(q.bypass_vector_index),
