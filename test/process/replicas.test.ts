@@ -1,8 +1,6 @@
-import { type ChildProcess, type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
@@ -10,11 +8,12 @@ import { tableDirKey } from '../../src/service/catalog/layout.js';
 import { listAll } from '../../src/store/object-store.js';
 import { connectTable, readColumn } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
-import { clientCredentialEnv, useClientCredentials } from '../support/client-credentials.js';
+import { useClientCredentials } from '../support/client-credentials.js';
 import { manifestBytes } from '../support/manifests.js';
-import { VENV_BIN } from '../support/python.js';
+import { INSTALL_TIMEOUT_MS, installPythonTestDeps } from '../support/python.js';
 import { callUrl, rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 import { IN_DOUBT_HEADER, type Spreader, startSpreader } from '../support/spreader.js';
+import { type PylanceWriter, startPylanceWriter, writerRows, writerSchema } from './replica-clients.js';
 
 // Many replicas (issue 11, point 2): three service processes on one root behind a client-side
 // spreader (test/support/spreader.ts: round robin; a refused connection or a read is sent to the
@@ -43,11 +42,9 @@ import { IN_DOUBT_HEADER, type Spreader, startSpreader } from '../support/spread
 // its version holds its manifest's bytes (a batch: all of its entries or none, its declare too);
 // an append took effect if its rows are in the table (all of them, in one version, or none).
 // The workload never resends an in-doubt mutation. The real clients settle one themselves: told
-// 502 for a create_table_version, pylance and @lancedb/lancedb describe that version and commit
-// again at the next one if it is not theirs, so their appends usually succeed anyway.
+// 502 for a create_table_version, pylance and @lancedb/lancedb ask for that version; theirs: the
+// append succeeds; absent: they report the outcome unknown (client-in-doubt.test.ts pins both).
 
-const REPO = fileURLToPath(new URL('../..', import.meta.url));
-const WRITER = fileURLToPath(new URL('./replica_writer.py', import.meta.url));
 const require = createRequire(import.meta.url);
 const lancedb = require('@lancedb/lancedb') as typeof import('@lancedb/lancedb');
 
@@ -84,15 +81,6 @@ function prng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-}
-
-const sharedSchema = new arrow.Schema([new arrow.Field('id', new arrow.Int64(), true), new arrow.Field('writer', new arrow.Utf8(), true)]);
-
-function sharedRows(ids: number[], writer: string): import('apache-arrow').Table {
-  return new arrow.Table(sharedSchema, {
-    id: arrow.vectorFromArray(ids.map((n) => BigInt(n)), new arrow.Int64()),
-    writer: arrow.vectorFromArray(ids.map(() => writer), new arrow.Utf8()),
-  });
 }
 
 /** Rows {id: int64, x: int64 = id % 97} for ids [0, n), as an Arrow IPC stream. */
@@ -168,6 +156,8 @@ class Ledger {
   nameConflicts = 0;
   versionConflicts = 0;
   gaveUp = 0;
+  /** Failed appends whose rows the table holds after all. */
+  failedAppendsLanded = 0;
 
   tick(): number {
     return ++this.clock;
@@ -534,36 +524,15 @@ class ReplicaRun {
   // Real clients
   // ---------------------------------------------------------------------------------------------
 
-  private startPythonWriter(index: number): { child: ChildProcessWithoutNullStreams; ready: Promise<void>; done: Promise<void>; stderr: () => string } {
-    const config = { url: this.spreader.url, table_id: ['base', 'shared'], writer: `py${index}`, first_id: 1000 * (index + 1), phases: PY_PHASES, rows_per_append: ROWS_PER_APPEND };
-    const env = { ...process.env, ...clientCredentialEnv(this.root), NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' };
-    const child = spawn(`${VENV_BIN}python`, [WRITER, JSON.stringify(config)], { cwd: REPO, env, stdio: ['pipe', 'pipe', 'pipe'] });
-    this.live.add(child);
-    let stderr = '';
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (c: string) => (stderr += c));
-    let markReady = () => {};
-    const ready = new Promise<void>((resolve) => (markReady = resolve));
-    let error: string | undefined;
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      let m: { kind: string; first?: number; count?: number; version?: number; error?: string; message?: string };
-      try {
-        m = JSON.parse(line) as typeof m;
-      } catch {
-        return;
-      }
-      if (m.kind === 'ready') markReady();
-      else if (m.kind === 'append') this.ledger.appends.push({ writer: config.writer, ids: range(m.first ?? 0, m.count ?? 0), at: this.ledger.tick(), ...(m.version !== undefined ? { version: m.version } : {}), ...(m.error !== undefined ? { error: m.error } : {}) });
-      else if (m.kind === 'error') error = m.message;
-    });
-    const done = new Promise<void>((resolve, reject) =>
-      child.on('close', (code, signal) => {
-        this.live.delete(child);
-        if (code === 0) resolve();
-        else reject(new Error(`pylance writer ${config.writer}: ${error ?? `exit ${String(code ?? signal)}`}\n${stderr}`));
-      }),
+  private startPythonWriter(index: number): PylanceWriter {
+    const writer = `py${index}`;
+    const config = { url: this.spreader.url, table_id: ['base', 'shared'], writer, first_id: 1000 * (index + 1), phases: PY_PHASES, rows_per_append: ROWS_PER_APPEND };
+    return startPylanceWriter(
+      config,
+      this.root,
+      (r) => this.ledger.appends.push({ writer, ids: range(r.first, r.count), at: this.ledger.tick(), ...(r.version !== undefined ? { version: r.version } : {}), ...(r.error !== undefined ? { error: r.error } : {}) }),
+      this.live,
     );
-    return { child, ready: Promise.race([ready, done]), done, stderr: () => stderr };
   }
 
   /** @lancedb/lancedb appends from this process, one after another. */
@@ -574,7 +543,7 @@ class ReplicaRun {
         if (i === NODE_PHASES[0]) await phaseTwo;
         const ids = range(100 + i * ROWS_PER_APPEND, ROWS_PER_APPEND);
         try {
-          const { version } = await table.add(sharedRows(ids, 'node'));
+          const { version } = await table.add(writerRows(ids, 'node'));
           this.ledger.appends.push({ writer: 'node', ids, version, at: this.ledger.tick() });
         } catch (e) {
           this.ledger.appends.push({ writer: 'node', ids, error: e instanceof Error ? e.message : String(e), at: this.ledger.tick() });
@@ -593,7 +562,7 @@ class ReplicaRun {
     const restoreEnv = useClientCredentials(this.root);
     const db = await lancedb.connectNamespace('rest', { uri: this.spreader.url });
     try {
-      (await db.createTable('shared', sharedRows(SEED_IDS, 'seed'), ['base'], { schema: sharedSchema })).close();
+      (await db.createTable('shared', writerRows(SEED_IDS, 'seed'), ['base'], { schema: writerSchema })).close();
       const e = this.ledger.entity('table', ['base', 'shared']);
       e.created = 1;
       e.ackedAt = this.ledger.tick();
@@ -602,7 +571,7 @@ class ReplicaRun {
 
       const startedAt = Date.now();
       const go = () => {
-        for (const w of writers) w.child.stdin.write('go\n');
+        for (const w of writers) w.go();
       };
       go();
       let startPhaseTwo = () => {};
@@ -762,6 +731,7 @@ class ReplicaRun {
         } else if (landedAt.length > 1) this.ledger.violations.push(`in-doubt append of ${a.writer} landed ${landedAt.length} times`);
         else if (landedAt.length === 0 && a.ids.some((id) => before.includes(id))) this.ledger.violations.push(`in-doubt append of ${a.writer} landed in part`);
         for (const v of landedAt) claimed.add(v);
+        if (a.version === undefined) this.ledger.failedAppendsLanded += landedAt.length;
       }
       for (const v of addedBy.keys()) if (!claimed.has(v)) this.ledger.violations.push(`shared@${v} added rows no append wrote: ${key(addedBy.get(v) ?? [])}`);
     } finally {
@@ -798,7 +768,7 @@ class ReplicaRun {
     const s = spreader.stats;
     return (
       `replicas on ${this.backend.name}: ${REPLICAS} replicas, ${OPS} operations (${ops}), ` +
-      `${appends.length} real-client appends (${appends.filter((a) => a.writer.startsWith('py')).length} pylance, ${appends.filter((a) => a.writer === 'node').length} lancedb; ${appends.filter((a) => a.error).length} failed); ` +
+      `${appends.length} real-client appends (${appends.filter((a) => a.writer.startsWith('py')).length} pylance, ${appends.filter((a) => a.writer === 'node').length} lancedb; ${appends.filter((a) => a.error).length} failed, of which ${ledger.failedAppendsLanded} landed); ` +
       `${s.requests} requests (by replica slot ${s.answeredBy.join('/')}); conflicts: ${ledger.nameConflicts} name, ${ledger.versionConflicts} version (${ledger.gaveUp} commits gave up); ` +
       `retries ${s.retriedRefused + s.retriedReads} (${s.retriedRefused} refused, ${s.retriedReads} reads cut off); in doubt ${s.inDoubt.length} (${s.inDoubt.map(short).join(', ')}; resent by their client: ${s.inDoubtResent.length}); ` +
       `SIGKILL of slot ${kill?.slot} with ${kill?.inFlight} requests in flight at job chunk ${kill?.chunksDone}, back in ${kill?.downMs} ms; ` +
@@ -814,9 +784,10 @@ class ReplicaRun {
 describe.each(backends())('three replicas on one root ($name), one SIGKILLed and restarted mid-run', (backend) => {
   let run: ReplicaRun | undefined;
   beforeAll(async () => {
+    await installPythonTestDeps();
     run = new ReplicaRun(backend, await backend.newRoot());
     await run.setUp();
-  }, 120_000);
+  }, INSTALL_TIMEOUT_MS + 120_000);
   afterAll(async () => {
     if (!run) return;
     for (const child of run.live) child.kill('SIGKILL');

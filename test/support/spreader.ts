@@ -43,6 +43,8 @@ export interface Spreader {
   inFlight(slot: number): number;
   /** Resolves right after the next request has been written to `slot`'s replica. */
   nextSentTo(slot: number): Promise<void>;
+  /** Sends the next request whose method and path match to `slot` first, out of turn. */
+  pinNext(match: RegExp, slot: number): void;
   close(): Promise<void>;
 }
 
@@ -62,6 +64,7 @@ export async function startSpreader(slots: number): Promise<Spreader> {
   const inDoubtKeys = new Set<string>();
   let sentWaiters: Array<{ slot: number; resolve: () => void }> = [];
   let turn = 0;
+  let pinned: { match: RegExp; slot: number } | undefined;
 
   const attempt = (slot: number, target: string, req: http.IncomingMessage, body: Buffer): Promise<Attempt> =>
     new Promise((resolve) => {
@@ -99,7 +102,11 @@ export async function startSpreader(slots: number): Promise<Spreader> {
     const what = `${req.method ?? 'GET'} ${req.url ?? '/'}`;
     const key = createHash('sha256').update(what).update('\n').update(body).digest('hex');
     if (inDoubtKeys.has(key)) stats.inDoubtResent.push(what);
-    const first = turn++ % slots;
+    let first = turn++ % slots;
+    if (pinned?.match.test(what)) {
+      first = pinned.slot;
+      pinned = undefined;
+    }
     // Every slot once, starting with this request's turn; a slot that is down is skipped.
     for (let i = 0; i < slots; i++) {
       const slot = (first + i) % slots;
@@ -151,6 +158,9 @@ export async function startSpreader(slots: number): Promise<Spreader> {
     },
     inFlight: (slot) => inFlight[slot] ?? 0,
     nextSentTo: (slot) => new Promise((resolve) => sentWaiters.push({ slot, resolve })),
+    pinNext(match, slot) {
+      pinned = { match, slot };
+    },
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
