@@ -22,6 +22,27 @@ export interface ServiceProcess {
   call(method: 'GET' | 'POST', pathAndQuery: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; text: string; json: Record<string, unknown> }>;
 }
 
+/** One request to a service at `url`: a JSON body (or a Buffer as is); the answer's text, and its JSON object when it is one. */
+export async function callUrl(
+  url: string,
+  method: 'GET' | 'POST',
+  pathAndQuery: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string; json: Record<string, unknown>; headers: Headers }> {
+  const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body);
+  const res = await fetch(`${url}${pathAndQuery}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(payload !== undefined ? { body: payload } : {}) });
+  const text = await res.text();
+  let json: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed === 'object' && parsed !== null) json = parsed as Record<string, unknown>;
+  } catch {
+    // not JSON
+  }
+  return { status: res.status, text, json, headers: res.headers };
+}
+
 /** Command-line options that serve a test root (its S3 connection included) with a short lease. */
 export function rootArgs(root: TestRoot, leaseMs: number): string[] {
   const args = ['--root', root.root, '--transaction-lease-ms', String(leaseMs)];
@@ -76,18 +97,9 @@ export function startServiceProcess(options: { args: string[]; cwd?: string; fau
       }
       const url = typeof line.msg === 'string' ? listening.exec(line.msg)?.[1] : undefined;
       if (!url) return;
-      const call: ServiceProcess['call'] = async (method, pathAndQuery, body, headers = {}) => {
-        const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body);
-        const res = await fetch(`${url}${pathAndQuery}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(payload !== undefined ? { body: payload } : {}) });
-        const text = await res.text();
-        let json: Record<string, unknown> = {};
-        try {
-          const parsed: unknown = JSON.parse(text);
-          if (typeof parsed === 'object' && parsed !== null) json = parsed as Record<string, unknown>;
-        } catch {
-          // not JSON
-        }
-        return { status: res.status, text, json };
+      const call: ServiceProcess['call'] = async (method, pathAndQuery, body, headers) => {
+        const { status, text, json } = await callUrl(url, method, pathAndQuery, body, headers);
+        return { status, text, json };
       };
       resolve({ child, url, lines, stderr: () => stderr, exited, waitForLog, call });
     });
