@@ -54,6 +54,10 @@ function App() {
   const [panel, setPanel] = useState(false);
   const [search, setSearch] = useState(route.page === 'search' ? route.query : '');
   useEffect(() => onCredentialsChange(() => setSignIn((n) => n + 1)), []);
+  // The box shows the search on screen (also one opened from a link or the history).
+  useEffect(() => {
+    if (route.page === 'search') setSearch(route.query);
+  }, [route]);
   const credentials = currentCredentials();
   return (
     <div class="shell">
