@@ -21,7 +21,7 @@ export function useApi<T>(load: (signal: AbortSignal) => Promise<T>, deps: reado
   const [generation, setGeneration] = useState(0);
   useEffect(() => {
     const controller = new AbortController();
-    setState((s) => ({ ...s, loading: true }));
+    setState({ data: undefined, error: undefined, loading: true });
     load(controller.signal).then(
       (data) => !controller.signal.aborted && setState({ data, error: undefined, loading: false }),
       (error: unknown) => !controller.signal.aborted && setState({ data: undefined, error, loading: false }),
@@ -37,6 +37,8 @@ export interface PagedList<T> {
   items: T[];
   /** 0-based index of the page on screen. */
   index: number;
+  /** How many items the pages before it held. */
+  offset: number;
   hasNext: boolean;
   next(): void;
   previous(): void;
@@ -47,18 +49,22 @@ export interface PagedList<T> {
 
 /** The pages of one list; the view that uses it is keyed by what it lists, so that another list starts afresh. */
 export function usePagedList<T>(fetchPage: (token: string | undefined, signal: AbortSignal) => Promise<{ items: T[]; pageToken: string | undefined }>): PagedList<T> {
-  // tokens[i] is the token of page i (undefined for the first).
+  // Page i starts at tokens[i] (undefined for the first) and after offsets[i] items (a page may hold fewer than the limit).
   const [tokens, setTokens] = useState<Array<string | undefined>>([undefined]);
+  const [offsets, setOffsets] = useState<number[]>([0]);
   const [index, setIndex] = useState(0);
   const page = useApi((signal) => fetchPage(tokens[index], signal), [index, tokens[index]]);
   const nextToken = page.data?.pageToken;
+  const items = page.data?.items ?? [];
   return {
-    items: page.data?.items ?? [],
+    items,
     index,
+    offset: offsets[index] ?? 0,
     hasNext: nextToken !== undefined && nextToken !== '',
     next: () => {
       if (!nextToken) return;
       setTokens((t) => [...t.slice(0, index + 1), nextToken]);
+      setOffsets((o) => [...o.slice(0, index + 1), (o[index] ?? 0) + items.length]);
       setIndex(index + 1);
     },
     previous: () => setIndex(Math.max(0, index - 1)),
@@ -66,6 +72,14 @@ export function usePagedList<T>(fetchPage: (token: string | undefined, signal: A
     loading: page.loading,
     reload: page.reload,
   };
+}
+
+/** What a paged list shows in place of its items: its error, that it is loading, or that it has none; null once it has some. */
+export function listPlaceholder(list: PagedList<unknown>, what: string): ComponentChildren | null {
+  if (list.error) return <ErrorBox error={list.error} onRetry={list.reload} />;
+  if (list.loading && list.items.length === 0) return <Loading what={what} />;
+  if (list.items.length === 0) return <p class="muted">No {what}.</p>;
+  return null;
 }
 
 export function Link({ to, children, class: className }: { to: Route; children: ComponentChildren; class?: string }) {
@@ -154,9 +168,9 @@ export function Breadcrumbs({ id, last }: { id: readonly string[]; last?: Compon
   );
 }
 
-export function Pager({ list, pageSize, what }: { list: PagedList<unknown>; pageSize: number; what: string }) {
+export function Pager({ list, what }: { list: PagedList<unknown>; what: string }) {
   if (list.index === 0 && !list.hasNext) return null;
-  const from = list.index * pageSize + 1;
+  const from = list.offset + 1;
   return (
     <div class="pager" data-testid={`pager-${what}`}>
       <button type="button" disabled={list.index === 0 || list.loading} onClick={list.previous}>

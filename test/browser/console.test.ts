@@ -164,9 +164,12 @@ describe.skipIf(missing)('web console in chromium', () => {
     await page.getByTestId('pager-tables').getByRole('button', { name: 'Next →' }).click();
     await poll(count(list)).toBe(BULK_TABLES - 100);
     await poll(text(list.first())).toBe('t0100');
-    await poll(text(page.getByTestId('pager-tables'))).toContain('(page 2, the last)');
+    await poll(text(page.getByTestId('pager-tables'))).toContain('tables 101–120 (page 2, the last)');
+    // The last page tells the count.
+    await poll(text(tables)).toContain(`${BULK_TABLES} tables`);
     await page.getByTestId('pager-tables').getByRole('button', { name: '← Previous' }).click();
     await poll(text(list.first())).toBe('t0000');
+    await poll(text(tables)).toContain('more than 100 tables');
     await tables.getByRole('button', { name: 'count all' }).click();
     await poll(text(tables)).toContain(`${BULK_TABLES} tables`);
     // A declared table shows as such.

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.js';
-import { Breadcrumbs, ErrorBox, Link, Loading, Pager, type PagedList, PropertiesTable, useApi, usePagedList } from '../components.js';
+import { Breadcrumbs, ErrorBox, Link, listPlaceholder, Loading, Pager, type PagedList, PropertiesTable, useApi, usePagedList } from '../components.js';
 import { formatCount } from '../format.js';
 
 // A namespace: its properties, how many namespaces and tables it holds, and both lists a page at a
@@ -48,27 +48,23 @@ export function NamespacePage({ id }: { id: string[] }) {
 }
 
 function ChildList({ list, what, render }: { list: PagedList<string>; what: string; render: (name: string) => ComponentChildren }) {
-  if (list.error) return <ErrorBox error={list.error} onRetry={list.reload} />;
-  if (list.loading && list.items.length === 0) return <Loading what={what} />;
+  const placeholder = listPlaceholder(list, what);
+  if (placeholder) return placeholder;
   return (
     <>
-      {list.items.length === 0 ? (
-        <p class="muted">No {what}.</p>
-      ) : (
-        <ul class="children" data-testid={`list-${what}`}>
-          {list.items.map((name) => (
-            <li key={name}>{render(name)}</li>
-          ))}
-        </ul>
-      )}
-      <Pager list={list} pageSize={PAGE_SIZE} what={what} />
+      <ul class="children" data-testid={`list-${what}`}>
+        {list.items.map((name) => (
+          <li key={name}>{render(name)}</li>
+        ))}
+      </ul>
+      <Pager list={list} what={what} />
     </>
   );
 }
 
 /**
- * How many children there are. The first page answers it when it is the only one; otherwise the
- * API has no count, and counting means reading every page: that is left to a button.
+ * How many children there are. The last page answers it; before it the API has no count, and
+ * counting means reading every page: that is left to a button.
  */
 function Count({ label, list, lister }: { label: string; list: PagedList<string>; lister: Lister }) {
   const [counting, setCounting] = useState<{ counted: number; done: boolean; error?: unknown } | null>(null);
@@ -95,12 +91,13 @@ function Count({ label, list, lister }: { label: string; list: PagedList<string>
   let value: string;
   if (counting?.done) value = formatCount(counting.counted);
   else if (list.loading && list.index === 0) value = '…';
-  else if (list.index === 0 && !list.hasNext) value = formatCount(list.items.length);
-  else value = `more than ${formatCount(PAGE_SIZE)}`;
+  // The last page tells the exact count; an earlier one that there are more than it has seen.
+  else if (!list.hasNext) value = formatCount(list.offset + list.items.length);
+  else value = `more than ${formatCount(list.offset + list.items.length)}`;
   return (
     <div class="count" data-testid={`count-${label}`}>
       <span class="count-value">{value}</span> <span class="muted">{label}</span>
-      {!counting?.done && (list.hasNext || list.index > 0) && (
+      {!counting?.done && list.hasNext && (
         <>
           {' '}
           {counting && !counting.error ? (

@@ -1,5 +1,5 @@
 import { api, ApiError, type DescribeTableResponse, type IndexContent } from '../api.js';
-import { Breadcrumbs, ErrorBox, Link, Loading, Pager, PropertiesTable, useApi, usePagedList } from '../components.js';
+import { Breadcrumbs, ErrorBox, Link, listPlaceholder, Loading, Pager, PropertiesTable, useApi, usePagedList } from '../components.js';
 import { childrenOf, formatBytes, formatCount, isNested, type JsonArrowField, typeLabel } from '../format.js';
 
 // A table: where it is, its properties and managed versioning, its schema (nested types as a tree),
@@ -172,9 +172,8 @@ function Indices({ id }: { id: string[] }) {
     const page = await api.listIndices(id, { limit: LIST_PAGE, pageToken: token, signal });
     return { items: page.indexes, pageToken: page.page_token ?? undefined };
   });
-  if (list.error) return <ErrorBox error={list.error} onRetry={list.reload} />;
-  if (list.loading && list.items.length === 0) return <Loading what="indices" />;
-  if (list.items.length === 0) return <p class="muted">No indices.</p>;
+  const placeholder = listPlaceholder(list, 'indices');
+  if (placeholder) return placeholder;
   return (
     <>
       <table class="grid" data-testid="indices">
@@ -196,7 +195,7 @@ function Indices({ id }: { id: string[] }) {
           ))}
         </tbody>
       </table>
-      <Pager list={list} pageSize={LIST_PAGE} what="indices" />
+      <Pager list={list} what="indices" />
     </>
   );
 }
@@ -225,9 +224,8 @@ function Tags({ id }: { id: string[] }) {
     const items = Object.entries(page.tags).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return { items, pageToken: page.page_token ?? undefined };
   });
-  if (list.error) return <ErrorBox error={list.error} onRetry={list.reload} />;
-  if (list.loading && list.items.length === 0) return <Loading what="tags" />;
-  if (list.items.length === 0) return <p class="muted">No tags.</p>;
+  const placeholder = listPlaceholder(list, 'tags');
+  if (placeholder) return placeholder;
   return (
     <>
       <table class="grid" data-testid="tags">
@@ -242,13 +240,15 @@ function Tags({ id }: { id: string[] }) {
           {list.items.map(([name, tag]) => (
             <tr key={name}>
               <td class="mono">{name}</td>
-              <td class="num">{tag.version}</td>
+              <td class="num">
+                <Link to={{ page: 'transaction', id: [...id, String(tag.version)] }}>{tag.version}</Link>
+              </td>
               <td class="num">{formatBytes(tag.manifestSize)}</td>
             </tr>
           ))}
         </tbody>
       </table>
-      <Pager list={list} pageSize={LIST_PAGE} what="tags" />
+      <Pager list={list} what="tags" />
     </>
   );
 }
