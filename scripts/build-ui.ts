@@ -57,14 +57,19 @@ export async function buildConsole(outDir = CONSOLE_OUT): Promise<ConsoleBuild> 
   if (!script || !style) throw new Error(`the console build made ${assets.map((a) => a.name).join(', ')}: expected one .js and one .css`);
   const assetDir = path.join(outDir, 'assets');
   await mkdir(assetDir, { recursive: true });
-  // Assets first (their names are their content), the page that names them last and atomically:
-  // a server reading the directory meanwhile sees the old build or the new one, whole.
-  for (const a of assets) await writeFile(path.join(assetDir, a.name), a.contents);
-  const staged = path.join(outDir, `.index-${process.pid}.html`);
-  await writeFile(staged, page(script.name, style.name));
-  await rename(staged, path.join(outDir, 'index.html'));
+  // Assets first (their names are their content), the page that names them last, each file
+  // written aside and renamed into place: a server reading the directory meanwhile (a test app
+  // starting while another run builds) sees the old build or the new one, whole.
+  const put = async (file: string, contents: Uint8Array | string) => {
+    const staged = path.join(path.dirname(file), `.${path.basename(file)}-${process.pid}`);
+    await writeFile(staged, contents);
+    await rename(staged, file);
+  };
+  for (const a of assets) await put(path.join(assetDir, a.name), a.contents);
+  await put(path.join(outDir, 'index.html'), page(script.name, style.name));
   const keep = new Set(assets.map((a) => a.name));
-  for (const name of await readdir(assetDir)) if (!keep.has(name)) await rm(path.join(assetDir, name), { force: true });
+  // Earlier builds' assets (and what a killed build left aside) go; a page being served names only its own.
+  for (const name of await readdir(assetDir)) if (!keep.has(name) && !name.startsWith('.')) await rm(path.join(assetDir, name), { force: true });
   return { outDir, assets: [script.name, style.name], bytes: assets.reduce((n, a) => n + a.contents.length, 0) };
 }
 
