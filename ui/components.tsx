@@ -27,7 +27,6 @@ export function useApi<T>(load: (signal: AbortSignal) => Promise<T>, deps: reado
       (error: unknown) => !controller.signal.aborted && setState({ data: undefined, error, loading: false }),
     );
     return () => controller.abort();
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [...deps, generation]);
   return { ...state, reload: useCallback(() => setGeneration((g) => g + 1), []) };
 }

@@ -7,7 +7,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
+import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenTestApp, type TestApp } from '../support/app.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
@@ -33,7 +33,6 @@ describe.skipIf(missing)('web console in chromium', () => {
   let browser: Browser;
   let job: HeldJob;
   const live = new Set<ChildProcess>();
-  const contexts: BrowserContext[] = [];
   /** Console messages that are errors, other than the failed requests a test causes on purpose. */
   const pageErrors: string[] = [];
 
@@ -56,7 +55,6 @@ describe.skipIf(missing)('web console in chromium', () => {
 
   async function open(hash = '', base = app.url): Promise<Page> {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    contexts.push(context);
     const page = await context.newPage();
     page.on('pageerror', (e) => pageErrors.push(`page error: ${e.message}`));
     page.on('console', (m) => {
