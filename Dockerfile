@@ -5,6 +5,8 @@ COPY package.json package-lock.json ./
 RUN npm install --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+COPY ui ./ui
+COPY scripts/build-ui.ts ./scripts/
 RUN npm run build && npm prune --omit=dev
 # Serving on every interface without an auth configuration needs LANCE_NS_INSECURE (see README); mount a
 # --config file with `auth` to run it authenticated.

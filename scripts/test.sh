@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what the tiers need (Node packages, Node 24 itself among them,
-# Debian's radosgw for the S3 tier, a Python venv with the real clients), then runs every tier under
-# vitest on Node 24.
+# Debian's radosgw for the S3 tier, Debian's chromium for the console's browser tests, a Python
+# venv with the real clients), then runs every tier under vitest on Node 24.
 #   npm test                       everything
 #   npm test -- test/http          only some files (arguments go to vitest)
 set -euo pipefail
@@ -15,8 +15,10 @@ case "$(node -v)" in
   *) echo "Node $(node -v) is too old: the service needs Node 22 or newer (npm install brings Node 24)" >&2; exit 1 ;;
 esac
 bash scripts/install-s3-test-deps.sh
+bash scripts/install-browser-test-deps.sh
 [ -x scripts/install-python-test-deps.sh ] && bash scripts/install-python-test-deps.sh
 npx tsc -p tsconfig.json --noEmit
+npx tsc -p ui/tsconfig.json --noEmit
 # The layers import one way: no module may reach itself through its imports.
 npx tsx scripts/import-cycles.ts src
 exec npx vitest run "$@"

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { CredentialCache } from './auth/credential-vendor.js';
 import { StsCredentialVendor } from './auth/sts-credential-vendor.js';
@@ -28,6 +29,9 @@ import type { ObjectStore } from './store/object-store.js';
 import { openStore, parseLocation, storeAt } from './store/open-store.js';
 
 export const SERVICE_VERSION = '0.1.0';
+
+/** Where `npm run build` puts the web console (scripts/build-ui.ts): dist/ui/ of the project, from src/ and from dist/ alike. */
+export const CONSOLE_DIR = fileURLToPath(new URL('../dist/ui/', import.meta.url));
 
 export interface App {
   server: FastifyInstance;
@@ -105,6 +109,8 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       authorization: config.authorization,
       vending: credentials !== null,
       metrics,
+      // On by default only where nothing but this machine reaches it; elsewhere it is asked for (--ui).
+      console: (config.ui ?? isLoopbackAddress(config.host)) ? { dir: CONSOLE_DIR } : undefined,
     },
   );
   backfill.start();

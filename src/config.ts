@@ -13,6 +13,8 @@ const Config = z.object({
   host: z.string().min(1),
   /** Serve without authentication on a non-loopback address (every caller that reaches the port has full access). */
   insecure: z.boolean(),
+  /** Serve the read-only web console at /ui; absent: served when bound to a loopback address. */
+  ui: z.boolean().optional(),
   /** Origins whose web pages may call the service (CORS); none by default. */
   corsOrigins: z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'an origin is scheme://host[:port]')),
   port: z.coerce.number().int().min(0).max(65535),
@@ -118,6 +120,8 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --host <addr>                     address to listen on    env LANCE_NS_HOST      default 127.0.0.1
   --insecure                        serve without authentication on a non-loopback address
                                     env LANCE_NS_INSECURE  default false (refuses to start there)
+  --ui <true|false>                 serve the read-only web console at /ui  env LANCE_NS_UI
+                                    default true on a loopback address, false elsewhere
   --cors-origin <scheme://host[:port]>  an origin whose web pages may call the service (repeat for more)
                                     env LANCE_NS_CORS_ORIGINS (comma-separated)  default none
   --port <n>                        port                    env LANCE_NS_PORT      default 2333
@@ -160,6 +164,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       'allowed-location': { type: 'string', multiple: true },
       host: { type: 'string' },
       'cors-origin': { type: 'string', multiple: true },
+      ui: { type: 'string' },
       insecure: { type: 'boolean' },
       port: { type: 'string' },
       'log-level': { type: 'string' },
@@ -205,6 +210,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     allowedLocations: listOpt('allowed-location', 'LANCE_NS_ALLOWED_LOCATIONS', 'allowed_locations'),
     host: opt('host', 'LANCE_NS_HOST') ?? '127.0.0.1',
     corsOrigins: listOpt('cors-origin', 'LANCE_NS_CORS_ORIGINS', 'cors_origins'),
+    ui: bool(opt('ui', 'LANCE_NS_UI')),
     insecure: values.insecure ?? bool(env.LANCE_NS_INSECURE ?? file.scalar('insecure')) ?? false,
     port: opt('port', 'LANCE_NS_PORT') ?? 2333,
     logLevel: opt('log-level', 'LANCE_NS_LOG_LEVEL') ?? 'info',
@@ -252,7 +258,7 @@ interface ConfigFile {
 
 const FILE_LISTS = new Set(['allowed_locations', 'cors_origins']);
 const FILE_SCALARS = new Set([
-  'root', 'host', 'insecure', 'port', 'log_level', 's3_endpoint', 's3_region', 's3_access_key_id', 's3_secret_access_key', 's3_session_token',
+  'root', 'host', 'ui', 'insecure', 'port', 'log_level', 's3_endpoint', 's3_region', 's3_access_key_id', 's3_secret_access_key', 's3_session_token',
   's3_path_style', 's3_create_bucket', 'page_token_secret', 'managed_versioning', 'transaction_lease_ms', 'max_arrow_body_bytes',
   'max_json_body_bytes', 'max_map_entries', 'max_map_bytes', 'large_body_bytes', 'max_concurrent_large_bodies', 'kept_datasets', 'kept_dataset_bytes',
 ]);

@@ -3,6 +3,7 @@ import { type AuthorizationOptions, Authorizer } from './authorization.js';
 import { useTokenEndpoint } from './oauth-token.js';
 import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 import { type BrowserGuardOptions, checkBodyType, useBrowserGuard } from './browser-guard.js';
+import { type ConsoleOptions, useConsole } from './console.js';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
@@ -72,6 +73,8 @@ export interface HttpServerOptions {
   vending?: boolean | undefined;
   /** Where requests are counted and timed, served at GET /metrics; absent: no metrics. */
   metrics?: ScrapedMetrics | undefined;
+  /** The web console served at /ui (console.ts); absent: not served. */
+  console?: ConsoleOptions | undefined;
 }
 
 /** The request line's path, when a client error left it readable in the raw bytes. */
@@ -194,6 +197,7 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
     });
   }
   if (options.authentication?.oauth2) useTokenEndpoint(app, options.authentication.oauth2);
+  if (options.console) useConsole(app, options.console);
 
   const methodsOf = routeMethods(routes);
   app.setNotFoundHandler(async (request, reply) => {

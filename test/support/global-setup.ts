@@ -1,4 +1,5 @@
 import type { TestProject } from 'vitest/node';
+import { buildConsole } from '../../scripts/build-ui.js';
 import { type S3TestServer, startMinio, startRgw } from './s3-server.js';
 
 declare module 'vitest' {
@@ -11,6 +12,8 @@ declare module 'vitest' {
 // One S3 server per test run. radosgw is required (CI installs it through the same script);
 // set LANCE_NS_TEST_S3=off to run only the local tier while iterating.
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // The web console the test apps serve at /ui (dist/ui/), bundled as `npm run build` does; well under a second.
+  await buildConsole();
   const servers: S3TestServer[] = [];
   const reasons: string[] = [];
   const stops: Array<() => Promise<void>> = [];

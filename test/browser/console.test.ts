@@ -1,0 +1,239 @@
+// The web console in a real browser (Debian's chromium, driven by playwright-core) against the real
+// service over real Lance tables (test/support/console-fixture.ts): from the root to a table, its
+// versions, a Lance commit and a backfill job held running, whose progress bar moves once the job
+// goes on; paging, counting, search, API errors, and credentials when authentication is on.
+// Everything is checked on the screen. Chromium comes from scripts/install-browser-test-deps.sh.
+
+import type { ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listenTestApp, type TestApp } from '../support/app.js';
+import { localBackend, type TestRoot } from '../support/backends.js';
+import { BULK_TABLES, type HeldJob, holdRunningJob, MANY_VERSIONS, ORDER_ROWS, seedCatalog, startJobReplica } from '../support/console-fixture.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+// CI installs chromium (scripts/test.sh); elsewhere a machine without it skips these, saying so.
+const missing = !existsSync(CHROMIUM) && !process.env.CI;
+if (missing) console.log(`browser tests skipped: no chromium at ${CHROMIUM} (bash scripts/install-browser-test-deps.sh installs it)`);
+
+/** How long the screen may take to show what it should (a wait for an event, not a measurement). */
+const SCREEN_MS = 30_000;
+
+// The screen is read again until it shows what is expected (or SCREEN_MS passes).
+const poll = <T>(read: () => Promise<T>, timeout = SCREEN_MS) => expect.poll(read, { timeout, interval: 50 });
+const text = (l: Locator) => () => l.first().textContent({ timeout: 1000 }).catch(() => null);
+const attr = (l: Locator, name: string) => () => l.first().getAttribute(name, { timeout: 1000 }).catch(() => null);
+const count = (l: Locator) => () => l.count();
+
+describe.skipIf(missing)('web console in chromium', () => {
+  let root: TestRoot;
+  let app: TestApp & { url: string };
+  let browser: Browser;
+  let job: HeldJob;
+  const live = new Set<ChildProcess>();
+  /** Console messages that are errors, other than the failed requests a test causes on purpose. */
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    root = await localBackend.newRoot();
+    app = await listenTestApp(root);
+    const replica = startJobReplica(root, live);
+    const launched = chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+    const seeded = await seedCatalog(app.call);
+    job = await holdRunningJob(app.call, await replica, seeded.jobTable);
+    browser = await launched;
+  }, 180_000);
+  afterAll(async () => {
+    for (const child of live) child.kill('SIGKILL');
+    await browser?.close();
+    await app?.close();
+    await root?.dispose();
+    expect(pageErrors).toEqual([]);
+  });
+
+  async function open(hash = '', base = app.url): Promise<Page> {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    page.on('pageerror', (e) => pageErrors.push(`page error: ${e.message}`));
+    page.on('console', (m) => {
+      // Chromium logs every 4xx the page receives; those the tests cause are checked on screen instead.
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) pageErrors.push(m.text());
+    });
+    await page.goto(`${base}/ui${hash}`);
+    return page;
+  }
+  const see = (page: Page, what: string | RegExp) => poll(count(page.locator('main').getByText(what))).toBeGreaterThan(0);
+
+  it('clicks from the root to a table, its versions and one commit', async () => {
+    const page = await open();
+    const main = page.locator('main');
+    await poll(text(page.getByTestId('count-namespaces'))).toContain('4 namespaces');
+    await poll(text(page.getByTestId('count-tables'))).toContain('0 tables');
+    await poll(text(page.getByTestId('tree'))).toContain('sales');
+
+    await main.getByRole('link', { name: 'sales', exact: true }).click();
+    await poll(text(page.getByTestId('properties'))).toContain('owneranalytics');
+    await poll(text(page.getByTestId('properties'))).toContain('retention90d');
+    await poll(text(page.getByTestId('count-namespaces'))).toContain('2 namespaces');
+    await poll(text(page.getByTestId('count-tables'))).toContain('3 tables');
+    await poll(text(page.getByTestId('list-namespaces'))).toMatch(/eu\s*us/);
+
+    await main.getByRole('link', { name: 'orders', exact: true }).click();
+    await poll(text(page.getByTestId('location'))).toContain('sales/orders.lance');
+    await poll(text(page.getByTestId('card-rows'))).toContain(String(ORDER_ROWS - ORDER_ROWS / 50));
+    await poll(text(page.getByTestId('card-size'))).toContain('KiB');
+    await poll(text(page.getByTestId('card-managed-versioning'))).toContain('off');
+    await poll(text(page.getByTestId('properties'))).toContain('ownersales-team');
+    // Nested types, each a row under its parent.
+    const schema = page.getByTestId('schema');
+    await poll(text(schema.locator('tr[data-path="customer.address.city"] td').nth(1))).toBe('utf8');
+    await poll(text(schema.locator('tr[data-path="customer.address"] td').nth(1))).toBe('struct');
+    await poll(text(schema.locator('tr[data-path="lines"] td').nth(1))).toBe('list<struct>');
+    await poll(text(schema.locator('tr[data-path="lines.qty"] td').nth(1))).toBe('int32');
+    await poll(text(schema.locator('tr[data-path="embedding"] td').nth(1))).toBe('fixed_size_list<float32>[8]');
+    // Indices with their stats, and tags.
+    const indices = page.getByTestId('indices');
+    await poll(text(indices.locator('tr[data-index="id_idx"]'))).toMatch(/BTREE\s*294\s*0/);
+    await poll(text(indices.locator('tr[data-index="status_bitmap"]'))).toContain('BITMAP');
+    await poll(text(indices.locator('tr[data-index="embedding_idx"]'))).toMatch(/IVF_FLAT.*cosine/);
+    await poll(text(page.getByTestId('tags'))).toMatch(/first-load\s*2/);
+    await poll(text(page.getByTestId('tags'))).toMatch(/indexed\s*8/);
+
+    await page.getByRole('link', { name: 'Version timeline →' }).click();
+    const versions = page.getByTestId('versions');
+    await poll(count(versions.locator('tbody tr'))).toBe(8);
+    const row = (v: number) => versions.locator(`tr[data-version="${v}"]`);
+    await poll(text(row(1).getByTestId('operation'))).toBe('overwrite');
+    await poll(text(row(2).getByTestId('operation'))).toBe('append');
+    await poll(text(row(4).getByTestId('operation'))).toBe('delete');
+    await poll(text(row(5).getByTestId('operation'))).toBe('update');
+    await poll(text(row(8).getByTestId('operation'))).toBe('create_index');
+    await poll(text(row(2).getByTestId('rows'))).toBe('200');
+    await poll(text(row(3).getByTestId('rows'))).toBe('300');
+    await poll(text(row(4).getByTestId('rows'))).toBe('294');
+    // The chart plots a point per version once every row count is in.
+    await poll(count(page.getByTestId('version-chart').locator('circle'))).toBe(8);
+    await poll(text(page.getByTestId('versions-shown'))).toBe('8 versions shown, down to the first');
+
+    await row(4).getByRole('link', { name: 'delete' }).click();
+    await poll(text(page.getByTestId('status'))).toBe('Succeeded');
+    await poll(text(page.getByTestId('operation'))).toBe('delete');
+    await poll(text(page.getByTestId('properties'))).toContain('version4');
+    await see(page, 'Lance commit');
+  });
+
+  it('shows a running backfill job and moves its progress bar as the job goes on', async () => {
+    const page = await open();
+    await page.getByRole('link', { name: 'Transactions & jobs' }).click();
+    await page.getByLabel('Transaction or job id').fill(job.jobId);
+    await page.getByRole('button', { name: 'Describe' }).click();
+    await poll(text(page.getByTestId('status'))).toBe('Running');
+    await see(page, 'backfill job');
+    const bar = page.getByTestId('progress');
+    const shown = Number(await bar.getAttribute('aria-valuenow'));
+    expect(shown).toBeGreaterThanOrEqual(job.rowsDone);
+    expect(shown).toBeLessThan(job.rowsTotal);
+    await poll(attr(bar, 'aria-valuemax')).toBe(String(job.rowsTotal));
+    await poll(text(page.getByTestId('live'))).toContain('asked again every');
+    await poll(text(page.getByTestId('job-figures'))).toContain(`of ${job.rowsTotal.toLocaleString('en')}`);
+
+    // The job goes on: the page, asking again by itself, follows it to the end.
+    job.resume();
+    await poll(text(page.getByTestId('status')), 120_000).toBe('Succeeded');
+    await poll(attr(bar, 'aria-valuenow')).toBe(String(job.rowsTotal));
+    await poll(text(bar)).toContain('100%');
+    await see(page, 'ended: not asked again');
+
+    // From the job to its table, where the filled column is bound to its expression.
+    await page.getByRole('link', { name: 'ml.events' }).click();
+    await poll(text(page.getByTestId('schema').locator('tr[data-path="score"]'))).toContain('virtual_column');
+  }, 180_000);
+
+  it('pages a namespace with more tables than a page, and counts them on demand', async () => {
+    const page = await open('#/ns/bulk');
+    const tables = page.getByTestId('count-tables');
+    await poll(text(tables)).toContain('more than 100 tables');
+    const list = page.getByTestId('list-tables').locator('li');
+    await poll(count(list)).toBe(100);
+    await poll(text(list.first())).toBe('t0000');
+    await poll(text(page.getByTestId('pager-tables'))).toContain('tables 1–100 (page 1, more follow)');
+    await page.getByTestId('pager-tables').getByRole('button', { name: 'Next →' }).click();
+    await poll(count(list)).toBe(BULK_TABLES - 100);
+    await poll(text(list.first())).toBe('t0100');
+    await poll(text(page.getByTestId('pager-tables'))).toContain('tables 101–120 (page 2, the last)');
+    // The last page tells the count.
+    await poll(text(tables)).toContain(`${BULK_TABLES} tables`);
+    await page.getByTestId('pager-tables').getByRole('button', { name: '← Previous' }).click();
+    await poll(text(list.first())).toBe('t0000');
+    await poll(text(tables)).toContain('more than 100 tables');
+    await tables.getByRole('button', { name: 'count all' }).click();
+    await poll(text(tables)).toContain(`${BULK_TABLES} tables`);
+    // A declared table shows as such.
+    await list.first().getByRole('link').click();
+    await see(page, 'Declared only');
+  });
+
+  it('shows the latest 50 versions and loads older ones on demand', async () => {
+    const page = await open('#/versions/ops/metrics');
+    const rows = page.getByTestId('versions').locator('tbody tr');
+    await poll(count(rows)).toBe(50);
+    await poll(attr(rows.first(), 'data-version')).toBe(String(MANY_VERSIONS));
+    await poll(text(page.getByTestId('versions-shown'))).toBe('50 versions shown, older ones follow');
+    await page.getByRole('button', { name: 'Load 50 more' }).click();
+    await poll(count(rows)).toBe(MANY_VERSIONS);
+    await poll(attr(rows.last(), 'data-version')).toBe('1');
+    await poll(text(page.getByTestId('versions-shown'))).toBe(`${MANY_VERSIONS} versions shown, down to the first`);
+    await poll(count(page.getByTestId('version-chart').locator('circle'))).toBe(MANY_VERSIONS);
+  });
+
+  it('finds a table by part of its name', async () => {
+    const page = await open();
+    await page.getByRole('searchbox', { name: 'find a table by name' }).fill('INVOIC');
+    await page.getByRole('searchbox', { name: 'find a table by name' }).press('Enter');
+    await poll(text(page.getByTestId('search-status'))).toMatch(/Read \d+ tables \(all of them\); 1 match\./);
+    await page.getByTestId('search-results').getByRole('link', { name: 'sales.eu.invoices' }).click();
+    await poll(text(page.getByTestId('location'))).toContain('sales/eu/invoices.lance');
+  });
+
+  it('shows API errors with their code and message', async () => {
+    const page = await open('#/table/sales/nope');
+    const error = page.getByTestId('api-error').first();
+    await poll(text(error)).toContain('DescribeTable failed');
+    await poll(text(error.getByTestId('error-code'))).toBe('code 4 TableNotFound');
+    await poll(text(error)).toContain('HTTP 404');
+    await poll(text(error.getByTestId('error-message'))).toContain('nope');
+    await page.goto(`${app.url}/ui#/transaction/no-such-job`);
+    await poll(text(page.getByTestId('api-error').getByTestId('error-code'))).toBe('code 10 TransactionNotFound');
+  });
+
+  it('asks for credentials when the service needs them, sends them as a header, and keeps them out of URLs', async () => {
+    const key = 'console-test-key';
+    const secured = await listenTestApp(root, { auth: { apiKeys: [{ principal: 'viewer', sha256: createHash('sha256').update(key).digest('hex') }] } });
+    try {
+      const page = await open('', secured.url);
+      const seen: Array<{ url: string; key: string | undefined }> = [];
+      page.on('request', (r) => seen.push({ url: r.url(), key: r.headers()['x-api-key'] }));
+      const error = page.locator('main').getByTestId('api-error').first();
+      await poll(text(error.getByTestId('error-code'))).toBe('code 16 Unauthenticated');
+      await poll(text(error)).toContain('HTTP 401');
+
+      await page.getByTestId('credentials-button').click();
+      await page.getByRole('textbox', { name: 'API key' }).fill(key);
+      await page.getByRole('button', { name: 'Use' }).click();
+      await poll(text(page.getByTestId('count-namespaces'))).toContain('4 namespaces');
+      await poll(text(page.getByTestId('credentials-button'))).toBe('API key ✓');
+      const api = seen.filter((r) => new URL(r.url).pathname.startsWith('/v1/'));
+      expect(api.filter((r) => r.key === key).length).toBeGreaterThan(0);
+      expect(seen.every((r) => !r.url.includes(key))).toBe(true);
+      expect(page.url()).not.toContain(key);
+      // Not asked to keep them: memory only, gone with a reload.
+      expect(await page.evaluate('sessionStorage.length')).toBe(0);
+      await page.reload();
+      await poll(text(page.locator('main').getByTestId('error-code').first())).toBe('code 16 Unauthenticated');
+    } finally {
+      await secured.close();
+    }
+  });
+});

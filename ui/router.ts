@@ -1,0 +1,73 @@
+import { useEffect, useState } from 'preact/hooks';
+
+// Routes live in the URL's fragment (#/table/sales/orders), so the server serves one page and
+// never sees them. Ids are their parts, each percent-encoded, joined by '/' (no name holds one).
+// Credentials never go into a URL.
+
+export type Route =
+  | { page: 'namespace'; id: string[] }
+  | { page: 'table'; id: string[] }
+  | { page: 'versions'; id: string[] }
+  | { page: 'transactions' }
+  | { page: 'transaction'; id: string[] }
+  | { page: 'search'; query: string }
+  | { page: 'not-found'; path: string };
+
+const encodeId = (id: readonly string[]): string => id.map(encodeURIComponent).join('/');
+
+function decodeId(rest: string): string[] | null {
+  try {
+    return rest === '' ? [] : rest.split('/').map(decodeURIComponent);
+  } catch {
+    return null;
+  }
+}
+
+export function href(route: Route): string {
+  switch (route.page) {
+    case 'namespace':
+      return route.id.length === 0 ? '#/' : `#/ns/${encodeId(route.id)}`;
+    case 'table':
+      return `#/table/${encodeId(route.id)}`;
+    case 'versions':
+      return `#/versions/${encodeId(route.id)}`;
+    case 'transactions':
+      return '#/transactions';
+    case 'transaction':
+      return `#/transaction/${encodeId(route.id)}`;
+    case 'search':
+      return `#/search?q=${encodeURIComponent(route.query)}`;
+    case 'not-found':
+      return `#${route.path}`;
+  }
+}
+
+export function parseRoute(hash: string): Route {
+  const path = hash.replace(/^#/, '') || '/';
+  const [head, query = ''] = path.split('?', 2) as [string, string?];
+  if (head === '/' || head === '/ns' || head === '/ns/') return { page: 'namespace', id: [] };
+  if (head === '/transactions') return { page: 'transactions' };
+  if (head === '/search') return { page: 'search', query: new URLSearchParams(query).get('q') ?? '' };
+  const match = /^\/(ns|table|versions|transaction)\/(.+)$/.exec(head);
+  const id = match ? decodeId(match[2] as string) : null;
+  if (match && id && id.every((part) => part !== '')) {
+    const page = match[1] === 'ns' ? 'namespace' : (match[1] as 'table' | 'versions' | 'transaction');
+    return { page, id };
+  }
+  return { page: 'not-found', path };
+}
+
+/** The current route, following the fragment. */
+export function useRoute(): Route {
+  const [route, setRoute] = useState(() => parseRoute(location.hash));
+  useEffect(() => {
+    const onChange = () => setRoute(parseRoute(location.hash));
+    addEventListener('hashchange', onChange);
+    return () => removeEventListener('hashchange', onChange);
+  }, []);
+  return route;
+}
+
+export function navigate(route: Route): void {
+  location.hash = href(route);
+}
