@@ -24,8 +24,12 @@ export interface AuthorizationOptions {
   principals: Record<string, string[]>;
 }
 
-/** Where an operation's privilege is checked: the path's namespace, the path's table's namespace, or the catalog root. */
-type Target = 'namespace' | 'table' | 'root';
+/**
+ * Where an operation's privilege is checked: the path's namespace, the path's table's namespace,
+ * the catalog root, or the namespace of each table the body names (the batches, checked once the
+ * body is parsed).
+ */
+type Target = 'namespace' | 'table' | 'root' | 'body';
 
 /** The privilege each operation needs, and on what (the README's table is this one). */
 export const OPERATIONS: Readonly<Record<string, { privilege: Privilege; target: Target }>> = {
@@ -75,7 +79,7 @@ export const OPERATIONS: Readonly<Record<string, { privilege: Privilege; target:
   DeleteTableBranch: { privilege: 'write', target: 'table' },
   CreateMaterializedView: { privilege: 'write', target: 'table' },
   RefreshMaterializedView: { privilege: 'write', target: 'table' },
-  BatchCreateTableVersions: { privilege: 'write', target: 'root' },
+  BatchCreateTableVersions: { privilege: 'write', target: 'body' },
   AlterTransaction: { privilege: 'write', target: 'root' },
   // manage: the catalog's structure
   CreateNamespace: { privilege: 'manage', target: 'namespace' },
@@ -85,7 +89,8 @@ export const OPERATIONS: Readonly<Record<string, { privilege: Privilege; target:
   DeregisterTable: { privilege: 'manage', target: 'table' },
   RenameTable: { privilege: 'manage', target: 'table' },
   BatchDeleteTableVersions: { privilege: 'manage', target: 'table' },
-  BatchCommitTables: { privilege: 'manage', target: 'root' },
+  // Each operation on its table: declare and create_table_version need write, delete_table_versions and deregister_table manage.
+  BatchCommitTables: { privilege: 'write', target: 'body' },
 };
 
 /** Operations answered to anyone (health). */
@@ -96,6 +101,44 @@ const denied = (principal: Principal, operationId: string, namespace: string[], 
     ErrorCode.PermissionDenied,
     `${principal.id} may not ${operationId} in ${namespace.length === 0 ? 'the catalog root' : `namespace ${JSON.stringify(namespace)}`}: it needs ${privilege}`,
   );
+
+const isId = (value: unknown): value is string[] => Array.isArray(value) && value.every((p) => typeof p === 'string');
+const field = (value: unknown, key: string): unknown => (typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined);
+
+/** What a batch operation of BatchCommitTables needs on its table. */
+const COMMIT_OPERATIONS: Readonly<Record<string, Privilege>> = {
+  declare_table: 'write',
+  create_table_version: 'write',
+  delete_table_versions: 'manage',
+  deregister_table: 'manage',
+};
+
+/** The ids a body names and the privilege each needs (`namespace`: the id is a namespace's, else a table's). */
+function placesInBody(operationId: string, body: unknown): Array<{ id: string[]; privilege: Privilege; namespace: boolean }> {
+  if (operationId === 'RenameTable') {
+    const destination = field(body, 'new_namespace_id');
+    return isId(destination) ? [{ id: destination, privilege: 'manage', namespace: true }] : [];
+  }
+  const list = (key: string): unknown[] => {
+    const value = field(body, key);
+    return Array.isArray(value) ? value : [];
+  };
+  if (operationId === 'BatchCreateTableVersions') {
+    return list('entries').flatMap((entry) => {
+      const id = field(entry, 'id');
+      return isId(id) ? [{ id, privilege: 'write' as const, namespace: false }] : [];
+    });
+  }
+  if (operationId === 'BatchCommitTables') {
+    return list('operations').flatMap((op) =>
+      Object.entries(COMMIT_OPERATIONS).flatMap(([kind, privilege]) => {
+        const id = field(field(op, kind), 'id');
+        return isId(id) ? [{ id, privilege, namespace: false }] : [];
+      }),
+    );
+  }
+  return [];
+}
 
 const under = (path: string[], subtree: string[]): boolean => subtree.length <= path.length && subtree.every((part, i) => path[i] === part);
 
@@ -122,6 +165,8 @@ export class Authorizer {
     const operation = OPERATIONS[operationId];
     // An operation nobody mapped is refused rather than let through.
     if (!operation) throw new NamespaceError(ErrorCode.PermissionDenied, `${operationId} is not authorized for anyone`);
+    // The tables a batch names are known once its body is parsed (checkBody).
+    if (operation.target === 'body') return;
     const namespace = operation.target === 'root' ? [] : operation.target === 'table' ? pathId.slice(0, -1) : pathId;
     // Listings of namespaces are allowed to whoever sees the parent, and of all tables to anyone;
     // they show only what the caller may see (filterListing).
@@ -130,11 +175,15 @@ export class Authorizer {
     if (!allowed) throw denied(principal, operationId, namespace, operation.privilege);
   }
 
-  /** 403 code 15 when the body names a second place the operation changes (a rename's destination) that `principal` may not manage. */
+  /**
+   * 403 code 15 when the body names a place the operation changes that `principal` may not change:
+   * a rename's destination (manage), or a table of a batch (the privilege of its operation, on the
+   * table's namespace). What does not have the shape the route's schema takes is left to it (400).
+   */
   checkBody(principal: Principal, operationId: string, body: unknown): void {
-    const destination = operationId === 'RenameTable' ? (body as { new_namespace_id?: unknown } | undefined)?.new_namespace_id : undefined;
-    if (Array.isArray(destination) && destination.every((p) => typeof p === 'string') && !this.may(principal, 'manage', destination)) {
-      throw denied(principal, operationId, destination, 'manage');
+    for (const { id, privilege, namespace } of placesInBody(operationId, body)) {
+      const where = namespace ? id : id.slice(0, -1);
+      if (!this.may(principal, privilege, where)) throw denied(principal, operationId, where, privilege);
     }
   }
 

@@ -91,7 +91,19 @@ describe('authorization', () => {
     await denied('writer', 'POST', '/v1/table/sales%24t/drop');
     await denied('writer', 'POST', '/v1/namespace/sales%24more/create', {});
     await denied('writer', 'POST', '/v1/table/hr%24secret/insert', peopleStream([3]), ARROW);
-    await denied('writer', 'POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['sales', 'x'] } }] });
+    // A batch needs each operation's privilege on each table's namespace: a writer declares in its
+    // subtree, not elsewhere, and may not delete versions or deregister (manage).
+    await denied('writer', 'POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['sales', 'x'] } }, { declare_table: { id: ['hr', 'x'] } }] });
+    await denied('writer', 'POST', '/v1/table/batch-commit', { operations: [{ deregister_table: { id: ['sales', 't'] } }] });
+    await denied('writer', 'POST', '/v1/table/batch-commit', { operations: [{ delete_table_versions: { id: ['sales', 't'], ranges: [{ start_version: 1, end_version: 2 }] } }] });
+    await denied('writer', 'POST', '/v1/table/version/batch-create', { entries: [{ id: ['hr', 'secret'], version: 2, manifest_path: '_versions/2.manifest-x' }] });
+    expect((await app.call('POST', '/v1/table/hr%24x/exists', {}, as('admin'))).status).toBe(404);
+    const declared = await app.call('POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['sales', 'batched'] } }] }, as('writer'));
+    expect(declared.status, declared.text).toBe(200);
+    // Its refusal names where the privilege is missing.
+    const refused = await app.call('POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['hr', 'y'] } }] }, as('sales-admin'));
+    expect(refused.status).toBe(403);
+    expect(String(refused.json.error)).toMatch(/"hr"/);
     // A rename needs manage where the table goes as well as where it is.
     await denied('writer', 'POST', '/v1/table/sales%24t/rename', { new_table_name: 't2', new_namespace_id: ['sales'] });
     expect((await app.call('POST', '/v1/table/sales%24t/count_rows', {}, as('admin'))).json).toEqual({ value: 2 });
