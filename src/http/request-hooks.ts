@@ -236,6 +236,20 @@ function mayVend(request: FastifyRequest, vending: boolean): boolean {
   return asked === true || (vending && asked !== false) || request.vends !== null;
 }
 
+/** The path id of the audit record; for a request refused before its path was resolved (authentication), parsed here, or raw when it does not parse. */
+function auditId(request: FastifyRequest): string[] | string | null {
+  const resolved = request.pathId as string[] | null;
+  if (resolved) return resolved;
+  const raw = (request.params as Record<string, string | undefined>).id;
+  if (raw === undefined) return null;
+  const delimiter = asRecord(request.query)?.delimiter;
+  try {
+    return parsePathId(raw, typeof delimiter === 'string' ? delimiter : DEFAULT_DELIMITER);
+  } catch {
+    return raw;
+  }
+}
+
 /** The audit record of a mutating or vending request, refused and failed ones included. */
 function writeAudit(request: FastifyRequest, reply: FastifyReply): void {
   const route = routeOf(request);
@@ -246,7 +260,7 @@ function writeAudit(request: FastifyRequest, reply: FastifyReply): void {
     {
       audit: {
         operation: route.operationId,
-        id: (request.pathId as string[] | null) ?? (request.params as Record<string, string | undefined>).id ?? null,
+        id: auditId(request),
         status: reply.statusCode,
         duration_ms: Math.round(reply.elapsedTime * 1000) / 1000,
         request_id: request.id,

@@ -260,11 +260,11 @@ describe('secrets stay out of logs and answers', () => {
         expect(logged, `a log line holds ${secret}`).not.toContain(secret);
         for (const answer of answers.slice(0, 3).concat(answers.slice(4))) expect(answer, `an answer holds ${secret}`).not.toContain(secret);
       }
-      // The refused drops are audited, with no principal.
-      const audits = lines.map((l) => JSON.parse(l) as { audit?: { operation: string; status: number; principal: string | null } }).filter((l) => l.audit);
-      expect(audits.filter((a) => a.audit?.operation === 'DropNamespace').map((a) => [a.audit?.status, a.audit?.principal])).toEqual([
-        [401, null],
-        [401, null],
+      const audits = lines.map((l) => JSON.parse(l) as { audit?: { operation: string; status: number; principal: string | null; id: unknown } }).filter((l) => l.audit);
+      // The refused drops are audited with no principal, and with their id parsed like any other's.
+      expect(audits.filter((a) => a.audit?.operation === 'DropNamespace').map((a) => [a.audit?.status, a.audit?.principal, a.audit?.id])).toEqual([
+        [401, null, ['n']],
+        [401, null, ['n']],
       ]);
       expect(audits.find((a) => a.audit?.operation === 'CreateNamespace')?.audit?.principal).toBe('etl');
     } finally {
