@@ -1,4 +1,6 @@
 import type * as Arrow from 'apache-arrow';
+import type { z } from 'zod';
+import type { JsonArrowDataType as JsonArrowDataTypeModel, JsonArrowField as JsonArrowFieldModel, JsonArrowSchema as JsonArrowSchemaModel } from '../model/tables.js';
 import { arrow } from './arrow.js';
 
 // Arrow schema → the spec's JSON Arrow form (JsonArrowSchema / JsonArrowField / JsonArrowDataType),
@@ -7,23 +9,11 @@ import { arrow } from './arrow.js';
 // precision * 1000 + scale), date32/64, time32/64, timestamp, duration, interval, list,
 // large_list, fixed_size_list (length = size), struct, map, union; a dictionary is its value type.
 
-export interface JsonArrowDataType {
-  type: string;
-  fields?: JsonArrowField[];
-  length?: number;
-}
-
-export interface JsonArrowField {
-  name: string;
-  nullable: boolean;
-  type: JsonArrowDataType;
-  metadata?: Record<string, string>;
-}
-
-export interface JsonArrowSchema {
-  fields: JsonArrowField[];
-  metadata?: Record<string, string>;
-}
+// The types are the wire model's (zod, src/model/tables.ts): what this module produces is what
+// DescribeTable answers.
+export type JsonArrowDataType = z.infer<typeof JsonArrowDataTypeModel>;
+export type JsonArrowField = z.infer<typeof JsonArrowFieldModel>;
+export type JsonArrowSchema = z.infer<typeof JsonArrowSchemaModel>;
 
 const T = arrow.DataType;
 

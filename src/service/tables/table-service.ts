@@ -375,7 +375,7 @@ export class TableService {
       response.table = ref.name;
       response.namespace = ref.namespace;
       response.version = version;
-      response.schema = { ...schema };
+      response.schema = schema;
       if (manifest) {
         response.stats = { num_deleted_rows: manifest.numDeletedRows, num_fragments: manifest.numFragments };
         response.metadata = manifest.tableMetadata;
