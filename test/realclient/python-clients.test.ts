@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenTestApp, type TestApp } from '../support/app.js';
 import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
-import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, run, VENV_BIN } from '../support/python.js';
+import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, runPytest } from '../support/python.js';
 
 // The Python clients people use, each a pytest file run against the service on a loopback port:
 // pylance through lance_namespace.connect("rest"), LanceDB Python through connect_namespace("rest")
@@ -14,7 +14,6 @@ import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, run, VENV_BIN }
 // read or write there, they do with credentials the service handed them for that table.
 // scripts/install-python-test-deps.sh sets up <repo>/.venv with the pinned packages (once).
 
-const PYTHON = `${VENV_BIN}python`;
 const PYTEST_FILES = ['pylance_client.py', 'lancedb_client.py', 'daft_client.py'];
 const PYTEST_TIMEOUT_MS = 5 * 60_000;
 
@@ -44,20 +43,7 @@ describe.each(roots.map((backend) => ({ name: backend.name, backend })))('Python
     '%s',
     async (file) => {
       if (!server || !root) throw new Error('the service did not start');
-      const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('AWS_')));
-      const result = await run(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', `test/realclient/${file}`], {
-        env: {
-          ...env,
-          HOME: home,
-          LANCE_NS_URL: server.url,
-          LANCE_NS_ROOT: root.root,
-          // Never route loopback traffic through a proxy; keep caches out of the work tree.
-          NO_PROXY: '127.0.0.1,localhost',
-          no_proxy: '127.0.0.1,localhost',
-          PYTHONDONTWRITEBYTECODE: '1',
-        },
-        timeoutMs: PYTEST_TIMEOUT_MS,
-      });
+      const result = await runPytest(`test/realclient/${file}`, { HOME: home, LANCE_NS_URL: server.url, LANCE_NS_ROOT: root.root }, PYTEST_TIMEOUT_MS, { withoutAws: true });
       expect(result.code, describeRun('pytest', result)).toBe(0);
     },
     PYTEST_TIMEOUT_MS + 30_000,

@@ -12,7 +12,7 @@ import { testConfig } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { lancedb } from '../support/lancedb-client.js';
 import { s3Backends, type TestRoot } from '../support/backends.js';
-import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, run, VENV_BIN } from '../support/python.js';
+import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, runPytest } from '../support/python.js';
 
 // Issue 10's "done when": pylance with nothing but the service URL and a token writes and reads a
 // table on radosgw through vended credentials (STS AssumeRole with a session policy per table),
@@ -104,23 +104,14 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
     async () => {
       const sibling = await call('admin', '/v1/table/vend$sibling/describe', { vend_credentials: false });
       const home = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-vend-home-'));
-      // No AWS keys, profiles or endpoints: whatever reaches S3 came from the service.
-      const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('AWS_')));
       try {
-        const result = await run(`${VENV_BIN}python`, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', 'test/realclient/vended_credentials.py'], {
-          env: {
-            ...env,
-            HOME: home,
-            LANCE_NS_URL: url,
-            WRITER_TOKEN: tokens.writer,
-            READER_TOKEN: tokens.reader,
-            SIBLING_URI: String(sibling.json.location),
-            NO_PROXY: '127.0.0.1,localhost',
-            no_proxy: '127.0.0.1,localhost',
-            PYTHONDONTWRITEBYTECODE: '1',
-          },
-          timeoutMs: PYTEST_TIMEOUT_MS,
-        });
+        // No AWS keys, profiles or endpoints: whatever reaches S3 came from the service.
+        const result = await runPytest(
+          'test/realclient/vended_credentials.py',
+          { HOME: home, LANCE_NS_URL: url, WRITER_TOKEN: tokens.writer, READER_TOKEN: tokens.reader, SIBLING_URI: String(sibling.json.location) },
+          PYTEST_TIMEOUT_MS,
+          { withoutAws: true },
+        );
         expect(result.code, describeRun('pytest', result)).toBe(0);
       } finally {
         await rm(home, { recursive: true, force: true });

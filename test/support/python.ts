@@ -47,10 +47,13 @@ export function describeRun(what: string, r: RunResult): string {
 /**
  * Runs a pytest file of the repository with the venv's Python, `env` added to this process's
  * environment (loopback traffic never through a proxy, no bytecode caches in the work tree).
+ * `withoutAws`: none of this process's AWS_* settings reach the client, so that whatever it reads
+ * or writes on S3 goes through credentials the service vended.
  */
-export function runPytest(file: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<RunResult> {
+export function runPytest(file: string, env: NodeJS.ProcessEnv, timeoutMs: number, options: { withoutAws?: boolean } = {}): Promise<RunResult> {
+  const inherited = options.withoutAws ? Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('AWS_'))) : process.env;
   const fullEnv: NodeJS.ProcessEnv = {
-    ...process.env,
+    ...inherited,
     ...env,
     NO_PROXY: '127.0.0.1,localhost',
     no_proxy: '127.0.0.1,localhost',
