@@ -1,0 +1,44 @@
+import type { DatasetLocation } from '../dataset-location.js';
+
+// Running Python UDFs (Geneva's `DockerUDFSpecV1`: a cloudpickled geneva UDF in a JSON envelope)
+// over a dataset's rows. The service never loads a pickle itself: the adapter hands the work to
+// Python worker processes (engine/python-udf/) that read the rows, call the UDF and write its
+// outputs into the dataset, committing through the dataset location's commit path like every
+// engine write.
+
+/** One fill: the UDF's outputs written into `column` for the rows matching `filter`. */
+export interface UdfFill {
+  /** The top-level column the UDF's output is written to (it must exist, typed as the UDF's output). */
+  column: string;
+  /** Where the UDF envelope lives, relative to the dataset's directory (`_udfs/<sha256>`). */
+  udfPath: string;
+  /** The columns the UDF reads (the field metadata `virtual_column.udf_inputs`); null: the UDF's own. */
+  inputColumns: string[] | null;
+  /** Lance SQL over the dataset, `_rowid` included: the rows to compute and write. */
+  filter: string;
+}
+
+/** The UDF raised (or returned something unusable): the message and Python traceback say why. Not worth a retry. */
+export class UdfFailure extends Error {
+  constructor(
+    message: string,
+    readonly traceback: string | undefined,
+  ) {
+    super(message);
+    this.name = 'UdfFailure';
+  }
+}
+
+export interface UdfOps {
+  /**
+   * Computes the UDF over the rows matching `fill.filter` at the dataset's latest version and
+   * writes each output into `fill.column` of the same row (rows keep their ids and fragments;
+   * other rows keep their values), in one commit, also when no row matches. Writing the same
+   * rows again with a deterministic UDF changes nothing. Throws UdfFailure when the UDF fails,
+   * EngineError('conflict') when the commit lost a race (retry), other EngineErrors as the
+   * engine's writes do.
+   */
+  fill(at: DatasetLocation, fill: UdfFill): Promise<{ rows: number; version: number }>;
+  /** Stops the workers. */
+  close(): Promise<void>;
+}
