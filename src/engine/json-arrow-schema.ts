@@ -117,10 +117,33 @@ const REFUSED: Record<string, string> = {
   map: 'the engine binding cannot cast map columns',
 };
 
+/**
+ * Lance's logical names of leaf types, taken as input too (Geneva spells a UDF's output type so:
+ * "double", "string", "date32:day"), each for the JSON name it stands for.
+ */
+const LANCE_NAME_ALIASES: Record<string, string> = Object.fromEntries(
+  Object.entries(LANCE_LEAF_NAMES)
+    .filter(([json, lance]) => json !== lance && !(lance in LANCE_LEAF_NAMES))
+    .map(([json, lance]) => [lance, json]),
+);
+
 function typeName(type: unknown): string {
   const name: unknown = typeof type === 'object' && type !== null ? (type as { type?: unknown }).type : undefined;
   if (typeof name !== 'string' || name === '') throw new UnsupportedJsonTypeError(`data type ${JSON.stringify(type)} has no "type" name`);
-  return name.toLowerCase();
+  const lower = name.toLowerCase();
+  return LANCE_NAME_ALIASES[lower] ?? lower;
+}
+
+const TIME_UNITS: Record<string, Arrow.TimeUnit> = { s: arrow.TimeUnit.SECOND, ms: arrow.TimeUnit.MILLISECOND, us: arrow.TimeUnit.MICROSECOND, ns: arrow.TimeUnit.NANOSECOND };
+
+/** Lance's `timestamp:<unit>:<zone or ->` (the JSON `timestamp` carries neither), or null for any other name. */
+function lanceTimestamp(input: unknown): Arrow.DataType | null {
+  const name: unknown = typeof input === 'object' && input !== null ? (input as { type?: unknown }).type : undefined;
+  const m = typeof name === 'string' ? /^timestamp:(s|ms|us|ns):(.+)$/i.exec(name) : null;
+  if (!m) return null;
+  const unit = TIME_UNITS[(m[1] as string).toLowerCase()] as Arrow.TimeUnit;
+  const zone = m[2] === '-' ? null : (m[2] as string);
+  return new arrow.Timestamp(unit, zone);
 }
 
 function requireLength(type: JsonArrowDataTypeInput, name: string): number {
@@ -156,6 +179,8 @@ function children(type: JsonArrowDataTypeInput, name: string, exactly?: number):
 
 /** A JSON Arrow data type as an apache-arrow DataType (the instance @lancedb/lancedb uses). */
 export function jsonTypeToArrow(input: unknown): Arrow.DataType {
+  const timestamp = lanceTimestamp(input);
+  if (timestamp) return timestamp;
   const name = typeName(input);
   const type = input as JsonArrowDataTypeInput;
   const refused = REFUSED[name];
@@ -229,4 +254,9 @@ export function jsonTypeToLanceCast(type: JsonArrowDataTypeInput): string | Arro
     default:
       return jsonTypeToArrow(type);
   }
+}
+
+/** A JSON Arrow schema as an apache-arrow Schema (types as jsonTypeToArrow reads them; fields nullable unless said otherwise). */
+export function jsonSchemaToArrow(schema: { fields: ReadonlyArray<{ name: string; type: unknown; nullable?: boolean | undefined; metadata?: Record<string, string> | undefined }> }): Arrow.Schema {
+  return new arrow.Schema(schema.fields.map((f) => new arrow.Field(f.name, jsonTypeToArrow(f.type), f.nullable ?? true, f.metadata ? new Map(Object.entries(f.metadata)) : undefined)));
 }

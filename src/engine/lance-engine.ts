@@ -4,6 +4,7 @@ import type { IndexOps } from './ports/indices.js';
 import type { QueryOps } from './ports/queries.js';
 import type { RowOps } from './ports/rows.js';
 import type { TagOps } from './ports/tags.js';
+import type { UdfOps } from './ports/udfs.js';
 import type { DatasetLocation } from './dataset-location.js';
 
 export { type CommitCoordinator, type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind, type LatestCommitted } from './dataset-location.js';
@@ -26,11 +27,18 @@ export interface LanceEngine {
   datasetVersion(at: DatasetLocation): Promise<number>;
   /** Version and schema (in the spec's JSON Arrow form) of the latest version, or of `version`. */
   describeDataset(at: DatasetLocation, version?: number): Promise<{ version: number; schema: JsonArrowSchema }>;
+  /**
+   * Rows given as plain values (strings, numbers, booleans, Dates, arrays for lists, null) as an
+   * Arrow IPC stream of `schema`, for the writes the service makes itself (Geneva's job table).
+   */
+  encodeRows(schema: JsonArrowSchema, rows: ReadonlyArray<Record<string, unknown>>): Buffer;
   readonly rows: RowOps;
   readonly columns: ColumnOps;
   readonly indices: IndexOps;
   readonly tags: TagOps;
   readonly queries: QueryOps;
+  /** Python UDFs (Geneva's), when the service runs UDF workers; absent otherwise. */
+  readonly udfs?: UdfOps | undefined;
   /**
    * Closes whatever the engine keeps open for the dataset at `location` (its table was dropped,
    * deregistered or renamed). Other replicas' engines find out on their own: every read through a

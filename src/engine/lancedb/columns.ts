@@ -1,6 +1,7 @@
 import type * as Arrow from 'apache-arrow';
+import { arrow } from '../arrow.js';
 import { formatFieldPath } from '../../model/columns.js';
-import { jsonTypeToLanceCast, UnsupportedJsonTypeError } from '../json-arrow-schema.js';
+import { jsonTypeToArrow, jsonTypeToLanceCast, UnsupportedJsonTypeError } from '../json-arrow-schema.js';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { ColumnAlteration, ColumnOps, FieldInfo, FieldMetadataChange, IndexStatistics, NewColumns, RowIdLayout, TableStatistics } from '../ports/columns.js';
 import { classify, type Table, type TableAccess } from './table-access.js';
@@ -102,6 +103,10 @@ export class LancedbColumns implements ColumnOps {
       // Lance reports a taken name as a type conflict (or not at all when the types agree).
       const taken = columns.columns.find((c) => schema.fields.some((f) => f.name === c.name));
       if (taken) throw new EngineError('invalid_input', `column ${formatFieldPath([taken.name])} already exists`);
+      if (columns.kind === 'empty') {
+        const fields = columns.columns.map((c) => new arrow.Field(c.name, jsonTypeToArrow(c.dataType), true, new Map(Object.entries(c.metadata))));
+        return { version: (await table.addColumns(new arrow.Schema(fields))).version };
+      }
       const sql = columns.columns.map((c) => ({ name: c.name, valueSql: c.sql }));
       const result = columns.kind === 'computed' ? await table.addColumns({ computed: sql }) : await table.addColumns(sql);
       return { version: result.version };

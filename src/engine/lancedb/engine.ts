@@ -1,4 +1,5 @@
-import { schemaToJson, type JsonArrowSchema } from '../json-arrow-schema.js';
+import { arrow } from '../arrow.js';
+import { jsonSchemaToArrow, schemaToJson, type JsonArrowSchema } from '../json-arrow-schema.js';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
 import { LancedbColumns } from './columns.js';
@@ -7,7 +8,7 @@ import { addIpcFile, arrowStreamToIpcFile, createTableFromIpcFile } from './ipc-
 import { LancedbQueries } from './queries.js';
 import { LancedbRows } from './rows.js';
 import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
-import { classify, TableAccess } from './table-access.js';
+import { classify, lancedb, TableAccess } from './table-access.js';
 import { LancedbTags } from './tags.js';
 
 /** The Lance engine over @lancedb/lancedb; one module per resource group beside this one. */
@@ -59,6 +60,22 @@ export class LancedbEngine implements LanceEngine {
         throw classify(e);
       }
     });
+  }
+
+  encodeRows(schema: JsonArrowSchema, rows: ReadonlyArray<Record<string, unknown>>): Buffer {
+    try {
+      const arrowSchema = jsonSchemaToArrow(schema);
+      if (rows.length === 0) {
+        // The schema alone: an empty batch's nested columns would be written without buffers.
+        const writer = new arrow.RecordBatchStreamWriter();
+        writer.reset(undefined, arrowSchema);
+        writer.close();
+        return Buffer.from(writer.toUint8Array(true));
+      }
+      return Buffer.from(arrow.tableToIPC(lancedb().makeArrowTable([...rows], { schema: arrowSchema }), 'stream'));
+    } catch (e) {
+      throw new EngineError('invalid_input', `rows do not fit the schema: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    }
   }
 
   async datasetVersion(at: DatasetLocation): Promise<number> {

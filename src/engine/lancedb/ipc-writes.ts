@@ -50,7 +50,8 @@ export async function readArrowStream(body: Buffer, on: { onSchema?(schema: Sche
     for (let next = reader.next(); !next.done; next = reader.next()) {
       rows += next.value.numRows;
       on.onBatch?.(next.value);
-      await pacer.after(next.value.data.byteLength);
+      // An empty batch (apache-arrow makes one for a schema-only stream) may lack its nested columns' buffers.
+      await pacer.after(next.value.numRows === 0 ? 0 : next.value.data.byteLength);
     }
     return { schema, rows };
   } catch (e) {

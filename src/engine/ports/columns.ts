@@ -14,11 +14,14 @@ export interface ColumnAlteration {
   dataType?: JsonArrowDataTypeInput;
 }
 
-/** New top-level columns from SQL: `expression` fills them now; `computed` declares them all-null with the SQL kept as their binding. */
-export interface NewColumns {
-  kind: 'expression' | 'computed';
-  columns: Array<{ name: string; sql: string }>;
-}
+/**
+ * New top-level columns. From SQL: `expression` fills them now; `computed` declares them all-null
+ * with the SQL kept as their binding. `empty`: all-null nullable columns of the given types, with
+ * their field metadata (a Geneva UDF column before its backfill).
+ */
+export type NewColumns =
+  | { kind: 'expression' | 'computed'; columns: Array<{ name: string; sql: string }> }
+  | { kind: 'empty'; columns: Array<{ name: string; dataType: JsonArrowDataTypeInput; metadata: Record<string, string> }> };
 
 export interface FieldMetadataChange {
   path: string[];
