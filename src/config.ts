@@ -73,6 +73,21 @@ const Config = z.object({
     })
     .refine((v) => v.durationSeconds - v.refreshBeforeSeconds >= 60, 'refresh_before_seconds must leave at least 60 seconds of duration_seconds')
     .optional(),
+  /**
+   * Running Geneva's Python UDFs (virtual columns with udf_backend DockerUDFSpecV1, their backfills):
+   * `off` (default) refuses them with 406; `local` runs them in Python worker processes beside the
+   * service; `ray` sends their computation to the Ray cluster at `rayAddress`. A UDF is arbitrary
+   * code run by the service, so only principals with the manage privilege may bind or run one.
+   */
+  udf: z
+    .object({
+      execution: z.enum(['off', 'local', 'ray']),
+      /** The Python the workers run (default: the repository's .venv-udf, see scripts/install-udf-worker.sh). */
+      python: z.string().min(1).optional(),
+      workers: z.coerce.number().int().min(1).max(64),
+      rayAddress: z.string().min(1).optional(),
+    })
+    .refine((u) => u.execution !== 'ray' || u.rayAddress !== undefined, 'udf_execution ray needs ray_address'),
   /** Authentication (config file only); absent: none (see main.ts for where that is allowed). */
   auth: z
     .object({
@@ -144,6 +159,12 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --max-concurrent-large-bodies <n> large Arrow bodies received at once          env LANCE_NS_MAX_CONCURRENT_LARGE_BODIES default 2
   --kept-datasets <n>               datasets kept open across requests (0: none) env LANCE_NS_KEPT_DATASETS default 256
   --kept-dataset-bytes <n>          their manifest bytes + 64 KiB each, at most  env LANCE_NS_KEPT_DATASET_BYTES default 268435456
+  --udf-execution <off|local|ray>   run Geneva's Python UDFs (arbitrary code: manage privilege only)
+                                    env LANCE_NS_UDF_EXECUTION  default off (406 for them)
+  --udf-python <path>               the Python of the UDF workers  env LANCE_NS_UDF_PYTHON
+                                    default .venv-udf/bin/python (scripts/install-udf-worker.sh)
+  --udf-workers <n>                 UDF worker processes    env LANCE_NS_UDF_WORKERS   default 1
+  --ray-address <addr>              the Ray cluster for udf_execution ray  env LANCE_NS_RAY_ADDRESS
   --config <file.yaml|file.json>    a configuration file: every option above under its name with
                                     underscores (lists plural: allowed_locations, cors_origins), and
                                     auth (see the README)   env LANCE_NS_CONFIG
@@ -186,6 +207,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       'max-concurrent-large-bodies': { type: 'string' },
       'kept-datasets': { type: 'string' },
       'kept-dataset-bytes': { type: 'string' },
+      'udf-execution': { type: 'string' },
+      'udf-python': { type: 'string' },
+      'udf-workers': { type: 'string' },
+      'ray-address': { type: 'string' },
       config: { type: 'string' },
       help: { type: 'boolean' },
     },
@@ -234,6 +259,12 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     maxConcurrentLargeBodies: opt('max-concurrent-large-bodies', 'LANCE_NS_MAX_CONCURRENT_LARGE_BODIES') ?? 2,
     keptDatasets: opt('kept-datasets', 'LANCE_NS_KEPT_DATASETS') ?? 256,
     keptDatasetBytes: opt('kept-dataset-bytes', 'LANCE_NS_KEPT_DATASET_BYTES') ?? 256 * 1024 * 1024,
+    udf: {
+      execution: opt('udf-execution', 'LANCE_NS_UDF_EXECUTION') ?? 'off',
+      python: opt('udf-python', 'LANCE_NS_UDF_PYTHON'),
+      workers: opt('udf-workers', 'LANCE_NS_UDF_WORKERS') ?? 1,
+      rayAddress: opt('ray-address', 'LANCE_NS_RAY_ADDRESS'),
+    },
     auth: file.auth(),
     rateLimit: file.rateLimit(),
     authorization: file.section('authorization', ['roles', 'principals']),
@@ -261,6 +292,7 @@ const FILE_SCALARS = new Set([
   'root', 'host', 'ui', 'insecure', 'port', 'log_level', 's3_endpoint', 's3_region', 's3_access_key_id', 's3_secret_access_key', 's3_session_token',
   's3_path_style', 's3_create_bucket', 'page_token_secret', 'managed_versioning', 'transaction_lease_ms', 'max_arrow_body_bytes',
   'max_json_body_bytes', 'max_map_entries', 'max_map_bytes', 'large_body_bytes', 'max_concurrent_large_bodies', 'kept_datasets', 'kept_dataset_bytes',
+  'udf_execution', 'udf_python', 'udf_workers', 'ray_address',
 ]);
 
 /** Reads a YAML or JSON configuration file (JSON is YAML); unknown keys are refused, so that a misspelt one is not silently ignored. */

@@ -137,7 +137,14 @@ export const AddVirtualColumnEntry = z
     manifest_checksum: z.string().nullable().optional(),
     field_metadata: StringMap.nullable().optional(),
   })
-  .meta({ id: 'AddVirtualColumnEntry', description: 'Virtual (UDF) column; this service answers 406 for it.' });
+  .meta({
+    id: 'AddVirtualColumnEntry',
+    description:
+      'A column computed by a Geneva Python UDF (udf_backend DockerUDFSpecV1, `udf` the base64 of its JSON envelope): added all-null with ' +
+      'the type of its one output, the envelope stored at `_udfs/<sha256>` in the table directory and the binding in its field metadata ' +
+      '(virtual_column.*, as Geneva writes it); backfill_column then fills it. Needs the manage privilege and a service started with ' +
+      'udf_execution local or ray (406 otherwise). Several outputs (struct_field) are a 406.',
+  });
 export type AddVirtualColumnEntry = z.infer<typeof AddVirtualColumnEntry>;
 
 // ---------------------------------------------------------------------------------------------
@@ -188,6 +195,24 @@ export const VIRTUAL_COLUMN_METADATA = {
 
 /** The udf_backend value that binds a virtual column to a SQL expression. */
 export const SQL_UDF_BACKEND = 'sql';
+
+/** The udf_backend of Geneva's Python UDFs: a cloudpickled geneva UDF in a JSON envelope (base64 in `udf`). */
+export const PYTHON_UDF_BACKEND = 'DockerUDFSpecV1';
+
+/**
+ * Field-metadata keys of a column bound to a Geneva Python UDF, as Geneva's own writer sets them
+ * (besides `virtual_column`="true" and `virtual_column.udf_backend`): the envelope is stored in
+ * the table's directory at `udf` (`_udfs/<sha256 of the envelope>`), where Geneva reads it back.
+ */
+export const PYTHON_UDF_METADATA = {
+  udf: 'virtual_column.udf',
+  name: 'virtual_column.udf_name',
+  version: 'virtual_column.udf_version',
+  inputs: 'virtual_column.udf_inputs',
+  autoBackfill: 'virtual_column.auto_backfill',
+  manifest: 'virtual_column.manifest',
+  manifestChecksum: 'virtual_column.manifest_checksum',
+} as const;
 
 /** Field-metadata keys the engine writes on a computed column (its persisted binding). */
 export const COMPUTED_COLUMN_METADATA = {

@@ -158,7 +158,8 @@ describe.each(backends())('backfill_column on $name', (backend) => {
       alterations: [{ path: 'x', virtual_column: { udf: 'gASVAAAA', udf_backend: 'DockerUDFSpecV1', image: 'img', udf_name: 'f', udf_version: '1' } }],
     });
     expect(pickled.status, pickled.text).toBe(406);
-    expect(String(pickled.json.error)).toMatch(/pickled Python UDFs .*Python runtime/);
+    // Without udf_execution the service says how to enable Python UDFs.
+    expect(String(pickled.json.error)).toMatch(/Python UDFs \(udf_backend DockerUDFSpecV1\) are run only by a service started with udf_execution local or ray/);
     const mixed = await post(name, 'alter_columns', { alterations: [{ path: 'x', virtual_column: { udf_backend: 'sql', udf: 'id' }, rename: 'y' }] });
     expect(mixed.status, mixed.text).toBe(400);
     const badSql = await post(name, 'alter_columns', { alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: 'id +* 2' } }] });

@@ -189,7 +189,7 @@ describe.each(backends())('columns and stats on $name', (backend) => {
         406,
         0,
       );
-      expect(String(udf.json.error)).toMatch(/pickled Python UDFs .*DockerUDFSpecV1.* not run by this service/);
+      expect(String(udf.json.error)).toMatch(/Python UDFs \(udf_backend DockerUDFSpecV1\) are run only by a service started with udf_execution/);
       const binding = await expectRefused(
         location,
         () => fx.t.call('POST', `${path}/alter_columns`, { alterations: [{ path: 'score', virtual_column: { input_columns: ['id'] } }] }),
@@ -285,7 +285,7 @@ describe.each(backends())('columns and stats on $name', (backend) => {
         name: 'v',
         virtual_column: { input_columns: ['id'], outputs: [], image: 'img', udf: 'gASV', udf_name: 'f', udf_version: '1', udf_backend: 'DockerUDFSpecV1' },
       };
-      await expectRefused(location, add([virtual]), 406, 0, /pickled Python UDFs/);
+      await expectRefused(location, add([virtual]), 406, 0, /Python UDFs \(udf_backend DockerUDFSpecV1\) are run only by a service started with udf_execution/);
     });
   });
 

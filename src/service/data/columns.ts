@@ -21,7 +21,8 @@ import {
 } from '../../model/columns.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type { RequestContext } from '../request-context.js';
-import type { DataTables } from './dataset.js';
+import type { DataTable, DataTables } from './dataset.js';
+import { isPythonUdf, outputTypeOf, parsePythonUdf, type PythonUdfBinding, requirePythonUdfs, storeEnvelopes } from './python-udf-columns.js';
 
 /** Parses a field path of the request; a malformed one is a 400 naming the field. */
 function segmentsOf(path: string, where: string): string[] {
@@ -144,7 +145,27 @@ export class ColumnService {
     const bound = request.alterations.filter((a) => a.virtual_column !== undefined && a.virtual_column !== null);
     if (bound.length > 0) {
       // A binding is a field-metadata commit, the other alterations a schema commit: one request is one commit.
+      const python = bound.filter((a) => a.virtual_column && isPythonUdf(a.virtual_column));
+      if (python.length > 0 && python.length !== request.alterations.length) {
+        throw invalidInput('alterations: Python UDF bindings and other alterations cannot be made in the same request; send them separately');
+      }
       const seen = new Set<string>();
+      if (python.length > 0) {
+        requirePythonUdfs(this.tables, ctx, id, 'alter_columns');
+        const bindings = request.alterations.map((a, i) => {
+          const where = `alterations[${i}]`;
+          const path = segmentsOf(a.path, `${where}.path`);
+          if (path.length !== 1) throw invalidInput(`${where}.path: only top-level columns can be bound to a UDF`);
+          if ((a.rename ?? null) !== null || (a.nullable ?? null) !== null || (a.data_type ?? null) !== null) {
+            throw invalidInput(`${where}: a virtual_column binding changes nothing else; send rename, nullable or data_type separately`);
+          }
+          const column = path[0] as string;
+          if (seen.has(column)) throw invalidInput(`${where}.path: ${formatFieldPath(path)} is bound twice`);
+          seen.add(column);
+          return parsePythonUdf(`${where}.virtual_column`, column, a.virtual_column as AlterVirtualColumnEntry);
+        });
+        return this.bindPythonUdfs(ctx, id, bindings);
+      }
       const bindings = request.alterations.map((a, i): SqlBinding => {
         const where = `alterations[${i}]`;
         const path = segmentsOf(a.path, `${where}.path`);
@@ -200,9 +221,13 @@ export class ColumnService {
   async addColumns(ctx: RequestContext, id: string[], request: AlterTableAddColumnsRequest): Promise<AlterTableAddColumnsResponse> {
     const kinds = request.new_columns.map((entry, i) => {
       const kind = kindOf(entry, `new_columns[${i}]`);
-      if (kind === 'virtual' && entry.virtual_column) refuseVirtualColumn(formatFieldPath([entry.name]), entry.virtual_column);
+      if (kind === 'virtual' && entry.virtual_column && !isPythonUdf(entry.virtual_column)) refuseVirtualColumn(formatFieldPath([entry.name]), entry.virtual_column);
       return kind;
     });
+    if (kinds.includes('virtual')) {
+      if (kinds.some((k) => k !== 'virtual')) throw invalidInput('new_columns: UDF columns and SQL columns cannot be added in the same request; send them separately');
+      return this.addPythonUdfColumns(ctx, id, request.new_columns);
+    }
     const names = new Set<string>();
     const columns = request.new_columns.map((entry, i) => {
       if (names.has(entry.name)) throw invalidInput(`new_columns[${i}].name: ${JSON.stringify(entry.name)} is given twice`);
@@ -220,6 +245,62 @@ export class ColumnService {
     }
     const newColumns: NewColumns = { kind, columns };
     return this.tables.writeTable(ctx, id, (table) => this.engine.columns.addColumns(table.at, newColumns));
+  }
+
+  /**
+   * Adds columns bound to Geneva Python UDFs: their envelopes are stored first (content-addressed,
+   * so a failed add leaves only a file nothing points to), then the all-null columns with their
+   * bindings in one commit.
+   */
+  private async addPythonUdfColumns(ctx: RequestContext, id: string[], entries: AddColumnsEntry[]): Promise<AlterTableAddColumnsResponse> {
+    requirePythonUdfs(this.tables, ctx, id, 'add_columns');
+    const names = new Set<string>();
+    const columns = entries.map((entry, i) => {
+      const where = `new_columns[${i}].virtual_column`;
+      const vc = entry.virtual_column as NonNullable<AddColumnsEntry['virtual_column']>;
+      if (names.has(entry.name)) throw invalidInput(`new_columns[${i}].name: ${JSON.stringify(entry.name)} is given twice`);
+      names.add(entry.name);
+      const dataType = outputTypeOf(where, entry.name, vc.outputs);
+      return { binding: parsePythonUdf(where, entry.name, vc), dataType, outputMetadata: vc.outputs[0]?.metadata ?? {} };
+    });
+    return this.tables.writeTable(ctx, id, async (table) => {
+      for (const c of columns) await this.checkInputs(table.at, c.binding);
+      await storeEnvelopes(table, columns.map((c) => c.binding));
+      const newColumns: NewColumns = {
+        kind: 'empty',
+        columns: columns.map((c) => ({ name: c.binding.column, dataType: c.dataType, metadata: { ...c.outputMetadata, ...c.binding.fieldMetadata } })),
+      };
+      return this.engine.columns.addColumns(table.at, newColumns);
+    });
+  }
+
+  /** Each input column of a UDF binding must exist (404 code 12 otherwise). */
+  private async checkInputs(at: DataTable['at'], binding: PythonUdfBinding): Promise<void> {
+    for (const input of binding.inputs ?? []) await this.engine.columns.field(at, segmentsOf(input, `input_columns of ${binding.column}`));
+  }
+
+  /**
+   * Binds existing top-level columns to Geneva Python UDFs (alter_columns virtual_column with
+   * udf_backend DockerUDFSpecV1): envelopes stored, then one commit of their field metadata
+   * (a SQL binding the column had is removed).
+   */
+  private async bindPythonUdfs(ctx: RequestContext, id: string[], bindings: PythonUdfBinding[]): Promise<AlterTableAlterColumnsResponse> {
+    return this.tables.writeTable(ctx, id, async (table) => {
+      for (const b of bindings) {
+        const field = await this.engine.columns.field(table.at, [b.column]);
+        if (field.metadata[COMPUTED_COLUMN_METADATA.marker] === 'true') {
+          throw invalidInput(`column ${formatFieldPath([b.column])} was declared computed through add_columns; Lance keeps that binding immutable: drop the column and add it again`);
+        }
+        await this.checkInputs(table.at, b);
+      }
+      await storeEnvelopes(table, bindings);
+      const changes: FieldMetadataChange[] = bindings.map((b) => ({
+        path: [b.column],
+        replace: false,
+        metadata: { ...b.fieldMetadata, [VIRTUAL_COLUMN_METADATA.expression]: null, [VIRTUAL_COLUMN_METADATA.inputs]: null },
+      }));
+      return { version: (await this.engine.columns.updateFieldMetadata(table.at, changes)).version };
+    });
   }
 
   async updateFieldMetadata(ctx: RequestContext, id: string[], request: UpdateFieldMetadataRequest): Promise<UpdateFieldMetadataResponse> {
