@@ -75,11 +75,18 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   if (recovered > 0) logger.info({ recovered }, 'recovered unfinished transactions');
   for (const f of failures) logger.error({ transaction: f.id, err: f.error }, 'could not finish an unfinished transaction; it stays as it is');
   // Backfill jobs: every replica runs a runner; a lease in each job's record picks the one that works it.
-  const backfill = new BackfillService(data, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
+  const tables = new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved));
+  const backfill = new BackfillService(
+    data,
+    transactionLog,
+    { leaseMs: config.transactionLeaseMs },
+    (ctx, id, arrowIpcStream) => tables.create(ctx, id, { arrowIpcStream, mode: 'ExistOk' }),
+    logger,
+  );
   const server = buildHttpServer(
     {
       namespaces: new NamespaceService(deps),
-      tables: new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved)),
+      tables,
       versions,
       transactions: new TransactionService(deps, transactionLog),
       rows: new RowService(data, logger),

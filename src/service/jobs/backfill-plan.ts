@@ -14,15 +14,30 @@ export const BackfillJob = z.object({
   kind: z.literal('backfill_column'),
   table_id: z.array(z.string()),
   column: z.string(),
-  /** `update`: a virtual SQL column written chunk by chunk; `refresh`: a Lance computed column refreshed by Lance. */
-  mode: z.enum(['update', 'refresh']),
+  /**
+   * `update`: a virtual SQL column written chunk by chunk; `refresh`: a Lance computed column
+   * refreshed by Lance; `udf`: a Geneva Python UDF column, each chunk computed and written by the
+   * engine's UDF workers.
+   */
+  mode: z.enum(['update', 'refresh', 'udf']),
+  /** The SQL of `update` and `refresh` (empty for `udf`). */
   expression: z.string(),
+  /** The UDF of `udf`: its envelope's path in the table directory and the columns it reads. */
+  udf: z.object({ path: z.string(), inputs: z.array(z.string()).nullable() }).optional(),
   where: z.string().optional(),
   read_version: z.number().int().min(0).optional(),
   chunk_rows: z.number().int().min(1),
   commit_granularity: z.number().int().min(1),
   num_frags: z.number().int().min(1).optional(),
-  plan: z.object({ version: z.number().int().min(0), rows: z.number().int().min(0), chunks: z.array(Chunk) }).optional(),
+  plan: z
+    .object({
+      version: z.number().int().min(0),
+      rows: z.number().int().min(0),
+      chunks: z.array(Chunk),
+      /** The lowest row id of a fragment created after the plan's version (`udf` sweeps from there). */
+      fresh_from: z.string().optional(),
+    })
+    .optional(),
   chunks_done: z.number().int().min(0).default(0),
   rows_done: z.number().int().min(0).default(0),
   rows_written: z.number().int().min(0).default(0),

@@ -1,5 +1,6 @@
 import { type DatasetLocation, EngineError } from '../../engine/lance-engine.js';
-import { NamespaceError } from '../../model/errors.js';
+import { UdfFailure } from '../../engine/ports/udfs.js';
+import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
 import type { DataTables } from '../data/dataset.js';
@@ -7,7 +8,7 @@ import { faultPoint } from '../fault-points.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
 import { TERMINAL } from '../transactions/transaction-log.js';
-import { type BackfillJob, type Chunk, mismatchFilter, planChunks } from './backfill-plan.js';
+import { type BackfillJob, type Chunk, mismatchFilter, planChunks, sqlIdentifier } from './backfill-plan.js';
 import { JobLease, type JobRecords, StopSignal } from './job-lease.js';
 import type { Metrics } from '../../metrics/metrics.js';
 
@@ -47,7 +48,8 @@ const systemContext = (jobId: string): RequestContext => ({ requestId: `job-${jo
 
 /** A failure that ends the job as Failed (rather than a transient one, retried by a later run). */
 function isPermanent(e: unknown): boolean {
-  if (e instanceof NamespaceError) return true;
+  // A UDF that raised raises again on the same rows.
+  if (e instanceof NamespaceError || e instanceof UdfFailure) return true;
   return e instanceof EngineError && e.kind !== 'conflict';
 }
 
@@ -141,6 +143,8 @@ export class BackfillRunner {
     const found = await this.records.read(id);
     if (!found) return;
     if (TERMINAL.has(found.value.status)) {
+      // Canceled before any runner took it (or finished while its marker stayed): its row says so too.
+      await this.records.observe(found.value);
       await this.markers.remove(id);
       return;
     }
@@ -206,11 +210,14 @@ export class BackfillRunner {
       return;
     }
 
+    const udfs = this.tables.engine.udfs;
+    if (job.mode === 'udf' && !udfs) throw invalidInput('this service runs no Python UDFs (udf_execution is off on the replica that took the job)');
     if (!job.plan) {
       const layout = await columns.rowIdLayout(at, job.where, job.read_version);
       const chunks = planChunks(layout, job.chunk_rows, job.num_frags);
       const rows = chunks.reduce((n, c) => n + c.rows, 0);
-      const plan = { version: layout.version, rows, chunks };
+      // Row ids above every planned range belong to rows that came after the plan (appended, or moved by a compaction).
+      const plan = { version: layout.version, rows, chunks, fresh_from: chunks[chunks.length - 1]?.hi ?? '0' };
       await records.checkpoint(id, (j) => ({ ...j, plan }), {
         rows_total: String(rows),
         rows_done: '0',
@@ -223,6 +230,10 @@ export class BackfillRunner {
     }
     const plan = job.plan as NonNullable<BackfillJob['plan']>;
     const where = job.where !== undefined ? ` AND (${job.where})` : '';
+    const udf = job.udf;
+    // One write of the column over the rows of `filter`: the SQL expression, or the UDF through the workers.
+    const fill = (filter: string) =>
+      job.mode === 'udf' && udfs && udf ? udfs.fill(at, { column: job.column, udfPath: udf.path, inputColumns: udf.inputs, filter }) : columns.fillColumn(at, job.column, job.expression, filter);
     let rowsDone = job.rows_done;
     let rowsWritten = job.rows_written;
     for (let next = job.chunks_done; next < plan.chunks.length; ) {
@@ -231,7 +242,7 @@ export class BackfillRunner {
       const first = group[0] as Chunk;
       const last = group[group.length - 1] as Chunk;
       const filter = `_rowid >= ${first.lo} AND _rowid < ${last.hi}${where}`;
-      const result = await withConflictRetries(this.tables.catalog.metrics, () => columns.fillColumn(at, job.column, job.expression, filter));
+      const result = await withConflictRetries(this.tables.catalog.metrics, () => fill(filter));
       const commit = Math.floor(next / job.commit_granularity);
       faultPoint(`backfill:after-commit-${commit}`);
       next += group.length;
@@ -252,9 +263,11 @@ export class BackfillRunner {
     // The sweep (skipped when num_frags limits the job to part of the table).
     if (!job.swept && job.num_frags === undefined) {
       await lease.check();
-      const filter = `${mismatchFilter(job.column, job.expression)}${where}`;
+      // A UDF's value cannot be checked in SQL: its sweep fills the rows that came after the plan and are still unset.
+      const filter =
+        job.mode === 'udf' ? `${sqlIdentifier(job.column)} IS NULL AND _rowid >= ${plan.fresh_from ?? '0'}${where}` : `${mismatchFilter(job.column, job.expression)}${where}`;
       const left = await columns.countRows(at, filter);
-      const swept = left > 0 ? await withConflictRetries(this.tables.catalog.metrics, () => columns.fillColumn(at, job.column, job.expression, filter)) : null;
+      const swept = left > 0 ? await withConflictRetries(this.tables.catalog.metrics, () => fill(filter)) : null;
       await records.checkpoint(id, (j) => ({ ...j, swept: true }), {
         rows_swept: String(swept?.rows ?? 0),
         ...(swept ? { last_committed_version: String(swept.version) } : {}),

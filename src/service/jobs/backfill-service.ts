@@ -12,7 +12,9 @@ import type { RequestContext } from '../request-context.js';
 import type { TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
 import { type BackfillJob, DEFAULT_CHUNK_ROWS } from './backfill-plan.js';
 import { BackfillRunner } from './backfill-runner.js';
+import { GenevaJobTable } from './geneva-job-table.js';
 import { JobRecords } from './job-lease.js';
+import { pythonUdfOf, requirePythonUdfs } from '../data/python-udf-columns.js';
 
 // AlterTableBackfillColumns: checks the request against the table, writes the job (marker first,
 // then its transaction record) and hands it to this replica's runner (backfill-runner.ts, where the
@@ -32,15 +34,22 @@ export class BackfillService {
   private readonly markers: UnfinishedMarkers;
   private readonly runner: BackfillRunner;
 
+  private readonly genevaJobs: GenevaJobTable;
+
   constructor(
     private readonly tables: DataTables,
     private readonly log: TransactionLog,
     settings: BackfillSettings,
+    /** Creates a table from an Arrow IPC stream unless it exists (ExistOk): Geneva's job table. */
+    createTable: (ctx: RequestContext, id: string[], arrowIpcStream: Buffer) => Promise<unknown>,
     logger?: ServiceLogger,
   ) {
     this.markers = new UnfinishedMarkers(tables.catalog.store, MARKERS);
     const { metrics } = tables.catalog;
-    const records = new JobRecords(log, this.markers, `runner-${randomUUID()}`, settings.leaseMs, () => this.runner.isStopping(), metrics);
+    this.genevaJobs = new GenevaJobTable(tables, createTable, logger);
+    const records = new JobRecords(log, this.markers, `runner-${randomUUID()}`, settings.leaseMs, () => this.runner.isStopping(), metrics, (record, job) =>
+      this.genevaJobs.changed(record, job),
+    );
     this.runner = new BackfillRunner(tables, records, this.markers, settings.pollMs ?? pollIntervalMs(settings.leaseMs), logger);
     metrics.observe({ jobsRunning: () => this.runner.runningCount });
   }
@@ -54,13 +63,17 @@ export class BackfillService {
     if (!parsed.ok) throw invalidInput(`column: ${parsed.error}`);
     const column = formatFieldPath(parsed.segments);
     const table = await this.tables.open(ctx, id);
-    let binding: { mode: 'update' | 'refresh'; expression: string };
+    let binding: { mode: 'update' | 'refresh' | 'udf'; expression: string; udf?: { path: string; inputs: string[] | null } };
     try {
       const field = await this.engine.columns.field(table.at, parsed.segments);
       const m = field.metadata;
       const virtualSql = m[VIRTUAL_COLUMN_METADATA.expression];
       const computedSql = m[COMPUTED_COLUMN_METADATA.expression];
-      if (m[VIRTUAL_COLUMN_METADATA.marker] === 'true' && (m[VIRTUAL_COLUMN_METADATA.backend] ?? '').toLowerCase() === SQL_UDF_BACKEND && virtualSql) {
+      const python = pythonUdfOf(m);
+      if (python) {
+        requirePythonUdfs(this.tables, ctx, id, 'backfill_column');
+        binding = { mode: 'udf', expression: '', udf: { path: python.udfPath, inputs: python.inputs } };
+      } else if (m[VIRTUAL_COLUMN_METADATA.marker] === 'true' && (m[VIRTUAL_COLUMN_METADATA.backend] ?? '').toLowerCase() === SQL_UDF_BACKEND && virtualSql) {
         binding = { mode: 'update', expression: virtualSql };
       } else if (m[COMPUTED_COLUMN_METADATA.marker] === 'true' && computedSql) {
         binding = { mode: 'refresh', expression: computedSql };
@@ -93,6 +106,7 @@ export class BackfillService {
       column: parsed.segments[0] as string,
       mode: binding.mode,
       expression: binding.expression,
+      ...(binding.udf ? { udf: binding.udf } : {}),
       ...(request.where !== undefined && request.where !== null ? { where: request.where } : {}),
       ...(request.read_version !== undefined && request.read_version !== null ? { read_version: request.read_version } : {}),
       chunk_rows: chunkRows,
@@ -113,7 +127,7 @@ export class BackfillService {
         table: JSON.stringify(id),
         column,
         mode: binding.mode,
-        expression: binding.expression,
+        ...(binding.udf ? { udf: binding.udf.path } : { expression: binding.expression }),
         ...(job.where !== undefined ? { where: job.where } : {}),
         ...(job.read_version !== undefined ? { read_version: String(job.read_version) } : {}),
         chunk_rows: String(chunkRows),
@@ -127,6 +141,8 @@ export class BackfillService {
     // The marker first: a record without one would never be run; a marker without a record is removed by the poller.
     await this.markers.add(jobId);
     await this.log.create(record);
+    // Geneva's row before the answer: the client then finds it rather than adding a second one.
+    await this.genevaJobs.launch(record, job, ctx.principal?.id ?? null);
     void this.runner.launch(jobId);
     return { job_id: jobId };
   }

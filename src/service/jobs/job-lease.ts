@@ -17,6 +17,9 @@ export class StopSignal extends Error {
   }
 }
 
+/** Hears of a job's record as the runner wrote it (Geneva's job table mirrors it). */
+export type JobObserver = (record: TransactionRecord, job: BackfillJob) => Promise<void>;
+
 /** The job records as one runner (`owner`) writes them. */
 export class JobRecords {
   constructor(
@@ -27,7 +30,15 @@ export class JobRecords {
     /** True once the runner is shutting down: the next checkpoint stops the job. */
     private readonly isStopping: () => boolean,
     private readonly metrics: Metrics = NO_METRICS,
+    /** Hears of every state the runner writes (taken, checkpointed, finished, canceled); must not throw. */
+    private readonly observer: JobObserver = () => Promise.resolve(),
   ) {}
+
+  /** Tells the observer about a record as written. */
+  observe(record: TransactionRecord): Promise<void> {
+    const job = this.jobOf(record);
+    return job ? this.observer(record, job) : Promise.resolve();
+  }
 
   read(id: string): Promise<Versioned<TransactionRecord> | null> {
     return this.log.read(id);
@@ -49,6 +60,7 @@ export class JobRecords {
       status: 'Running',
       job: { ...job, attempts, owner: this.owner, lease_until: this.leaseUntil() },
     });
+    if (taken) await this.observe(taken.value);
     return taken !== null;
   }
 
@@ -88,6 +100,7 @@ export class JobRecords {
       };
     });
     if (!written && outcome.stop === null) outcome.stop = 'lost';
+    if (written && (outcome.stop === 'canceled' || Object.keys(properties).length > 0)) await this.observe(written.value);
     if (outcome.stop !== null) throw new StopSignal(outcome.stop);
   }
 
@@ -108,7 +121,10 @@ export class JobRecords {
       const { owner: _owner, lease_until: _lease, ...released } = job;
       return { ...record, status, properties: { ...record.properties, ...(error !== undefined ? { error } : {}) }, job: released };
     });
-    if (finished) this.metrics.jobFinished(status);
+    if (finished) {
+      this.metrics.jobFinished(status);
+      await this.observe(finished.value);
+    }
     const after = await this.log.read(id);
     if (after && TERMINAL.has(after.value.status)) await this.markers.remove(id);
   }

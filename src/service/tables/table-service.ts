@@ -18,6 +18,7 @@ import type {
 } from '../../model/tables.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, requireNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
+import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
 import {
   deregisteredMarkerKey,
   namespaceDirKey,
@@ -142,7 +143,7 @@ export class TableService {
       }
     }
     // The namespace is read once here; the claim reads it once more, after its put (the protocol).
-    const namespace = await resolveNamespace(this.store, ref.namespace);
+    const namespace = await resolveNamespaceCreatingSystem(this.deps, ctx, ref.namespace);
     const state = await readTableState(this.store, ref);
     if (isVisible(state)) throw tableAlreadyExists(id);
     if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
@@ -174,7 +175,7 @@ export class TableService {
    */
   async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
     const ref = tableRefOf(id);
-    const namespace = await resolveNamespace(this.store, ref.namespace);
+    const namespace = await resolveNamespaceCreatingSystem(this.deps, ctx, ref.namespace);
     const state = await readTableState(this.store, ref);
     if (isVisible(state)) return this.createExisting(ctx, id, namespace, state, input);
     // The listing index hears of the new table (see catalog/listing-index.ts).
