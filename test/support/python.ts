@@ -50,7 +50,7 @@ export function describeRun(what: string, r: RunResult): string {
  * `withoutAws`: none of this process's AWS_* settings reach the client, so that whatever it reads
  * or writes on S3 goes through credentials the service vended.
  */
-export function runPytest(file: string, env: NodeJS.ProcessEnv, timeoutMs: number, options: { withoutAws?: boolean } = {}): Promise<RunResult> {
+export function runPytest(file: string, env: NodeJS.ProcessEnv, timeoutMs: number, options: { withoutAws?: boolean; venvBin?: string } = {}): Promise<RunResult> {
   const inherited = options.withoutAws ? Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('AWS_'))) : process.env;
   const fullEnv: NodeJS.ProcessEnv = {
     ...inherited,
@@ -59,14 +59,18 @@ export function runPytest(file: string, env: NodeJS.ProcessEnv, timeoutMs: numbe
     no_proxy: '127.0.0.1,localhost',
     PYTHONDONTWRITEBYTECODE: '1',
   };
-  return run(`${VENV_BIN}python`, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', file], { env: fullEnv, timeoutMs });
+  return run(`${options.venvBin ?? VENV_BIN}python`, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', file], { env: fullEnv, timeoutMs });
 }
 
 /** Sets up the venv once (a no-op when its pins are installed); throws with the output otherwise. */
-export async function installPythonTestDeps(): Promise<void> {
-  const install = await run('bash', [INSTALL_SCRIPT], { timeoutMs: INSTALL_TIMEOUT_MS });
-  if (install.code !== 0) throw new Error(describeRun(INSTALL_SCRIPT, install));
+export async function installPythonTestDeps(script = INSTALL_SCRIPT): Promise<void> {
+  const install = await run('bash', [script], { timeoutMs: INSTALL_TIMEOUT_MS });
+  if (install.code !== 0) throw new Error(describeRun(script, install));
 }
+
+/** The Python of the UDF workers, with geneva (scripts/install-udf-worker.sh): Geneva's client tests run with it too. */
+export const UDF_INSTALL_SCRIPT = 'scripts/install-udf-worker.sh';
+export const UDF_VENV_BIN = `${REPO}.venv-udf/bin/`;
 
 /**
  * For the enclosing block: the Python test venv, then the service on a fresh local root listening

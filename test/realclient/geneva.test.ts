@@ -1,0 +1,94 @@
+import type { ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localBackend, type TestRoot } from '../support/backends.js';
+import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, runPytest, UDF_INSTALL_SCRIPT, UDF_VENV_BIN } from '../support/python.js';
+import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
+
+// Geneva 0.17 (LanceDB's feature-engineering client) in remote mode against the service, as its
+// users run it: Python UDF columns added and backfilled (blocking and async, with `where`), a
+// failing UDF, a backfill whose service is SIGKILLed half-way and finished by the next one, and
+// the 406 a service without udf_execution answers. The Python side is geneva_client.py, run with
+// the UDF worker's venv (scripts/install-udf-worker.sh), which has geneva.
+
+const CLIENT = 'test/realclient/geneva_client.py';
+const LEASE_MS = 1000;
+const PYTEST_TIMEOUT_MS = 10 * 60_000;
+
+const live = new Set<ChildProcess>();
+const roots: TestRoot[] = [];
+let stateDir = '';
+
+beforeAll(async () => {
+  await installPythonTestDeps(UDF_INSTALL_SCRIPT);
+  stateDir = await mkdtemp(path.join(tmpdir(), 'geneva-state-'));
+}, INSTALL_TIMEOUT_MS);
+
+afterAll(async () => {
+  for (const child of live) child.kill('SIGKILL');
+  for (const root of roots) await root.dispose();
+  if (stateDir) await rm(stateDir, { recursive: true, force: true });
+});
+
+async function newRoot(): Promise<TestRoot> {
+  const root = await localBackend.newRoot();
+  roots.push(root);
+  return root;
+}
+
+const startService = (root: TestRoot, options: { udfs: boolean; faultPoint?: string }): Promise<ServiceProcess> =>
+  startServiceProcess({
+    args: [...rootArgs(root, LEASE_MS), ...(options.udfs ? ['--udf-execution', 'local'] : [])],
+    live,
+    ...(options.faultPoint ? { faultPoint: options.faultPoint } : {}),
+  });
+
+async function geneva(service: ServiceProcess, phase: string): Promise<void> {
+  const r = await runPytest(CLIENT, { GENEVA_URL: service.url, GENEVA_PHASE: phase, GENEVA_STATE: path.join(stateDir, 'killed.json') }, PYTEST_TIMEOUT_MS, {
+    venvBin: UDF_VENV_BIN,
+  });
+  expect(r.code, describeRun(`geneva ${phase}`, r)).toBe(0);
+  // Every phase runs at least one test (the others are skipped).
+  expect(r.stdout, describeRun(`geneva ${phase}`, r)).toMatch(/\d+ passed/);
+}
+
+describe('Geneva 0.17 in remote mode', () => {
+  it(
+    'backfills Python UDF columns (blocking, async, with where) and shows a failing UDF its error',
+    async () => {
+      const service = await startService(await newRoot(), { udfs: true });
+      await geneva(service, 'backfill');
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toEqual({ code: 0, signal: null });
+    },
+    PYTEST_TIMEOUT_MS,
+  );
+
+  it(
+    'finishes a backfill whose service was SIGKILLed half-way once the service runs again',
+    async () => {
+      const root = await newRoot();
+      const doomed = await startService(root, { udfs: true, faultPoint: 'backfill:after-commit-3' });
+      await geneva(doomed, 'kill-start');
+      expect(await doomed.exited).toEqual({ code: null, signal: 'SIGKILL' });
+      const restarted = await startService(root, { udfs: true });
+      await geneva(restarted, 'kill-finish');
+      restarted.child.kill('SIGTERM');
+      expect(await restarted.exited).toEqual({ code: 0, signal: null });
+    },
+    PYTEST_TIMEOUT_MS,
+  );
+
+  it(
+    'answers 406 saying how to enable Python UDFs when udf_execution is off',
+    async () => {
+      const service = await startService(await newRoot(), { udfs: false });
+      await geneva(service, 'off');
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toEqual({ code: 0, signal: null });
+    },
+    PYTEST_TIMEOUT_MS,
+  );
+});
