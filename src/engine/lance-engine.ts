@@ -4,6 +4,7 @@ import type { IndexOps } from './ports/indices.js';
 import type { QueryOps } from './ports/queries.js';
 import type { RowOps } from './ports/rows.js';
 import type { TagOps } from './ports/tags.js';
+import type { UdfOps } from './ports/udfs.js';
 import type { DatasetLocation } from './dataset-location.js';
 
 export { type CommitCoordinator, type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind, type LatestCommitted } from './dataset-location.js';
@@ -31,6 +32,8 @@ export interface LanceEngine {
   readonly indices: IndexOps;
   readonly tags: TagOps;
   readonly queries: QueryOps;
+  /** Python UDFs (Geneva's); undefined unless the engine was configured to run them. */
+  readonly udfs?: UdfOps | undefined;
   /**
    * Closes whatever the engine keeps open for the dataset at `location` (its table was dropped,
    * deregistered or renamed). Other replicas' engines find out on their own: every read through a
