@@ -146,6 +146,9 @@ class Worker:
             metadata, modified = ds.get_fragment(fragment_id).update_columns(data, left_on="_rowid")
             updated.append(metadata)
             fields_modified.update(modified)
+        # One commit made from the version read: Lance rebases it over commits since then that do
+        # not touch the rewritten fragments' rows (an append) and refuses the others (a conflict),
+        # so the fill lands whole or not at all, and no other writer's rows are lost.
         operation = lance.LanceOperation.Update(updated_fragments=updated, fields_modified=sorted(fields_modified))
         try:
             if managed:

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -76,7 +77,22 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
   let envelopes: string;
   const sha = {} as Record<UdfName, string>;
   const logs: Array<{ message: string; pid: number | undefined }> = [];
-  const log: UdfWorkerLog = (_level, message, fields) => logs.push({ message, pid: fields.pid });
+  const logged = new EventEmitter<{ line: [{ message: string; pid: number | undefined }] }>();
+  const log: UdfWorkerLog = (_level, message, fields) => {
+    const line = { message, pid: fields.pid };
+    logs.push(line);
+    logged.emit('line', line);
+  };
+  /** The next log line matching `pattern` from now on. */
+  const nextLog = (pattern: RegExp) =>
+    new Promise<{ message: string; pid: number | undefined }>((resolve) => {
+      const listener = (line: { message: string; pid: number | undefined }) => {
+        if (!pattern.test(line.message)) return;
+        logged.off('line', listener);
+        resolve(line);
+      };
+      logged.on('line', listener);
+    });
   let engine: LancedbEngine;
   let udfs: UdfOps;
 
@@ -85,7 +101,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
     const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', envelopes], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
     if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
     Object.assign(sha, JSON.parse(made.stdout) as Record<UdfName, string>);
-    engine = await LancedbEngine.start(undefined, { udf: { workers: 1, log } });
+    engine = await LancedbEngine.start(undefined, { udf: { workers: 2, log } });
     if (!engine.udfs) throw new Error('the engine has no UDFs');
     udfs = engine.udfs;
   });
@@ -193,38 +209,42 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       expect(await engine.datasetVersion(at)).toBe(version + 1);
     });
 
-    it('a worker SIGKILLed during a fill fails that fill with an internal error; the next fill runs on a new worker', async () => {
+    it('two workers run two fills at once; one SIGKILLed during its fill fails that fill with an internal error, and its slot gets a new worker', async () => {
       const { at, udf } = await fresh();
       const version = await engine.datasetVersion(at);
-      const sleeping = new Promise<number>((resolve) => {
-        const timer = setInterval(() => {
-          const line = logs.find((l) => /^sleeps started in \d+$/.test(l.message));
-          if (line) {
-            clearInterval(timer);
-            resolve(Number(line.message.split(' ').pop()));
-          }
-        }, 20);
-      });
-      const fill = udfs.fill(at, { column: 'v', udfPath: udf.sleeps, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
-      const pid = await sleeping;
+      const sleeping = nextLog(/^sleeps started in \d+$/);
+      let settled = false;
+      const fill = udfs
+        .fill(at, { column: 'v', udfPath: udf.sleeps, inputColumns: null, filter: 'true' })
+        .catch((e: unknown) => e)
+        .finally(() => (settled = true));
+      const pid = Number((await sleeping).message.split(' ').pop());
+      // The other worker fills meanwhile.
+      expect((await udfs.fill(at, { column: 'v', udfPath: udf.chatty, inputColumns: null, filter: 'a = 1' })).rows).toBe(1);
+      expect(settled).toBe(false);
+      expect(logs.filter((l) => l.message === 'chatty sees 1').pop()?.pid).not.toBe(pid);
       process.kill(pid, 'SIGKILL');
       const failure = await fill;
       expect(failure).toBeInstanceOf(EngineError);
       expect(failure).toMatchObject({ kind: 'internal', message: expect.stringMatching(/exited on signal SIGKILL while running a fill/) });
-      expect(await engine.datasetVersion(at)).toBe(version);
-      expect((await udfs.fill(at, { column: 'v', udfPath: udf.chatty, inputColumns: null, filter: 'a = 1' })).rows).toBe(1);
-      const next = logs.filter((l) => l.message === 'chatty sees 1').pop();
+      expect(await engine.datasetVersion(at)).toBe(version + 1);
+      // The dead worker's slot is the next one taken: it gets a new worker.
+      const replaced = nextLog(/^starting a new UDF worker in place of one that ended$/);
+      expect((await udfs.fill(at, { column: 'v', udfPath: udf.chatty, inputColumns: null, filter: 'a = 2' })).rows).toBe(1);
+      expect((await replaced).pid).toBe(pid);
+      const next = logs.filter((l) => l.message === 'chatty sees 2').pop();
       expect(next?.pid).toBeDefined();
       expect(next?.pid).not.toBe(pid);
+      expect((await readAll(at)).filter((r) => r.v !== (r.a === 1 || r.a === 2 ? r.a + 1 : -1))).toEqual([]);
     });
 
     it('a fill past its timeout fails as a UdfFailure and its worker is replaced', async () => {
-      const timed = await LancedbEngine.start(undefined, { udf: { fillTimeoutMs: 3_000, log } });
+      const timed = await LancedbEngine.start(undefined, { udf: { fillTimeoutMs: 2_000, log } });
       try {
         const { at, udf } = await fresh();
         const failure = await timed.udfs?.fill(at, { column: 'v', udfPath: udf.sleeps, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
         expect(failure).toBeInstanceOf(UdfFailure);
-        expect((failure as UdfFailure).message).toMatch(/did not finish the fill within 3000 ms/);
+        expect((failure as UdfFailure).message).toMatch(/did not finish the fill within 2000 ms/);
         expect((await timed.udfs?.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'a = 4' }))?.rows).toBe(1);
       } finally {
         await timed.close();
@@ -236,35 +256,71 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       expect((await LancedbEngine.start().then(async (e) => [e.udfs, await e.close()]))[0]).toBeUndefined();
     });
 
-    it('on a table with managed versioning the fill commits through the commit coordinator', async () => {
+    /**
+     * A managed table `<name>/t` of 20 rows in one fragment with `double` stored, and a fill of
+     * `a >= 10` whose commit meets `meanwhile` (another writer's commit, through the same
+     * coordinator, of the version the fill was about to take). Returns the fill's outcome.
+     */
+    async function fillMeeting(name: string, meanwhile: (at: DatasetLocation) => Promise<unknown>): Promise<{ outcome: unknown; at: DatasetLocation; creates: number[] }> {
       const root = fx.root;
       const deps = { ...localCatalogDeps(root.store, root.root, engine), settings: { managedVersioningDefault: true, leaseMs: 30_000 } };
       const versions = new TableVersionService(deps, new TransactionLog(root.store), { leaseMs: 30_000 });
       const tables = new TableService(deps, (...a) => versions.coordinatorFor(...a));
-      await new NamespaceService(deps).create(ctx, ['mv'], {});
-      await tables.create(ctx, ['mv', 't'], { arrowIpcStream: rowsStream(20) });
+      await new NamespaceService(deps).create(ctx, [name], {});
+      await tables.create(ctx, [name, 't'], { arrowIpcStream: rowsStream(20) });
       const data = new DataTables(deps, versions);
-      const created: number[] = [];
-      const result = await data.write(ctx, ['mv', 't'], async (table) => {
-        expect(table.at.coordinator).toBeDefined();
-        const coordinator = table.at.coordinator as CommitCoordinator;
-        const counting: CommitCoordinator = {
-          latest: () => coordinator.latest(),
-          describe: (v) => coordinator.describe(v),
-          list: () => coordinator.list(),
-          create: async (request) => {
-            created.push(request.version);
-            return coordinator.create(request);
-          },
-        };
-        const udfPath = await putUdf(root, table.dir.key, 'double');
-        return udfs.fill({ ...table.at, coordinator: counting }, { column: 'v', udfPath, inputColumns: null, filter: 'a >= 10' });
-      });
-      expect(result).toEqual({ rows: 10, version: 2 });
-      expect(created).toEqual([2]);
-      expect((await versions.describe(ctx, ['mv', 't'], 2)).version.version).toBe(2);
-      const at = (await data.open(ctx, ['mv', 't'])).at;
+      const creates: number[] = [];
+      const outcome = await data
+        .write(ctx, [name, 't'], async (table) => {
+          const coordinator = table.at.coordinator as CommitCoordinator;
+          const udfPath = await putUdf(root, table.dir.key, 'double');
+          return udfs.fill(
+            {
+              ...table.at,
+              coordinator: {
+                latest: () => coordinator.latest(),
+                describe: (v) => coordinator.describe(v),
+                list: () => coordinator.list(),
+                create: async (request) => {
+                  if (creates.push(request.version) === 1) await meanwhile({ location: table.at.location, storageOptions: table.at.storageOptions, coordinator });
+                  return coordinator.create(request);
+                },
+              },
+            },
+            { column: 'v', udfPath, inputColumns: null, filter: 'a >= 10' },
+          );
+        })
+        .catch((e: unknown) => e);
+      return { outcome, at: (await data.open(ctx, [name, 't'])).at, creates };
+    }
+
+    it('on a table with managed versioning the fill commits through the commit coordinator', async () => {
+      const { outcome, at, creates } = await fillMeeting('managed', async () => undefined);
+      expect(outcome).toEqual({ rows: 10, version: 2 });
+      expect(creates).toEqual([2]);
+      expect((await at.coordinator?.latest())?.version).toBe(2);
       expect((await readAll(at)).filter((r) => r.v !== (r.a >= 10 ? r.a * 2 : -1))).toEqual([]);
+    });
+
+    // Invariant: a fill commits all the rows it computed in one version made from the version it
+    // read, or nothing. Another writer that commits first either leaves the fill compatible (Lance
+    // rebases it and both writes stay) or makes it fail as a conflict; no write is lost.
+    it('a fill whose commit meets an append is rebased over it: both writes stay', async () => {
+      const { outcome, at, creates } = await fillMeeting('race1', (other) => engine.rows.insert(other, rowsStream(5, 100), 'append'));
+      expect(outcome).toEqual({ rows: 10, version: 3 });
+      expect(creates).toEqual([2, 3]);
+      const rows = await readAll(at);
+      expect(rows.length).toBe(25);
+      expect(rows.filter((r) => r.v !== (r.a >= 10 && r.a < 20 ? r.a * 2 : -1))).toEqual([]);
+    });
+
+    it('a fill whose commit meets a write to the rows of its fragment fails as a conflict and changes nothing', async () => {
+      const { outcome, at, creates } = await fillMeeting('race2', (other) => engine.rows.update(other, [['v', '100']], 'a < 5'));
+      expect(outcome).toBeInstanceOf(EngineError);
+      expect(outcome).toMatchObject({ kind: 'conflict' });
+      expect(creates[0]).toBe(2);
+      const rows = await readAll(at);
+      expect(rows.filter((r) => r.v !== (r.a < 5 ? 100 : -1))).toEqual([]);
     });
 
     it(`rates a fill of 100,000 rows in chunks of 10,000 (scalar a * 2)`, { timeout: 300_000 }, async () => {
@@ -279,7 +335,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       }
       const elapsed = performance.now() - started;
       expect((await readAll(at)).filter((r) => r.v !== r.a * 2)).toEqual([]);
-      console.log(`UDF fill of 100,000 rows in 10 fills of 10,000 (scalar a * 2, one worker): ${elapsed.toFixed(0)} ms, ${Math.round(100_000 / (elapsed / 1000)).toLocaleString('en')} rows/s`);
+      console.log(`UDF fill of 100,000 rows in 10 fills of 10,000 (scalar a * 2, one fill after another): ${elapsed.toFixed(0)} ms, ${Math.round(100_000 / (elapsed / 1000)).toLocaleString('en')} rows/s`);
     });
   });
 

@@ -34,10 +34,15 @@ export interface HandleResolver {
 
 const stderrLog: UdfWorkerLog = (_level, message, fields) => process.stderr.write(`[udf-worker ${fields.pid ?? '-'}] ${message}\n`);
 
-/** Loopback calls to the resolver must never go through a proxy the service's environment names. */
+/**
+ * The service's environment without its own settings (secrets among them: the worker runs
+ * user code and needs none of them; it gets the store's options from the resolver), and with
+ * loopback calls to the resolver never sent through a proxy the environment names.
+ */
 function workerEnv(): NodeJS.ProcessEnv {
   const noProxy = [process.env.NO_PROXY ?? process.env.no_proxy, '127.0.0.1', 'localhost'].filter(Boolean).join(',');
-  return { ...process.env, NO_PROXY: noProxy, no_proxy: noProxy, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' };
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('LANCE_NS_')));
+  return { ...inherited, NO_PROXY: noProxy, no_proxy: noProxy, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' };
 }
 
 export class PythonUdfs implements UdfOps {
@@ -65,7 +70,7 @@ export class PythonUdfs implements UdfOps {
     if (!Number.isInteger(size) || size < 1) throw new Error(`UDF workers must be a positive integer, not ${size}`);
     const udfs = new PythonUdfs(resolver, { ...options, python: options.python ?? DEFAULT_UDF_PYTHON, log: options.log ?? stderrLog }, size);
     try {
-      await Promise.all(udfs.slots.map((_, slot) => udfs.ping(slot)));
+      await Promise.all(udfs.slots.map((_, slot) => udfs.workerAt(slot)));
     } catch (e) {
       await udfs.close();
       throw e;
@@ -73,26 +78,27 @@ export class PythonUdfs implements UdfOps {
     return udfs;
   }
 
-  private async ping(slot: number): Promise<void> {
-    const worker = this.workerAt(slot);
-    const answer = await worker.request({ op: 'ping' }).catch((e: unknown) => {
-      throw new Error(
-        `the UDF worker (${this.options.python} ${WORKER_SCRIPT}) did not start: ${e instanceof Error ? e.message : String(e)}. ` +
-          'Install its Python with scripts/install-udf-worker.sh, or name one with geneva, pylance and pyarrow.',
-        { cause: e },
-      );
-    });
-    if (!answer.ok) throw new Error(`the UDF worker did not answer its first ping: ${answer.message}`);
-    this.options.log('info', 'UDF worker ready', { pid: worker.pid, versions: answer.versions });
-  }
-
-  /** The slot's live worker, started afresh when the slot is empty or its worker died. */
-  private workerAt(slot: number): UdfWorkerProcess {
+  /**
+   * The slot's live worker. An empty slot, or one whose worker ended, gets a new worker, handed
+   * out once it answers a ping: its start-up (Python importing geneva) is not charged to a fill's
+   * timeout.
+   */
+  private async workerAt(slot: number): Promise<UdfWorkerProcess> {
     const current = this.slots[slot];
     if (current?.alive) return current;
     if (current) this.options.log('warn', 'starting a new UDF worker in place of one that ended', { pid: current.pid });
     const worker = new UdfWorkerProcess(this.options.python, WORKER_SCRIPT, workerEnv(), this.options.log);
     this.slots[slot] = worker;
+    const answer = await worker.request({ op: 'ping' }).catch((e: unknown) => ({ ok: false as const, message: e instanceof Error ? e.message : String(e) }));
+    if (!answer.ok) {
+      worker.kill('SIGKILL');
+      throw new EngineError(
+        'internal',
+        `the UDF worker (${this.options.python} ${WORKER_SCRIPT}) did not start: ${answer.message}. ` +
+          'Install its Python with scripts/install-udf-worker.sh, or name one with geneva, pylance and pyarrow.',
+      );
+    }
+    this.options.log('info', 'UDF worker ready', { pid: worker.pid, versions: answer.versions });
     return worker;
   }
 
@@ -100,7 +106,7 @@ export class PythonUdfs implements UdfOps {
     if (this.closed) throw new EngineError('internal', 'the UDF workers are stopped');
     const slot = this.idle.pop() ?? (await new Promise<number>((take, refuse) => this.waiting.push({ take, refuse })));
     try {
-      return await fn(this.workerAt(slot));
+      return await fn(await this.workerAt(slot));
     } finally {
       const next = this.waiting.shift();
       if (next) next.take(slot);
