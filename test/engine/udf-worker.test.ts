@@ -32,7 +32,7 @@ if (!available) console.warn(`skipping the UDF worker tests: no ${DEFAULT_UDF_PY
 const ctx: RequestContext = { requestId: 'udf-test', principal: null, context: {} };
 const FRAGMENT = 2n ** 32n;
 
-type UdfName = 'double' | 'plus' | 'describe_row' | 'raises' | 'chatty' | 'wrong_type' | 'sleeps';
+type UdfName = 'double' | 'plus' | 'describe_row' | 'raises' | 'chatty' | 'wrong_type' | 'too_short' | 'sleeps';
 
 /** Rows {a, b = a * 10, v = -1, s = null} for a in [from, from + n). */
 function rowsStream(n: number, from = 0): Buffer {
@@ -172,7 +172,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       expect((await readAll(at)).filter((r) => r.s !== `a,b,v:${r.a}`)).toEqual([]);
     });
 
-    it('a UDF that raises is a UdfFailure with its message and traceback, and commits nothing', async () => {
+    it('a UDF that raises, or returns values of another type or count, is a UdfFailure with its message (and traceback), and commits nothing', async () => {
       const { at, udf } = await fresh();
       const version = await engine.datasetVersion(at);
       const failure = await udfs.fill(at, { column: 'v', udfPath: udf.raises, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
@@ -182,6 +182,9 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       const wrong = await udfs.fill(at, { column: 'v', udfPath: udf.wrong_type, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
       expect(wrong).toBeInstanceOf(UdfFailure);
       expect((wrong as UdfFailure).message).toMatch(/int64/);
+      const short = await udfs.fill(at, { column: 'v', udfPath: udf.too_short, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
+      expect(short).toBeInstanceOf(UdfFailure);
+      expect((short as UdfFailure).message).toMatch(/returned 9 values for 10 rows/);
       expect(await engine.datasetVersion(at)).toBe(version);
       expect((await readAll(at)).every((r) => r.v === -1)).toBe(true);
     });

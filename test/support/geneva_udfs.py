@@ -56,6 +56,11 @@ def wrong_type(a: int) -> int:
 
 
 @udf(data_type=pa.int64())
+def too_short(a: pa.Array) -> pa.Array:
+    return a.slice(1)
+
+
+@udf(data_type=pa.int64())
 def sleeps(a: int) -> int:
     import time
 
@@ -65,7 +70,7 @@ def sleeps(a: int) -> int:
     return a
 
 
-UDFS = {"double": double, "plus": plus, "describe_row": describe_row, "raises": raises, "chatty": chatty, "wrong_type": wrong_type, "sleeps": sleeps}
+UDFS = {"double": double, "plus": plus, "describe_row": describe_row, "raises": raises, "chatty": chatty, "wrong_type": wrong_type, "too_short": too_short, "sleeps": sleeps}
 
 
 def main():
