@@ -15,7 +15,7 @@ Requests:
       -> {"id": 1, "ok": true, "pid": <int>, "versions": {"geneva": ..., "lance": ..., "pyarrow": ...}}
   {"id": 2, "op": "fill", "resolver": "http://127.0.0.1:<port>", "table_id": ["<handle>"],
    "column": "<top-level column>", "udf_path": "_udfs/<sha256>", "input_columns": [...] | null,
-   "filter": "<Lance SQL, _rowid allowed>", "batch_rows": <int, optional>}
+   "filter": "<Lance SQL, _rowid allowed>", "batch_rows": <rows per UDF call when the UDF names none; optional>}
       Opens the dataset through the resolver (a Lance Namespace REST endpoint that answers
       describe and, for tables with managed versioning, the version calls), loads the Geneva UDF
       envelope at `<dataset>/<udf_path>` (DockerUDFSpecV1: JSON with a cloudpickled geneva UDF),
@@ -128,7 +128,7 @@ class Worker:
 
         per_fragment = {}
         rows = 0
-        for batch in _scan(ds, inputs, row_filter, batch_rows or udf.batch_size or DEFAULT_BATCH_ROWS):
+        for batch in _scan(ds, inputs, row_filter, udf.batch_size or batch_rows or DEFAULT_BATCH_ROWS):
             if batch.num_rows == 0:
                 continue
             # Geneva's applier hands the UDF the read columns and `_rowaddr`.
