@@ -5,6 +5,7 @@ import { StsCredentialVendor } from './auth/sts-credential-vendor.js';
 import type { Config } from './config.js';
 import { PrometheusMetrics } from './metrics/prometheus-metrics.js';
 import { LancedbEngine } from './engine/lancedb/engine.js';
+import type { PythonUdfOptions } from './engine/python-udf/python-udfs.js';
 import { isLoopbackAddress } from './http/browser-guard.js';
 import { buildHttpServer } from './http/server.js';
 import type { CatalogDeps } from './service/catalog/catalog.js';
@@ -49,7 +50,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   // Every store the service uses reports its calls; S3 stores their retries too.
   const s3 = { ...config.s3, onRetry: () => metrics.storeRetry() };
   const store = new InstrumentedStore(await openStore(rootLocation, s3, { createBucket: config.s3.createBucket }), metrics);
-  const engine = await LancedbEngine.start({ maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes });
+  const engine = await LancedbEngine.start({ maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes }, { ...udfWorkers(config, logger) });
   metrics.observe({ handleCache: () => engine.keptStats() });
   const allowed = config.allowedLocations.map((l) => {
     const parsed = parseLocation(l);
@@ -135,6 +136,20 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       await locations.close();
       credentials?.close();
       await store.close();
+    },
+  };
+}
+
+/** The engine's Python UDF workers, when udf_execution is on (their output goes to the service's log). */
+function udfWorkers(config: Config, logger: FastifyBaseLogger): { udf?: PythonUdfOptions } {
+  const { udf } = config;
+  if (udf.execution === 'off') return {};
+  return {
+    udf: {
+      ...(udf.python !== undefined ? { python: udf.python } : {}),
+      workers: udf.workers,
+      ...(udf.execution === 'ray' && udf.rayAddress !== undefined ? { rayAddress: udf.rayAddress } : {}),
+      log: (level, message, fields) => logger[level]({ udfWorker: fields }, message),
     },
   };
 }

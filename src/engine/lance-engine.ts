@@ -37,7 +37,7 @@ export interface LanceEngine {
   readonly indices: IndexOps;
   readonly tags: TagOps;
   readonly queries: QueryOps;
-  /** Python UDFs (Geneva's), when the service runs UDF workers; absent otherwise. */
+  /** Python UDFs (Geneva's); undefined unless the engine was configured to run them. */
   readonly udfs?: UdfOps | undefined;
   /**
    * Closes whatever the engine keeps open for the dataset at `location` (its table was dropped,

@@ -10,6 +10,13 @@ import { LancedbRows } from './rows.js';
 import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
 import { classify, lancedb, TableAccess } from './table-access.js';
 import { LancedbTags } from './tags.js';
+import type { UdfOps } from '../ports/udfs.js';
+import { PythonUdfs, type PythonUdfOptions } from '../python-udf/python-udfs.js';
+
+export interface LancedbEngineOptions {
+  /** Runs Python UDFs (engine.udfs) in worker processes with these settings; without it, engine.udfs is undefined. */
+  udf?: PythonUdfOptions;
+}
 
 /** The Lance engine over @lancedb/lancedb; one module per resource group beside this one. */
 export class LancedbEngine implements LanceEngine {
@@ -18,8 +25,13 @@ export class LancedbEngine implements LanceEngine {
   readonly indices: LancedbIndices;
   readonly tags: LancedbTags;
   readonly queries: LancedbQueries;
+  readonly udfs: UdfOps | undefined;
 
-  private constructor(private readonly access: TableAccess) {
+  private constructor(
+    private readonly access: TableAccess,
+    udfs: UdfOps | undefined,
+  ) {
+    this.udfs = udfs;
     this.rows = new LancedbRows(access);
     this.columns = new LancedbColumns(access);
     this.indices = new LancedbIndices(access);
@@ -27,9 +39,18 @@ export class LancedbEngine implements LanceEngine {
     this.queries = new LancedbQueries(access);
   }
 
-  /** `keptHandles` bounds the datasets kept open across requests (see handle-cache.ts). */
-  static async start(keptHandles?: HandleCacheLimits): Promise<LancedbEngine> {
-    return new LancedbEngine(await TableAccess.start(keptHandles));
+  /**
+   * `keptHandles` bounds the datasets kept open across requests (see handle-cache.ts). With
+   * `options.udf` the UDF workers are started too, and a Python that cannot run them fails the start.
+   */
+  static async start(keptHandles?: HandleCacheLimits, options: LancedbEngineOptions = {}): Promise<LancedbEngine> {
+    const access = await TableAccess.start(keptHandles);
+    try {
+      return new LancedbEngine(access, options.udf ? await PythonUdfs.start(access, options.udf) : undefined);
+    } catch (e) {
+      await access.close();
+      throw e;
+    }
   }
 
   async createDataset(at: DatasetLocation, arrowIpcStream: Buffer, mode: CreateDatasetMode): Promise<{ version: number; rows: number }> {
@@ -95,7 +116,8 @@ export class LancedbEngine implements LanceEngine {
     return this.access.keptStats();
   }
 
-  close(): Promise<void> {
-    return this.access.close();
+  async close(): Promise<void> {
+    await this.udfs?.close();
+    await this.access.close();
   }
 }

@@ -41,6 +41,12 @@ export function classify(e: unknown, fallback: EngineErrorKind = 'internal'): En
 
 interface Handle extends DatasetLocation {}
 
+/** A location registered with the resolver for a client outside this process (see withResolvedHandle). */
+export interface ResolvedHandle {
+  resolverUri: string;
+  handle: string;
+}
+
 function send(res: http.ServerResponse, status: number, body: unknown): void {
   res.statusCode = status;
   res.setHeader('content-type', 'application/json');
@@ -73,6 +79,8 @@ export class TableAccess {
 
   private constructor(
     private readonly resolver: http.Server,
+    /** Where the resolver listens, as a Lance Namespace REST client is pointed at it. */
+    private readonly resolverUri: string,
     private readonly connection: Connection,
     /** Live handles; the resolver reads the same map. */
     private readonly handles: Map<string, Handle>,
@@ -88,9 +96,9 @@ export class TableAccess {
       resolver.once('error', reject);
       resolver.listen(0, '127.0.0.1', () => resolve());
     });
-    const port = (resolver.address() as AddressInfo).port;
-    const connection = await lancedb().connectNamespace('rest', { uri: `http://127.0.0.1:${port}` });
-    return new TableAccess(resolver, connection, handles, limits);
+    const resolverUri = `http://127.0.0.1:${(resolver.address() as AddressInfo).port}`;
+    const connection = await lancedb().connectNamespace('rest', { uri: resolverUri });
+    return new TableAccess(resolver, resolverUri, connection, handles, limits);
   }
 
   private static async resolve(handles: Map<string, Handle>, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -275,6 +283,16 @@ export class TableAccess {
   /** Runs `fn` with a handle name for the location, for operations that create the dataset. */
   async withNewTable<T>(at: DatasetLocation, fn: (connection: Connection, handle: string) => Promise<T>): Promise<T> {
     return this.withHandle(at, (handle) => fn(this.connection, handle));
+  }
+
+  /**
+   * Runs `fn` with the resolver's URI and a handle name registered for the location until `fn`
+   * settles: a Lance client in another process (the UDF workers) opens the dataset as
+   * `table_id=[handle]` through a REST namespace client pointed at the URI, and commits through the
+   * location's commit coordinator like the engine's own writes.
+   */
+  async withResolvedHandle<T>(at: DatasetLocation, fn: (resolved: ResolvedHandle) => Promise<T>): Promise<T> {
+    return this.withHandle(at, (handle) => fn({ resolverUri: this.resolverUri, handle }));
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,356 @@
+import { EventEmitter } from 'node:events';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arrow } from '../../src/engine/arrow.js';
+import { type CommitCoordinator, type DatasetLocation, EngineError } from '../../src/engine/lance-engine.js';
+import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
+import { UdfFailure, type UdfFill, type UdfOps } from '../../src/engine/ports/udfs.js';
+import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
+import type { UdfWorkerLog } from '../../src/engine/python-udf/worker-process.js';
+import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
+import { DataTables } from '../../src/service/data/dataset.js';
+import type { RequestContext } from '../../src/service/request-context.js';
+import { TableService } from '../../src/service/tables/table-service.js';
+import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
+import { TableVersionService } from '../../src/service/versions/table-version-service.js';
+import { connectTable } from '../support/arrow-data.js';
+import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
+import { localCatalogDeps } from '../support/local-catalog.js';
+import { run, describeRun } from '../support/python.js';
+
+// The Python UDF adapter (src/engine/python-udf/, worker/udf_worker.py) against real Geneva UDF
+// envelopes, built by test/support/geneva_udfs.py with the pinned Geneva, over real Lance datasets:
+// values row by row, rows outside the filter untouched, a UDF that raises, a managed table's commit
+// through its coordinator, a worker SIGKILLed mid-fill, a fill timeout, and S3 through the resolver.
+
+const available = existsSync(DEFAULT_UDF_PYTHON);
+if (!available) console.warn(`skipping the UDF worker tests: no ${DEFAULT_UDF_PYTHON}; run scripts/install-udf-worker.sh`);
+
+const ctx: RequestContext = { requestId: 'udf-test', principal: null, context: {} };
+const FRAGMENT = 2n ** 32n;
+
+type UdfName = 'double' | 'plus' | 'describe_row' | 'raises' | 'chatty' | 'wrong_type' | 'too_short' | 'sleeps';
+
+/** Rows {a, b = a * 10, v = -1, s = null} for a in [from, from + n). */
+function rowsStream(n: number, from = 0): Buffer {
+  const a = BigInt64Array.from({ length: n }, (_, i) => BigInt(from + i));
+  const table = new arrow.Table({
+    a: arrow.vectorFromArray(a),
+    b: arrow.vectorFromArray(a.map((x) => x * 10n)),
+    v: arrow.vectorFromArray(new BigInt64Array(n).fill(-1n)),
+    s: arrow.vectorFromArray(new Array<string | null>(n).fill(null), new arrow.Utf8()),
+  });
+  return Buffer.from(arrow.tableToIPC(table, 'stream'));
+}
+
+interface Row {
+  rowid: bigint;
+  a: number;
+  v: number | null;
+  s: string | null;
+}
+
+async function readAll(at: DatasetLocation): Promise<Row[]> {
+  const table = await connectTable(at.location, at.storageOptions);
+  try {
+    const data = await table.query().withRowId().select(['a', 'v', 's']).toArrow();
+    const col = (name: string) => {
+      const c = data.getChild(name);
+      if (!c) throw new Error(`no column ${name}`);
+      return c;
+    };
+    const rows: Row[] = [];
+    for (let i = 0; i < data.numRows; i++) {
+      const v = col('v').get(i) as bigint | null;
+      rows.push({ rowid: col('_rowid').get(i) as bigint, a: Number(col('a').get(i)), v: v === null ? null : Number(v), s: col('s').get(i) as string | null });
+    }
+    return rows.sort((x, y) => x.a - y.a);
+  } finally {
+    table.close();
+  }
+}
+
+describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: scripts/install-udf-worker.sh)', () => {
+  let envelopes: string;
+  const sha = {} as Record<UdfName, string>;
+  const logs: Array<{ message: string; pid: number | undefined }> = [];
+  const logged = new EventEmitter<{ line: [{ message: string; pid: number | undefined }] }>();
+  const log: UdfWorkerLog = (_level, message, fields) => {
+    const line = { message, pid: fields.pid };
+    logs.push(line);
+    logged.emit('line', line);
+  };
+  /** The next log line matching `pattern` from now on. */
+  const nextLog = (pattern: RegExp) =>
+    new Promise<{ message: string; pid: number | undefined }>((resolve) => {
+      const listener = (line: { message: string; pid: number | undefined }) => {
+        if (!pattern.test(line.message)) return;
+        logged.off('line', listener);
+        resolve(line);
+      };
+      logged.on('line', listener);
+    });
+  let engine: LancedbEngine;
+  let udfs: UdfOps;
+
+  beforeAll(async () => {
+    envelopes = await mkdtemp(path.join(os.tmpdir(), 'udf-envelopes-'));
+    const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', envelopes], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+    if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
+    Object.assign(sha, JSON.parse(made.stdout) as Record<UdfName, string>);
+    engine = await LancedbEngine.start(undefined, { udf: { workers: 2, log } });
+    if (!engine.udfs) throw new Error('the engine has no UDFs');
+    udfs = engine.udfs;
+  });
+  afterAll(async () => {
+    await engine?.close();
+    if (envelopes) await rm(envelopes, { recursive: true, force: true });
+  });
+
+  /** Puts a UDF's envelope where Geneva stores it, `<dataset>/_udfs/<sha256>`; returns that relative path. */
+  async function putUdf(root: TestRoot, datasetKey: string, name: UdfName): Promise<string> {
+    const udfPath = `_udfs/${sha[name]}`;
+    await root.store.put(`${datasetKey}${udfPath}`, await readFile(path.join(envelopes, sha[name])));
+    return udfPath;
+  }
+
+  /** A dataset of three fragments of 10 rows (a = 0..29) on `root`, with every test UDF stored in it. */
+  async function threeFragments(root: TestRoot, name: string): Promise<{ at: DatasetLocation; udf: Record<UdfName, string> }> {
+    const key = `${name}.lance/`;
+    const at: DatasetLocation = { location: root.store.location(`${name}.lance`), storageOptions: root.store.engineStorageOptions() };
+    await engine.createDataset(at, rowsStream(10), 'create');
+    await engine.rows.insert(at, rowsStream(10, 10), 'append');
+    await engine.rows.insert(at, rowsStream(10, 20), 'append');
+    const udf = {} as Record<UdfName, string>;
+    for (const n of Object.keys(sha) as UdfName[]) udf[n] = await putUdf(root, key, n);
+    return { at, udf };
+  }
+
+  function useRoot(backend: Backend): { readonly root: TestRoot } {
+    const fixture = {} as { root: TestRoot };
+    beforeAll(async () => {
+      fixture.root = await backend.newRoot();
+    });
+    afterAll(() => fixture.root?.dispose());
+    return fixture;
+  }
+
+  describe('on a local disk', () => {
+    const fx = useRoot(localBackend);
+    let seq = 0;
+    const fresh = () => threeFragments(fx.root, `t${++seq}`);
+
+    it('fills a _rowid range and a filter across fragments, row by row; other rows, row ids and fragments stay; a second fill changes no value', async () => {
+      const { at, udf } = await fresh();
+      const before = await readAll(at);
+      expect(before.map((r) => r.rowid >> 32n)).toEqual([...Array(10).fill(0n), ...Array(10).fill(1n), ...Array(10).fill(2n)]);
+      const startVersion = await engine.datasetVersion(at);
+      const fill: UdfFill = { column: 'v', udfPath: udf.double, inputColumns: null, filter: `_rowid >= 5 AND _rowid < ${2n * FRAGMENT + 5n} AND a % 3 <> 0` };
+      const selected = (r: Row) => r.a >= 5 && r.a < 25 && r.a % 3 !== 0;
+      const first = await udfs.fill(at, fill);
+      expect(first).toEqual({ rows: before.filter(selected).length, version: startVersion + 1 });
+      const after = await readAll(at);
+      expect(after.map((r) => r.rowid)).toEqual(before.map((r) => r.rowid));
+      expect(after.filter((r) => r.v !== (selected(r) ? r.a * 2 : -1))).toEqual([]);
+      const second = await udfs.fill(at, fill);
+      expect(second).toEqual({ rows: first.rows, version: first.version + 1 });
+      expect(await readAll(at)).toEqual(after);
+    });
+
+    it('calls array and RecordBatch UDFs as Geneva does, and takes the recorded input columns over the UDF own', async () => {
+      const { at, udf } = await fresh();
+      expect((await udfs.fill(at, { column: 'v', udfPath: udf.plus, inputColumns: ['a', 'b'], filter: 'a < 15' })).rows).toBe(15);
+      expect((await readAll(at)).filter((r) => r.v !== (r.a < 15 ? r.a * 11 : -1))).toEqual([]);
+      // add_columns({"v": (double, ["b"])}): the column records b as the input of `double(a)`.
+      expect((await udfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: ['b'], filter: 'a >= 15' })).rows).toBe(15);
+      expect((await readAll(at)).filter((r) => r.v !== (r.a < 15 ? r.a * 11 : r.a * 20))).toEqual([]);
+      // A RecordBatch UDF gets the whole row but the column it fills; Geneva records its inputs as [].
+      expect((await udfs.fill(at, { column: 's', udfPath: udf.describe_row, inputColumns: [], filter: 'true' })).rows).toBe(30);
+      expect((await readAll(at)).filter((r) => r.s !== `a,b,v:${r.a}`)).toEqual([]);
+    });
+
+    it('a UDF that raises, or returns values of another type or count, is a UdfFailure with its message (and traceback), and commits nothing', async () => {
+      const { at, udf } = await fresh();
+      const version = await engine.datasetVersion(at);
+      const failure = await udfs.fill(at, { column: 'v', udfPath: udf.raises, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(UdfFailure);
+      expect((failure as UdfFailure).message).toMatch(/ValueError: cannot compute row a=7/);
+      expect((failure as UdfFailure).traceback).toMatch(/raise ValueError/);
+      const wrong = await udfs.fill(at, { column: 'v', udfPath: udf.wrong_type, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
+      expect(wrong).toBeInstanceOf(UdfFailure);
+      expect((wrong as UdfFailure).message).toMatch(/int64/);
+      const short = await udfs.fill(at, { column: 'v', udfPath: udf.too_short, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
+      expect(short).toBeInstanceOf(UdfFailure);
+      expect((short as UdfFailure).message).toMatch(/returned 9 values for 10 rows/);
+      expect(await engine.datasetVersion(at)).toBe(version);
+      expect((await readAll(at)).every((r) => r.v === -1)).toBe(true);
+    });
+
+    it('what a UDF prints or reads does not touch the protocol; its output reaches the log', async () => {
+      const { at, udf } = await fresh();
+      expect((await udfs.fill(at, { column: 'v', udfPath: udf.chatty, inputColumns: null, filter: 'a < 3' })).rows).toBe(3);
+      expect((await readAll(at)).filter((r) => r.v !== (r.a < 3 ? r.a + 1 : -1))).toEqual([]);
+      expect(logs.map((l) => l.message)).toEqual(expect.arrayContaining(['chatty sees 0', 'written straight to fd 1']));
+    });
+
+    it('no matching row: one commit, nothing changed; bad requests are classified', async () => {
+      const { at, udf } = await fresh();
+      const version = await engine.datasetVersion(at);
+      expect(await udfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'a > 1000' })).toEqual({ rows: 0, version: version + 1 });
+      expect((await readAll(at)).every((r) => r.v === -1)).toBe(true);
+      const fails = (fill: Partial<UdfFill>) => udfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'true', ...fill }).catch((e: unknown) => e);
+      expect(await fails({ column: 'nope' })).toMatchObject({ kind: 'column_not_found' });
+      expect(await fails({ inputColumns: ['nope'] })).toMatchObject({ kind: 'column_not_found' });
+      expect(await fails({ filter: 'a >>> 1' })).toMatchObject({ kind: 'invalid_input' });
+      expect(await fails({ udfPath: `_udfs/${'0'.repeat(64)}` })).toBeInstanceOf(UdfFailure);
+      expect(await fails({ inputColumns: ['v'] })).toMatchObject({ kind: 'invalid_input' });
+      const missing: DatasetLocation = { location: fx.root.store.location('missing.lance'), storageOptions: {} };
+      expect(await udfs.fill(missing, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'true' }).catch((e: unknown) => e)).toMatchObject({ kind: 'not_a_dataset' });
+      expect(await engine.datasetVersion(at)).toBe(version + 1);
+    });
+
+    it('two workers run two fills at once; one SIGKILLed during its fill fails that fill with an internal error, and its slot gets a new worker', async () => {
+      const { at, udf } = await fresh();
+      const version = await engine.datasetVersion(at);
+      const sleeping = nextLog(/^sleeps started in \d+$/);
+      let settled = false;
+      const fill = udfs
+        .fill(at, { column: 'v', udfPath: udf.sleeps, inputColumns: null, filter: 'true' })
+        .catch((e: unknown) => e)
+        .finally(() => (settled = true));
+      const pid = Number((await sleeping).message.split(' ').pop());
+      // The other worker fills meanwhile.
+      expect((await udfs.fill(at, { column: 'v', udfPath: udf.chatty, inputColumns: null, filter: 'a = 1' })).rows).toBe(1);
+      expect(settled).toBe(false);
+      expect(logs.filter((l) => l.message === 'chatty sees 1').pop()?.pid).not.toBe(pid);
+      process.kill(pid, 'SIGKILL');
+      const failure = await fill;
+      expect(failure).toBeInstanceOf(EngineError);
+      expect(failure).toMatchObject({ kind: 'internal', message: expect.stringMatching(/exited on signal SIGKILL while running a fill/) });
+      expect(await engine.datasetVersion(at)).toBe(version + 1);
+      // The dead worker's slot is the next one taken: it gets a new worker.
+      const replaced = nextLog(/^starting a new UDF worker in place of one that ended$/);
+      expect((await udfs.fill(at, { column: 'v', udfPath: udf.chatty, inputColumns: null, filter: 'a = 2' })).rows).toBe(1);
+      expect((await replaced).pid).toBe(pid);
+      const next = logs.filter((l) => l.message === 'chatty sees 2').pop();
+      expect(next?.pid).toBeDefined();
+      expect(next?.pid).not.toBe(pid);
+      expect((await readAll(at)).filter((r) => r.v !== (r.a === 1 || r.a === 2 ? r.a + 1 : -1))).toEqual([]);
+    });
+
+    it('a fill past its timeout fails as a UdfFailure and its worker is replaced', async () => {
+      const timed = await LancedbEngine.start(undefined, { udf: { fillTimeoutMs: 2_000, log } });
+      try {
+        const { at, udf } = await fresh();
+        const failure = await timed.udfs?.fill(at, { column: 'v', udfPath: udf.sleeps, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
+        expect(failure).toBeInstanceOf(UdfFailure);
+        expect((failure as UdfFailure).message).toMatch(/did not finish the fill within 2000 ms/);
+        expect((await timed.udfs?.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'a = 4' }))?.rows).toBe(1);
+      } finally {
+        await timed.close();
+      }
+    });
+
+    it('an engine whose Python cannot run the worker does not start, and says how to install it', async () => {
+      await expect(LancedbEngine.start(undefined, { udf: { python: '/nonexistent/python', log } })).rejects.toThrow(/scripts\/install-udf-worker\.sh/);
+      expect((await LancedbEngine.start().then(async (e) => [e.udfs, await e.close()]))[0]).toBeUndefined();
+    });
+
+    /**
+     * A managed table `<name>/t` of 20 rows in one fragment with `double` stored, and a fill of
+     * `a >= 10` whose commit meets `meanwhile` (another writer's commit, through the same
+     * coordinator, of the version the fill was about to take). Returns the fill's outcome.
+     */
+    async function fillMeeting(name: string, meanwhile: (at: DatasetLocation) => Promise<unknown>): Promise<{ outcome: unknown; at: DatasetLocation; creates: number[] }> {
+      const root = fx.root;
+      const deps = { ...localCatalogDeps(root.store, root.root, engine), settings: { managedVersioningDefault: true, leaseMs: 30_000 } };
+      const versions = new TableVersionService(deps, new TransactionLog(root.store), { leaseMs: 30_000 });
+      const tables = new TableService(deps, (...a) => versions.coordinatorFor(...a));
+      await new NamespaceService(deps).create(ctx, [name], {});
+      await tables.create(ctx, [name, 't'], { arrowIpcStream: rowsStream(20) });
+      const data = new DataTables(deps, versions);
+      const creates: number[] = [];
+      const outcome = await data
+        .write(ctx, [name, 't'], async (table) => {
+          const coordinator = table.at.coordinator as CommitCoordinator;
+          const udfPath = await putUdf(root, table.dir.key, 'double');
+          return udfs.fill(
+            {
+              ...table.at,
+              coordinator: {
+                latest: () => coordinator.latest(),
+                describe: (v) => coordinator.describe(v),
+                list: () => coordinator.list(),
+                create: async (request) => {
+                  if (creates.push(request.version) === 1) await meanwhile({ location: table.at.location, storageOptions: table.at.storageOptions, coordinator });
+                  return coordinator.create(request);
+                },
+              },
+            },
+            { column: 'v', udfPath, inputColumns: null, filter: 'a >= 10' },
+          );
+        })
+        .catch((e: unknown) => e);
+      return { outcome, at: (await data.open(ctx, [name, 't'])).at, creates };
+    }
+
+    it('on a table with managed versioning the fill commits through the commit coordinator', async () => {
+      const { outcome, at, creates } = await fillMeeting('managed', async () => undefined);
+      expect(outcome).toEqual({ rows: 10, version: 2 });
+      expect(creates).toEqual([2]);
+      expect((await at.coordinator?.latest())?.version).toBe(2);
+      expect((await readAll(at)).filter((r) => r.v !== (r.a >= 10 ? r.a * 2 : -1))).toEqual([]);
+    });
+
+    // Invariant: a fill commits all the rows it computed in one version made from the version it
+    // read, or nothing. Another writer that commits first either leaves the fill compatible (Lance
+    // rebases it and both writes stay) or makes it fail as a conflict; no write is lost.
+    it('a fill whose commit meets an append is rebased over it: both writes stay', async () => {
+      const { outcome, at, creates } = await fillMeeting('race1', (other) => engine.rows.insert(other, rowsStream(5, 100), 'append'));
+      expect(outcome).toEqual({ rows: 10, version: 3 });
+      expect(creates).toEqual([2, 3]);
+      const rows = await readAll(at);
+      expect(rows.length).toBe(25);
+      expect(rows.filter((r) => r.v !== (r.a >= 10 && r.a < 20 ? r.a * 2 : -1))).toEqual([]);
+    });
+
+    it('a fill whose commit meets a write to the rows of its fragment fails as a conflict and changes nothing', async () => {
+      const { outcome, at, creates } = await fillMeeting('race2', (other) => engine.rows.update(other, [['v', '100']], 'a < 5'));
+      expect(outcome).toBeInstanceOf(EngineError);
+      expect(outcome).toMatchObject({ kind: 'conflict' });
+      expect(creates[0]).toBe(2);
+      const rows = await readAll(at);
+      expect(rows.filter((r) => r.v !== (r.a < 5 ? 100 : -1))).toEqual([]);
+    });
+
+    it(`rates a fill of 100,000 rows in chunks of 10,000 (scalar a * 2)`, { timeout: 300_000 }, async () => {
+      const key = 'rate.lance/';
+      const at: DatasetLocation = { location: fx.root.store.location('rate.lance'), storageOptions: {} };
+      await engine.createDataset(at, rowsStream(100_000), 'create');
+      const udfPath = await putUdf(fx.root, key, 'double');
+      const started = performance.now();
+      for (let chunk = 0; chunk < 10; chunk++) {
+        const filter = `_rowid >= ${chunk * 10_000} AND _rowid < ${(chunk + 1) * 10_000}`;
+        expect((await udfs.fill(at, { column: 'v', udfPath, inputColumns: null, filter })).rows).toBe(10_000);
+      }
+      const elapsed = performance.now() - started;
+      expect((await readAll(at)).filter((r) => r.v !== r.a * 2)).toEqual([]);
+      console.log(`UDF fill of 100,000 rows in 10 fills of 10,000 (scalar a * 2, one fill after another): ${elapsed.toFixed(0)} ms, ${Math.round(100_000 / (elapsed / 1000)).toLocaleString('en')} rows/s`);
+    });
+  });
+
+  const s3 = s3Backends()[0];
+  describe.skipIf(!s3)(`on ${s3?.name ?? 'S3 (off)'}`, () => {
+    const fx = useRoot(s3 ?? localBackend);
+
+    it('opens, reads the envelope and commits through the resolver with the storage options', async () => {
+      const { at, udf } = await threeFragments(fx.root, 's3t');
+      expect(at.location).toMatch(/^s3:\/\//);
+      expect((await udfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'a % 2 = 0' })).rows).toBe(15);
+      expect((await readAll(at)).filter((r) => r.v !== (r.a % 2 === 0 ? r.a * 2 : -1))).toEqual([]);
+    });
+  });
+});

@@ -1,0 +1,91 @@
+"""Writes Geneva UDF envelopes for the UDF worker's tests, as Geneva's add_columns packages them.
+
+Usage: python geneva_udfs.py <output dir>
+Writes each envelope (DockerUDFPackager().marshal(udf).udf_payload: the DockerUDFSpecV1 JSON with
+the cloudpickled UDF) to <output dir>/<sha256> and prints {"<name>": "<sha256>", ...} on stdout.
+"""
+
+import hashlib
+import json
+import os
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from geneva import udf
+from geneva.packager import DockerUDFPackager
+
+
+@udf(data_type=pa.int64())
+def double(a: int) -> int:
+    return a * 2
+
+
+@udf(data_type=pa.int64(), input_columns=["a", "b"])
+def plus(a: pa.Array, b: pa.Array) -> pa.Array:
+    return pc.add(a, b)
+
+
+@udf(data_type=pa.string())
+def describe_row(batch: pa.RecordBatch) -> pa.Array:
+    # Sees the whole row but the column it fills (and `_rowaddr`, as in Geneva's applier).
+    names = ",".join(n for n in batch.schema.names if n != "_rowaddr")
+    return pa.array([f"{names}:{a}" for a in batch.column("a").to_pylist()])
+
+
+@udf(data_type=pa.int64())
+def raises(a: int) -> int:
+    if a == 7:
+        raise ValueError(f"cannot compute row a={a}")
+    return a
+
+
+@udf(data_type=pa.int64())
+def chatty(a: int) -> int:
+    # Printing must not corrupt the worker's protocol; nor must reading stdin.
+    print(f"chatty sees {a}")
+    sys.stdin.read()
+    os.write(1, b"written straight to fd 1\n")
+    return a + 1
+
+
+@udf(data_type=pa.int64())
+def wrong_type(a: int) -> int:
+    return f"not a number {a}"
+
+
+@udf(data_type=pa.int64())
+def too_short(a: pa.Array) -> pa.Array:
+    return a.slice(1)
+
+
+@udf(data_type=pa.int64())
+def sleeps(a: int) -> int:
+    import time
+
+    # The test waits for this line in the log, then kills the worker (or lets the fill time out).
+    print(f"sleeps started in {os.getpid()}", flush=True)
+    time.sleep(3600)
+    return a
+
+
+UDFS = {"double": double, "plus": plus, "describe_row": describe_row, "raises": raises, "chatty": chatty, "wrong_type": wrong_type, "too_short": too_short, "sleeps": sleeps}
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    packager = DockerUDFPackager()
+    written = {}
+    for name, fn in UDFS.items():
+        payload = packager.marshal(fn).udf_payload
+        sha = hashlib.sha256(payload).hexdigest()
+        with open(os.path.join(out, sha), "wb") as f:
+            f.write(payload)
+        written[name] = sha
+    print(json.dumps(written))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""Runs Geneva Python UDFs over Lance datasets for the catalog service.
+
+A long-lived process the service starts (src/engine/python-udf/) with the pinned Python of
+scripts/install-udf-worker.sh (geneva, pylance, pyarrow). The service never loads a pickle
+itself: it sends this process a dataset handle and the path of a UDF envelope, and this process
+loads the UDF, computes it over the rows and commits the outputs.
+
+Protocol: one JSON object per line (UTF-8) on stdin, one JSON object per line on stdout, one
+request at a time, each answered by exactly one line carrying the request's `id`. Nothing else is
+ever written to stdout: whatever the UDF (or a library) prints, from Python or native code, goes to
+stderr, which the service logs. stdin is closed to user code too.
+
+Requests:
+  {"id": 1, "op": "ping"}
+      -> {"id": 1, "ok": true, "pid": <int>, "versions": {"geneva": ..., "lance": ..., "pyarrow": ...}}
+  {"id": 2, "op": "fill", "resolver": "http://127.0.0.1:<port>", "table_id": ["<handle>"],
+   "column": "<top-level column>", "udf_path": "_udfs/<sha256>", "input_columns": [...] | null,
+   "filter": "<Lance SQL, _rowid allowed>", "batch_rows": <rows per UDF call when the UDF names none; optional>}
+      Opens the dataset through the resolver (a Lance Namespace REST endpoint that answers
+      describe and, for tables with managed versioning, the version calls), loads the Geneva UDF
+      envelope at `<dataset>/<udf_path>` (DockerUDFSpecV1: JSON with a cloudpickled geneva UDF),
+      calls it over the rows matching `filter` at the latest version as Geneva's applier does
+      (`udf(record_batch, use_applier=True)`), writes each output into `column` of the same row
+      (fragment.update_columns on `_rowid`: rows keep their ids, other rows their values) and
+      commits once (a Lance Update; through the namespace when the table's versions are managed),
+      also when no row matches.
+      -> {"id": 2, "ok": true, "rows": <rows written>, "version": <committed version>}
+  {"id": 3, "op": "shutdown"}
+      -> {"id": 3, "ok": true}, then the process exits. End of input does the same silently.
+
+Failures: {"id": ..., "ok": false, "kind": K, "message": "...", "traceback": "..." (optional)}
+with K one of
+  "udf"           the UDF could not be loaded, raised, or returned something unusable (wrong
+                  length, a type that does not cast to the column's, nulls in a non-nullable
+                  column); not worth a retry
+  "conflict"      the commit lost a race with another writer; a retry reads the new version
+  "invalid_input" the request is wrong (a malformed filter, a bad field)
+  "not_found"     with "what": "dataset" | "column": the dataset or a column is not there
+  "internal"      anything else (the message says what; the service classifies it further)
+A request that is not JSON, or lacks an `id`, is answered with id null and kind "invalid_input".
+"""
+
+import os
+import sys
+
+# The protocol keeps the process's real stdin and stdout; fd 0 and 1 become /dev/null and stderr,
+# so that nothing a UDF or a native library reads or prints can touch a protocol line.
+_requests = os.fdopen(os.dup(0), "rb")
+_responses = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+_devnull = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_devnull, 0)
+os.close(_devnull)
+os.dup2(2, 1)
+sys.stdin = open(os.devnull, encoding="utf-8")
+sys.stdout = sys.stderr
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import tempfile  # noqa: E402
+import traceback  # noqa: E402
+
+import lance  # noqa: E402
+import lance_namespace  # noqa: E402
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+import geneva  # noqa: E402,F401  (the pickles reference geneva's modules)
+from geneva.packager import DockerUDFPackager, UDFSpec  # noqa: E402
+from geneva.transformer import UDF, UDFArgType  # noqa: E402
+
+DEFAULT_BATCH_ROWS = 8192
+# Lance's messages for a commit that lost a race (also when the namespace's create said 409).
+CONFLICT = re.compile(r"commit conflict|conflicting|preempted|concurrent|ConcurrentModification|version .* already exists", re.I)
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class Failure(Exception):
+    def __init__(self, kind, message, *, what=None, with_traceback=False):
+        super().__init__(message)
+        self.kind = kind
+        self.what = what
+        self.traceback = traceback.format_exc() if with_traceback else None
+
+
+class Worker:
+    def __init__(self):
+        self.namespaces = {}
+        # Loaded UDFs by the sha256 of their envelope, checked against the bytes read each time:
+        # an envelope is named by its hash, so one loaded for one dataset is the same for any other.
+        self.udfs = {}
+        self.packager = DockerUDFPackager()
+
+    def namespace(self, uri):
+        ns = self.namespaces.get(uri)
+        if ns is None:
+            ns = self.namespaces[uri] = lance_namespace.connect("rest", {"uri": uri})
+        return ns
+
+    def ping(self, _request):
+        return {"pid": os.getpid(), "versions": {"geneva": _version("geneva"), "lance": lance.__version__, "pyarrow": pa.__version__}}
+
+    def fill(self, request):
+        resolver = _field(request, "resolver", str)
+        table_id = _field(request, "table_id", list)
+        column = _field(request, "column", str)
+        udf_path = _field(request, "udf_path", str)
+        row_filter = _field(request, "filter", str)
+        input_columns = request.get("input_columns")
+        if input_columns is not None and not (isinstance(input_columns, list) and all(isinstance(c, str) for c in input_columns)):
+            raise Failure("invalid_input", "input_columns must be a list of column names or null")
+        batch_rows = request.get("batch_rows")
+        if batch_rows is not None and not (isinstance(batch_rows, int) and batch_rows > 0):
+            raise Failure("invalid_input", "batch_rows must be a positive integer")
+
+        ns = self.namespace(resolver)
+        described = ns.describe_table(lance_namespace.DescribeTableRequest(id=table_id))
+        managed = described.managed_versioning is True
+        try:
+            ds = lance.dataset(namespace_client=ns, table_id=table_id)
+        except Exception as e:  # noqa: BLE001
+            if re.search(r"not found|does not exist|No such file", str(e), re.I):
+                raise Failure("not_found", f"no dataset at {described.location}: {e}", what="dataset") from e
+            raise
+        field = _top_level_field(ds.schema, column)
+        udf = self.load_udf(ds, udf_path)
+        inputs = _inputs(udf, input_columns, ds.schema, column)
+
+        per_fragment = {}
+        rows = 0
+        for batch in _scan(ds, inputs, row_filter, udf.batch_size or batch_rows or DEFAULT_BATCH_ROWS):
+            if batch.num_rows == 0:
+                continue
+            # Geneva's applier hands the UDF the read columns and `_rowaddr`.
+            values = _call(udf, batch.drop_columns(["_rowid"]), field)
+            fragments = batch.column("_rowaddr").to_numpy() >> np.uint64(32)
+            row_ids = batch.column("_rowid")
+            for fragment_id in np.unique(fragments):
+                take = pa.array(np.flatnonzero(fragments == fragment_id))
+                per_fragment.setdefault(int(fragment_id), []).append((row_ids.take(take), values.take(take)))
+            rows += batch.num_rows
+
+        updated, fields_modified = [], set()
+        for fragment_id, parts in per_fragment.items():
+            data = pa.table({"_rowid": pa.concat_arrays([p[0] for p in parts]), column: pa.concat_arrays([p[1] for p in parts])}, schema=pa.schema([pa.field("_rowid", pa.uint64()), field]))
+            metadata, modified = ds.get_fragment(fragment_id).update_columns(data, left_on="_rowid")
+            updated.append(metadata)
+            fields_modified.update(modified)
+        # One commit made from the version read: Lance rebases it over commits since then that do
+        # not touch the rewritten fragments' rows (an append) and refuses the others (a conflict),
+        # so the fill lands whole or not at all, and no other writer's rows are lost.
+        operation = lance.LanceOperation.Update(updated_fragments=updated, fields_modified=sorted(fields_modified))
+        try:
+            if managed:
+                committed = lance.LanceDataset.commit(ds, operation, read_version=ds.version, namespace_client=ns, table_id=table_id, namespace_client_managed_versioning=True)
+            else:
+                committed = lance.LanceDataset.commit(ds, operation, read_version=ds.version, storage_options=described.storage_options)
+        except Exception as e:  # noqa: BLE001
+            if CONFLICT.search(str(e)):
+                raise Failure("conflict", str(e)) from e
+            raise
+        return {"rows": rows, "version": committed.version}
+
+    def load_udf(self, ds, udf_path):
+        sha = udf_path.rsplit("/", 1)[-1]
+        try:
+            payload = _download(ds, udf_path)
+        except Exception as e:  # noqa: BLE001
+            raise Failure("udf", f"could not read the UDF at {udf_path}: {e}") from e
+        digest = hashlib.sha256(payload).hexdigest()
+        cacheable = SHA256.match(sha) is not None
+        if cacheable and digest != sha:
+            raise Failure("udf", f"the UDF at {udf_path} is not the envelope its name says (sha256 {digest})")
+        if cacheable and sha in self.udfs:
+            return self.udfs[sha]
+        try:
+            udf = self.packager.unmarshal(UDFSpec(name=sha, backend="DockerUDFSpecV1", udf_payload=payload))
+        except Exception as e:  # noqa: BLE001
+            raise Failure("udf", f"could not load the UDF at {udf_path}: {type(e).__name__}: {e}", with_traceback=True) from e
+        if not isinstance(udf, UDF):
+            raise Failure("udf", f"could not load the UDF at {udf_path}: a module it needs is not installed in the worker's Python")
+        if cacheable:
+            self.udfs[sha] = udf
+        return udf
+
+
+def _version(module):
+    try:
+        from importlib.metadata import version
+
+        return version(module)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _field(request, name, kind):
+    value = request.get(name)
+    if not isinstance(value, kind):
+        raise Failure("invalid_input", f"{name} must be a {kind.__name__}")
+    return value
+
+
+def _top_level_field(schema, column):
+    index = schema.get_field_index(column)
+    if index < 0:
+        raise Failure("not_found", f"column {column} not found", what="column")
+    return schema.field(index)
+
+
+def _inputs(udf, input_columns, schema, column):
+    """The columns read for the UDF: the given ones, else the UDF's own; all but the output for a RecordBatch UDF."""
+    if udf.arg_type == UDFArgType.RECORD_BATCH:
+        # Geneva stores a RecordBatch UDF's inputs as [] over the namespace API: it gets the whole
+        # row but the column it fills.
+        if input_columns:
+            raise Failure("invalid_input", f"UDF {udf.name} takes a RecordBatch and declares no input columns, but {input_columns} were given")
+        return [name for name in schema.names if name != column]
+    inputs = input_columns if input_columns is not None else udf.input_columns
+    if not inputs:
+        raise Failure("invalid_input", f"UDF {udf.name} has no input columns")
+    if column in inputs:
+        raise Failure("invalid_input", f"UDF {udf.name} may not read the column it fills ({column})")
+    for name in inputs:
+        root = name.split(".", 1)[0]
+        if schema.get_field_index(root) < 0:
+            raise Failure("not_found", f"input column {name} of UDF {udf.name} not found", what="column")
+    if udf.input_columns != inputs:
+        # As Geneva's backfill does with the column's recorded inputs (add_columns({"c": (udf, [...])})).
+        udf.input_columns = list(inputs)
+    return list(inputs)
+
+
+def _scan(ds, columns, row_filter, batch_rows):
+    """The rows to fill, in batches. Lance reports a request it cannot plan (a malformed filter) as ValueError."""
+    try:
+        batches = iter(ds.scanner(columns=columns, filter=row_filter, with_row_id=True, with_row_address=True, batch_size=batch_rows).to_batches())
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            yield batch
+    except ValueError as e:
+        raise Failure("invalid_input", f"cannot read the rows matching {row_filter!r}: {e}") from e
+
+
+def _call(udf, batch, field):
+    """The UDF over one batch as Geneva's applier calls it, as an Array of the column's type."""
+    try:
+        result = udf(batch, use_applier=True)
+    except Exception as e:  # noqa: BLE001
+        raise Failure("udf", f"UDF {udf.name} raised {type(e).__name__}: {e}", with_traceback=True) from e
+    try:
+        if isinstance(result, pa.ChunkedArray):
+            result = result.combine_chunks()
+        if not isinstance(result, pa.Array):
+            result = pa.array(result, type=field.type)
+        if result.type != field.type:
+            result = result.cast(field.type)
+    except Exception as e:  # noqa: BLE001
+        raise Failure("udf", f"UDF {udf.name} returned values that are not {field.type} (the type of column {field.name}): {e}", with_traceback=True) from e
+    if len(result) != batch.num_rows:
+        raise Failure("udf", f"UDF {udf.name} returned {len(result)} values for {batch.num_rows} rows")
+    if not field.nullable and result.null_count > 0:
+        raise Failure("udf", f"UDF {udf.name} returned nulls for the non-nullable column {field.name}")
+    return result
+
+
+def _download(ds, path):
+    session = ds.new_file_session()
+    with tempfile.TemporaryDirectory(prefix="udf-") as tmp:
+        local = os.path.join(tmp, "envelope")
+        session.download_file(path, local)
+        with open(local, "rb") as f:
+            return f.read()
+
+
+def _respond(body):
+    _responses.write(json.dumps(body) + "\n")
+    _responses.flush()
+
+
+def main():
+    worker = Worker()
+    handlers = {"ping": worker.ping, "fill": worker.fill}
+    for line in _requests:
+        request_id = None
+        try:
+            request = json.loads(line)
+            if not isinstance(request, dict) or "id" not in request:
+                raise Failure("invalid_input", "a request is a JSON object with an id")
+            request_id = request["id"]
+            op = request.get("op")
+            if op == "shutdown":
+                _respond({"id": request_id, "ok": True})
+                return
+            handler = handlers.get(op)
+            if handler is None:
+                raise Failure("invalid_input", f"unknown op {op!r}")
+            _respond({"id": request_id, "ok": True, **handler(request)})
+        except Failure as f:
+            body = {"id": request_id, "ok": False, "kind": f.kind, "message": str(f)}
+            if f.what:
+                body["what"] = f.what
+            if f.traceback:
+                body["traceback"] = f.traceback
+            _respond(body)
+        except json.JSONDecodeError as e:
+            _respond({"id": None, "ok": False, "kind": "invalid_input", "message": f"not JSON: {e}"})
+        except Exception as e:  # noqa: BLE001
+            _respond({"id": request_id, "ok": False, "kind": "internal", "message": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
+
+
+if __name__ == "__main__":
+    main()
