@@ -28,6 +28,10 @@ Requests:
   {"id": 3, "op": "shutdown"}
       -> {"id": 3, "ok": true}, then the process exits. End of input does the same silently.
 
+With UDF_WORKER_RAY_ADDRESS set (udf_execution ray), `fill` sends each batch to the Ray cluster
+at that address as a task that calls the UDF, and writes the results as above; the cluster's
+Python needs the same geneva, pyarrow and pylance.
+
 Failures: {"id": ..., "ok": false, "kind": K, "message": "...", "traceback": "..." (optional)}
 with K one of
   "udf"           the UDF could not be loaded, raised, or returned something unusable (wrong
@@ -70,6 +74,9 @@ from geneva.packager import DockerUDFPackager, UDFSpec  # noqa: E402
 from geneva.transformer import UDF, UDFArgType  # noqa: E402
 
 DEFAULT_BATCH_ROWS = 8192
+# udf_execution ray: the UDF runs as Ray tasks on the cluster at this address (one task per batch),
+# this process only reads the rows and writes the results; unset, it runs the UDF itself.
+RAY_ADDRESS = os.environ.get("UDF_WORKER_RAY_ADDRESS") or None
 # Lance's messages for a commit that lost a race (also when the namespace's create said 409).
 CONFLICT = re.compile(r"commit conflict|conflicting|preempted|concurrent|ConcurrentModification|version .* already exists", re.I)
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -81,6 +88,16 @@ class Failure(Exception):
         self.kind = kind
         self.what = what
         self.traceback = traceback.format_exc() if with_traceback else None
+
+    def __reduce__(self):
+        # Picklable as it is (a Ray task's failure comes back to this process so).
+        return (_failure, (self.kind, str(self), self.what, self.traceback))
+
+
+def _failure(kind, message, what, tb):
+    f = Failure(kind, message, what=what)
+    f.traceback = tb
+    return f
 
 
 class Worker:
@@ -128,11 +145,10 @@ class Worker:
 
         per_fragment = {}
         rows = 0
-        for batch in _scan(ds, inputs, row_filter, udf.batch_size or batch_rows or DEFAULT_BATCH_ROWS):
-            if batch.num_rows == 0:
-                continue
-            # Geneva's applier hands the UDF the read columns and `_rowaddr`.
-            values = _call(udf, batch.drop_columns(["_rowid"]), field)
+        batches = (b for b in _scan(ds, inputs, row_filter, udf.batch_size or batch_rows or DEFAULT_BATCH_ROWS) if b.num_rows > 0)
+        # Geneva's applier hands the UDF the read columns and `_rowaddr`.
+        computed = _on_ray(udf, batches, field) if RAY_ADDRESS else ((b, _call(udf, b.drop_columns(["_rowid"]), field)) for b in batches)
+        for batch, values in computed:
             fragments = batch.column("_rowaddr").to_numpy() >> np.uint64(32)
             row_ids = batch.column("_rowid")
             for fragment_id in np.unique(fragments):
@@ -264,6 +280,31 @@ def _call(udf, batch, field):
     if not field.nullable and result.null_count > 0:
         raise Failure("udf", f"UDF {udf.name} returned nulls for the non-nullable column {field.name}")
     return result
+
+
+_ray_call = None
+
+
+def _on_ray(udf, batches, field):
+    """(batch, values) for each batch, the UDF called as Ray tasks on the cluster, all batches at once."""
+    global _ray_call
+    import ray
+
+    if _ray_call is None:
+        # Ray's own output must not reach the protocol: it goes to stderr like everything else.
+        ray.init(address=RAY_ADDRESS, logging_level="ERROR", log_to_driver=False, ignore_reinit_error=True)
+        _ray_call = ray.remote(max_retries=1)(_call)
+    batches = list(batches)
+    shared = ray.put(udf)
+    pending = [_ray_call.remote(shared, b.drop_columns(["_rowid"]), field) for b in batches]
+    try:
+        results = ray.get(pending)
+    except Exception as e:  # noqa: BLE001
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, Failure):
+            raise cause from e
+        raise Failure("internal", f"the Ray cluster at {RAY_ADDRESS} did not run the UDF: {type(e).__name__}: {e}") from e
+    return zip(batches, results)
 
 
 def _download(ds, path):

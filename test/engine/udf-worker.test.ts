@@ -20,6 +20,7 @@ import { connectTable } from '../support/arrow-data.js';
 import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { localCatalogDeps } from '../support/local-catalog.js';
 import { run, describeRun } from '../support/python.js';
+import { type RayCluster, startRayCluster } from '../support/ray-cluster.js';
 
 // The Python UDF adapter (src/engine/python-udf/, worker/udf_worker.py) against real Geneva UDF
 // envelopes, built by test/support/geneva_udfs.py with the pinned Geneva, over real Lance datasets:
@@ -343,6 +344,35 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
   });
 
   const s3 = s3Backends()[0];
+  // udf_execution ray: the same fills, the UDF called in tasks on a one-node Ray cluster.
+  describe('with the UDF calls sent to a Ray cluster', () => {
+    const fx = useRoot(localBackend);
+    let cluster: RayCluster | undefined;
+    let onRay: LancedbEngine | undefined;
+    beforeAll(async () => {
+      cluster = await startRayCluster(DEFAULT_UDF_PYTHON);
+      onRay = await LancedbEngine.start(undefined, { udf: { workers: 1, log, rayAddress: cluster.address } });
+    }, 180_000);
+    afterAll(async () => {
+      await onRay?.close();
+      await cluster?.stop();
+    }, 120_000);
+    let seq = 0;
+
+    it('fills a _rowid range and a filter row by row, and a UDF that raises is a UdfFailure with its message', { timeout: 180_000 }, async () => {
+      const rayUdfs = onRay?.udfs;
+      if (!rayUdfs) throw new Error('no UDFs on the Ray engine');
+      const { at, udf } = await threeFragments(fx.root, `ray${++seq}`);
+      const selected = (r: Row) => r.a >= 5 && r.a < 25 && r.a % 3 !== 0;
+      const filled = await rayUdfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: `_rowid >= 5 AND _rowid < ${2n * FRAGMENT + 5n} AND a % 3 <> 0` });
+      expect(filled.rows).toBe(13);
+      expect((await readAll(at)).filter((r) => r.v !== (selected(r) ? r.a * 2 : -1))).toEqual([]);
+      const failure = await rayUdfs.fill(at, { column: 'v', udfPath: udf.raises, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
+      expect(failure).toBeInstanceOf(UdfFailure);
+      expect((failure as UdfFailure).message).toMatch(/ValueError: cannot compute row a=7/);
+    });
+  });
+
   describe.skipIf(!s3)(`on ${s3?.name ?? 'S3 (off)'}`, () => {
     const fx = useRoot(s3 ?? localBackend);
 

@@ -25,6 +25,8 @@ export interface PythonUdfOptions {
   batchRows?: number;
   /** Where the workers' stderr and notes about them go; default this process's stderr. */
   log?: UdfWorkerLog;
+  /** udf_execution ray: the workers send the UDF calls to the Ray cluster at this address (worker/udf_worker.py). */
+  rayAddress?: string;
 }
 
 /** Registers a location with the engine's resolver for the duration of a callback (TableAccess.withResolvedHandle). */
@@ -39,10 +41,17 @@ const stderrLog: UdfWorkerLog = (_level, message, fields) => process.stderr.writ
  * user code and needs none of them; it gets the store's options from the resolver), and with
  * loopback calls to the resolver never sent through a proxy the environment names.
  */
-function workerEnv(): NodeJS.ProcessEnv {
+function workerEnv(rayAddress: string | undefined): NodeJS.ProcessEnv {
   const noProxy = [process.env.NO_PROXY ?? process.env.no_proxy, '127.0.0.1', 'localhost'].filter(Boolean).join(',');
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('LANCE_NS_')));
-  return { ...inherited, NO_PROXY: noProxy, no_proxy: noProxy, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' };
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('LANCE_NS_') && name !== 'UDF_WORKER_RAY_ADDRESS'));
+  return {
+    ...inherited,
+    NO_PROXY: noProxy,
+    no_proxy: noProxy,
+    PYTHONUNBUFFERED: '1',
+    PYTHONDONTWRITEBYTECODE: '1',
+    ...(rayAddress !== undefined ? { UDF_WORKER_RAY_ADDRESS: rayAddress } : {}),
+  };
 }
 
 export class PythonUdfs implements UdfOps {
@@ -87,7 +96,7 @@ export class PythonUdfs implements UdfOps {
     const current = this.slots[slot];
     if (current?.alive) return current;
     if (current) this.options.log('warn', 'starting a new UDF worker in place of one that ended', { pid: current.pid });
-    const worker = new UdfWorkerProcess(this.options.python, WORKER_SCRIPT, workerEnv(), this.options.log);
+    const worker = new UdfWorkerProcess(this.options.python, WORKER_SCRIPT, workerEnv(this.options.rayAddress), this.options.log);
     this.slots[slot] = worker;
     const answer = await worker.request({ op: 'ping' }).catch((e: unknown) => ({ ok: false as const, message: e instanceof Error ? e.message : String(e) }));
     if (!answer.ok) {
