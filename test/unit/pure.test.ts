@@ -233,6 +233,15 @@ describe('configuration', () => {
     expect(loadConfig(['--kept-datasets', '0'], { LANCE_NS_KEPT_DATASETS: '9', LANCE_NS_KEPT_DATASET_BYTES: '1024' })).toMatchObject({ keptDatasets: 0, keptDatasetBytes: 1024 });
     expect(() => loadConfig([], { LANCE_NS_KEPT_DATASETS: '-1' })).toThrow(/keptDatasets/);
   });
+
+  it('runs no Python UDFs unless asked; ray needs an address; options, environment and file as for the rest', () => {
+    expect(loadConfig([], {}).udf).toEqual({ execution: 'off', workers: 1 });
+    expect(loadConfig(['--udf-execution', 'local', '--udf-workers', '3'], { LANCE_NS_UDF_PYTHON: '/opt/py' }).udf).toEqual({ execution: 'local', workers: 3, python: '/opt/py' });
+    expect(loadConfig([], { LANCE_NS_UDF_EXECUTION: 'ray', LANCE_NS_RAY_ADDRESS: '10.0.0.5:6379' }).udf).toMatchObject({ execution: 'ray', rayAddress: '10.0.0.5:6379' });
+    expect(() => loadConfig(['--udf-execution', 'ray'], {})).toThrow(/udf_execution ray needs ray_address/);
+    expect(() => loadConfig(['--udf-execution', 'docker'], {})).toThrow(/udf/);
+    expect(() => loadConfig(['--udf-workers', '0'], {})).toThrow(/udf/);
+  });
 });
 
 describe('RateLimiter', () => {

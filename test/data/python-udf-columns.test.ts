@@ -1,0 +1,176 @@
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
+import { startTestApp, type TestApp } from '../support/app.js';
+import { connectTable, readColumn } from '../support/arrow-data.js';
+import { localBackend, type TestRoot } from '../support/backends.js';
+import { numbersStream, waitForJob } from '../support/jobs.js';
+import { describeRun, run } from '../support/python.js';
+
+// Geneva Python UDF columns through the HTTP API (src/service/data/python-udf-columns.ts) with the
+// UDF workers on: what add_columns / alter_columns store (the envelope at _udfs/<sha256>, the field
+// metadata Geneva writes), what they refuse (bad envelopes, several outputs, unknown inputs, mixed
+// kinds, a caller without manage) changing nothing, a backfill that runs the UDF, and the job's row
+// in Geneva's job table __system$geneva_jobs. geneva.test.ts drives the same through Geneva itself.
+
+const available = existsSync(DEFAULT_UDF_PYTHON);
+if (!available) console.warn(`skipping the Python UDF column tests: no ${DEFAULT_UDF_PYTHON}; run scripts/install-udf-worker.sh`);
+
+const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+const as = (who: string) => ({ 'x-api-key': `${who}-key` });
+
+/** A Geneva envelope (DockerUDFSpecV1) of `a * 3`, pickled by the pinned Geneva. */
+async function tripleEnvelope(): Promise<Buffer> {
+  const script = [
+    'import sys, pyarrow as pa',
+    'from geneva import udf',
+    'from geneva.packager import DockerUDFPackager',
+    '@udf(data_type=pa.int64())',
+    'def triple(a: int) -> int:',
+    '    return a * 3',
+    'sys.stdout.buffer.write(DockerUDFPackager().marshal(triple).udf_payload)',
+  ].join('\n');
+  const made = await run(DEFAULT_UDF_PYTHON, ['-c', script], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+  if (made.code !== 0) throw new Error(describeRun('envelope', made));
+  return Buffer.from(made.stdout, 'latin1');
+}
+
+describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
+  let root: TestRoot;
+  let app: TestApp;
+  let envelope: string;
+  let envelopeBytes: Buffer;
+  const principals = ['admin', 'writer'];
+
+  beforeAll(async () => {
+    root = await localBackend.newRoot();
+    app = await startTestApp(root, {
+      udf: { execution: 'local', workers: 1 },
+      auth: { apiKeys: principals.map((p) => ({ principal: p, sha256: sha256(`${p}-key`) })) },
+      authorization: {
+        roles: { everything: [{ namespace: [], privilege: 'manage' }], 'ns-writer': [{ namespace: ['ns'], privilege: 'write' }] },
+        principals: { admin: ['everything'], writer: ['ns-writer'] },
+      },
+    });
+    envelopeBytes = await tripleEnvelope();
+    envelope = envelopeBytes.toString('base64');
+    expect((await app.call('POST', '/v1/namespace/ns/create', {}, as('admin'))).status).toBe(200);
+  }, 120_000);
+  afterAll(async () => {
+    await app?.close();
+    await root?.dispose();
+  });
+
+  const post = (table: string, op: string, body: unknown, who = 'admin') => app.call('POST', `/v1/table/ns%24${table}/${op}`, body, as(who));
+  const udfColumn = (name: string, overrides: Record<string, unknown> = {}) => ({
+    name,
+    virtual_column: {
+      input_columns: ['id'],
+      outputs: [{ column: name, struct_field: '', data_type: { type: 'int64' }, nullable: true }],
+      image: 'test-image:latest',
+      udf: envelope,
+      udf_name: 'triple',
+      udf_version: 'v1',
+      udf_backend: 'DockerUDFSpecV1',
+      auto_backfill: false,
+      ...overrides,
+    },
+  });
+  async function table(name: string, rows = 1000): Promise<string> {
+    const created = await app.call('POST', `/v1/table/ns%24${name}/create`, numbersStream(rows), { ...ARROW, ...as('admin') });
+    expect(created.status, created.text).toBe(200);
+    return String(created.json.location);
+  }
+  const version = async (name: string) => Number((await app.call('POST', `/v1/table/ns%24${name}/describe?load_detailed_metadata=true`, {}, as('admin'))).json.version);
+
+  it('adds the column all-null with the binding Geneva writes, and stores the envelope at _udfs/<sha256>', async () => {
+    const location = await table('added');
+    const added = await post('added', 'add_columns', { new_columns: [udfColumn('t3', { field_metadata: { owner: 'fe' } })] });
+    expect(added.status, added.text).toBe(200);
+    const described = await app.call('POST', '/v1/table/ns%24added/describe?load_detailed_metadata=true', {}, as('admin'));
+    const fields = (described.json.schema as { fields: Array<{ name: string; nullable: boolean; type: { type: string }; metadata?: Record<string, string> }> }).fields;
+    const field = fields.find((f) => f.name === 't3');
+    const sha = createHash('sha256').update(envelopeBytes).digest('hex');
+    expect(field).toMatchObject({ nullable: true, type: { type: 'int64' } });
+    expect(field?.metadata).toEqual({
+      owner: 'fe',
+      virtual_column: 'true',
+      'virtual_column.udf_backend': 'DockerUDFSpecV1',
+      'virtual_column.udf': `_udfs/${sha}`,
+      'virtual_column.udf_name': 'triple',
+      'virtual_column.udf_version': 'v1',
+      'virtual_column.udf_inputs': '["id"]',
+      'virtual_column.auto_backfill': 'false',
+    });
+    const stored = await root.store.get(`${location.replace(`${root.store.location('')}`, '').replace(/^\/+/, '')}/_udfs/${sha}`);
+    expect(stored?.body.equals(envelopeBytes)).toBe(true);
+  });
+
+  it('refuses bad envelopes, several outputs, unknown inputs, a self-reading UDF and mixed kinds, changing nothing', async () => {
+    await table('refused');
+    const before = await version('refused');
+    const cases: Array<[unknown, number, number, RegExp]> = [
+      [[udfColumn('z', { udf: 'not base64!' })], 400, 13, /base64/],
+      [[udfColumn('z', { udf: Buffer.from('{"image": "i"}').toString('base64') })], 400, 13, /udf_pickle/],
+      [[udfColumn('z', { udf: Buffer.from('pickle bytes').toString('base64') })], 400, 13, /not JSON/],
+      [[udfColumn('z', { outputs: [] })], 400, 13, /outputs/],
+      [[udfColumn('z', { outputs: [{ column: 'z', struct_field: 'a', data_type: { type: 'int64' }, nullable: true }] })], 406, 0, /several outputs/],
+      [[udfColumn('z', { input_columns: ['nope'] })], 404, 12, /nope/],
+      [[udfColumn('z', { input_columns: ['z'] })], 400, 13, /may not read the column it fills/],
+      [[udfColumn('z'), { name: 'y', expression: 'id + 1' }], 400, 13, /cannot be added in the same request/],
+      [[udfColumn('z', { outputs: [{ column: 'z', struct_field: '', data_type: { type: 'no_such_type' }, nullable: true }] })], 400, 13, /no_such_type/],
+    ];
+    for (const [newColumns, status, code, message] of cases) {
+      const res = await post('refused', 'add_columns', { new_columns: newColumns });
+      expect(res.status, res.text).toBe(status);
+      expect(res.json.code, res.text).toBe(code);
+      expect(String(res.json.error)).toMatch(message);
+    }
+    expect(await version('refused')).toBe(before);
+    // Only a refusal found by the engine (the type) comes after the envelope is stored: that file,
+    // named by its content, is all that stays, and no column points to it.
+    expect((await root.store.list('ns/refused.lance/_udfs/')).objects.length).toBeLessThanOrEqual(1);
+  });
+
+  it('needs manage on the namespace: a writer may add SQL columns but not bind or run a UDF', async () => {
+    await table('guarded');
+    const denied = await post('guarded', 'add_columns', { new_columns: [udfColumn('z')] }, 'writer');
+    expect(denied.status, denied.text).toBe(403);
+    expect(denied.json.code).toBe(15);
+    const w = await post('guarded', 'add_columns', { new_columns: [{ name: 'y', expression: 'id + 1' }] }, 'writer');
+    expect(w.status, w.text).toBe(200);
+    expect((await post('guarded', 'add_columns', { new_columns: [udfColumn('z')] })).status).toBe(200);
+    const run = await post('guarded', 'backfill_column', { column: 'z' }, 'writer');
+    expect(run.status, run.text).toBe(403);
+  });
+
+  it('binds an existing column with alter_columns and backfills it with the UDF, recording the job in __system$geneva_jobs', async () => {
+    const location = await table('bound', 5000);
+    expect((await post('bound', 'add_columns', { new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] })).status).toBe(200);
+    const { outputs: _outputs, ...vc } = udfColumn('v').virtual_column;
+    const bound = await post('bound', 'alter_columns', { alterations: [{ path: 'v', virtual_column: vc }] });
+    expect(bound.status, bound.text).toBe(200);
+    const started = await post('bound', 'backfill_column', { column: 'v', where: 'id % 2 = 0', checkpoint_size: 1000 });
+    expect(started.status, started.text).toBe(202);
+    const jobId = String(started.json.job_id);
+    const done = await waitForJob({ call: (method, url, body) => app.call(method, url, body, as('admin')) }, jobId);
+    expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+    const rows = await readColumn(location, root.store.engineStorageOptions(), 'v');
+    expect(rows.length).toBe(5000);
+    expect(rows.filter((r) => r.v !== (r.id % 2 === 0 ? r.id * 3 : null))).toEqual([]);
+    // Geneva follows the job through its row: DONE, with the rows it checkpointed.
+    const jobs = await app.call('POST', '/v1/table/__system%24geneva_jobs/describe', {}, as('admin'));
+    expect(jobs.status, jobs.text).toBe(200);
+    const jobTable = await connectTable(String(jobs.json.location), root.store.engineStorageOptions());
+    try {
+      const row = (await jobTable.query().where(`job_id = '${jobId}'`).toArray()) as Array<{ status: string; column_name: string; metrics: { toArray(): string[] } }>;
+      expect(row.map((r) => [r.status, r.column_name])).toEqual([['DONE', 'v']]);
+      const metrics = (row[0]?.metrics.toArray() ?? []).map((m) => JSON.parse(m) as { name: string; n: number });
+      expect(metrics).toContainEqual(expect.objectContaining({ name: 'rows_checkpointed', n: 2500 }));
+    } finally {
+      jobTable.close();
+    }
+  });
+});
