@@ -21,16 +21,16 @@ const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 const as = (who: string) => ({ 'x-api-key': `${who}-key` });
 
-/** A Geneva envelope (DockerUDFSpecV1) of `a * 3`, pickled by the pinned Geneva. */
-async function tripleEnvelope(): Promise<Buffer> {
+/** A Geneva envelope (DockerUDFSpecV1) of the scalar UDF `name(a)` returning `body`, pickled by the pinned Geneva. */
+async function envelopeOf(name: string, body: string): Promise<Buffer> {
   const script = [
-    'import sys, pyarrow as pa',
+    'import sys, time, pyarrow as pa',
     'from geneva import udf',
     'from geneva.packager import DockerUDFPackager',
     '@udf(data_type=pa.int64())',
-    'def triple(a: int) -> int:',
-    '    return a * 3',
-    'sys.stdout.buffer.write(DockerUDFPackager().marshal(triple).udf_payload)',
+    `def ${name}(a: int) -> int:`,
+    `    return ${body}`,
+    `sys.stdout.buffer.write(DockerUDFPackager().marshal(${name}).udf_payload)`,
   ].join('\n');
   const made = await run(DEFAULT_UDF_PYTHON, ['-c', script], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
   if (made.code !== 0) throw new Error(describeRun('envelope', made));
@@ -42,6 +42,7 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
   let app: TestApp;
   let envelope: string;
   let envelopeBytes: Buffer;
+  let slowEnvelope: string;
   const principals = ['admin', 'writer'];
 
   beforeAll(async () => {
@@ -54,7 +55,8 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
         principals: { admin: ['everything'], writer: ['ns-writer'] },
       },
     });
-    envelopeBytes = await tripleEnvelope();
+    envelopeBytes = await envelopeOf('triple', 'a * 3');
+    slowEnvelope = (await envelopeOf('slow', '(time.sleep(0.002), a)[1]')).toString('base64');
     envelope = envelopeBytes.toString('base64');
     expect((await app.call('POST', '/v1/namespace/ns/create', {}, as('admin'))).status).toBe(200);
   }, 120_000);
@@ -146,6 +148,33 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     expect(run.status, run.text).toBe(403);
   });
 
+  it("stops a canceled UDF backfill at its next checkpoint; Geneva's row says CANCELLED", async () => {
+    await table('canceled', 4000);
+    expect((await post('canceled', 'add_columns', { new_columns: [udfColumn('z', { udf: slowEnvelope, udf_name: 'slow' })] })).status).toBe(200);
+    const started = await post('canceled', 'backfill_column', { column: 'z', checkpoint_size: 100 });
+    expect(started.status, started.text).toBe(202);
+    const jobId = String(started.json.job_id);
+    const call = { call: (method: 'GET' | 'POST', url: string, body?: unknown) => app.call(method, url, body, as('admin')) };
+    await waitForJob(call, jobId, (d) => Number(d.properties.chunks_done ?? 0) >= 1);
+    const cancel = await app.call('POST', `/v1/transaction/${jobId}/alter`, { actions: [{ setStatusAction: { status: 'Canceled' } }] }, as('admin'));
+    expect(cancel.status, cancel.text).toBe(200);
+    const jobs = await app.call('POST', '/v1/table/__system%24geneva_jobs/describe', {}, as('admin'));
+    const jobTable = await connectTable(String(jobs.json.location), root.store.engineStorageOptions());
+    try {
+      // The runner sees the cancel at its next checkpoint and writes the row then.
+      for (let i = 0; ; i++) {
+        const rows = (await jobTable.query().where(`job_id = '${jobId}'`).toArray()) as Array<{ status: string }>;
+        if (rows[0]?.status === 'CANCELLED') break;
+        if (i > 400) throw new Error(`the row says ${rows[0]?.status}`);
+        await new Promise((r) => setTimeout(r, 50));
+        await jobTable.checkoutLatest();
+      }
+    } finally {
+      jobTable.close();
+    }
+    expect((await waitForJob(call, jobId)).status).toBe('Canceled');
+  });
+
   it('binds an existing column with alter_columns and backfills it with the UDF, recording the job in __system$geneva_jobs', async () => {
     const location = await table('bound', 5000);
     expect((await post('bound', 'add_columns', { new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] })).status).toBe(200);
@@ -155,7 +184,7 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     const started = await post('bound', 'backfill_column', { column: 'v', where: 'id % 2 = 0', checkpoint_size: 1000 });
     expect(started.status, started.text).toBe(202);
     const jobId = String(started.json.job_id);
-    const done = await waitForJob({ call: (method, url, body) => app.call(method, url, body, as('admin')) }, jobId);
+    const done = await waitForJob({ call: (method: 'GET' | 'POST', url: string, body?: unknown) => app.call(method, url, body, as('admin')) }, jobId);
     expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
     const rows = await readColumn(location, root.store.engineStorageOptions(), 'v');
     expect(rows.length).toBe(5000);
