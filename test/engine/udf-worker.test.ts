@@ -213,7 +213,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       expect(await engine.datasetVersion(at)).toBe(version + 1);
     });
 
-    it('two workers run two fills at once; one SIGKILLed during its fill fails that fill with an internal error, and its slot gets a new worker', async () => {
+    it('two workers run two fills at once; one SIGKILLed during its fill fails that fill as unavailable (worth a retry), and its slot gets a new worker', async () => {
       const { at, udf } = await fresh();
       const version = await engine.datasetVersion(at);
       const sleeping = nextLog(/^sleeps started in \d+$/);
@@ -230,7 +230,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       process.kill(pid, 'SIGKILL');
       const failure = await fill;
       expect(failure).toBeInstanceOf(EngineError);
-      expect(failure).toMatchObject({ kind: 'internal', message: expect.stringMatching(/exited on signal SIGKILL while running a fill/) });
+      expect(failure).toMatchObject({ kind: 'unavailable', message: expect.stringMatching(/exited on signal SIGKILL while running a fill/) });
       expect(await engine.datasetVersion(at)).toBe(version + 1);
       // The dead worker's slot is the next one taken: it gets a new worker.
       const replaced = nextLog(/^starting a new UDF worker in place of one that ended$/);

@@ -138,7 +138,8 @@ export class PythonUdfs implements UdfOps {
         };
         const answer = await worker.request(request, this.options.fillTimeoutMs).catch((e: unknown) => {
           if (e instanceof WorkerTimedOut) throw new UdfFailure(`the UDF did not finish the fill within ${e.timeoutMs} ms; its worker was stopped`, undefined);
-          if (e instanceof WorkerGone) throw new EngineError('internal', `${e.message} while running a fill of column ${fill.column}; the next fill starts a new worker`, { cause: e });
+          // Worth a retry (the next fill gets a new worker); a UDF that kills its worker every time runs out of retries.
+          if (e instanceof WorkerGone) throw new EngineError('unavailable', `${e.message} while running a fill of column ${fill.column}; the next fill starts a new worker`, { cause: e });
           throw e;
         });
         if (!answer.ok) throw this.failure(answer, worker.pid);

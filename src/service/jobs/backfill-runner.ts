@@ -50,7 +50,8 @@ const systemContext = (jobId: string): RequestContext => ({ requestId: `job-${jo
 function isPermanent(e: unknown): boolean {
   // A UDF that raised raises again on the same rows.
   if (e instanceof NamespaceError || e instanceof UdfFailure) return true;
-  return e instanceof EngineError && e.kind !== 'conflict';
+  // A lost commit race, a full or unreachable store, a UDF worker that died: a later attempt may succeed.
+  return e instanceof EngineError && e.kind !== 'conflict' && e.kind !== 'unavailable';
 }
 
 const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));
