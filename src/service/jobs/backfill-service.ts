@@ -142,7 +142,7 @@ export class BackfillService {
     await this.markers.add(jobId);
     await this.log.create(record);
     // Geneva's row before the answer: the client then finds it rather than adding a second one.
-    await this.genevaJobs.launch(record, job, ctx.principal?.id ?? null);
+    await this.genevaJobs.launch(record, job, ctx.principal?.id ?? null, async () => (await this.log.read(jobId))?.value ?? null);
     void this.runner.launch(jobId);
     return { job_id: jobId };
   }

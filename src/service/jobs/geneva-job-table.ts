@@ -21,6 +21,11 @@ import type { BackfillJob } from './backfill-plan.js';
 // - Afterwards only the job's owner writes the row, and only the columns Geneva leaves to the
 //   server (status, metrics, events, updated_at, completed_at), through a merge on job_id that
 //   updates matched rows only: a client's concurrent update of its own columns is never undone.
+// - A row once DONE, FAILED or CANCELLED never changes again (the merge updates only rows not in
+//   such a status), so a write made from an older state of the job that lands late cannot undo
+//   the end. A runner on another replica may take the job before its row is inserted, and its
+//   writes then find no row: after inserting, `launch` writes the row from the job's record as it
+//   is by then, so the row ends as the job does either way.
 // - The row is a view for Geneva: failing to write it is logged and never fails the job.
 
 export const GENEVA_JOBS_TABLE: readonly string[] = Object.freeze([...SYSTEM_NAMESPACE, 'geneva_jobs']);
@@ -65,6 +70,9 @@ const GENEVA_STATUS: Record<TransactionRecord['status'], string> = {
   Canceled: 'CANCELLED',
 };
 
+/** Geneva's statuses of a job that has ended. */
+const ENDED = ['DONE', 'FAILED', 'CANCELLED'];
+
 const MAX_CONFLICT_RETRIES = 6;
 /** Progress (not status) is written at most this often per job: each write is a commit of the job table. */
 const PROGRESS_EVERY_MS = 1000;
@@ -76,7 +84,7 @@ function rowState(record: TransactionRecord, job: BackfillJob, now: Date): Recor
   const status = GENEVA_STATUS[record.status];
   const total = Number(record.properties.rows_total ?? job.plan?.rows ?? 0);
   const done = Number(record.properties.rows_done ?? job.rows_done);
-  const terminal = status === 'DONE' || status === 'FAILED' || status === 'CANCELLED';
+  const terminal = ENDED.includes(status);
   const metric = (name: string, n: number, desc: string) => JSON.stringify({ name, n, total, done: terminal || n >= total, desc });
   const events: string[] = [];
   if (record.status !== 'Queued') events.push(`Job running (attempt ${job.attempts})`);
@@ -103,8 +111,11 @@ export class GenevaJobTable {
     private readonly logger?: ServiceLogger,
   ) {}
 
-  /** Inserts the job's PENDING row (the table created first if needed); logged, never thrown. */
-  async launch(record: TransactionRecord, job: BackfillJob, launchedBy: string | null): Promise<void> {
+  /**
+   * Inserts the job's PENDING row (the table created first if needed), then brings it up to the
+   * job's record as `current` reads it then; logged, never thrown.
+   */
+  async launch(record: TransactionRecord, job: BackfillJob, launchedBy: string | null, current: () => Promise<TransactionRecord | null>): Promise<void> {
     const now = new Date(record.created_at);
     const row = {
       table_name: job.table_id[job.table_id.length - 1] ?? '',
@@ -130,6 +141,8 @@ export class GenevaJobTable {
       const ctx = systemContext(record.id);
       await this.ensureTable(ctx);
       await this.merge(ctx, [row], JOB_RECORD_SCHEMA, { insert: true });
+      const now = await current();
+      if (now && now.status !== 'Queued') await this.write(now, job);
     });
   }
 
@@ -141,11 +154,15 @@ export class GenevaJobTable {
     const status = GENEVA_STATUS[record.status];
     const last = this.lastProgress.get(record.id);
     if (last && last.status === status && Date.now() - last.at < PROGRESS_EVERY_MS) return;
-    const terminal = status === 'DONE' || status === 'FAILED' || status === 'CANCELLED';
-    if (terminal) this.lastProgress.delete(record.id);
+    if (ENDED.includes(status)) this.lastProgress.delete(record.id);
     else this.lastProgress.set(record.id, { status, at: Date.now() });
+    await this.guarded(record.id, `status ${status}`, () => this.write(record, job));
+  }
+
+  /** Writes the row's server-side columns from the job's record (matched rows not yet ended only). */
+  private write(record: TransactionRecord, job: BackfillJob): Promise<void> {
     const state = rowState(record, job, new Date());
-    await this.guarded(record.id, `status ${status}`, () => this.merge(systemContext(record.id), [state], schemaOf(Object.keys(state)), { insert: false }));
+    return this.merge(systemContext(record.id), [state], schemaOf(Object.keys(state)), { insert: false });
   }
 
   private async ensureTable(ctx: RequestContext): Promise<void> {
@@ -172,6 +189,7 @@ export class GenevaJobTable {
           this.tables.engine.rows.mergeInsert(table.at, stream, {
             on: 'job_id',
             whenMatchedUpdateAll: !options.insert,
+            ...(options.insert ? {} : { updateAllWhere: `target.status NOT IN (${ENDED.map((s) => `'${s}'`).join(', ')})` }),
             whenNotMatchedInsertAll: options.insert,
             whenNotMatchedBySourceDelete: false,
           }),
