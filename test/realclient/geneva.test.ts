@@ -56,7 +56,7 @@ async function geneva(service: ServiceProcess, phase: string): Promise<void> {
 
 describe('Geneva 0.17 in remote mode', () => {
   it(
-    'backfills Python UDF columns (blocking, async, with where) and shows a failing UDF its error',
+    'backfills Python UDF columns (blocking, async, with where, rebound by alter_columns) and shows a failing UDF its error',
     async () => {
       const service = await startService(await newRoot(), { udfs: true });
       await geneva(service, 'backfill');

@@ -2,7 +2,7 @@
 
 GENEVA_URL is the service. GENEVA_PHASE picks what runs:
 - "backfill": Python UDF columns on a 100,000-row table, backfilled blocking and async, a `where`
-  backfill, a failing UDF; values checked row by row.
+  backfill, a column rebound to another UDF, a failing UDF; values checked row by row.
 - "off": the same calls against a service without udf_execution get the 406 that says how to enable it.
 - "kill-start" / "kill-finish": a backfill started, then (after the test SIGKILLed the service
   half-way and started it again) followed to its end through Geneva's job table and checked.
@@ -40,6 +40,11 @@ def label(a: pa.Array, b: pa.Array) -> pa.Array:
 @udf(data_type=pa.float64())
 def halve(a: int) -> float:
     return a / 2
+
+
+@udf(data_type=pa.int64())
+def halve_as_int(a: int) -> int:
+    return a // 2
 
 
 @udf(data_type=pa.int64())
@@ -107,6 +112,18 @@ def test_where_backfill_leaves_unselected_rows_alone():
     a, h = column(db, "where_rows", "h")
     assert len(a) == 20_000
     assert h == [x / 2 if x % 7 == 3 else None for x in a]
+
+
+@pytest.mark.skipif(PHASE != "backfill", reason="phase")
+def test_alter_columns_rebinds_the_udf():
+    db = connect()
+    t = db.create_table("rebound", numbers(10_000))
+    t.add_columns({"r": times_two})
+    t.backfill("r")
+    t.alter_columns({"path": "r", "udf": halve_as_int})
+    t.backfill("r")
+    a, r = column(db, "rebound", "r")
+    assert r == [x // 2 for x in a]
 
 
 @pytest.mark.skipif(PHASE != "backfill", reason="phase")
