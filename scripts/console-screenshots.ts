@@ -8,7 +8,7 @@ import { holdRunningJob, seedCatalog, startJobReplica } from '../test/support/co
 import { buildConsole } from './build-ui.js';
 
 // `npm run screenshots`: the console's pages over the browser tests' catalog (real Lance tables,
-// a backfill job held running), in Debian's chromium (scripts/install-browser-test-deps.sh),
+// backfill jobs run to their end and one held running), in Debian's chromium (scripts/install-browser-test-deps.sh),
 // saved as PNG under docs/console/.
 
 const OUT = path.resolve(import.meta.dirname, '..', 'docs', 'console');
@@ -22,7 +22,7 @@ const app = await listenTestApp(root);
 try {
   const replica = startJobReplica(root, live);
   const seeded = await seedCatalog(app.call);
-  const job = await holdRunningJob(app.call, await replica, seeded.jobTable, 0.35);
+  const job = await holdRunningJob(app.call, await replica, seeded.jobTable, 0.35, true);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   try {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
@@ -50,6 +50,11 @@ try {
     }, true);
     await shoot('#/versions/ops/metrics', 'versions.png', settled, true);
     await shoot('#/versions/sales/orders', 'versions-orders.png', settled);
+    await shoot('#/transactions', 'jobs.png', async (p) => {
+      await p.getByTestId('running-jobs').waitFor();
+      await p.getByTestId('job-list').waitFor();
+      await settled(p);
+    });
     await shoot(`#/transaction/${job.jobId}`, 'job.png', (p) => p.getByTestId('progress').waitFor());
     await shoot('#/search?q=orders', 'search.png', (p) => p.getByTestId('search-results').waitFor());
   } finally {

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { GetTableStatsResponse, DescribeTableIndexStatsResponse } from '../src/model/columns.js';
 import type { ListTableIndicesResponse } from '../src/model/indices.js';
+import type { QueryTableRequest } from '../src/model/queries.js';
 import type { DescribeNamespaceResponse, ListNamespacesResponse } from '../src/model/namespaces.js';
 import type { DescribeTableResponse, ListTablesResponse } from '../src/model/tables.js';
 import type { ListTableTagsResponse } from '../src/model/tags.js';
@@ -17,6 +18,7 @@ export type { DescribeNamespaceResponse, DescribeTableIndexStatsResponse, Descri
 export type { ListTableIndicesResponse, ListTablesResponse, ListTableTagsResponse, ListTableVersionsResponse };
 export type TableVersion = ListTableVersionsResponse['versions'][number];
 export type IndexContent = ListTableIndicesResponse['indexes'][number];
+export type QueryTableBody = z.input<typeof QueryTableRequest>;
 
 /** The spec's error names by code (docs: the error catalogue). */
 export const ERROR_NAMES: Record<number, string> = {
@@ -116,10 +118,11 @@ function idPath(id: readonly string[]): { segment: string; query: Record<string,
 
 type Query = Record<string, string | number | boolean | undefined>;
 
-async function call<T>(operation: string, method: 'GET' | 'POST', path: string, query: Query = {}, body?: unknown, signal?: AbortSignal): Promise<T> {
+/** Sends one API request; an answer other than 2xx is thrown as the API gave it (ApiError). */
+async function send(operation: string, method: 'GET' | 'POST', path: string, query: Query, body: unknown, signal: AbortSignal | undefined, accept: string): Promise<Response> {
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(query)) if (value !== undefined) params.set(key, String(value));
-  const headers: Record<string, string> = { accept: 'application/json' };
+  const headers: Record<string, string> = { accept };
   if (credentials?.kind === 'api-key') headers['x-api-key'] = credentials.secret;
   if (credentials?.kind === 'bearer') headers.authorization = `Bearer ${credentials.secret}`;
   if (method === 'POST') headers['content-type'] = 'application/json';
@@ -131,20 +134,26 @@ async function call<T>(operation: string, method: 'GET' | 'POST', path: string, 
     if (signal?.aborted) throw e;
     throw new ApiError(0, null, `the service did not answer: ${(e as Error).message}`, operation, null);
   }
-  const text = await response.text();
-  let parsed: unknown;
-  try {
-    parsed = text === '' ? undefined : JSON.parse(text);
-  } catch {
-    parsed = undefined;
-  }
   if (!response.ok) {
-    const err = (parsed ?? {}) as { code?: unknown; error?: unknown };
+    const err = (parseJson(await response.text()) ?? {}) as { code?: unknown; error?: unknown };
     const code = typeof err.code === 'number' ? err.code : null;
     const message = typeof err.error === 'string' ? err.error : `HTTP ${response.status} ${response.statusText}`.trim();
     throw new ApiError(response.status, code, message, operation, response.headers.get('x-request-id'));
   }
-  return parsed as T;
+  return response;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return text === '' ? undefined : JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+async function call<T>(operation: string, method: 'GET' | 'POST', path: string, query: Query = {}, body?: unknown, signal?: AbortSignal): Promise<T> {
+  const response = await send(operation, method, path, query, body, signal, 'application/json');
+  return parseJson(await response.text()) as T;
 }
 
 /** One page of a list: at most `limit` items and the token of the next page. */
@@ -200,6 +209,12 @@ export const api = {
   countRows(id: readonly string[], version: number, signal?: AbortSignal): Promise<number> {
     const { segment, query } = idPath(id);
     return call('CountTableRows', 'POST', `/v1/table/${segment}/count_rows`, query, { version }, signal);
+  },
+  /** QueryTable: the rows as the Arrow IPC file the API answers. */
+  async queryTable(id: readonly string[], body: QueryTableBody, signal?: AbortSignal): Promise<ArrayBuffer> {
+    const { segment, query } = idPath(id);
+    const response = await send('QueryTable', 'POST', `/v1/table/${segment}/query`, query, body, signal, 'application/vnd.apache.arrow.file');
+    return response.arrayBuffer();
   },
   /** A transaction: the service's own (a job, a batch) by its id, or a Lance commit as [...table id, version]. */
   describeTransaction(id: readonly string[], signal?: AbortSignal): Promise<Transaction> {

@@ -31,6 +31,46 @@ export function useApi<T>(load: (signal: AbortSignal) => Promise<T>, deps: reado
   return { ...state, reload: useCallback(() => setGeneration((g) => g + 1), []) };
 }
 
+/** The latest answer of a view that asks again while what it shows is live, and when it was received. */
+export interface Polled<T> {
+  data: T | undefined;
+  error: unknown;
+  at: Date | undefined;
+  reload(): void;
+}
+
+/**
+ * Runs `load` when `deps` change (and on reload), then again every `everyMs` while `again` holds
+ * for its answer; an error stops it (and is shown until a reload). While it is asked again, the
+ * answer on screen stays, so a live view does not flicker; new deps start from nothing.
+ */
+export function usePolled<T>(load: (signal: AbortSignal) => Promise<T>, again: (data: T) => boolean, everyMs: number, deps: readonly unknown[]): Polled<T> {
+  const [state, setState] = useState<{ data?: T; error?: unknown; at?: Date }>({});
+  const [generation, setGeneration] = useState(0);
+  useEffect(() => {
+    const controller = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    setState({});
+    const poll = async () => {
+      try {
+        const data = await load(controller.signal);
+        if (controller.signal.aborted) return;
+        setState({ data, at: new Date() });
+        if (again(data)) timer = setTimeout(() => void poll(), everyMs);
+      } catch (error) {
+        if (!controller.signal.aborted) setState((s) => ({ ...s, error }));
+      }
+    };
+    void poll();
+    return () => {
+      controller.abort();
+      if (timer !== undefined) clearTimeout(timer);
+    };
+  }, [...deps, generation]);
+  const reload = useCallback(() => setGeneration((g) => g + 1), []);
+  return { data: state.data, error: state.error, at: state.at, reload };
+}
+
 /** A list the API pages with tokens: one page on screen, forward by token, back through the tokens seen. */
 export interface PagedList<T> {
   items: T[];
@@ -194,11 +234,11 @@ export function StatusBadge({ status }: { status: string }) {
   );
 }
 
-export function ProgressBar({ done, total, label }: { done: number; total: number; label: string }) {
+export function ProgressBar({ done, total, label, compact = false }: { done: number; total: number; label: string; compact?: boolean }) {
   const fraction = total > 0 ? Math.min(1, done / total) : 0;
   const percent = Math.floor(fraction * 1000) / 10;
   return (
-    <div class="progress" role="progressbar" aria-label={label} aria-valuemin={0} aria-valuemax={total} aria-valuenow={done} data-testid="progress">
+    <div class={compact ? 'progress compact' : 'progress'} role="progressbar" aria-label={label} aria-valuemin={0} aria-valuemax={total} aria-valuenow={done} data-testid="progress">
       <div class="progress-fill" style={{ width: `${percent}%` }} />
       <span class="progress-text">{percent}%</span>
     </div>

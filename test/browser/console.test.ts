@@ -1,7 +1,8 @@
 // The web console in a real browser (Debian's chromium, driven by playwright-core) against the real
 // service over real Lance tables (test/support/console-fixture.ts): from the root to a table, its
-// versions, a Lance commit and a backfill job held running, whose progress bar moves once the job
-// goes on; paging, counting, search, API errors, and credentials when authentication is on.
+// versions, a Lance commit; from the root to the jobs list and a backfill job held running, whose
+// progress bar moves once the job goes on; paging (namespaces, versions, jobs), counting, search,
+// the jobs list before any job, API errors, and credentials when authentication is on.
 // Everything is checked on the screen. Chromium comes from scripts/install-browser-test-deps.sh.
 
 import type { ChildProcess } from 'node:child_process';
@@ -11,7 +12,18 @@ import { type Browser, chromium, type Locator, type Page } from 'playwright-core
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenTestApp, type TestApp } from '../support/app.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
-import { BULK_TABLES, type HeldJob, holdRunningJob, MANY_VERSIONS, ORDER_ROWS, seedCatalog, startJobReplica } from '../support/console-fixture.js';
+import {
+  BULK_TABLES,
+  type HeldJob,
+  holdRunningJob,
+  insertJobHistory,
+  type JobHistoryRow,
+  MANY_VERSIONS,
+  ORDER_ROWS,
+  type SeededCatalog,
+  seedCatalog,
+  startJobReplica,
+} from '../support/console-fixture.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 // CI installs chromium (scripts/test.sh); elsewhere a machine without it skips these, saying so.
@@ -32,6 +44,7 @@ describe.skipIf(missing)('web console in chromium', () => {
   let app: TestApp & { url: string };
   let browser: Browser;
   let job: HeldJob;
+  let seeded: SeededCatalog;
   const live = new Set<ChildProcess>();
   /** Console messages that are errors, other than the failed requests a test causes on purpose. */
   const pageErrors: string[] = [];
@@ -41,7 +54,7 @@ describe.skipIf(missing)('web console in chromium', () => {
     app = await listenTestApp(root);
     const replica = startJobReplica(root, live);
     const launched = chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
-    const seeded = await seedCatalog(app.call);
+    seeded = await seedCatalog(app.call);
     job = await holdRunningJob(app.call, await replica, seeded.jobTable);
     browser = await launched;
   }, 180_000);
@@ -69,7 +82,8 @@ describe.skipIf(missing)('web console in chromium', () => {
   it('clicks from the root to a table, its versions and one commit', async () => {
     const page = await open();
     const main = page.locator('main');
-    await poll(text(page.getByTestId('count-namespaces'))).toContain('4 namespaces');
+    // sales, ml, ops, bulk, and __system (where the service keeps the job table since the first job).
+    await poll(text(page.getByTestId('count-namespaces'))).toContain('5 namespaces');
     await poll(text(page.getByTestId('count-tables'))).toContain('0 tables');
     await poll(text(page.getByTestId('tree'))).toContain('sales');
 
@@ -124,11 +138,30 @@ describe.skipIf(missing)('web console in chromium', () => {
     await see(page, 'Lance commit');
   });
 
-  it('shows a running backfill job and moves its progress bar as the job goes on', async () => {
+  it('lists the jobs, running first; follows a running job from the list to its end', async () => {
     const page = await open();
     await page.getByRole('link', { name: 'Transactions & jobs' }).click();
-    await page.getByLabel('Transaction or job id').fill(job.jobId);
-    await page.getByRole('button', { name: 'Describe' }).click();
+    const jobRow = (list: string, id: string) => page.getByTestId(list).locator(`tr[data-job="${id}"]`);
+    // The held job runs: on its own under "Running now", and first in the list of all jobs.
+    const running = jobRow('running-jobs', job.jobId);
+    await poll(text(running.getByTestId('status'))).toBe('RUNNING');
+    await poll(text(running.getByTestId('job-table'))).toBe('events');
+    await poll(text(running.getByTestId('job-column'))).toBe('score');
+    await poll(count(page.getByTestId('running-jobs').locator('tbody tr'))).toBe(1);
+    await poll(text(page.getByTestId('jobs-live'))).toContain('asked again every');
+    await poll(attr(page.getByTestId('job-list').locator('tbody tr').first(), 'data-job')).toBe(job.jobId);
+    // The finished ones, newest first, each with what it filled.
+    const [first, second] = seeded.finishedJobs as [string, string];
+    await poll(count(page.getByTestId('job-list').locator('tbody tr'))).toBe(3);
+    await poll(attr(page.getByTestId('job-list').locator('tbody tr').nth(1), 'data-job')).toBe(second);
+    await poll(attr(page.getByTestId('job-list').locator('tbody tr').nth(2), 'data-job')).toBe(first);
+    await poll(text(jobRow('job-list', first).getByTestId('status'))).toBe('DONE');
+    await poll(text(jobRow('job-list', first).getByTestId('job-table'))).toBe('clicks');
+    await poll(text(jobRow('job-list', first).getByTestId('job-row-progress'))).toContain('2,000 of 2,000 rows');
+    await poll(attr(jobRow('job-list', first).getByTestId('progress'), 'aria-valuenow')).toBe('2000');
+
+    // The running job's page: its live progress.
+    await running.getByRole('link', { name: job.jobId }).click();
     await poll(text(page.getByTestId('status'))).toBe('Running');
     await see(page, 'backfill job');
     const bar = page.getByTestId('progress');
@@ -146,10 +179,86 @@ describe.skipIf(missing)('web console in chromium', () => {
     await poll(text(bar)).toContain('100%');
     await see(page, 'ended: not asked again');
 
+    // Back in the list, the job's row follows (it may be a moment behind the job's page), and the list stops asking.
+    await page.locator('main nav.crumbs').getByRole('link', { name: 'transactions' }).click();
+    const done = jobRow('job-list', job.jobId);
+    await poll(text(done.getByTestId('status'))).toBe('DONE');
+    await poll(text(done.getByTestId('job-row-progress'))).toContain(`${job.rowsTotal.toLocaleString('en')} of ${job.rowsTotal.toLocaleString('en')} rows`);
+    await poll(text(page.getByTestId('no-running'))).toBe('No job is running.');
+    await poll(text(page.getByTestId('jobs-live'))).toContain('not asked again');
+
     // From the job to its table, where the filled column is bound to its expression.
+    await done.getByRole('link', { name: job.jobId }).click();
     await page.getByRole('link', { name: 'ml.events' }).click();
     await poll(text(page.getByTestId('schema').locator('tr[data-path="score"]'))).toContain('virtual_column');
   }, 180_000);
+
+  it('pages the jobs newest first, a page ending after every job launched at the same time', async () => {
+    // Older jobs as Geneva's client leaves them: an hour apart with microseconds of their own, seven
+    // launched at the same microsecond where the first page ends, and one a microsecond before them.
+    const hour = 3_600_000_000n;
+    const base = 1_709_251_200_000_000n; // 2024-03-01T00:00:00Z
+    const tie = base + 10n * hour + 370n;
+    const history: JobHistoryRow[] = Array.from({ length: 60 }, (_, i) => ({
+      jobId: `history-${String(i).padStart(2, '0')}`,
+      table: `t${i % 4}`,
+      column: 'c',
+      status: i % 7 === 3 ? 'FAILED' : 'DONE',
+      launchedAt: i >= 10 && i <= 16 ? tie : i === 9 ? tie - 1n : base + BigInt(i) * hour + BigInt((i * 37) % 1000),
+      rows: 100 * (i + 1),
+    }));
+    await insertJobHistory(app.call, history);
+    // Newest first; at the same time, the greater id first.
+    const expected = [...history].sort((a, b) => (a.launchedAt === b.launchedAt ? b.jobId.localeCompare(a.jobId) : a.launchedAt < b.launchedAt ? 1 : -1)).map((r) => r.jobId);
+    const real = 3; // the held job and the two finished ones, launched after all of these
+    const total = real + history.length;
+    // The 50th newest is one of the seven launched together: the first page ends after all seven.
+    const firstPage = real + history.filter((r) => r.launchedAt >= tie).length;
+    expect(firstPage).toBeGreaterThan(50);
+
+    const page = await open('#/transactions');
+    const list = page.getByTestId('job-list').locator('tbody tr');
+    const ids = () => list.evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')));
+    const pager = page.getByTestId('pager-jobs');
+    await poll(text(pager)).toContain(`jobs 1–${firstPage} of ${total}`);
+    await poll(count(list)).toBe(firstPage);
+    const one = await ids();
+    expect(one.slice(real)).toEqual(expected.slice(0, firstPage - real));
+    expect(await pager.getByRole('button', { name: '← Newer' }).isDisabled()).toBe(true);
+
+    await pager.getByRole('button', { name: 'Older →' }).click();
+    await poll(text(pager)).toContain(`jobs ${firstPage + 1}–${total} of ${total}`);
+    await poll(ids).toEqual(expected.slice(firstPage - real));
+    expect(await pager.getByRole('button', { name: 'Older →' }).isDisabled()).toBe(true);
+    await poll(text(page.getByTestId('job-list').locator('tr[data-job="history-09"]').getByTestId('job-row-progress'))).toContain('1,000 of 1,000 rows');
+    await poll(text(page.getByTestId('job-list').locator('tr[data-job="history-03"]').getByTestId('status'))).toBe('FAILED');
+
+    await pager.getByRole('button', { name: '← Newer' }).click();
+    await poll(ids).toEqual(one);
+    // A row of Geneva's client names a job this service never ran: its page says so.
+    await page.getByTestId('job-list').getByRole('link', { name: 'history-59' }).click();
+    await poll(text(page.getByTestId('api-error').getByTestId('error-code'))).toBe('code 10 TransactionNotFound');
+  });
+
+  it('says plainly that there are no jobs before the first one', async () => {
+    const fresh = await localBackend.newRoot();
+    const empty = await listenTestApp(fresh);
+    let page: Page | undefined;
+    try {
+      page = await open('#/transactions', empty.url);
+      await poll(text(page.getByTestId('no-jobs'))).toContain('No jobs yet.');
+      expect(await page.getByTestId('api-error').count()).toBe(0);
+      // The lookup by id stays.
+      await page.getByLabel('Transaction or job id').fill('no-such-job');
+      await page.getByRole('button', { name: 'Describe' }).click();
+      await poll(text(page.getByTestId('api-error').getByTestId('error-code'))).toBe('code 10 TransactionNotFound');
+    } finally {
+      // The page's connections go first: the server then closes at once.
+      await page?.context().close();
+      await empty.close();
+      await fresh.dispose();
+    }
+  });
 
   it('pages a namespace with more tables than a page, and counts them on demand', async () => {
     const page = await open('#/ns/bulk');
@@ -222,7 +331,7 @@ describe.skipIf(missing)('web console in chromium', () => {
       await page.getByTestId('credentials-button').click();
       await page.getByRole('textbox', { name: 'API key' }).fill(key);
       await page.getByRole('button', { name: 'Use' }).click();
-      await poll(text(page.getByTestId('count-namespaces'))).toContain('4 namespaces');
+      await poll(text(page.getByTestId('count-namespaces'))).toContain('5 namespaces');
       await poll(text(page.getByTestId('credentials-button'))).toBe('API key ✓');
       const api = seen.filter((r) => new URL(r.url).pathname.startsWith('/v1/'));
       expect(api.filter((r) => r.key === key).length).toBeGreaterThan(0);

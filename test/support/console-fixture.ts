@@ -2,13 +2,15 @@ import type { ChildProcess } from 'node:child_process';
 import { arrow } from '../../src/engine/arrow.js';
 import type { TestApp } from './app.js';
 import type { TestRoot } from './backends.js';
-import { numbersStream } from './jobs.js';
+import { numbersStream, waitForJob } from './jobs.js';
 import { rootArgs, type ServiceProcess, startServiceProcess } from './service-process.js';
 
 // A small catalog of real Lance tables for the console's browser tests and its screenshots
 // (scripts/console-screenshots.ts), made through the API: nested namespaces with properties, a
 // table with nested types, versions, indices and tags, a declared table, a namespace with more
-// tables than a page, a table with more versions than a page, and a backfill job held running.
+// tables than a page, a table with more versions than a page, backfill jobs run to their end and
+// one held running (each with its row in Geneva's job table `__system$geneva_jobs`, which the
+// console lists), and, for the jobs list's paging, older rows of that table as Geneva leaves them.
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 export const BULK_TABLES = 120;
@@ -59,6 +61,8 @@ export interface SeededCatalog {
   declared: string[];
   manyVersions: string[];
   jobTable: string[];
+  /** Backfill jobs run to their end, oldest first. */
+  finishedJobs: string[];
 }
 
 /** Makes the catalog through `call` (the in-process app's inject). */
@@ -98,7 +102,100 @@ export async function seedCatalog(call: Call): Promise<SeededCatalog> {
   await ok(call, 'POST', `${table('ml$events')}/create`, numbersStream(JOB_ROWS), ARROW);
   await ok(call, 'POST', `${table('ml$events')}/add_columns`, { new_columns: [{ name: 'score', expression: 'CAST(NULL AS BIGINT)' }] });
   await ok(call, 'POST', `${table('ml$events')}/alter_columns`, { alterations: [{ path: 'score', virtual_column: { udf_backend: 'sql', udf: 'id * 3 + x', input_columns: ['id', 'x'] } }] });
-  return { orders: ['sales', 'orders'], declared: ['sales', 'returns'], manyVersions: ['ops', 'metrics'], jobTable: ['ml', 'events'] };
+
+  // Jobs that ran to their end, on a small table: the whole column, then the rows of a filter.
+  await ok(call, 'POST', `${table('ml$clicks')}/create`, numbersStream(2000), ARROW);
+  await ok(call, 'POST', `${table('ml$clicks')}/add_columns`, { new_columns: [{ name: 'weight', expression: 'CAST(NULL AS BIGINT)' }] });
+  await ok(call, 'POST', `${table('ml$clicks')}/alter_columns`, { alterations: [{ path: 'weight', virtual_column: { udf_backend: 'sql', udf: 'x * 2', input_columns: ['x'] } }] });
+  const finishedJobs: string[] = [];
+  for (const request of [{ column: 'weight' }, { column: 'weight', where: 'x < 10' }]) {
+    const jobId = String((await ok(call, 'POST', `${table('ml$clicks')}/backfill_column`, request)).job_id);
+    const done = await waitForJob({ call }, jobId);
+    if (done.status !== 'Succeeded') throw new Error(`backfill_column ${JSON.stringify(request)}: ${JSON.stringify(done)}`);
+    finishedJobs.push(jobId);
+  }
+  return { orders: ['sales', 'orders'], declared: ['sales', 'returns'], manyVersions: ['ops', 'metrics'], jobTable: ['ml', 'events'], finishedJobs };
+}
+
+/** Geneva's JobRecord as Arrow (the service's own schema of `__system$geneva_jobs`). */
+function jobRecordSchema(): InstanceType<typeof arrow.Schema> {
+  const utf8 = new arrow.Utf8();
+  const time = new arrow.Timestamp(arrow.TimeUnit.MICROSECOND, 'UTC');
+  const list = () => new arrow.List(new arrow.Field('item', new arrow.Utf8(), true));
+  const fields: Array<[string, InstanceType<typeof arrow.DataType>, boolean]> = [
+    ['table_name', utf8, false],
+    ['column_name', utf8, false],
+    ['job_id', utf8, false],
+    ['job_type', utf8, false],
+    ['object_ref', utf8, true],
+    ['status', utf8, false],
+    ['launched_at', time, false],
+    ['completed_at', time, true],
+    ['config', utf8, false],
+    ['launched_by', utf8, true],
+    ['manifest_id', utf8, true],
+    ['manifest_checksum', utf8, true],
+    ['metrics', list(), true],
+    ['events', list(), true],
+    ['updated_at', time, true],
+    ['cluster_name', utf8, true],
+    ['input_columns', list(), true],
+    ['output_columns', list(), true],
+  ];
+  return new arrow.Schema(fields.map(([name, type, nullable]) => new arrow.Field(name, type, nullable)));
+}
+
+/** One row of the job table, launched at `launchedAt` (microseconds since the epoch). */
+export interface JobHistoryRow {
+  jobId: string;
+  table: string;
+  column: string;
+  status: 'DONE' | 'FAILED' | 'CANCELLED';
+  launchedAt: bigint;
+  rows: number;
+}
+
+/**
+ * Inserts `rows` into `__system$geneva_jobs` through the API, as Geneva's own client may write
+ * that table: jobs that ended before this catalog's (they have no transaction here).
+ */
+export async function insertJobHistory(call: Call, rows: JobHistoryRow[]): Promise<void> {
+  await ok(call, 'POST', '/v1/table/__system$geneva_jobs/insert', jobHistoryStream(rows), ARROW);
+}
+
+/** `rows` as an Arrow IPC stream of the job table's schema. */
+export function jobHistoryStream(rows: JobHistoryRow[]): Buffer {
+  const schema = jobRecordSchema();
+  const strings = (f: (r: JobHistoryRow) => string | null) => rows.map(f);
+  const micros = (f: (r: JobHistoryRow) => bigint) => BigInt64Array.from(rows.map(f));
+  const metric = (r: JobHistoryRow, name: string, desc: string) => JSON.stringify({ name, n: r.rows, total: r.rows, done: true, desc });
+  const columns: Record<string, unknown[] | BigInt64Array> = {
+    table_name: strings((r) => r.table),
+    column_name: strings((r) => r.column),
+    job_id: strings((r) => r.jobId),
+    job_type: strings(() => 'BACKFILL'),
+    object_ref: strings(() => null),
+    status: strings((r) => r.status),
+    launched_at: micros((r) => r.launchedAt),
+    completed_at: micros((r) => r.launchedAt + 90_000_000n),
+    config: strings(() => '{"where":null,"read_version":null,"checkpoint_size":1000,"commit_granularity":1}'),
+    launched_by: strings(() => 'geneva'),
+    manifest_id: strings(() => null),
+    manifest_checksum: strings(() => null),
+    metrics: rows.map((r) => [metric(r, 'rows_checkpointed', 'Rows checkpointed'), metric(r, 'rows_ready_for_commit', 'Rows committed')]),
+    events: rows.map((r) => [`Job completed with status ${r.status}`]),
+    updated_at: micros((r) => r.launchedAt + 90_000_000n),
+    cluster_name: strings(() => null),
+    input_columns: rows.map(() => null),
+    output_columns: rows.map((r) => [r.column]),
+  };
+  const children = schema.fields.map((field) => {
+    const values = columns[field.name];
+    if (values instanceof BigInt64Array) return arrow.makeData({ type: field.type as InstanceType<typeof arrow.Timestamp>, length: values.length, data: values });
+    return arrow.vectorFromArray(values as unknown[], field.type).data[0] as InstanceType<typeof arrow.Data>;
+  });
+  const batch = new arrow.RecordBatch(schema, arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.length, children }));
+  return Buffer.from(arrow.tableToIPC(new arrow.Table(batch), 'stream'));
 }
 
 export const JOB_ROWS = 100_000;
@@ -116,11 +213,13 @@ export interface HeldJob {
 /**
  * A backfill job held running: another replica of the service (its own OS process on the same
  * root, `runner`) starts it on `table` and is stopped (SIGSTOP) as soon as the job has
- * checkpointed some rows (at least `holdAtFraction` of them), so the job stays Running, part
- * done, until `resume` (SIGCONT). The runner's lease outlives any test, so the in-process replica
- * (`call`) does not take the job over meanwhile; it is the one asked what the held job has done.
+ * checkpointed some rows (at least `holdAtFraction` of them; with `rowShowsProgress`, also once the
+ * job's row in the job table shows some, which the runner writes at most every second), so the job
+ * stays Running, part done, until `resume` (SIGCONT). The runner's lease outlives any test, so the
+ * in-process replica (`call`) does not take the job over meanwhile; it is the one asked what the
+ * held job has done.
  */
-export async function holdRunningJob(call: Call, runner: ServiceProcess, table: string[], holdAtFraction = 0): Promise<HeldJob> {
+export async function holdRunningJob(call: Call, runner: ServiceProcess, table: string[], holdAtFraction = 0, rowShowsProgress = false): Promise<HeldJob> {
   const started = await runner.call('POST', `/v1/table/${table.join('$')}/backfill_column`, { column: 'score', checkpoint_size: JOB_CHUNK });
   if (started.status !== 202) throw new Error(`backfill_column: ${started.status} ${started.text}`);
   const jobId = String(started.json.job_id);
@@ -129,7 +228,7 @@ export async function holdRunningJob(call: Call, runner: ServiceProcess, table: 
     const job = await describe();
     const done = Number(job.properties.rows_done ?? 0);
     const enough = holdAtFraction === 0 ? 0 : holdAtFraction * Number(job.properties.rows_total ?? Infinity);
-    if (job.status === 'Running' && done > 0 && done >= enough) break;
+    if (job.status === 'Running' && done > 0 && done >= enough && (!rowShowsProgress || (await rowsCheckpointed(runner.url, jobId)) > 0)) break;
     if (job.status !== 'Running' && job.status !== 'Queued') throw new Error(`the job ended before it could be held: ${JSON.stringify(job)}`);
     await new Promise((r) => setTimeout(r, 5));
   }
@@ -143,6 +242,22 @@ export async function holdRunningJob(call: Call, runner: ServiceProcess, table: 
     rowsTotal: Number(held.properties.rows_total),
     resume: () => runner.child.kill('SIGCONT'),
   };
+}
+
+/** The `rows_checkpointed` count of the job's row in `__system$geneva_jobs`, asked of the service at `url` (0 while it has none). */
+async function rowsCheckpointed(url: string, jobId: string): Promise<number> {
+  const res = await fetch(`${url}/v1/table/__system%24geneva_jobs/query`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ k: 1, filter: `job_id = '${jobId}'`, columns: { column_names: ['metrics'] } }),
+  });
+  if (!res.ok) return 0;
+  const metrics: unknown = arrow.tableFromIPC(new Uint8Array(await res.arrayBuffer())).getChild('metrics')?.get(0);
+  for (const entry of (metrics as { toArray(): string[] } | null)?.toArray() ?? []) {
+    const metric = JSON.parse(entry) as { name: string; n: number };
+    if (metric.name === 'rows_checkpointed') return metric.n;
+  }
+  return 0;
 }
 
 /** The replica that runs the held job (start it early: its start-up overlaps the seeding). */

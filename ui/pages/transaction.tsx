@@ -1,13 +1,15 @@
-import { useEffect, useState } from 'preact/hooks';
-import { api, type Transaction } from '../api.js';
-import { ErrorBox, Link, Loading, ProgressBar, PropertiesTable, StatusBadge, TableLink } from '../components.js';
+import { useState } from 'preact/hooks';
+import { api } from '../api.js';
+import { ErrorBox, Link, Loading, ProgressBar, PropertiesTable, StatusBadge, TableLink, usePolled } from '../components.js';
 import { formatCount, parseTableId } from '../format.js';
 import { navigate } from '../router.js';
+import { JobsList } from './jobs.js';
 
-// Transactions and jobs. The API describes one transaction by its id (DescribeTransaction) and has
-// no list of them: ids come from the answers that start them (a backfill's job_id, a batch's
-// transaction_id) and, for every Lance commit, from the version timeline (`<table id>$<version>`).
-// A Queued or Running one is asked again every POLL_MS until it ends, which moves its progress bar.
+// Transactions and jobs. Backfill jobs are listed from Geneva's job table (pages/jobs.tsx); the API
+// describes one transaction by its id (DescribeTransaction) and has no list of the others: their ids
+// come from the answers that start them (a batch's transaction_id) and, for every Lance commit, from
+// the version timeline (`<table id>$<version>`). A Queued or Running one is asked again every
+// POLL_MS until it ends, which moves its progress bar.
 
 export const POLL_MS = 1000;
 const ENDED = new Set(['Succeeded', 'Failed', 'Canceled']);
@@ -23,41 +25,23 @@ export function TransactionsPage() {
     <section data-testid="transactions-page">
       <h1>Transactions and jobs</h1>
       <p>
-        A backfill job is a transaction: its id is the <code>job_id</code> that <code>backfill_column</code> answered. Batch commits answer a <code>transaction_id</code>; each version of
-        a table is the Lance commit <code>{'<table id>$<version>'}</code>, linked from the table's version timeline.
+        A backfill job is a transaction: its id is the <code>job_id</code> that <code>backfill_column</code> answered, and its page shows its live progress. Batch commits answer a{' '}
+        <code>transaction_id</code>; each version of a table is the Lance commit <code>{'<table id>$<version>'}</code>, linked from the table's version timeline.
       </p>
+      <JobsList />
+      <h2>Describe a transaction</h2>
       <form class="lookup" onSubmit={submit}>
         <label for="transaction-id">Transaction or job id</label>
         <input id="transaction-id" name="transaction-id" value={value} onInput={(e) => setValue((e.target as HTMLInputElement).value)} placeholder="e.g. 0b6f…-… or sales$orders$12" size={48} />
         <button type="submit">Describe</button>
       </form>
-      <p class="muted small">The API has no operation that lists transactions, so the console cannot show them all: it describes the one you name.</p>
+      <p class="muted small">The API lists no transactions other than jobs: the console describes the one you name.</p>
     </section>
   );
 }
 
 export function TransactionPage({ id }: { id: string[] }) {
-  const [state, setState] = useState<{ data?: Transaction; error?: unknown; updated?: Date }>({});
-  const [generation, setGeneration] = useState(0);
-  useEffect(() => {
-    const controller = new AbortController();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const poll = async () => {
-      try {
-        const data = await api.describeTransaction(id, controller.signal);
-        if (controller.signal.aborted) return;
-        setState({ data, updated: new Date() });
-        if (!ENDED.has(data.status)) timer = setTimeout(() => void poll(), POLL_MS);
-      } catch (error) {
-        if (!controller.signal.aborted) setState((s) => ({ ...s, error }));
-      }
-    };
-    void poll();
-    return () => {
-      controller.abort();
-      if (timer !== undefined) clearTimeout(timer);
-    };
-  }, [generation]);
+  const state = usePolled((signal) => api.describeTransaction(id, signal), (data) => !ENDED.has(data.status), POLL_MS, []);
   const { data } = state;
   const props = data?.properties ?? {};
   // The table: a job's `table` property, or the leading parts of a Lance commit's id.
@@ -75,7 +59,7 @@ export function TransactionPage({ id }: { id: string[] }) {
         <span class="kind">{props.column !== undefined && props.rows_done !== undefined ? 'backfill job' : lanceCommit ? 'Lance commit' : 'transaction'}</span>{' '}
         <span class="mono">{id.join('$')}</span>
       </h1>
-      <ErrorBox error={state.error} onRetry={() => (setState({}), setGeneration((g) => g + 1))} />
+      <ErrorBox error={state.error} onRetry={state.reload} />
       {!data && !state.error && <Loading what="the transaction" />}
       {data && (
         <>
@@ -84,7 +68,7 @@ export function TransactionPage({ id }: { id: string[] }) {
             {props.operation && <span class="chip" data-testid="operation">{props.operation}</span>}
             {live ? (
               <span class="muted small" data-testid="live">
-                live: asked again every {POLL_MS / 1000} s, last at {state.updated?.toLocaleTimeString('en-GB')}
+                live: asked again every {POLL_MS / 1000} s, last at {state.at?.toLocaleTimeString('en-GB')}
               </span>
             ) : (
               <span class="muted small">ended: not asked again</span>

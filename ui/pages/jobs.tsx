@@ -1,0 +1,227 @@
+import { useState } from 'preact/hooks';
+import { api, ApiError } from '../api.js';
+import { ErrorBox, Link, Loading, ProgressBar, StatusBadge, usePolled } from '../components.js';
+import { formatCount, formatTime } from '../format.js';
+import type { JobRow } from '../job-rows.js';
+
+// The list of backfill jobs, read from Geneva's job table `__system$geneva_jobs` through QueryTable
+// (the only way the API lists jobs). Each job keeps its row there current as it runs; its
+// transaction (DescribeTransaction, the job's own page) stays the source of truth, so a row may be
+// a moment behind it.
+//
+// QueryTable cannot sort, so a page is found in two steps: the launch times of every job before the
+// page's bound (one timestamp column: 8 bytes a job), then the rows launched in the page's span,
+// newest JOB_PAGE (ties at the span's lower end included, so that the next page, bounded by that
+// time, neither repeats nor skips a job). Running and pending jobs are also asked for on their own
+// (at most RUNNING_SHOWN), so that a long-running job shows whatever page is on screen. While any
+// job runs, everything is asked again every POLL_MS.
+
+export const JOB_TABLE: readonly string[] = ['__system', 'geneva_jobs'];
+export const JOB_PAGE = 50;
+const RUNNING_SHOWN = 50;
+const POLL_MS = 1000;
+/** QueryTable's k is a u32: its largest value asks for every row that matches. */
+const ALL_ROWS = 4_294_967_295;
+const ROW_COLUMNS = ['job_id', 'table_name', 'column_name', 'job_type', 'status', 'launched_at', 'updated_at', 'completed_at', 'launched_by', 'metrics'];
+const ACTIVE_FILTER = "status = 'PENDING' OR status = 'RUNNING'";
+const isActive = (row: JobRow) => row.status === 'PENDING' || row.status === 'RUNNING';
+/** Whether a job on screen runs (the list is then asked again). */
+const isLive = (view: JobsView) => view.running.length > 0 || view.rows.some(isActive);
+
+/** A microsecond time as a SQL literal (UTC, to the microsecond: a page bound must be exact). */
+export function timestampLiteral(micros: bigint): string {
+  let millis = micros / 1000n;
+  let rest = micros % 1000n;
+  if (rest < 0n) {
+    millis -= 1n;
+    rest += 1000n;
+  }
+  const iso = new Date(Number(millis)).toISOString().replace('Z', `${String(rest).padStart(3, '0')}Z`);
+  return `TIMESTAMP '${iso}'`;
+}
+
+const newestFirst = (a: JobRow, b: JobRow) => (a.launchedAt === b.launchedAt ? (a.jobId < b.jobId ? 1 : -1) : (a.launchedAt ?? 0n) < (b.launchedAt ?? 0n) ? 1 : -1);
+
+interface JobsView {
+  running: JobRow[];
+  /** More jobs are running than RUNNING_SHOWN. */
+  moreRunning: boolean;
+  /** The page's jobs, newest first. */
+  rows: JobRow[];
+  /** How many jobs were launched before the page's bound (all of them on the first page). */
+  before: number;
+  /** The bound of the next (older) page; undefined on the last. */
+  older: bigint | undefined;
+}
+
+/** The jobs launched before `bound` (all when undefined), newest JOB_PAGE first; 'no-table' before the first job. */
+async function loadJobs(bound: bigint | undefined, signal: AbortSignal): Promise<JobsView | 'no-table'> {
+  const reader = await import('../job-rows.js');
+  const before = bound === undefined ? [] : [`launched_at < ${timestampLiteral(bound)}`];
+  let answers: [ArrayBuffer, ArrayBuffer];
+  try {
+    answers = await Promise.all([
+      api.queryTable(JOB_TABLE, { k: RUNNING_SHOWN + 1, filter: ACTIVE_FILTER, columns: { column_names: ROW_COLUMNS } }, signal),
+      api.queryTable(JOB_TABLE, { k: ALL_ROWS, filter: before[0] ?? null, columns: { column_names: ['launched_at'] } }, signal),
+    ]);
+  } catch (e) {
+    // The service makes its job table (and the namespace __system) with the first job.
+    if (e instanceof ApiError && e.status === 404 && (e.code === 4 || e.code === 1)) return 'no-table';
+    throw e;
+  }
+  const running = reader.readJobRows(answers[0]).sort(newestFirst);
+  const times = reader.readLaunchTimes(answers[1]).sort((a, b) => (a < b ? 1 : a > b ? -1 : 0));
+  const view: JobsView = { running: running.slice(0, RUNNING_SHOWN), moreRunning: running.length > RUNNING_SHOWN, rows: [], before: times.length, older: undefined };
+  const low = times[Math.min(JOB_PAGE, times.length) - 1];
+  if (low === undefined) return view;
+  const inPage = times.filter((t) => t >= low).length;
+  // k leaves room for jobs launched since the times were read (on the first page).
+  const filter = [`launched_at >= ${timestampLiteral(low)}`, ...before].join(' AND ');
+  view.rows = reader.readJobRows(await api.queryTable(JOB_TABLE, { k: inPage + JOB_PAGE, filter, columns: { column_names: ROW_COLUMNS } }, signal)).sort(newestFirst);
+  view.older = inPage < times.length ? low : undefined;
+  return view;
+}
+
+export function JobsList() {
+  // Page i holds the jobs launched before bounds[i] (the first: all), after offsets[i] newer ones.
+  const [bounds, setBounds] = useState<Array<bigint | undefined>>([undefined]);
+  const [offsets, setOffsets] = useState<number[]>([0]);
+  const [index, setIndex] = useState(0);
+  const { data: view, error, at, reload } = usePolled((signal) => loadJobs(bounds[index], signal), (v) => v !== 'no-table' && isLive(v), POLL_MS, [index]);
+  const offset = offsets[index] ?? 0;
+  return (
+    <div data-testid="jobs">
+      <h2>Backfill jobs</h2>
+      <ErrorBox error={error} onRetry={reload} />
+      {!view && !error && <Loading what="the jobs" />}
+      {view === 'no-table' && (
+        <div class="status-line">
+          <span data-testid="no-jobs">
+            No jobs yet. The service lists jobs from the table <code>__system$geneva_jobs</code>, which it makes when the first backfill job starts.
+          </span>
+          <button type="button" onClick={reload}>
+            Refresh
+          </button>
+        </div>
+      )}
+      {view && view !== 'no-table' && (
+        <>
+          <LiveLine live={isLive(view)} at={at} onRefresh={reload} />
+          <h3>Running now</h3>
+          {view.running.length === 0 ? (
+            <p class="muted" data-testid="no-running">
+              No job is running.
+            </p>
+          ) : (
+            <JobTable rows={view.running} testId="running-jobs" />
+          )}
+          {view.moreRunning && <p class="muted small">More than {RUNNING_SHOWN} jobs are running; these are the latest launched.</p>}
+          <h3>All jobs, newest first</h3>
+          {view.rows.length === 0 ? <p class="muted">No jobs yet.</p> : <JobTable rows={view.rows} testId="job-list" />}
+          {(index > 0 || view.older !== undefined) && (
+            <div class="pager" data-testid="pager-jobs">
+              <button type="button" disabled={index === 0} onClick={() => setIndex(index - 1)}>
+                ← Newer
+              </button>
+              <span class="muted">
+                jobs {formatCount(offset + 1)}–{formatCount(offset + view.rows.length)} of {formatCount(offset + view.before)}
+              </span>
+              <button
+                type="button"
+                disabled={view.older === undefined}
+                onClick={() => {
+                  setBounds((b) => [...b.slice(0, index + 1), view.older]);
+                  setOffsets((o) => [...o.slice(0, index + 1), offset + view.rows.length]);
+                  setIndex(index + 1);
+                }}
+              >
+                Older →
+              </button>
+            </div>
+          )}
+          <p class="muted small">
+            From the job table <code>__system$geneva_jobs</code> (QueryTable), where each job keeps its row current as it runs; a job's own page (DescribeTransaction) is its source
+            of truth and may be a moment ahead of its row. A row names the table by its last name only: the job's page links to the table.
+          </p>
+        </>
+      )}
+    </div>
+  );
+}
+
+function LiveLine({ live, at: date, onRefresh }: { live: boolean; at: Date | undefined; onRefresh: () => void }) {
+  const at = date?.toLocaleTimeString('en-GB');
+  return (
+    <div class="status-line">
+      {live ? (
+        <span class="muted small" data-testid="jobs-live">
+          live: asked again every {POLL_MS / 1000} s while a job runs, last at {at}
+        </span>
+      ) : (
+        <>
+          <span class="muted small" data-testid="jobs-live">
+            asked at {at}; no job runs, so not asked again
+          </span>
+          <button type="button" onClick={onRefresh}>
+            Refresh
+          </button>
+        </>
+      )}
+    </div>
+  );
+}
+
+const millis = (micros: bigint | null) => (micros === null ? undefined : Number(micros / 1000n));
+
+function JobTable({ rows, testId }: { rows: JobRow[]; testId: string }) {
+  return (
+    <table class="grid jobs" data-testid={testId}>
+      <thead>
+        <tr>
+          <th>status</th>
+          <th>job</th>
+          <th>table</th>
+          <th>column</th>
+          <th>launched</th>
+          <th>updated</th>
+          <th>progress</th>
+        </tr>
+      </thead>
+      <tbody>
+        {rows.map((row) => (
+          <tr key={row.jobId} data-job={row.jobId} class={isActive(row) ? 'active' : undefined}>
+            <td>
+              <StatusBadge status={row.status ?? 'unknown'} />
+            </td>
+            <td class="mono small">
+              <Link to={{ page: 'transaction', id: [row.jobId] }}>{row.jobId}</Link>
+            </td>
+            <td data-testid="job-table">{row.tableName ?? '—'}</td>
+            <td data-testid="job-column">
+              <code>{row.columnName ?? '—'}</code>
+            </td>
+            <td class="mono small time">{formatTime(millis(row.launchedAt))}</td>
+            <td class="mono small time">{formatTime(millis(row.updatedAt))}</td>
+            <td class="job-progress" data-testid="job-row-progress">
+              <RowProgress row={row} />
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function RowProgress({ row }: { row: JobRow }) {
+  const p = row.progress;
+  if (!p) return <span class="muted small">{row.status === 'PENDING' ? 'queued' : '—'}</span>;
+  if (p.total === 0) return <span class="muted small">{isActive(row) ? 'planning' : 'no rows to fill'}</span>;
+  return (
+    <>
+      <ProgressBar done={p.n} total={p.total} label={`rows of job ${row.jobId} checkpointed`} compact />
+      <span class="muted small">
+        {formatCount(p.n)} of {formatCount(p.total)} rows
+      </span>
+    </>
+  );
+}
