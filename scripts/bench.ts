@@ -236,6 +236,19 @@ async function runPython(command: string, config: unknown): Promise<Record<strin
   return answer;
 }
 
+/** The null namespace of bench_reference.py on a local directory: the floor of pylance's managed-commit protocol. */
+async function startNullNamespace(root: string): Promise<string> {
+  const { first, child, exited } = startPython('null', { root });
+  cleanups.push(async () => {
+    child.stdin?.end();
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  });
+  const { port } = await first;
+  return `http://127.0.0.1:${String(port)}`;
+}
+
 async function startReference(access: StoreAccess, root: string, extra: Record<string, string> = {}): Promise<string> {
   const properties: Record<string, string> = { root, ...extra };
   for (const [k, v] of Object.entries(lanceStorageOptions(access))) properties[`storage.${k}`] = v;
@@ -665,14 +678,21 @@ function describeRow(bench: Bench, label: string, clients: number): RowSpec {
 /**
  * Managed appends through pylance (one writer) on each side, to managed$writes (made here); also
  * times version/create at the proxy, and plain Lance appends to `floorUri` (made here) as the floor.
+ * With `nullRoot` (a local directory) the same appends also go through the null namespace of
+ * bench_reference.py, which does nothing but link the staged manifest: what the protocol itself
+ * costs pylance, whatever the server.
  */
-async function appendsRow(bench: Bench, label: string, floorUri: string): Promise<RowSpec> {
+async function appendsRow(bench: Bench, label: string, floorUri: string, nullRoot?: string): Promise<RowSpec> {
   const { servers, sizes } = bench;
   const table = ['managed', 'writes'];
   log('fixture: managed$writes, created by pylance through each server with managed versioning');
   await writeThrough(servers, table, 10, 0, true);
   await runPython('write', { uri: floorUri, rows: 10, create: true, appends: 0, storage_options: lanceStorageOptions(servers.access) });
+  const nullUrl = nullRoot === undefined ? undefined : await startNullNamespace(nullRoot);
+  if (nullUrl) await runPython('write', { url: nullUrl, table_id: ['writes'], rows: 10, create: true, appends: 0 });
   const floor: number[] = [];
+  const protocolFloor: number[] = [];
+  const perSecond = (ms: number[]) => ms.length / (ms.reduce((sum, x) => sum + x, 0) / 1000);
   let firstId = 1_000_000;
   const appendsOf = (answer: Record<string, unknown>): number[] => (Array.isArray(answer.append_ms) ? answer.append_ms.filter((x): x is number => typeof x === 'number') : []);
   return {
@@ -695,8 +715,8 @@ async function appendsRow(bench: Bench, label: string, floorUri: string): Promis
       if (side === 'ours') {
         // The floor, in the same round: plain Lance appends to a dataset of its own, no namespace.
         const plain = await runPython('write', { uri: floorUri, rows: 0, first_id: (firstId += 10_000), appends: sizes.appends, storage_options: lanceStorageOptions(servers.access) });
-        const plainMs = appendsOf(plain);
-        floor.push(plainMs.length / (plainMs.reduce((s, x) => s + x, 0) / 1000));
+        floor.push(perSecond(appendsOf(plain)));
+        if (nullUrl) protocolFloor.push(perSecond(appendsOf(await runPython('write', { url: nullUrl, table_id: ['writes'], rows: 0, first_id: (firstId += 10_000), appends: sizes.appends }))));
       }
       if (timer.timings.length === 0) throw new UnusableAnswer('pylance made no create_table_version call: the table is not managed');
       const commits = [...timer.timings].sort((a, b) => a - b);
@@ -706,7 +726,9 @@ async function appendsRow(bench: Bench, label: string, floorUri: string): Promis
         { value: appends.length / (total / 1000), unit: '/s', detail: { name: 'p50', ms: percentile(appendSorted, 50) } },
       ];
     },
-    note: () => `plain Lance (no namespace): ${median(floor).toFixed(0)}/s`,
+    note: () =>
+      `plain Lance (no namespace): ${median(floor).toFixed(0)}/s` +
+      (protocolFloor.length > 0 ? `; through a namespace that does nothing but link the staged manifest (no fsync, no checks): ${median(protocolFloor).toFixed(0)}/s` : ''),
   };
 }
 
@@ -765,7 +787,9 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
   rows.push({ label: listBig, parts: ['list'], run: listRow(bench, 'big', big, Math.max(2, Math.ceil(sizes.listCalls / 2))), scale: { series: listSeries, n: big } });
 
   const appendsLabel = 'managed appends through pylance, 1 writer';
-  if (needs(appendsLabel) || needs('create_table_version')) rows.push(await appendsRow(bench, appendsLabel, path.join(path.dirname(roots.ours), 'plain-lance', 'writes.lance')));
+  if (needs(appendsLabel) || needs('create_table_version')) {
+    rows.push(await appendsRow(bench, appendsLabel, path.join(path.dirname(roots.ours), 'plain-lance', 'writes.lance'), path.join(path.dirname(roots.ours), 'null-namespace')));
+  }
 
   rows.push({
     label: historyLabel,

@@ -20,6 +20,11 @@ scripts/install-python-test-deps.sh), the command as the argument and its JSON c
   commits {"uri", "count", "storage_options"}
                                  adds `count` versions to an existing dataset with the cheapest
                                  real Lance commit (a config change), to build long histories.
+  null   {"root"}               serves the least a namespace can do for pylance's managed commits
+                                 on a local root (describe: managed; version/list: the latest, from
+                                 memory; version/create: a hard link of the staged manifest to its
+                                 V2 name, no fsync, no checks) on 127.0.0.1, prints {"port": N} and
+                                 serves until stdin closes: the floor of the protocol itself.
 """
 
 import json
@@ -57,6 +62,75 @@ def serve(config: dict) -> None:
         sys.stdin.read()  # until the bench closes our stdin (or dies)
     finally:
         adapter.stop()
+
+
+def null(config: dict) -> None:
+    import os
+    import re
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    root = config["root"]
+    latest: dict = {}
+
+    def final(location: str, version: int) -> str:
+        return f"{location}/_versions/{(2**64 - 1) - version:020d}.manifest"
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, *args):
+            pass
+
+        def answer(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.serve()
+
+        def do_POST(self):
+            self.serve()
+
+        def serve(self):
+            length = int(self.headers.get("content-length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+            m = re.match(r"^/v1/table/([^/]+)/([a-z/]+)", self.path)
+            if not m:
+                return self.answer(404, {"code": 4, "error": self.path})
+            table, op = m.group(1), m.group(2)
+            location = os.path.join(root, table + ".lance")
+            if op in ("describe", "declare"):
+                return self.answer(200, {"location": location, "storage_options": {}, "managed_versioning": True})
+            if op == "version/list":
+                v = latest.get(table)
+                return self.answer(200, {"versions": [] if v is None else [{"version": v, "manifest_path": final(location, v).lstrip("/")}]})
+            if op == "version/describe":
+                v = body.get("version") or latest.get(table)
+                return self.answer(200, {"version": {"version": v, "manifest_path": final(location, v).lstrip("/")}})
+            if op == "version/create":
+                v = body["version"]
+                staged = "/" + body["manifest_path"].lstrip("/")
+                os.makedirs(os.path.join(location, "_versions"), exist_ok=True)
+                try:
+                    os.link(staged, final(location, v))
+                except FileExistsError:
+                    return self.answer(409, {"code": 14, "error": f"version {v} is taken"})
+                os.unlink(staged)
+                latest[table] = v
+                return self.answer(200, {"version": {"version": v, "manifest_path": final(location, v).lstrip("/")}})
+            return self.answer(404, {"code": 4, "error": op})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(json.dumps({"port": server.server_address[1]}), flush=True)
+    sys.stdin.read()
+    server.shutdown()
 
 
 def fill(config: dict) -> None:
@@ -117,4 +191,4 @@ def commits(config: dict) -> None:
 
 
 if __name__ == "__main__":
-    {"serve": serve, "fill": fill, "write": write, "commits": commits}[sys.argv[1]](json.loads(sys.stdin.readline()))
+    {"serve": serve, "null": null, "fill": fill, "write": write, "commits": commits}[sys.argv[1]](json.loads(sys.stdin.readline()))
