@@ -236,9 +236,12 @@ async function runPython(command: string, config: unknown): Promise<Record<strin
   return answer;
 }
 
-/** The null namespace of bench_reference.py on a local directory: the floor of pylance's managed-commit protocol. */
-async function startNullNamespace(root: string): Promise<string> {
-  const { first, child, exited } = startPython('null', { root });
+/**
+ * Starts a server command of bench_reference.py and resolves with its URL: it prints its port once
+ * it listens, and closing its stdin is how it is told to stop.
+ */
+async function startPythonServer(command: 'serve' | 'null', config: unknown): Promise<string> {
+  const { first, child, exited } = startPython(command, config);
   cleanups.push(async () => {
     child.stdin?.end();
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
@@ -249,20 +252,13 @@ async function startNullNamespace(root: string): Promise<string> {
   return `http://127.0.0.1:${String(port)}`;
 }
 
+/** The null namespace of bench_reference.py on a local directory: the floor of pylance's managed-commit protocol. */
+const startNullNamespace = (root: string): Promise<string> => startPythonServer('null', { root });
+
 async function startReference(access: StoreAccess, root: string, extra: Record<string, string> = {}): Promise<string> {
   const properties: Record<string, string> = { root, ...extra };
   for (const [k, v] of Object.entries(lanceStorageOptions(access))) properties[`storage.${k}`] = v;
-  const { first, child, exited } = startPython('serve', { properties });
-  // Closing its stdin is how the reference is told to stop.
-  cleanups.push(async () => {
-    child.stdin?.end();
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    await exited;
-    clearTimeout(timer);
-  });
-  // It prints its port once it listens.
-  const { port } = await first;
-  return `http://127.0.0.1:${String(port)}`;
+  return startPythonServer('serve', { properties });
 }
 
 // ---------------------------------------------------------------------------------------------
