@@ -107,8 +107,9 @@ export const AlterVirtualColumnEntry = z
       'manifest_checksum are ignored. The binding is kept in the field metadata: virtual_column="true", ' +
       'virtual_column.udf_backend="sql", virtual_column.expression=<sql>, virtual_column.inputs=<JSON array>, and the column is then ' +
       'filled by backfill_column. Such an alteration changes nothing else (no rename, nullable or data_type in the same entry, ' +
-      'no other kind of alteration in the same request). Any other UDF (a base64 pickled Python UDF, udf_backend DockerUDFSpecV1) ' +
-      'answers 406: running Python UDFs needs a Python runtime and images this service does not run. A column declared through ' +
+      'no other kind of alteration in the same request). With udf_backend DockerUDFSpecV1 (Geneva) `udf` is the base64 of the ' +
+      "UDF's JSON envelope: the envelope is stored at `_udfs/<sha256>` and the column bound as Geneva binds it (manage privilege and " +
+      'udf_execution needed, 406 otherwise); any other udf_backend answers 406. A column declared through ' +
       'add_columns `computed` keeps its binding in Lance, which never lets it change: rebinding one is a 400 (drop and declare it again).',
   });
 export type AlterVirtualColumnEntry = z.infer<typeof AlterVirtualColumnEntry>;

@@ -196,7 +196,14 @@ describe.each(backends())('columns and stats on $name', (backend) => {
         406,
         0,
       );
-      expect(String(binding.json.error)).toMatch(/not supported yet/);
+      expect(String(binding.json.error)).toMatch(/a virtual_column without udf_backend is not supported; this service runs SQL bindings/);
+      const other = await expectRefused(
+        location,
+        () => fx.t.call('POST', `${path}/alter_columns`, { alterations: [{ path: 'score', virtual_column: { udf: 'x', udf_backend: 'WasmUDF' } }] }),
+        406,
+        0,
+      );
+      expect(String(other.json.error)).toMatch(/udf_backend "WasmUDF" is not supported/);
     });
 
     it('commits nothing for an empty list and refuses tables that are missing or declared only', async () => {

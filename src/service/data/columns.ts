@@ -14,6 +14,7 @@ import {
   formatFieldPath,
   type GetTableStatsResponse,
   parseFieldPath,
+  PYTHON_UDF_BACKEND,
   SQL_UDF_BACKEND,
   type UpdateFieldMetadataRequest,
   type UpdateFieldMetadataResponse,
@@ -42,21 +43,14 @@ function isSqlBinding(entry: VirtualColumnLike): boolean {
 }
 
 /**
- * Virtual columns other than SQL bindings are refused with the reason: a pickled Python UDF (a
- * `udf` or a UDF backend such as DockerUDFSpecV1) needs a Python runtime and the UDF's image,
- * which this service does not run.
+ * Virtual columns that are neither SQL bindings nor Geneva's Python UDFs are refused with the
+ * reason: the UDF backends this service runs are those two.
  */
 function refuseVirtualColumn(column: string, entry: VirtualColumnLike): never {
-  if ((entry.udf !== undefined && entry.udf !== null && entry.udf !== '') || (entry.udf_backend !== undefined && entry.udf_backend !== null)) {
-    const backend = entry.udf_backend ? ` (udf_backend ${entry.udf_backend})` : '';
-    throw unsupported(
-      `virtual column ${column}: pickled Python UDFs${backend} are not run by this service (they need a Python runtime and the UDF's image); ` +
-        `bind a SQL expression instead with udf_backend "${SQL_UDF_BACKEND}" and the expression in udf`,
-    );
-  }
+  const backend = entry.udf_backend ? `udf_backend ${JSON.stringify(entry.udf_backend)}` : 'a virtual_column without udf_backend';
   throw unsupported(
-    `virtual column ${column}: bindings other than SQL are not supported yet; bind a SQL expression with udf_backend "${SQL_UDF_BACKEND}" and the expression in udf ` +
-      '(add_columns `computed` declares a new column bound to one)',
+    `virtual column ${column}: ${backend} is not supported; this service runs SQL bindings (udf_backend "${SQL_UDF_BACKEND}", the expression in udf) ` +
+      `and Geneva's Python UDFs (udf_backend "${PYTHON_UDF_BACKEND}", when started with udf_execution on)`,
   );
 }
 
