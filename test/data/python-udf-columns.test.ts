@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import { startTestApp, type TestApp } from '../support/app.js';
 import { connectTable, readColumn } from '../support/arrow-data.js';
-import { localBackend, type TestRoot } from '../support/backends.js';
+import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { numbersStream, waitForJob } from '../support/jobs.js';
 import { describeRun, run } from '../support/python.js';
 
@@ -85,6 +85,24 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     expect(created.status, created.text).toBe(200);
     return String(created.json.location);
   }
+  /** The job's row in __system$geneva_jobs once its status is `status` (the row follows the job's record a moment later). */
+  async function jobRow(jobId: string, status: string): Promise<{ status: string; column_name: string; metrics: string[] }> {
+    const jobs = await app.call('POST', '/v1/table/__system%24geneva_jobs/describe', {}, as('admin'));
+    expect(jobs.status, jobs.text).toBe(200);
+    const jobTable = await connectTable(String(jobs.json.location), root.store.engineStorageOptions());
+    try {
+      for (let i = 0; ; i++) {
+        const rows = (await jobTable.query().where(`job_id = '${jobId}'`).toArray()) as Array<{ status: string; column_name: string; metrics: { toArray(): string[] } }>;
+        const row = rows[0];
+        if (rows.length === 1 && row?.status === status) return { status: row.status, column_name: row.column_name, metrics: row.metrics.toArray() };
+        if (i > 400) throw new Error(`the job's rows: ${JSON.stringify(rows.map((r) => r.status))}`);
+        await new Promise((r) => setTimeout(r, 50));
+        await jobTable.checkoutLatest();
+      }
+    } finally {
+      jobTable.close();
+    }
+  }
   const version = async (name: string) => Number((await app.call('POST', `/v1/table/ns%24${name}/describe?load_detailed_metadata=true`, {}, as('admin'))).json.version);
 
   it('adds the column all-null with the binding Geneva writes, and stores the envelope at _udfs/<sha256>', async () => {
@@ -158,20 +176,8 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     await waitForJob(call, jobId, (d) => Number(d.properties.chunks_done ?? 0) >= 1);
     const cancel = await app.call('POST', `/v1/transaction/${jobId}/alter`, { actions: [{ setStatusAction: { status: 'Canceled' } }] }, as('admin'));
     expect(cancel.status, cancel.text).toBe(200);
-    const jobs = await app.call('POST', '/v1/table/__system%24geneva_jobs/describe', {}, as('admin'));
-    const jobTable = await connectTable(String(jobs.json.location), root.store.engineStorageOptions());
-    try {
-      // The runner sees the cancel at its next checkpoint and writes the row then.
-      for (let i = 0; ; i++) {
-        const rows = (await jobTable.query().where(`job_id = '${jobId}'`).toArray()) as Array<{ status: string }>;
-        if (rows[0]?.status === 'CANCELLED') break;
-        if (i > 400) throw new Error(`the row says ${rows[0]?.status}`);
-        await new Promise((r) => setTimeout(r, 50));
-        await jobTable.checkoutLatest();
-      }
-    } finally {
-      jobTable.close();
-    }
+    // The runner sees the cancel at its next checkpoint and writes the row then.
+    await jobRow(jobId, 'CANCELLED');
     expect((await waitForJob(call, jobId)).status).toBe('Canceled');
   });
 
@@ -190,16 +196,62 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     expect(rows.length).toBe(5000);
     expect(rows.filter((r) => r.v !== (r.id % 2 === 0 ? r.id * 3 : null))).toEqual([]);
     // Geneva follows the job through its row: DONE, with the rows it checkpointed.
-    const jobs = await app.call('POST', '/v1/table/__system%24geneva_jobs/describe', {}, as('admin'));
-    expect(jobs.status, jobs.text).toBe(200);
-    const jobTable = await connectTable(String(jobs.json.location), root.store.engineStorageOptions());
-    try {
-      const row = (await jobTable.query().where(`job_id = '${jobId}'`).toArray()) as Array<{ status: string; column_name: string; metrics: { toArray(): string[] } }>;
-      expect(row.map((r) => [r.status, r.column_name])).toEqual([['DONE', 'v']]);
-      const metrics = (row[0]?.metrics.toArray() ?? []).map((m) => JSON.parse(m) as { name: string; n: number });
-      expect(metrics).toContainEqual(expect.objectContaining({ name: 'rows_checkpointed', n: 2500 }));
-    } finally {
-      jobTable.close();
+    const row = await jobRow(jobId, 'DONE');
+    expect(row.column_name).toBe('v');
+    expect(row.metrics.map((m) => JSON.parse(m) as { name: string; n: number })).toContainEqual(expect.objectContaining({ name: 'rows_checkpointed', n: 2500 }));
+  });
+});
+
+// A UDF is user code: on S3 with credential vending, the worker works with credentials scoped to
+// the table's directory, never with the service's own keys.
+const rgw = s3Backends().find((b) => b.name === 'rgw');
+describe.skipIf(!available || !rgw)('Python UDF backfills on radosgw with credential vending', () => {
+  let root: TestRoot;
+  let app: TestApp;
+
+  beforeAll(async () => {
+    root = await (rgw as Backend).newRoot();
+    app = await startTestApp(root, {
+      udf: { execution: 'local', workers: 1 },
+      credentialVending: { roleArn: 'arn:aws:iam:::role/vend', durationSeconds: 900, refreshBeforeSeconds: 300 },
+    });
+  }, 120_000);
+  afterAll(async () => {
+    await app?.close();
+    await root?.dispose();
+  });
+
+  it('hands the worker vended credentials for the table, not the service keys, and the backfill succeeds with them', async () => {
+    const udfs = app.app.engine.udfs;
+    if (!udfs) throw new Error('no UDF workers');
+    const fills = vi.spyOn(udfs, 'fill');
+    expect((await app.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+    const created = await app.call('POST', '/v1/table/ns%24scoped/create', numbersStream(2000), ARROW);
+    expect(created.status, created.text).toBe(200);
+    const envelope = (await envelopeOf('triple', 'a * 3')).toString('base64');
+    const column = {
+      name: 'z',
+      virtual_column: {
+        input_columns: ['id'],
+        outputs: [{ column: 'z', struct_field: '', data_type: { type: 'int64' }, nullable: true }],
+        image: 'i',
+        udf: envelope,
+        udf_name: 'triple',
+        udf_version: 'v1',
+        udf_backend: 'DockerUDFSpecV1',
+      },
+    };
+    expect((await app.call('POST', '/v1/table/ns%24scoped/add_columns', { new_columns: [column] })).status).toBe(200);
+    const started = await app.call('POST', '/v1/table/ns%24scoped/backfill_column', { column: 'z', checkpoint_size: 1000 });
+    expect(started.status, started.text).toBe(202);
+    const done = await waitForJob(app, String(started.json.job_id));
+    expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+    expect(fills).toHaveBeenCalled();
+    for (const [at] of fills.mock.calls) {
+      expect(at.storageOptions.aws_session_token).toBeTruthy();
+      expect(at.storageOptions.aws_access_key_id).not.toBe(root.s3.accessKeyId);
     }
+    const rows = await readColumn(String(created.json.location), root.store.engineStorageOptions(), 'z');
+    expect(rows.filter((r) => r.v !== r.id * 3)).toEqual([]);
   });
 });

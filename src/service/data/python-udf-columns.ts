@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { formatFieldPath, PYTHON_UDF_BACKEND, PYTHON_UDF_METADATA, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type { JsonArrowDataTypeInput } from '../../engine/json-arrow-schema.js';
+import { type DatasetLocation, EngineError } from '../../engine/lance-engine.js';
 import { displayId } from '../catalog/catalog.js';
 import type { RequestContext } from '../request-context.js';
 import type { DataTable, DataTables } from './dataset.js';
@@ -112,6 +113,28 @@ export function requirePythonUdfs(tables: DataTables, ctx: RequestContext, id: s
   if (!(ctx.may?.('manage', namespace) ?? false)) {
     throw new NamespaceError(ErrorCode.PermissionDenied, `${what}: a Python UDF is code the service runs; binding or running one needs manage on namespace ${displayId(namespace)}`);
   }
+}
+
+/**
+ * Where a UDF worker works on `table`. A UDF is user code: when the service vends credentials, the
+ * worker gets read-write credentials scoped to the table's directory (its protected keys
+ * excepted, as for a client) instead of the service's own; a vend that fails is worth a retry, and
+ * never falls back to the service's keys. Without vending (or on a local disk) it gets the store's
+ * options, as the service's own writes do.
+ */
+export async function udfLocation(tables: DataTables, table: DataTable, jobId: string): Promise<DatasetLocation> {
+  const { credentials } = tables.catalog;
+  if (!credentials.vends) return table.at;
+  const ctx: RequestContext = { requestId: `job-${jobId}`, principal: null, context: {}, may: () => true };
+  let vended: Record<string, string>;
+  try {
+    vended = await credentials.storageOptions(ctx, { id: table.id, dir: table.dir, managedVersioning: await table.managedVersioning() }, true);
+  } catch (e) {
+    throw new EngineError('unavailable', `no credentials for the UDF worker: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  }
+  // Not in S3 (a local disk): nothing to scope, the store's options.
+  if (vended.aws_session_token === undefined) return table.at;
+  return { ...table.at, storageOptions: { ...table.at.storageOptions, ...vended } };
 }
 
 /** Stores the envelopes of `bindings` in the table's directory (content-addressed: writing one again changes nothing). */

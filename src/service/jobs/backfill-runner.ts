@@ -1,9 +1,10 @@
-import { type DatasetLocation, EngineError } from '../../engine/lance-engine.js';
+import { EngineError } from '../../engine/lance-engine.js';
 import { UdfFailure } from '../../engine/ports/udfs.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
-import type { DataTables } from '../data/dataset.js';
+import type { DataTable, DataTables } from '../data/dataset.js';
+import { udfLocation } from '../data/python-udf-columns.js';
 import { faultPoint } from '../fault-points.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
@@ -188,10 +189,11 @@ export class BackfillRunner {
   /** Works the job under a write lease on its table, so that a drop of the table waits for the job or stops it. */
   private async work(id: string, initial: BackfillJob, lease: JobLease): Promise<void> {
     const ctx = systemContext(id);
-    await this.tables.write(ctx, initial.table_id, (table) => this.workOn(id, initial, lease, table.at));
+    await this.tables.write(ctx, initial.table_id, (table) => this.workOn(id, initial, lease, table));
   }
 
-  private async workOn(id: string, initial: BackfillJob, lease: JobLease, at: DatasetLocation): Promise<void> {
+  private async workOn(id: string, initial: BackfillJob, lease: JobLease, table: DataTable): Promise<void> {
+    const { at } = table;
     let job = initial;
     const columns = this.tables.engine.columns;
     const records = this.records;
@@ -233,8 +235,10 @@ export class BackfillRunner {
     const where = job.where !== undefined ? ` AND (${job.where})` : '';
     const udf = job.udf;
     // One write of the column over the rows of `filter`: the SQL expression, or the UDF through the workers.
-    const fill = (filter: string) =>
-      job.mode === 'udf' && udfs && udf ? udfs.fill(at, { column: job.column, udfPath: udf.path, inputColumns: udf.inputs, filter }) : columns.fillColumn(at, job.column, job.expression, filter);
+    const fill = async (filter: string) =>
+      job.mode === 'udf' && udfs && udf
+        ? udfs.fill(await udfLocation(this.tables, table, id), { column: job.column, udfPath: udf.path, inputColumns: udf.inputs, filter })
+        : columns.fillColumn(at, job.column, job.expression, filter);
     let rowsDone = job.rows_done;
     let rowsWritten = job.rows_written;
     for (let next = job.chunks_done; next < plan.chunks.length; ) {

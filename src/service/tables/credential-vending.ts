@@ -36,6 +36,11 @@ export class TableCredentials {
     private readonly metrics: Metrics = NO_METRICS,
   ) {}
 
+  /** Whether credentials are vended (credential_vending is configured). */
+  get vends(): boolean {
+    return this.cache !== null;
+  }
+
   /** Reports a vend to the request (its audit record) and to the metrics. */
   private report(ctx: RequestContext, record: VendRecord): void {
     ctx.onVend?.(record);
