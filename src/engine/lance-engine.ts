@@ -32,6 +32,14 @@ export interface LanceEngine {
    * Arrow IPC stream of `schema`, for the writes the service makes itself (Geneva's job table).
    */
   encodeRows(schema: JsonArrowSchema, rows: ReadonlyArray<Record<string, unknown>>): Buffer;
+  /**
+   * An Arrow IPC stream of no rows whose schema is the one in `schemaMessage` (one encapsulated
+   * IPC schema message, as pyarrow's Schema.serialize() writes it; a whole stream does too), with
+   * `metadata.schema` added to its schema metadata and `metadata.fields[name]` to the metadata of
+   * each named top-level field; and that schema in the JSON form. EngineError('invalid_input')
+   * when the bytes are not a schema message, or name a type the engine does not take.
+   */
+  schemaStream(schemaMessage: Buffer, metadata?: { schema?: Record<string, string>; fields?: Record<string, Record<string, string>> }): { stream: Buffer; schema: JsonArrowSchema };
   readonly rows: RowOps;
   readonly columns: ColumnOps;
   readonly indices: IndexOps;

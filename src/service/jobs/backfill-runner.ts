@@ -3,12 +3,15 @@ import { UdfFailure } from '../../engine/ports/udfs.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
-import type { DataTables } from '../data/dataset.js';
+import type { DataTables, OpenTable } from '../data/dataset.js';
 import { faultPoint } from '../fault-points.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
 import { TERMINAL } from '../transactions/transaction-log.js';
-import { type BackfillJob, type Chunk, mismatchFilter, planChunks, sqlIdentifier } from './backfill-plan.js';
+import { type BackfillJob, type Chunk, type Job, mismatchFilter, planChunks, sqlIdentifier } from './backfill-plan.js';
+import type { RefreshViewJob } from './refresh-job.js';
+import type { Materialization } from '../../engine/ports/views.js';
+import { LAST_REFRESHED_VERSION, SOURCE_ROW_ID, VIEW_METADATA } from '../views/view-definition.js';
 import { JobLease, type JobRecords, StopSignal } from './job-lease.js';
 import type { Metrics } from '../../metrics/metrics.js';
 
@@ -184,10 +187,49 @@ export class BackfillRunner {
     }
   }
 
-  /** Works the job under a write lease on its table, so that a drop of the table waits for the job or stops it. */
-  private async work(id: string, initial: BackfillJob, lease: JobLease): Promise<void> {
+  /** Works the job under a write lease on its table (a view's, for a refresh), so that a drop of the table waits for the job or stops it. */
+  private async work(id: string, initial: Job, lease: JobLease): Promise<void> {
     const ctx = systemContext(id);
-    await this.tables.write(ctx, initial.table_id, (table) => this.workOn(id, initial, lease, table.at));
+    await this.tables.write(ctx, initial.table_id, (table) =>
+      initial.kind === 'refresh_materialized_view' ? this.refreshView(ctx, id, initial, lease, table) : this.workOn(id, initial, lease, table.at),
+    );
+  }
+
+  /**
+   * Recomputes a materialized view from its source at the job's version, in one commit through
+   * the UDF workers, which also writes the view's refresh metadata (the source version). Doing it
+   * again (after a crash between the commit and the checkpoint, or by a replaced owner) commits
+   * the same rows again: the refresh is idempotent, and the job is one step.
+   */
+  private async refreshView(ctx: RequestContext, id: string, job: RefreshViewJob, lease: JobLease, view: OpenTable): Promise<void> {
+    const udfs = this.tables.engine.udfs;
+    if (!udfs) throw invalidInput('this service runs no UDF workers (udf_execution is off on the replica that took the job); they refresh materialized views');
+    await lease.check();
+    const source = await this.tables.open(ctx, job.source_id);
+    const { schema } = await this.tables.engine.describeDataset(view.at);
+    const fieldMetadata = schema.fields.find((f) => f.name === SOURCE_ROW_ID)?.metadata ?? {};
+    const m: Materialization = {
+      sourceVersion: job.src_version,
+      filter: job.filter,
+      columns: job.columns,
+      offset: job.offset,
+      limit: job.limit,
+      udfs: job.udfs.map((u) => ({ column: u.column, udfPath: u.path, inputColumns: u.inputs })),
+      schemaMetadata: { ...schema.metadata, [VIEW_METADATA.baseTableVersion]: String(job.src_version) },
+      fieldMetadata: { [SOURCE_ROW_ID]: { ...fieldMetadata, [LAST_REFRESHED_VERSION]: String(job.src_version) } },
+      maxRowsPerFile: job.max_rows_per_fragment,
+    };
+    const result = await withConflictRetries(this.tables.catalog.metrics, () => udfs.materialize(source.at, view.at, m));
+    faultPoint('refresh:after-commit');
+    await this.records.checkpoint<RefreshViewJob>(id, (j) => ({ ...j, rows_done: result.rows }), {
+      rows_total: String(result.rows),
+      rows_done: String(result.rows),
+      rows_refreshed: String(result.rows),
+      writer_fragments: String(result.fragments),
+      last_committed_version: String(result.version),
+    });
+    await this.records.finish(id, 'Succeeded');
+    this.logger?.info({ job: id, rows: result.rows }, 'materialized view refreshed');
   }
 
   private async workOn(id: string, initial: BackfillJob, lease: JobLease, at: DatasetLocation): Promise<void> {
@@ -199,7 +241,7 @@ export class BackfillRunner {
       await lease.check();
       const result = await withConflictRetries(this.tables.catalog.metrics, () => columns.refreshComputedColumn(at, job.column));
       faultPoint('backfill:after-commit-0');
-      await records.checkpoint(id, (j) => ({ ...j, chunks_done: 1, rows_done: result.rows, rows_written: result.rows, swept: true }), {
+      await records.checkpoint<BackfillJob>(id, (j) => ({ ...j, chunks_done: 1, rows_done: result.rows, rows_written: result.rows, swept: true }), {
         rows_total: String(result.rows),
         rows_done: String(result.rows),
         chunks_total: '1',
@@ -218,7 +260,7 @@ export class BackfillRunner {
       const rows = chunks.reduce((n, c) => n + c.rows, 0);
       // Row ids above every planned range belong to rows that came after the plan (appended, or moved by a compaction).
       const plan = { version: layout.version, rows, chunks, fresh_from: chunks[chunks.length - 1]?.hi ?? '0' };
-      await records.checkpoint(id, (j) => ({ ...j, plan }), {
+      await records.checkpoint<BackfillJob>(id, (j) => ({ ...j, plan }), {
         rows_total: String(rows),
         rows_done: '0',
         chunks_total: String(chunks.length),
@@ -251,7 +293,7 @@ export class BackfillRunner {
       const done = next;
       const doneRows = rowsDone;
       const written = rowsWritten;
-      await records.checkpoint(id, (j) => ({ ...j, chunks_done: done, rows_done: doneRows, rows_written: written }), {
+      await records.checkpoint<BackfillJob>(id, (j) => ({ ...j, chunks_done: done, rows_done: doneRows, rows_written: written }), {
         rows_done: String(doneRows),
         rows_written: String(written),
         chunks_done: String(done),
@@ -268,7 +310,7 @@ export class BackfillRunner {
         job.mode === 'udf' ? `${sqlIdentifier(job.column)} IS NULL AND _rowid >= ${plan.fresh_from ?? '0'}${where}` : `${mismatchFilter(job.column, job.expression)}${where}`;
       const left = await columns.countRows(at, filter);
       const swept = left > 0 ? await withConflictRetries(this.tables.catalog.metrics, () => fill(filter)) : null;
-      await records.checkpoint(id, (j) => ({ ...j, swept: true }), {
+      await records.checkpoint<BackfillJob>(id, (j) => ({ ...j, swept: true }), {
         rows_swept: String(swept?.rows ?? 0),
         ...(swept ? { last_committed_version: String(swept.version) } : {}),
       });
