@@ -15,13 +15,17 @@ import { LAST_REFRESHED_VERSION, SOURCE_ROW_ID, VIEW_METADATA } from '../views/v
 import { JobLease, type JobRecords, StopSignal } from './job-lease.js';
 import type { Metrics } from '../../metrics/metrics.js';
 
-// Backfill jobs of computed and virtual columns (AlterTableBackfillColumns): how they run.
+// Backfill jobs of computed and virtual columns (AlterTableBackfillColumns) and refreshes of
+// materialized views (RefreshMaterializedView): how they run.
 //
 // A job is a transaction record (<root>/_catalog/transactions/<id>.json, operation
-// `backfill_column`) whose `job` field holds its plan, its progress and its lease; a marker
-// <root>/_catalog/jobs/<id>.json lists it as unfinished so that runners need not scan every
-// transaction. Every change to the record is a replace-if-unchanged of the version read
-// (job-lease.ts). backfill-service.ts creates jobs; backfill-plan.ts cuts them into chunks.
+// `backfill_column` or `refresh_materialized_view`) whose `job` field holds its plan, its
+// progress and its lease; a marker <root>/_catalog/jobs/<id>.json lists it as unfinished so that
+// runners need not scan every transaction. Every change to the record is a replace-if-unchanged
+// of the version read (job-lease.ts). backfill-service.ts creates jobs (views/view-service.ts
+// the refreshes); backfill-plan.ts cuts backfills into chunks. A refresh is one step: the whole
+// view recomputed from the source version in its plan, in one commit, which is idempotent (the
+// same rows again), so the invariants below hold for it with one chunk and no sweep.
 //
 // Invariants:
 // - Exactly one runner works a job at a time: a runner takes it with a replace-if-unchanged that

@@ -1,0 +1,319 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { arrow } from '../../src/engine/arrow.js';
+import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
+import { useTestApp } from '../support/app.js';
+import { connectTable } from '../support/arrow-data.js';
+import { backends } from '../support/backends.js';
+import { numbersStream, waitForJob } from '../support/jobs.js';
+import { describeRun, run } from '../support/python.js';
+
+// Materialized views of kind query (CreateMaterializedView, RefreshMaterializedView) in process,
+// as Geneva 0.17 sends them: validation and its 4xx / 406 answers without UDF workers; with them
+// (.venv-udf), views recomputed from their source, checked row by row, UDF columns included.
+// Geneva itself drives them in test/realclient/geneva.test.ts.
+
+const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
+const udfsAvailable = existsSync(DEFAULT_UDF_PYTHON);
+
+/** What pyarrow's Schema.serialize() gives: one IPC schema message, without the end of stream. */
+function schemaMessage(fields: Array<[string, import('apache-arrow').DataType]>): string {
+  const schema = new arrow.Schema(fields.map(([name, type]) => new arrow.Field(name, type, true)));
+  const writer = new arrow.RecordBatchStreamWriter();
+  writer.reset(undefined, schema);
+  writer.close();
+  const stream = Buffer.from(writer.toUint8Array(true));
+  return stream.subarray(0, stream.length - 8).toString('base64');
+}
+
+const META: Array<[string, import('apache-arrow').DataType]> = [
+  ['__source_row_id', new arrow.Int64()],
+  ['__is_set', new arrow.Bool()],
+];
+
+interface UdfEntry {
+  output_index: number;
+  output_name: string;
+  input_columns: string[] | null;
+  udf: { name: string; backend: string; udf_payload: string; runner_payload: string | null };
+}
+
+/** A GenevaQuery JSON as Geneva's create_materialized_view sends it (nulls where Geneva sends nulls). */
+function genevaQuery(source: string, base: { filter?: string; columns?: unknown; limit?: number; offset?: number }, udfs: UdfEntry[] = [], extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    base: { vector_column: null, vector: null, filter: base.filter ?? null, full_text_query: null, limit: base.limit ?? null, offset: base.offset ?? null, columns: base.columns ?? null, with_row_id: null, order_by: null },
+    shuffle: null,
+    shuffle_seed: null,
+    fragment_ids: null,
+    with_row_address: null,
+    column_udfs: udfs.length > 0 ? udfs : null,
+    source_table: source,
+    source_db_uri: 'db://tests',
+    ...extra,
+  });
+}
+
+const udfEntry = (name: string, payload: string, output: string, index: number, inputs: string[] | null): UdfEntry => ({
+  output_index: index,
+  output_name: output,
+  input_columns: inputs,
+  udf: { name, backend: 'DockerUDFSpecV1', udf_payload: payload, runner_payload: '{"image": "test-image:latest"}' },
+});
+
+/** A made-up envelope (never run): enough for the checks made before a UDF runs. */
+const FAKE_ENVELOPE = JSON.stringify({ image: 'test-image', tag: 'latest', workspace_checksum: null, udf_pickle: Buffer.from('not a pickle').toString('base64'), udf_checksum: 'x' });
+
+/** Every row of the view, by source row id. */
+async function viewRows(location: string, options: Record<string, string>): Promise<Array<Record<string, unknown>>> {
+  const table = await connectTable(location, options);
+  try {
+    const rows = (await table.query().toArray()) as Array<Record<string, unknown>>;
+    return rows
+      .map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'bigint' ? Number(v) : v])))
+      .sort((a, b) => Number(a.__source_row_id) - Number(b.__source_row_id));
+  } finally {
+    table.close();
+  }
+}
+
+describe.each(backends())('materialized views on $name', (backend) => {
+  describe('without UDF workers', () => {
+    const fx = useTestApp(backend);
+    let seq = 0;
+    const create = (view: string, body: Record<string, unknown>) => fx.t.call('POST', `/v1/materialized_view/${view}/create`, body);
+    const refresh = (view: string, body: Record<string, unknown> = {}) => fx.t.call('POST', `/v1/materialized_view/${view}/refresh`, body);
+    const plainSchema = schemaMessage([...META, ['id', new arrow.Int64()], ['x2', new arrow.Int64()]]);
+
+    async function source(n = 100): Promise<string> {
+      const name = `src${++seq}`;
+      const res = await fx.t.call('POST', `/v1/table/${name}/create`, numbersStream(n), ARROW);
+      expect(res.status, res.text).toBe(200);
+      return name;
+    }
+
+    it('creates the view table with its schema and the metadata Geneva reads (201, its version)', async () => {
+      const src = await source();
+      const res = await create('plain1', { kind: 'query', source_query: genevaQuery(src, { filter: 'id < 10', columns: { id: 'id', x2: 'x * 2' } }), output_schema: plainSchema, with_no_data: true });
+      expect(res.status, res.text).toBe(201);
+      expect(res.json).toEqual({ version: 1 });
+      const described = await fx.t.call('POST', '/v1/table/plain1/describe', { load_detailed_metadata: true });
+      expect(described.status, described.text).toBe(200);
+      const schema = described.json.schema as { fields: Array<{ name: string }>; metadata: Record<string, string> };
+      expect(schema.fields.map((f) => f.name)).toEqual(['__source_row_id', '__is_set', 'id', 'x2']);
+      expect(schema.metadata).toMatchObject({
+        'geneva::view::base_table': src,
+        'geneva::view::base_table_db_uri': 'db://tests',
+        'geneva::view::base_table_version': '1',
+        'geneva::view::version': '1',
+      });
+      expect(JSON.parse(schema.metadata['geneva::view::query'] ?? '{}')).toMatchObject({ source_table: src, base: { filter: 'id < 10' } });
+      // A second create of the same name is a 409 and changes nothing.
+      const again = await create('plain1', { kind: 'query', source_query: genevaQuery(src, {}), output_schema: schemaMessage([...META, ['id', new arrow.Int64()]]) });
+      expect(again.status, again.text).toBe(409);
+      expect(again.json.code).toBe(5);
+    });
+
+    it('stores the columns it read when the query selects none, as Geneva does', async () => {
+      const src = await source(10);
+      const res = await create('all1', { kind: 'query', source_query: genevaQuery(src, {}), output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['x', new arrow.Int64()]]) });
+      expect(res.status, res.text).toBe(201);
+      const described = await fx.t.call('POST', '/v1/table/all1/describe', { load_detailed_metadata: true });
+      const metadata = (described.json.schema as { metadata: Record<string, string> }).metadata;
+      expect(JSON.parse(metadata['geneva::view::query'] ?? '{}').base.columns).toEqual(['id', 'x']);
+    });
+
+    it('refuses bad requests with 400 and creates nothing', async () => {
+      const src = await source(10);
+      const good = { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }), output_schema: schemaMessage([...META, ['id', new arrow.Int64()]]) };
+      const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+        ['not base64', { ...good, output_schema: 'not*base64' }, /output_schema/],
+        ['not a schema', { ...good, output_schema: Buffer.from('hello world, no arrow').toString('base64') }, /output_schema.*(schema|Arrow)/i],
+        ['no meta columns', { ...good, output_schema: schemaMessage([['id', new arrow.Int64()]]) }, /__source_row_id/],
+        ['not JSON', { ...good, source_query: '{not json' }, /source_query: not JSON/],
+        ['no source', { ...good, source_query: genevaQuery('', { columns: ['id'] }) }, /source_table/],
+        ['a selected column not in the schema', { ...good, source_query: genevaQuery(src, { columns: ['id', 'x'] }) }, /"x" is not a field of output_schema/],
+        ['a field nothing fills', { ...good, output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['y', new arrow.Int64()]]) }, /neither selected/],
+        ['a bad filter', { ...good, source_query: genevaQuery(src, { columns: ['id'], filter: 'id <<< 3' }) }, /./],
+        ['udtf_spec with kind query', { ...good, udtf_spec: { kind: 'udtf', udtf: 'e30=', udtf_sha: 'x', udtf_name: 'u', udtf_version: '1' } }, /udtf_spec/],
+      ];
+      for (const [what, body, message] of cases) {
+        const res = await create(`bad${++seq}`, body);
+        expect(res.status, `${what}: ${res.text}`).toBe(400);
+        expect(res.json.code, what).toBe(13);
+        expect(String(res.json.error), what).toMatch(message);
+        expect((await fx.t.call('POST', `/v1/table/bad${seq}/exists`, {})).status, what).toBe(404);
+      }
+      // A filter over a column the source lacks names it.
+      const missing = await create('badcol', { ...good, source_query: genevaQuery(src, { columns: ['id'], filter: 'nope > 1' }) });
+      expect([400, 404], missing.text).toContain(missing.status);
+      expect(String(missing.json.error)).toMatch(/nope/);
+    });
+
+    it('answers 404 for an unknown source, 406 for kinds and options not supported yet', async () => {
+      const schema = schemaMessage([...META, ['id', new arrow.Int64()]]);
+      const unknown = await create('nosrc', { kind: 'query', source_query: genevaQuery('no_such_table', { columns: ['id'] }), output_schema: schema });
+      expect(unknown.status, unknown.text).toBe(404);
+      expect(unknown.json.code).toBe(4);
+      const src = await source(10);
+      for (const [what, body] of [
+        ['udtf', { kind: 'udtf', source_query: genevaQuery(src, {}), output_schema: schema, udtf_spec: { kind: 'udtf', udtf: 'e30=', udtf_sha: 'x', udtf_name: 'u', udtf_version: '1' } }],
+        ['chunker', { kind: 'chunker', source_query: genevaQuery(src, {}), output_schema: schema }],
+        ['auto_refresh', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }), output_schema: schema, auto_refresh: true }],
+        ['a vector search', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }, [], { base: { vector: [1, 2], columns: ['id'] } }), output_schema: schema }],
+      ] as const) {
+        const res = await create(`k${++seq}`, body);
+        expect(res.status, `${what}: ${res.text}`).toBe(406);
+        expect(res.json.code).toBe(0);
+        expect(String(res.json.error), what).toMatch(/not supported yet/);
+      }
+    });
+
+    it('answers 406 saying how to enable Python UDFs to a view with UDF columns, and to a refresh', async () => {
+      const src = await source(10);
+      const res = await create('udfoff', {
+        kind: 'query',
+        source_query: genevaQuery(src, { columns: { id: 'id' } }, [udfEntry('double', FAKE_ENVELOPE, 'd', 1, ['x'])]),
+        output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['d', new arrow.Int64()]]),
+      });
+      expect(res.status, res.text).toBe(406);
+      expect(String(res.json.error)).toMatch(/udf_execution local or ray/);
+      expect((await fx.t.call('POST', '/v1/table/udfoff/exists', {})).status).toBe(404);
+      const plain = await create('offplain', { kind: 'query', source_query: genevaQuery(src, { columns: { id: 'id', x2: 'x * 2' } }), output_schema: plainSchema });
+      expect(plain.status, plain.text).toBe(201);
+      const refused = await refresh('offplain');
+      expect(refused.status, refused.text).toBe(406);
+      expect(String(refused.json.error)).toMatch(/udf_execution local or ray/);
+    });
+
+    it('refuses a refresh of a table that is not a view (400), of an unknown view (404), and output_limit (400)', async () => {
+      const src = await source(10);
+      const notView = await refresh(src);
+      expect(notView.status, notView.text).toBe(400);
+      expect(String(notView.json.error)).toMatch(/not a materialized view/);
+      expect((await refresh('no_such_view')).status).toBe(404);
+      const limited = await refresh(src, { output_limit: 3 });
+      expect(limited.status, limited.text).toBe(400);
+      expect(String(limited.json.error)).toMatch(/chunker/);
+    });
+  });
+
+  describe.skipIf(!udfsAvailable)('with UDF workers (needs .venv-udf: scripts/install-udf-worker.sh)', () => {
+    const fx = useTestApp(backend, { udf: { execution: 'local', workers: 1 } });
+    const envelopes: Record<string, string> = {};
+    let dir = '';
+    let seq = 0;
+
+    beforeAll(async () => {
+      dir = await mkdtemp(path.join(os.tmpdir(), 'mv-envelopes-'));
+      const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', dir], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+      if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
+      for (const [name, sha] of Object.entries(JSON.parse(made.stdout) as Record<string, string>)) envelopes[name] = await readFile(path.join(dir, sha), 'utf8');
+    }, 90_000);
+    afterAll(async () => {
+      if (dir) await rm(dir, { recursive: true, force: true });
+    });
+
+    const call = (op: string, view: string, body: Record<string, unknown>) => fx.t.call('POST', `/v1/materialized_view/${view}/${op}`, body);
+    const options = () => fx.root.store.engineStorageOptions();
+
+    /** A root table of `n` numbers; its name and location. */
+    async function source(n: number): Promise<{ name: string; location: string }> {
+      const name = `usrc${++seq}`;
+      const res = await fx.t.call('POST', `/v1/table/${name}/create`, numbersStream(n), ARROW);
+      expect(res.status, res.text).toBe(200);
+      return { name, location: String(res.json.location) };
+    }
+
+    /** Source row ids by id at the source's latest version. */
+    async function rowIds(location: string): Promise<Map<number, number>> {
+      const table = await connectTable(location, options());
+      try {
+        const rows = (await table.query().select(['id']).withRowId().toArray()) as Array<{ id: bigint; _rowid: bigint }>;
+        return new Map(rows.map((r) => [Number(r.id), Number(r._rowid)]));
+      } finally {
+        table.close();
+      }
+    }
+
+    const udfSchema = schemaMessage([...META, ['id', new arrow.Int64()], ['d', new arrow.Int64()], ['x3', new arrow.Int64()]]);
+
+    it('recomputes the view from its source (filter, SQL and UDF columns), then again after the source changed', { timeout: 120_000 }, async () => {
+      const src = await source(1000);
+      const query = genevaQuery(src.name, { filter: 'id % 3 = 0', columns: { id: 'id', x3: 'x * 3' } }, [udfEntry('double', envelopes.double ?? '', 'd', 1, ['x'])]);
+      const created = await call('create', 'mv1', { kind: 'query', source_query: query, output_schema: udfSchema, with_no_data: false });
+      expect(created.status, created.text).toBe(201);
+      expect(typeof created.json.job_id).toBe('string');
+      const first = await waitForJob(fx.t, String(created.json.job_id));
+      expect(first.status, JSON.stringify(first.properties)).toBe('Succeeded');
+      expect(first.properties).toMatchObject({ rows_refreshed: '334', src_version: '1' });
+      const location = String((await fx.t.call('POST', '/v1/table/mv1/describe', {})).json.location);
+      const check = async (ids: number[]) => {
+        const byId = await rowIds(src.location);
+        const rows = (await viewRows(location, options())).sort((a, b) => Number(a.id) - Number(b.id));
+        expect(rows.map((r) => r.id)).toEqual(ids);
+        const wrong = rows.filter((r) => r.__source_row_id !== byId.get(Number(r.id)) || r.__is_set !== true || r.d !== (Number(r.id) % 97) * 2 || r.x3 !== (Number(r.id) % 97) * 3);
+        expect(wrong.slice(0, 3)).toEqual([]);
+      };
+      await check(Array.from({ length: 334 }, (_, i) => i * 3));
+      // The view's schema keeps its metadata, with the refresh's source version.
+      const described = (await fx.t.call('POST', '/v1/table/mv1/describe', { load_detailed_metadata: true })).json.schema as { fields: Array<{ name: string; metadata?: Record<string, string> }>; metadata: Record<string, string> };
+      expect(described.metadata['geneva::view::base_table_version']).toBe('1');
+      expect(described.fields[0]?.metadata?.['geneva::mv::last_refreshed_version']).toBe('1');
+      expect(described.fields.find((f) => f.name === 'd')?.metadata).toMatchObject({ virtual_column: 'true', 'virtual_column.udf_backend': 'DockerUDFSpecV1' });
+
+      expect((await fx.t.call('POST', `/v1/table/${src.name}/insert`, numbersStream(6, 1000), ARROW)).status).toBe(200);
+      expect((await fx.t.call('POST', `/v1/table/${src.name}/delete`, { predicate: 'id < 30' })).status).toBe(200);
+      const again = await call('refresh', 'mv1', {});
+      expect(again.status, again.text).toBe(202);
+      const second = await waitForJob(fx.t, String(again.json.job_id));
+      expect(second.status, JSON.stringify(second.properties)).toBe('Succeeded');
+      expect(second.properties.src_version).toBe('3');
+      await check([...Array.from({ length: 334 }, (_, i) => i * 3).filter((i) => i >= 30), 1002, 1005]);
+      const after = (await fx.t.call('POST', '/v1/table/mv1/describe', { load_detailed_metadata: true })).json.schema as { metadata: Record<string, string> };
+      expect(after.metadata['geneva::view::base_table_version']).toBe('3');
+
+      // An older source version gives the older rows back.
+      const back = await call('refresh', 'mv1', { src_version: 1 });
+      expect((await waitForJob(fx.t, String(back.json.job_id))).status).toBe('Succeeded');
+      const rows = await viewRows(location, options());
+      expect(rows.length).toBe(334);
+      const missing = await call('refresh', 'mv1', { src_version: 99 });
+      expect(missing.status, missing.text).toBe(404);
+      expect(missing.json.code).toBe(11);
+    });
+
+    it('honours limit and offset after the filter', { timeout: 60_000 }, async () => {
+      const src = await source(100);
+      const created = await call('create', 'mvlim', {
+        kind: 'query',
+        source_query: genevaQuery(src.name, { filter: 'id >= 10', columns: ['id', 'x'], limit: 5, offset: 3 }),
+        output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['x', new arrow.Int64()]]),
+        with_no_data: false,
+      });
+      expect(created.status, created.text).toBe(201);
+      expect((await waitForJob(fx.t, String(created.json.job_id))).status).toBe('Succeeded');
+      const location = String((await fx.t.call('POST', '/v1/table/mvlim/describe', {})).json.location);
+      expect((await viewRows(location, options())).map((r) => r.id)).toEqual([13, 14, 15, 16, 17]);
+    });
+
+    it('fails the job with the UDF\'s error, and leaves the view as it was', { timeout: 60_000 }, async () => {
+      const src = await source(50);
+      const created = await call('create', 'mvfail', {
+        kind: 'query',
+        source_query: genevaQuery(src.name, { columns: { id: 'id' } }, [udfEntry('raises', envelopes.raises ?? '', 'd', 1, ['x'])]),
+        output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['d', new arrow.Int64()]]),
+      });
+      expect(created.status, created.text).toBe(201);
+      const res = await call('refresh', 'mvfail', {});
+      expect(res.status, res.text).toBe(202);
+      const done = await waitForJob(fx.t, String(res.json.job_id));
+      expect(done.status).toBe('Failed');
+      expect(done.properties.error).toMatch(/cannot compute row a=7/);
+      const location = String((await fx.t.call('POST', '/v1/table/mvfail/describe', {})).json.location);
+      expect(await viewRows(location, options())).toEqual([]);
+    });
+  });
+});
