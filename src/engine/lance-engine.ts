@@ -5,6 +5,7 @@ import type { QueryOps } from './ports/queries.js';
 import type { RowOps } from './ports/rows.js';
 import type { TagOps } from './ports/tags.js';
 import type { UdfOps } from './ports/udfs.js';
+import type { ViewOps } from './ports/views.js';
 import type { DatasetLocation } from './dataset-location.js';
 
 export { type CommitCoordinator, type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind, type LatestCommitted } from './dataset-location.js';
@@ -45,6 +46,7 @@ export interface LanceEngine {
   readonly indices: IndexOps;
   readonly tags: TagOps;
   readonly queries: QueryOps;
+  readonly views: ViewOps;
   /** Python UDFs (Geneva's); undefined unless the engine was configured to run them. */
   readonly udfs?: UdfOps | undefined;
   /**

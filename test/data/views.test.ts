@@ -5,9 +5,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
-import { useTestApp } from '../support/app.js';
+import { type TestApp, useTestApp } from '../support/app.js';
 import { connectTable } from '../support/arrow-data.js';
-import { backends } from '../support/backends.js';
+import { backends, type TestRoot } from '../support/backends.js';
 import { numbersStream, waitForJob } from '../support/jobs.js';
 import { describeRun, run } from '../support/python.js';
 
@@ -77,6 +77,55 @@ async function viewRows(location: string, options: Record<string, string>): Prom
   } finally {
     table.close();
   }
+}
+
+/** Views without UDF columns, refreshed by the engine (no workers) or by the workers: the same rows either way. */
+function plainViewCases(fixture: () => { root: TestRoot; t: TestApp }, prefix: string): void {
+  const call = (op: string, view: string, body: Record<string, unknown>) => fixture().t.call('POST', `/v1/materialized_view/${view}/${op}`, body);
+
+  async function refreshed(view: string, body: Record<string, unknown> = {}): Promise<Record<string, string>> {
+    const res = await call('refresh', view, body);
+    expect(res.status, res.text).toBe(202);
+    const done = await waitForJob(fixture().t, String(res.json.job_id));
+    expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+    return done.properties;
+  }
+
+  it('recomputes a view without UDFs (filter, SQL columns, offset, limit) at the source version asked for', { timeout: 60_000 }, async () => {
+    const { t } = fixture();
+    const src = `${prefix}plainsrc`;
+    expect((await t.call('POST', `/v1/table/${src}/create`, numbersStream(100), ARROW)).status).toBe(200);
+    expect((await t.call('POST', `/v1/table/${src}/insert`, numbersStream(100, 100), ARROW)).status).toBe(200);
+    const view = `${prefix}plain`;
+    const created = await call('create', view, {
+      kind: 'query',
+      source_query: genevaQuery(src, { filter: 'id % 2 = 0', columns: [['id', 'id'], ['x2', 'x * 2']], offset: 40, limit: 30 }),
+      output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['x2', new arrow.Int64()]]),
+      with_no_data: false,
+    });
+    expect(created.status, created.text).toBe(201);
+    const first = await waitForJob(t, String(created.json.job_id));
+    expect(first.status, JSON.stringify(first.properties)).toBe('Succeeded');
+    expect(first.properties).toMatchObject({ rows_refreshed: '30', src_version: '2' });
+    const location = String((await t.call('POST', `/v1/table/${view}/describe`, {})).json.location);
+    const expected = (ids: number[]) => ids.map((id) => ({ __source_row_id: id < 100 ? id : 2 ** 32 + id - 100, __is_set: true, id, x2: (id % 97) * 2 }));
+    expect(await viewRows(location, fixture().root.store.engineStorageOptions())).toEqual(expected(Array.from({ length: 30 }, (_, i) => 80 + 2 * i)));
+    // The first version of the source had 100 rows: 50 even ones, 10 after the offset.
+    expect(await refreshed(view, { src_version: 1 })).toMatchObject({ rows_refreshed: '10', src_version: '1' });
+    expect(await viewRows(location, fixture().root.store.engineStorageOptions())).toEqual(expected(Array.from({ length: 10 }, (_, i) => 80 + 2 * i)));
+    const described = (await t.call('POST', `/v1/table/${view}/describe`, { load_detailed_metadata: true })).json.schema as {
+      fields: Array<{ metadata?: Record<string, string> }>;
+      metadata: Record<string, string>;
+    };
+    expect(described.metadata['geneva::view::base_table_version']).toBe('1');
+    expect(described.fields[0]?.metadata?.['geneva::mv::last_refreshed_version']).toBe('1');
+    // Nothing matching: an empty view, its metadata kept.
+    expect((await t.call('POST', `/v1/table/${src}/delete`, { predicate: 'id >= 0' })).status).toBe(200);
+    expect(await refreshed(view)).toMatchObject({ rows_refreshed: '0', src_version: '3' });
+    expect(await viewRows(location, fixture().root.store.engineStorageOptions())).toEqual([]);
+    const emptied = (await t.call('POST', `/v1/table/${view}/describe`, { load_detailed_metadata: true })).json.schema as { metadata: Record<string, string> };
+    expect(emptied.metadata['geneva::view::base_table_version']).toBe('3');
+  });
 }
 
 describe.each(backends())('materialized views on $name', (backend) => {
@@ -171,7 +220,7 @@ describe.each(backends())('materialized views on $name', (backend) => {
       }
     });
 
-    it('answers 406 saying how to enable Python UDFs to a view with UDF columns, and to a refresh', async () => {
+    it('answers 406 saying how to enable Python UDFs to a view with UDF columns', async () => {
       const src = await source(10);
       const res = await create('udfoff', {
         kind: 'query',
@@ -181,12 +230,9 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(res.status, res.text).toBe(406);
       expect(String(res.json.error)).toMatch(/udf_execution local or ray/);
       expect((await fx.t.call('POST', '/v1/table/udfoff/exists', {})).status).toBe(404);
-      const plain = await create('offplain', { kind: 'query', source_query: genevaQuery(src, { columns: { id: 'id', x2: 'x * 2' } }), output_schema: plainSchema });
-      expect(plain.status, plain.text).toBe(201);
-      const refused = await refresh('offplain');
-      expect(refused.status, refused.text).toBe(406);
-      expect(String(refused.json.error)).toMatch(/udf_execution local or ray/);
     });
+
+    plainViewCases(() => fx, 'e');
 
     it('refuses a refresh of a table that is not a view (400), of an unknown view (404), and output_limit (400)', async () => {
       const src = await source(10);
@@ -285,19 +331,7 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(missing.json.code).toBe(11);
     });
 
-    it('honours limit and offset after the filter', { timeout: 60_000 }, async () => {
-      const src = await source(100);
-      const created = await call('create', 'mvlim', {
-        kind: 'query',
-        source_query: genevaQuery(src.name, { filter: 'id >= 10', columns: ['id', 'x'], limit: 5, offset: 3 }),
-        output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['x', new arrow.Int64()]]),
-        with_no_data: false,
-      });
-      expect(created.status, created.text).toBe(201);
-      expect((await waitForJob(fx.t, String(created.json.job_id))).status).toBe('Succeeded');
-      const location = String((await fx.t.call('POST', '/v1/table/mvlim/describe', {})).json.location);
-      expect((await viewRows(location, options())).map((r) => r.id)).toEqual([13, 14, 15, 16, 17]);
-    });
+    plainViewCases(() => fx, 'w');
 
     it('fails the job with the UDF\'s error, and leaves the view as it was', { timeout: 60_000 }, async () => {
       const src = await source(50);

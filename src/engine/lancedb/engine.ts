@@ -10,6 +10,7 @@ import { LancedbRows } from './rows.js';
 import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
 import { classify, lancedb, TableAccess } from './table-access.js';
 import { LancedbTags } from './tags.js';
+import { LancedbViews } from './views.js';
 import type { UdfOps } from '../ports/udfs.js';
 import { PythonUdfs, type PythonUdfOptions } from '../python-udf/python-udfs.js';
 
@@ -28,6 +29,7 @@ export class LancedbEngine implements LanceEngine {
   readonly indices: LancedbIndices;
   readonly tags: LancedbTags;
   readonly queries: LancedbQueries;
+  readonly views: LancedbViews;
   readonly udfs: UdfOps | undefined;
 
   private constructor(
@@ -40,6 +42,7 @@ export class LancedbEngine implements LanceEngine {
     this.indices = new LancedbIndices(access);
     this.tags = new LancedbTags(access);
     this.queries = new LancedbQueries(access);
+    this.views = new LancedbViews(access);
   }
 
   /**

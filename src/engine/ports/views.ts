@@ -1,5 +1,8 @@
+import type { DatasetLocation } from '../dataset-location.js';
+
 // Materialized views (kind query): a view's rows recomputed from its source table. The engine's
-// UDF workers do it (UdfOps.materialize), since a view's columns may be Python UDFs.
+// UDF workers do it (UdfOps.materialize), since a view's columns may be Python UDFs; a view
+// without UDF columns can also be recomputed by the engine itself (ViewOps).
 
 /** A view column computed by a Python UDF over source columns. */
 export interface ViewUdfColumn {
@@ -36,4 +39,14 @@ export interface Materialized {
   rows: number;
   version: number;
   fragments: number;
+}
+
+export interface ViewOps {
+  /**
+   * As UdfOps.materialize, for a view without UDF columns (EngineError('unsupported') with any),
+   * in the service's process: the view's rows are gathered in memory before their one commit,
+   * each SQL column's type must be its view column's (EngineError('invalid_input') if not), and
+   * `maxRowsPerFile` is left to the engine.
+   */
+  materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization): Promise<Materialized>;
 }

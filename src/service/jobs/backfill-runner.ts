@@ -200,14 +200,15 @@ export class BackfillRunner {
   }
 
   /**
-   * Recomputes a materialized view from its source at the job's version, in one commit through
-   * the UDF workers, which also writes the view's refresh metadata (the source version). Doing it
+   * Recomputes a materialized view from its source at the job's version, in one commit (through
+   * the UDF workers when the service runs them) that also writes the view's refresh metadata (the
+   * source version). Doing it
    * again (after a crash between the commit and the checkpoint, or by a replaced owner) commits
    * the same rows again: the refresh is idempotent, and the job is one step.
    */
   private async refreshView(ctx: RequestContext, id: string, job: RefreshViewJob, lease: JobLease, view: OpenTable): Promise<void> {
-    const udfs = this.tables.engine.udfs;
-    if (!udfs) throw invalidInput('this service runs no UDF workers (udf_execution is off on the replica that took the job); they refresh materialized views');
+    const { udfs, views } = this.tables.engine;
+    if (job.udfs.length > 0 && !udfs) throw invalidInput('this service runs no Python UDFs (udf_execution is off on the replica that took the job)');
     await lease.check();
     const source = await this.tables.open(ctx, job.source_id);
     const { schema } = await this.tables.engine.describeDataset(view.at);
@@ -223,7 +224,8 @@ export class BackfillRunner {
       fieldMetadata: { [SOURCE_ROW_ID]: { ...fieldMetadata, [LAST_REFRESHED_VERSION]: String(job.src_version) } },
       maxRowsPerFile: job.max_rows_per_fragment,
     };
-    const result = await withConflictRetries(this.tables.catalog.metrics, () => udfs.materialize(source.at, view.at, m));
+    // The workers stream the rows; the engine's own path (views without UDFs, workers off) gathers them in memory.
+    const result = await withConflictRetries(this.tables.catalog.metrics, () => (udfs ? udfs.materialize(source.at, view.at, m) : views.materialize(source.at, view.at, m)));
     faultPoint('refresh:after-commit');
     await this.records.checkpoint<RefreshViewJob>(id, (j) => ({ ...j, rows_done: result.rows }), {
       rows_total: String(result.rows),

@@ -23,7 +23,8 @@ import { newViewMetadata, parseViewQuery, type ParsedView, type ViewUdf, viewOfT
 // field bound to it, as Geneva's own writer does. A refresh is a job like a backfill (a
 // transaction record with a marker, a lease and a row in Geneva's job table; see
 // jobs/backfill-runner.ts) that recomputes the whole view from the source at one version, in
-// one commit, through the UDF workers.
+// one commit, through the UDF workers (or the engine itself, for a view without UDF columns in a
+// service that runs no workers).
 //
 // A view with UDF columns runs code the caller supplied: creating or refreshing one needs what
 // any Python UDF needs (manage on the view's namespace, a service with udf_execution on).
@@ -78,12 +79,6 @@ export class MaterializedViewService {
     const parsed = viewOfTable(displayId(id), schema);
     const { definition } = parsed;
     if (definition.udfs.length > 0) requirePythonUdfs(this.tables, ctx, id, MV_REFRESH);
-    if (!this.engine.udfs) {
-      throw unsupported(
-        `${MV_REFRESH}: materialized views are refreshed by the UDF workers, which run only in a service started with udf_execution local or ray ` +
-          '(--udf-execution local, and scripts/install-udf-worker.sh for its Python)',
-      );
-    }
     const source = await this.openSource(ctx, definition.sourceId);
     const srcVersion = request.src_version ?? (await this.sourceVersion(source));
     if (request.src_version !== undefined && request.src_version !== null) {
