@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -7,9 +8,10 @@ import { arrow } from '../../src/engine/arrow.js';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import { type TestApp, useTestApp } from '../support/app.js';
 import { connectTable } from '../support/arrow-data.js';
-import { backends, type TestRoot } from '../support/backends.js';
+import { backends, localBackend, type TestRoot } from '../support/backends.js';
 import { numbersStream, waitForJob } from '../support/jobs.js';
 import { describeRun, run } from '../support/python.js';
+import { genevaQuery, META, schemaMessage, udfEntry } from '../support/views.js';
 
 // Materialized views of kind query (CreateMaterializedView, RefreshMaterializedView) in process,
 // as Geneva 0.17 sends them: validation and its 4xx / 406 answers without UDF workers; with them
@@ -18,50 +20,6 @@ import { describeRun, run } from '../support/python.js';
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 const udfsAvailable = existsSync(DEFAULT_UDF_PYTHON);
-
-/** What pyarrow's Schema.serialize() gives: one IPC schema message, without the end of stream. */
-function schemaMessage(fields: Array<[string, import('apache-arrow').DataType]>): string {
-  const schema = new arrow.Schema(fields.map(([name, type]) => new arrow.Field(name, type, true)));
-  const writer = new arrow.RecordBatchStreamWriter();
-  writer.reset(undefined, schema);
-  writer.close();
-  const stream = Buffer.from(writer.toUint8Array(true));
-  return stream.subarray(0, stream.length - 8).toString('base64');
-}
-
-const META: Array<[string, import('apache-arrow').DataType]> = [
-  ['__source_row_id', new arrow.Int64()],
-  ['__is_set', new arrow.Bool()],
-];
-
-interface UdfEntry {
-  output_index: number;
-  output_name: string;
-  input_columns: string[] | null;
-  udf: { name: string; backend: string; udf_payload: string; runner_payload: string | null };
-}
-
-/** A GenevaQuery JSON as Geneva's create_materialized_view sends it (nulls where Geneva sends nulls). */
-function genevaQuery(source: string, base: { filter?: string; columns?: unknown; limit?: number; offset?: number }, udfs: UdfEntry[] = [], extra: Record<string, unknown> = {}): string {
-  return JSON.stringify({
-    base: { vector_column: null, vector: null, filter: base.filter ?? null, full_text_query: null, limit: base.limit ?? null, offset: base.offset ?? null, columns: base.columns ?? null, with_row_id: null, order_by: null },
-    shuffle: null,
-    shuffle_seed: null,
-    fragment_ids: null,
-    with_row_address: null,
-    column_udfs: udfs.length > 0 ? udfs : null,
-    source_table: source,
-    source_db_uri: 'db://tests',
-    ...extra,
-  });
-}
-
-const udfEntry = (name: string, payload: string, output: string, index: number, inputs: string[] | null): UdfEntry => ({
-  output_index: index,
-  output_name: output,
-  input_columns: inputs,
-  udf: { name, backend: 'DockerUDFSpecV1', udf_payload: payload, runner_payload: '{"image": "test-image:latest"}' },
-});
 
 /** A made-up envelope (never run): enough for the checks made before a UDF runs. */
 const FAKE_ENVELOPE = JSON.stringify({ image: 'test-image', tag: 'latest', workspace_checksum: null, udf_pickle: Buffer.from('not a pickle').toString('base64'), udf_checksum: 'x' });
@@ -127,6 +85,52 @@ function plainViewCases(fixture: () => { root: TestRoot; t: TestApp }, prefix: s
     expect(emptied.metadata['geneva::view::base_table_version']).toBe('3');
   });
 }
+
+describe('materialized views under authorization', () => {
+  const sha256 = (key: string) => createHash('sha256').update(key).digest('hex');
+  const as = (who: string) => ({ 'x-api-key': `${who}-key` });
+  const principals = ['admin', 'writer', 'rooted'];
+  const fx = useTestApp(localBackend, {
+    ...(udfsAvailable ? { udf: { execution: 'local' as const, workers: 1 } } : {}),
+    auth: { apiKeys: principals.map((p) => ({ principal: p, sha256: sha256(`${p}-key`) })) },
+    authorization: {
+      roles: { everything: [{ namespace: [], privilege: 'manage' }], 'ns-writer': [{ namespace: ['ns'], privilege: 'write' }], 'root-reader': [{ namespace: [], privilege: 'read' }] },
+      principals: { admin: ['everything'], writer: ['ns-writer'], rooted: ['ns-writer', 'root-reader'] },
+    },
+  });
+  const create = (who: string, view: string, body: Record<string, unknown>) => fx.t.call('POST', `/v1/materialized_view/${view}/create`, body, as(who));
+  const schema = schemaMessage([...META, ['id', new arrow.Int64()]]);
+
+  beforeAll(async () => {
+    expect((await fx.t.call('POST', '/v1/namespace/ns/create', {}, as('admin'))).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/table/asrc/create', numbersStream(10), { ...ARROW, ...as('admin') })).status).toBe(200);
+  });
+
+  it('needs write on the view\'s namespace and read on the source\'s (403 code 15 otherwise)', async () => {
+    const body = { kind: 'query', source_query: genevaQuery('asrc', { columns: ['id'] }), output_schema: schema };
+    const noRead = await create('writer', 'ns%24v1', body);
+    expect(noRead.status, noRead.text).toBe(403);
+    expect(noRead.json.code).toBe(15);
+    expect(String(noRead.json.error)).toMatch(/may not read/);
+    expect((await create('rooted', 'v2', body)).status).toBe(403);
+    const made = await create('rooted', 'ns%24v3', body);
+    expect(made.status, made.text).toBe(201);
+    const refreshed = await fx.t.call('POST', '/v1/materialized_view/ns%24v3/refresh', {}, as('rooted'));
+    expect(refreshed.status, refreshed.text).toBe(202);
+  });
+
+  it.skipIf(!udfsAvailable)('needs manage on the view\'s namespace for a view with UDF columns (403 code 15)', async () => {
+    const body = {
+      kind: 'query',
+      source_query: genevaQuery('asrc', { columns: { id: 'id' } }, [udfEntry('double', FAKE_ENVELOPE, 'd', 1, ['x'])]),
+      output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['d', new arrow.Int64()]]),
+    };
+    const refused = await create('rooted', 'ns%24u1', body);
+    expect(refused.status, refused.text).toBe(403);
+    expect(String(refused.json.error)).toMatch(/needs manage/);
+    expect((await create('admin', 'ns%24u2', body)).status).toBe(201);
+  });
+});
 
 describe.each(backends())('materialized views on $name', (backend) => {
   describe('without UDF workers', () => {
