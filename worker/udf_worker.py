@@ -349,18 +349,9 @@ def _view_udf_inputs(udf, input_columns, schema):
 
 
 def _scan_source(ds, columns, row_filter, limit, offset, batch_rows):
-    """The source rows of a view, in batches, with `_rowid`; a request Lance cannot plan is invalid input."""
-    try:
-        scanner = ds.scanner(columns=columns, filter=row_filter, limit=limit, offset=offset, with_row_id=True, batch_size=batch_rows)
-        batches = iter(scanner.to_batches())
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            yield batch
-    except ValueError as e:
-        raise Failure("invalid_input", f"cannot read the view's source rows (filter {row_filter!r}): {e}") from e
+    """The source rows of a view, in batches, with `_rowid`."""
+    scan = lambda: ds.scanner(columns=columns, filter=row_filter, limit=limit, offset=offset, with_row_id=True, batch_size=batch_rows)  # noqa: E731
+    return _batches(scan, f"cannot read the view's source rows (filter {row_filter!r})")
 
 
 def _cast_column(values, field):
@@ -421,9 +412,15 @@ def _inputs(udf, input_columns, schema, column):
 
 
 def _scan(ds, columns, row_filter, batch_rows):
-    """The rows to fill, in batches. Lance reports a request it cannot plan (a malformed filter) as ValueError."""
+    """The rows to fill, in batches."""
+    scan = lambda: ds.scanner(columns=columns, filter=row_filter, with_row_id=True, with_row_address=True, batch_size=batch_rows)  # noqa: E731
+    return _batches(scan, f"cannot read the rows matching {row_filter!r}")
+
+
+def _batches(scanner, failure):
+    """The batches of `scanner()`. Lance reports a request it cannot plan (a malformed filter) as ValueError: invalid input."""
     try:
-        batches = iter(ds.scanner(columns=columns, filter=row_filter, with_row_id=True, with_row_address=True, batch_size=batch_rows).to_batches())
+        batches = iter(scanner().to_batches())
         while True:
             try:
                 batch = next(batches)
@@ -431,7 +428,7 @@ def _scan(ds, columns, row_filter, batch_rows):
                 return
             yield batch
     except ValueError as e:
-        raise Failure("invalid_input", f"cannot read the rows matching {row_filter!r}: {e}") from e
+        raise Failure("invalid_input", f"{failure}: {e}") from e
 
 
 def _call(udf, batch, field):
