@@ -154,6 +154,10 @@ def test_query_materialized_view_refreshed_blocking_then_async():
     ids = [i for i in range(n) if i % 7 == 3]
     assert result.rows_refreshed == len(ids)
     check_view(db, "mv", "mv_src", ids)
+    # Geneva's own query over the view.
+    found = db.open_table("mv").search().where("a < 100").select(["a", "d"]).to_arrow().sort_by("a")
+    assert found["a"].to_pylist() == [i for i in ids if i < 100]
+    assert found["d"].to_pylist() == [i * 2 for i in ids if i < 100]
     # The source changes: rows appended and deleted; an async refresh recomputes the view.
     src.add(numbers(n + 14).slice(n))
     src.delete("a < 1000")
