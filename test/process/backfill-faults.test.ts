@@ -218,11 +218,12 @@ describe.concurrent('view refreshes across crashes', () => {
         kind: 'query',
         source_query: genevaQuery('src', { filter: 'x = 5', columns: { id: 'id', y: 'x + id' } }),
         output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['y', new arrow.Int64()]]),
-        with_no_data: false,
       });
       expect(created.status, created.text).toBe(201);
-      const jobId = String(created.json.job_id);
       const location = String((await crashing.call('POST', '/v1/table/v/describe', {})).json.location);
+      const refresh = await crashing.call('POST', '/v1/materialized_view/v/refresh', {});
+      expect(refresh.status, refresh.text).toBe(202);
+      const jobId = String(refresh.json.job_id);
       expect(await crashing.exited).toEqual({ code: null, signal: 'SIGKILL' });
       const expected = Array.from({ length: ROWS }, (_, id) => id).filter((id) => id % 97 === 5);
       const viewIds = async () => ((await readRows(location, root.store.engineStorageOptions())) as Array<{ id: number; y: bigint; __source_row_id: bigint }>).map((r) => [r.id, Number(r.y), Number(r.__source_row_id)]);
@@ -236,8 +237,9 @@ describe.concurrent('view refreshes across crashes', () => {
       expect(done.properties.rows_refreshed).toBe(String(expected.length));
       expect((await storedJob(root, jobId)).job.attempts).toBe(2);
       expect(await viewIds()).toEqual(committed);
-      expect(await root.store.head(`_catalog/jobs/${jobId}.json`)).toBeNull();
+      // The marker goes once the finished job's run ends, which stopping the process waits for.
       await stopService(recovering);
+      expect(await root.store.head(`_catalog/jobs/${jobId}.json`)).toBeNull();
     } finally {
       await root.dispose();
     }
