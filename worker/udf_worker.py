@@ -249,6 +249,8 @@ class Worker:
                     scan[read_aliases[name]] = _sql_column(name)
             udfs.append((column, field, udf, inputs))
         udf_columns = {u[0]: u for u in udfs}
+        # One scan feeds every UDF: its batches are as small as the smallest batch a UDF names.
+        batch_rows = min([u[2].batch_size for u in udfs if u[2].batch_size] or [batch_rows])
         if not scan:
             # A scan of no columns would give no batches to count rows by.
             scan["__mv_none"] = "NULL"

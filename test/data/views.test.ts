@@ -84,6 +84,29 @@ function plainViewCases(fixture: () => { root: TestRoot; t: TestApp }, prefix: s
     const emptied = (await t.call('POST', `/v1/table/${view}/describe`, { load_detailed_metadata: true })).json.schema as { metadata: Record<string, string> };
     expect(emptied.metadata['geneva::view::base_table_version']).toBe('3');
   });
+
+  it('refreshes a view whose versions are managed through its commit path', { timeout: 60_000 }, async () => {
+    const { t } = fixture();
+    const src = `${prefix}msrc`;
+    expect((await t.call('POST', `/v1/table/${src}/create`, numbersStream(50), ARROW)).status).toBe(200);
+    expect((await t.call('POST', `/v1/namespace/${prefix}managed/create`, { properties: { managed_versioning: 'true' } })).status).toBe(200);
+    const view = `${prefix}managed%24v`;
+    const created = await call('create', view, {
+      kind: 'query',
+      source_query: genevaQuery(src, { filter: 'id < 5', columns: ['id'] }),
+      output_schema: schemaMessage([...META, ['id', new arrow.Int64()]]),
+      with_no_data: false,
+    });
+    expect(created.status, created.text).toBe(201);
+    const done = await waitForJob(t, String(created.json.job_id));
+    expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+    // The refresh's commit is a version the catalog knows (it went through the managed commit path).
+    const versions = await t.call('POST', `/v1/table/${view}/version/list`, {});
+    expect(versions.status, versions.text).toBe(200);
+    expect((versions.json.versions as Array<{ version: number }>).map((v) => v.version)).toContain(Number(done.properties.last_committed_version));
+    const location = String((await t.call('POST', `/v1/table/${view}/describe`, {})).json.location);
+    expect((await viewRows(location, fixture().root.store.engineStorageOptions())).map((r) => r.id)).toEqual([0, 1, 2, 3, 4]);
+  });
 }
 
 describe('materialized views under authorization', () => {

@@ -100,7 +100,7 @@ function rowState(record: TransactionRecord, job: Job, now: Date): Record<string
 }
 
 /** The row's columns that say what a job is about (Geneva's client writes column_name "" for a refresh). */
-function describedJob(job: Job): Pick<Record<string, unknown>, 'column_name' | 'job_type' | 'config' | 'input_columns' | 'output_columns'> {
+function describedJob(job: Job): Record<'column_name' | 'job_type' | 'config' | 'input_columns' | 'output_columns', unknown> {
   if (job.kind === 'refresh_materialized_view') {
     return { column_name: '', job_type: 'REFRESH', config: JSON.stringify({ src_version: job.src_version }), input_columns: null, output_columns: null };
   }
