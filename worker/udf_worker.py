@@ -251,9 +251,9 @@ class Worker:
         udf_columns = {u[0]: u for u in udfs}
         # One scan feeds every UDF: its batches are as small as the smallest batch a UDF names.
         batch_rows = min([u[2].batch_size for u in udfs if u[2].batch_size] or [batch_rows])
-        if not scan:
-            # A scan of no columns would give no batches to count rows by.
-            scan["__mv_none"] = "NULL"
+        if not scan and source.schema.names:
+            # Lance refuses a scan of nothing but row ids: one stored column goes along.
+            scan["__mv_anchor"] = _sql_column(source.schema.names[0])
 
         failed = {}
         rows = 0
