@@ -24,6 +24,7 @@ import { TableService } from './service/tables/table-service.js';
 import { TransactionService } from './service/transactions/transaction-service.js';
 import { TransactionLog } from './service/transactions/transaction-log.js';
 import { BackfillService } from './service/jobs/backfill-service.js';
+import { MaterializedViewService } from './service/views/view-service.js';
 import { TableVersionService } from './service/versions/table-version-service.js';
 import { InstrumentedStore } from './store/instrumented-store.js';
 import type { ObjectStore } from './store/object-store.js';
@@ -97,6 +98,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       queries: new QueryService(data),
       health: new HealthService(store),
       backfill,
+      views: new MaterializedViewService(data, backfill, (ctx, id, arrowIpcStream) => tables.create(ctx, id, { arrowIpcStream, mode: 'Create' })),
     },
     {
       logger,

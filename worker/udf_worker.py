@@ -25,8 +25,24 @@ Requests:
       commits once (a Lance Update; through the namespace when the table's versions are managed),
       also when no row matches.
       -> {"id": 2, "ok": true, "rows": <rows written>, "version": <committed version>}
-  {"id": 3, "op": "shutdown"}
-      -> {"id": 3, "ok": true}, then the process exits. End of input does the same silently.
+  {"id": 3, "op": "materialize", "resolver": "http://127.0.0.1:<port>", "source_id": ["<handle>"],
+   "source_version": <int>, "view_id": ["<handle>"], "filter": "<Lance SQL>" | null,
+   "columns": [["<view column>", "<SQL over the source>"], ...], "limit": <int> | null, "offset": <int> | null,
+   "udfs": [{"column": "<view column>", "udf_path": "_udfs/<sha256>", "input_columns": [...] | null}],
+   "schema_metadata": {...}, "field_metadata": {"<view column>": {...}}, "max_rows_per_file": <int> | null,
+   "batch_rows": <optional>}
+      Recomputes a materialized view (kind query) from its source: scans the source at
+      `source_version` (rows matching `filter`, then `offset` and `limit`, with `_rowid`), and makes
+      one view row per source row: `__source_row_id` = the source `_rowid` as int64, `__is_set` =
+      true, each of `columns` evaluated over the source row, each UDF (its envelope read from the
+      view's directory) called over its input columns of the source row as Geneva's applier does,
+      any other view column null. The rows replace the view's in one commit (a Lance Overwrite
+      made from the view's latest version, through the namespace when its versions are managed),
+      keeping the view's schema with `schema_metadata` as its schema metadata and
+      `field_metadata` merged into the named fields' metadata.
+      -> {"id": 3, "ok": true, "rows": <rows written>, "version": <committed version>, "fragments": <fragments written>}
+  {"id": 4, "op": "shutdown"}
+      -> {"id": 4, "ok": true}, then the process exits. End of input does the same silently.
 
 With UDF_WORKER_RAY_ADDRESS set (udf_execution ray), `fill` sends each batch to the Ray cluster
 at that address as a task that calls the UDF, and writes the results as above; the cluster's
@@ -199,6 +215,173 @@ class Worker:
             self.udfs[sha] = udf
         return udf
 
+    def materialize(self, request):
+        resolver = _field(request, "resolver", str)
+        source_id = _field(request, "source_id", list)
+        view_id = _field(request, "view_id", list)
+        source_version = _field(request, "source_version", int)
+        row_filter = _optional(request, "filter", str)
+        columns = _field(request, "columns", list)
+        if not all(isinstance(c, list) and len(c) == 2 and all(isinstance(p, str) for p in c) for c in columns):
+            raise Failure("invalid_input", "columns must be a list of [view column, SQL] pairs")
+        limit = _optional(request, "limit", int)
+        offset = _optional(request, "offset", int)
+        udf_requests = _field(request, "udfs", list)
+        schema_metadata = _field(request, "schema_metadata", dict)
+        field_metadata = _optional(request, "field_metadata", dict) or {}
+        max_rows_per_file = _optional(request, "max_rows_per_file", int)
+        batch_rows = _optional(request, "batch_rows", int) or DEFAULT_BATCH_ROWS
+
+        ns = self.namespace(resolver)
+        source, _ = _open_table(ns, source_id, source_version)
+        view, view_described = _open_table(ns, view_id, None)
+        # The view keeps its schema (and the field ids Lance gave it); only the metadata changes.
+        fields = []
+        for f in view.schema:
+            extra = field_metadata.get(f.name)
+            fields.append(f.with_metadata({**(f.metadata or {}), **{k.encode(): str(v).encode() for k, v in extra.items()}}) if extra else f)
+        schema = pa.schema(fields, metadata={str(k): str(v) for k, v in schema_metadata.items()})
+
+        # What is read of the source, each under an alias of its own: the projected expressions, and
+        # the UDFs' inputs (which the projection may not include, or may name differently).
+        scan = {}
+        projected = {}
+        for i, (name, sql) in enumerate(columns):
+            _top_level_field(schema, name)
+            projected[name] = f"__mv_c{i}"
+            scan[f"__mv_c{i}"] = sql
+        udfs = []
+        read_aliases = {}
+        for entry in udf_requests:
+            if not isinstance(entry, dict):
+                raise Failure("invalid_input", "udfs must be a list of objects")
+            column = _field(entry, "column", str)
+            field = _top_level_field(schema, column)
+            udf = self.load_udf(view, _field(entry, "udf_path", str))
+            inputs = _view_udf_inputs(udf, _optional(entry, "input_columns", list), source.schema)
+            for name in inputs:
+                if name not in read_aliases:
+                    read_aliases[name] = f"__mv_u{len(read_aliases)}"
+                    scan[read_aliases[name]] = _sql_column(name)
+            udfs.append((column, field, udf, inputs))
+        udf_columns = {u[0]: u for u in udfs}
+        # One scan feeds every UDF: its batches are as small as the smallest batch a UDF names.
+        batch_rows = min([u[2].batch_size for u in udfs if u[2].batch_size] or [batch_rows])
+        if not scan and source.schema.names:
+            # Lance refuses a scan of nothing but row ids: one stored column goes along.
+            scan["__mv_anchor"] = _sql_column(source.schema.names[0])
+
+        failed = {}
+        rows = 0
+
+        def view_batches():
+            nonlocal rows
+            try:
+                for batch in _scan_source(source, scan, row_filter, limit, offset, batch_rows):
+                    if batch.num_rows == 0:
+                        continue
+                    arrays = []
+                    for f in schema:
+                        if f.name == "__source_row_id":
+                            value = batch.column("_rowid").cast(pa.int64())
+                        elif f.name == "__is_set":
+                            value = pa.array(np.ones(batch.num_rows, dtype=bool), pa.bool_())
+                        elif f.name in projected:
+                            value = _cast_column(batch.column(projected[f.name]), f)
+                        elif f.name in udf_columns:
+                            _, field, udf, inputs = udf_columns[f.name]
+                            args = pa.RecordBatch.from_arrays([batch.column(read_aliases[n]) for n in inputs], names=inputs)
+                            value = _call(udf, args, field)
+                        else:
+                            value = pa.nulls(batch.num_rows, f.type)
+                        arrays.append(value)
+                    rows += batch.num_rows
+                    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+            except Failure as f:
+                # Raised through Lance's writer, which keeps only its text: the kind is kept here.
+                failed["failure"] = f
+                raise
+
+        reader = pa.RecordBatchReader.from_batches(schema, view_batches())
+        try:
+            options = {"max_rows_per_file": max_rows_per_file} if max_rows_per_file else {}
+            fragments = lance.fragment.write_fragments(reader, view, schema=schema, mode="overwrite", **options)
+        except Exception as e:  # noqa: BLE001
+            if "failure" in failed:
+                raise failed["failure"] from e
+            raise
+        operation = lance.LanceOperation.Overwrite(schema, fragments)
+        committed = _commit(ns, view_id, view, view_described, operation)
+        return {"rows": rows, "version": committed.version, "fragments": len(fragments)}
+
+
+def _optional(request, name, kind):
+    value = request.get(name)
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is int):
+        raise Failure("invalid_input", f"{name} must be a {kind.__name__} or null")
+    return value
+
+
+def _open_table(ns, table_id, version):
+    """The dataset behind a resolver handle (at `version`, else the latest) and what the resolver said of it."""
+    described = ns.describe_table(lance_namespace.DescribeTableRequest(id=table_id))
+    try:
+        ds = lance.dataset(namespace_client=ns, table_id=table_id, version=version)
+    except Exception as e:  # noqa: BLE001
+        if re.search(r"not found|does not exist|No such file", str(e), re.I):
+            raise Failure("not_found", f"no dataset{'' if version is None else f' version {version}'} at {described.location}: {e}", what="dataset") from e
+        raise
+    return ds, described
+
+
+def _commit(ns, table_id, ds, described, operation):
+    """One commit made from the version read; through the namespace when the table's versions are managed."""
+    try:
+        if described.managed_versioning is True:
+            return lance.LanceDataset.commit(ds, operation, read_version=ds.version, namespace_client=ns, table_id=table_id, namespace_client_managed_versioning=True)
+        return lance.LanceDataset.commit(ds, operation, read_version=ds.version, storage_options=described.storage_options)
+    except Exception as e:  # noqa: BLE001
+        if CONFLICT.search(str(e)):
+            raise Failure("conflict", str(e)) from e
+        raise
+
+
+def _sql_column(name):
+    """A source column (dotted path for a nested one) as Lance SQL."""
+    return ".".join("`" + part.replace("`", "``") + "`" for part in name.split("."))
+
+
+def _view_udf_inputs(udf, input_columns, schema):
+    """The source columns a view's UDF reads: the given ones, else the UDF's own; a RecordBatch UDF gets the whole source row."""
+    if udf.arg_type == UDFArgType.RECORD_BATCH and not input_columns:
+        return list(schema.names)
+    inputs = input_columns if input_columns is not None else udf.input_columns
+    if not inputs or not all(isinstance(c, str) for c in inputs):
+        raise Failure("invalid_input", f"UDF {udf.name} has no input columns")
+    for name in inputs:
+        if schema.get_field_index(name.split(".", 1)[0]) < 0:
+            raise Failure("not_found", f"input column {name} of UDF {udf.name} not found in the source", what="column")
+    if udf.input_columns != inputs and udf.arg_type != UDFArgType.RECORD_BATCH:
+        udf.input_columns = list(inputs)
+    return list(inputs)
+
+
+def _scan_source(ds, columns, row_filter, limit, offset, batch_rows):
+    """The source rows of a view, in batches, with `_rowid`."""
+    scan = lambda: ds.scanner(columns=columns, filter=row_filter, limit=limit, offset=offset, with_row_id=True, batch_size=batch_rows)  # noqa: E731
+    return _batches(scan, f"cannot read the view's source rows (filter {row_filter!r})")
+
+
+def _cast_column(values, field):
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if values.type == field.type:
+        return values
+    try:
+        return values.cast(field.type)
+    except Exception as e:  # noqa: BLE001
+        raise Failure("invalid_input", f"the view column {field.name} is {field.type}, but its expression gives {values.type}: {e}") from e
+
 
 def _version(module):
     try:
@@ -247,9 +430,15 @@ def _inputs(udf, input_columns, schema, column):
 
 
 def _scan(ds, columns, row_filter, batch_rows):
-    """The rows to fill, in batches. Lance reports a request it cannot plan (a malformed filter) as ValueError."""
+    """The rows to fill, in batches."""
+    scan = lambda: ds.scanner(columns=columns, filter=row_filter, with_row_id=True, with_row_address=True, batch_size=batch_rows)  # noqa: E731
+    return _batches(scan, f"cannot read the rows matching {row_filter!r}")
+
+
+def _batches(scanner, failure):
+    """The batches of `scanner()`. Lance reports a request it cannot plan (a malformed filter) as ValueError: invalid input."""
     try:
-        batches = iter(ds.scanner(columns=columns, filter=row_filter, with_row_id=True, with_row_address=True, batch_size=batch_rows).to_batches())
+        batches = iter(scanner().to_batches())
         while True:
             try:
                 batch = next(batches)
@@ -257,7 +446,7 @@ def _scan(ds, columns, row_filter, batch_rows):
                 return
             yield batch
     except ValueError as e:
-        raise Failure("invalid_input", f"cannot read the rows matching {row_filter!r}: {e}") from e
+        raise Failure("invalid_input", f"{failure}: {e}") from e
 
 
 def _call(udf, batch, field):
@@ -323,7 +512,7 @@ def _respond(body):
 
 def main():
     worker = Worker()
-    handlers = {"ping": worker.ping, "fill": worker.fill}
+    handlers = {"ping": worker.ping, "fill": worker.fill, "materialize": worker.materialize}
     for line in _requests:
         request_id = None
         try:

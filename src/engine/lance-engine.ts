@@ -5,6 +5,7 @@ import type { QueryOps } from './ports/queries.js';
 import type { RowOps } from './ports/rows.js';
 import type { TagOps } from './ports/tags.js';
 import type { UdfOps } from './ports/udfs.js';
+import type { ViewOps } from './ports/views.js';
 import type { DatasetLocation } from './dataset-location.js';
 
 export { type CommitCoordinator, type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind, type LatestCommitted } from './dataset-location.js';
@@ -32,11 +33,20 @@ export interface LanceEngine {
    * Arrow IPC stream of `schema`, for the writes the service makes itself (Geneva's job table).
    */
   encodeRows(schema: JsonArrowSchema, rows: ReadonlyArray<Record<string, unknown>>): Buffer;
+  /**
+   * An Arrow IPC stream of no rows whose schema is the one in `schemaMessage` (one encapsulated
+   * IPC schema message, as pyarrow's Schema.serialize() writes it; a whole stream does too), with
+   * `metadata.schema` added to its schema metadata and `metadata.fields[name]` to the metadata of
+   * each named top-level field; and that schema in the JSON form. EngineError('invalid_input')
+   * when the bytes are not a schema message, or name a type the engine does not take.
+   */
+  schemaStream(schemaMessage: Buffer, metadata?: { schema?: Record<string, string>; fields?: Record<string, Record<string, string>> }): { stream: Buffer; schema: JsonArrowSchema };
   readonly rows: RowOps;
   readonly columns: ColumnOps;
   readonly indices: IndexOps;
   readonly tags: TagOps;
   readonly queries: QueryOps;
+  readonly views: ViewOps;
   /** Python UDFs (Geneva's); undefined unless the engine was configured to run them. */
   readonly udfs?: UdfOps | undefined;
   /**

@@ -18,6 +18,7 @@ import type { TagService } from '../service/data/tags.js';
 import type { TransactionService } from '../service/transactions/transaction-service.js';
 import type { TableVersionService } from '../service/versions/table-version-service.js';
 import type { BackfillService } from '../service/jobs/backfill-service.js';
+import type { MaterializedViewService } from '../service/views/view-service.js';
 import { readBody, readJsonBody } from './body.js';
 import { messageScrubber, toWireError, wireError } from './errors.js';
 import { LargeBodySlots, type RequestLimits } from './limits.js';
@@ -37,6 +38,7 @@ import { queryRoutes } from './routes/queries.js';
 import { rowRoutes } from './routes/rows.js';
 import { tagRoutes } from './routes/tags.js';
 import { jobRoutes } from './routes/jobs.js';
+import { viewRoutes } from './routes/views.js';
 import type { ScrapedMetrics } from '../metrics/metrics.js';
 
 export interface Services {
@@ -51,6 +53,7 @@ export interface Services {
   queries: QueryService;
   health: HealthService;
   backfill: BackfillService;
+  views: MaterializedViewService;
 }
 
 export interface HttpServerOptions {
@@ -98,6 +101,7 @@ export function routeGroups(services: Services): RouteGroup[] {
     tagRoutes(services.tags),
     queryRoutes(services.queries),
     jobRoutes(services.backfill),
+    viewRoutes(services.views),
     unsupportedRoutes(),
   ];
 }

@@ -8,6 +8,7 @@ import { arrow } from '../../src/engine/arrow.js';
 import { type CommitCoordinator, type DatasetLocation, EngineError } from '../../src/engine/lance-engine.js';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import { UdfFailure, type UdfFill, type UdfOps } from '../../src/engine/ports/udfs.js';
+import type { Materialization } from '../../src/engine/ports/views.js';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import type { UdfWorkerLog } from '../../src/engine/python-udf/worker-process.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
@@ -21,11 +22,13 @@ import { type Backend, localBackend, s3Backends, type TestRoot } from '../suppor
 import { localCatalogDeps } from '../support/local-catalog.js';
 import { run, describeRun } from '../support/python.js';
 import { type RayCluster, startRayCluster } from '../support/ray-cluster.js';
+import { META, schemaMessage } from '../support/views.js';
 
 // The Python UDF adapter (src/engine/python-udf/, worker/udf_worker.py) against real Geneva UDF
 // envelopes, built by test/support/geneva_udfs.py with the pinned Geneva, over real Lance datasets:
 // values row by row, rows outside the filter untouched, a UDF that raises, a managed table's commit
-// through its coordinator, a worker SIGKILLed mid-fill, a fill timeout, and S3 through the resolver.
+// through its coordinator, a worker SIGKILLed mid-fill, a fill timeout, and S3 through the resolver;
+// and a materialized view recomputed from its source (`materialize`).
 
 const available = existsSync(DEFAULT_UDF_PYTHON);
 if (!available) console.warn(`skipping the UDF worker tests: no ${DEFAULT_UDF_PYTHON}; run scripts/install-udf-worker.sh`);
@@ -195,6 +198,53 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       expect((await udfs.fill(at, { column: 'v', udfPath: udf.chatty, inputColumns: null, filter: 'a < 3' })).rows).toBe(3);
       expect((await readAll(at)).filter((r) => r.v !== (r.a < 3 ? r.a + 1 : -1))).toEqual([]);
       expect(logs.map((l) => l.message)).toEqual(expect.arrayContaining(['chatty sees 0', 'written straight to fd 1']));
+    });
+
+    it('materializes a view from its source at a version: SQL and UDF columns (array, RecordBatch, one named like its input), filter, offset, limit; one commit', async () => {
+      const { at: source } = await fresh();
+      const name = `view${++seq}`;
+      const view: DatasetLocation = { location: fx.root.store.location(`${name}.lance`), storageOptions: fx.root.store.engineStorageOptions() };
+      const fields: Array<[string, import('apache-arrow').DataType]> = [...META, ['a', new arrow.Int64()], ['b', new arrow.Int64()], ['a10', new arrow.Int64()], ['s', new arrow.Utf8()]];
+      await engine.createDataset(view, engine.schemaStream(Buffer.from(schemaMessage(fields), 'base64')).stream, 'create');
+      const udf = { double: await putUdf(fx.root, `${name}.lance/`, 'double'), describe: await putUdf(fx.root, `${name}.lance/`, 'describe_row') };
+      const m: Materialization = {
+        sourceVersion: 2,
+        filter: 'a % 2 = 0',
+        columns: [
+          { name: 'a', sql: 'a' },
+          { name: 'a10', sql: 'a + 10' },
+        ],
+        offset: 1,
+        limit: 5,
+        udfs: [
+          { column: 'b', udfPath: udf.double, inputColumns: ['b'] },
+          { column: 's', udfPath: udf.describe, inputColumns: null },
+        ],
+        schemaMetadata: { 'geneva::view::base_table_version': '2' },
+        fieldMetadata: { __source_row_id: { 'geneva::mv::last_refreshed_version': '2' } },
+        maxRowsPerFile: 3,
+      };
+      const done = await udfs.materialize(source, view, m);
+      expect(done).toEqual({ rows: 5, version: 2, fragments: 2 });
+      const table = await connectTable(view.location, view.storageOptions);
+      try {
+        const rows = ((await table.query().toArray()) as Array<Record<string, unknown>>).map((r) => ({ ...r, __source_row_id: Number(r.__source_row_id), a: Number(r.a), b: Number(r.b), a10: Number(r.a10) }));
+        const ids = [2, 4, 6, 8, 10];
+        expect(rows.sort((x, y) => x.a - y.a)).toEqual(
+          ids.map((a) => ({ __source_row_id: a < 10 ? a : 2 ** 32 + a - 10, __is_set: true, a, b: a * 20, a10: a + 10, s: `a,b,v,s:${a}` })),
+        );
+        const schema = await table.schema();
+        expect(Object.fromEntries(schema.metadata)).toEqual({ 'geneva::view::base_table_version': '2' });
+        expect(Object.fromEntries(schema.fields[0]?.metadata ?? new Map())).toEqual({ 'geneva::mv::last_refreshed_version': '2' });
+      } finally {
+        table.close();
+      }
+      // Again from the same version: the same rows, one more commit; a bad filter is invalid input and commits nothing.
+      expect(await udfs.materialize(source, view, m)).toEqual({ rows: 5, version: 3, fragments: 2 });
+      const bad = await udfs.materialize(source, view, { ...m, filter: 'nope >' }).catch((e: unknown) => e);
+      expect(bad).toBeInstanceOf(EngineError);
+      expect((bad as EngineError).kind).toBe('invalid_input');
+      expect(await engine.datasetVersion(view)).toBe(3);
     });
 
     it('no matching row: one commit, nothing changed; bad requests are classified', async () => {

@@ -1,15 +1,17 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
-import { readColumn } from '../support/arrow-data.js';
+import { readColumn, readRows } from '../support/arrow-data.js';
 import { type Backend, backends, localBackend, type TestRoot } from '../support/backends.js';
 import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
+import { genevaQuery, META, schemaMessage } from '../support/views.js';
 
 // Crash tests of backfill jobs (src/service/jobs/backfill-runner.ts): the real service process is
 // SIGKILLed at a fault point of a 200,000-row backfill; another service process on the same root
 // (a restart, or a second replica already running) takes the job over once the dead one's lease
 // runs out, continues from the last checkpoint, and the column ends equal to its expression on
-// every row. Two live replicas on one root: exactly one of them runs the job.
+// every row. Two live replicas on one root: exactly one of them runs the job. A materialized
+// view's refresh killed between its commit and its checkpoint is finished the same way.
 
 const LEASE_MS = 1000;
 const ROWS = 200_000;
@@ -198,6 +200,46 @@ describe.concurrent('backfill jobs across crashes and replicas', () => {
       expect(taken.sort()).toEqual([0, 1]);
       await expectAllCorrect(root, location);
       await Promise.all([stopService(a), stopService(b)]);
+    } finally {
+      await root.dispose();
+    }
+  });
+});
+
+// A materialized view's refresh is one step (backfill-runner.ts refreshView): killed after its
+// commit and before its checkpoint, the next process takes it over and commits the same rows again.
+describe.concurrent('view refreshes across crashes', () => {
+  it.each(backends())('killed after the commit on $name, finished by another process with the same rows', { timeout: 240_000 }, async (backend) => {
+    const root = await backend.newRoot();
+    try {
+      const crashing = await startService(root, 'refresh:after-commit');
+      expect((await crashing.call('POST', '/v1/table/src/create', numbersStream(ROWS), { 'content-type': 'application/vnd.apache.arrow.stream' })).status).toBe(200);
+      const created = await crashing.call('POST', '/v1/materialized_view/v/create', {
+        kind: 'query',
+        source_query: genevaQuery('src', { filter: 'x = 5', columns: { id: 'id', y: 'x + id' } }),
+        output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['y', new arrow.Int64()]]),
+      });
+      expect(created.status, created.text).toBe(201);
+      const location = String((await crashing.call('POST', '/v1/table/v/describe', {})).json.location);
+      const refresh = await crashing.call('POST', '/v1/materialized_view/v/refresh', {});
+      expect(refresh.status, refresh.text).toBe(202);
+      const jobId = String(refresh.json.job_id);
+      expect(await crashing.exited).toEqual({ code: null, signal: 'SIGKILL' });
+      const expected = Array.from({ length: ROWS }, (_, id) => id).filter((id) => id % 97 === 5);
+      const viewIds = async () => ((await readRows(location, root.store.engineStorageOptions())) as Array<{ id: number; y: bigint; __source_row_id: bigint }>).map((r) => [r.id, Number(r.y), Number(r.__source_row_id)]);
+      const committed = await viewIds();
+      expect(committed).toEqual(expected.map((id) => [id, id + 5, id]));
+      expect((await storedJob(root, jobId)).status).toBe('Running');
+
+      const recovering = await startService(root);
+      const done = await waitForJob(recovering, jobId);
+      expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+      expect(done.properties.rows_refreshed).toBe(String(expected.length));
+      expect((await storedJob(root, jobId)).job.attempts).toBe(2);
+      expect(await viewIds()).toEqual(committed);
+      // The marker goes once the finished job's run ends, which stopping the process waits for.
+      await stopService(recovering);
+      expect(await root.store.head(`_catalog/jobs/${jobId}.json`)).toBeNull();
     } finally {
       await root.dispose();
     }

@@ -10,8 +10,9 @@ import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/s
 
 // Geneva 0.17 (LanceDB's feature-engineering client) in remote mode against the service, as its
 // users run it: Python UDF columns added and backfilled (blocking and async, with `where`), a
-// failing UDF, a backfill whose service is SIGKILLed half-way and finished by the next one, and
-// the 406 a service without udf_execution answers. The Python side is geneva_client.py, run with
+// failing UDF, a backfill whose service is SIGKILLed half-way and finished by the next one, query
+// materialized views with UDF columns created and refreshed, and the 406 a service without
+// udf_execution answers. The Python side is geneva_client.py, run with
 // the UDF worker's venv (scripts/install-udf-worker.sh), which has geneva.
 
 const CLIENT = 'test/realclient/geneva_client.py';
@@ -70,6 +71,17 @@ describe('Geneva 0.17 in remote mode', () => {
       } finally {
         await service.close();
       }
+    },
+    PYTEST_TIMEOUT_MS,
+  );
+
+  it(
+    'creates and refreshes query materialized views with UDF columns (blocking, async, with data at create) and shows a failing UDF its error',
+    async () => {
+      const service = await startService(await newRoot(), { udfs: true });
+      await geneva(service, 'matview');
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toEqual({ code: 0, signal: null });
     },
     PYTEST_TIMEOUT_MS,
   );

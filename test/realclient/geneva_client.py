@@ -3,6 +3,9 @@
 GENEVA_URL is the service. GENEVA_PHASE picks what runs:
 - "backfill": Python UDF columns on a 100,000-row table, backfilled blocking and async, a `where`
   backfill, a column rebound to another UDF, a failing UDF; values checked row by row.
+- "matview": a query materialized view with a UDF column, created, refreshed (blocking, then async
+  after the source changed) and read back row by row; one created with with_no_data=False; a
+  failing UDF in a view.
 - "off": the same calls against a service without udf_execution get the 406 that says how to enable it.
 - "kill-start" / "kill-finish": a backfill started, then (after the test SIGKILLed the service
   half-way and started it again) followed to its end through Geneva's job table and checked.
@@ -135,6 +138,75 @@ def test_a_failing_udf_shows_geneva_the_error():
         t.backfill("f")
 
 
+def view_rows(db, name):
+    # Every row of the view, read through Lance, by the source's `a`.
+    return db.open_table(name).to_lance().to_table().sort_by("a")
+
+
+def source_row_ids(db, name):
+    t = db.open_table(name).to_lance().to_table(columns=["a"], with_row_id=True)
+    return dict(zip(t["a"].to_pylist(), t["_rowid"].to_pylist()))
+
+
+def check_view(db, view, source, ids):
+    t = view_rows(db, view)
+    assert t.schema.names == ["__source_row_id", "__is_set", "a", "b", "d"]
+    assert t["a"].to_pylist() == ids
+    assert t["b"].to_pylist() == [i % 7 for i in ids]
+    assert t["d"].to_pylist() == [i * 2 for i in ids]
+    assert t["__is_set"].to_pylist() == [True] * len(ids)
+    rowid = source_row_ids(db, source)
+    assert t["__source_row_id"].to_pylist() == [rowid[i] for i in ids]
+
+
+@pytest.mark.skipif(PHASE != "matview", reason="phase")
+def test_query_materialized_view_refreshed_blocking_then_async():
+    db = connect()
+    n = 20_000
+    src = db.create_table("mv_src", numbers(n))
+    view = db.create_materialized_view("mv", src.search().where("b = 3").select({"a": "a", "b": "b", "d": times_two}))
+    assert view.schema.names == ["__source_row_id", "__is_set", "a", "b", "d"]
+    result = view.refresh()
+    assert result.status == "DONE"
+    ids = [i for i in range(n) if i % 7 == 3]
+    assert result.rows_refreshed == len(ids)
+    check_view(db, "mv", "mv_src", ids)
+    # Geneva's own query over the view.
+    found = db.open_table("mv").search().where("a < 100").select(["a", "d"]).to_arrow().sort_by("a")
+    assert found["a"].to_pylist() == [i for i in ids if i < 100]
+    assert found["d"].to_pylist() == [i * 2 for i in ids if i < 100]
+    # The source changes: rows appended and deleted; an async refresh recomputes the view.
+    src.add(numbers(n + 14).slice(n))
+    src.delete("a < 1000")
+    job = db.open_table("mv").refresh_async()
+    job.result(timeout=600)
+    check_view(db, "mv", "mv_src", [i for i in range(n + 14) if i % 7 == 3 and i >= 1000])
+
+
+@pytest.mark.skipif(PHASE != "matview", reason="phase")
+def test_a_view_created_with_data_is_refreshed_by_the_service():
+    from geneva.jobs.remote import RemoteJob
+
+    db = connect()
+    src = db.create_table("mv_src2", numbers(5_000))
+    db.create_materialized_view("mv_now", src.search().where("a < 100").select({"a": "a", "b": "b", "d": times_two}), with_no_data=False)
+    jobs = db.list_jobs(table_name="mv_now")
+    assert len(jobs) == 1
+    record = RemoteJob.from_job(db, jobs[0].job_id).result(timeout=600)
+    status = record.status.value if hasattr(record.status, "value") else str(record.status)
+    assert status == "DONE"
+    check_view(db, "mv_now", "mv_src2", list(range(100)))
+
+
+@pytest.mark.skipif(PHASE != "matview", reason="phase")
+def test_a_failing_udf_in_a_view_shows_geneva_the_error():
+    db = connect()
+    src = db.create_table("mv_src3", numbers(2_000))
+    view = db.create_materialized_view("mv_failing", src.search().select({"a": "a", "f": fails_on_777}))
+    with pytest.raises(RuntimeError, match="row 777 is cursed"):
+        view.refresh()
+
+
 @pytest.mark.skipif(PHASE != "off", reason="phase")
 def test_without_udf_execution_the_calls_get_a_406_saying_how_to_enable_it():
     db = connect()
@@ -142,6 +214,8 @@ def test_without_udf_execution_the_calls_get_a_406_saying_how_to_enable_it():
     with pytest.raises(Exception, match="udf_execution local or ray") as refused:
         t.add_columns({"d": times_two})
     assert "Unsupported" in type(refused.value).__name__ or "406" in str(refused.value) or "Unsupported" in str(refused.value)
+    with pytest.raises(Exception, match="udf_execution local or ray"):
+        db.create_materialized_view("no_udfs_view", t.search().select({"a": "a", "d": times_two}))
 
 
 @pytest.mark.skipif(PHASE != "kill-start", reason="phase")

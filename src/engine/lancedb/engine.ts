@@ -10,8 +10,12 @@ import { LancedbRows } from './rows.js';
 import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
 import { classify, lancedb, TableAccess } from './table-access.js';
 import { LancedbTags } from './tags.js';
+import { LancedbViews } from './views.js';
 import type { UdfOps } from '../ports/udfs.js';
 import { PythonUdfs, type PythonUdfOptions } from '../python-udf/python-udfs.js';
+
+/** The IPC end-of-stream marker: a continuation token and a zero length. */
+const END_OF_STREAM = Buffer.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
 
 export interface LancedbEngineOptions {
   /** Runs Python UDFs (engine.udfs) in worker processes with these settings; without it, engine.udfs is undefined. */
@@ -25,6 +29,7 @@ export class LancedbEngine implements LanceEngine {
   readonly indices: LancedbIndices;
   readonly tags: LancedbTags;
   readonly queries: LancedbQueries;
+  readonly views: LancedbViews;
   readonly udfs: UdfOps | undefined;
 
   private constructor(
@@ -37,6 +42,7 @@ export class LancedbEngine implements LanceEngine {
     this.indices = new LancedbIndices(access);
     this.tags = new LancedbTags(access);
     this.queries = new LancedbQueries(access);
+    this.views = new LancedbViews(access);
   }
 
   /**
@@ -97,6 +103,34 @@ export class LancedbEngine implements LanceEngine {
     } catch (e) {
       throw new EngineError('invalid_input', `rows do not fit the schema: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
+  }
+
+  schemaStream(schemaMessage: Buffer, metadata: { schema?: Record<string, string>; fields?: Record<string, Record<string, string>> } = {}): { stream: Buffer; schema: JsonArrowSchema } {
+    let read: import('apache-arrow').Schema;
+    try {
+      // A schema message alone is a stream without its end: the end-of-stream marker makes it one.
+      const reader = arrow.RecordBatchStreamReader.from(Buffer.concat([schemaMessage, END_OF_STREAM]));
+      reader.open();
+      read = reader.schema;
+    } catch (e) {
+      throw new EngineError('invalid_input', `not an Arrow IPC schema message: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    }
+    if (!read || read.fields.length === 0) throw new EngineError('invalid_input', 'the Arrow schema has no fields');
+    const fields = read.fields.map((f) => {
+      const extra = metadata.fields?.[f.name];
+      return extra ? new arrow.Field(f.name, f.type, f.nullable, new Map([...f.metadata, ...Object.entries(extra)])) : f;
+    });
+    const schema = new arrow.Schema(fields, new Map([...read.metadata, ...Object.entries(metadata.schema ?? {})]));
+    let json: JsonArrowSchema;
+    try {
+      json = schemaToJson(schema);
+    } catch (e) {
+      throw new EngineError('invalid_input', e instanceof Error ? e.message : String(e), { cause: e });
+    }
+    const writer = new arrow.RecordBatchStreamWriter();
+    writer.reset(undefined, schema);
+    writer.close();
+    return { stream: Buffer.from(writer.toUint8Array(true)), schema: json };
   }
 
   async datasetVersion(at: DatasetLocation): Promise<number> {

@@ -80,7 +80,7 @@ type ByteInput = Parameters<InstanceType<typeof arrow.AsyncByteQueue>['write']>[
  * own queue hands pieces back with an Array#shift each, quadratic over a stream of many small
  * batches (40,000 of them took 13 s).
  */
-class Pieces extends arrow.AsyncByteQueue {
+export class Pieces extends arrow.AsyncByteQueue {
   readonly pieces: Uint8Array[] = [];
   size = 0;
 

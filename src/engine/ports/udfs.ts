@@ -1,4 +1,5 @@
 import type { DatasetLocation } from '../dataset-location.js';
+import type { Materialization, Materialized } from './views.js';
 
 // Running Python UDFs (Geneva's `DockerUDFSpecV1`: a cloudpickled geneva UDF in a JSON envelope)
 // over a dataset's rows. The service never loads a pickle itself: the adapter hands the work to
@@ -39,6 +40,15 @@ export interface UdfOps {
    * engine's writes do.
    */
   fill(at: DatasetLocation, fill: UdfFill): Promise<{ rows: number; version: number }>;
+  /**
+   * Recomputes a materialized view from its source at `m.sourceVersion`: one view row per source
+   * row matching the filter (within offset and limit), `__source_row_id` = the source `_rowid`,
+   * `__is_set` true, the SQL columns and the UDF columns computed over the source row, any other
+   * column null; the rows replace the view's in one commit that also writes `m`'s metadata, and
+   * keeps the view's schema. Doing it again from the same source version gives the same view.
+   * Throws as `fill` does.
+   */
+  materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization): Promise<Materialized>;
   /** Stops the workers. */
   close(): Promise<void>;
 }

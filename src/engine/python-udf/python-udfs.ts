@@ -2,7 +2,8 @@ import { fileURLToPath } from 'node:url';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { classify, type ResolvedHandle } from '../lancedb/table-access.js';
 import { UdfFailure, type UdfFill, type UdfOps } from '../ports/udfs.js';
-import { fillAnswer, UdfWorkerProcess, type UdfWorkerLog, type WorkerFailure, WorkerGone, WorkerTimedOut } from './worker-process.js';
+import type { Materialization, Materialized } from '../ports/views.js';
+import { fillAnswer, materializeAnswer, UdfWorkerProcess, type UdfWorkerLog, type WorkerFailure, WorkerGone, WorkerTimedOut } from './worker-process.js';
 
 // The UDF port over a small pool of Python worker processes (worker/udf_worker.py). This module
 // is the only code that knows about them: it hands each fill to an idle worker together with a
@@ -145,6 +146,38 @@ export class PythonUdfs implements UdfOps {
         if (!answer.ok) throw this.failure(answer, worker.pid);
         return fillAnswer.parse(answer);
       }),
+    );
+  }
+
+  async materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization): Promise<Materialized> {
+    return this.withWorker((worker) =>
+      this.resolver.withResolvedHandle(source, (src) =>
+        this.resolver.withResolvedHandle(view, async (dst) => {
+          const request = {
+            op: 'materialize',
+            resolver: dst.resolverUri,
+            source_id: [src.handle],
+            source_version: m.sourceVersion,
+            view_id: [dst.handle],
+            filter: m.filter,
+            columns: m.columns.map((c) => [c.name, c.sql]),
+            limit: m.limit,
+            offset: m.offset,
+            udfs: m.udfs.map((u) => ({ column: u.column, udf_path: u.udfPath, input_columns: u.inputColumns })),
+            schema_metadata: m.schemaMetadata,
+            field_metadata: m.fieldMetadata,
+            max_rows_per_file: m.maxRowsPerFile,
+            ...(this.options.batchRows !== undefined ? { batch_rows: this.options.batchRows } : {}),
+          };
+          const answer = await worker.request(request, this.options.fillTimeoutMs).catch((e: unknown) => {
+            if (e instanceof WorkerTimedOut) throw new UdfFailure(`the view's refresh did not finish within ${e.timeoutMs} ms; its worker was stopped`, undefined);
+            if (e instanceof WorkerGone) throw new EngineError('internal', `${e.message} while refreshing a materialized view; the next request starts a new worker`, { cause: e });
+            throw e;
+          });
+          if (!answer.ok) throw this.failure(answer, worker.pid);
+          return materializeAnswer.parse(answer);
+        }),
+      ),
     );
   }
 

@@ -28,6 +28,8 @@ export type WorkerFailure = Extract<WorkerAnswer, { ok: false }>;
 
 export const fillAnswer = z.object({ rows: z.number().int().nonnegative(), version: z.number().int().positive() });
 
+export const materializeAnswer = z.object({ rows: z.number().int().nonnegative(), version: z.number().int().positive(), fragments: z.number().int().nonnegative() });
+
 /** The worker process ended (or could not start) before answering. */
 export class WorkerGone extends Error {
   constructor(message: string) {

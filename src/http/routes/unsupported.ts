@@ -19,8 +19,6 @@ export const PENDING_OPERATIONS: readonly Pending[] = [
   { operationId: 'ListTableBranches', path: '/table/{id}/branches/list', methods: ['GET', 'POST'], plannedIn: 'a later milestone' },
   { operationId: 'CreateTableBranch', path: '/table/{id}/branches/create', plannedIn: 'a later milestone' },
   { operationId: 'DeleteTableBranch', path: '/table/{id}/branches/delete', plannedIn: 'a later milestone' },
-  { operationId: 'RefreshMaterializedView', path: '/materialized_view/{id}/refresh', plannedIn: 'a later milestone' },
-  { operationId: 'CreateMaterializedView', path: '/materialized_view/{id}/create', plannedIn: 'a later milestone' },
 ];
 
 export function unsupportedRoutes(): RouteGroup {

@@ -117,15 +117,15 @@ export function requirePythonUdfs(tables: DataTables, ctx: RequestContext, id: s
 
 /**
  * Where a UDF worker works on `table`. A UDF is user code: when the service vends credentials, the
- * worker gets read-write credentials scoped to the table's directory (its protected keys
+ * worker gets credentials scoped to the table's directory (`access`: read-write by default) (its protected keys
  * excepted, as for a client) instead of the service's own; a vend that fails is worth a retry, and
  * never falls back to the service's keys. Without vending (or on a local disk) it gets the store's
  * options, as the service's own writes do.
  */
-export async function udfLocation(tables: DataTables, table: DataTable, jobId: string): Promise<DatasetLocation> {
+export async function udfLocation(tables: DataTables, table: DataTable, jobId: string, access: 'read' | 'read-write' = 'read-write'): Promise<DatasetLocation> {
   const { credentials } = tables.catalog;
   if (!credentials.vends) return table.at;
-  const ctx: RequestContext = { requestId: `job-${jobId}`, principal: null, context: {}, may: () => true };
+  const ctx: RequestContext = { requestId: `job-${jobId}`, principal: null, context: {}, may: (privilege) => privilege !== 'write' || access === 'read-write' };
   let vended: Record<string, string>;
   try {
     vended = await credentials.storageOptions(ctx, { id: table.id, dir: table.dir, managedVersioning: await table.managedVersioning() }, true);

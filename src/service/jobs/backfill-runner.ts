@@ -3,23 +3,30 @@ import { UdfFailure } from '../../engine/ports/udfs.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
-import type { DataTable, DataTables } from '../data/dataset.js';
+import type { DataTable, DataTables, OpenTable } from '../data/dataset.js';
 import { udfLocation } from '../data/python-udf-columns.js';
 import { faultPoint } from '../fault-points.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
 import { TERMINAL } from '../transactions/transaction-log.js';
-import { type BackfillJob, type Chunk, mismatchFilter, planChunks, sqlIdentifier } from './backfill-plan.js';
+import { type BackfillJob, type Chunk, type Job, mismatchFilter, planChunks, sqlIdentifier } from './backfill-plan.js';
+import type { RefreshViewJob } from './refresh-job.js';
+import type { Materialization } from '../../engine/ports/views.js';
+import { LAST_REFRESHED_VERSION, SOURCE_ROW_ID, VIEW_METADATA } from '../views/view-definition.js';
 import { JobLease, type JobRecords, StopSignal } from './job-lease.js';
 import type { Metrics } from '../../metrics/metrics.js';
 
-// Backfill jobs of computed and virtual columns (AlterTableBackfillColumns): how they run.
+// Backfill jobs of computed and virtual columns (AlterTableBackfillColumns) and refreshes of
+// materialized views (RefreshMaterializedView): how they run.
 //
 // A job is a transaction record (<root>/_catalog/transactions/<id>.json, operation
-// `backfill_column`) whose `job` field holds its plan, its progress and its lease; a marker
-// <root>/_catalog/jobs/<id>.json lists it as unfinished so that runners need not scan every
-// transaction. Every change to the record is a replace-if-unchanged of the version read
-// (job-lease.ts). backfill-service.ts creates jobs; backfill-plan.ts cuts them into chunks.
+// `backfill_column` or `refresh_materialized_view`) whose `job` field holds its plan, its
+// progress and its lease; a marker <root>/_catalog/jobs/<id>.json lists it as unfinished so that
+// runners need not scan every transaction. Every change to the record is a replace-if-unchanged
+// of the version read (job-lease.ts). backfill-service.ts creates jobs (views/view-service.ts
+// the refreshes); backfill-plan.ts cuts backfills into chunks. A refresh is one step: the whole
+// view recomputed from the source version in its plan, in one commit, which is idempotent (the
+// same rows again), so the invariants below hold for it with one chunk and no sweep.
 //
 // Invariants:
 // - Exactly one runner works a job at a time: a runner takes it with a replace-if-unchanged that
@@ -186,10 +193,54 @@ export class BackfillRunner {
     }
   }
 
-  /** Works the job under a write lease on its table, so that a drop of the table waits for the job or stops it. */
-  private async work(id: string, initial: BackfillJob, lease: JobLease): Promise<void> {
+  /** Works the job under a write lease on its table (a view's, for a refresh), so that a drop of the table waits for the job or stops it. */
+  private async work(id: string, initial: Job, lease: JobLease): Promise<void> {
     const ctx = systemContext(id);
-    await this.tables.write(ctx, initial.table_id, (table) => this.workOn(id, initial, lease, table));
+    await this.tables.write(ctx, initial.table_id, (table) =>
+      initial.kind === 'refresh_materialized_view' ? this.refreshView(ctx, id, initial, lease, table) : this.workOn(id, initial, lease, table),
+    );
+  }
+
+  /**
+   * Recomputes a materialized view from its source at the job's version, in one commit (through
+   * the UDF workers when the service runs them) that also writes the view's refresh metadata (the
+   * source version). Doing it
+   * again (after a crash between the commit and the checkpoint, or by a replaced owner) commits
+   * the same rows again: the refresh is idempotent, and the job is one step.
+   */
+  private async refreshView(ctx: RequestContext, id: string, job: RefreshViewJob, lease: JobLease, view: OpenTable): Promise<void> {
+    const { udfs, views } = this.tables.engine;
+    if (job.udfs.length > 0 && !udfs) throw invalidInput('this service runs no Python UDFs (udf_execution is off on the replica that took the job)');
+    await lease.check();
+    const source = await this.tables.open(ctx, job.source_id);
+    const { schema } = await this.tables.engine.describeDataset(view.at);
+    const fieldMetadata = schema.fields.find((f) => f.name === SOURCE_ROW_ID)?.metadata ?? {};
+    const m: Materialization = {
+      sourceVersion: job.src_version,
+      filter: job.filter,
+      columns: job.columns,
+      offset: job.offset,
+      limit: job.limit,
+      udfs: job.udfs.map((u) => ({ column: u.column, udfPath: u.path, inputColumns: u.inputs })),
+      schemaMetadata: { ...schema.metadata, [VIEW_METADATA.baseTableVersion]: String(job.src_version) },
+      fieldMetadata: { [SOURCE_ROW_ID]: { ...fieldMetadata, [LAST_REFRESHED_VERSION]: String(job.src_version) } },
+      maxRowsPerFile: job.max_rows_per_fragment,
+    };
+    // The workers stream the rows; the engine's own path (views without UDFs, workers off) gathers them in memory.
+    // On S3 with credential vending, the workers (user code) get credentials for the two tables only: reading the source, writing the view.
+    const result = await withConflictRetries(this.tables.catalog.metrics, async () =>
+      udfs ? udfs.materialize(await udfLocation(this.tables, source, id, 'read'), await udfLocation(this.tables, view, id), m) : views.materialize(source.at, view.at, m),
+    );
+    faultPoint('refresh:after-commit');
+    await this.records.checkpoint<RefreshViewJob>(id, (j) => ({ ...j, rows_done: result.rows }), {
+      rows_total: String(result.rows),
+      rows_done: String(result.rows),
+      rows_refreshed: String(result.rows),
+      writer_fragments: String(result.fragments),
+      last_committed_version: String(result.version),
+    });
+    await this.records.finish(id, 'Succeeded');
+    this.logger?.info({ job: id, rows: result.rows }, 'materialized view refreshed');
   }
 
   private async workOn(id: string, initial: BackfillJob, lease: JobLease, table: DataTable): Promise<void> {
@@ -202,7 +253,7 @@ export class BackfillRunner {
       await lease.check();
       const result = await withConflictRetries(this.tables.catalog.metrics, () => columns.refreshComputedColumn(at, job.column));
       faultPoint('backfill:after-commit-0');
-      await records.checkpoint(id, (j) => ({ ...j, chunks_done: 1, rows_done: result.rows, rows_written: result.rows, swept: true }), {
+      await records.checkpoint<BackfillJob>(id, (j) => ({ ...j, chunks_done: 1, rows_done: result.rows, rows_written: result.rows, swept: true }), {
         rows_total: String(result.rows),
         rows_done: String(result.rows),
         chunks_total: '1',
@@ -221,7 +272,7 @@ export class BackfillRunner {
       const rows = chunks.reduce((n, c) => n + c.rows, 0);
       // Row ids above every planned range belong to rows that came after the plan (appended, or moved by a compaction).
       const plan = { version: layout.version, rows, chunks, fresh_from: chunks[chunks.length - 1]?.hi ?? '0' };
-      await records.checkpoint(id, (j) => ({ ...j, plan }), {
+      await records.checkpoint<BackfillJob>(id, (j) => ({ ...j, plan }), {
         rows_total: String(rows),
         rows_done: '0',
         chunks_total: String(chunks.length),
@@ -256,7 +307,7 @@ export class BackfillRunner {
       const done = next;
       const doneRows = rowsDone;
       const written = rowsWritten;
-      await records.checkpoint(id, (j) => ({ ...j, chunks_done: done, rows_done: doneRows, rows_written: written }), {
+      await records.checkpoint<BackfillJob>(id, (j) => ({ ...j, chunks_done: done, rows_done: doneRows, rows_written: written }), {
         rows_done: String(doneRows),
         rows_written: String(written),
         chunks_done: String(done),
@@ -273,7 +324,7 @@ export class BackfillRunner {
         job.mode === 'udf' ? `${sqlIdentifier(job.column)} IS NULL AND _rowid >= ${plan.fresh_from ?? '0'}${where}` : `${mismatchFilter(job.column, job.expression)}${where}`;
       const left = await columns.countRows(at, filter);
       const swept = left > 0 ? await withConflictRetries(this.tables.catalog.metrics, () => fill(filter)) : null;
-      await records.checkpoint(id, (j) => ({ ...j, swept: true }), {
+      await records.checkpoint<BackfillJob>(id, (j) => ({ ...j, swept: true }), {
         rows_swept: String(swept?.rows ?? 0),
         ...(swept ? { last_committed_version: String(swept.version) } : {}),
       });

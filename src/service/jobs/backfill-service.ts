@@ -10,7 +10,7 @@ import { engineFailure } from '../engine-errors.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
 import type { TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
-import { type BackfillJob, DEFAULT_CHUNK_ROWS } from './backfill-plan.js';
+import { type BackfillJob, DEFAULT_CHUNK_ROWS, type Job } from './backfill-plan.js';
 import { BackfillRunner } from './backfill-runner.js';
 import { GenevaJobTable } from './geneva-job-table.js';
 import { JobRecords } from './job-lease.js';
@@ -18,7 +18,7 @@ import { pythonUdfOf, requirePythonUdfs } from '../data/python-udf-columns.js';
 
 // AlterTableBackfillColumns: checks the request against the table, writes the job (marker first,
 // then its transaction record) and hands it to this replica's runner (backfill-runner.ts, where the
-// protocol is described).
+// protocol is described). Materialized views' refreshes are submitted here too (views/view-service.ts).
 
 const MARKERS = `${CATALOG_DIR}/jobs/`;
 
@@ -117,34 +117,35 @@ export class BackfillService {
       rows_written: 0,
       attempts: 0,
     };
+    const jobId = await this.submit(ctx, 'backfill_column', job, {
+      table: JSON.stringify(id),
+      column,
+      mode: binding.mode,
+      ...(binding.udf ? { udf: binding.udf.path } : { expression: binding.expression }),
+      ...(job.where !== undefined ? { where: job.where } : {}),
+      ...(job.read_version !== undefined ? { read_version: String(job.read_version) } : {}),
+      chunk_rows: String(chunkRows),
+      commit_granularity: String(job.commit_granularity),
+      rows_done: '0',
+    });
+    return { job_id: jobId };
+  }
+
+  /**
+   * Writes a new job (its marker, then its transaction record, then Geneva's row) and hands it
+   * to this replica's runner; returns its id once the job cannot be lost.
+   */
+  async submit(ctx: RequestContext, operation: string, job: Job, properties: Record<string, string>): Promise<string> {
     const now = new Date().toISOString();
     const jobId = this.log.newId();
-    const record: TransactionRecord = {
-      id: jobId,
-      status: 'Queued',
-      operation: 'backfill_column',
-      properties: {
-        table: JSON.stringify(id),
-        column,
-        mode: binding.mode,
-        ...(binding.udf ? { udf: binding.udf.path } : { expression: binding.expression }),
-        ...(job.where !== undefined ? { where: job.where } : {}),
-        ...(job.read_version !== undefined ? { read_version: String(job.read_version) } : {}),
-        chunk_rows: String(chunkRows),
-        commit_granularity: String(job.commit_granularity),
-        rows_done: '0',
-      },
-      created_at: now,
-      updated_at: now,
-      job,
-    };
+    const record: TransactionRecord = { id: jobId, status: 'Queued', operation, properties, created_at: now, updated_at: now, job };
     // The marker first: a record without one would never be run; a marker without a record is removed by the poller.
     await this.markers.add(jobId);
     await this.log.create(record);
     // Geneva's row before the answer: the client then finds it rather than adding a second one.
     await this.genevaJobs.launch(record, job, ctx.principal?.id ?? null, async () => (await this.log.read(jobId))?.value ?? null);
     void this.runner.launch(jobId);
-    return { job_id: jobId };
+    return jobId;
   }
 
   /** Starts this replica's runner. */

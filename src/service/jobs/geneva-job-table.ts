@@ -8,7 +8,7 @@ import type { DataTables } from '../data/dataset.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
 import type { TransactionRecord } from '../transactions/transaction-log.js';
-import type { BackfillJob } from './backfill-plan.js';
+import type { Job } from './backfill-plan.js';
 
 // Geneva follows a job through its row in the Lance table `__system$geneva_jobs` (its JobRecord:
 // geneva/jobs/jobs.py), polling `job_id = '<id>'`. This module keeps that row current from the
@@ -80,24 +80,44 @@ const PROGRESS_EVERY_MS = 1000;
 const systemContext = (jobId: string): RequestContext => ({ requestId: `job-row-${jobId}`, principal: null, context: {} });
 
 /** What Geneva's row of a job says, from the job's transaction record. */
-function rowState(record: TransactionRecord, job: BackfillJob, now: Date): Record<string, unknown> {
+function rowState(record: TransactionRecord, job: Job, now: Date): Record<string, unknown> {
   const status = GENEVA_STATUS[record.status];
-  const total = Number(record.properties.rows_total ?? job.plan?.rows ?? 0);
+  const total = Number(record.properties.rows_total ?? (job.kind === 'backfill_column' ? job.plan?.rows : undefined) ?? 0);
   const done = Number(record.properties.rows_done ?? job.rows_done);
   const terminal = ENDED.includes(status);
-  const metric = (name: string, n: number, desc: string) => JSON.stringify({ name, n, total, done: terminal || n >= total, desc });
+  const metric = (name: string, n: number, desc: string, of = total) => JSON.stringify({ name, n, total: of, done: terminal || n >= of, desc });
   const events: string[] = [];
   if (record.status !== 'Queued') events.push(`Job running (attempt ${job.attempts})`);
   if (status === 'DONE') events.push('Job completed with status DONE');
   else if (status === 'FAILED') events.push(`Job failed: ${record.properties.error ?? 'no details'}`);
   else if (status === 'CANCELLED') events.push('Job cancelled');
+  // A refresh's result (Geneva's RefreshJobResult) is read from rows_refreshed and writer_fragments.
+  const fragments = Number(record.properties.writer_fragments ?? 0);
+  const metrics =
+    job.kind === 'refresh_materialized_view'
+      ? [metric('rows_refreshed', done, 'Rows refreshed'), metric('writer_fragments', fragments, 'Fragments written', fragments)]
+      : [metric('rows_checkpointed', done, 'Rows checkpointed'), metric('rows_ready_for_commit', done, 'Rows committed')];
   return {
     job_id: record.id,
     status,
-    metrics: [metric('rows_checkpointed', done, 'Rows checkpointed'), metric('rows_ready_for_commit', done, 'Rows committed')],
+    metrics,
     events,
     updated_at: now,
     completed_at: terminal ? now : null,
+  };
+}
+
+/** The row's columns that say what a job is about (Geneva's client writes column_name "" for a refresh). */
+function describedJob(job: Job): Record<'column_name' | 'job_type' | 'config' | 'input_columns' | 'output_columns', unknown> {
+  if (job.kind === 'refresh_materialized_view') {
+    return { column_name: '', job_type: 'REFRESH', config: JSON.stringify({ src_version: job.src_version }), input_columns: null, output_columns: null };
+  }
+  return {
+    column_name: job.column,
+    job_type: 'BACKFILL',
+    config: JSON.stringify({ where: job.where ?? null, read_version: job.read_version ?? null, checkpoint_size: job.chunk_rows, commit_granularity: job.commit_granularity }),
+    input_columns: job.udf?.inputs ?? null,
+    output_columns: [formatFieldPath([job.column])],
   };
 }
 
@@ -115,18 +135,15 @@ export class GenevaJobTable {
    * Inserts the job's PENDING row (the table created first if needed), then brings it up to the
    * job's record as `current` reads it then; logged, never thrown.
    */
-  async launch(record: TransactionRecord, job: BackfillJob, launchedBy: string | null, current: () => Promise<TransactionRecord | null>): Promise<void> {
+  async launch(record: TransactionRecord, job: Job, launchedBy: string | null, current: () => Promise<TransactionRecord | null>): Promise<void> {
     const now = new Date(record.created_at);
     const row = {
       table_name: job.table_id[job.table_id.length - 1] ?? '',
-      column_name: job.column,
       job_id: record.id,
-      job_type: 'BACKFILL',
       object_ref: null,
       status: 'PENDING',
       launched_at: now,
       completed_at: null,
-      config: JSON.stringify({ where: job.where ?? null, read_version: job.read_version ?? null, checkpoint_size: job.chunk_rows, commit_granularity: job.commit_granularity }),
       launched_by: launchedBy,
       manifest_id: null,
       manifest_checksum: null,
@@ -134,8 +151,7 @@ export class GenevaJobTable {
       events: [],
       updated_at: now,
       cluster_name: null,
-      input_columns: job.udf?.inputs ?? null,
-      output_columns: [formatFieldPath([job.column])],
+      ...describedJob(job),
     };
     await this.guarded(record.id, 'insert', async () => {
       const ctx = systemContext(record.id);
@@ -150,7 +166,7 @@ export class GenevaJobTable {
    * The job's record changed (taken, checkpointed, finished, canceled): writes the row's status,
    * metrics and events. A change of progress alone is written at most every PROGRESS_EVERY_MS.
    */
-  async changed(record: TransactionRecord, job: BackfillJob): Promise<void> {
+  async changed(record: TransactionRecord, job: Job): Promise<void> {
     const status = GENEVA_STATUS[record.status];
     const last = this.lastProgress.get(record.id);
     if (last && last.status === status && Date.now() - last.at < PROGRESS_EVERY_MS) return;
@@ -160,7 +176,7 @@ export class GenevaJobTable {
   }
 
   /** Writes the row's server-side columns from the job's record (matched rows not yet ended only). */
-  private write(record: TransactionRecord, job: BackfillJob): Promise<void> {
+  private write(record: TransactionRecord, job: Job): Promise<void> {
     const state = rowState(record, job, new Date());
     return this.merge(systemContext(record.id), [state], schemaOf(Object.keys(state)), { insert: false });
   }

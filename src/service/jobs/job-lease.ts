@@ -1,10 +1,10 @@
 import type { Versioned } from '../catalog/records.js';
 import type { UnfinishedMarkers } from '../coordination/markers.js';
 import { TERMINAL, type TransactionLog, type TransactionRecord } from '../transactions/transaction-log.js';
-import { BackfillJob } from './backfill-plan.js';
+import { Job } from './backfill-plan.js';
 import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
-// A runner's hold on backfill jobs: every write to a job's record is a replace-if-unchanged of the
+// A runner's hold on jobs (backfills and view refreshes): every write to a job's record is a replace-if-unchanged of the
 // version read, and names the runner as `job.owner` with a `job.lease_until`; a runner that finds
 // another owner in a record it re-reads stops. See backfill-runner.ts for the protocol.
 
@@ -18,7 +18,7 @@ export class StopSignal extends Error {
 }
 
 /** Hears of a job's record as the runner wrote it (Geneva's job table mirrors it). */
-export type JobObserver = (record: TransactionRecord, job: BackfillJob) => Promise<void>;
+export type JobObserver = (record: TransactionRecord, job: Job) => Promise<void>;
 
 /** The job records as one runner (`owner`) writes them. */
 export class JobRecords {
@@ -44,8 +44,8 @@ export class JobRecords {
     return this.log.read(id);
   }
 
-  jobOf(record: TransactionRecord): BackfillJob | null {
-    const parsed = BackfillJob.safeParse(record.job);
+  jobOf(record: TransactionRecord): Job | null {
+    const parsed = Job.safeParse(record.job);
     return parsed.success ? parsed.data : null;
   }
 
@@ -54,7 +54,7 @@ export class JobRecords {
   }
 
   /** Takes the job: one replace-if-unchanged of the record read, so of two runners one wins. */
-  async take(found: Versioned<TransactionRecord>, job: BackfillJob, attempts: number): Promise<boolean> {
+  async take(found: Versioned<TransactionRecord>, job: Job, attempts: number): Promise<boolean> {
     const taken = await this.log.update(found, {
       ...found.value,
       status: 'Running',
@@ -65,7 +65,7 @@ export class JobRecords {
   }
 
   /** Replaces the record (re-read each try) with fn's result; null from fn leaves it as it is. */
-  private async mutate(id: string, fn: (record: TransactionRecord, job: BackfillJob) => TransactionRecord | null): Promise<Versioned<TransactionRecord> | null> {
+  private async mutate(id: string, fn: (record: TransactionRecord, job: Job) => TransactionRecord | null): Promise<Versioned<TransactionRecord> | null> {
     for (;;) {
       const current = await this.log.read(id);
       if (!current) return null;
@@ -78,8 +78,11 @@ export class JobRecords {
     }
   }
 
-  /** Writes a checkpoint: applies `change` to the job and renews the lease; throws StopSignal when the job must stop. */
-  async checkpoint(id: string, change: (job: BackfillJob) => BackfillJob, properties: Record<string, string> = {}): Promise<void> {
+  /**
+   * Writes a checkpoint: applies `change` to the job and renews the lease; throws StopSignal when
+   * the job must stop. `J` is the kind of job the caller works: a record's job never changes kind.
+   */
+  async checkpoint<J extends Job>(id: string, change: (job: J) => J, properties: Record<string, string> = {}): Promise<void> {
     const outcome: { stop: Stop | null } = { stop: null };
     const written = await this.mutate(id, (record, job) => {
       outcome.stop = null;
@@ -91,7 +94,7 @@ export class JobRecords {
       }
       if (terminal) outcome.stop = 'canceled';
       else if (this.isStopping()) outcome.stop = 'stopping';
-      const changed = change(job);
+      const changed = change(job as J);
       const { owner: _owner, lease_until: _lease, ...released } = changed;
       return {
         ...record,

@@ -1,0 +1,27 @@
+import { z } from 'zod';
+
+// The plan of a materialized view's refresh as its transaction record keeps it (`job`): what the
+// view is recomputed from, snapshotted when the refresh was asked for. See backfill-runner.ts for
+// how jobs run.
+
+export const RefreshViewJob = z.object({
+  kind: z.literal('refresh_materialized_view'),
+  /** The view (the table the job writes, under a write lease). */
+  table_id: z.array(z.string()),
+  source_id: z.array(z.string()),
+  /** The source version the view is recomputed from. */
+  src_version: z.number().int().min(0),
+  filter: z.string().nullable(),
+  /** View columns as Lance SQL over the source row. */
+  columns: z.array(z.object({ name: z.string(), sql: z.string() })),
+  offset: z.number().int().min(0).nullable(),
+  limit: z.number().int().min(0).nullable(),
+  /** View columns computed by Python UDFs: their envelopes' paths in the view's directory and the source columns they read. */
+  udfs: z.array(z.object({ column: z.string(), path: z.string(), inputs: z.array(z.string()).nullable() })),
+  max_rows_per_fragment: z.number().int().min(1).nullable(),
+  rows_done: z.number().int().min(0).default(0),
+  attempts: z.number().int().min(0).default(0),
+  owner: z.string().optional(),
+  lease_until: z.string().optional(),
+});
+export type RefreshViewJob = z.infer<typeof RefreshViewJob>;

@@ -1,0 +1,222 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import type { JsonArrowSchema } from '../../engine/json-arrow-schema.js';
+import { PYTHON_UDF_BACKEND } from '../../model/columns.js';
+import { invalidInput, unsupported } from '../../model/errors.js';
+import { sqlIdentifier } from '../jobs/backfill-plan.js';
+
+// What a materialized view of kind `query` is, read from what Geneva 0.17 sends and stores:
+// `source_query` is its GenevaQuery JSON (geneva/query.py: a lancedb Query `base` with filter,
+// columns, limit and offset, `column_udfs` with Python UDFs, `source_table`), `output_schema` the
+// view's Arrow schema (`__source_row_id` int64 and `__is_set` bool first). The view table keeps
+// the query in its schema metadata under the keys Geneva's own writer uses, so that Geneva's
+// readers (native or remote) recognise it, and a refresh reads it back from there.
+
+/** Schema metadata of a view table (geneva/query.py MATVIEW_META_*). */
+export const VIEW_METADATA = {
+  query: 'geneva::view::query',
+  baseTable: 'geneva::view::base_table',
+  baseTableDbUri: 'geneva::view::base_table_db_uri',
+  baseTableVersion: 'geneva::view::base_table_version',
+  version: 'geneva::view::version',
+} as const;
+
+/** Field metadata of `__source_row_id`: the source version of the last refresh (geneva/table.py). */
+export const LAST_REFRESHED_VERSION = 'geneva::mv::last_refreshed_version';
+
+export const SOURCE_ROW_ID = '__source_row_id';
+export const IS_SET = '__is_set';
+
+/**
+ * `geneva::view::version` of a query view: "1" is a view whose `__source_row_id` values are row
+ * addresses (the source has no stable row ids, which tables the service creates never have);
+ * "2" would be stable row ids. `udtf`, `chunker` and `scalar_udtf` are the other kinds.
+ */
+const QUERY_VIEW_VERSIONS = new Set(['1', '2']);
+const ADDRESS_ROW_IDS = '1';
+
+const Sql = z.string();
+
+/** The parts of Geneva's GenevaQuery (and its lancedb Query `base`) a view is made of; other keys are kept but not read. */
+const GenevaQuery = z
+  .object({
+    base: z
+      .object({
+        filter: Sql.nullable().optional(),
+        limit: z.number().int().min(0).nullable().optional(),
+        offset: z.number().int().min(0).nullable().optional(),
+        columns: z
+          .union([z.array(z.string()), z.record(z.string(), Sql), z.array(z.tuple([z.string(), Sql]))])
+          .nullable()
+          .optional(),
+        vector: z.unknown().optional(),
+        full_text_query: z.unknown().optional(),
+        order_by: z.unknown().optional(),
+        with_row_id: z.boolean().nullable().optional(),
+        with_row_address: z.boolean().nullable().optional(),
+        fragment_ids: z.array(z.number().int().min(0)).nullable().optional(),
+      })
+      .loose(),
+    shuffle: z.boolean().nullable().optional(),
+    fragment_ids: z.array(z.number().int().min(0)).nullable().optional(),
+    with_row_address: z.boolean().nullable().optional(),
+    column_udfs: z
+      .array(
+        z
+          .object({
+            output_index: z.number().int().min(0),
+            output_name: z.string().min(1),
+            input_columns: z.array(z.string().min(1)).nullable().optional(),
+            udf: z.object({ name: z.string(), backend: z.string(), udf_payload: z.string() }).loose(),
+          })
+          .loose(),
+      )
+      .nullable()
+      .optional(),
+    source_table: z.string().min(1).nullable().optional(),
+    source_db_uri: z.string().nullable().optional(),
+  })
+  .loose();
+type GenevaQuery = z.infer<typeof GenevaQuery>;
+
+/** A view column computed by a Python UDF. */
+export interface ViewUdf {
+  column: string;
+  name: string;
+  /** Geneva's DockerUDFSpecV1 JSON envelope (its `udf_payload`), stored at `udfPath` in the view's directory. */
+  envelope: Buffer;
+  udfPath: string;
+  inputs: string[] | null;
+}
+
+/** A view of kind `query`, as a refresh computes it. */
+export interface ViewDefinition {
+  /** The source table (Geneva names one of the root namespace). */
+  sourceId: string[];
+  /** The filter, with fragment_ids folded in. */
+  filter: string | null;
+  columns: Array<{ name: string; sql: string }>;
+  offset: number | null;
+  limit: number | null;
+  udfs: ViewUdf[];
+}
+
+/** A view's definition and the JSON Geneva's readers find in `geneva::view::query` (with the columns spelled out). */
+export interface ParsedView {
+  definition: ViewDefinition;
+  queryJson: string;
+  sourceDbUri: string;
+}
+
+const UDF_DIR = '_udfs';
+
+/** Parses `source_query` against the view's schema; a 400 (or a 406 for what is not supported) naming what is wrong. */
+export function parseViewQuery(sourceQuery: string, schema: JsonArrowSchema, where = 'source_query'): ParsedView {
+  let json: unknown;
+  try {
+    json = JSON.parse(sourceQuery);
+  } catch {
+    throw invalidInput(`${where}: not JSON (Geneva's GenevaQuery JSON is expected)`);
+  }
+  const parsed = GenevaQuery.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw invalidInput(`${where}${issue?.path.length ? `.${issue.path.join('.')}` : ''}: ${issue?.message ?? 'not a GenevaQuery'}`);
+  }
+  const query = parsed.data;
+  const { base } = query;
+  if (base.vector !== undefined && base.vector !== null) throw unsupported(`${where}: views over a vector search are not supported yet`);
+  if (base.full_text_query !== undefined && base.full_text_query !== null) throw unsupported(`${where}: views over a full-text search are not supported yet`);
+  if (base.order_by !== undefined && base.order_by !== null) throw unsupported(`${where}: base.order_by is not supported yet (a view's rows follow the source's order)`);
+  if (!query.source_table) throw invalidInput(`${where}.source_table: the source table's name is required`);
+  if (query.source_table.includes('$')) throw invalidInput(`${where}.source_table: a table of the root namespace is expected, got ${JSON.stringify(query.source_table)}`);
+
+  const names = schema.fields.map((f) => f.name);
+  if (names[0] !== SOURCE_ROW_ID || names[1] !== IS_SET) {
+    throw invalidInput(`output_schema: the view's first fields must be ${SOURCE_ROW_ID} (int64) and ${IS_SET} (bool), got ${JSON.stringify(names.slice(0, 2))}`);
+  }
+  const [rowId, isSet] = schema.fields;
+  if (rowId?.type.type !== 'int64' || isSet?.type.type !== 'bool') throw invalidInput(`output_schema: ${SOURCE_ROW_ID} must be int64 and ${IS_SET} bool`);
+  if (new Set(names).size !== names.length) throw invalidInput('output_schema: field names must be unique');
+  for (const meta of ['_rowid', '_rowaddr']) {
+    if (names.includes(meta)) throw unsupported(`output_schema: a view that stores the source's ${meta} is not supported yet (__source_row_id holds the source row id)`);
+  }
+  if (query.with_row_address || base.with_row_id || base.with_row_address) throw unsupported(`${where}: with_row_id / with_row_address views are not supported yet`);
+
+  const udfs = (query.column_udfs ?? []).map((entry, i): ViewUdf => {
+    const at = `${where}.column_udfs[${i}]`;
+    if (entry.udf.backend !== PYTHON_UDF_BACKEND) throw unsupported(`${at}.udf.backend: only ${PYTHON_UDF_BACKEND} UDFs are supported, got ${JSON.stringify(entry.udf.backend)}`);
+    if (!names.includes(entry.output_name)) throw invalidInput(`${at}.output_name: ${JSON.stringify(entry.output_name)} is not a field of output_schema`);
+    const envelope = Buffer.from(entry.udf.udf_payload, 'utf8');
+    let pickle: unknown;
+    try {
+      pickle = (JSON.parse(entry.udf.udf_payload) as { udf_pickle?: unknown }).udf_pickle;
+    } catch {
+      pickle = undefined;
+    }
+    if (typeof pickle !== 'string' || pickle === '') throw invalidInput(`${at}.udf.udf_payload: Geneva's JSON envelope with a udf_pickle is expected`);
+    const sha = createHash('sha256').update(envelope).digest('hex');
+    return { column: entry.output_name, name: entry.udf.name, envelope, udfPath: `${UDF_DIR}/${sha}`, inputs: entry.input_columns ?? null };
+  });
+  const udfColumns = new Set(udfs.map((u) => u.column));
+  if (udfColumns.size !== udfs.length) throw invalidInput(`${where}.column_udfs: two UDFs fill the same column`);
+
+  // The projected columns: Geneva's three spellings, or (none given) every field that is not a UDF's, by its own name.
+  const plain = names.slice(2).filter((n) => !udfColumns.has(n));
+  const given = base.columns;
+  const columns =
+    given === null || given === undefined
+      ? plain.map((name) => ({ name, sql: sqlIdentifier(name) }))
+      : Array.isArray(given)
+        ? given.map((c) => (typeof c === 'string' ? { name: c, sql: sqlIdentifier(c) } : { name: c[0], sql: c[1] }))
+        : Object.entries(given).map(([name, sql]) => ({ name, sql }));
+  const projected = new Set(columns.map((c) => c.name));
+  if (projected.size !== columns.length) throw invalidInput(`${where}.base.columns: a column is named twice`);
+  for (const c of columns) {
+    if (!plain.includes(c.name)) throw invalidInput(`${where}.base.columns: ${JSON.stringify(c.name)} is ${udfColumns.has(c.name) ? "also a UDF's output" : 'not a field of output_schema'}`);
+    if (c.sql.trim() === '') throw invalidInput(`${where}.base.columns: the expression of ${JSON.stringify(c.name)} is empty`);
+  }
+  const unfilled = plain.filter((n) => !projected.has(n));
+  if (unfilled.length > 0) throw invalidInput(`output_schema: ${JSON.stringify(unfilled)} neither selected by the query nor filled by a UDF`);
+
+  const fragmentIds = query.fragment_ids ?? base.fragment_ids ?? null;
+  const filters = [base.filter?.trim() ? `(${base.filter})` : null, fragmentIds ? `(_rowaddr >> 32) IN (${fragmentIds.length > 0 ? fragmentIds.join(', ') : 'NULL'})` : null].filter(
+    (f): f is string => f !== null,
+  );
+  const definition: ViewDefinition = {
+    sourceId: [query.source_table],
+    filter: filters.length > 0 ? filters.join(' AND ') : null,
+    columns,
+    offset: base.offset ?? null,
+    limit: base.limit ?? null,
+    udfs,
+  };
+  // As Geneva's create does: a query without a select names the columns it read.
+  const stored = given === null || given === undefined ? JSON.stringify(withColumns(json as Record<string, unknown>, plain)) : sourceQuery;
+  return { definition, queryJson: stored, sourceDbUri: query.source_db_uri ?? '' };
+}
+
+function withColumns(query: Record<string, unknown>, columns: string[]): GenevaQuery {
+  return { ...query, base: { ...(query.base as Record<string, unknown>), columns } } as GenevaQuery;
+}
+
+/** The schema metadata of a new view (geneva/query.py create_materialized_view). */
+export function newViewMetadata(parsed: ParsedView, sourceVersion: number): Record<string, string> {
+  return {
+    [VIEW_METADATA.query]: parsed.queryJson,
+    [VIEW_METADATA.baseTable]: parsed.definition.sourceId[parsed.definition.sourceId.length - 1] ?? '',
+    [VIEW_METADATA.baseTableDbUri]: parsed.sourceDbUri,
+    [VIEW_METADATA.baseTableVersion]: String(sourceVersion),
+    [VIEW_METADATA.version]: ADDRESS_ROW_IDS,
+  };
+}
+
+/** A view table's definition, from its schema and schema metadata; a 400 when the table is not a view, a 406 for kinds not supported. */
+export function viewOfTable(tableName: string, schema: JsonArrowSchema): ParsedView {
+  const metadata = schema.metadata ?? {};
+  const query = metadata[VIEW_METADATA.query];
+  if (query === undefined) throw invalidInput(`table ${tableName} is not a materialized view (its schema metadata has no ${VIEW_METADATA.query})`);
+  const kind = metadata[VIEW_METADATA.version] ?? ADDRESS_ROW_IDS;
+  if (!QUERY_VIEW_VERSIONS.has(kind)) throw unsupported(`materialized view ${tableName} is of kind ${kind}: only views of kind query can be refreshed yet`);
+  return parseViewQuery(query, schema, `the view's ${VIEW_METADATA.query}`);
+}

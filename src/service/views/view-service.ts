@@ -1,0 +1,165 @@
+import { EngineError } from '../../engine/lance-engine.js';
+import { PYTHON_UDF_BACKEND, PYTHON_UDF_METADATA } from '../../model/columns.js';
+import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
+import type {
+  CreateMaterializedViewRequest,
+  CreateMaterializedViewResponse,
+  RefreshMaterializedViewRequest,
+  RefreshMaterializedViewResponse,
+} from '../../model/views.js';
+import { displayId } from '../catalog/catalog.js';
+import type { DataTable, DataTables } from '../data/dataset.js';
+import { type PythonUdfBinding, parsePythonUdf, requirePythonUdfs, storeEnvelopes } from '../data/python-udf-columns.js';
+import { engineFailure } from '../engine-errors.js';
+import type { BackfillService } from '../jobs/backfill-service.js';
+import type { RefreshViewJob } from '../jobs/refresh-job.js';
+import type { RequestContext } from '../request-context.js';
+import { newViewMetadata, parseViewQuery, type ParsedView, type ViewUdf, viewOfTable } from './view-definition.js';
+
+// Materialized views of kind `query` (CreateMaterializedView, RefreshMaterializedView), as Geneva
+// 0.17 uses them in remote mode. A view is an ordinary catalog table, created through the table
+// service's create path with the schema the client sent and Geneva's view metadata
+// (view-definition.ts); each UDF column's envelope is stored in the view's directory and its
+// field bound to it, as Geneva's own writer does. A refresh is a job like a backfill (a
+// transaction record with a marker, a lease and a row in Geneva's job table; see
+// jobs/backfill-runner.ts) that recomputes the whole view from the source at one version, in
+// one commit, through the UDF workers (or the engine itself, for a view without UDF columns in a
+// service that runs no workers).
+//
+// A view with UDF columns runs code the caller supplied: creating or refreshing one needs what
+// any Python UDF needs (manage on the view's namespace, a service with udf_execution on).
+
+const MV_CREATE = 'create_materialized_view';
+const MV_REFRESH = 'refresh_materialized_view';
+
+export class MaterializedViewService {
+  constructor(
+    private readonly tables: DataTables,
+    private readonly jobs: BackfillService,
+    /** Creates a table from an Arrow IPC stream through the table service (mode Create); its version. */
+    private readonly createTable: (ctx: RequestContext, id: string[], arrowIpcStream: Buffer) => Promise<{ version: number }>,
+  ) {}
+
+  private get engine() {
+    return this.tables.engine;
+  }
+
+  async create(ctx: RequestContext, id: string[], request: CreateMaterializedViewRequest): Promise<CreateMaterializedViewResponse> {
+    if (id.length === 0) throw invalidInput('the view needs a name: the id names the root namespace');
+    if (request.kind !== 'query') {
+      throw unsupported(`materialized views of kind ${request.kind} are not supported yet: only kind query (a filter and projection of a source table, with optional Python UDF columns)`);
+    }
+    if (request.udtf_spec) throw invalidInput('udtf_spec: must be null for kind query');
+    if (request.auto_refresh) throw unsupported('auto_refresh is not supported yet: refresh the view with RefreshMaterializedView');
+    const message = strictBase64(request.output_schema);
+    if (!message) throw invalidInput('output_schema: the base64 of an Arrow IPC schema message is required');
+    const { schema } = onEngineInput('output_schema', () => this.engine.schemaStream(message));
+    const parsed = parseViewQuery(request.source_query, schema);
+    const { definition } = parsed;
+    if (definition.udfs.length > 0) requirePythonUdfs(this.tables, ctx, id, MV_CREATE);
+    const bindings = definition.udfs.map((u, i) => udfBinding(u, `source_query.column_udfs[${i}]`));
+    const source = await this.openSource(ctx, definition.sourceId);
+    const sourceVersion = await this.checkAgainstSource(source, parsed);
+    const fields: Record<string, Record<string, string>> = Object.fromEntries(bindings.map((b) => [b.column, b.fieldMetadata]));
+    const { stream } = onEngineInput('output_schema', () => this.engine.schemaStream(message, { schema: newViewMetadata(parsed, sourceVersion), fields }));
+    const { version } = await this.createTable(ctx, id, stream);
+    // After the create (which clears whatever a dead create left in the directory); a refresh
+    // stores them again before it runs, so a crash in between costs nothing.
+    await storeEnvelopes(await this.tables.open(ctx, id), bindings);
+    if (request.with_no_data === false) return { version, job_id: (await this.refresh(ctx, id, {})).job_id };
+    return { version };
+  }
+
+  async refresh(ctx: RequestContext, id: string[], request: RefreshMaterializedViewRequest): Promise<RefreshMaterializedViewResponse> {
+    if (request.output_limit !== undefined && request.output_limit !== null) throw invalidInput('output_limit: applies to chunker views only; this view is of kind query');
+    const view = await this.tables.open(ctx, id);
+    const { schema } = await this.engine.describeDataset(view.at).catch((e: unknown) => {
+      throw engineFailure(e, id);
+    });
+    const parsed = viewOfTable(displayId(id), schema);
+    const { definition } = parsed;
+    if (definition.udfs.length > 0) requirePythonUdfs(this.tables, ctx, id, MV_REFRESH);
+    const source = await this.openSource(ctx, definition.sourceId);
+    const srcVersion = request.src_version ?? (await this.sourceVersion(source));
+    if (request.src_version !== undefined && request.src_version !== null) {
+      await this.engine.describeDataset(source.at, request.src_version).catch((e: unknown) => {
+        throw engineFailure(e, definition.sourceId);
+      });
+    }
+    // Content-addressed: storing an envelope again changes nothing (and mends a create that died before storing it).
+    await storeEnvelopes(view, definition.udfs.map((u, i) => udfBinding(u, `udf ${i}`)));
+    const job: RefreshViewJob = {
+      kind: 'refresh_materialized_view',
+      table_id: id,
+      source_id: definition.sourceId,
+      src_version: srcVersion,
+      filter: definition.filter,
+      columns: definition.columns,
+      offset: definition.offset,
+      limit: definition.limit,
+      udfs: definition.udfs.map((u) => ({ column: u.column, path: u.udfPath, inputs: u.inputs })),
+      max_rows_per_fragment: request.max_rows_per_fragment ?? null,
+      rows_done: 0,
+      attempts: 0,
+    };
+    const jobId = await this.jobs.submit(ctx, MV_REFRESH, job, {
+      table: JSON.stringify(id),
+      source: JSON.stringify(definition.sourceId),
+      src_version: String(srcVersion),
+      rows_done: '0',
+    });
+    return { job_id: jobId };
+  }
+
+  /** The source table, which the caller must be allowed to read. */
+  private async openSource(ctx: RequestContext, sourceId: string[]): Promise<DataTable> {
+    const namespace = sourceId.slice(0, -1);
+    if (!(ctx.may?.('read', namespace) ?? false)) {
+      throw new NamespaceError(ErrorCode.PermissionDenied, `the view's source ${displayId(sourceId)} is in ${namespace.length === 0 ? 'the catalog root' : `namespace ${displayId(namespace)}`}, which the caller may not read`);
+    }
+    return this.tables.open(ctx, sourceId);
+  }
+
+  private sourceVersion(source: DataTable): Promise<number> {
+    return source.at.latest ? Promise.resolve(source.at.latest.version) : this.engine.datasetVersion(source.at);
+  }
+
+  /** Checks the query's SQL and UDF inputs against the source (400 / 404 naming what is wrong); the source's version. */
+  private async checkAgainstSource(source: DataTable, parsed: ParsedView): Promise<number> {
+    const { definition } = parsed;
+    const columns = this.engine.columns;
+    try {
+      const version = await this.sourceVersion(source);
+      if (definition.filter !== null) await columns.checkExpression(source.at, `(${definition.filter})`, version);
+      for (const c of definition.columns) await columns.checkExpression(source.at, c.sql, version);
+      for (const u of definition.udfs) for (const input of u.inputs ?? []) await columns.field(source.at, input.split('.'));
+      return version;
+    } catch (e) {
+      throw engineFailure(e, definition.sourceId);
+    }
+  }
+}
+
+/** A UDF column of a view as a Python UDF binding of the view's field (its envelope, path and field metadata, as Geneva writes them). */
+function udfBinding(u: ViewUdf, where: string): PythonUdfBinding {
+  // The inputs are the source's columns, which may share the output's name: they are recorded after the binding's check.
+  const binding = parsePythonUdf(where, u.column, { udf: u.envelope.toString('base64'), udf_backend: PYTHON_UDF_BACKEND, udf_name: u.name, input_columns: null });
+  return { ...binding, inputs: u.inputs, fieldMetadata: { ...binding.fieldMetadata, [PYTHON_UDF_METADATA.inputs]: JSON.stringify(u.inputs) } };
+}
+
+/** Decodes a base64 value strictly (Node's decoder skips what it does not know). */
+function strictBase64(value: string): Buffer | null {
+  const text = value.replace(/\s+/g, '');
+  if (text === '' || !/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 === 1) return null;
+  return Buffer.from(text, 'base64');
+}
+
+/** Runs engine work on request input: its invalid-input failures are a 400 naming `where`. */
+function onEngineInput<T>(where: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof EngineError && e.kind === 'invalid_input') throw invalidInput(`${where}: ${e.message}`, e);
+    throw e;
+  }
+}
