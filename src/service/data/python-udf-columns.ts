@@ -60,7 +60,7 @@ export function pythonUdfOf(metadata: Record<string, string>): { udfPath: string
 }
 
 /** Decodes a base64 value strictly (Node's decoder skips what it does not know). */
-function strictBase64(value: string): Buffer | null {
+export function strictBase64(value: string): Buffer | null {
   const text = value.replace(/\s+/g, '');
   if (text === '' || !/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 === 1) return null;
   return Buffer.from(text, 'base64');

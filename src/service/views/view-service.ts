@@ -9,7 +9,7 @@ import type {
 } from '../../model/views.js';
 import { displayId } from '../catalog/catalog.js';
 import type { DataTable, DataTables } from '../data/dataset.js';
-import { type PythonUdfBinding, parsePythonUdf, requirePythonUdfs, storeEnvelopes } from '../data/python-udf-columns.js';
+import { type PythonUdfBinding, parsePythonUdf, requirePythonUdfs, storeEnvelopes, strictBase64 } from '../data/python-udf-columns.js';
 import { engineFailure } from '../engine-errors.js';
 import type { BackfillService } from '../jobs/backfill-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
@@ -147,12 +147,6 @@ function udfBinding(u: ViewUdf, where: string): PythonUdfBinding {
   return { ...binding, inputs: u.inputs, fieldMetadata: { ...binding.fieldMetadata, [PYTHON_UDF_METADATA.inputs]: JSON.stringify(u.inputs) } };
 }
 
-/** Decodes a base64 value strictly (Node's decoder skips what it does not know). */
-function strictBase64(value: string): Buffer | null {
-  const text = value.replace(/\s+/g, '');
-  if (text === '' || !/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 === 1) return null;
-  return Buffer.from(text, 'base64');
-}
 
 /** Runs engine work on request input: its invalid-input failures are a 400 naming `where`. */
 function onEngineInput<T>(where: string, fn: () => T): T {
