@@ -56,7 +56,7 @@ export function TransactionPage({ id }: { id: string[] }) {
         <span class="mono">{id.join('$')}</span>
       </nav>
       <h1>
-        <span class="kind">{props.column !== undefined && props.rows_done !== undefined ? 'backfill job' : lanceCommit ? 'Lance commit' : 'transaction'}</span>{' '}
+        <span class="kind">{kindOf(props, lanceCommit)}</span>{' '}
         <span class="mono">{id.join('$')}</span>
       </h1>
       <ErrorBox error={state.error} onRetry={state.reload} />
@@ -101,6 +101,14 @@ export function TransactionPage({ id }: { id: string[] }) {
       )}
     </section>
   );
+}
+
+/** What the transaction is, for its heading: a job the service runs, a Lance commit, or another transaction. */
+function kindOf(props: Record<string, string>, lanceCommit: boolean): string {
+  // A refresh's properties name its source and version (DescribeTransaction does not carry the operation).
+  if (props.source !== undefined && props.src_version !== undefined) return 'view refresh job';
+  if (props.column !== undefined && props.rows_done !== undefined) return 'backfill job';
+  return lanceCommit ? 'Lance commit' : 'transaction';
 }
 
 function JobProgress({ properties, status, table }: { properties: Record<string, string>; status: string; table: string[] | null }) {
