@@ -40,6 +40,13 @@ Requests:
       made from the view's latest version, through the namespace when its versions are managed),
       keeping the view's schema with `schema_metadata` as its schema metadata and
       `field_metadata` merged into the named fields' metadata.
+      With "chunker": {"udf_path": "_udfs/<sha256>", "input_columns": [...], "inherited": [...]}
+      and "output_limit": <int> | null, the view is of kind chunker (and has no "udfs"): the
+      ChunkerSpec JSON at `udf_path` in the view's directory holds a cloudpickled Geneva Chunker;
+      `columns` are what is read of each source row; the chunker gets `input_columns` of them
+      with `__source_row_id` (execute_on_record_batch_iter, as Geneva's refresh calls it) and
+      each row it yields is a view row: `__source_row_id`, `__child_index`, its outputs, and the
+      `inherited` columns of its source row; at most `output_limit` view rows are kept.
       -> {"id": 3, "ok": true, "rows": <rows written>, "version": <committed version>, "fragments": <fragments written>}
   {"id": 4, "op": "shutdown"}
       -> {"id": 4, "ok": true}, then the process exits. End of input does the same silently.
@@ -84,10 +91,11 @@ import lance  # noqa: E402
 import lance_namespace  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 
 import geneva  # noqa: E402,F401  (the pickles reference geneva's modules)
-from geneva.packager import DockerUDFPackager, UDFSpec  # noqa: E402
-from geneva.transformer import UDF, UDFArgType  # noqa: E402
+from geneva.packager import ChunkerSpec, DockerUDFPackager, UDFSpec, unmarshal_chunker  # noqa: E402
+from geneva.transformer import UDF, Chunker, UDFArgType  # noqa: E402
 
 DEFAULT_BATCH_ROWS = 8192
 # udf_execution ray: the UDF runs as Ray tasks on the cluster at this address (one task per batch),
@@ -194,26 +202,47 @@ class Worker:
         return {"rows": rows, "version": committed.version}
 
     def load_udf(self, ds, udf_path):
-        sha = udf_path.rsplit("/", 1)[-1]
-        try:
-            payload = _download(ds, udf_path)
-        except Exception as e:  # noqa: BLE001
-            raise Failure("udf", f"could not read the UDF at {udf_path}: {e}") from e
-        digest = hashlib.sha256(payload).hexdigest()
-        cacheable = SHA256.match(sha) is not None
-        if cacheable and digest != sha:
-            raise Failure("udf", f"the UDF at {udf_path} is not the envelope its name says (sha256 {digest})")
-        if cacheable and sha in self.udfs:
+        sha, payload = self._envelope(ds, udf_path, "UDF")
+        if sha is not None and sha in self.udfs:
             return self.udfs[sha]
         try:
-            udf = self.packager.unmarshal(UDFSpec(name=sha, backend="DockerUDFSpecV1", udf_payload=payload))
+            udf = self.packager.unmarshal(UDFSpec(name=sha or udf_path, backend="DockerUDFSpecV1", udf_payload=payload))
         except Exception as e:  # noqa: BLE001
             raise Failure("udf", f"could not load the UDF at {udf_path}: {type(e).__name__}: {e}", with_traceback=True) from e
         if not isinstance(udf, UDF):
             raise Failure("udf", f"could not load the UDF at {udf_path}: a module it needs is not installed in the worker's Python")
-        if cacheable:
+        if sha is not None:
             self.udfs[sha] = udf
         return udf
+
+    def load_chunker(self, ds, path):
+        """A chunker view's Chunker, from the ChunkerSpec JSON at `path` (geneva/packager marshal_chunker)."""
+        sha, payload = self._envelope(ds, path, "chunker")
+        if sha is not None and sha in self.udfs:
+            return self.udfs[sha]
+        try:
+            chunker = unmarshal_chunker(ChunkerSpec.from_json(payload.decode("utf-8")))
+        except Exception as e:  # noqa: BLE001
+            raise Failure("udf", f"could not load the chunker at {path}: {type(e).__name__}: {e}", with_traceback=True) from e
+        if not isinstance(chunker, Chunker):
+            raise Failure("udf", f"could not load the chunker at {path}: a module it needs is not installed in the worker's Python")
+        if sha is not None:
+            self.udfs[sha] = chunker
+        return chunker
+
+    def _envelope(self, ds, path, what):
+        """The bytes at `path` in the dataset's directory, checked against the sha256 its name says; (sha or None, bytes)."""
+        sha = path.rsplit("/", 1)[-1]
+        try:
+            payload = _download(ds, path)
+        except Exception as e:  # noqa: BLE001
+            raise Failure("udf", f"could not read the {what} at {path}: {e}") from e
+        if SHA256.match(sha) is None:
+            return None, payload
+        digest = hashlib.sha256(payload).hexdigest()
+        if digest != sha:
+            raise Failure("udf", f"the {what} at {path} is not the envelope its name says (sha256 {digest})")
+        return sha, payload
 
     def materialize(self, request):
         resolver = _field(request, "resolver", str)
@@ -231,6 +260,10 @@ class Worker:
         field_metadata = _optional(request, "field_metadata", dict) or {}
         max_rows_per_file = _optional(request, "max_rows_per_file", int)
         batch_rows = _optional(request, "batch_rows", int) or DEFAULT_BATCH_ROWS
+        chunker_request = _optional(request, "chunker", dict)
+        output_limit = _optional(request, "output_limit", int)
+        if chunker_request is not None and udf_requests:
+            raise Failure("invalid_input", "a chunker view has no UDF columns")
 
         ns = self.namespace(resolver)
         source, _ = _open_table(ns, source_id, source_version)
@@ -247,7 +280,8 @@ class Worker:
         scan = {}
         projected = {}
         for i, (name, sql) in enumerate(columns):
-            _top_level_field(schema, name)
+            if chunker_request is None:
+                _top_level_field(schema, name)
             projected[name] = f"__mv_c{i}"
             scan[f"__mv_c{i}"] = sql
         udfs = []
@@ -265,6 +299,10 @@ class Worker:
                     scan[read_aliases[name]] = _sql_column(name)
             udfs.append((column, field, udf, inputs))
         udf_columns = {u[0]: u for u in udfs}
+        expand = None
+        if chunker_request is not None:
+            chunker = self.load_chunker(view, _field(chunker_request, "udf_path", str))
+            expand = _chunk_rows(chunker, schema, projected, _names(chunker_request, "input_columns"), _names(chunker_request, "inherited"), batch_rows)
         # One scan feeds every UDF: its batches are as small as the smallest batch a UDF names.
         batch_rows = min([u[2].batch_size for u in udfs if u[2].batch_size] or [batch_rows])
         if not scan and source.schema.names:
@@ -279,6 +317,16 @@ class Worker:
             try:
                 for batch in _scan_source(source, scan, row_filter, limit, offset, batch_rows):
                     if batch.num_rows == 0:
+                        continue
+                    if expand is not None:
+                        for out in expand(batch):
+                            if output_limit is not None and rows + out.num_rows > output_limit:
+                                out = out.slice(0, output_limit - rows)
+                            if out.num_rows > 0:
+                                rows += out.num_rows
+                                yield out
+                            if output_limit is not None and rows >= output_limit:
+                                return
                         continue
                     arrays = []
                     for f in schema:
@@ -313,6 +361,66 @@ class Worker:
         operation = lance.LanceOperation.Overwrite(schema, fragments)
         committed = _commit(ns, view_id, view, view_described, operation)
         return {"rows": rows, "version": committed.version, "fragments": len(fragments)}
+
+
+def _names(request, name):
+    value = request.get(name)
+    if not (isinstance(value, list) and all(isinstance(c, str) for c in value)):
+        raise Failure("invalid_input", f"{name} must be a list of column names")
+    return value
+
+
+def _chunk_rows(chunker, schema, projected, inputs, inherited, batch_rows):
+    """
+    The view rows of a chunker view for one batch of source rows, as Geneva's ChunkerExpandActor
+    makes them: the chunker gets its inputs and `__source_row_id` and yields `__source_row_id`,
+    `__child_index` and its outputs; the inherited columns are taken from each view row's source row.
+    """
+    for name in [*inputs, *inherited]:
+        if name not in projected:
+            raise Failure("invalid_input", f"the chunker's column {name} is not among the columns read")
+    for name in inherited:
+        _top_level_field(schema, name)
+    outputs = [f.name for f in chunker.output_schema]
+    for name in outputs:
+        _top_level_field(schema, name)
+
+    def expand(batch):
+        ids = batch.column("_rowid").cast(pa.int64())
+        args = pa.RecordBatch.from_arrays([batch.column(projected[n]) for n in inputs] + [ids], names=[*inputs, "__source_row_id"])
+        expanded_batches = chunker.execute_on_record_batch_iter(args, max_rows=batch_rows)
+        while True:
+            try:
+                expanded = next(expanded_batches)
+            except StopIteration:
+                return
+            except Exception as e:  # noqa: BLE001
+                raise Failure("udf", f"chunker {chunker.name} raised {type(e).__name__}: {e}", with_traceback=True) from e
+            if expanded.num_rows == 0:
+                continue
+            try:
+                source_ids = expanded.column("__source_row_id").cast(pa.int64())
+                positions = pc.index_in(source_ids, value_set=ids)
+                if positions.null_count > 0:
+                    raise ValueError("it yielded rows for a __source_row_id it was not given")
+                arrays = []
+                for f in schema:
+                    if f.name in ("__source_row_id", "__child_index"):
+                        value = expanded.column(f.name).cast(f.type)
+                    elif f.name in outputs:
+                        value = expanded.column(f.name).cast(f.type)
+                    elif f.name in inherited:
+                        value = _cast_column(batch.column(projected[f.name]).take(positions), f)
+                    else:
+                        value = pa.nulls(expanded.num_rows, f.type)
+                    arrays.append(value)
+                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+            except Failure:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise Failure("udf", f"chunker {chunker.name} yielded rows that do not fit the view: {type(e).__name__}: {e}", with_traceback=True) from e
+
+    return expand
 
 
 def _optional(request, name, kind):

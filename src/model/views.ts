@@ -10,7 +10,10 @@ const Ignored = (description: string) => z.string().nullable().optional().meta({
 const Tuning = (description: string) => z.number().int().min(0).nullable().optional().meta({ description: `${description} Accepted; a refresh runs as one job on the replica holding its lease.` });
 
 export const MaterializedViewKind = z.enum(['query', 'udtf', 'chunker']).meta({
-  description: '`query`: a filter and projection of a source table, with optional Python UDF columns, one view row per source row. `udtf` and `chunker` are answered 406 (not supported yet).',
+  description:
+    '`query`: a filter and projection of a source table, with optional Python UDF columns, one view row per source row. `chunker`: each source row of the query ' +
+    'handed to a Geneva chunker (udtf_spec), which yields zero or more view rows (`__source_row_id`, `__child_index`, the inherited columns, its outputs). ' +
+    '`udtf` is answered 406 (not supported yet). `chunker` needs udf_execution, like UDF columns.',
 });
 
 export const MaterializedViewUdtfEntry = z
@@ -31,7 +34,8 @@ export const MaterializedViewUdtfEntry = z
     manifest: z.string().nullable().optional(),
     manifest_checksum: z.string().nullable().optional(),
   })
-  .meta({ id: 'MaterializedViewUdtfEntry', description: 'The UDTF of a `udtf` or `chunker` view (not supported yet: such views are answered 406).' });
+  .meta({ id: 'MaterializedViewUdtfEntry', description: 'The UDTF of a `udtf` view (not supported yet: answered 406) or the chunker of a `chunker` view.' });
+export type MaterializedViewUdtfEntry = z.infer<typeof MaterializedViewUdtfEntry>;
 
 export const CreateMaterializedViewRequest = z
   .object({
@@ -70,7 +74,7 @@ export const RefreshMaterializedViewRequest = z
     intra_applier_concurrency: Tuning('UDF concurrency inside a worker.'),
     source_task_size: Tuning('Source rows per work item.'),
     cluster: Ignored('Cluster name (Geneva).'),
-    output_limit: z.number().int().min(0).nullable().optional().meta({ description: 'For chunker views only: a 400 on a `query` view.' }),
+    output_limit: z.number().int().min(0).nullable().optional().meta({ description: 'For chunker views only (a 400 on a `query` view): the view keeps at most this many rows, the first in the source\'s order.' }),
     manifest: Ignored('UDF manifest (Geneva).'),
   })
   .meta({ id: 'RefreshMaterializedViewRequest' });

@@ -24,6 +24,36 @@ const udfsAvailable = existsSync(DEFAULT_UDF_PYTHON);
 /** A made-up envelope (never run): enough for the checks made before a UDF runs. */
 const FAKE_ENVELOPE = JSON.stringify({ image: 'test-image', tag: 'latest', workspace_checksum: null, udf_pickle: Buffer.from('not a pickle').toString('base64'), udf_checksum: 'x' });
 
+/** A chunker view's udtf_spec as Geneva sends it: base64 of the ChunkerSpec JSON and the SHA-256 of that base64. */
+function chunkerEntry(spec: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  const udtf = Buffer.from(spec, 'utf8').toString('base64');
+  const { name = 'x', version = 'x', input_columns = null } = spec.startsWith('{"') ? (JSON.parse(spec) as { name?: string; version?: string; input_columns?: string[] }) : {};
+  return { kind: 'chunker', udtf, udtf_sha: createHash('sha256').update(udtf).digest('hex'), udtf_name: name, udtf_version: version, input_columns, batch: false, ...overrides };
+}
+
+/** The output schema of the test chunker `pieces` (test/support/geneva_udfs.py): label string, k int64. */
+const PIECES_OUTPUTS: Array<[string, import('apache-arrow').DataType]> = [
+  ['label', new arrow.Utf8()],
+  ['k', new arrow.Int64()],
+];
+const CHUNK_META: Array<[string, import('apache-arrow').DataType]> = [
+  ['__source_row_id', new arrow.Int64()],
+  ['__child_index', new arrow.Int32()],
+];
+/** A chunker view over the numbers (id, x) inheriting x, reading id. */
+const CHUNK_SCHEMA = schemaMessage([...CHUNK_META, ['x', new arrow.Int64()], ...PIECES_OUTPUTS]);
+/** A made-up ChunkerSpec (never run) with the outputs of `pieces`. */
+const FAKE_CHUNKER = JSON.stringify({
+  name: 'pieces',
+  version: 'v1',
+  chunker_payload: Buffer.from('not a pickle').toString('base64'),
+  output_schema_bytes: schemaMessage(PIECES_OUTPUTS),
+  input_columns: ['id'],
+  batch: false,
+  manifest: null,
+  manifest_checksum: null,
+});
+
 /** Every row of the view, by source row id. */
 async function viewRows(location: string, options: Record<string, string>): Promise<Array<Record<string, unknown>>> {
   const table = await connectTable(location, options);
@@ -236,7 +266,6 @@ describe.each(backends())('materialized views on $name', (backend) => {
       const src = await source(10);
       for (const [what, body] of [
         ['udtf', { kind: 'udtf', source_query: genevaQuery(src, {}), output_schema: schema, udtf_spec: { kind: 'udtf', udtf: 'e30=', udtf_sha: 'x', udtf_name: 'u', udtf_version: '1' } }],
-        ['chunker', { kind: 'chunker', source_query: genevaQuery(src, {}), output_schema: schema }],
         ['auto_refresh', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }), output_schema: schema, auto_refresh: true }],
         ['a vector search', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }, [], { base: { vector: [1, 2], columns: ['id'] } }), output_schema: schema }],
       ] as const) {
@@ -257,6 +286,11 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(res.status, res.text).toBe(406);
       expect(String(res.json.error)).toMatch(/udf_execution local or ray/);
       expect((await fx.t.call('POST', '/v1/table/udfoff/exists', {})).status).toBe(404);
+      // A chunker is user code too.
+      const chunker = await create('chunkoff', { kind: 'chunker', source_query: genevaQuery(src, {}), output_schema: CHUNK_SCHEMA, udtf_spec: chunkerEntry(FAKE_CHUNKER) });
+      expect(chunker.status, chunker.text).toBe(406);
+      expect(String(chunker.json.error)).toMatch(/udf_execution local or ray/);
+      expect((await fx.t.call('POST', '/v1/table/chunkoff/exists', {})).status).toBe(404);
     });
 
     plainViewCases(() => fx, 'e');
@@ -267,7 +301,9 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(notView.status, notView.text).toBe(400);
       expect(String(notView.json.error)).toMatch(/not a materialized view/);
       expect((await refresh('no_such_view')).status).toBe(404);
-      const limited = await refresh(src, { output_limit: 3 });
+      const view = await create(`lim${++seq}`, { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }), output_schema: schemaMessage([...META, ['id', new arrow.Int64()]]) });
+      expect(view.status, view.text).toBe(201);
+      const limited = await refresh(`lim${seq}`, { output_limit: 3 });
       expect(limited.status, limited.text).toBe(400);
       expect(String(limited.json.error)).toMatch(/chunker/);
     });
@@ -359,6 +395,76 @@ describe.each(backends())('materialized views on $name', (backend) => {
     });
 
     plainViewCases(() => fx, 'w');
+
+    it('creates a chunker view with the metadata Geneva writes, refreshes it (1:N rows, inherited columns, output_limit), again after the source changed', { timeout: 120_000 }, async () => {
+      const src = await source(100);
+      const spec = envelopes.pieces ?? '';
+      // The chunker reads `a`: here the query's projection of the source's id.
+      const body = { kind: 'chunker', source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: chunkerEntry(spec) };
+      const created = await call('create', 'chunks1', body);
+      expect(created.status, created.text).toBe(201);
+      const described = (await fx.t.call('POST', '/v1/table/chunks1/describe', { load_detailed_metadata: true })).json.schema as { fields: Array<{ name: string }>; metadata: Record<string, string> };
+      expect(described.fields.map((f) => f.name)).toEqual(['__source_row_id', '__child_index', 'x', 'label', 'k']);
+      expect(described.metadata).toMatchObject({ 'geneva::view::version': 'chunker', 'geneva::view::chunker': spec, 'geneva::view::base_table': src.name, 'geneva::view::base_table_version': '1' });
+      const location = String((await fx.t.call('POST', '/v1/table/chunks1/describe', {})).json.location);
+      const refreshed = async (request: Record<string, unknown> = {}) => {
+        const res = await call('refresh', 'chunks1', request);
+        expect(res.status, res.text).toBe(202);
+        const done = await waitForJob(fx.t, String(res.json.job_id));
+        expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+        return done.properties;
+      };
+      const expected = (ids: number[], byId: Map<number, number>) =>
+        ids.flatMap((id) => Array.from({ length: id % 3 }, (_, k) => ({ __source_row_id: byId.get(id), __child_index: k, x: id % 97, label: `${id}.${k}`, k })));
+      const rows = async () =>
+        (await viewRows(location, options())).sort((a, b) => Number(a.__source_row_id) - Number(b.__source_row_id) || Number(a.__child_index) - Number(b.__child_index));
+      const first = expected(Array.from({ length: 20 }, (_, i) => i), await rowIds(src.location));
+      expect(await refreshed()).toMatchObject({ rows_refreshed: String(first.length), src_version: '1' });
+      expect(await rows()).toEqual(first);
+      expect(await refreshed({ output_limit: 5 })).toMatchObject({ rows_refreshed: '5' });
+      expect(await rows()).toEqual(first.slice(0, 5));
+      // The source changes: its rows are deleted and appended; the refresh recomputes the whole view.
+      expect((await fx.t.call('POST', `/v1/table/${src.name}/delete`, { predicate: 'id < 10' })).status).toBe(200);
+      expect((await fx.t.call('POST', `/v1/table/${src.name}/insert`, numbersStream(5, 5), ARROW)).status).toBe(200);
+      const ids = [...Array.from({ length: 10 }, (_, i) => i + 10), 5, 6, 7, 8, 9];
+      const again = expected(ids, await rowIds(src.location)).sort((a, b) => Number(a.__source_row_id) - Number(b.__source_row_id) || a.__child_index - b.__child_index);
+      expect(await refreshed()).toMatchObject({ rows_refreshed: String(again.length), src_version: '3' });
+      expect(await rows()).toEqual(again);
+      const after = (await fx.t.call('POST', '/v1/table/chunks1/describe', { load_detailed_metadata: true })).json.schema as { metadata: Record<string, string> };
+      expect(after.metadata).toMatchObject({ 'geneva::view::version': 'chunker', 'geneva::view::base_table_version': '3' });
+    });
+
+    it('refuses bad chunker views with 400 and creates nothing; a raising chunker fails its job and leaves the view as it was', { timeout: 60_000 }, async () => {
+      const src = await source(20);
+      const spec = envelopes.pieces ?? '';
+      const good = { kind: 'chunker', source_query: genevaQuery(src.name, { columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: chunkerEntry(spec) };
+      const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+        ['no udtf_spec', { ...good, udtf_spec: null }, /udtf_spec/],
+        ['a udtf entry', { ...good, udtf_spec: chunkerEntry(spec, { kind: 'udtf' }) }, /udtf_spec.kind/],
+        ['a wrong sha', { ...good, udtf_spec: chunkerEntry(spec, { udtf_sha: '0'.repeat(64) }) }, /udtf_sha/],
+        ['a spec that is not JSON', { ...good, udtf_spec: chunkerEntry('{nope') }, /udtf_spec.udtf: not JSON/],
+        ['the meta columns of a query view', { ...good, output_schema: schemaMessage([...META, ['x', new arrow.Int64()], ...PIECES_OUTPUTS]) }, /__child_index/],
+        ['outputs that are not the chunker\'s', { ...good, output_schema: schemaMessage([...CHUNK_META, ['x', new arrow.Int64()], ['label', new arrow.Utf8()]]) }, /chunker's outputs/],
+        ['an input the query does not project', { ...good, source_query: genevaQuery(src.name, { columns: { x: 'x' } }) }, /input_columns.*"a"/],
+        ['an inherited column the query does not project', { ...good, source_query: genevaQuery(src.name, { columns: { a: 'id' } }) }, /"x" is neither selected/],
+      ];
+      for (const [what, body, message] of cases) {
+        const name = `badchunks${++seq}`;
+        const res = await call('create', name, body);
+        expect(res.status, `${what}: ${res.text}`).toBe(400);
+        expect(String(res.json.error), what).toMatch(message);
+        expect((await fx.t.call('POST', `/v1/table/${name}/exists`, {})).status, what).toBe(404);
+      }
+      const created = await call('create', 'chunksfail', { ...good, udtf_spec: chunkerEntry(envelopes.pieces_raise ?? '') });
+      expect(created.status, created.text).toBe(201);
+      const res = await call('refresh', 'chunksfail', {});
+      expect(res.status, res.text).toBe(202);
+      const done = await waitForJob(fx.t, String(res.json.job_id));
+      expect(done.status).toBe('Failed');
+      expect(done.properties.error).toMatch(/cannot chunk row a=7/);
+      const location = String((await fx.t.call('POST', '/v1/table/chunksfail/describe', {})).json.location);
+      expect(await viewRows(location, options())).toEqual([]);
+    });
 
     it('fails the job with the UDF\'s error, and leaves the view as it was', { timeout: 60_000 }, async () => {
       const src = await source(50);

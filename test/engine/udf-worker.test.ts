@@ -36,7 +36,7 @@ if (!available) console.warn(`skipping the UDF worker tests: no ${DEFAULT_UDF_PY
 const ctx: RequestContext = { requestId: 'udf-test', principal: null, context: {} };
 const FRAGMENT = 2n ** 32n;
 
-type UdfName = 'double' | 'plus' | 'describe_row' | 'raises' | 'chatty' | 'wrong_type' | 'too_short' | 'sleeps';
+type UdfName = 'double' | 'plus' | 'describe_row' | 'raises' | 'chatty' | 'wrong_type' | 'too_short' | 'sleeps' | 'pieces' | 'pieces_raise';
 
 /** Rows {a, b = a * 10, v = -1, s = null} for a in [from, from + n). */
 function rowsStream(n: number, from = 0): Buffer {
@@ -245,6 +245,60 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       expect(bad).toBeInstanceOf(EngineError);
       expect((bad as EngineError).kind).toBe('invalid_input');
       expect(await engine.datasetVersion(view)).toBe(3);
+    });
+
+    it('materializes a chunker view: each source row expanded 1:N by the chunker, inherited columns copied, output_limit honoured; a raising chunker commits nothing', async () => {
+      const { at: source } = await fresh();
+      const name = `chunks${++seq}`;
+      const view: DatasetLocation = { location: fx.root.store.location(`${name}.lance`), storageOptions: fx.root.store.engineStorageOptions() };
+      const fields: Array<[string, import('apache-arrow').DataType]> = [
+        ['__source_row_id', new arrow.Int64()],
+        ['__child_index', new arrow.Int32()],
+        ['b', new arrow.Int64()],
+        ['label', new arrow.Utf8()],
+        ['k', new arrow.Int64()],
+      ];
+      await engine.createDataset(view, engine.schemaStream(Buffer.from(schemaMessage(fields), 'base64')).stream, 'create');
+      const pieces = await putUdf(fx.root, `${name}.lance/`, 'pieces');
+      const m: Materialization = {
+        sourceVersion: 3,
+        filter: 'a >= 5 AND a < 15',
+        columns: [
+          { name: 'a', sql: 'a' },
+          { name: 'b', sql: 'b' },
+        ],
+        offset: null,
+        limit: null,
+        udfs: [],
+        schemaMetadata: { 'geneva::view::version': 'chunker' },
+        fieldMetadata: {},
+        maxRowsPerFile: null,
+      };
+      const chunker = { udfPath: pieces, inputColumns: ['a'], inherited: ['b'], outputLimit: null };
+      const rowsOf = async () => {
+        const table = await connectTable(view.location, view.storageOptions);
+        try {
+          return ((await table.query().toArray()) as Array<Record<string, unknown>>)
+            .map((r) => ({ ...r, __source_row_id: Number(r.__source_row_id), __child_index: Number(r.__child_index), b: Number(r.b), k: Number(r.k) }))
+            .sort((x, y) => x.__source_row_id - y.__source_row_id || x.__child_index - y.__child_index);
+        } finally {
+          table.close();
+        }
+      };
+      const expected = Array.from({ length: 10 }, (_, i) => i + 5).flatMap((a) =>
+        Array.from({ length: a % 3 }, (_, k) => ({ __source_row_id: a < 10 ? a : 2 ** 32 + a - 10, __child_index: k, b: a * 10, label: `${a}.${k}`, k })),
+      );
+      expect(await udfs.materialize(source, view, m, chunker)).toEqual({ rows: expected.length, version: 2, fragments: 1 });
+      expect(await rowsOf()).toEqual(expected);
+      // output_limit: the first view rows in the source's order.
+      expect(await udfs.materialize(source, view, m, { ...chunker, outputLimit: 4 })).toMatchObject({ rows: 4, version: 3 });
+      expect(await rowsOf()).toEqual(expected.slice(0, 4));
+      const raising = await udfs.materialize(source, view, m, { ...chunker, udfPath: await putUdf(fx.root, `${name}.lance/`, 'pieces_raise') }).catch((e: unknown) => e);
+      expect(raising).toBeInstanceOf(UdfFailure);
+      expect((raising as UdfFailure).message).toMatch(/ValueError: cannot chunk row a=7/);
+      expect(await engine.datasetVersion(view)).toBe(3);
+      // A UDF envelope where a chunker is expected is a UdfFailure too.
+      expect(await udfs.materialize(source, view, m, { ...chunker, udfPath: await putUdf(fx.root, `${name}.lance/`, 'double') }).catch((e: unknown) => e)).toBeInstanceOf(UdfFailure);
     });
 
     it('no matching row: one commit, nothing changed; bad requests are classified', async () => {

@@ -2,19 +2,22 @@
 
 Usage: python geneva_udfs.py <output dir>
 Writes each envelope (DockerUDFPackager().marshal(udf).udf_payload: the DockerUDFSpecV1 JSON with
-the cloudpickled UDF) to <output dir>/<sha256> and prints {"<name>": "<sha256>", ...} on stdout.
+the cloudpickled UDF; for a chunker, its ChunkerSpec JSON as a chunker view's create sends it) to
+<output dir>/<sha256> and prints {"<name>": "<sha256>", ...} on stdout.
 """
 
 import hashlib
 import json
 import os
 import sys
+from typing import Iterator, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from geneva import udf
-from geneva.packager import DockerUDFPackager
+from geneva.packager import DockerUDFPackager, marshal_chunker
+from geneva.transformer import chunker
 
 
 @udf(data_type=pa.int64())
@@ -70,6 +73,27 @@ def sleeps(a: int) -> int:
     return a
 
 
+class Piece(NamedTuple):
+    label: str
+    k: int
+
+
+@chunker
+def pieces(a: int) -> Iterator[Piece]:
+    # a % 3 view rows for row a: none, one or two.
+    for k in range(a % 3):
+        yield Piece(label=f"{a}.{k}", k=k)
+
+
+@chunker
+def pieces_raise(a: int) -> Iterator[Piece]:
+    if a == 7:
+        raise ValueError(f"cannot chunk row a={a}")
+    yield Piece(label=str(a), k=0)
+
+
+CHUNKERS = {"pieces": pieces, "pieces_raise": pieces_raise}
+
 UDFS = {"double": double, "plus": plus, "describe_row": describe_row, "raises": raises, "chatty": chatty, "wrong_type": wrong_type, "too_short": too_short, "sleeps": sleeps}
 
 
@@ -80,6 +104,12 @@ def main():
     written = {}
     for name, fn in UDFS.items():
         payload = packager.marshal(fn).udf_payload
+        sha = hashlib.sha256(payload).hexdigest()
+        with open(os.path.join(out, sha), "wb") as f:
+            f.write(payload)
+        written[name] = sha
+    for name, fn in CHUNKERS.items():
+        payload = marshal_chunker(fn).to_json().encode("utf-8")
         sha = hashlib.sha256(payload).hexdigest()
         with open(os.path.join(out, sha), "wb") as f:
             f.write(payload)

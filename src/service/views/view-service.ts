@@ -1,7 +1,9 @@
+import { createHash } from 'node:crypto';
 import { EngineError } from '../../engine/lance-engine.js';
 import { PYTHON_UDF_BACKEND, PYTHON_UDF_METADATA } from '../../model/columns.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type {
+  MaterializedViewUdtfEntry,
   CreateMaterializedViewRequest,
   CreateMaterializedViewResponse,
   RefreshMaterializedViewRequest,
@@ -14,7 +16,7 @@ import { engineFailure } from '../engine-errors.js';
 import type { BackfillService } from '../jobs/backfill-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
 import type { RequestContext } from '../request-context.js';
-import { newViewMetadata, parseViewQuery, type ParsedView, type ViewUdf, viewOfTable } from './view-definition.js';
+import { newViewMetadata, parseChunkerView, parseViewQuery, type ParsedView, type ViewChunker, type ViewUdf, viewOfTable } from './view-definition.js';
 
 // Materialized views of kind `query` (CreateMaterializedView, RefreshMaterializedView), as Geneva
 // 0.17 uses them in remote mode. A view is an ordinary catalog table, created through the table
@@ -46,15 +48,20 @@ export class MaterializedViewService {
 
   async create(ctx: RequestContext, id: string[], request: CreateMaterializedViewRequest): Promise<CreateMaterializedViewResponse> {
     if (id.length === 0) throw invalidInput('the view needs a name: the id names the root namespace');
-    if (request.kind !== 'query') {
-      throw unsupported(`materialized views of kind ${request.kind} are not supported yet: only kind query (a filter and projection of a source table, with optional Python UDF columns)`);
+    if (request.kind === 'udtf') {
+      throw unsupported('materialized views of kind udtf are not supported yet: only kinds query (a filter and projection of a source table, with optional Python UDF columns) and chunker');
     }
-    if (request.udtf_spec) throw invalidInput('udtf_spec: must be null for kind query');
+    if (request.kind === 'query' && request.udtf_spec) throw invalidInput('udtf_spec: must be null for kind query');
+    // A chunker is user code, like a UDF column.
+    if (request.kind === 'chunker') requirePythonUdfs(this.tables, ctx, id, MV_CREATE);
     if (request.auto_refresh) throw unsupported('auto_refresh is not supported yet: refresh the view with RefreshMaterializedView');
     const message = strictBase64(request.output_schema);
     if (!message) throw invalidInput('output_schema: the base64 of an Arrow IPC schema message is required');
     const { schema } = onEngineInput('output_schema', () => this.engine.schemaStream(message));
-    const parsed = parseViewQuery(request.source_query, schema);
+    const parsed =
+      request.kind === 'chunker'
+        ? parseChunkerView(request.source_query, schema, chunkerSpecOf(request.udtf_spec), (b64) => this.schemaNames(b64, 'udtf_spec.udtf.output_schema_bytes'))
+        : parseViewQuery(request.source_query, schema);
     const { definition } = parsed;
     if (definition.udfs.length > 0) requirePythonUdfs(this.tables, ctx, id, MV_CREATE);
     const bindings = definition.udfs.map((u, i) => udfBinding(u, `source_query.column_udfs[${i}]`));
@@ -65,20 +72,23 @@ export class MaterializedViewService {
     const { version } = await this.createTable(ctx, id, stream);
     // After the create (which clears whatever a dead create left in the directory); a refresh
     // stores them again before it runs, so a crash in between costs nothing.
-    await storeEnvelopes(await this.tables.open(ctx, id), bindings);
+    const view = await this.tables.open(ctx, id);
+    await storeEnvelopes(view, bindings);
+    if (definition.chunker) await storeChunker(view, definition.chunker);
     if (request.with_no_data === false) return { version, job_id: (await this.refresh(ctx, id, {})).job_id };
     return { version };
   }
 
   async refresh(ctx: RequestContext, id: string[], request: RefreshMaterializedViewRequest): Promise<RefreshMaterializedViewResponse> {
-    if (request.output_limit !== undefined && request.output_limit !== null) throw invalidInput('output_limit: applies to chunker views only; this view is of kind query');
     const view = await this.tables.open(ctx, id);
     const { schema } = await this.engine.describeDataset(view.at).catch((e: unknown) => {
       throw engineFailure(e, id);
     });
-    const parsed = viewOfTable(displayId(id), schema);
+    const parsed = viewOfTable(displayId(id), schema, (b64) => this.schemaNames(b64, `the view's chunker output_schema_bytes`));
     const { definition } = parsed;
-    if (definition.udfs.length > 0) requirePythonUdfs(this.tables, ctx, id, MV_REFRESH);
+    const { chunker } = definition;
+    if (request.output_limit !== undefined && request.output_limit !== null && !chunker) throw invalidInput('output_limit: applies to chunker views only; this view is of kind query');
+    if (definition.udfs.length > 0 || chunker) requirePythonUdfs(this.tables, ctx, id, MV_REFRESH);
     const source = await this.openSource(ctx, definition.sourceId);
     const srcVersion = request.src_version ?? (await this.sourceVersion(source));
     if (request.src_version !== undefined && request.src_version !== null) {
@@ -88,6 +98,7 @@ export class MaterializedViewService {
     }
     // Content-addressed: storing an envelope again changes nothing (and mends a create that died before storing it).
     await storeEnvelopes(view, definition.udfs.map((u, i) => udfBinding(u, `udf ${i}`)));
+    if (chunker) await storeChunker(view, chunker);
     const job: RefreshViewJob = {
       kind: 'refresh_materialized_view',
       table_id: id,
@@ -98,6 +109,8 @@ export class MaterializedViewService {
       offset: definition.offset,
       limit: definition.limit,
       udfs: definition.udfs.map((u) => ({ column: u.column, path: u.udfPath, inputs: u.inputs })),
+      chunker: chunker ? { path: chunker.path, inputs: chunker.inputs, inherited: chunker.inherited } : null,
+      output_limit: request.output_limit ?? null,
       max_rows_per_fragment: request.max_rows_per_fragment ?? null,
       rows_done: 0,
       attempts: 0,
@@ -109,6 +122,13 @@ export class MaterializedViewService {
       rows_done: '0',
     });
     return { job_id: jobId };
+  }
+
+  /** The field names of an Arrow schema sent as base64 of one IPC schema message; a 400 naming `where` otherwise. */
+  private schemaNames(schemaBase64: string, where: string): string[] {
+    const message = strictBase64(schemaBase64);
+    if (!message) throw invalidInput(`${where}: the base64 of an Arrow IPC schema message is required`);
+    return onEngineInput(where, () => this.engine.schemaStream(message)).schema.fields.map((f) => f.name);
   }
 
   /** The source table, which the caller must be allowed to read. */
@@ -145,6 +165,25 @@ function udfBinding(u: ViewUdf, where: string): PythonUdfBinding {
   // The inputs are the source's columns, which may share the output's name: they are recorded after the binding's check.
   const binding = parsePythonUdf(where, u.column, { udf: u.envelope.toString('base64'), udf_backend: PYTHON_UDF_BACKEND, udf_name: u.name, input_columns: null });
   return { ...binding, inputs: u.inputs, fieldMetadata: { ...binding.fieldMetadata, [PYTHON_UDF_METADATA.inputs]: JSON.stringify(u.inputs) } };
+}
+
+/**
+ * The ChunkerSpec JSON of a chunker view's create, checked as Geneva sends it (geneva/db.py
+ * _build_udtf_entry): base64 of the JSON, with the SHA-256 of that base64 text.
+ */
+function chunkerSpecOf(entry: MaterializedViewUdtfEntry | null | undefined): string {
+  if (!entry) throw invalidInput('udtf_spec: a chunker view needs its chunker (udtf_spec with kind chunker)');
+  if (entry.kind !== 'chunker') throw invalidInput(`udtf_spec.kind: must be chunker for a view of kind chunker, got ${entry.kind}`);
+  const bytes = strictBase64(entry.udtf);
+  if (!bytes) throw invalidInput("udtf_spec.udtf: the base64 of Geneva's ChunkerSpec JSON is required");
+  const sha = createHash('sha256').update(entry.udtf.replace(/\s+/g, ''), 'ascii').digest('hex');
+  if (sha !== entry.udtf_sha.toLowerCase()) throw invalidInput(`udtf_spec.udtf_sha: ${entry.udtf_sha} is not the SHA-256 of udtf_spec.udtf (${sha})`);
+  return bytes.toString('utf8');
+}
+
+/** Stores a chunker view's ChunkerSpec in its directory, where the workers read it (content-addressed: storing it again changes nothing). */
+async function storeChunker(view: DataTable, chunker: ViewChunker): Promise<void> {
+  await view.dir.store.put(`${view.dir.key}${chunker.path}`, Buffer.from(chunker.spec, 'utf8'));
 }
 
 /** Decodes a base64 value strictly (Node's decoder skips what it does not know). */
