@@ -127,7 +127,7 @@ def _failure(kind, message, what, tb):
 class Worker:
     def __init__(self):
         self.namespaces = {}
-        # Loaded UDFs by the sha256 of their envelope, checked against the bytes read each time:
+        # Loaded UDFs and chunkers by kind and the sha256 of their envelope, checked against the bytes read each time:
         # an envelope is named by its hash, so one loaded for one dataset is the same for any other.
         self.udfs = {}
         self.packager = DockerUDFPackager()
@@ -202,33 +202,28 @@ class Worker:
         return {"rows": rows, "version": committed.version}
 
     def load_udf(self, ds, udf_path):
-        sha, payload = self._envelope(ds, udf_path, "UDF")
-        if sha is not None and sha in self.udfs:
-            return self.udfs[sha]
-        try:
-            udf = self.packager.unmarshal(UDFSpec(name=sha or udf_path, backend="DockerUDFSpecV1", udf_payload=payload))
-        except Exception as e:  # noqa: BLE001
-            raise Failure("udf", f"could not load the UDF at {udf_path}: {type(e).__name__}: {e}", with_traceback=True) from e
-        if not isinstance(udf, UDF):
-            raise Failure("udf", f"could not load the UDF at {udf_path}: a module it needs is not installed in the worker's Python")
-        if sha is not None:
-            self.udfs[sha] = udf
-        return udf
+        return self._load(ds, udf_path, "UDF", lambda name, payload: self.packager.unmarshal(UDFSpec(name=name, backend="DockerUDFSpecV1", udf_payload=payload)), UDF)
 
     def load_chunker(self, ds, path):
         """A chunker view's Chunker, from the ChunkerSpec JSON at `path` (geneva/packager marshal_chunker)."""
-        sha, payload = self._envelope(ds, path, "chunker")
-        if sha is not None and sha in self.udfs:
-            return self.udfs[sha]
+        return self._load(ds, path, "chunker", lambda _name, payload: unmarshal_chunker(ChunkerSpec.from_json(payload.decode("utf-8"))), Chunker)
+
+    def _load(self, ds, path, what, unmarshal, kind):
+        """The `kind` unpickled from the envelope at `path` in the dataset's directory, cached by its sha256."""
+        sha, payload = self._envelope(ds, path, what)
+        # Cached by kind too: the same envelope asked for as another kind is refused below, not served from the cache.
+        key = (what, sha)
+        if sha is not None and key in self.udfs:
+            return self.udfs[key]
         try:
-            chunker = unmarshal_chunker(ChunkerSpec.from_json(payload.decode("utf-8")))
+            loaded = unmarshal(sha or path, payload)
         except Exception as e:  # noqa: BLE001
-            raise Failure("udf", f"could not load the chunker at {path}: {type(e).__name__}: {e}", with_traceback=True) from e
-        if not isinstance(chunker, Chunker):
-            raise Failure("udf", f"could not load the chunker at {path}: a module it needs is not installed in the worker's Python")
+            raise Failure("udf", f"could not load the {what} at {path}: {type(e).__name__}: {e}", with_traceback=True) from e
+        if not isinstance(loaded, kind):
+            raise Failure("udf", f"could not load the {what} at {path}: a module it needs is not installed in the worker's Python")
         if sha is not None:
-            self.udfs[sha] = chunker
-        return chunker
+            self.udfs[key] = loaded
+        return loaded
 
     def _envelope(self, ds, path, what):
         """The bytes at `path` in the dataset's directory, checked against the sha256 its name says; (sha or None, bytes)."""

@@ -48,9 +48,11 @@ export const CreateMaterializedViewRequest = z
         'output_index, input_columns, udf {backend "DockerUDFSpecV1", udf_payload: the JSON envelope}). Vector and full-text searches are not supported.',
     }),
     output_schema: z.string().min(1).meta({
-      description: 'Base64 of the view\'s Arrow schema as one IPC schema message (pyarrow Schema.serialize()): `__source_row_id` int64 and `__is_set` bool first, then the query\'s columns.',
+      description:
+        'Base64 of the view\'s Arrow schema as one IPC schema message (pyarrow Schema.serialize()): `__source_row_id` int64 and `__is_set` bool first, then the query\'s columns; ' +
+        'for kind chunker `__source_row_id` int64 and `__child_index` int32, the inherited columns, then the chunker\'s outputs.',
     }),
-    udtf_spec: MaterializedViewUdtfEntry.nullable().optional(),
+    udtf_spec: MaterializedViewUdtfEntry.nullable().optional().meta({ description: 'Kind chunker: its chunker (required). Kind query: null.' }),
     with_no_data: z.boolean().optional().meta({ description: 'Default true. False starts a refresh at once; its job id is in the answer.' }),
     auto_refresh: z.boolean().nullable().optional().meta({ description: 'Only false (or absent) is supported: true is a 406.' }),
   })

@@ -138,18 +138,7 @@ const UDF_DIR = '_udfs';
 
 /** Geneva's GenevaQuery JSON, checked for what no kind of view supports; a 400 / 406 naming what is wrong. */
 function readGenevaQuery(sourceQuery: string, where: string): { json: Record<string, unknown>; query: GenevaQuery } {
-  let json: unknown;
-  try {
-    json = JSON.parse(sourceQuery);
-  } catch {
-    throw invalidInput(`${where}: not JSON (Geneva's GenevaQuery JSON is expected)`);
-  }
-  const parsed = GenevaQuery.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw invalidInput(`${where}${issue?.path.length ? `.${issue.path.join('.')}` : ''}: ${issue?.message ?? 'not a GenevaQuery'}`);
-  }
-  const query = parsed.data;
+  const { json, value: query } = parseJson(sourceQuery, GenevaQuery, where, 'GenevaQuery');
   const { base } = query;
   if (base.vector !== undefined && base.vector !== null) throw unsupported(`${where}: views over a vector search are not supported yet`);
   if (base.full_text_query !== undefined && base.full_text_query !== null) throw unsupported(`${where}: views over a full-text search are not supported yet`);
@@ -158,6 +147,22 @@ function readGenevaQuery(sourceQuery: string, where: string): { json: Record<str
   if (query.source_table.includes('$')) throw invalidInput(`${where}.source_table: a table of the root namespace is expected, got ${JSON.stringify(query.source_table)}`);
   if (query.with_row_address || base.with_row_id || base.with_row_address) throw unsupported(`${where}: with_row_id / with_row_address views are not supported yet`);
   return { json: json as Record<string, unknown>, query };
+}
+
+/** `text` as JSON of `schema`; a 400 naming `where` (and the part that is wrong) otherwise. */
+function parseJson<T>(text: string, schema: z.ZodType<T>, where: string, what: string): { json: unknown; value: T } {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw invalidInput(`${where}: not JSON (Geneva's ${what} JSON is expected)`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw invalidInput(`${where}${issue?.path.length ? `.${issue.path.join('.')}` : ''}: ${issue?.message ?? `not a ${what}`}`);
+  }
+  return { json, value: parsed.data };
 }
 
 /** The projection in Geneva's three spellings (a list of names, a map of name to SQL, [name, SQL] pairs); null when none is given. */
@@ -264,18 +269,7 @@ const ChunkerSpec = z
 export function parseChunkerView(sourceQuery: string, schema: JsonArrowSchema, spec: string, outputNamesOf: (schemaBase64: string) => string[], where = 'source_query', specWhere = 'udtf_spec.udtf'): ParsedView {
   const { query } = readGenevaQuery(sourceQuery, where);
   if ((query.column_udfs ?? []).length > 0) throw unsupported(`${where}.column_udfs: UDF columns in a chunker view's query are not supported yet`);
-  let specJson: unknown;
-  try {
-    specJson = JSON.parse(spec);
-  } catch {
-    throw invalidInput(`${specWhere}: not JSON (Geneva's ChunkerSpec JSON is expected)`);
-  }
-  const parsedSpec = ChunkerSpec.safeParse(specJson);
-  if (!parsedSpec.success) {
-    const issue = parsedSpec.error.issues[0];
-    throw invalidInput(`${specWhere}${issue?.path.length ? `.${issue.path.join('.')}` : ''}: ${issue?.message ?? 'not a ChunkerSpec'}`);
-  }
-  const chunkerSpec = parsedSpec.data;
+  const chunkerSpec = parseJson(spec, ChunkerSpec, specWhere, 'ChunkerSpec').value;
 
   const names = schema.fields.map((f) => f.name);
   const [rowId, childIndex] = schema.fields;
