@@ -47,6 +47,11 @@ Requests:
       with `__source_row_id` (execute_on_record_batch_iter, as Geneva's refresh calls it) and
       each row it yields is a view row: `__source_row_id`, `__child_index`, its outputs, and the
       `inherited` columns of its source row; at most `output_limit` view rows are kept.
+      With "udtf": {"udf_path": "_udfs/<sha256>", "source_query": "<GenevaQuery JSON>",
+      "partition_by": "<column>" | null}, the view is of kind udtf: the UDTFSpec JSON at `udf_path`
+      holds a cloudpickled Geneva UDTF, handed a Geneva query builder over the source at
+      `source_version` (the GenevaQuery; once per distinct value of `partition_by` among its rows,
+      that value added to its filter); the batches it yields are the view's rows.
       -> {"id": 3, "ok": true, "rows": <rows written>, "version": <committed version>, "fragments": <fragments written>}
   {"id": 4, "op": "shutdown"}
       -> {"id": 4, "ok": true}, then the process exits. End of input does the same silently.
@@ -94,8 +99,9 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 import geneva  # noqa: E402,F401  (the pickles reference geneva's modules)
-from geneva.packager import ChunkerSpec, DockerUDFPackager, UDFSpec, unmarshal_chunker  # noqa: E402
-from geneva.transformer import UDF, Chunker, UDFArgType  # noqa: E402
+from geneva.packager import ChunkerSpec, DockerUDFPackager, UDFSpec, UDTFSpec, unmarshal_chunker, unmarshal_udtf  # noqa: E402
+from geneva.query import GenevaQuery, GenevaQueryBuilder  # noqa: E402
+from geneva.transformer import UDF, UDTF, Chunker, UDFArgType  # noqa: E402
 
 DEFAULT_BATCH_ROWS = 8192
 # udf_execution ray: the UDF runs as Ray tasks on the cluster at this address (one task per batch),
@@ -208,6 +214,10 @@ class Worker:
         """A chunker view's Chunker, from the ChunkerSpec JSON at `path` (geneva/packager marshal_chunker)."""
         return self._load(ds, path, "chunker", lambda _name, payload: unmarshal_chunker(ChunkerSpec.from_json(payload.decode("utf-8"))), Chunker)
 
+    def load_udtf(self, ds, path):
+        """A udtf view's UDTF, from the UDTFSpec JSON at `path` (geneva/packager marshal_udtf)."""
+        return self._load(ds, path, "UDTF", lambda _name, payload: unmarshal_udtf(UDTFSpec.from_json(payload.decode("utf-8"))), UDTF)
+
     def _load(self, ds, path, what, unmarshal, kind):
         """The `kind` unpickled from the envelope at `path` in the dataset's directory, cached by its sha256."""
         sha, payload = self._envelope(ds, path, what)
@@ -256,12 +266,13 @@ class Worker:
         max_rows_per_file = _optional(request, "max_rows_per_file", int)
         batch_rows = _optional(request, "batch_rows", int) or DEFAULT_BATCH_ROWS
         chunker_request = _optional(request, "chunker", dict)
+        udtf_request = _optional(request, "udtf", dict)
         output_limit = _optional(request, "output_limit", int)
-        if chunker_request is not None and udf_requests:
-            raise Failure("invalid_input", "a chunker view has no UDF columns")
+        if (chunker_request is not None or udtf_request is not None) and udf_requests:
+            raise Failure("invalid_input", "a chunker or udtf view has no UDF columns")
 
         ns = self.namespace(resolver)
-        source, _ = _open_table(ns, source_id, source_version)
+        source, source_described = _open_table(ns, source_id, source_version)
         view, view_described = _open_table(ns, view_id, None)
         # The view keeps its schema (and the field ids Lance gave it); only the metadata changes.
         fields = []
@@ -269,6 +280,8 @@ class Worker:
             extra = field_metadata.get(f.name)
             fields.append(f.with_metadata({**(f.metadata or {}), **{k.encode(): str(v).encode() for k, v in extra.items()}}) if extra else f)
         schema = pa.schema(fields, metadata={str(k): str(v) for k, v in schema_metadata.items()})
+        if udtf_request is not None:
+            return self.run_udtf(ns, (source, source_described, source_version), (view_id, view, view_described), schema, udtf_request, max_rows_per_file)
 
         # What is read of the source, each under an alias of its own: the projected expressions, and
         # the UDFs' inputs (which the projection may not include, or may name differently).
@@ -304,58 +317,149 @@ class Worker:
             # Lance refuses a scan of nothing but row ids: one stored column goes along.
             scan["__mv_anchor"] = _sql_column(source.schema.names[0])
 
-        failed = {}
         rows = 0
 
         def view_batches():
             nonlocal rows
-            try:
-                for batch in _scan_source(source, scan, row_filter, limit, offset, batch_rows):
-                    if batch.num_rows == 0:
+            for batch in _scan_source(source, scan, row_filter, limit, offset, batch_rows):
+                if batch.num_rows == 0:
+                    continue
+                if expand is not None:
+                    for out in expand(batch):
+                        if output_limit is not None and rows + out.num_rows > output_limit:
+                            out = out.slice(0, output_limit - rows)
+                        if out.num_rows > 0:
+                            rows += out.num_rows
+                            yield out
+                        if output_limit is not None and rows >= output_limit:
+                            return
+                    continue
+                arrays = []
+                for f in schema:
+                    if f.name == "__source_row_id":
+                        value = batch.column("_rowid").cast(pa.int64())
+                    elif f.name == "__is_set":
+                        value = pa.array(np.ones(batch.num_rows, dtype=bool), pa.bool_())
+                    elif f.name in projected:
+                        value = _cast_column(batch.column(projected[f.name]), f)
+                    elif f.name in udf_columns:
+                        _, field, udf, inputs = udf_columns[f.name]
+                        args = pa.RecordBatch.from_arrays([batch.column(read_aliases[n]) for n in inputs], names=inputs)
+                        value = _call(udf, args, field)
+                    else:
+                        value = pa.nulls(batch.num_rows, f.type)
+                    arrays.append(value)
+                rows += batch.num_rows
+                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+        version, fragments = _overwrite(ns, view_id, view, view_described, schema, view_batches(), max_rows_per_file)
+        return {"rows": rows, "version": version, "fragments": fragments}
+
+    def run_udtf(self, ns, source_at, view_at, schema, request, max_rows_per_file):
+        """A udtf view recomputed: the UDTF handed a Geneva query builder over the source at `source_version` (once per partition value)."""
+        udtf = self.load_udtf(view_at[1], _field(request, "udf_path", str))
+        partition_by = _optional(request, "partition_by", str)
+        try:
+            query = GenevaQuery.model_validate_json(_field(request, "source_query", str))
+        except Failure:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise Failure("invalid_input", f"source_query is not a GenevaQuery: {e}") from e
+        source, described, source_version = source_at
+        view_id, view, view_described = view_at
+        table = _geneva_table(described, source_version)
+        base_filter = query.base.filter if isinstance(query.base.filter, str) and query.base.filter.strip() else None
+        filters = [base_filter]
+        if partition_by is not None:
+            # As Geneva's refresh: the UDTF runs once per distinct value of the partition column among the query's rows.
+            _top_level_field(source.schema, partition_by)
+            values = source.to_table(columns=[partition_by], filter=base_filter).column(partition_by).unique().to_pylist()
+            filters = [" AND ".join(f"({f})" for f in (base_filter, _sql_equals(partition_by, v)) if f) for v in sorted(values, key=lambda v: (v is None, v))]
+        rows = 0
+
+        def view_batches():
+            nonlocal rows
+            for row_filter in filters:
+                builder = GenevaQueryBuilder.from_query_object(table, query)
+                if row_filter is not None:
+                    builder = builder.where(row_filter)
+                produced = udtf.execute(builder)
+                while True:
+                    try:
+                        batch = next(produced)
+                    except StopIteration:
+                        break
+                    except Exception as e:  # noqa: BLE001
+                        raise Failure("udf", f"UDTF {udtf.name} raised {type(e).__name__}: {e}", with_traceback=True) from e
+                    if isinstance(batch, pa.Table):
+                        batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
+                    if batch is None or batch.num_rows == 0:
                         continue
-                    if expand is not None:
-                        for out in expand(batch):
-                            if output_limit is not None and rows + out.num_rows > output_limit:
-                                out = out.slice(0, output_limit - rows)
-                            if out.num_rows > 0:
-                                rows += out.num_rows
-                                yield out
-                            if output_limit is not None and rows >= output_limit:
-                                return
-                        continue
-                    arrays = []
-                    for f in schema:
-                        if f.name == "__source_row_id":
-                            value = batch.column("_rowid").cast(pa.int64())
-                        elif f.name == "__is_set":
-                            value = pa.array(np.ones(batch.num_rows, dtype=bool), pa.bool_())
-                        elif f.name in projected:
-                            value = _cast_column(batch.column(projected[f.name]), f)
-                        elif f.name in udf_columns:
-                            _, field, udf, inputs = udf_columns[f.name]
-                            args = pa.RecordBatch.from_arrays([batch.column(read_aliases[n]) for n in inputs], names=inputs)
-                            value = _call(udf, args, field)
-                        else:
-                            value = pa.nulls(batch.num_rows, f.type)
-                        arrays.append(value)
+                    try:
+                        arrays = [batch.column(f.name).cast(f.type) if batch.schema.get_field_index(f.name) >= 0 else pa.nulls(batch.num_rows, f.type) for f in schema]
+                    except Exception as e:  # noqa: BLE001
+                        raise Failure("udf", f"UDTF {udtf.name} yielded rows that do not fit the view: {type(e).__name__}: {e}", with_traceback=True) from e
                     rows += batch.num_rows
                     yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-            except Failure as f:
-                # Raised through Lance's writer, which keeps only its text: the kind is kept here.
-                failed["failure"] = f
-                raise
 
-        reader = pa.RecordBatchReader.from_batches(schema, view_batches())
+        version, fragments = _overwrite(ns, view_id, view, view_described, schema, view_batches(), max_rows_per_file)
+        return {"rows": rows, "version": version, "fragments": fragments}
+
+
+def _overwrite(ns, view_id, view, described, schema, batches, max_rows_per_file):
+    """Replaces the view's rows with `batches` in one Overwrite commit (keeping `schema`); (version, fragments written)."""
+    failed = {}
+
+    def kept():
         try:
-            options = {"max_rows_per_file": max_rows_per_file} if max_rows_per_file else {}
-            fragments = lance.fragment.write_fragments(reader, view, schema=schema, mode="overwrite", **options)
-        except Exception as e:  # noqa: BLE001
-            if "failure" in failed:
-                raise failed["failure"] from e
+            yield from batches
+        except Failure as f:
+            # Raised through Lance's writer, which keeps only its text: the kind is kept here.
+            failed["failure"] = f
             raise
-        operation = lance.LanceOperation.Overwrite(schema, fragments)
-        committed = _commit(ns, view_id, view, view_described, operation)
-        return {"rows": rows, "version": committed.version, "fragments": len(fragments)}
+
+    reader = pa.RecordBatchReader.from_batches(schema, kept())
+    try:
+        options = {"max_rows_per_file": max_rows_per_file} if max_rows_per_file else {}
+        fragments = lance.fragment.write_fragments(reader, view, schema=schema, mode="overwrite", **options)
+    except Exception as e:  # noqa: BLE001
+        if "failure" in failed:
+            raise failed["failure"] from e
+        raise
+    committed = _commit(ns, view_id, view, described, lance.LanceOperation.Overwrite(schema, fragments))
+    return committed.version, len(fragments)
+
+
+def _geneva_table(described, version):
+    """
+    The source as a Geneva Table at `version`, for a UDTF's query builder: Geneva's native
+    connection to the source's parent directory (the service keeps a table at <dir>/<name>.lance),
+    with the storage options the resolver gave for it.
+    """
+    location = described.location.rstrip("/")
+    parent, _, base = location.rpartition("/")
+    if not base.endswith(".lance") or not parent:
+        raise Failure("internal", f"the source at {location} is not a <name>.lance directory")
+    try:
+        table = geneva.connect(parent, storage_options=described.storage_options or None).open_table(base[: -len(".lance")])
+        table.checkout(version)
+    except Exception as e:  # noqa: BLE001
+        raise Failure("internal", f"cannot open the source at {location} (version {version}) for the UDTF: {type(e).__name__}: {e}") from e
+    return table
+
+
+def _sql_equals(column, value):
+    """`column = value` in Lance SQL, for a partition value."""
+    name = _sql_column(column)
+    if value is None:
+        return f"{name} IS NULL"
+    if isinstance(value, bool):
+        return f"{name} = {'TRUE' if value else 'FALSE'}"
+    if isinstance(value, (int, float)):
+        return f"{name} = {value!r}"
+    if isinstance(value, str):
+        return f"{name} = '" + value.replace("'", "''") + "'"
+    raise Failure("invalid_input", f"partition_by {column}: values of type {type(value).__name__} are not supported")
 
 
 def _names(request, name):

@@ -24,8 +24,8 @@ const udfsAvailable = existsSync(DEFAULT_UDF_PYTHON);
 /** A made-up envelope (never run): enough for the checks made before a UDF runs. */
 const FAKE_ENVELOPE = JSON.stringify({ image: 'test-image', tag: 'latest', workspace_checksum: null, udf_pickle: Buffer.from('not a pickle').toString('base64'), udf_checksum: 'x' });
 
-/** A chunker view's udtf_spec as Geneva sends it: base64 of the ChunkerSpec JSON and the SHA-256 of that base64. */
-function chunkerEntry(spec: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+/** A chunker (or, with kind udtf, a udtf) view's udtf_spec as Geneva sends it: base64 of the spec's JSON and the SHA-256 of that base64. */
+function specEntry(spec: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const udtf = Buffer.from(spec, 'utf8').toString('base64');
   const { name = 'x', version = 'x', input_columns = null } = spec.startsWith('{"') ? (JSON.parse(spec) as { name?: string; version?: string; input_columns?: string[] }) : {};
   return { kind: 'chunker', udtf, udtf_sha: createHash('sha256').update(udtf).digest('hex'), udtf_name: name, udtf_version: version, input_columns, batch: false, ...overrides };
@@ -42,6 +42,13 @@ const CHUNK_META: Array<[string, import('apache-arrow').DataType]> = [
 ];
 /** A chunker view over the numbers (id, x) inheriting x, reading id. */
 const CHUNK_SCHEMA = schemaMessage([...CHUNK_META, ['x', new arrow.Int64()], ...PIECES_OUTPUTS]);
+/** The output schema of the test UDTFs `decades*` (test/support/geneva_udfs.py). */
+const DECADES_SCHEMA = schemaMessage([
+  ['decade', new arrow.Int64()],
+  ['n', new arrow.Int64()],
+  ['total', new arrow.Int64()],
+]);
+
 /** A made-up ChunkerSpec (never run) with the outputs of `pieces`. */
 const FAKE_CHUNKER = JSON.stringify({
   name: 'pieces',
@@ -265,7 +272,6 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(unknown.json.code).toBe(4);
       const src = await source(10);
       for (const [what, body] of [
-        ['udtf', { kind: 'udtf', source_query: genevaQuery(src, {}), output_schema: schema, udtf_spec: { kind: 'udtf', udtf: 'e30=', udtf_sha: 'x', udtf_name: 'u', udtf_version: '1' } }],
         ['auto_refresh', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }), output_schema: schema, auto_refresh: true }],
         ['a vector search', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }, [], { base: { vector: [1, 2], columns: ['id'] } }), output_schema: schema }],
       ] as const) {
@@ -287,10 +293,13 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(String(res.json.error)).toMatch(/udf_execution local or ray/);
       expect((await fx.t.call('POST', '/v1/table/udfoff/exists', {})).status).toBe(404);
       // A chunker is user code too.
-      const chunker = await create('chunkoff', { kind: 'chunker', source_query: genevaQuery(src, {}), output_schema: CHUNK_SCHEMA, udtf_spec: chunkerEntry(FAKE_CHUNKER) });
+      const chunker = await create('chunkoff', { kind: 'chunker', source_query: genevaQuery(src, {}), output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(FAKE_CHUNKER) });
       expect(chunker.status, chunker.text).toBe(406);
       expect(String(chunker.json.error)).toMatch(/udf_execution local or ray/);
       expect((await fx.t.call('POST', '/v1/table/chunkoff/exists', {})).status).toBe(404);
+      const udtf = await create('udtfoff', { kind: 'udtf', source_query: genevaQuery(src, {}), output_schema: DECADES_SCHEMA, udtf_spec: specEntry('{}', { kind: 'udtf' }) });
+      expect(udtf.status, udtf.text).toBe(406);
+      expect(String(udtf.json.error)).toMatch(/udf_execution local or ray/);
     });
 
     plainViewCases(() => fx, 'e');
@@ -400,7 +409,7 @@ describe.each(backends())('materialized views on $name', (backend) => {
       const src = await source(100);
       const spec = envelopes.pieces ?? '';
       // The chunker reads `a`: here the query's projection of the source's id.
-      const body = { kind: 'chunker', source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: chunkerEntry(spec) };
+      const body = { kind: 'chunker', source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(spec) };
       const created = await call('create', 'chunks1', body);
       expect(created.status, created.text).toBe(201);
       const described = (await fx.t.call('POST', '/v1/table/chunks1/describe', { load_detailed_metadata: true })).json.schema as { fields: Array<{ name: string }>; metadata: Record<string, string> };
@@ -434,15 +443,54 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(after.metadata).toMatchObject({ 'geneva::view::version': 'chunker', 'geneva::view::base_table_version': '3' });
     });
 
+    it('creates a udtf view with the metadata Geneva writes and refreshes it (the UDTF over the source query, per partition value); bad ones are 400', { timeout: 120_000 }, async () => {
+      const src = await source(100);
+      const spec = envelopes.decades ?? '';
+      // The UDTF reads `a`: here the query's projection of the source's id.
+      const body = { kind: 'udtf', source_query: genevaQuery(src.name, { filter: 'id < 50', columns: { a: 'id' } }), output_schema: DECADES_SCHEMA, udtf_spec: specEntry(spec, { kind: 'udtf' }) };
+      const created = await call('create', 'decades1', body);
+      expect(created.status, created.text).toBe(201);
+      const described = (await fx.t.call('POST', '/v1/table/decades1/describe', { load_detailed_metadata: true })).json.schema as { metadata: Record<string, string> };
+      expect(described.metadata).toMatchObject({ 'geneva::view::version': 'udtf', 'geneva::view::udtf': spec, 'geneva::view::base_table': src.name });
+      const location = String((await fx.t.call('POST', '/v1/table/decades1/describe', {})).json.location);
+      const rows = async () => (await viewRows(location, options())).map((r) => [r.decade, r.n, r.total]).sort((a, b) => Number(a[0]) - Number(b[0]));
+      const res = await call('refresh', 'decades1', {});
+      expect(res.status, res.text).toBe(202);
+      const done = await waitForJob(fx.t, String(res.json.job_id));
+      expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+      expect(done.properties).toMatchObject({ rows_refreshed: '5', src_version: '1' });
+      expect(await rows()).toEqual([0, 1, 2, 3, 4].map((d) => [d, 10, 100 * d + 45]));
+      // output_limit is for chunker views.
+      const limited = await call('refresh', 'decades1', { output_limit: 2 });
+      expect(limited.status, limited.text).toBe(400);
+      // Partitioned by the source's x (id % 97): each run sees one id below 20, so one row per id.
+      const byX = await call('create', 'decades2', { ...body, udtf_spec: specEntry(envelopes.decades_by_x ?? '', { kind: 'udtf' }), source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id' } }) });
+      expect(byX.status, byX.text).toBe(201);
+      const second = await call('refresh', 'decades2', {});
+      const secondDone = await waitForJob(fx.t, String(second.json.job_id));
+      expect(secondDone.status, JSON.stringify(secondDone.properties)).toBe('Succeeded');
+      expect(secondDone.properties.rows_refreshed).toBe('20');
+      const partitioned = (await viewRows(String((await fx.t.call('POST', '/v1/table/decades2/describe', {})).json.location), options())).map((r) => [r.decade, r.n, r.total]);
+      expect(partitioned.sort((a, b) => Number(a[2]) - Number(b[2]))).toEqual(Array.from({ length: 20 }, (_, id) => [Math.floor(id / 10), 1, id]));
+      for (const [what, bad, message] of [
+        ['another schema', { ...body, output_schema: schemaMessage([['decade', new arrow.Int64()]]) }, /UDTF's output schema/],
+        ['a chunker entry', { ...body, udtf_spec: specEntry(spec) }, /udtf_spec.kind/],
+      ] as const) {
+        const refused = await call('create', `badudtf${++seq}`, bad);
+        expect(refused.status, `${what}: ${refused.text}`).toBe(400);
+        expect(String(refused.json.error), what).toMatch(message);
+      }
+    });
+
     it('refuses bad chunker views with 400 and creates nothing; a raising chunker fails its job and leaves the view as it was', { timeout: 60_000 }, async () => {
       const src = await source(20);
       const spec = envelopes.pieces ?? '';
-      const good = { kind: 'chunker', source_query: genevaQuery(src.name, { columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: chunkerEntry(spec) };
+      const good = { kind: 'chunker', source_query: genevaQuery(src.name, { columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(spec) };
       const cases: Array<[string, Record<string, unknown>, RegExp]> = [
         ['no udtf_spec', { ...good, udtf_spec: null }, /udtf_spec/],
-        ['a udtf entry', { ...good, udtf_spec: chunkerEntry(spec, { kind: 'udtf' }) }, /udtf_spec.kind/],
-        ['a wrong sha', { ...good, udtf_spec: chunkerEntry(spec, { udtf_sha: '0'.repeat(64) }) }, /udtf_sha/],
-        ['a spec that is not JSON', { ...good, udtf_spec: chunkerEntry('{nope') }, /udtf_spec.udtf: not JSON/],
+        ['a udtf entry', { ...good, udtf_spec: specEntry(spec, { kind: 'udtf' }) }, /udtf_spec.kind/],
+        ['a wrong sha', { ...good, udtf_spec: specEntry(spec, { udtf_sha: '0'.repeat(64) }) }, /udtf_sha/],
+        ['a spec that is not JSON', { ...good, udtf_spec: specEntry('{nope') }, /udtf_spec.udtf: not JSON/],
         ['the meta columns of a query view', { ...good, output_schema: schemaMessage([...META, ['x', new arrow.Int64()], ...PIECES_OUTPUTS]) }, /__child_index/],
         ['outputs that are not the chunker\'s', { ...good, output_schema: schemaMessage([...CHUNK_META, ['x', new arrow.Int64()], ['label', new arrow.Utf8()]]) }, /chunker's outputs/],
         ['an input the query does not project', { ...good, source_query: genevaQuery(src.name, { columns: { x: 'x' } }) }, /input_columns.*"a"/],
@@ -455,7 +503,7 @@ describe.each(backends())('materialized views on $name', (backend) => {
         expect(String(res.json.error), what).toMatch(message);
         expect((await fx.t.call('POST', `/v1/table/${name}/exists`, {})).status, what).toBe(404);
       }
-      const created = await call('create', 'chunksfail', { ...good, udtf_spec: chunkerEntry(envelopes.pieces_raise ?? '') });
+      const created = await call('create', 'chunksfail', { ...good, udtf_spec: specEntry(envelopes.pieces_raise ?? '') });
       expect(created.status, created.text).toBe(201);
       const res = await call('refresh', 'chunksfail', {});
       expect(res.status, res.text).toBe(202);

@@ -2,7 +2,7 @@
 
 Usage: python geneva_udfs.py <output dir>
 Writes each envelope (DockerUDFPackager().marshal(udf).udf_payload: the DockerUDFSpecV1 JSON with
-the cloudpickled UDF; for a chunker, its ChunkerSpec JSON as a chunker view's create sends it) to
+the cloudpickled UDF; for a chunker or a UDTF, its ChunkerSpec / UDTFSpec JSON as a view's create sends it) to
 <output dir>/<sha256> and prints {"<name>": "<sha256>", ...} on stdout.
 """
 
@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from geneva import udf
-from geneva.packager import DockerUDFPackager, marshal_chunker
-from geneva.transformer import chunker
+from geneva.packager import DockerUDFPackager, marshal_chunker, marshal_udtf
+from geneva.transformer import chunker, udtf
 
 
 @udf(data_type=pa.int64())
@@ -94,6 +94,30 @@ def pieces_raise(a: int) -> Iterator[Piece]:
 
 CHUNKERS = {"pieces": pieces, "pieces_raise": pieces_raise}
 
+DECADES = pa.schema([pa.field("decade", pa.int64()), pa.field("n", pa.int64()), pa.field("total", pa.int64())])
+
+
+def decade_sums(source):
+    # One row per decade of `a` among the rows it is given: how many, and their sum.
+    groups = {}
+    for a in source.to_arrow()["a"].to_pylist():
+        groups.setdefault(a // 10, []).append(a)
+    keys = sorted(groups)
+    yield pa.RecordBatch.from_pydict({"decade": keys, "n": [len(groups[k]) for k in keys], "total": [sum(groups[k]) for k in keys]}, schema=DECADES)
+
+
+def no_decades(source):
+    raise ValueError("no decades today")
+    yield
+
+
+UDTFS = {
+    "decades": udtf(decade_sums, output_schema=DECADES, input_columns=["a"]),
+    "decades_by_v": udtf(decade_sums, output_schema=DECADES, input_columns=["a"], partition_by="v"),
+    "decades_by_x": udtf(decade_sums, output_schema=DECADES, input_columns=["a"], partition_by="x"),
+    "decades_raise": udtf(no_decades, output_schema=DECADES, input_columns=["a"]),
+}
+
 UDFS = {"double": double, "plus": plus, "describe_row": describe_row, "raises": raises, "chatty": chatty, "wrong_type": wrong_type, "too_short": too_short, "sleeps": sleeps}
 
 
@@ -108,8 +132,9 @@ def main():
         with open(os.path.join(out, sha), "wb") as f:
             f.write(payload)
         written[name] = sha
-    for name, fn in CHUNKERS.items():
-        payload = marshal_chunker(fn).to_json().encode("utf-8")
+    specs = [(name, marshal_chunker(fn)) for name, fn in CHUNKERS.items()] + [(name, marshal_udtf(fn)) for name, fn in UDTFS.items()]
+    for name, spec in specs:
+        payload = spec.to_json().encode("utf-8")
         sha = hashlib.sha256(payload).hexdigest()
         with open(os.path.join(out, sha), "wb") as f:
             f.write(payload)

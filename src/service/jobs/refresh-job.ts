@@ -25,6 +25,8 @@ export const RefreshViewJob = z.object({
    */
   chunker: z.object({ path: z.string(), inputs: z.array(z.string()), inherited: z.array(z.string()) }).nullable().optional(),
   output_limit: z.number().int().min(0).nullable().optional(),
+  /** Kind `udtf`: the UDTFSpec's path in the view's directory, the GenevaQuery JSON it is handed, the column it is run once per value of. */
+  udtf: z.object({ path: z.string(), query: z.string(), partition_by: z.string().nullable() }).nullable().optional(),
   max_rows_per_fragment: z.number().int().min(1).nullable(),
   rows_done: z.number().int().min(0).default(0),
   attempts: z.number().int().min(0).default(0),

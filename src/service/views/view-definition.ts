@@ -20,6 +20,7 @@ export const VIEW_METADATA = {
   baseTableVersion: 'geneva::view::base_table_version',
   version: 'geneva::view::version',
   chunker: 'geneva::view::chunker',
+  udtf: 'geneva::view::udtf',
   manifest: 'geneva::view::manifest',
   manifestChecksum: 'geneva::view::manifest_checksum',
 } as const;
@@ -39,6 +40,7 @@ export const CHILD_INDEX = '__child_index';
 const QUERY_VIEW_VERSIONS = new Set(['1', '2']);
 const ADDRESS_ROW_IDS = '1';
 export const CHUNKER_VIEW_VERSION = 'chunker';
+export const UDTF_VIEW_VERSION = 'udtf';
 
 const Sql = z.string();
 
@@ -113,7 +115,24 @@ export interface ViewChunker {
   manifestChecksum: string | null;
 }
 
-/** A view of kind `query` or `chunker`, as a refresh computes it. */
+/**
+ * The UDTF of a view of kind `udtf` (Geneva's `@udtf`: a function of the whole source query that
+ * yields the view's rows). Its UDTFSpec JSON is the view's `geneva::view::udtf`, stored at `path`
+ * in the view's directory for the workers.
+ */
+export interface ViewUdtf {
+  name: string;
+  spec: string;
+  path: string;
+  /** Run once per distinct value of this source column, as Geneva's refresh does. */
+  partitionBy: string | null;
+  /** The GenevaQuery JSON the UDTF is handed (as a Geneva query builder over the source). */
+  query: string;
+  manifest: string | null;
+  manifestChecksum: string | null;
+}
+
+/** A view of kind `query`, `chunker` or `udtf`, as a refresh computes it. */
 export interface ViewDefinition {
   /** The source table (Geneva names one of the root namespace). */
   sourceId: string[];
@@ -125,6 +144,8 @@ export interface ViewDefinition {
   udfs: ViewUdf[];
   /** Kind `chunker`: the chunker; `columns` are then what is read of each source row (its inherited columns and the chunker's inputs). */
   chunker: ViewChunker | null;
+  /** Kind `udtf`: the UDTF (`columns` are then the query's projection, checked against the source, and not read otherwise). */
+  udtf: ViewUdtf | null;
 }
 
 /** A view's definition and the JSON Geneva's readers find in `geneva::view::query` (with the columns spelled out). */
@@ -240,6 +261,7 @@ export function parseViewQuery(sourceQuery: string, schema: JsonArrowSchema, whe
     limit: base.limit ?? null,
     udfs,
     chunker: null,
+    udtf: null,
   };
   // As Geneva's create does: a query without a select names the columns it read.
   const stored = given === null || given === undefined ? JSON.stringify(withColumns(json, plain)) : sourceQuery;
@@ -305,7 +327,52 @@ export function parseChunkerView(sourceQuery: string, schema: JsonArrowSchema, s
     manifestChecksum: chunkerSpec.manifest_checksum ?? null,
   };
   const base = query.base;
-  const definition: ViewDefinition = { sourceId: [query.source_table as string], filter: filterOf(query), columns, offset: base.offset ?? null, limit: base.limit ?? null, udfs: [], chunker };
+  const definition: ViewDefinition = { sourceId: [query.source_table as string], filter: filterOf(query), columns, offset: base.offset ?? null, limit: base.limit ?? null, udfs: [], chunker, udtf: null };
+  return { definition, queryJson: sourceQuery, sourceDbUri: query.source_db_uri ?? '' };
+}
+
+/** Geneva's UDTFSpec JSON (geneva/packager UDTFSpec.to_json), the envelope of a udtf view. */
+const UdtfSpec = z
+  .object({
+    name: z.string().min(1),
+    version: z.string(),
+    udtf_payload: z.string().min(1),
+    output_schema_bytes: z.string().min(1),
+    input_columns: z.array(z.string().min(1)).nullable().optional(),
+    partition_by: z.string().min(1).nullable().optional(),
+    manifest: z.string().nullable().optional(),
+    manifest_checksum: z.string().nullable().optional(),
+  })
+  .loose();
+
+/**
+ * Parses a view of kind `udtf`: its GenevaQuery, its UDTFSpec JSON (`spec`) and its schema, which
+ * is the UDTF's output schema (no metacolumns; geneva/db.py create_udtf_view). `outputNamesOf` as
+ * parseChunkerView's. A 400 / 406 naming what is wrong.
+ */
+export function parseUdtfView(sourceQuery: string, schema: JsonArrowSchema, spec: string, outputNamesOf: (schemaBase64: string) => string[], where = 'source_query', specWhere = 'udtf_spec.udtf'): ParsedView {
+  const { query } = readGenevaQuery(sourceQuery, where);
+  if ((query.column_udfs ?? []).length > 0) throw unsupported(`${where}.column_udfs: UDF columns in a udtf view's query are not supported yet`);
+  if (query.shuffle) throw unsupported(`${where}.shuffle: a shuffled udtf view is not supported (Geneva's query builder refuses it too)`);
+  const udtfSpec = parseJson(spec, UdtfSpec, specWhere, 'UDTFSpec').value;
+  const names = schema.fields.map((f) => f.name);
+  const outputs = outputNamesOf(udtfSpec.output_schema_bytes);
+  if (outputs.length !== names.length || outputs.some((n, i) => names[i] !== n)) {
+    throw invalidInput(`output_schema: a udtf view's schema is the UDTF's output schema ${JSON.stringify(outputs)}, got ${JSON.stringify(names)}`);
+  }
+  if (new Set(names).size !== names.length) throw invalidInput('output_schema: field names must be unique');
+  const udtf: ViewUdtf = {
+    name: udtfSpec.name,
+    spec,
+    path: `${UDF_DIR}/${createHash('sha256').update(spec, 'utf8').digest('hex')}`,
+    partitionBy: udtfSpec.partition_by ?? null,
+    query: sourceQuery,
+    manifest: udtfSpec.manifest ?? null,
+    manifestChecksum: udtfSpec.manifest_checksum ?? null,
+  };
+  const columns = [...(projectionOf(query, where) ?? []), ...(udtf.partitionBy ? [{ name: udtf.partitionBy, sql: sqlIdentifier(udtf.partitionBy) }] : [])];
+  const base = query.base;
+  const definition: ViewDefinition = { sourceId: [query.source_table as string], filter: filterOf(query), columns, offset: base.offset ?? null, limit: base.limit ?? null, udfs: [], chunker: null, udtf };
   return { definition, queryJson: sourceQuery, sourceDbUri: query.source_db_uri ?? '' };
 }
 
@@ -315,17 +382,19 @@ function withColumns(query: Record<string, unknown>, columns: string[]): GenevaQ
 
 /** The schema metadata of a new view (geneva/query.py create_materialized_view). */
 export function newViewMetadata(parsed: ParsedView, sourceVersion: number): Record<string, string> {
-  const { chunker } = parsed.definition;
+  const { chunker, udtf } = parsed.definition;
+  const envelope = chunker ?? udtf;
   return {
     [VIEW_METADATA.query]: parsed.queryJson,
     [VIEW_METADATA.baseTable]: parsed.definition.sourceId[parsed.definition.sourceId.length - 1] ?? '',
     [VIEW_METADATA.baseTableDbUri]: parsed.sourceDbUri,
     [VIEW_METADATA.baseTableVersion]: String(sourceVersion),
-    [VIEW_METADATA.version]: chunker ? CHUNKER_VIEW_VERSION : ADDRESS_ROW_IDS,
+    [VIEW_METADATA.version]: chunker ? CHUNKER_VIEW_VERSION : udtf ? UDTF_VIEW_VERSION : ADDRESS_ROW_IDS,
     // Geneva's client refuses refresh(output_limit=...) unless the version says chunker; its native refresh reads the spec from here.
     ...(chunker ? { [VIEW_METADATA.chunker]: chunker.spec } : {}),
-    ...(chunker?.manifest ? { [VIEW_METADATA.manifest]: chunker.manifest } : {}),
-    ...(chunker?.manifestChecksum ? { [VIEW_METADATA.manifestChecksum]: chunker.manifestChecksum } : {}),
+    ...(udtf ? { [VIEW_METADATA.udtf]: udtf.spec } : {}),
+    ...(envelope?.manifest ? { [VIEW_METADATA.manifest]: envelope.manifest } : {}),
+    ...(envelope?.manifestChecksum ? { [VIEW_METADATA.manifestChecksum]: envelope.manifestChecksum } : {}),
   };
 }
 
@@ -343,6 +412,11 @@ export function viewOfTable(tableName: string, schema: JsonArrowSchema, outputNa
     if (spec === undefined) throw invalidInput(`materialized view ${tableName} is of kind chunker but its schema metadata has no ${VIEW_METADATA.chunker}`);
     return parseChunkerView(query, schema, spec, outputNamesOf, `the view's ${VIEW_METADATA.query}`, `the view's ${VIEW_METADATA.chunker}`);
   }
-  if (!QUERY_VIEW_VERSIONS.has(kind)) throw unsupported(`materialized view ${tableName} is of kind ${kind}: only views of kind query and chunker can be refreshed yet`);
+  if (kind === UDTF_VIEW_VERSION) {
+    const spec = metadata[VIEW_METADATA.udtf];
+    if (spec === undefined) throw invalidInput(`materialized view ${tableName} is of kind udtf but its schema metadata has no ${VIEW_METADATA.udtf}`);
+    return parseUdtfView(query, schema, spec, outputNamesOf, `the view's ${VIEW_METADATA.query}`, `the view's ${VIEW_METADATA.udtf}`);
+  }
+  if (!QUERY_VIEW_VERSIONS.has(kind)) throw unsupported(`materialized view ${tableName} is of kind ${kind}: only views of kind query, chunker and udtf can be refreshed yet`);
   return parseViewQuery(query, schema, `the view's ${VIEW_METADATA.query}`);
 }

@@ -16,7 +16,7 @@ import { engineFailure } from '../engine-errors.js';
 import type { BackfillService } from '../jobs/backfill-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
 import type { RequestContext } from '../request-context.js';
-import { newViewMetadata, parseChunkerView, parseViewQuery, type ParsedView, type ViewChunker, type ViewUdf, viewOfTable } from './view-definition.js';
+import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type ParsedView, type ViewChunker, type ViewUdf, type ViewUdtf, viewOfTable } from './view-definition.js';
 
 // Materialized views of kind `query` (CreateMaterializedView, RefreshMaterializedView), as Geneva
 // 0.17 uses them in remote mode. A view is an ordinary catalog table, created through the table
@@ -48,20 +48,20 @@ export class MaterializedViewService {
 
   async create(ctx: RequestContext, id: string[], request: CreateMaterializedViewRequest): Promise<CreateMaterializedViewResponse> {
     if (id.length === 0) throw invalidInput('the view needs a name: the id names the root namespace');
-    if (request.kind === 'udtf') {
-      throw unsupported('materialized views of kind udtf are not supported yet: only kinds query (a filter and projection of a source table, with optional Python UDF columns) and chunker');
-    }
     if (request.kind === 'query' && request.udtf_spec) throw invalidInput('udtf_spec: must be null for kind query');
-    // A chunker is user code, like a UDF column.
-    if (request.kind === 'chunker') requirePythonUdfs(this.tables, ctx, id, MV_CREATE);
+    // A chunker or a UDTF is user code, like a UDF column.
+    if (request.kind !== 'query') requirePythonUdfs(this.tables, ctx, id, MV_CREATE);
     if (request.auto_refresh) throw unsupported('auto_refresh is not supported yet: refresh the view with RefreshMaterializedView');
     const message = strictBase64(request.output_schema);
     if (!message) throw invalidInput('output_schema: the base64 of an Arrow IPC schema message is required');
     const { schema } = onEngineInput('output_schema', () => this.engine.schemaStream(message));
+    const outputNamesOf = (b64: string) => this.schemaNames(b64, 'udtf_spec.udtf.output_schema_bytes');
     const parsed =
       request.kind === 'chunker'
-        ? parseChunkerView(request.source_query, schema, chunkerSpecOf(request.udtf_spec), (b64) => this.schemaNames(b64, 'udtf_spec.udtf.output_schema_bytes'))
-        : parseViewQuery(request.source_query, schema);
+        ? parseChunkerView(request.source_query, schema, envelopeOf(request.udtf_spec, 'chunker'), outputNamesOf)
+        : request.kind === 'udtf'
+          ? parseUdtfView(request.source_query, schema, envelopeOf(request.udtf_spec, 'udtf'), outputNamesOf)
+          : parseViewQuery(request.source_query, schema);
     const { definition } = parsed;
     if (definition.udfs.length > 0) requirePythonUdfs(this.tables, ctx, id, MV_CREATE);
     const bindings = definition.udfs.map((u, i) => udfBinding(u, `source_query.column_udfs[${i}]`));
@@ -74,7 +74,7 @@ export class MaterializedViewService {
     // stores them again before it runs, so a crash in between costs nothing.
     const view = await this.tables.open(ctx, id);
     await storeEnvelopes(view, bindings);
-    if (definition.chunker) await storeChunker(view, definition.chunker);
+    await storeSpec(view, definition.chunker ?? definition.udtf);
     if (request.with_no_data === false) return { version, job_id: (await this.refresh(ctx, id, {})).job_id };
     return { version };
   }
@@ -84,11 +84,11 @@ export class MaterializedViewService {
     const { schema } = await this.engine.describeDataset(view.at).catch((e: unknown) => {
       throw engineFailure(e, id);
     });
-    const parsed = viewOfTable(displayId(id), schema, (b64) => this.schemaNames(b64, `the view's chunker output_schema_bytes`));
+    const parsed = viewOfTable(displayId(id), schema, (b64) => this.schemaNames(b64, `the view's output_schema_bytes`));
     const { definition } = parsed;
-    const { chunker } = definition;
-    if (request.output_limit !== undefined && request.output_limit !== null && !chunker) throw invalidInput('output_limit: applies to chunker views only; this view is of kind query');
-    if (definition.udfs.length > 0 || chunker) requirePythonUdfs(this.tables, ctx, id, MV_REFRESH);
+    const { chunker, udtf } = definition;
+    if (request.output_limit !== undefined && request.output_limit !== null && !chunker) throw invalidInput(`output_limit: applies to chunker views only; this view is of kind ${udtf ? 'udtf' : 'query'}`);
+    if (definition.udfs.length > 0 || chunker || udtf) requirePythonUdfs(this.tables, ctx, id, MV_REFRESH);
     const source = await this.openSource(ctx, definition.sourceId);
     const srcVersion = request.src_version ?? (await this.sourceVersion(source));
     if (request.src_version !== undefined && request.src_version !== null) {
@@ -98,7 +98,7 @@ export class MaterializedViewService {
     }
     // Content-addressed: storing an envelope again changes nothing (and mends a create that died before storing it).
     await storeEnvelopes(view, definition.udfs.map((u, i) => udfBinding(u, `udf ${i}`)));
-    if (chunker) await storeChunker(view, chunker);
+    await storeSpec(view, chunker ?? udtf);
     const job: RefreshViewJob = {
       kind: 'refresh_materialized_view',
       table_id: id,
@@ -110,6 +110,7 @@ export class MaterializedViewService {
       limit: definition.limit,
       udfs: definition.udfs.map((u) => ({ column: u.column, path: u.udfPath, inputs: u.inputs })),
       chunker: chunker ? { path: chunker.path, inputs: chunker.inputs, inherited: chunker.inherited } : null,
+      udtf: udtf ? { path: udtf.path, query: udtf.query, partition_by: udtf.partitionBy } : null,
       output_limit: request.output_limit ?? null,
       max_rows_per_fragment: request.max_rows_per_fragment ?? null,
       rows_done: 0,
@@ -168,22 +169,22 @@ function udfBinding(u: ViewUdf, where: string): PythonUdfBinding {
 }
 
 /**
- * The ChunkerSpec JSON of a chunker view's create, checked as Geneva sends it (geneva/db.py
- * _build_udtf_entry): base64 of the JSON, with the SHA-256 of that base64 text.
+ * The ChunkerSpec / UDTFSpec JSON of a chunker / udtf view's create, checked as Geneva sends it
+ * (geneva/db.py _build_udtf_entry): base64 of the JSON, with the SHA-256 of that base64 text.
  */
-function chunkerSpecOf(entry: MaterializedViewUdtfEntry | null | undefined): string {
-  if (!entry) throw invalidInput('udtf_spec: a chunker view needs its chunker (udtf_spec with kind chunker)');
-  if (entry.kind !== 'chunker') throw invalidInput(`udtf_spec.kind: must be chunker for a view of kind chunker, got ${entry.kind}`);
+function envelopeOf(entry: MaterializedViewUdtfEntry | null | undefined, kind: 'chunker' | 'udtf'): string {
+  if (!entry) throw invalidInput(`udtf_spec: a ${kind} view needs its ${kind} (udtf_spec with kind ${kind})`);
+  if (entry.kind !== kind) throw invalidInput(`udtf_spec.kind: must be ${kind} for a view of kind ${kind}, got ${entry.kind}`);
   const bytes = strictBase64(entry.udtf);
-  if (!bytes) throw invalidInput("udtf_spec.udtf: the base64 of Geneva's ChunkerSpec JSON is required");
+  if (!bytes) throw invalidInput(`udtf_spec.udtf: the base64 of Geneva's ${kind === 'udtf' ? 'UDTFSpec' : 'ChunkerSpec'} JSON is required`);
   const sha = createHash('sha256').update(entry.udtf.replace(/\s+/g, ''), 'ascii').digest('hex');
   if (sha !== entry.udtf_sha.toLowerCase()) throw invalidInput(`udtf_spec.udtf_sha: ${entry.udtf_sha} is not the SHA-256 of udtf_spec.udtf (${sha})`);
   return bytes.toString('utf8');
 }
 
-/** Stores a chunker view's ChunkerSpec in its directory, where the workers read it (content-addressed: storing it again changes nothing). */
-async function storeChunker(view: DataTable, chunker: ViewChunker): Promise<void> {
-  await view.dir.store.put(`${view.dir.key}${chunker.path}`, Buffer.from(chunker.spec, 'utf8'));
+/** Stores a chunker or udtf view's spec in its directory, where the workers read it (content-addressed: storing it again changes nothing). */
+async function storeSpec(view: DataTable, envelope: ViewChunker | ViewUdtf | null): Promise<void> {
+  if (envelope) await view.dir.store.put(`${view.dir.key}${envelope.path}`, Buffer.from(envelope.spec, 'utf8'));
 }
 
 /** Decodes a base64 value strictly (Node's decoder skips what it does not know). */
