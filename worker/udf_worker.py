@@ -383,14 +383,7 @@ class Worker:
                 builder = GenevaQueryBuilder.from_query_object(table, query)
                 if row_filter is not None:
                     builder = builder.where(row_filter)
-                produced = udtf.execute(builder)
-                while True:
-                    try:
-                        batch = next(produced)
-                    except StopIteration:
-                        break
-                    except Exception as e:  # noqa: BLE001
-                        raise Failure("udf", f"UDTF {udtf.name} raised {type(e).__name__}: {e}", with_traceback=True) from e
+                for batch in _guarded(udtf.execute(builder), f"UDTF {udtf.name}"):
                     if isinstance(batch, pa.Table):
                         batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
                     if batch is None or batch.num_rows == 0:
@@ -404,6 +397,18 @@ class Worker:
 
         version, fragments = _overwrite(ns, view_id, view, view_described, schema, view_batches(), max_rows_per_file)
         return {"rows": rows, "version": version, "fragments": fragments}
+
+
+def _guarded(items, what):
+    """The items of a generator of user code; whatever it raises is a Failure of kind udf naming `what`."""
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except Exception as e:  # noqa: BLE001
+            raise Failure("udf", f"{what} raised {type(e).__name__}: {e}", with_traceback=True) from e
+        yield item
 
 
 def _overwrite(ns, view_id, view, described, schema, batches, max_rows_per_file):
@@ -487,14 +492,7 @@ def _chunk_rows(chunker, schema, projected, inputs, inherited, batch_rows):
     def expand(batch):
         ids = batch.column("_rowid").cast(pa.int64())
         args = pa.RecordBatch.from_arrays([batch.column(projected[n]) for n in inputs] + [ids], names=[*inputs, "__source_row_id"])
-        expanded_batches = chunker.execute_on_record_batch_iter(args, max_rows=batch_rows)
-        while True:
-            try:
-                expanded = next(expanded_batches)
-            except StopIteration:
-                return
-            except Exception as e:  # noqa: BLE001
-                raise Failure("udf", f"chunker {chunker.name} raised {type(e).__name__}: {e}", with_traceback=True) from e
+        for expanded in _guarded(chunker.execute_on_record_batch_iter(args, max_rows=batch_rows), f"chunker {chunker.name}"):
             if expanded.num_rows == 0:
                 continue
             try:

@@ -13,7 +13,7 @@ export const MaterializedViewKind = z.enum(['query', 'udtf', 'chunker']).meta({
   description:
     '`query`: a filter and projection of a source table, with optional Python UDF columns, one view row per source row. `chunker`: each source row of the query ' +
     'handed to a Geneva chunker (udtf_spec), which yields zero or more view rows (`__source_row_id`, `__child_index`, the inherited columns, its outputs). ' +
-    '`udtf` is answered 406 (not supported yet). `chunker` needs udf_execution, like UDF columns.',
+    '`udtf`: a Geneva UDTF (udtf_spec) handed the source query, its rows the view\'s. `chunker` and `udtf` need udf_execution, like UDF columns.',
 });
 
 export const MaterializedViewUdtfEntry = z
@@ -34,7 +34,7 @@ export const MaterializedViewUdtfEntry = z
     manifest: z.string().nullable().optional(),
     manifest_checksum: z.string().nullable().optional(),
   })
-  .meta({ id: 'MaterializedViewUdtfEntry', description: 'The UDTF of a `udtf` view (not supported yet: answered 406) or the chunker of a `chunker` view.' });
+  .meta({ id: 'MaterializedViewUdtfEntry', description: 'The UDTF of a `udtf` view or the chunker of a `chunker` view.' });
 export type MaterializedViewUdtfEntry = z.infer<typeof MaterializedViewUdtfEntry>;
 
 export const CreateMaterializedViewRequest = z
@@ -50,9 +50,9 @@ export const CreateMaterializedViewRequest = z
     output_schema: z.string().min(1).meta({
       description:
         'Base64 of the view\'s Arrow schema as one IPC schema message (pyarrow Schema.serialize()): `__source_row_id` int64 and `__is_set` bool first, then the query\'s columns; ' +
-        'for kind chunker `__source_row_id` int64 and `__child_index` int32, the inherited columns, then the chunker\'s outputs.',
+        'for kind chunker `__source_row_id` int64 and `__child_index` int32, the inherited columns, then the chunker\'s outputs; for kind udtf the UDTF\'s output schema.',
     }),
-    udtf_spec: MaterializedViewUdtfEntry.nullable().optional().meta({ description: 'Kind chunker: its chunker (required). Kind query: null.' }),
+    udtf_spec: MaterializedViewUdtfEntry.nullable().optional().meta({ description: 'Kinds chunker and udtf: the chunker / UDTF (required). Kind query: null.' }),
     with_no_data: z.boolean().optional().meta({ description: 'Default true. False starts a refresh at once; its job id is in the answer.' }),
     auto_refresh: z.boolean().nullable().optional().meta({ description: 'Only false (or absent) is supported: true is a 406.' }),
   })

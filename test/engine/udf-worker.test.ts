@@ -247,18 +247,23 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       expect(await engine.datasetVersion(view)).toBe(3);
     });
 
+    /** An empty view table `<name>.lance` with these fields, as a view's create makes it. */
+    async function emptyView(name: string, fields: Array<[string, import('apache-arrow').DataType]>): Promise<DatasetLocation> {
+      const view: DatasetLocation = { location: fx.root.store.location(`${name}.lance`), storageOptions: fx.root.store.engineStorageOptions() };
+      await engine.createDataset(view, engine.schemaStream(Buffer.from(schemaMessage(fields), 'base64')).stream, 'create');
+      return view;
+    }
+
     it('materializes a chunker view: each source row expanded 1:N by the chunker, inherited columns copied, output_limit honoured; a raising chunker commits nothing', async () => {
       const { at: source } = await fresh();
       const name = `chunks${++seq}`;
-      const view: DatasetLocation = { location: fx.root.store.location(`${name}.lance`), storageOptions: fx.root.store.engineStorageOptions() };
-      const fields: Array<[string, import('apache-arrow').DataType]> = [
+      const view = await emptyView(name, [
         ['__source_row_id', new arrow.Int64()],
         ['__child_index', new arrow.Int32()],
         ['b', new arrow.Int64()],
         ['label', new arrow.Utf8()],
         ['k', new arrow.Int64()],
-      ];
-      await engine.createDataset(view, engine.schemaStream(Buffer.from(schemaMessage(fields), 'base64')).stream, 'create');
+      ]);
       const pieces = await putUdf(fx.root, `${name}.lance/`, 'pieces');
       const m: Materialization = {
         sourceVersion: 3,
@@ -306,13 +311,11 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       // A fourth version: rows 20..29 with v = 1.
       expect((await engine.rows.update(source, [['v', '1']], 'a >= 20')).version).toBe(4);
       const name = `udtf${++seq}`;
-      const view: DatasetLocation = { location: fx.root.store.location(`${name}.lance`), storageOptions: fx.root.store.engineStorageOptions() };
-      const fields: Array<[string, import('apache-arrow').DataType]> = [
+      const view = await emptyView(name, [
         ['decade', new arrow.Int64()],
         ['n', new arrow.Int64()],
         ['total', new arrow.Int64()],
-      ];
-      await engine.createDataset(view, engine.schemaStream(Buffer.from(schemaMessage(fields), 'base64')).stream, 'create');
+      ]);
       const m: Materialization = { sourceVersion: 2, filter: null, columns: [], offset: null, limit: null, udfs: [], schemaMetadata: { 'geneva::view::version': 'udtf' }, fieldMetadata: {}, maxRowsPerFile: null };
       const run = async (udtf: UdfName, version: number, partitionBy: string | null = null) =>
         udfs.materialize(source, view, { ...m, sourceVersion: version }, { kind: 'udtf', udfPath: await putUdf(fx.root, `${name}.lance/`, udtf), sourceQuery: genevaQuery(`t${seq}`, { filter: 'a >= 5' }), partitionBy });

@@ -6,7 +6,8 @@ GENEVA_URL is the service. GENEVA_PHASE picks what runs:
 - "matview": a query materialized view with a UDF column, created, refreshed (blocking, then async
   after the source changed) and read back row by row; one created with with_no_data=False; a
   failing UDF in a view; chunker views (create_udtf_view with a @chunker) refreshed and checked
-  against what the chunker yields locally, with output_limit, and a failing chunker.
+  against what the chunker yields locally, with output_limit, and a failing chunker; udtf views
+  (create_udtf_view with a @udtf, partitioned and not) checked against the UDTF run locally.
 - "off": the same calls against a service without udf_execution get the 406 that says how to enable it.
 - "kill-start" / "kill-finish": a backfill started, then (after the test SIGKILLed the service
   half-way and started it again) followed to its end through Geneva's job table and checked.
@@ -23,7 +24,7 @@ import geneva.cloudpickle as gcp
 import pyarrow as pa
 import pytest
 from geneva import udf
-from geneva.transformer import chunker
+from geneva.transformer import chunker, udtf
 
 # The UDFs below are pickled by value: the service's worker cannot import this test module.
 gcp.register_pickle_by_value(sys.modules[__name__])
@@ -80,6 +81,29 @@ def chunks_fail_on_777(a: int) -> Iterator[Piece]:
     if a == 777:
         raise ValueError("row 777 cannot be chunked")
     yield Piece(label=str(a), k=0)
+
+
+B_SUMS = pa.schema([pa.field("b", pa.int64()), pa.field("n", pa.int64()), pa.field("total", pa.int64())])
+
+
+def sums_of_a_by_b(source):
+    # One row per value of b among the rows it is given: how many, and the sum of their a.
+    t = source.to_arrow()
+    groups = {}
+    for a, b in zip(t["a"].to_pylist(), t["b"].to_pylist()):
+        groups.setdefault(b, []).append(a)
+    keys = sorted(groups)
+    yield pa.RecordBatch.from_pydict({"b": keys, "n": [len(groups[k]) for k in keys], "total": [sum(groups[k]) for k in keys]}, schema=B_SUMS)
+
+
+sums_by_b = udtf(sums_of_a_by_b, output_schema=B_SUMS, input_columns=["a", "b"])
+sums_per_b = udtf(sums_of_a_by_b, output_schema=B_SUMS, input_columns=["a", "b"], partition_by="b")
+
+
+@udtf(output_schema=B_SUMS, input_columns=["a"])
+def udtf_fails(source):
+    raise ValueError("this UDTF always fails")
+    yield
 
 
 def connect():
@@ -287,6 +311,33 @@ def test_a_failing_chunker_shows_geneva_the_error():
         view.refresh()
 
 
+def sums_expected(n, keep):
+    groups = {}
+    for a in range(n):
+        if keep(a):
+            groups.setdefault(a % 7, []).append(a)
+    return [{"b": k, "n": len(groups[k]), "total": sum(groups[k])} for k in sorted(groups)]
+
+
+@pytest.mark.skipif(PHASE != "matview", reason="phase")
+def test_udtf_views_refreshed_whole_and_per_partition():
+    db = connect()
+    src = db.create_table("udtf_src", numbers(5_000))
+    view = db.create_udtf_view("sums", src.search().where("a < 4000"), sums_by_b)
+    assert view.schema.names == ["b", "n", "total"]
+    result = view.refresh()
+    assert result.status == "DONE"
+    assert sorted(db.open_table("sums").to_lance().to_table().to_pylist(), key=lambda r: r["b"]) == sums_expected(5_000, lambda a: a < 4000)
+    # Partitioned by b: the UDTF runs once per value of b, and the rows are the same.
+    db.create_udtf_view("sums_per_b", src.search().where("a >= 1000"), sums_per_b)
+    src.delete("a % 2 = 0")
+    db.open_table("sums_per_b").refresh_async().result(timeout=600)
+    assert sorted(db.open_table("sums_per_b").to_lance().to_table().to_pylist(), key=lambda r: r["b"]) == sums_expected(5_000, lambda a: a >= 1000 and a % 2 == 1)
+    failing = db.create_udtf_view("sums_failing", src.search(), udtf_fails)
+    with pytest.raises(RuntimeError, match="this UDTF always fails"):
+        failing.refresh()
+
+
 @pytest.mark.skipif(PHASE != "off", reason="phase")
 def test_without_udf_execution_the_calls_get_a_406_saying_how_to_enable_it():
     db = connect()
@@ -298,6 +349,8 @@ def test_without_udf_execution_the_calls_get_a_406_saying_how_to_enable_it():
         db.create_materialized_view("no_udfs_view", t.search().select({"a": "a", "d": times_two}))
     with pytest.raises(Exception, match="udf_execution local or ray"):
         db.create_udtf_view("no_udfs_chunks", t.search(), pieces)
+    with pytest.raises(Exception, match="udf_execution local or ray"):
+        db.create_udtf_view("no_udfs_sums", t.search(), sums_by_b)
 
 
 @pytest.mark.skipif(PHASE != "kill-start", reason="phase")

@@ -5,7 +5,7 @@ import { PYTHON_UDF_BACKEND } from '../../model/columns.js';
 import { invalidInput, unsupported } from '../../model/errors.js';
 import { sqlIdentifier } from '../jobs/backfill-plan.js';
 
-// What a materialized view of kind `query` is, read from what Geneva 0.17 sends and stores:
+// What a materialized view is (kind `query`; `chunker` and `udtf` further down), read from what Geneva 0.17 sends and stores:
 // `source_query` is its GenevaQuery JSON (geneva/query.py: a lancedb Query `base` with filter,
 // columns, limit and offset, `column_udfs` with Python UDFs, `source_table`), `output_schema` the
 // view's Arrow schema (`__source_row_id` int64 and `__is_set` bool first). The view table keeps

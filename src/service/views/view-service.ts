@@ -18,8 +18,8 @@ import type { RefreshViewJob } from '../jobs/refresh-job.js';
 import type { RequestContext } from '../request-context.js';
 import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type ParsedView, type ViewChunker, type ViewUdf, type ViewUdtf, viewOfTable } from './view-definition.js';
 
-// Materialized views of kind `query` (CreateMaterializedView, RefreshMaterializedView), as Geneva
-// 0.17 uses them in remote mode. A view is an ordinary catalog table, created through the table
+// Materialized views of kinds `query`, `chunker` and `udtf` (CreateMaterializedView,
+// RefreshMaterializedView), as Geneva 0.17 uses them in remote mode. A view is an ordinary catalog table, created through the table
 // service's create path with the schema the client sent and Geneva's view metadata
 // (view-definition.ts); each UDF column's envelope is stored in the view's directory and its
 // field bound to it, as Geneva's own writer does. A refresh is a job like a backfill (a
@@ -28,8 +28,10 @@ import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type 
 // one commit, through the UDF workers (or the engine itself, for a view without UDF columns in a
 // service that runs no workers).
 //
-// A view with UDF columns runs code the caller supplied: creating or refreshing one needs what
-// any Python UDF needs (manage on the view's namespace, a service with udf_execution on).
+// A view with UDF columns, a chunker or a UDTF runs code the caller supplied: creating or
+// refreshing one needs what any Python UDF needs (manage on the view's namespace, a service with
+// udf_execution on). A chunker's or UDTF's spec is stored in the view's directory like a UDF's
+// envelope, and the refresh job has the workers run it (one Overwrite commit, as for `query`).
 
 const MV_CREATE = 'create_materialized_view';
 const MV_REFRESH = 'refresh_materialized_view';
