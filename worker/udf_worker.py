@@ -272,7 +272,7 @@ class Worker:
             raise Failure("invalid_input", "a chunker or udtf view has no UDF columns")
 
         ns = self.namespace(resolver)
-        source, source_described = _open_table(ns, source_id, source_version)
+        source, _ = _open_table(ns, source_id, source_version)
         view, view_described = _open_table(ns, view_id, None)
         # The view keeps its schema (and the field ids Lance gave it); only the metadata changes.
         fields = []
@@ -281,7 +281,7 @@ class Worker:
             fields.append(f.with_metadata({**(f.metadata or {}), **{k.encode(): str(v).encode() for k, v in extra.items()}}) if extra else f)
         schema = pa.schema(fields, metadata={str(k): str(v) for k, v in schema_metadata.items()})
         if udtf_request is not None:
-            return self.run_udtf(ns, (source, source_described, source_version), (view_id, view, view_described), schema, udtf_request, max_rows_per_file)
+            return self.run_udtf(ns, resolver, (source_id, source, source_version), (view_id, view, view_described), schema, udtf_request, max_rows_per_file)
 
         # What is read of the source, each under an alias of its own: the projected expressions, and
         # the UDFs' inputs (which the projection may not include, or may name differently).
@@ -355,7 +355,7 @@ class Worker:
         version, fragments = _overwrite(ns, view_id, view, view_described, schema, view_batches(), max_rows_per_file)
         return {"rows": rows, "version": version, "fragments": fragments}
 
-    def run_udtf(self, ns, source_at, view_at, schema, request, max_rows_per_file):
+    def run_udtf(self, ns, resolver, source_at, view_at, schema, request, max_rows_per_file):
         """A udtf view recomputed: the UDTF handed a Geneva query builder over the source at `source_version` (once per partition value)."""
         udtf = self.load_udtf(view_at[1], _field(request, "udf_path", str))
         partition_by = _optional(request, "partition_by", str)
@@ -365,9 +365,9 @@ class Worker:
             raise
         except Exception as e:  # noqa: BLE001
             raise Failure("invalid_input", f"source_query is not a GenevaQuery: {e}") from e
-        source, described, source_version = source_at
+        source_id, source, source_version = source_at
         view_id, view, view_described = view_at
-        table = _geneva_table(described, source_version)
+        table = _geneva_table(resolver, source_id, source_version)
         base_filter = query.base.filter if isinstance(query.base.filter, str) and query.base.filter.strip() else None
         filters = [base_filter]
         if partition_by is not None:
@@ -435,21 +435,18 @@ def _overwrite(ns, view_id, view, described, schema, batches, max_rows_per_file)
     return committed.version, len(fragments)
 
 
-def _geneva_table(described, version):
+def _geneva_table(resolver, table_id, version):
     """
-    The source as a Geneva Table at `version`, for a UDTF's query builder: Geneva's native
-    connection to the source's parent directory (the service keeps a table at <dir>/<name>.lance),
-    with the storage options the resolver gave for it.
+    The source as a Geneva Table at `version`, for a UDTF's query builder: Geneva in remote mode
+    against the resolver, which answers for the source's handle as a table of its root (with the
+    storage options the service gives the workers for it).
     """
-    location = described.location.rstrip("/")
-    parent, _, base = location.rpartition("/")
-    if not base.endswith(".lance") or not parent:
-        raise Failure("internal", f"the source at {location} is not a <name>.lance directory")
     try:
-        table = geneva.connect(parent, storage_options=described.storage_options or None).open_table(base[: -len(".lance")])
+        db = geneva.connect("db://udf-worker", host_override=resolver, api_key="unused", region="local")
+        table = db.open_table(table_id[-1])
         table.checkout(version)
     except Exception as e:  # noqa: BLE001
-        raise Failure("internal", f"cannot open the source at {location} (version {version}) for the UDTF: {type(e).__name__}: {e}") from e
+        raise Failure("internal", f"cannot open the source (version {version}) for the UDTF: {type(e).__name__}: {e}") from e
     return table
 
 
