@@ -19,9 +19,9 @@ import type { RequestContext } from '../request-context.js';
 import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type ParsedView, type ViewChunker, type ViewUdf, type ViewUdtf, viewOfTable } from './view-definition.js';
 
 // Materialized views of kinds `query`, `chunker` and `udtf` (CreateMaterializedView,
-// RefreshMaterializedView), as Geneva 0.17 uses them in remote mode. A view is an ordinary catalog table, created through the table
-// service's create path with the schema the client sent and Geneva's view metadata
-// (view-definition.ts); each UDF column's envelope is stored in the view's directory and its
+// RefreshMaterializedView), as Geneva 0.17 uses them in remote mode. A view is an ordinary
+// catalog table, created through the table service's create path with the schema the client
+// sent and Geneva's view metadata (view-definition.ts); each UDF column's envelope is stored in the view's directory and its
 // field bound to it, as Geneva's own writer does. A refresh is a job like a backfill (a
 // transaction record with a marker, a lease and a row in Geneva's job table; see
 // jobs/backfill-runner.ts) that recomputes the whole view from the source at one version, in
