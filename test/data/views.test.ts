@@ -8,7 +8,7 @@ import { arrow } from '../../src/engine/arrow.js';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import { type TestApp, useTestApp } from '../support/app.js';
 import { connectTable } from '../support/arrow-data.js';
-import { backends, localBackend, type TestRoot } from '../support/backends.js';
+import { type Backend, backends, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { numbersStream, waitForJob } from '../support/jobs.js';
 import { describeRun, run } from '../support/python.js';
 import { genevaQuery, META, schemaMessage, udfEntry } from '../support/views.js';
@@ -60,6 +60,22 @@ const FAKE_CHUNKER = JSON.stringify({
   manifest: null,
   manifest_checksum: null,
 });
+
+/** The test UDF, chunker and UDTF envelopes of test/support/geneva_udfs.py by name, made before the first test. */
+function useEnvelopes(): Record<string, string> {
+  const envelopes: Record<string, string> = {};
+  let dir = '';
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'mv-envelopes-'));
+    const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', dir], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+    if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
+    for (const [name, sha] of Object.entries(JSON.parse(made.stdout) as Record<string, string>)) envelopes[name] = await readFile(path.join(dir, sha), 'utf8');
+  }, 90_000);
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+  return envelopes;
+}
 
 /** Every row of the view, by source row id. */
 async function viewRows(location: string, options: Record<string, string>): Promise<Array<Record<string, unknown>>> {
@@ -320,19 +336,8 @@ describe.each(backends())('materialized views on $name', (backend) => {
 
   describe.skipIf(!udfsAvailable)('with UDF workers (needs .venv-udf: scripts/install-udf-worker.sh)', () => {
     const fx = useTestApp(backend, { udf: { execution: 'local', workers: 1 } });
-    const envelopes: Record<string, string> = {};
-    let dir = '';
+    const envelopes = useEnvelopes();
     let seq = 0;
-
-    beforeAll(async () => {
-      dir = await mkdtemp(path.join(os.tmpdir(), 'mv-envelopes-'));
-      const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', dir], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
-      if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
-      for (const [name, sha] of Object.entries(JSON.parse(made.stdout) as Record<string, string>)) envelopes[name] = await readFile(path.join(dir, sha), 'utf8');
-    }, 90_000);
-    afterAll(async () => {
-      if (dir) await rm(dir, { recursive: true, force: true });
-    });
 
     const call = (op: string, view: string, body: Record<string, unknown>) => fx.t.call('POST', `/v1/materialized_view/${view}/${op}`, body);
     const options = () => fx.root.store.engineStorageOptions();
@@ -530,5 +535,33 @@ describe.each(backends())('materialized views on $name', (backend) => {
       const location = String((await fx.t.call('POST', '/v1/table/mvfail/describe', {})).json.location);
       expect(await viewRows(location, options())).toEqual([]);
     });
+  });
+});
+
+// Chunkers and UDTFs are user code: on S3 with credential vending the workers read the source and
+// write the view with credentials for those two tables only (a UDTF opens the source as a Geneva
+// table through the engine's resolver, never by listing the root).
+const rgw = s3Backends().find((b) => b.name === 'rgw');
+describe.skipIf(!udfsAvailable || !rgw)('chunker and udtf views on radosgw with credential vending', () => {
+  const fx = useTestApp(rgw as Backend, {
+    udf: { execution: 'local', workers: 1 },
+    credentialVending: { roleArn: 'arn:aws:iam:::role/vend', durationSeconds: 900, refreshBeforeSeconds: 300 },
+  });
+  const envelopes = useEnvelopes();
+
+  it('refreshes both kinds with the vended credentials', { timeout: 120_000 }, async () => {
+    expect((await fx.t.call('POST', '/v1/table/vsrc/create', numbersStream(50), ARROW)).status).toBe(200);
+    const query = genevaQuery('vsrc', { filter: 'id < 20', columns: { a: 'id', x: 'x' } });
+    for (const [view, body] of [
+      ['vchunks', { kind: 'chunker', source_query: query, output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(envelopes.pieces ?? '') }],
+      ['vdecades', { kind: 'udtf', source_query: query, output_schema: DECADES_SCHEMA, udtf_spec: specEntry(envelopes.decades ?? '', { kind: 'udtf' }) }],
+    ] as const) {
+      const created = await fx.t.call('POST', `/v1/materialized_view/${view}/create`, { ...body, with_no_data: false });
+      expect(created.status, created.text).toBe(201);
+      const done = await waitForJob(fx.t, String(created.json.job_id));
+      expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+      // pieces: id % 3 rows for each id below 20; decades: two decades.
+      expect(done.properties.rows_refreshed, view).toBe(view === 'vchunks' ? '19' : '2');
+    }
   });
 });
