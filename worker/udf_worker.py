@@ -40,6 +40,18 @@ Requests:
       made from the view's latest version, through the namespace when its versions are managed),
       keeping the view's schema with `schema_metadata` as its schema metadata and
       `field_metadata` merged into the named fields' metadata.
+      With "chunker": {"udf_path": "_udfs/<sha256>", "input_columns": [...], "inherited": [...]}
+      and "output_limit": <int> | null, the view is of kind chunker (and has no "udfs"): the
+      ChunkerSpec JSON at `udf_path` in the view's directory holds a cloudpickled Geneva Chunker;
+      `columns` are what is read of each source row; the chunker gets `input_columns` of them
+      with `__source_row_id` (execute_on_record_batch_iter, as Geneva's refresh calls it) and
+      each row it yields is a view row: `__source_row_id`, `__child_index`, its outputs, and the
+      `inherited` columns of its source row; at most `output_limit` view rows are kept.
+      With "udtf": {"udf_path": "_udfs/<sha256>", "source_query": "<GenevaQuery JSON>",
+      "partition_by": "<column>" | null}, the view is of kind udtf: the UDTFSpec JSON at `udf_path`
+      holds a cloudpickled Geneva UDTF, handed a Geneva query builder over the source at
+      `source_version` (the GenevaQuery; once per distinct value of `partition_by` among its rows,
+      that value added to its filter); the batches it yields are the view's rows.
       -> {"id": 3, "ok": true, "rows": <rows written>, "version": <committed version>, "fragments": <fragments written>}
   {"id": 4, "op": "shutdown"}
       -> {"id": 4, "ok": true}, then the process exits. End of input does the same silently.
@@ -84,10 +96,12 @@ import lance  # noqa: E402
 import lance_namespace  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 
 import geneva  # noqa: E402,F401  (the pickles reference geneva's modules)
-from geneva.packager import DockerUDFPackager, UDFSpec  # noqa: E402
-from geneva.transformer import UDF, UDFArgType  # noqa: E402
+from geneva.packager import ChunkerSpec, DockerUDFPackager, UDFSpec, UDTFSpec, unmarshal_chunker, unmarshal_udtf  # noqa: E402
+from geneva.query import GenevaQuery, GenevaQueryBuilder  # noqa: E402
+from geneva.transformer import UDF, UDTF, Chunker, UDFArgType  # noqa: E402
 
 DEFAULT_BATCH_ROWS = 8192
 # udf_execution ray: the UDF runs as Ray tasks on the cluster at this address (one task per batch),
@@ -119,7 +133,7 @@ def _failure(kind, message, what, tb):
 class Worker:
     def __init__(self):
         self.namespaces = {}
-        # Loaded UDFs by the sha256 of their envelope, checked against the bytes read each time:
+        # Loaded UDFs and chunkers by kind and the sha256 of their envelope, checked against the bytes read each time:
         # an envelope is named by its hash, so one loaded for one dataset is the same for any other.
         self.udfs = {}
         self.packager = DockerUDFPackager()
@@ -194,26 +208,46 @@ class Worker:
         return {"rows": rows, "version": committed.version}
 
     def load_udf(self, ds, udf_path):
-        sha = udf_path.rsplit("/", 1)[-1]
+        return self._load(ds, udf_path, "UDF", lambda name, payload: self.packager.unmarshal(UDFSpec(name=name, backend="DockerUDFSpecV1", udf_payload=payload)), UDF)
+
+    def load_chunker(self, ds, path):
+        """A chunker view's Chunker, from the ChunkerSpec JSON at `path` (geneva/packager marshal_chunker)."""
+        return self._load(ds, path, "chunker", lambda _name, payload: unmarshal_chunker(ChunkerSpec.from_json(payload.decode("utf-8"))), Chunker)
+
+    def load_udtf(self, ds, path):
+        """A udtf view's UDTF, from the UDTFSpec JSON at `path` (geneva/packager marshal_udtf)."""
+        return self._load(ds, path, "UDTF", lambda _name, payload: unmarshal_udtf(UDTFSpec.from_json(payload.decode("utf-8"))), UDTF)
+
+    def _load(self, ds, path, what, unmarshal, kind):
+        """The `kind` unpickled from the envelope at `path` in the dataset's directory, cached by its sha256."""
+        sha, payload = self._envelope(ds, path, what)
+        # Cached by kind too: the same envelope asked for as another kind is refused below, not served from the cache.
+        key = (what, sha)
+        if sha is not None and key in self.udfs:
+            return self.udfs[key]
         try:
-            payload = _download(ds, udf_path)
+            loaded = unmarshal(sha or path, payload)
         except Exception as e:  # noqa: BLE001
-            raise Failure("udf", f"could not read the UDF at {udf_path}: {e}") from e
+            raise Failure("udf", f"could not load the {what} at {path}: {type(e).__name__}: {e}", with_traceback=True) from e
+        if not isinstance(loaded, kind):
+            raise Failure("udf", f"could not load the {what} at {path}: a module it needs is not installed in the worker's Python")
+        if sha is not None:
+            self.udfs[key] = loaded
+        return loaded
+
+    def _envelope(self, ds, path, what):
+        """The bytes at `path` in the dataset's directory, checked against the sha256 its name says; (sha or None, bytes)."""
+        sha = path.rsplit("/", 1)[-1]
+        try:
+            payload = _download(ds, path)
+        except Exception as e:  # noqa: BLE001
+            raise Failure("udf", f"could not read the {what} at {path}: {e}") from e
+        if SHA256.match(sha) is None:
+            return None, payload
         digest = hashlib.sha256(payload).hexdigest()
-        cacheable = SHA256.match(sha) is not None
-        if cacheable and digest != sha:
-            raise Failure("udf", f"the UDF at {udf_path} is not the envelope its name says (sha256 {digest})")
-        if cacheable and sha in self.udfs:
-            return self.udfs[sha]
-        try:
-            udf = self.packager.unmarshal(UDFSpec(name=sha, backend="DockerUDFSpecV1", udf_payload=payload))
-        except Exception as e:  # noqa: BLE001
-            raise Failure("udf", f"could not load the UDF at {udf_path}: {type(e).__name__}: {e}", with_traceback=True) from e
-        if not isinstance(udf, UDF):
-            raise Failure("udf", f"could not load the UDF at {udf_path}: a module it needs is not installed in the worker's Python")
-        if cacheable:
-            self.udfs[sha] = udf
-        return udf
+        if digest != sha:
+            raise Failure("udf", f"the {what} at {path} is not the envelope its name says (sha256 {digest})")
+        return sha, payload
 
     def materialize(self, request):
         resolver = _field(request, "resolver", str)
@@ -231,6 +265,11 @@ class Worker:
         field_metadata = _optional(request, "field_metadata", dict) or {}
         max_rows_per_file = _optional(request, "max_rows_per_file", int)
         batch_rows = _optional(request, "batch_rows", int) or DEFAULT_BATCH_ROWS
+        chunker_request = _optional(request, "chunker", dict)
+        udtf_request = _optional(request, "udtf", dict)
+        output_limit = _optional(request, "output_limit", int)
+        if (chunker_request is not None or udtf_request is not None) and udf_requests:
+            raise Failure("invalid_input", "a chunker or udtf view has no UDF columns")
 
         ns = self.namespace(resolver)
         source, _ = _open_table(ns, source_id, source_version)
@@ -241,13 +280,16 @@ class Worker:
             extra = field_metadata.get(f.name)
             fields.append(f.with_metadata({**(f.metadata or {}), **{k.encode(): str(v).encode() for k, v in extra.items()}}) if extra else f)
         schema = pa.schema(fields, metadata={str(k): str(v) for k, v in schema_metadata.items()})
+        if udtf_request is not None:
+            return self.run_udtf(ns, resolver, (source_id, source, source_version), (view_id, view, view_described), schema, udtf_request, max_rows_per_file)
 
         # What is read of the source, each under an alias of its own: the projected expressions, and
         # the UDFs' inputs (which the projection may not include, or may name differently).
         scan = {}
         projected = {}
         for i, (name, sql) in enumerate(columns):
-            _top_level_field(schema, name)
+            if chunker_request is None:
+                _top_level_field(schema, name)
             projected[name] = f"__mv_c{i}"
             scan[f"__mv_c{i}"] = sql
         udfs = []
@@ -265,54 +307,214 @@ class Worker:
                     scan[read_aliases[name]] = _sql_column(name)
             udfs.append((column, field, udf, inputs))
         udf_columns = {u[0]: u for u in udfs}
+        expand = None
+        if chunker_request is not None:
+            chunker = self.load_chunker(view, _field(chunker_request, "udf_path", str))
+            expand = _chunk_rows(chunker, schema, projected, _names(chunker_request, "input_columns"), _names(chunker_request, "inherited"), batch_rows)
         # One scan feeds every UDF: its batches are as small as the smallest batch a UDF names.
         batch_rows = min([u[2].batch_size for u in udfs if u[2].batch_size] or [batch_rows])
         if not scan and source.schema.names:
             # Lance refuses a scan of nothing but row ids: one stored column goes along.
             scan["__mv_anchor"] = _sql_column(source.schema.names[0])
 
-        failed = {}
         rows = 0
 
         def view_batches():
             nonlocal rows
-            try:
-                for batch in _scan_source(source, scan, row_filter, limit, offset, batch_rows):
-                    if batch.num_rows == 0:
+            for batch in _scan_source(source, scan, row_filter, limit, offset, batch_rows):
+                if batch.num_rows == 0:
+                    continue
+                if expand is not None:
+                    for out in expand(batch):
+                        if output_limit is not None and rows + out.num_rows > output_limit:
+                            out = out.slice(0, output_limit - rows)
+                        if out.num_rows > 0:
+                            rows += out.num_rows
+                            yield out
+                        if output_limit is not None and rows >= output_limit:
+                            return
+                    continue
+                arrays = []
+                for f in schema:
+                    if f.name == "__source_row_id":
+                        value = batch.column("_rowid").cast(pa.int64())
+                    elif f.name == "__is_set":
+                        value = pa.array(np.ones(batch.num_rows, dtype=bool), pa.bool_())
+                    elif f.name in projected:
+                        value = _cast_column(batch.column(projected[f.name]), f)
+                    elif f.name in udf_columns:
+                        _, field, udf, inputs = udf_columns[f.name]
+                        args = pa.RecordBatch.from_arrays([batch.column(read_aliases[n]) for n in inputs], names=inputs)
+                        value = _call(udf, args, field)
+                    else:
+                        value = pa.nulls(batch.num_rows, f.type)
+                    arrays.append(value)
+                rows += batch.num_rows
+                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+        version, fragments = _overwrite(ns, view_id, view, view_described, schema, view_batches(), max_rows_per_file)
+        return {"rows": rows, "version": version, "fragments": fragments}
+
+    def run_udtf(self, ns, resolver, source_at, view_at, schema, request, max_rows_per_file):
+        """A udtf view recomputed: the UDTF handed a Geneva query builder over the source at `source_version` (once per partition value)."""
+        udtf = self.load_udtf(view_at[1], _field(request, "udf_path", str))
+        partition_by = _optional(request, "partition_by", str)
+        try:
+            query = GenevaQuery.model_validate_json(_field(request, "source_query", str))
+        except Failure:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise Failure("invalid_input", f"source_query is not a GenevaQuery: {e}") from e
+        source_id, source, source_version = source_at
+        view_id, view, view_described = view_at
+        table = _geneva_table(resolver, source_id, source_version)
+        base_filter = query.base.filter if isinstance(query.base.filter, str) and query.base.filter.strip() else None
+        filters = [base_filter]
+        if partition_by is not None:
+            # As Geneva's refresh: the UDTF runs once per distinct value of the partition column among the query's rows.
+            _top_level_field(source.schema, partition_by)
+            values = source.to_table(columns=[partition_by], filter=base_filter).column(partition_by).unique().to_pylist()
+            filters = [" AND ".join(f"({f})" for f in (base_filter, _sql_equals(partition_by, v)) if f) for v in sorted(values, key=lambda v: (v is None, v))]
+        rows = 0
+
+        def view_batches():
+            nonlocal rows
+            for row_filter in filters:
+                builder = GenevaQueryBuilder.from_query_object(table, query)
+                if row_filter is not None:
+                    builder = builder.where(row_filter)
+                for batch in _guarded(udtf.execute(builder), f"UDTF {udtf.name}"):
+                    if isinstance(batch, pa.Table):
+                        batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
+                    if batch is None or batch.num_rows == 0:
                         continue
-                    arrays = []
-                    for f in schema:
-                        if f.name == "__source_row_id":
-                            value = batch.column("_rowid").cast(pa.int64())
-                        elif f.name == "__is_set":
-                            value = pa.array(np.ones(batch.num_rows, dtype=bool), pa.bool_())
-                        elif f.name in projected:
-                            value = _cast_column(batch.column(projected[f.name]), f)
-                        elif f.name in udf_columns:
-                            _, field, udf, inputs = udf_columns[f.name]
-                            args = pa.RecordBatch.from_arrays([batch.column(read_aliases[n]) for n in inputs], names=inputs)
-                            value = _call(udf, args, field)
-                        else:
-                            value = pa.nulls(batch.num_rows, f.type)
-                        arrays.append(value)
+                    try:
+                        arrays = [batch.column(f.name).cast(f.type) if batch.schema.get_field_index(f.name) >= 0 else pa.nulls(batch.num_rows, f.type) for f in schema]
+                    except Exception as e:  # noqa: BLE001
+                        raise Failure("udf", f"UDTF {udtf.name} yielded rows that do not fit the view: {type(e).__name__}: {e}", with_traceback=True) from e
                     rows += batch.num_rows
                     yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-            except Failure as f:
-                # Raised through Lance's writer, which keeps only its text: the kind is kept here.
-                failed["failure"] = f
-                raise
 
-        reader = pa.RecordBatchReader.from_batches(schema, view_batches())
+        version, fragments = _overwrite(ns, view_id, view, view_described, schema, view_batches(), max_rows_per_file)
+        return {"rows": rows, "version": version, "fragments": fragments}
+
+
+def _guarded(items, what):
+    """The items of a generator of user code; whatever it raises is a Failure of kind udf naming `what`."""
+    while True:
         try:
-            options = {"max_rows_per_file": max_rows_per_file} if max_rows_per_file else {}
-            fragments = lance.fragment.write_fragments(reader, view, schema=schema, mode="overwrite", **options)
+            item = next(items)
+        except StopIteration:
+            return
         except Exception as e:  # noqa: BLE001
-            if "failure" in failed:
-                raise failed["failure"] from e
+            raise Failure("udf", f"{what} raised {type(e).__name__}: {e}", with_traceback=True) from e
+        yield item
+
+
+def _overwrite(ns, view_id, view, described, schema, batches, max_rows_per_file):
+    """Replaces the view's rows with `batches` in one Overwrite commit (keeping `schema`); (version, fragments written)."""
+    failed = {}
+
+    def kept():
+        try:
+            yield from batches
+        except Failure as f:
+            # Raised through Lance's writer, which keeps only its text: the kind is kept here.
+            failed["failure"] = f
             raise
-        operation = lance.LanceOperation.Overwrite(schema, fragments)
-        committed = _commit(ns, view_id, view, view_described, operation)
-        return {"rows": rows, "version": committed.version, "fragments": len(fragments)}
+
+    reader = pa.RecordBatchReader.from_batches(schema, kept())
+    try:
+        options = {"max_rows_per_file": max_rows_per_file} if max_rows_per_file else {}
+        fragments = lance.fragment.write_fragments(reader, view, schema=schema, mode="overwrite", **options)
+    except Exception as e:  # noqa: BLE001
+        if "failure" in failed:
+            raise failed["failure"] from e
+        raise
+    committed = _commit(ns, view_id, view, described, lance.LanceOperation.Overwrite(schema, fragments))
+    return committed.version, len(fragments)
+
+
+def _geneva_table(resolver, table_id, version):
+    """
+    The source as a Geneva Table at `version`, for a UDTF's query builder: Geneva in remote mode
+    against the resolver, which answers for the source's handle as a table of its root (with the
+    storage options the service gives the workers for it).
+    """
+    try:
+        db = geneva.connect("db://udf-worker", host_override=resolver, api_key="unused", region="local")
+        table = db.open_table(table_id[-1])
+        table.checkout(version)
+    except Exception as e:  # noqa: BLE001
+        raise Failure("internal", f"cannot open the source (version {version}) for the UDTF: {type(e).__name__}: {e}") from e
+    return table
+
+
+def _sql_equals(column, value):
+    """`column = value` in Lance SQL, for a partition value."""
+    name = _sql_column(column)
+    if value is None:
+        return f"{name} IS NULL"
+    if isinstance(value, bool):
+        return f"{name} = {'TRUE' if value else 'FALSE'}"
+    if isinstance(value, (int, float)):
+        return f"{name} = {value!r}"
+    if isinstance(value, str):
+        return f"{name} = '" + value.replace("'", "''") + "'"
+    raise Failure("invalid_input", f"partition_by {column}: values of type {type(value).__name__} are not supported")
+
+
+def _names(request, name):
+    value = request.get(name)
+    if not (isinstance(value, list) and all(isinstance(c, str) for c in value)):
+        raise Failure("invalid_input", f"{name} must be a list of column names")
+    return value
+
+
+def _chunk_rows(chunker, schema, projected, inputs, inherited, batch_rows):
+    """
+    The view rows of a chunker view for one batch of source rows, as Geneva's ChunkerExpandActor
+    makes them: the chunker gets its inputs and `__source_row_id` and yields `__source_row_id`,
+    `__child_index` and its outputs; the inherited columns are taken from each view row's source row.
+    """
+    for name in [*inputs, *inherited]:
+        if name not in projected:
+            raise Failure("invalid_input", f"the chunker's column {name} is not among the columns read")
+    for name in inherited:
+        _top_level_field(schema, name)
+    outputs = [f.name for f in chunker.output_schema]
+    for name in outputs:
+        _top_level_field(schema, name)
+
+    def expand(batch):
+        ids = batch.column("_rowid").cast(pa.int64())
+        args = pa.RecordBatch.from_arrays([batch.column(projected[n]) for n in inputs] + [ids], names=[*inputs, "__source_row_id"])
+        for expanded in _guarded(chunker.execute_on_record_batch_iter(args, max_rows=batch_rows), f"chunker {chunker.name}"):
+            if expanded.num_rows == 0:
+                continue
+            try:
+                source_ids = expanded.column("__source_row_id").cast(pa.int64())
+                positions = pc.index_in(source_ids, value_set=ids)
+                if positions.null_count > 0:
+                    raise ValueError("it yielded rows for a __source_row_id it was not given")
+                arrays = []
+                for f in schema:
+                    if f.name in ("__source_row_id", "__child_index"):
+                        value = expanded.column(f.name).cast(f.type)
+                    elif f.name in outputs:
+                        value = expanded.column(f.name).cast(f.type)
+                    elif f.name in inherited:
+                        value = _cast_column(batch.column(projected[f.name]).take(positions), f)
+                    else:
+                        value = pa.nulls(expanded.num_rows, f.type)
+                    arrays.append(value)
+                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+            except Failure:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise Failure("udf", f"chunker {chunker.name} yielded rows that do not fit the view: {type(e).__name__}: {e}", with_traceback=True) from e
+
+    return expand
 
 
 def _optional(request, name, kind):

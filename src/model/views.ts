@@ -10,7 +10,10 @@ const Ignored = (description: string) => z.string().nullable().optional().meta({
 const Tuning = (description: string) => z.number().int().min(0).nullable().optional().meta({ description: `${description} Accepted; a refresh runs as one job on the replica holding its lease.` });
 
 export const MaterializedViewKind = z.enum(['query', 'udtf', 'chunker']).meta({
-  description: '`query`: a filter and projection of a source table, with optional Python UDF columns, one view row per source row. `udtf` and `chunker` are answered 406 (not supported yet).',
+  description:
+    '`query`: a filter and projection of a source table, with optional Python UDF columns, one view row per source row. `chunker`: each source row of the query ' +
+    'handed to a Geneva chunker (udtf_spec), which yields zero or more view rows (`__source_row_id`, `__child_index`, the inherited columns, its outputs). ' +
+    '`udtf`: a Geneva UDTF (udtf_spec) handed the source query, its rows the view\'s. `chunker` and `udtf` need udf_execution, like UDF columns.',
 });
 
 export const MaterializedViewUdtfEntry = z
@@ -31,7 +34,8 @@ export const MaterializedViewUdtfEntry = z
     manifest: z.string().nullable().optional(),
     manifest_checksum: z.string().nullable().optional(),
   })
-  .meta({ id: 'MaterializedViewUdtfEntry', description: 'The UDTF of a `udtf` or `chunker` view (not supported yet: such views are answered 406).' });
+  .meta({ id: 'MaterializedViewUdtfEntry', description: 'The UDTF of a `udtf` view or the chunker of a `chunker` view.' });
+export type MaterializedViewUdtfEntry = z.infer<typeof MaterializedViewUdtfEntry>;
 
 export const CreateMaterializedViewRequest = z
   .object({
@@ -44,9 +48,11 @@ export const CreateMaterializedViewRequest = z
         'output_index, input_columns, udf {backend "DockerUDFSpecV1", udf_payload: the JSON envelope}). Vector and full-text searches are not supported.',
     }),
     output_schema: z.string().min(1).meta({
-      description: 'Base64 of the view\'s Arrow schema as one IPC schema message (pyarrow Schema.serialize()): `__source_row_id` int64 and `__is_set` bool first, then the query\'s columns.',
+      description:
+        'Base64 of the view\'s Arrow schema as one IPC schema message (pyarrow Schema.serialize()): `__source_row_id` int64 and `__is_set` bool first, then the query\'s columns; ' +
+        'for kind chunker `__source_row_id` int64 and `__child_index` int32, the inherited columns, then the chunker\'s outputs; for kind udtf the UDTF\'s output schema.',
     }),
-    udtf_spec: MaterializedViewUdtfEntry.nullable().optional(),
+    udtf_spec: MaterializedViewUdtfEntry.nullable().optional().meta({ description: 'Kinds chunker and udtf: the chunker / UDTF (required). Kind query: null.' }),
     with_no_data: z.boolean().optional().meta({ description: 'Default true. False starts a refresh at once; its job id is in the answer.' }),
     auto_refresh: z.boolean().nullable().optional().meta({ description: 'Only false (or absent) is supported: true is a 406.' }),
   })
@@ -70,7 +76,7 @@ export const RefreshMaterializedViewRequest = z
     intra_applier_concurrency: Tuning('UDF concurrency inside a worker.'),
     source_task_size: Tuning('Source rows per work item.'),
     cluster: Ignored('Cluster name (Geneva).'),
-    output_limit: z.number().int().min(0).nullable().optional().meta({ description: 'For chunker views only: a 400 on a `query` view.' }),
+    output_limit: z.number().int().min(0).nullable().optional().meta({ description: 'For chunker views only (a 400 on a `query` view): the view keeps at most this many rows, the first in the source\'s order.' }),
     manifest: Ignored('UDF manifest (Geneva).'),
   })
   .meta({ id: 'RefreshMaterializedViewRequest' });

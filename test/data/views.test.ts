@@ -8,7 +8,7 @@ import { arrow } from '../../src/engine/arrow.js';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import { type TestApp, useTestApp } from '../support/app.js';
 import { connectTable } from '../support/arrow-data.js';
-import { backends, localBackend, type TestRoot } from '../support/backends.js';
+import { type Backend, backends, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { numbersStream, waitForJob } from '../support/jobs.js';
 import { describeRun, run } from '../support/python.js';
 import { genevaQuery, META, schemaMessage, udfEntry } from '../support/views.js';
@@ -23,6 +23,59 @@ const udfsAvailable = existsSync(DEFAULT_UDF_PYTHON);
 
 /** A made-up envelope (never run): enough for the checks made before a UDF runs. */
 const FAKE_ENVELOPE = JSON.stringify({ image: 'test-image', tag: 'latest', workspace_checksum: null, udf_pickle: Buffer.from('not a pickle').toString('base64'), udf_checksum: 'x' });
+
+/** A chunker (or, with kind udtf, a udtf) view's udtf_spec as Geneva sends it: base64 of the spec's JSON and the SHA-256 of that base64. */
+function specEntry(spec: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  const udtf = Buffer.from(spec, 'utf8').toString('base64');
+  const { name = 'x', version = 'x', input_columns = null } = spec.startsWith('{"') ? (JSON.parse(spec) as { name?: string; version?: string; input_columns?: string[] }) : {};
+  return { kind: 'chunker', udtf, udtf_sha: createHash('sha256').update(udtf).digest('hex'), udtf_name: name, udtf_version: version, input_columns, batch: false, ...overrides };
+}
+
+/** The output schema of the test chunker `pieces` (test/support/geneva_udfs.py): label string, k int64. */
+const PIECES_OUTPUTS: Array<[string, import('apache-arrow').DataType]> = [
+  ['label', new arrow.Utf8()],
+  ['k', new arrow.Int64()],
+];
+const CHUNK_META: Array<[string, import('apache-arrow').DataType]> = [
+  ['__source_row_id', new arrow.Int64()],
+  ['__child_index', new arrow.Int32()],
+];
+/** A chunker view over the numbers (id, x) inheriting x, reading id. */
+const CHUNK_SCHEMA = schemaMessage([...CHUNK_META, ['x', new arrow.Int64()], ...PIECES_OUTPUTS]);
+/** The output schema of the test UDTFs `decades*` (test/support/geneva_udfs.py). */
+const DECADES_SCHEMA = schemaMessage([
+  ['decade', new arrow.Int64()],
+  ['n', new arrow.Int64()],
+  ['total', new arrow.Int64()],
+]);
+
+/** A made-up ChunkerSpec (never run) with the outputs of `pieces`. */
+const FAKE_CHUNKER = JSON.stringify({
+  name: 'pieces',
+  version: 'v1',
+  chunker_payload: Buffer.from('not a pickle').toString('base64'),
+  output_schema_bytes: schemaMessage(PIECES_OUTPUTS),
+  input_columns: ['id'],
+  batch: false,
+  manifest: null,
+  manifest_checksum: null,
+});
+
+/** The test UDF, chunker and UDTF envelopes of test/support/geneva_udfs.py by name, made before the first test. */
+function useEnvelopes(): Record<string, string> {
+  const envelopes: Record<string, string> = {};
+  let dir = '';
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'mv-envelopes-'));
+    const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', dir], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+    if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
+    for (const [name, sha] of Object.entries(JSON.parse(made.stdout) as Record<string, string>)) envelopes[name] = await readFile(path.join(dir, sha), 'utf8');
+  }, 90_000);
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+  return envelopes;
+}
 
 /** Every row of the view, by source row id. */
 async function viewRows(location: string, options: Record<string, string>): Promise<Array<Record<string, unknown>>> {
@@ -235,8 +288,6 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(unknown.json.code).toBe(4);
       const src = await source(10);
       for (const [what, body] of [
-        ['udtf', { kind: 'udtf', source_query: genevaQuery(src, {}), output_schema: schema, udtf_spec: { kind: 'udtf', udtf: 'e30=', udtf_sha: 'x', udtf_name: 'u', udtf_version: '1' } }],
-        ['chunker', { kind: 'chunker', source_query: genevaQuery(src, {}), output_schema: schema }],
         ['auto_refresh', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }), output_schema: schema, auto_refresh: true }],
         ['a vector search', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }, [], { base: { vector: [1, 2], columns: ['id'] } }), output_schema: schema }],
       ] as const) {
@@ -257,6 +308,14 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(res.status, res.text).toBe(406);
       expect(String(res.json.error)).toMatch(/udf_execution local or ray/);
       expect((await fx.t.call('POST', '/v1/table/udfoff/exists', {})).status).toBe(404);
+      // A chunker is user code too.
+      const chunker = await create('chunkoff', { kind: 'chunker', source_query: genevaQuery(src, {}), output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(FAKE_CHUNKER) });
+      expect(chunker.status, chunker.text).toBe(406);
+      expect(String(chunker.json.error)).toMatch(/udf_execution local or ray/);
+      expect((await fx.t.call('POST', '/v1/table/chunkoff/exists', {})).status).toBe(404);
+      const udtf = await create('udtfoff', { kind: 'udtf', source_query: genevaQuery(src, {}), output_schema: DECADES_SCHEMA, udtf_spec: specEntry('{}', { kind: 'udtf' }) });
+      expect(udtf.status, udtf.text).toBe(406);
+      expect(String(udtf.json.error)).toMatch(/udf_execution local or ray/);
     });
 
     plainViewCases(() => fx, 'e');
@@ -267,7 +326,9 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(notView.status, notView.text).toBe(400);
       expect(String(notView.json.error)).toMatch(/not a materialized view/);
       expect((await refresh('no_such_view')).status).toBe(404);
-      const limited = await refresh(src, { output_limit: 3 });
+      const view = await create(`lim${++seq}`, { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }), output_schema: schemaMessage([...META, ['id', new arrow.Int64()]]) });
+      expect(view.status, view.text).toBe(201);
+      const limited = await refresh(`lim${seq}`, { output_limit: 3 });
       expect(limited.status, limited.text).toBe(400);
       expect(String(limited.json.error)).toMatch(/chunker/);
     });
@@ -275,19 +336,8 @@ describe.each(backends())('materialized views on $name', (backend) => {
 
   describe.skipIf(!udfsAvailable)('with UDF workers (needs .venv-udf: scripts/install-udf-worker.sh)', () => {
     const fx = useTestApp(backend, { udf: { execution: 'local', workers: 1 } });
-    const envelopes: Record<string, string> = {};
-    let dir = '';
+    const envelopes = useEnvelopes();
     let seq = 0;
-
-    beforeAll(async () => {
-      dir = await mkdtemp(path.join(os.tmpdir(), 'mv-envelopes-'));
-      const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', dir], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
-      if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
-      for (const [name, sha] of Object.entries(JSON.parse(made.stdout) as Record<string, string>)) envelopes[name] = await readFile(path.join(dir, sha), 'utf8');
-    }, 90_000);
-    afterAll(async () => {
-      if (dir) await rm(dir, { recursive: true, force: true });
-    });
 
     const call = (op: string, view: string, body: Record<string, unknown>) => fx.t.call('POST', `/v1/materialized_view/${view}/${op}`, body);
     const options = () => fx.root.store.engineStorageOptions();
@@ -360,6 +410,115 @@ describe.each(backends())('materialized views on $name', (backend) => {
 
     plainViewCases(() => fx, 'w');
 
+    it('creates a chunker view with the metadata Geneva writes, refreshes it (1:N rows, inherited columns, output_limit), again after the source changed', { timeout: 120_000 }, async () => {
+      const src = await source(100);
+      const spec = envelopes.pieces ?? '';
+      // The chunker reads `a`: here the query's projection of the source's id.
+      const body = { kind: 'chunker', source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(spec) };
+      const created = await call('create', 'chunks1', body);
+      expect(created.status, created.text).toBe(201);
+      const described = (await fx.t.call('POST', '/v1/table/chunks1/describe', { load_detailed_metadata: true })).json.schema as { fields: Array<{ name: string }>; metadata: Record<string, string> };
+      expect(described.fields.map((f) => f.name)).toEqual(['__source_row_id', '__child_index', 'x', 'label', 'k']);
+      expect(described.metadata).toMatchObject({ 'geneva::view::version': 'chunker', 'geneva::view::chunker': spec, 'geneva::view::base_table': src.name, 'geneva::view::base_table_version': '1' });
+      const location = String((await fx.t.call('POST', '/v1/table/chunks1/describe', {})).json.location);
+      const refreshed = async (request: Record<string, unknown> = {}) => {
+        const res = await call('refresh', 'chunks1', request);
+        expect(res.status, res.text).toBe(202);
+        const done = await waitForJob(fx.t, String(res.json.job_id));
+        expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+        return done.properties;
+      };
+      const expected = (ids: number[], byId: Map<number, number>) =>
+        ids.flatMap((id) => Array.from({ length: id % 3 }, (_, k) => ({ __source_row_id: byId.get(id), __child_index: k, x: id % 97, label: `${id}.${k}`, k })));
+      const rows = async () =>
+        (await viewRows(location, options())).sort((a, b) => Number(a.__source_row_id) - Number(b.__source_row_id) || Number(a.__child_index) - Number(b.__child_index));
+      const first = expected(Array.from({ length: 20 }, (_, i) => i), await rowIds(src.location));
+      expect(await refreshed()).toMatchObject({ rows_refreshed: String(first.length), src_version: '1' });
+      expect(await rows()).toEqual(first);
+      expect(await refreshed({ output_limit: 5 })).toMatchObject({ rows_refreshed: '5' });
+      expect(await rows()).toEqual(first.slice(0, 5));
+      // The source changes: its rows are deleted and appended; the refresh recomputes the whole view.
+      expect((await fx.t.call('POST', `/v1/table/${src.name}/delete`, { predicate: 'id < 10' })).status).toBe(200);
+      expect((await fx.t.call('POST', `/v1/table/${src.name}/insert`, numbersStream(5, 5), ARROW)).status).toBe(200);
+      const ids = [...Array.from({ length: 10 }, (_, i) => i + 10), 5, 6, 7, 8, 9];
+      const again = expected(ids, await rowIds(src.location)).sort((a, b) => Number(a.__source_row_id) - Number(b.__source_row_id) || a.__child_index - b.__child_index);
+      expect(await refreshed()).toMatchObject({ rows_refreshed: String(again.length), src_version: '3' });
+      expect(await rows()).toEqual(again);
+      const after = (await fx.t.call('POST', '/v1/table/chunks1/describe', { load_detailed_metadata: true })).json.schema as { metadata: Record<string, string> };
+      expect(after.metadata).toMatchObject({ 'geneva::view::version': 'chunker', 'geneva::view::base_table_version': '3' });
+    });
+
+    it('creates a udtf view with the metadata Geneva writes and refreshes it (the UDTF over the source query, per partition value); bad ones are 400', { timeout: 120_000 }, async () => {
+      const src = await source(100);
+      const spec = envelopes.decades ?? '';
+      // The UDTF reads `a`: here the query's projection of the source's id.
+      const body = { kind: 'udtf', source_query: genevaQuery(src.name, { filter: 'id < 50', columns: { a: 'id' } }), output_schema: DECADES_SCHEMA, udtf_spec: specEntry(spec, { kind: 'udtf' }) };
+      const created = await call('create', 'decades1', body);
+      expect(created.status, created.text).toBe(201);
+      const described = (await fx.t.call('POST', '/v1/table/decades1/describe', { load_detailed_metadata: true })).json.schema as { metadata: Record<string, string> };
+      expect(described.metadata).toMatchObject({ 'geneva::view::version': 'udtf', 'geneva::view::udtf': spec, 'geneva::view::base_table': src.name });
+      const location = String((await fx.t.call('POST', '/v1/table/decades1/describe', {})).json.location);
+      const rows = async () => (await viewRows(location, options())).map((r) => [r.decade, r.n, r.total]).sort((a, b) => Number(a[0]) - Number(b[0]));
+      const res = await call('refresh', 'decades1', {});
+      expect(res.status, res.text).toBe(202);
+      const done = await waitForJob(fx.t, String(res.json.job_id));
+      expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+      expect(done.properties).toMatchObject({ rows_refreshed: '5', src_version: '1' });
+      expect(await rows()).toEqual([0, 1, 2, 3, 4].map((d) => [d, 10, 100 * d + 45]));
+      // output_limit is for chunker views.
+      const limited = await call('refresh', 'decades1', { output_limit: 2 });
+      expect(limited.status, limited.text).toBe(400);
+      // Partitioned by the source's x (id % 97): each run sees one id below 20, so one row per id.
+      const byX = await call('create', 'decades2', { ...body, udtf_spec: specEntry(envelopes.decades_by_x ?? '', { kind: 'udtf' }), source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id' } }) });
+      expect(byX.status, byX.text).toBe(201);
+      const second = await call('refresh', 'decades2', {});
+      const secondDone = await waitForJob(fx.t, String(second.json.job_id));
+      expect(secondDone.status, JSON.stringify(secondDone.properties)).toBe('Succeeded');
+      expect(secondDone.properties.rows_refreshed).toBe('20');
+      const partitioned = (await viewRows(String((await fx.t.call('POST', '/v1/table/decades2/describe', {})).json.location), options())).map((r) => [r.decade, r.n, r.total]);
+      expect(partitioned.sort((a, b) => Number(a[2]) - Number(b[2]))).toEqual(Array.from({ length: 20 }, (_, id) => [Math.floor(id / 10), 1, id]));
+      for (const [what, bad, message] of [
+        ['another schema', { ...body, output_schema: schemaMessage([['decade', new arrow.Int64()]]) }, /UDTF's output schema/],
+        ['a chunker entry', { ...body, udtf_spec: specEntry(spec) }, /udtf_spec.kind/],
+      ] as const) {
+        const refused = await call('create', `badudtf${++seq}`, bad);
+        expect(refused.status, `${what}: ${refused.text}`).toBe(400);
+        expect(String(refused.json.error), what).toMatch(message);
+      }
+    });
+
+    it('refuses bad chunker views with 400 and creates nothing; a raising chunker fails its job and leaves the view as it was', { timeout: 60_000 }, async () => {
+      const src = await source(20);
+      const spec = envelopes.pieces ?? '';
+      const good = { kind: 'chunker', source_query: genevaQuery(src.name, { columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(spec) };
+      const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+        ['no udtf_spec', { ...good, udtf_spec: null }, /udtf_spec/],
+        ['a udtf entry', { ...good, udtf_spec: specEntry(spec, { kind: 'udtf' }) }, /udtf_spec.kind/],
+        ['a wrong sha', { ...good, udtf_spec: specEntry(spec, { udtf_sha: '0'.repeat(64) }) }, /udtf_sha/],
+        ['a spec that is not JSON', { ...good, udtf_spec: specEntry('{nope') }, /udtf_spec.udtf: not JSON/],
+        ['the meta columns of a query view', { ...good, output_schema: schemaMessage([...META, ['x', new arrow.Int64()], ...PIECES_OUTPUTS]) }, /__child_index/],
+        ['outputs that are not the chunker\'s', { ...good, output_schema: schemaMessage([...CHUNK_META, ['x', new arrow.Int64()], ['label', new arrow.Utf8()]]) }, /chunker's outputs/],
+        ['an input the query does not project', { ...good, source_query: genevaQuery(src.name, { columns: { x: 'x' } }) }, /input_columns.*"a"/],
+        ['an inherited column the query does not project', { ...good, source_query: genevaQuery(src.name, { columns: { a: 'id' } }) }, /"x" is neither selected/],
+      ];
+      for (const [what, body, message] of cases) {
+        const name = `badchunks${++seq}`;
+        const res = await call('create', name, body);
+        expect(res.status, `${what}: ${res.text}`).toBe(400);
+        expect(String(res.json.error), what).toMatch(message);
+        expect((await fx.t.call('POST', `/v1/table/${name}/exists`, {})).status, what).toBe(404);
+      }
+      const created = await call('create', 'chunksfail', { ...good, udtf_spec: specEntry(envelopes.pieces_raise ?? '') });
+      expect(created.status, created.text).toBe(201);
+      const res = await call('refresh', 'chunksfail', {});
+      expect(res.status, res.text).toBe(202);
+      const done = await waitForJob(fx.t, String(res.json.job_id));
+      expect(done.status).toBe('Failed');
+      expect(done.properties.error).toMatch(/cannot chunk row a=7/);
+      const location = String((await fx.t.call('POST', '/v1/table/chunksfail/describe', {})).json.location);
+      expect(await viewRows(location, options())).toEqual([]);
+    });
+
     it('fails the job with the UDF\'s error, and leaves the view as it was', { timeout: 60_000 }, async () => {
       const src = await source(50);
       const created = await call('create', 'mvfail', {
@@ -376,5 +535,33 @@ describe.each(backends())('materialized views on $name', (backend) => {
       const location = String((await fx.t.call('POST', '/v1/table/mvfail/describe', {})).json.location);
       expect(await viewRows(location, options())).toEqual([]);
     });
+  });
+});
+
+// Chunkers and UDTFs are user code: on S3 with credential vending the workers read the source and
+// write the view with credentials for those two tables only (a UDTF opens the source as a Geneva
+// table through the engine's resolver, never by listing the root).
+const rgw = s3Backends().find((b) => b.name === 'rgw');
+describe.skipIf(!udfsAvailable || !rgw)('chunker and udtf views on radosgw with credential vending', () => {
+  const fx = useTestApp(rgw as Backend, {
+    udf: { execution: 'local', workers: 1 },
+    credentialVending: { roleArn: 'arn:aws:iam:::role/vend', durationSeconds: 900, refreshBeforeSeconds: 300 },
+  });
+  const envelopes = useEnvelopes();
+
+  it('refreshes both kinds with the vended credentials', { timeout: 120_000 }, async () => {
+    expect((await fx.t.call('POST', '/v1/table/vsrc/create', numbersStream(50), ARROW)).status).toBe(200);
+    const query = genevaQuery('vsrc', { filter: 'id < 20', columns: { a: 'id', x: 'x' } });
+    for (const [view, body] of [
+      ['vchunks', { kind: 'chunker', source_query: query, output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(envelopes.pieces ?? '') }],
+      ['vdecades', { kind: 'udtf', source_query: query, output_schema: DECADES_SCHEMA, udtf_spec: specEntry(envelopes.decades ?? '', { kind: 'udtf' }) }],
+    ] as const) {
+      const created = await fx.t.call('POST', `/v1/materialized_view/${view}/create`, { ...body, with_no_data: false });
+      expect(created.status, created.text).toBe(201);
+      const done = await waitForJob(fx.t, String(created.json.job_id));
+      expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+      // pieces: id % 3 rows for each id below 20; decades: two decades.
+      expect(done.properties.rows_refreshed, view).toBe(view === 'vchunks' ? '19' : '2');
+    }
   });
 });

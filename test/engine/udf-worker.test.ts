@@ -22,7 +22,7 @@ import { type Backend, localBackend, s3Backends, type TestRoot } from '../suppor
 import { localCatalogDeps } from '../support/local-catalog.js';
 import { run, describeRun } from '../support/python.js';
 import { type RayCluster, startRayCluster } from '../support/ray-cluster.js';
-import { META, schemaMessage } from '../support/views.js';
+import { genevaQuery, META, schemaMessage } from '../support/views.js';
 
 // The Python UDF adapter (src/engine/python-udf/, worker/udf_worker.py) against real Geneva UDF
 // envelopes, built by test/support/geneva_udfs.py with the pinned Geneva, over real Lance datasets:
@@ -36,7 +36,7 @@ if (!available) console.warn(`skipping the UDF worker tests: no ${DEFAULT_UDF_PY
 const ctx: RequestContext = { requestId: 'udf-test', principal: null, context: {} };
 const FRAGMENT = 2n ** 32n;
 
-type UdfName = 'double' | 'plus' | 'describe_row' | 'raises' | 'chatty' | 'wrong_type' | 'too_short' | 'sleeps';
+type UdfName = 'double' | 'plus' | 'describe_row' | 'raises' | 'chatty' | 'wrong_type' | 'too_short' | 'sleeps' | 'pieces' | 'pieces_raise' | 'decades' | 'decades_by_v' | 'decades_by_x' | 'decades_raise';
 
 /** Rows {a, b = a * 10, v = -1, s = null} for a in [from, from + n). */
 function rowsStream(n: number, from = 0): Buffer {
@@ -244,6 +244,105 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       const bad = await udfs.materialize(source, view, { ...m, filter: 'nope >' }).catch((e: unknown) => e);
       expect(bad).toBeInstanceOf(EngineError);
       expect((bad as EngineError).kind).toBe('invalid_input');
+      expect(await engine.datasetVersion(view)).toBe(3);
+    });
+
+    /** An empty view table `<name>.lance` with these fields, as a view's create makes it. */
+    async function emptyView(name: string, fields: Array<[string, import('apache-arrow').DataType]>): Promise<DatasetLocation> {
+      const view: DatasetLocation = { location: fx.root.store.location(`${name}.lance`), storageOptions: fx.root.store.engineStorageOptions() };
+      await engine.createDataset(view, engine.schemaStream(Buffer.from(schemaMessage(fields), 'base64')).stream, 'create');
+      return view;
+    }
+
+    it('materializes a chunker view: each source row expanded 1:N by the chunker, inherited columns copied, output_limit honoured; a raising chunker commits nothing', async () => {
+      const { at: source } = await fresh();
+      const name = `chunks${++seq}`;
+      const view = await emptyView(name, [
+        ['__source_row_id', new arrow.Int64()],
+        ['__child_index', new arrow.Int32()],
+        ['b', new arrow.Int64()],
+        ['label', new arrow.Utf8()],
+        ['k', new arrow.Int64()],
+      ]);
+      const pieces = await putUdf(fx.root, `${name}.lance/`, 'pieces');
+      const m: Materialization = {
+        sourceVersion: 3,
+        filter: 'a >= 5 AND a < 15',
+        columns: [
+          { name: 'a', sql: 'a' },
+          { name: 'b', sql: 'b' },
+        ],
+        offset: null,
+        limit: null,
+        udfs: [],
+        schemaMetadata: { 'geneva::view::version': 'chunker' },
+        fieldMetadata: {},
+        maxRowsPerFile: null,
+      };
+      const chunker = { kind: 'chunker' as const, udfPath: pieces, inputColumns: ['a'], inherited: ['b'], outputLimit: null };
+      const rowsOf = async () => {
+        const table = await connectTable(view.location, view.storageOptions);
+        try {
+          return ((await table.query().toArray()) as Array<Record<string, unknown>>)
+            .map((r) => ({ ...r, __source_row_id: Number(r.__source_row_id), __child_index: Number(r.__child_index), b: Number(r.b), k: Number(r.k) }))
+            .sort((x, y) => x.__source_row_id - y.__source_row_id || x.__child_index - y.__child_index);
+        } finally {
+          table.close();
+        }
+      };
+      const expected = Array.from({ length: 10 }, (_, i) => i + 5).flatMap((a) =>
+        Array.from({ length: a % 3 }, (_, k) => ({ __source_row_id: a < 10 ? a : 2 ** 32 + a - 10, __child_index: k, b: a * 10, label: `${a}.${k}`, k })),
+      );
+      expect(await udfs.materialize(source, view, m, chunker)).toEqual({ rows: expected.length, version: 2, fragments: 1 });
+      expect(await rowsOf()).toEqual(expected);
+      // output_limit: the first view rows in the source's order.
+      expect(await udfs.materialize(source, view, m, { ...chunker, outputLimit: 4 })).toMatchObject({ rows: 4, version: 3 });
+      expect(await rowsOf()).toEqual(expected.slice(0, 4));
+      const raising = await udfs.materialize(source, view, m, { ...chunker, udfPath: await putUdf(fx.root, `${name}.lance/`, 'pieces_raise') }).catch((e: unknown) => e);
+      expect(raising).toBeInstanceOf(UdfFailure);
+      expect((raising as UdfFailure).message).toMatch(/ValueError: cannot chunk row a=7/);
+      expect(await engine.datasetVersion(view)).toBe(3);
+      // A UDF envelope where a chunker is expected is a UdfFailure too.
+      expect(await udfs.materialize(source, view, m, { ...chunker, udfPath: await putUdf(fx.root, `${name}.lance/`, 'double') }).catch((e: unknown) => e)).toBeInstanceOf(UdfFailure);
+    });
+
+    it('materializes a udtf view: the UDTF handed a Geneva query over the source at the version (per partition value), its rows the view\'s; a raising UDTF commits nothing', async () => {
+      const { at: source } = await fresh();
+      // A fourth version: rows 20..29 with v = 1.
+      expect((await engine.rows.update(source, [['v', '1']], 'a >= 20')).version).toBe(4);
+      const name = `udtf${++seq}`;
+      const view = await emptyView(name, [
+        ['decade', new arrow.Int64()],
+        ['n', new arrow.Int64()],
+        ['total', new arrow.Int64()],
+      ]);
+      const m: Materialization = { sourceVersion: 2, filter: null, columns: [], offset: null, limit: null, udfs: [], schemaMetadata: { 'geneva::view::version': 'udtf' }, fieldMetadata: {}, maxRowsPerFile: null };
+      const run = async (udtf: UdfName, version: number, partitionBy: string | null = null) =>
+        udfs.materialize(source, view, { ...m, sourceVersion: version }, { kind: 'udtf', udfPath: await putUdf(fx.root, `${name}.lance/`, udtf), sourceQuery: genevaQuery(`t${seq}`, { filter: 'a >= 5' }), partitionBy });
+      const rowsOf = async () => {
+        const table = await connectTable(view.location, view.storageOptions);
+        try {
+          return ((await table.query().toArray()) as Array<Record<string, unknown>>).map((r) => [Number(r.decade), Number(r.n), Number(r.total)]).sort((x, y) => (x[0] ?? 0) - (y[0] ?? 0) || (x[1] ?? 0) - (y[1] ?? 0));
+        } finally {
+          table.close();
+        }
+      };
+      // Version 2 has a = 0..19: rows 5..19.
+      expect(await run('decades', 2)).toMatchObject({ rows: 2, version: 2 });
+      expect(await rowsOf()).toEqual([
+        [0, 5, 35],
+        [1, 10, 145],
+      ]);
+      // Partitioned by v at version 4: v = -1 (a 5..19) and v = 1 (a 20..29), each run on its own.
+      expect(await run('decades_by_v', 4, 'v')).toMatchObject({ rows: 3, version: 3 });
+      expect(await rowsOf()).toEqual([
+        [0, 5, 35],
+        [1, 10, 145],
+        [2, 10, 245],
+      ]);
+      const raising = await run('decades_raise', 4).catch((e: unknown) => e);
+      expect(raising).toBeInstanceOf(UdfFailure);
+      expect((raising as UdfFailure).message).toMatch(/ValueError: no decades today/);
       expect(await engine.datasetVersion(view)).toBe(3);
     });
 

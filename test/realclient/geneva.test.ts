@@ -11,7 +11,7 @@ import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/s
 // Geneva 0.17 (LanceDB's feature-engineering client) in remote mode against the service, as its
 // users run it: Python UDF columns added and backfilled (blocking and async, with `where`), a
 // failing UDF, a backfill whose service is SIGKILLed half-way and finished by the next one, query
-// materialized views with UDF columns created and refreshed, and the 406 a service without
+// materialized views with UDF columns, chunker and udtf views created and refreshed, and the 406 a service without
 // udf_execution answers. The Python side is geneva_client.py, run with
 // the UDF worker's venv (scripts/install-udf-worker.sh), which has geneva.
 
@@ -76,7 +76,7 @@ describe('Geneva 0.17 in remote mode', () => {
   );
 
   it(
-    'creates and refreshes query materialized views with UDF columns (blocking, async, with data at create) and shows a failing UDF its error',
+    'creates and refreshes query materialized views with UDF columns, chunker and udtf views (blocking, async, with data at create, output_limit, partition_by) and shows a failing UDF, chunker or UDTF its error',
     async () => {
       const service = await startService(await newRoot(), { udfs: true });
       await geneva(service, 'matview');

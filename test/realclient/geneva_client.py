@@ -5,7 +5,9 @@ GENEVA_URL is the service. GENEVA_PHASE picks what runs:
   backfill, a column rebound to another UDF, a failing UDF; values checked row by row.
 - "matview": a query materialized view with a UDF column, created, refreshed (blocking, then async
   after the source changed) and read back row by row; one created with with_no_data=False; a
-  failing UDF in a view.
+  failing UDF in a view; chunker views (create_udtf_view with a @chunker) refreshed and checked
+  against what the chunker yields locally, with output_limit, and a failing chunker; udtf views
+  (create_udtf_view with a @udtf, partitioned and not) checked against the UDTF run locally.
 - "off": the same calls against a service without udf_execution get the 406 that says how to enable it.
 - "kill-start" / "kill-finish": a backfill started, then (after the test SIGKILLed the service
   half-way and started it again) followed to its end through Geneva's job table and checked.
@@ -15,12 +17,14 @@ GENEVA_URL is the service. GENEVA_PHASE picks what runs:
 import json
 import os
 import sys
+from typing import Iterator, NamedTuple
 
 import geneva
 import geneva.cloudpickle as gcp
 import pyarrow as pa
 import pytest
 from geneva import udf
+from geneva.transformer import chunker, udtf
 
 # The UDFs below are pickled by value: the service's worker cannot import this test module.
 gcp.register_pickle_by_value(sys.modules[__name__])
@@ -55,6 +59,51 @@ def fails_on_777(a: int) -> int:
     if a == 777:
         raise ValueError("row 777 is cursed")
     return a
+
+
+class Piece(NamedTuple):
+    label: str
+    k: int
+
+
+def split_row(a: int) -> Iterator[Piece]:
+    # a % 4 view rows for row a: none to three.
+    for k in range(a % 4):
+        yield Piece(label=f"{a}/{k}", k=k)
+
+
+pieces = chunker(split_row)
+pieces_keeping_a = chunker(inherit_input_columns=True)(split_row)
+
+
+@chunker
+def chunks_fail_on_777(a: int) -> Iterator[Piece]:
+    if a == 777:
+        raise ValueError("row 777 cannot be chunked")
+    yield Piece(label=str(a), k=0)
+
+
+B_SUMS = pa.schema([pa.field("b", pa.int64()), pa.field("n", pa.int64()), pa.field("total", pa.int64())])
+
+
+def sums_of_a_by_b(source):
+    # One row per value of b among the rows it is given: how many, and the sum of their a.
+    t = source.to_arrow()
+    groups = {}
+    for a, b in zip(t["a"].to_pylist(), t["b"].to_pylist()):
+        groups.setdefault(b, []).append(a)
+    keys = sorted(groups)
+    yield pa.RecordBatch.from_pydict({"b": keys, "n": [len(groups[k]) for k in keys], "total": [sum(groups[k]) for k in keys]}, schema=B_SUMS)
+
+
+sums_by_b = udtf(sums_of_a_by_b, output_schema=B_SUMS, input_columns=["a", "b"])
+sums_per_b = udtf(sums_of_a_by_b, output_schema=B_SUMS, input_columns=["a", "b"], partition_by="b")
+
+
+@udtf(output_schema=B_SUMS, input_columns=["a"])
+def udtf_fails(source):
+    raise ValueError("this UDTF always fails")
+    yield
 
 
 def connect():
@@ -207,6 +256,88 @@ def test_a_failing_udf_in_a_view_shows_geneva_the_error():
         view.refresh()
 
 
+def expected_chunks(db, source, where, chunk, inherited):
+    """What `chunk` yields for the source rows matching `where`, run here as Geneva's refresh runs it, with the inherited columns."""
+    t = db.open_table(source).to_lance().to_table(columns=["a", "b"], filter=where, with_row_id=True)
+    ids = t["_rowid"].cast(pa.int64())
+    out = chunk.execute_on_record_batch(pa.RecordBatch.from_arrays([t["a"].combine_chunks(), ids.combine_chunks()], names=["a", "__source_row_id"]))
+    by_id = {rid: {c: t[c][i].as_py() for c in inherited} for i, rid in enumerate(ids.to_pylist())}
+    rows = [{**r, **by_id[r["__source_row_id"]]} for r in out.to_pylist()]
+    return sorted(rows, key=lambda r: (r["__source_row_id"], r["__child_index"]))
+
+
+def chunk_rows(db, name):
+    return sorted(db.open_table(name).to_lance().to_table().to_pylist(), key=lambda r: (r["__source_row_id"], r["__child_index"]))
+
+
+@pytest.mark.skipif(PHASE != "matview", reason="phase")
+def test_chunker_view_refreshed_blocking_with_output_limit_then_async():
+    db = connect()
+    src = db.create_table("chunk_src", numbers(3_000))
+    view = db.create_udtf_view("chunks", src.search().where("a < 1000").select(["a", "b"]), pieces)
+    # The chunker's input `a` is not inherited (Geneva's default); `b` is.
+    assert view.schema.names == ["__source_row_id", "__child_index", "b", "label", "k"]
+    result = view.refresh()
+    assert result.status == "DONE"
+    expected = expected_chunks(db, "chunk_src", "a < 1000", pieces, ["b"])
+    assert len(expected) == sum(i % 4 for i in range(1000))
+    assert result.rows_refreshed == len(expected)
+    assert chunk_rows(db, "chunks") == expected
+    # output_limit (which Geneva only sends for a view whose metadata says chunker): the first rows.
+    db.open_table("chunks").refresh(output_limit=10)
+    assert chunk_rows(db, "chunks") == expected[:10]
+    # The source changes; an async refresh recomputes the view.
+    src.add(numbers(3_005).slice(3_000))
+    src.delete("a < 100")
+    db.open_table("chunks").refresh_async().result(timeout=600)
+    assert chunk_rows(db, "chunks") == expected_chunks(db, "chunk_src", "a < 1000", pieces, ["b"])
+    # inherit_input_columns=True keeps the input in the view.
+    kept = db.create_udtf_view("chunks_a", src.search().where("a < 50"), pieces_keeping_a, with_no_data=False)
+    assert kept.schema.names == ["__source_row_id", "__child_index", "a", "b", "label", "k"]
+    from geneva.jobs.remote import RemoteJob
+
+    jobs = db.list_jobs(table_name="chunks_a")
+    assert len(jobs) == 1
+    RemoteJob.from_job(db, jobs[0].job_id).result(timeout=600)
+    assert chunk_rows(db, "chunks_a") == expected_chunks(db, "chunk_src", "a < 50", pieces_keeping_a, ["a", "b"])
+
+
+@pytest.mark.skipif(PHASE != "matview", reason="phase")
+def test_a_failing_chunker_shows_geneva_the_error():
+    db = connect()
+    src = db.create_table("chunk_src2", numbers(1_000))
+    view = db.create_udtf_view("chunks_failing", src.search(), chunks_fail_on_777)
+    with pytest.raises(RuntimeError, match="row 777 cannot be chunked"):
+        view.refresh()
+
+
+def sums_expected(n, keep):
+    groups = {}
+    for a in range(n):
+        if keep(a):
+            groups.setdefault(a % 7, []).append(a)
+    return [{"b": k, "n": len(groups[k]), "total": sum(groups[k])} for k in sorted(groups)]
+
+
+@pytest.mark.skipif(PHASE != "matview", reason="phase")
+def test_udtf_views_refreshed_whole_and_per_partition():
+    db = connect()
+    src = db.create_table("udtf_src", numbers(5_000))
+    view = db.create_udtf_view("sums", src.search().where("a < 4000"), sums_by_b)
+    assert view.schema.names == ["b", "n", "total"]
+    result = view.refresh()
+    assert result.status == "DONE"
+    assert sorted(db.open_table("sums").to_lance().to_table().to_pylist(), key=lambda r: r["b"]) == sums_expected(5_000, lambda a: a < 4000)
+    # Partitioned by b: the UDTF runs once per value of b, and the rows are the same.
+    db.create_udtf_view("sums_per_b", src.search().where("a >= 1000"), sums_per_b)
+    src.delete("a % 2 = 0")
+    db.open_table("sums_per_b").refresh_async().result(timeout=600)
+    assert sorted(db.open_table("sums_per_b").to_lance().to_table().to_pylist(), key=lambda r: r["b"]) == sums_expected(5_000, lambda a: a >= 1000 and a % 2 == 1)
+    failing = db.create_udtf_view("sums_failing", src.search(), udtf_fails)
+    with pytest.raises(RuntimeError, match="this UDTF always fails"):
+        failing.refresh()
+
+
 @pytest.mark.skipif(PHASE != "off", reason="phase")
 def test_without_udf_execution_the_calls_get_a_406_saying_how_to_enable_it():
     db = connect()
@@ -216,6 +347,10 @@ def test_without_udf_execution_the_calls_get_a_406_saying_how_to_enable_it():
     assert "Unsupported" in type(refused.value).__name__ or "406" in str(refused.value) or "Unsupported" in str(refused.value)
     with pytest.raises(Exception, match="udf_execution local or ray"):
         db.create_materialized_view("no_udfs_view", t.search().select({"a": "a", "d": times_two}))
+    with pytest.raises(Exception, match="udf_execution local or ray"):
+        db.create_udtf_view("no_udfs_chunks", t.search(), pieces)
+    with pytest.raises(Exception, match="udf_execution local or ray"):
+        db.create_udtf_view("no_udfs_sums", t.search(), sums_by_b)
 
 
 @pytest.mark.skipif(PHASE != "kill-start", reason="phase")

@@ -2,19 +2,22 @@
 
 Usage: python geneva_udfs.py <output dir>
 Writes each envelope (DockerUDFPackager().marshal(udf).udf_payload: the DockerUDFSpecV1 JSON with
-the cloudpickled UDF) to <output dir>/<sha256> and prints {"<name>": "<sha256>", ...} on stdout.
+the cloudpickled UDF; for a chunker or a UDTF, its ChunkerSpec / UDTFSpec JSON as a view's create sends it) to
+<output dir>/<sha256> and prints {"<name>": "<sha256>", ...} on stdout.
 """
 
 import hashlib
 import json
 import os
 import sys
+from typing import Iterator, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from geneva import udf
-from geneva.packager import DockerUDFPackager
+from geneva.packager import DockerUDFPackager, marshal_chunker, marshal_udtf
+from geneva.transformer import chunker, udtf
 
 
 @udf(data_type=pa.int64())
@@ -70,6 +73,51 @@ def sleeps(a: int) -> int:
     return a
 
 
+class Piece(NamedTuple):
+    label: str
+    k: int
+
+
+@chunker
+def pieces(a: int) -> Iterator[Piece]:
+    # a % 3 view rows for row a: none, one or two.
+    for k in range(a % 3):
+        yield Piece(label=f"{a}.{k}", k=k)
+
+
+@chunker
+def pieces_raise(a: int) -> Iterator[Piece]:
+    if a == 7:
+        raise ValueError(f"cannot chunk row a={a}")
+    yield Piece(label=str(a), k=0)
+
+
+CHUNKERS = {"pieces": pieces, "pieces_raise": pieces_raise}
+
+DECADES = pa.schema([pa.field("decade", pa.int64()), pa.field("n", pa.int64()), pa.field("total", pa.int64())])
+
+
+def decade_sums(source):
+    # One row per decade of `a` among the rows it is given: how many, and their sum.
+    groups = {}
+    for a in source.to_arrow()["a"].to_pylist():
+        groups.setdefault(a // 10, []).append(a)
+    keys = sorted(groups)
+    yield pa.RecordBatch.from_pydict({"decade": keys, "n": [len(groups[k]) for k in keys], "total": [sum(groups[k]) for k in keys]}, schema=DECADES)
+
+
+def no_decades(source):
+    raise ValueError("no decades today")
+    yield
+
+
+UDTFS = {
+    "decades": udtf(decade_sums, output_schema=DECADES, input_columns=["a"]),
+    "decades_by_v": udtf(decade_sums, output_schema=DECADES, input_columns=["a"], partition_by="v"),
+    "decades_by_x": udtf(decade_sums, output_schema=DECADES, input_columns=["a"], partition_by="x"),
+    "decades_raise": udtf(no_decades, output_schema=DECADES, input_columns=["a"]),
+}
+
 UDFS = {"double": double, "plus": plus, "describe_row": describe_row, "raises": raises, "chatty": chatty, "wrong_type": wrong_type, "too_short": too_short, "sleeps": sleeps}
 
 
@@ -80,6 +128,13 @@ def main():
     written = {}
     for name, fn in UDFS.items():
         payload = packager.marshal(fn).udf_payload
+        sha = hashlib.sha256(payload).hexdigest()
+        with open(os.path.join(out, sha), "wb") as f:
+            f.write(payload)
+        written[name] = sha
+    specs = [(name, marshal_chunker(fn)) for name, fn in CHUNKERS.items()] + [(name, marshal_udtf(fn)) for name, fn in UDTFS.items()]
+    for name, spec in specs:
+        payload = spec.to_json().encode("utf-8")
         sha = hashlib.sha256(payload).hexdigest()
         with open(os.path.join(out, sha), "wb") as f:
             f.write(payload)

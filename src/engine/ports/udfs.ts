@@ -19,6 +19,37 @@ export interface UdfFill {
   filter: string;
 }
 
+/**
+ * A view of kind `chunker` (Geneva's `@chunker`): each source row is handed to the chunker, which
+ * yields zero or more view rows. With one, Materialization.columns are what is read of each
+ * source row (by name, as the chunker's inputs and the inherited columns name them).
+ */
+export interface ChunkerExpansion {
+  kind: 'chunker';
+  /** Where the ChunkerSpec JSON lives, relative to the view's directory (`_udfs/<sha256>`). */
+  udfPath: string;
+  /** The read columns the chunker gets, with `__source_row_id`. */
+  inputColumns: string[];
+  /** The read columns copied onto each view row of their source row. */
+  inherited: string[];
+  /** At most this many view rows (the first ones in the source's order); null: all. */
+  outputLimit: number | null;
+}
+
+/**
+ * A view of kind `udtf` (Geneva's `@udtf`): the UDTF is handed a Geneva query builder over the
+ * source at the materialization's version (the view's GenevaQuery, once per distinct value of
+ * `partitionBy` with that value added to its filter) and yields the view's rows.
+ * Materialization.columns, filter, offset and limit are not read.
+ */
+export interface UdtfRun {
+  kind: 'udtf';
+  /** Where the UDTFSpec JSON lives, relative to the view's directory (`_udfs/<sha256>`). */
+  udfPath: string;
+  sourceQuery: string;
+  partitionBy: string | null;
+}
+
 /** The UDF raised (or returned something unusable): the message and Python traceback say why. Not worth a retry. */
 export class UdfFailure extends Error {
   constructor(
@@ -46,9 +77,12 @@ export interface UdfOps {
    * `__is_set` true, the SQL columns and the UDF columns computed over the source row, any other
    * column null; the rows replace the view's in one commit that also writes `m`'s metadata, and
    * keeps the view's schema. Doing it again from the same source version gives the same view.
+   * With a chunker, the view rows are instead what the chunker yields for each source row (with
+   * `__source_row_id`, `__child_index` and the inherited columns); with a UDTF, what the UDTF
+   * yields; `m.udfs` must then be empty.
    * Throws as `fill` does.
    */
-  materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization): Promise<Materialized>;
+  materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization, expansion?: ChunkerExpansion | UdtfRun): Promise<Materialized>;
   /** Stops the workers. */
   close(): Promise<void>;
 }

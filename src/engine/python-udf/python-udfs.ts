@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { classify, type ResolvedHandle } from '../lancedb/table-access.js';
-import { UdfFailure, type UdfFill, type UdfOps } from '../ports/udfs.js';
+import { type ChunkerExpansion, UdfFailure, type UdfFill, type UdfOps, type UdtfRun } from '../ports/udfs.js';
 import type { Materialization, Materialized } from '../ports/views.js';
 import { fillAnswer, materializeAnswer, UdfWorkerProcess, type UdfWorkerLog, type WorkerFailure, WorkerGone, WorkerTimedOut } from './worker-process.js';
 
@@ -149,7 +149,7 @@ export class PythonUdfs implements UdfOps {
     );
   }
 
-  async materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization): Promise<Materialized> {
+  async materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization, expansion?: ChunkerExpansion | UdtfRun): Promise<Materialized> {
     return this.withWorker((worker) =>
       this.resolver.withResolvedHandle(source, (src) =>
         this.resolver.withResolvedHandle(view, async (dst) => {
@@ -167,6 +167,10 @@ export class PythonUdfs implements UdfOps {
             schema_metadata: m.schemaMetadata,
             field_metadata: m.fieldMetadata,
             max_rows_per_file: m.maxRowsPerFile,
+            ...(expansion?.kind === 'chunker'
+              ? { chunker: { udf_path: expansion.udfPath, input_columns: expansion.inputColumns, inherited: expansion.inherited }, output_limit: expansion.outputLimit }
+              : {}),
+            ...(expansion?.kind === 'udtf' ? { udtf: { udf_path: expansion.udfPath, source_query: expansion.sourceQuery, partition_by: expansion.partitionBy } } : {}),
             ...(this.options.batchRows !== undefined ? { batch_rows: this.options.batchRows } : {}),
           };
           const answer = await worker.request(request, this.options.fillTimeoutMs).catch((e: unknown) => {

@@ -1,5 +1,5 @@
 import { EngineError } from '../../engine/lance-engine.js';
-import { UdfFailure } from '../../engine/ports/udfs.js';
+import { type ChunkerExpansion, UdfFailure, type UdtfRun } from '../../engine/ports/udfs.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
@@ -210,7 +210,7 @@ export class BackfillRunner {
    */
   private async refreshView(ctx: RequestContext, id: string, job: RefreshViewJob, lease: JobLease, view: OpenTable): Promise<void> {
     const { udfs, views } = this.tables.engine;
-    if (job.udfs.length > 0 && !udfs) throw invalidInput('this service runs no Python UDFs (udf_execution is off on the replica that took the job)');
+    if ((job.udfs.length > 0 || job.chunker || job.udtf) && !udfs) throw invalidInput('this service runs no Python UDFs (udf_execution is off on the replica that took the job)');
     await lease.check();
     const source = await this.tables.open(ctx, job.source_id);
     const { schema } = await this.tables.engine.describeDataset(view.at);
@@ -229,7 +229,7 @@ export class BackfillRunner {
     // The workers stream the rows; the engine's own path (views without UDFs, workers off) gathers them in memory.
     // On S3 with credential vending, the workers (user code) get credentials for the two tables only: reading the source, writing the view.
     const result = await withConflictRetries(this.tables.catalog.metrics, async () =>
-      udfs ? udfs.materialize(await udfLocation(this.tables, source, id, 'read'), await udfLocation(this.tables, view, id), m) : views.materialize(source.at, view.at, m),
+      udfs ? udfs.materialize(await udfLocation(this.tables, source, id, 'read'), await udfLocation(this.tables, view, id), m, expansionOf(job)) : views.materialize(source.at, view.at, m),
     );
     faultPoint('refresh:after-commit');
     await this.records.checkpoint<RefreshViewJob>(id, (j) => ({ ...j, rows_done: result.rows }), {
@@ -332,4 +332,11 @@ export class BackfillRunner {
     await records.finish(id, 'Succeeded');
     this.logger?.info({ job: id, rows: rowsDone }, 'backfill job succeeded');
   }
+}
+
+/** A chunker or udtf view's expansion, as the UDF workers take it. */
+function expansionOf(job: RefreshViewJob): ChunkerExpansion | UdtfRun | undefined {
+  if (job.chunker) return { kind: 'chunker', udfPath: job.chunker.path, inputColumns: job.chunker.inputs, inherited: job.chunker.inherited, outputLimit: job.output_limit ?? null };
+  if (job.udtf) return { kind: 'udtf', udfPath: job.udtf.path, sourceQuery: job.udtf.query, partitionBy: job.udtf.partition_by };
+  return undefined;
 }
