@@ -23,7 +23,7 @@ import { TableCredentials } from './service/tables/credential-vending.js';
 import { TableService } from './service/tables/table-service.js';
 import { TransactionService } from './service/transactions/transaction-service.js';
 import { TransactionLog } from './service/transactions/transaction-log.js';
-import { BackfillService } from './service/jobs/backfill-service.js';
+import { JobService } from './service/jobs/job-service.js';
 import { MaterializedViewService } from './service/views/view-service.js';
 import { TableVersionService } from './service/versions/table-version-service.js';
 import { InstrumentedStore } from './store/instrumented-store.js';
@@ -78,7 +78,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   for (const f of failures) logger.error({ transaction: f.id, err: f.error }, 'could not finish an unfinished transaction; it stays as it is');
   // Backfill jobs: every replica runs a runner; a lease in each job's record picks the one that works it.
   const tables = new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved));
-  const backfill = new BackfillService(
+  const backfill = new JobService(
     data,
     transactionLog,
     { leaseMs: config.transactionLeaseMs },

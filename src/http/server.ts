@@ -17,7 +17,7 @@ import type { RowService } from '../service/data/rows.js';
 import type { TagService } from '../service/data/tags.js';
 import type { TransactionService } from '../service/transactions/transaction-service.js';
 import type { TableVersionService } from '../service/versions/table-version-service.js';
-import type { BackfillService } from '../service/jobs/backfill-service.js';
+import type { JobService } from '../service/jobs/job-service.js';
 import type { MaterializedViewService } from '../service/views/view-service.js';
 import { readBody, readJsonBody } from './body.js';
 import { messageScrubber, toWireError, wireError } from './errors.js';
@@ -52,7 +52,7 @@ export interface Services {
   tags: TagService;
   queries: QueryService;
   health: HealthService;
-  backfill: BackfillService;
+  backfill: JobService;
   views: MaterializedViewService;
 }
 

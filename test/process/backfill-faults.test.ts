@@ -6,7 +6,7 @@ import { type Backend, backends, localBackend, type TestRoot } from '../support/
 import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 import { genevaQuery, META, schemaMessage } from '../support/views.js';
 
-// Crash tests of backfill jobs (src/service/jobs/backfill-runner.ts): the real service process is
+// Crash tests of backfill jobs (src/service/jobs/job-runner.ts): the real service process is
 // SIGKILLed at a fault point of a 200,000-row backfill; another service process on the same root
 // (a restart, or a second replica already running) takes the job over once the dead one's lease
 // runs out, continues from the last checkpoint, and the column ends equal to its expression on
@@ -206,7 +206,7 @@ describe.concurrent('backfill jobs across crashes and replicas', () => {
   });
 });
 
-// A materialized view's refresh is one step (backfill-runner.ts refreshView): killed after its
+// A materialized view's refresh is one step (job-runner.ts refreshView): killed after its
 // commit and before its checkpoint, the next process takes it over and commits the same rows again.
 describe.concurrent('view refreshes across crashes', () => {
   it.each(backends())('killed after the commit on $name, finished by another process with the same rows', { timeout: 240_000 }, async (backend) => {

@@ -1,8 +1,8 @@
 import { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
-import type { BackfillService } from '../../service/jobs/backfill-service.js';
+import type { JobService } from '../../service/jobs/job-service.js';
 import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
-export function jobRoutes(backfill: BackfillService): RouteGroup {
+export function jobRoutes(backfill: JobService): RouteGroup {
   return routeGroup('/v1', [
     defineRoute({
       operationId: 'AlterTableBackfillColumns',

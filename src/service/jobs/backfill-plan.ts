@@ -3,7 +3,7 @@ import type { RowIdLayout } from '../../engine/ports/columns.js';
 import { RefreshViewJob } from './refresh-job.js';
 
 // The plan of a backfill job as its transaction record keeps it (`job`), how a table's rows are cut
-// into chunks of Lance row ids, and the SQL the runner writes chunks with. See backfill-runner.ts
+// into chunks of Lance row ids, and the SQL the runner writes chunks with. See job-runner.ts
 // for the protocol.
 
 export const DEFAULT_CHUNK_ROWS = 10_000;

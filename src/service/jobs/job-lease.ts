@@ -6,7 +6,7 @@ import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
 // A runner's hold on jobs (backfills and view refreshes): every write to a job's record is a replace-if-unchanged of the
 // version read, and names the runner as `job.owner` with a `job.lease_until`; a runner that finds
-// another owner in a record it re-reads stops. See backfill-runner.ts for the protocol.
+// another owner in a record it re-reads stops. See job-runner.ts for the protocol.
 
 /** Why a job stopped before its end. */
 export type Stop = 'canceled' | 'lost' | 'stopping';

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 // The plan of a materialized view's refresh as its transaction record keeps it (`job`): what the
-// view is recomputed from, snapshotted when the refresh was asked for. See backfill-runner.ts for
+// view is recomputed from, snapshotted when the refresh was asked for. See job-runner.ts for
 // how jobs run.
 
 export const RefreshViewJob = z.object({

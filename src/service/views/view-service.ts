@@ -13,7 +13,7 @@ import { displayId } from '../catalog/catalog.js';
 import type { DataTable, DataTables } from '../data/dataset.js';
 import { type PythonUdfBinding, parsePythonUdf, requirePythonUdfs, storeEnvelopes, strictBase64 } from '../data/python-udf-columns.js';
 import { engineFailure } from '../engine-errors.js';
-import type { BackfillService } from '../jobs/backfill-service.js';
+import type { JobService } from '../jobs/job-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
 import type { RequestContext } from '../request-context.js';
 import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type ParsedView, type ViewChunker, type ViewUdf, type ViewUdtf, viewOfTable } from './view-definition.js';
@@ -24,7 +24,7 @@ import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type 
 // sent and Geneva's view metadata (view-definition.ts); each UDF column's envelope is stored in the view's directory and its
 // field bound to it, as Geneva's own writer does. A refresh is a job like a backfill (a
 // transaction record with a marker, a lease and a row in Geneva's job table; see
-// jobs/backfill-runner.ts) that recomputes the whole view from the source at one version, in
+// jobs/job-runner.ts) that recomputes the whole view from the source at one version, in
 // one commit, through the UDF workers (or the engine itself, for a view without UDF columns in a
 // service that runs no workers).
 //
@@ -39,7 +39,7 @@ const MV_REFRESH = 'refresh_materialized_view';
 export class MaterializedViewService {
   constructor(
     private readonly tables: DataTables,
-    private readonly jobs: BackfillService,
+    private readonly jobs: JobService,
     /** Creates a table from an Arrow IPC stream through the table service (mode Create); its version. */
     private readonly createTable: (ctx: RequestContext, id: string[], arrowIpcStream: Buffer) => Promise<{ version: number }>,
   ) {}

@@ -23,7 +23,7 @@ import type { Metrics } from '../../metrics/metrics.js';
 // `backfill_column` or `refresh_materialized_view`) whose `job` field holds its plan, its
 // progress and its lease; a marker <root>/_catalog/jobs/<id>.json lists it as unfinished so that
 // runners need not scan every transaction. Every change to the record is a replace-if-unchanged
-// of the version read (job-lease.ts). backfill-service.ts creates jobs (views/view-service.ts
+// of the version read (job-lease.ts). job-service.ts creates jobs (views/view-service.ts
 // the refreshes); backfill-plan.ts cuts backfills into chunks. A refresh is one step: the whole
 // view recomputed from the source version in its plan, in one commit, which is idempotent (the
 // same rows again), so the invariants below hold for it with one chunk and no sweep.
@@ -78,7 +78,7 @@ async function withConflictRetries<T>(metrics: Metrics, fn: () => Promise<T>): P
 }
 
 /** Finds unfinished jobs and works them; every replica runs one. */
-export class BackfillRunner {
+export class JobRunner {
   private readonly running = new Map<string, Promise<void>>();
   private poller: Poller | undefined;
   private stopping = false;

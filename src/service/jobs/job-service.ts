@@ -11,18 +11,19 @@ import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
 import type { TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
 import { type BackfillJob, DEFAULT_CHUNK_ROWS, type Job } from './backfill-plan.js';
-import { BackfillRunner } from './backfill-runner.js';
+import { JobRunner } from './job-runner.js';
 import { GenevaJobTable } from './geneva-job-table.js';
 import { JobRecords } from './job-lease.js';
 import { pythonUdfOf, requirePythonUdfs } from '../data/python-udf-columns.js';
 
-// AlterTableBackfillColumns: checks the request against the table, writes the job (marker first,
-// then its transaction record) and hands it to this replica's runner (backfill-runner.ts, where the
-// protocol is described). Materialized views' refreshes are submitted here too (views/view-service.ts).
+// The service's jobs: backfills (AlterTableBackfillColumns, checked here against the table) and
+// materialized views' refreshes (submitted by views/view-service.ts). Each is written (marker
+// first, then its transaction record, then Geneva's row) and handed to this replica's runner
+// (job-runner.ts, where the protocol is described).
 
 const MARKERS = `${CATALOG_DIR}/jobs/`;
 
-export interface BackfillSettings {
+export interface JobSettings {
   /** How long a runner's hold on a job is trusted without renewal. */
   leaseMs: number;
   /** How often unfinished jobs are looked for (default: half the lease, within 100 ms .. 5 s). */
@@ -30,16 +31,16 @@ export interface BackfillSettings {
 }
 
 /** Creates backfill jobs (the HTTP operation) and runs them (every replica runs a runner). */
-export class BackfillService {
+export class JobService {
   private readonly markers: UnfinishedMarkers;
-  private readonly runner: BackfillRunner;
+  private readonly runner: JobRunner;
 
   private readonly genevaJobs: GenevaJobTable;
 
   constructor(
     private readonly tables: DataTables,
     private readonly log: TransactionLog,
-    settings: BackfillSettings,
+    settings: JobSettings,
     /** Creates a table from an Arrow IPC stream unless it exists (ExistOk): Geneva's job table. */
     createTable: (ctx: RequestContext, id: string[], arrowIpcStream: Buffer) => Promise<unknown>,
     logger?: ServiceLogger,
@@ -50,7 +51,7 @@ export class BackfillService {
     const records = new JobRecords(log, this.markers, `runner-${randomUUID()}`, settings.leaseMs, () => this.runner.isStopping(), metrics, (record, job) =>
       this.genevaJobs.changed(record, job),
     );
-    this.runner = new BackfillRunner(tables, records, this.markers, settings.pollMs ?? pollIntervalMs(settings.leaseMs), logger);
+    this.runner = new JobRunner(tables, records, this.markers, settings.pollMs ?? pollIntervalMs(settings.leaseMs), logger);
     metrics.observe({ jobsRunning: () => this.runner.runningCount });
   }
 
