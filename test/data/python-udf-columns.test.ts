@@ -1,5 +1,8 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import { startTestApp, type TestApp } from '../support/app.js';
@@ -24,7 +27,7 @@ const as = (who: string) => ({ 'x-api-key': `${who}-key` });
 /** A Geneva envelope (DockerUDFSpecV1) of the scalar UDF `name(a)` returning `body`, pickled by the pinned Geneva. */
 async function envelopeOf(name: string, body: string): Promise<Buffer> {
   const script = [
-    'import sys, time, pyarrow as pa',
+    'import os, sys, time, pyarrow as pa',
     'from geneva import udf',
     'from geneva.packager import DockerUDFPackager',
     '@udf(data_type=pa.int64())',
@@ -164,6 +167,23 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     expect((await post('guarded', 'add_columns', { new_columns: [udfColumn('z')] })).status).toBe(200);
     const run = await post('guarded', 'backfill_column', { column: 'z' }, 'writer');
     expect(run.status, run.text).toBe(403);
+  });
+
+  it('retries a chunk whose UDF worker died: the job takes it again on a new worker and succeeds', { timeout: 60_000 }, async () => {
+    await table('crashing', 3000);
+    // The UDF kills its worker the first time it runs (a crash, as an out-of-memory kill would be), then computes.
+    const once = path.join(await mkdtemp(path.join(os.tmpdir(), 'udf-crash-')), 'crashed');
+    const crashing = (await envelopeOf('crash_once', `a * 3 if os.path.exists(${JSON.stringify(once)}) else (open(${JSON.stringify(once)}, 'w').close(), os._exit(9))[1]`)).toString('base64');
+    expect((await post('crashing', 'add_columns', { new_columns: [udfColumn('z', { udf: crashing, udf_name: 'crash_once' })] })).status).toBe(200);
+    const started = await post('crashing', 'backfill_column', { column: 'z', checkpoint_size: 1000 });
+    expect(started.status, started.text).toBe(202);
+    const call = { call: (method: 'GET' | 'POST', url: string, body?: unknown) => app.call(method, url, body, as('admin')) };
+    const done = await waitForJob(call, String(started.json.job_id), undefined, 50_000);
+    expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+    expect(existsSync(once)).toBe(true);
+    const location = String((await post('crashing', 'describe', {})).json.location);
+    const rows = await readColumn(location, root.store.engineStorageOptions(), 'z');
+    expect(rows.filter((r) => r.v !== r.id * 3)).toEqual([]);
   });
 
   it("stops a canceled UDF backfill at its next checkpoint; Geneva's row says CANCELLED", async () => {
