@@ -6,7 +6,7 @@ export function viewRoutes(views: MaterializedViewService): RouteGroup {
   return routeGroup('/v1', [
     defineRoute({
       operationId: 'CreateMaterializedView',
-      summary: 'Create a materialized view of kind query (a filter and projection of a source table, with optional Python UDF columns) as a table',
+      summary: 'Create a materialized view as a table: kind query (a filter and projection of a source table, with optional Python UDF columns), chunker or udtf (Geneva)',
       tag: 'MaterializedView',
       paths: ['/materialized_view/{id}/create'],
       methods: ['POST'],
