@@ -55,7 +55,10 @@ const startService = (root: TestRoot, faultPoint?: string): Promise<Running> =>
 
 async function stopService(running: Running): Promise<void> {
   running.child.kill('SIGTERM');
-  expect(await running.exited).toEqual({ code: 0, signal: null });
+  const exited = await running.exited;
+  // A failed shutdown logs why (a crash writes it to stderr): shown with the failure.
+  const why = `${JSON.stringify(running.lines.filter((l) => l.msg === 'shutdown failed'))}\n${running.stderr().slice(-4000)}`;
+  expect(exited, why).toEqual({ code: 0, signal: null });
 }
 
 interface StoredJob {
