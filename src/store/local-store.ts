@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fsSync, { constants as fsc, promises as fs } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
@@ -37,9 +38,53 @@ import {
 
 const TEMP_MARK = '.~tmp~';
 const LOCK_MARK = '.~lock~';
+/** Added to a lock file's name for its break lock (see breakAbandonedLock). */
+const BREAK_MARK = '.break';
 const LOCK_STALE_MS = 30_000;
 const LOCK_WAIT_MS = 10_000;
 const DEFAULT_MAX_KEYS = 1000;
+const LOCK_HOST = os.hostname();
+
+/** The holder a lock file names ('' for a lock written before holders were named), and whether it is gone. */
+async function lockHolder(lockPath: string): Promise<{ text: string; gone: boolean } | null> {
+  const [text, st] = await Promise.all([fs.readFile(lockPath, 'utf8').catch(() => null), fs.stat(lockPath).catch(() => null)]);
+  if (text === null || st === null) return null;
+  if (Date.now() - st.mtimeMs > LOCK_STALE_MS) return { text, gone: true };
+  const [host, pid] = text.split('\n');
+  return { text, gone: host === LOCK_HOST && pid !== undefined && /^\d+$/.test(pid) && !processAlive(Number(pid)) };
+}
+
+/** Whether a process of this host exists (signal 0 only asks). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return errCode(e) !== 'ESRCH';
+  }
+}
+
+/** Removes a lock whose holder is gone (see acquireLockFile), under the key's break lock. */
+async function breakAbandonedLock(lockPath: string): Promise<void> {
+  const seen = await lockHolder(lockPath);
+  if (!seen?.gone) return;
+  const breakPath = `${lockPath}${BREAK_MARK}`;
+  try {
+    fsSync.closeSync(fsSync.openSync(breakPath, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644));
+  } catch (e) {
+    if (errCode(e) !== 'EEXIST') throw e;
+    // Another waiter is breaking it; a break lock as old as a stale lock was left by a waiter that died.
+    const st = await fs.stat(breakPath).catch(() => null);
+    if (st && Date.now() - st.mtimeMs > LOCK_STALE_MS) await fs.unlink(breakPath).catch(() => undefined);
+    return;
+  }
+  try {
+    const now = await lockHolder(lockPath);
+    if (now?.gone && now.text === seen.text) await fs.unlink(lockPath).catch(() => undefined);
+  } finally {
+    await fs.unlink(breakPath).catch(() => undefined);
+  }
+}
 /** Temporary names: a random prefix per process (several processes share a root) and a counter. */
 const TEMP_PREFIX = randomBytes(4).toString('hex');
 let tempCounter = 0;
@@ -60,7 +105,7 @@ async function syncAndClose(fd: number): Promise<void> {
 const NAME_MAX_BYTES = 255;
 const PATH_MAX_BYTES = 4095;
 /** A written file's name also carries the temporary or lock suffix for a while. */
-const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length);
+const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length + BREAK_MARK.length);
 
 /**
  * Directories smaller than this are kept only once their listing is trusted: one that is changing
@@ -420,19 +465,34 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
+  /**
+   * Takes the lock file of a key (create-if-absent), which names its holder: this host, this
+   * process and a nonce. A holder that died (SIGKILL) leaves its lock behind: a waiter breaks it
+   * at once when the holder was a process of this host that no longer exists, else once it is
+   * LOCK_STALE_MS old (nobody can still be inside by then).
+   *
+   * Invariant: a lock is broken only by a waiter that holds the key's break lock
+   * (`<lock>.break`, create-if-absent) and reads, while holding it, that the lock file still names
+   * the holder it found dead or stale; so two waiters never both break it, and a lock taken after
+   * a break is never broken for the dead holder before it.
+   */
   private async acquireLockFile(lockPath: string): Promise<void> {
     const deadline = Date.now() + LOCK_WAIT_MS;
+    const holder = `${LOCK_HOST}\n${process.pid}\n${randomBytes(8).toString('hex')}\n`;
     for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
       try {
         fsSync.mkdirSync(path.dirname(lockPath), { recursive: true });
-        fsSync.closeSync(fsSync.openSync(lockPath, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644));
+        const fd = fsSync.openSync(lockPath, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
+        try {
+          fsSync.writeSync(fd, holder);
+        } finally {
+          fsSync.closeSync(fd);
+        }
         return;
       } catch (e) {
         if (errCode(e) !== 'EEXIST') throw e;
       }
-      // A holder that died leaves its lock behind; after LOCK_STALE_MS nobody can still be inside.
-      const st = await fs.stat(lockPath).catch(() => null);
-      if (st && Date.now() - st.mtimeMs > LOCK_STALE_MS) await fs.unlink(lockPath).catch(() => undefined);
+      await breakAbandonedLock(lockPath);
       if (Date.now() > deadline) throw new StoreUnavailableError(`timed out waiting for lock ${lockPath}`);
       await new Promise((r) => setTimeout(r, delay + Math.random() * delay));
     }

@@ -2,8 +2,10 @@
 // always, radosgw always unless LANCE_NS_TEST_S3=off, MinIO when Docker answers). Every test gets a fresh,
 // empty root, so tests never see each other's keys.
 
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -609,6 +611,30 @@ describe('LocalObjectStore specifics', () => {
       for (const key of [...keysOf(listing.objects), ...listing.commonPrefixes]) expect(key).not.toMatch(/\.~(tmp|lock)~/);
     }
     expect(fulfilledIndexes(await writes)).toHaveLength(1);
+  });
+
+  it("breaks at once the lock of a replace-if-unchanged whose process died, never a live holder's", async () => {
+    const etag = (await store.put('held/state.json', '{"v":1}')).etag;
+    const lock = path.join(root.root, 'held', 'state.json.~lock~');
+    // A process of this host that is gone (it ran and exited) held the lock: the put takes it over
+    // at once (it used to wait 10 s and answer unavailable, the lock being younger than 30 s).
+    const dead = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+    await fs.writeFile(lock, `${os.hostname()}\n${dead.stdout}\nnonce\n`);
+    const replaced = await store.put('held/state.json', '{"v":2}', { ifMatch: etag });
+    expect((await store.get('held/state.json'))?.body.toString()).toBe('{"v":2}');
+    await expect(fs.stat(lock)).rejects.toMatchObject({ code: 'ENOENT' });
+    // A live holder (this process) keeps it: the put waits until the lock goes.
+    await fs.writeFile(lock, `${os.hostname()}\n${process.pid}\nnonce\n`);
+    let placed = false;
+    const waiting = store.put('held/state.json', '{"v":3}', { ifMatch: replaced.etag }).then((info) => {
+      placed = true;
+      return info;
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(placed).toBe(false);
+    await fs.unlink(lock);
+    await waiting;
+    expect((await store.get('held/state.json'))?.body.toString()).toBe('{"v":3}');
   });
 
   it('a put whose placement is refused leaves no temporary file behind', async () => {
