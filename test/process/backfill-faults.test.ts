@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { readColumn, readRows } from '../support/arrow-data.js';
 import { type Backend, backends, localBackend, type TestRoot } from '../support/backends.js';
-import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
+import { rootArgs, type ServiceProcess, startServiceProcess, stopService } from '../support/service-process.js';
 import { genevaQuery, META, schemaMessage } from '../support/views.js';
 
 // Crash tests of backfill jobs (src/service/jobs/job-runner.ts): the real service process is
@@ -52,14 +52,6 @@ afterAll(() => {
 /** Starts the service process over the test root with the short lease. */
 const startService = (root: TestRoot, faultPoint?: string): Promise<Running> =>
   startServiceProcess({ args: rootArgs(root, LEASE_MS), live, ...(faultPoint ? { faultPoint } : {}) });
-
-async function stopService(running: Running): Promise<void> {
-  running.child.kill('SIGTERM');
-  const exited = await running.exited;
-  // A failed shutdown logs why (a crash writes it to stderr): shown with the failure.
-  const why = `${JSON.stringify(running.lines.filter((l) => l.msg === 'shutdown failed'))}\n${running.stderr().slice(-4000)}`;
-  expect(exited, why).toEqual({ code: 0, signal: null });
-}
 
 interface StoredJob {
   status: string;

@@ -7,7 +7,7 @@ import { parseManifestFileName } from '../../src/engine/lance-format/manifest-na
 import { listAll } from '../../src/store/object-store.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
-import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
+import { rootArgs, type ServiceProcess, startServiceProcess, stopService } from '../support/service-process.js';
 
 // Crash tests of BatchCreateTableVersions: the real service process is SIGKILLed at each fault
 // point of the batch commit protocol (src/service/versions/), restarted on the same root, and
@@ -48,10 +48,6 @@ type Running = ServiceProcess;
 const startService = (live: Set<ChildProcess>, root: TestRoot, faultPoint?: string): Promise<Running> =>
   startServiceProcess({ args: rootArgs(root, LEASE_MS), live, ...(faultPoint ? { faultPoint } : {}) });
 
-async function stopService(expect: ExpectStatic, running: Running): Promise<void> {
-  running.child.kill('SIGTERM');
-  expect(await running.exited).toEqual({ code: 0, signal: null });
-}
 
 const tableId = (t: string) => `ns$${t}`;
 const tableDir = (t: string) => `ns/${t}.lance/`;
@@ -124,7 +120,7 @@ async function makeTemplate(expect: ExpectStatic, backend: Backend): Promise<Tes
       expect(res.status, res.text).toBe(200);
       expect(res.json.version).toBe(1);
     }
-    await stopService(expect, setup);
+    await stopService(setup, expect);
     return root;
   } catch (e) {
     for (const child of live) child.kill('SIGKILL');
@@ -230,7 +226,7 @@ async function crashAndRecover(expect: ExpectStatic, root: TestRoot, live: Set<C
     }
     expect(await reservationsOf(root)).toEqual([]);
   }
-  await stopService(expect, recovered);
+  await stopService(recovered, expect);
 }
 
 // Each point starts two service processes in turn; a few points run side by side (each on its own

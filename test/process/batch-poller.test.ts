@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { listAll } from '../../src/store/object-store.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
-import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
+import { rootArgs, type ServiceProcess, startServiceProcess, stopService } from '../support/service-process.js';
 
 // A batch whose coordinator dies is finished by another replica that is already running, once
 // the batch's lease has run out: no restart of anything. The coordinator is a real service
@@ -109,8 +109,7 @@ describe.each(backends())('a batch whose coordinator died on $name', (backend) =
         expect(created.status, created.text).toBe(200);
         expect(created.json.version).toBe(1);
       }
-      survivor.child.kill('SIGTERM');
-      expect(await survivor.exited).toEqual({ code: 0, signal: null });
+      await stopService(survivor);
     } finally {
       for (const child of live) child.kill('SIGKILL');
       await root.dispose();

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenTestApp } from '../support/app.js';
 import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, runPytest, UDF_INSTALL_SCRIPT, UDF_VENV_BIN } from '../support/python.js';
-import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
+import { rootArgs, type ServiceProcess, startServiceProcess, stopService } from '../support/service-process.js';
 
 // Geneva 0.17 (LanceDB's feature-engineering client) in remote mode against the service, as its
 // users run it: Python UDF columns added and backfilled (blocking and async, with `where`), a
@@ -80,8 +80,7 @@ describe('Geneva 0.17 in remote mode', () => {
     async () => {
       const service = await startService(await newRoot(), { udfs: true });
       await geneva(service, 'matview');
-      service.child.kill('SIGTERM');
-      expect(await service.exited).toEqual({ code: 0, signal: null });
+      await stopService(service);
     },
     PYTEST_TIMEOUT_MS,
   );
@@ -95,8 +94,7 @@ describe('Geneva 0.17 in remote mode', () => {
       expect(await doomed.exited).toEqual({ code: null, signal: 'SIGKILL' });
       const restarted = await startService(root, { udfs: true });
       await geneva(restarted, 'kill-finish');
-      restarted.child.kill('SIGTERM');
-      expect(await restarted.exited).toEqual({ code: 0, signal: null });
+      await stopService(restarted);
     },
     PYTEST_TIMEOUT_MS,
   );
@@ -106,8 +104,7 @@ describe('Geneva 0.17 in remote mode', () => {
     async () => {
       const service = await startService(await newRoot(), { udfs: false });
       await geneva(service, 'off');
-      service.child.kill('SIGTERM');
-      expect(await service.exited).toEqual({ code: 0, signal: null });
+      await stopService(service);
     },
     PYTEST_TIMEOUT_MS,
   );

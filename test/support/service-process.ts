@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
-import { afterAll, beforeAll, expect } from 'vitest';
+import { afterAll, beforeAll, expect, type ExpectStatic } from 'vitest';
 import type { Backend, TestRoot } from './backends.js';
 
 const repo = path.resolve(import.meta.dirname, '../..');
@@ -105,6 +105,18 @@ export function startServiceProcess(options: { args: string[]; cwd?: string; fau
     });
     void exited.then(({ code, signal }) => reject(new Error(`service exited early (${code ?? signal}): ${stderr}`)));
   });
+}
+
+/**
+ * Stops the service gracefully (SIGTERM) and checks that it exits 0; when it does not, the failure
+ * shows why (its 'shutdown failed' log line, the end of its stderr). `check`: the test's own
+ * `expect` in concurrent tests.
+ */
+export async function stopService(running: ServiceProcess, check: ExpectStatic = expect): Promise<void> {
+  running.child.kill('SIGTERM');
+  const exited = await running.exited;
+  const why = `${JSON.stringify(running.lines.filter((l) => l.msg === 'shutdown failed'))}\n${running.stderr().slice(-4000)}`;
+  check(exited, why).toEqual({ code: 0, signal: null });
 }
 
 /**

@@ -268,19 +268,20 @@ export function parseViewQuery(sourceQuery: string, schema: JsonArrowSchema, whe
   return { definition, queryJson: stored, sourceDbUri: query.source_db_uri ?? '' };
 }
 
-/** Geneva's ChunkerSpec JSON (geneva/packager ChunkerSpec.to_json), the envelope of a chunker view. */
-const ChunkerSpec = z
+/** What Geneva's ChunkerSpec and UDTFSpec JSON (geneva/packager) both hold. */
+const GenevaSpec = z
   .object({
     name: z.string().min(1),
     version: z.string(),
-    chunker_payload: z.string().min(1),
     output_schema_bytes: z.string().min(1),
     input_columns: z.array(z.string().min(1)).nullable().optional(),
-    batch: z.boolean().nullable().optional(),
     manifest: z.string().nullable().optional(),
     manifest_checksum: z.string().nullable().optional(),
   })
   .loose();
+
+/** Geneva's ChunkerSpec JSON (ChunkerSpec.to_json), the envelope of a chunker view. */
+const ChunkerSpec = GenevaSpec.extend({ chunker_payload: z.string().min(1), batch: z.boolean().nullable().optional() });
 
 /**
  * Parses a view of kind `chunker`: its GenevaQuery, its ChunkerSpec JSON (`spec`) and its schema
@@ -331,19 +332,8 @@ export function parseChunkerView(sourceQuery: string, schema: JsonArrowSchema, s
   return { definition, queryJson: sourceQuery, sourceDbUri: query.source_db_uri ?? '' };
 }
 
-/** Geneva's UDTFSpec JSON (geneva/packager UDTFSpec.to_json), the envelope of a udtf view. */
-const UdtfSpec = z
-  .object({
-    name: z.string().min(1),
-    version: z.string(),
-    udtf_payload: z.string().min(1),
-    output_schema_bytes: z.string().min(1),
-    input_columns: z.array(z.string().min(1)).nullable().optional(),
-    partition_by: z.string().min(1).nullable().optional(),
-    manifest: z.string().nullable().optional(),
-    manifest_checksum: z.string().nullable().optional(),
-  })
-  .loose();
+/** Geneva's UDTFSpec JSON (UDTFSpec.to_json), the envelope of a udtf view. */
+const UdtfSpec = GenevaSpec.extend({ udtf_payload: z.string().min(1), partition_by: z.string().min(1).nullable().optional() });
 
 /**
  * Parses a view of kind `udtf`: its GenevaQuery, its UDTFSpec JSON (`spec`) and its schema, which
