@@ -297,7 +297,17 @@ export class TableAccess {
 
   async close(): Promise<void> {
     this.kept.clear();
-    this.connection.close();
+    // The tables just closed may hold the native connection a moment longer ("cannot be borrowed
+    // mutably while another borrow is active"): close it once they have let go.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        this.connection.close();
+        break;
+      } catch (e) {
+        if (attempt >= 50 || !/borrowed mutably/.test(e instanceof Error ? e.message : String(e))) throw e;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    }
     // The client keeps its connections to the resolver alive; close them rather than wait them out.
     const closed = new Promise<void>((resolve) => this.resolver.close(() => resolve()));
     this.resolver.closeAllConnections();
