@@ -107,6 +107,12 @@ const PATH_MAX_BYTES = 4095;
 /** A written file's name also carries the temporary or lock suffix for a while. */
 const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length + BREAK_MARK.length);
 
+/** What a temporary file is made of: the body, or the object it is the content of (PutOptions.sameAs). */
+interface TempContent {
+  body: Buffer | string;
+  sameAs?: PutOptions['sameAs'];
+}
+
 /**
  * Directories smaller than this are kept only once their listing is trusted: one that is changing
  * costs less to read again than to merge, and a settled one (a table's directory, which every
@@ -268,8 +274,10 @@ export class LocalObjectStore implements ObjectStore {
   async close(): Promise<void> {}
 
   private static info(key: string, st: import('node:fs').BigIntStats): ObjectInfo {
-    // A replace is a rename of a new inode, so inode + mtime + size changes on every write.
-    const etag = `"${st.ino.toString(16)}-${st.mtimeNs.toString(16)}-${st.size.toString(16)}"`;
+    // A replace is a rename of a new inode, so inode + mtime + size changes on every write. The
+    // form is Lance's (object_store's: mtime in microseconds), so the etag a Lance client computes
+    // for a file it wrote is the one this store reports for it, under any name it is linked to.
+    const etag = `"${st.ino.toString(16)}-${(st.mtimeNs / 1000n).toString(16)}-${st.size.toString(16)}"`;
     return { key, size: Number(st.size), etag, lastModified: new Date(Number(st.mtimeMs)) };
   }
 
@@ -342,6 +350,33 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
+  /**
+   * A temporary hard link next to `target` to the file of `sameAs.key`, if that is still the
+   * object read at `sameAs.etag` (a regular file: a symbolic link is never linked), fsynced if
+   * `durable` (its writer need not have); null when it cannot be made or is not that object,
+   * and then the caller writes the body.
+   */
+  private async linkTemp(target: string, sameAs: { key: string; etag: string }, durable: boolean): Promise<string | null> {
+    const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
+    try {
+      fsSync.linkSync(this.pathOf(sameAs.key), tmp);
+    } catch {
+      return null;
+    }
+    try {
+      const st = fsSync.lstatSync(tmp, { bigint: true });
+      if (!st.isFile() || LocalObjectStore.info(sameAs.key, st).etag !== sameAs.etag) {
+        fsSync.unlinkSync(tmp);
+        return null;
+      }
+      if (durable) await syncAndClose(fsSync.openSync(tmp, fsc.O_RDONLY | fsc.O_NOFOLLOW));
+      return tmp;
+    } catch (e) {
+      ignoreFailure(() => fsSync.unlinkSync(tmp));
+      throw e;
+    }
+  }
+
   private async syncDir(dir: string): Promise<void> {
     await syncAndClose(fsSync.openSync(dir, 'r'));
   }
@@ -350,13 +385,20 @@ export class LocalObjectStore implements ObjectStore {
     try {
       // Awaited only once the body is written: its failure must not go unhandled meanwhile.
       options?.placeAfter?.catch(() => undefined);
-      return await this.putAt(key, body, condition, options?.durable ?? true, options?.placeAfter);
+      return await this.putAt(key, body, condition, options?.durable ?? true, options?.placeAfter, options?.sameAs);
     } catch (e) {
       throw portError(e, key);
     }
   }
 
-  private async putAt(key: string, body: Buffer | string, condition: PutCondition | undefined, durable: boolean, placeAfter: Promise<unknown> | undefined): Promise<ObjectInfo> {
+  private async putAt(
+    key: string,
+    body: Buffer | string,
+    condition: PutCondition | undefined,
+    durable: boolean,
+    placeAfter: Promise<unknown> | undefined,
+    sameAs: PutOptions['sameAs'],
+  ): Promise<ObjectInfo> {
     const target = this.pathOf(key);
     if (Buffer.byteLength(path.basename(target)) + WRITE_SUFFIX_BYTES > NAME_MAX_BYTES || Buffer.byteLength(target) + WRITE_SUFFIX_BYTES > PATH_MAX_BYTES) {
       throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
@@ -368,11 +410,11 @@ export class LocalObjectStore implements ObjectStore {
         const current = await this.head(key);
         if (!current) throw new PreconditionFailedError(key, 'object does not exist');
         if (current.etag !== condition.ifMatch) throw new PreconditionFailedError(key, 'etag changed');
-        return this.replace(key, target, body, durable);
+        return this.replace(key, target, { body }, durable);
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
-      const st = await this.placeTemp(target, body, durable, placeAfter, async (tmp) => {
+      const st = await this.placeTemp(target, { body, sameAs }, durable, placeAfter, async (tmp) => {
         try {
           fsSync.linkSync(tmp, target);
         } catch (e) {
@@ -385,11 +427,11 @@ export class LocalObjectStore implements ObjectStore {
       if (durable) await this.syncPlacedDir(target);
       return LocalObjectStore.info(key, st);
     }
-    return this.replace(key, target, body, durable, placeAfter);
+    return this.replace(key, target, { body, sameAs }, durable, placeAfter);
   }
 
-  private async replace(key: string, target: string, body: Buffer | string, durable: boolean, placeAfter?: Promise<unknown>): Promise<ObjectInfo> {
-    const st = await this.placeTemp(target, body, durable, placeAfter, async (tmp) => {
+  private async replace(key: string, target: string, content: TempContent, durable: boolean, placeAfter?: Promise<unknown>): Promise<ObjectInfo> {
+    const st = await this.placeTemp(target, content, durable, placeAfter, async (tmp) => {
       try {
         fsSync.renameSync(tmp, target);
       } catch (e) {
@@ -418,13 +460,13 @@ export class LocalObjectStore implements ObjectStore {
    */
   private async placeTemp(
     target: string,
-    body: Buffer | string,
+    content: TempContent,
     durable: boolean,
     placeAfter: Promise<unknown> | undefined,
     place: (tmp: string) => Promise<void>,
   ): Promise<import('node:fs').BigIntStats> {
     for (let attempt = 0; ; attempt++) {
-      const tmp = await this.writeTemp(target, body, durable);
+      const tmp = (content.sameAs && (await this.linkTemp(target, content.sameAs, durable))) || (await this.writeTemp(target, content.body, durable));
       if (placeAfter) {
         try {
           await placeAfter;

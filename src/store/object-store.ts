@@ -36,6 +36,14 @@ export interface PutOptions {
    * sidecar follows its manifest) waits for the other's placement, not for its own fsyncs.
    */
   placeAfter?: Promise<unknown>;
+  /**
+   * The body is the content of this object, read when it had this etag (a staged file committed
+   * under its final name). A store that can share the object's bytes (a local disk's hard link)
+   * places that object itself, keeping its etag and modification time, so what it reports of the
+   * new key is what it reported of this one; a store that cannot, or that finds the object
+   * changed since, writes the body.
+   */
+  sameAs?: { key: string; etag: string };
 }
 
 export interface DeleteOptions {

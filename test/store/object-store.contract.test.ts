@@ -4,11 +4,11 @@
 
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import fsSync, { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { LocalObjectStore } from '../../src/store/local-store.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import {
@@ -184,6 +184,23 @@ describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
       expect(await store.head('after/never.json')).toBeNull();
       expect(await bodyOf(store, 'after/ok.json')).toBe('second');
       expect(keysOf((await store.list('after/')).objects)).toEqual(['after/ok.json']);
+    });
+
+    it('a put as another object (sameAs) stores the body whether or not that object changed or went since it was read', async () => {
+      const source = await store.put('same/staged', 'validated');
+      const placed = await store.put('same/final', 'validated', { ifNoneMatch: '*' }, { sameAs: { key: 'same/staged', etag: source.etag } });
+      expect(await bodyOf(store, 'same/final')).toBe('validated');
+      expect((await store.head('same/final'))?.etag).toBe(placed.etag);
+      await expect(store.put('same/final', 'validated', { ifNoneMatch: '*' }, { sameAs: { key: 'same/staged', etag: source.etag } })).rejects.toBeInstanceOf(PreconditionFailedError);
+      // Changed after it was read: the body read is what lands, never the object's new bytes.
+      await store.put('same/staged', 'changed since');
+      await store.put('same/other', 'validated', { ifNoneMatch: '*' }, { sameAs: { key: 'same/staged', etag: source.etag } });
+      expect(await bodyOf(store, 'same/other')).toBe('validated');
+      await store.delete('same/staged');
+      await store.put('same/third', 'validated', undefined, { sameAs: { key: 'same/staged', etag: source.etag } });
+      expect(await bodyOf(store, 'same/third')).toBe('validated');
+      // Deleting the source takes nothing from the object placed as it.
+      expect(await bodyOf(store, 'same/final')).toBe('validated');
     });
 
     it('of 30 concurrent create-if-absent puts exactly one wins and its body is stored', async () => {
@@ -635,6 +652,29 @@ describe('LocalObjectStore specifics', () => {
     await fs.unlink(lock);
     await waiting;
     expect((await store.get('held/state.json'))?.body.toString()).toBe('{"v":3}');
+  });
+
+  it('a put as another object links its file, keeping its etag and time, and fsyncs it; never a symbolic link', async () => {
+    const source = await store.put('v/staged', 'manifest bytes', undefined, { durable: false });
+    const fsyncs = vi.spyOn(fsSync, 'fsync');
+    const placed = await store.put('v/final', 'manifest bytes', { ifNoneMatch: '*' }, { sameAs: { key: 'v/staged', etag: source.etag } });
+    expect(fsyncs).toHaveBeenCalledTimes(2); // the file (its writer did not), then the directory
+    fsyncs.mockRestore();
+    expect(placed.etag).toBe(source.etag);
+    expect(placed.lastModified.getTime()).toBe(source.lastModified.getTime());
+    expect((await store.head('v/final'))?.etag).toBe(source.etag);
+    expect((await fs.stat(path.join(root.root, 'v/final'))).ino).toBe((await fs.stat(path.join(root.root, 'v/staged'))).ino);
+    // The etag is the one Lance (object_store) computes for the file: inode, mtime in microseconds, size, in hex.
+    const st = await fs.stat(path.join(root.root, 'v/final'), { bigint: true });
+    expect(placed.etag).toBe(`"${st.ino.toString(16)}-${(st.mtimeNs / 1000n).toString(16)}-${st.size.toString(16)}"`);
+    // A symbolic link named as the object is never linked: its target's bytes could be anything later.
+    await fs.writeFile(path.join(root.root, 'outside'), 'manifest bytes');
+    await fs.symlink(path.join(root.root, 'outside'), path.join(root.root, 'v/link'));
+    const viaLink = (await store.get('v/link'))?.etag ?? '';
+    const copied = await store.put('v/from-link', 'manifest bytes', { ifNoneMatch: '*' }, { sameAs: { key: 'v/link', etag: viaLink } });
+    expect((await fs.lstat(path.join(root.root, 'v/from-link'))).isSymbolicLink()).toBe(false);
+    expect(copied.etag).not.toBe(viaLink);
+    expect((await fs.readdir(path.join(root.root, 'v'))).sort()).toEqual(['final', 'from-link', 'link', 'staged']);
   });
 
   it('a put whose placement is refused leaves no temporary file behind', async () => {
