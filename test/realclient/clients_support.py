@@ -12,6 +12,7 @@ whatever the clients read or write there, they do with what the service handed t
 import http.client
 import http.server
 import os
+import re
 import threading
 import uuid
 from urllib.parse import urlsplit
@@ -70,13 +71,20 @@ def local_dir(location: str):
     return location
 
 
-def service_committed_versions(location: str) -> list:
-    """The versions the service committed for a managed table on local disk (one sidecar record
-    each under _catalog/versions), or None for a table on S3."""
-    directory = local_dir(location)
-    if directory is None:
-        return None
-    return sorted(int(name.split(".")[0]) for name in os.listdir(os.path.join(directory, "_catalog", "versions")))
+def service_commits() -> int:
+    """How many versions the service has committed, on every path (its lance_ns_commits_total
+    metric, outcome committed). Taken before and after a client's writes to a managed table, the
+    difference proves they all went through the service: a version leaves no other trace of it
+    (a Lance client's commit on a local disk has no sidecar)."""
+    target = urlsplit(server_url())
+    connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    pattern = re.compile(r'^lance_ns_commits_total\{path="[a-z]+",outcome="committed"\} (\d+)$', re.M)
+    return sum(int(m.group(1)) for m in pattern.finditer(text))
 
 
 def error_text(exc: BaseException) -> str:

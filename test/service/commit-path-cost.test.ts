@@ -61,7 +61,7 @@ describe('the cost of one create_table_version on a local root', () => {
   const root = useLocalRoot('lance-ns-commit-cost-');
   afterEach(() => vi.restoreAllMocks());
 
-  async function commitCost(withDataOf: number, extra: { naming_scheme?: 'V2' } = {}): Promise<{ calls: string[]; fsyncs: number; chain: number }> {
+  async function commitCost(withDataOf: number, extra: { naming_scheme?: 'V2' } | 'as Lance' = {}): Promise<{ calls: string[]; fsyncs: number; chain: number }> {
     const { store, calls } = counting(root.store);
     const deps = localCatalogDeps(store, root.dir);
     const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: 30_000 });
@@ -74,11 +74,14 @@ describe('the cost of one create_table_version on a local root', () => {
     };
     for (let v = 1; v <= withDataOf; v++) await versions.create(ctx, ['t'], { version: v, manifest_path: await stage(v) });
     const staged = await stage(withDataOf + 1);
+    // Lance's clients send what their store reported of the staged file (and name their scheme).
+    const info = await root.store.head(`t.lance/${staged}`);
+    const said = extra === 'as Lance' ? { e_tag: info?.etag ?? '', manifest_size: info?.size ?? 0, naming_scheme: 'V2' as const } : { e_tag: 'e', manifest_size: 10, ...extra };
     calls.length = 0;
     const fsyncs = countFsyncs();
-    await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, e_tag: 'e', manifest_size: 10, ...extra });
+    await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, ...said });
     const result = { calls: [...calls], fsyncs: fsyncs.count(), chain: fsyncs.chain() };
-    expect((await versions.describe(ctx, ['t'], withDataOf + 1)).version.e_tag).toBe('e');
+    expect((await versions.describe(ctx, ['t'], withDataOf + 1)).version.e_tag).toBe(said.e_tag);
     return result;
   }
 
@@ -114,6 +117,23 @@ describe('the cost of one create_table_version on a local root', () => {
     );
     expect(fsyncs).toBe(4);
     expect(chain).toBe(3);
+  });
+
+  it("the next version as Lance's clients commit it (their e_tag and size of the staged file): no sidecar, 13 store calls, 2 fsyncs in turn", async () => {
+    const { calls, fsyncs, chain } = await commitCost(2, 'as Lance');
+    expect(calls.join(' ')).toBe(
+      [
+        'list get', // the table, resolved once
+        'get', // the staged manifest, checked
+        'put put', // the manifest as the staged file (linked, the file fsynced while the checks run), Lance's hint: placed only after the checks
+        'put', // the version slot (not fsynced)
+        'head get', // the look again at the table, holding the slot
+        'get head head', // the latest version: hint, its manifest, the next
+        'delete delete', // the staged manifest, the slot
+      ].join(' '),
+    );
+    expect(fsyncs).toBe(2);
+    expect(chain).toBe(2);
   });
 
   it('the first version of a declared table: 14 store calls, 4 fsyncs, 3 waited for in turn', async () => {

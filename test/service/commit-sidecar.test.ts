@@ -68,10 +68,11 @@ describe.each(catalogRootKinds)('the sidecar of a version follows its manifest (
       },
     });
     const { versions, staged } = await tableAtVersion1(store);
+    const sidecarsBefore = (await root.store.list('t.lance/_catalog/versions/')).objects.map((o) => o.key);
     await expect(versions.create(ctx, ['t'], { version: 2, manifest_path: staged, e_tag: 'mine' })).rejects.toThrow('the disk went away');
     expect(await root.store.head(FINAL_2)).toBeNull();
     expect(await root.store.head(SIDECAR_2)).toBeNull();
-    expect((await root.store.list('t.lance/_catalog/versions/')).objects.map((o) => o.key)).toEqual([table.sidecarKey(1)]);
+    expect((await root.store.list('t.lance/_catalog/versions/')).objects.map((o) => o.key)).toEqual(sidecarsBefore);
     failing = false;
     expect((await versions.create(ctx, ['t'], { version: 2, manifest_path: staged, e_tag: 'mine' })).version.e_tag).toBe('mine');
     expect((await versions.describe(ctx, ['t'], 2)).version.e_tag).toBe('mine');
@@ -110,7 +111,7 @@ describe.each(catalogRootKinds)('the sidecar of a version follows its manifest (
   /** Temporary files left in the table's version directories (a local disk only; never listed). */
   const leftovers = (): string[] =>
     kind === 'local'
-      ? ['t.lance/_versions', 't.lance/_catalog/versions'].flatMap((d) => fs.readdirSync(root.store.location(d)).filter((n) => n.includes('~tmp~')))
+      ? ['t.lance/_versions', 't.lance/_catalog/versions'].flatMap((d) => (fs.existsSync(root.store.location(d)) ? fs.readdirSync(root.store.location(d)) : []).filter((n) => n.includes('~tmp~')))
       : [];
 
   it('of two writers of one version that both write before holding the slot, one commits and the other places nothing', async () => {
@@ -145,5 +146,90 @@ describe.each(catalogRootKinds)('the sidecar of a version follows its manifest (
     // And the next version, asked for the same way, commits.
     expect((await versions.create(ctx, ['t'], { version: 2, manifest_path: '_versions/2.manifest-b', e_tag: 'b', naming_scheme: 'V2' })).version.e_tag).toBe('b');
     expect(leftovers()).toEqual([]);
+  });
+});
+
+// What Lance's clients send with a create (the e_tag and size their store reported of the staged
+// file, no metadata) says nothing the manifest's own object does not, once a local disk has linked
+// the staged file into place: such a version has no sidecar (needsSidecar in commit-steps.ts), and
+// every answer about it reads the object. These tests check that the answers still agree and that
+// a staged file changed behind the service's back still commits what was validated.
+describe.each(catalogRootKinds)('a version with nothing to keep beside its manifest (%s)', (kind) => {
+  const root = useCatalogRoot(kind);
+
+  async function services(store: ObjectStore = root.store): Promise<TableVersionService> {
+    const deps = root.deps(store);
+    const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: 30_000 });
+    await new TableService(deps, (...a) => versions.coordinatorFor(...a)).declare(ctx, ['t'], {});
+    return versions;
+  }
+
+  /** Stages version `v` as Lance does (not fsynced) and returns what a Lance client would send. */
+  async function stageAsLance(v: number, name: string): Promise<{ manifest_path: string; e_tag: string; manifest_size: number; naming_scheme: 'V2' }> {
+    const info = await root.store.put(`t.lance/_versions/${v}.manifest-${name}`, manifestBytes(v), undefined, { durable: false });
+    return { manifest_path: `_versions/${v}.manifest-${name}`, e_tag: info.etag, manifest_size: info.size, naming_scheme: 'V2' };
+  }
+
+  it("commits the staged file itself on a local disk (no sidecar); every answer agrees with the create's", async () => {
+    const versions = await services();
+    const request = await stageAsLance(1, 'a');
+    const stagedIno = kind === 'local' ? fs.statSync(root.store.location(`t.lance/${request.manifest_path}`)).ino : 0;
+    const created = (await versions.create(ctx, ['t'], { version: 1, ...request })).version;
+    expect(created.e_tag).toBe(request.e_tag);
+    expect(created.manifest_size).toBe(request.manifest_size);
+    expect(await root.store.head(`t.lance/${request.manifest_path}`)).toBeNull();
+    expect(await root.store.head(table.sidecarKey(1)) === null).toBe(kind === 'local');
+    if (kind === 'local') expect(fs.statSync(root.store.location(table.finalKey(1, 'V2'))).ino).toBe(stagedIno);
+    const { version: described } = await versions.describe(ctx, ['t'], 1);
+    const [listed] = (await versions.list(ctx, ['t'], {})).versions;
+    for (const answer of [described, listed]) {
+      expect(answer).toMatchObject({ version: 1, e_tag: created.e_tag, manifest_size: created.manifest_size, timestamp_millis: created.timestamp_millis });
+    }
+  });
+
+  it('a retry of a committed create whose staged file is gone is recognised by its e_tag; another e_tag is a 409', async () => {
+    const versions = await services();
+    const request = await stageAsLance(1, 'a');
+    const created = (await versions.create(ctx, ['t'], { version: 1, ...request })).version;
+    expect((await versions.create(ctx, ['t'], { version: 1, ...request })).version).toMatchObject({ version: 1, e_tag: created.e_tag });
+    await expect(versions.create(ctx, ['t'], { version: 1, ...request, e_tag: '"someone-else"', manifest_size: 1 })).rejects.toMatchObject({
+      code: ErrorCode.ConcurrentModification,
+    });
+  });
+
+  it('a staged file replaced after the service read it: the bytes validated are committed, and the client keeps its e_tag', async () => {
+    const request = await stageAsLance(1, 'a');
+    const validated = (await root.store.get(`t.lance/${request.manifest_path}`))?.body;
+    const store = storeDouble(root.store, {
+      put: async (key, body, condition, options) => {
+        if (key === table.finalKey(1, 'V2')) await root.store.put(`t.lance/${request.manifest_path}`, manifestBytes(1, 'swapped'));
+        return root.store.put(key, body, condition, options);
+      },
+    });
+    const versions = await services(store);
+    expect((await versions.create(ctx, ['t'], { version: 1, ...request })).version.e_tag).toBe(request.e_tag);
+    expect((await root.store.get(table.finalKey(1, 'V2')))?.body.equals(validated ?? Buffer.alloc(0))).toBe(true);
+    expect(await root.store.head(table.sidecarKey(1))).not.toBeNull();
+    expect((await versions.describe(ctx, ['t'], 1)).version.e_tag).toBe(request.e_tag);
+  });
+
+  it('of two such writers of one version, one commits and the other gets a 409, its link discarded', async () => {
+    const versions = await services();
+    const [a, b] = [await stageAsLance(1, 'a'), await stageAsLance(1, 'b')];
+    const results = await Promise.allSettled([versions.create(ctx, ['t'], { version: 1, ...a }), versions.create(ctx, ['t'], { version: 1, ...b })]);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    const lost = results.find((r) => r.status === 'rejected');
+    expect(lost?.status === 'rejected' ? lost.reason : null).toMatchObject({ code: ErrorCode.ConcurrentModification });
+    const winner = results[0]?.status === 'fulfilled' ? a : b;
+    expect((await versions.describe(ctx, ['t'], 1)).version.e_tag).toBe(winner.e_tag);
+    if (kind === 'local') expect(fs.readdirSync(root.store.location('t.lance/_versions')).filter((n) => n.includes('~tmp~'))).toEqual([]);
+  });
+
+  it('metadata keeps a sidecar', async () => {
+    const versions = await services();
+    const request = await stageAsLance(1, 'a');
+    await versions.create(ctx, ['t'], { version: 1, ...request, metadata: { by: 'me' } });
+    expect(await root.store.head(table.sidecarKey(1))).not.toBeNull();
+    expect((await versions.describe(ctx, ['t'], 1)).version).toMatchObject({ e_tag: request.e_tag, metadata: { by: 'me' } });
   });
 });

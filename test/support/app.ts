@@ -40,6 +40,16 @@ export async function startTestApp(root: TestRoot, overrides: Partial<Config> = 
   };
 }
 
+/**
+ * How many versions the app has committed, on every path (lance_ns_commits_total, outcome
+ * committed): the proof that writes went through its version path, where a version leaves no
+ * other trace of the service (a Lance client's commit on a local disk has no sidecar).
+ */
+export async function committedVersions(t: TestApp): Promise<number> {
+  const scraped = await t.app.server.inject({ method: 'GET', url: '/metrics' });
+  return [...scraped.body.matchAll(/^lance_ns_commits_total\{path="[a-z]+",outcome="committed"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+}
+
 /** Starts the app listening on a loopback port, for real clients. */
 export async function listenTestApp(root: TestRoot, overrides: Partial<Config> = {}): Promise<TestApp & { url: string }> {
   const test = await startTestApp(root, overrides);

@@ -1,6 +1,6 @@
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type { CreateTableVersionEntry, TableVersion } from '../../model/versions.js';
-import { type ObjectInfo, PreconditionFailedError } from '../../store/object-store.js';
+import { type ObjectInfo, PreconditionFailedError, type StoredObject } from '../../store/object-store.js';
 import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-names.js';
 import { displayId, requireMainBranch } from '../catalog/catalog.js';
 import { faultPoint } from '../fault-points.js';
@@ -23,7 +23,8 @@ import type { CommittedVersion, TableVersions, VersionSidecar } from './dataset-
 //   (beginWrites), are placed only holding it, or discarded.
 // - A version's sidecar and Lance's hint are placed only after its manifest's create-if-absent
 //   succeeded and is durable (startWrites): never a sidecar without its manifest, nor one
-//   describing another writer's.
+//   describing another writer's. A version whose sidecar would say nothing its manifest's object
+//   does not has none (needsSidecar): what Lance's clients commit, on a local disk.
 
 export const conflict = (message: string) => new NamespaceError(ErrorCode.ConcurrentModification, message);
 
@@ -31,8 +32,8 @@ export const conflict = (message: string) => new NamespaceError(ErrorCode.Concur
 export interface PlannedVersion {
   entry: BatchEntry;
   versions: TableVersions;
-  /** The staged bytes as validated (a Lance manifest of entry.version); null when the staged file is gone. */
-  staged?: Buffer | null;
+  /** The staged object as validated (a Lance manifest of entry.version); null when the staged file is gone. */
+  staged?: StoredObject | null;
 }
 
 /**
@@ -78,7 +79,8 @@ export function stagedMissing(p: PlannedVersion): NamespaceError {
 /** The writes of one version's commit under way: the manifest's create-if-absent, then its sidecar and hint. */
 interface VersionWrites {
   created: Promise<ObjectInfo>;
-  sidecarPlaced: Promise<void>;
+  /** The sidecar once placed; null when the version needs none (needsSidecar). */
+  sidecarPlaced: Promise<VersionSidecar | null>;
   hintPlaced: Promise<void>;
   sidecar: VersionSidecar;
   committedAt: Date;
@@ -88,20 +90,29 @@ interface VersionWrites {
  * Starts the writes of `entry`'s commit. The manifest is placed once `placeAfter` (if any) has
  * resolved; the sidecar and the hint once the manifest's create-if-absent has succeeded and is
  * durable (PutOptions.placeAfter), so a sidecar is only ever found beside the manifest its writer
- * committed, and a hint never names a version before it is committed.
+ * committed, and a hint never names a version before it is committed. The manifest is put as the
+ * staged object (PutOptions.sameAs: a local disk links the staged file, keeping its etag and
+ * time); a sidecar that may turn out unneeded (needsSidecar) is decided once the manifest is placed.
  */
-function startWrites(versions: TableVersions, entry: BatchEntry, staged: Buffer, transactionId: string | undefined, placeAfter?: Promise<unknown>): VersionWrites {
+function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredObject, transactionId: string | undefined, placeAfter?: Promise<unknown>): VersionWrites {
   // The commit time is the sidecar's, so that every answer about this version agrees on it
   // (object stores report modification times in whole seconds). The sidecar also holds what the
   // client said about the version (e_tag, metadata), so it is as durable as the manifest.
   const committedAt = new Date();
   const sidecar = sidecarOf(entry, committedAt, transactionId);
   const hinted = isHinted(versions, entry);
-  const created = versions.store.put(entry.final_key, staged, { ifNoneMatch: '*' }, placeAfter ? { placeAfter } : undefined);
-  const sidecarPlaced = versions.writeSidecar(
-    sidecar,
-    created.then(() => faultPoint('commit:before-sidecar')),
-  );
+  const created = versions.store.put(entry.final_key, staged.body, { ifNoneMatch: '*' }, { sameAs: { key: staged.key, etag: staged.etag }, ...(placeAfter ? { placeAfter } : {}) });
+  const manifestDurable = created.then((info) => {
+    faultPoint('commit:before-sidecar');
+    return info;
+  });
+  const sidecarPlaced = mayNeedNoSidecar(entry, transactionId, staged)
+    ? manifestDurable.then(async (info) => {
+        if (!needsSidecar(entry, info, staged)) return null;
+        await versions.writeSidecar(sidecar);
+        return sidecar;
+      })
+    : versions.writeSidecar(sidecar, manifestDurable).then(() => sidecar);
   // Awaited only once the manifest's outcome is known: their failures must not go unhandled meanwhile.
   created.catch(() => undefined);
   sidecarPlaced.catch(() => undefined);
@@ -109,6 +120,23 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: Buffer,
   // made first), so that the sidecar's fsync is under way while the hint is moved into place.
   const hintPlaced = hinted ? versions.writeHint(entry.version, created.then(() => undefined)) : Promise.resolve();
   return { created, sidecarPlaced, hintPlaced, sidecar, committedAt };
+}
+
+/** Whether a commit may need no sidecar (needsSidecar): it would if its manifest's object is the staged one. */
+const mayNeedNoSidecar = (entry: BatchEntry, transactionId: string | undefined, staged: ObjectInfo): boolean =>
+  entry.metadata === undefined && transactionId === undefined && !needsSidecar(entry, staged, staged);
+
+/**
+ * A version needs a sidecar unless it would say nothing its manifest's object does not: the
+ * object placed is the staged object itself (its etag and time, as a local disk's link keeps
+ * them: every later answer reads the same from the store as the create's), and the client's
+ * e_tag and size, if it sent them, are that object's (Lance's clients send what their store
+ * reported of the staged file). Neither metadata nor a transaction to keep (mayNeedNoSidecar).
+ */
+function needsSidecar(entry: BatchEntry, placed: Omit<ObjectInfo, 'key'>, staged: ObjectInfo): boolean {
+  const isStaged = placed.etag === staged.etag && placed.lastModified.getTime() === staged.lastModified.getTime();
+  const said = (entry.e_tag === undefined || entry.e_tag === placed.etag) && (entry.manifest_size === undefined || entry.manifest_size === placed.size);
+  return !(isStaged && said);
 }
 
 /** Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks. */
@@ -140,7 +168,7 @@ export interface EarlyWrites {
   abandon(): Promise<void>;
 }
 
-export function beginWrites(p: PlannedVersion & { staged: Buffer }): EarlyWrites {
+export function beginWrites(p: PlannedVersion & { staged: StoredObject }): EarlyWrites {
   let open = (): void => {};
   let refuse = (_e: Error): void => {};
   const gate = new Promise<void>((resolve, reject) => {
@@ -179,22 +207,22 @@ export function beginWrites(p: PlannedVersion & { staged: Buffer }): EarlyWrites
  */
 export async function writeManifest(p: PlannedVersion, transactionId?: string, early?: EarlyWrites): Promise<CommittedVersion> {
   const { entry, versions } = p;
-  const staged = p.staged !== undefined ? p.staged : ((await versions.store.get(entry.staged_key))?.body ?? null);
+  const staged = p.staged !== undefined ? p.staged : await versions.store.get(entry.staged_key);
   const writes = early ? early.allow() : staged ? startWrites(versions, entry, staged, transactionId) : null;
   let committed: CommittedVersion | null = null;
   if (writes && staged) {
     try {
       const info = await writes.created;
       committed = { version: entry.version, scheme: entry.naming_scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified };
-      await Promise.all([writes.sidecarPlaced, writes.hintPlaced]);
-      return { ...committed, lastModified: writes.committedAt };
+      const [sidecar] = await Promise.all([writes.sidecarPlaced, writes.hintPlaced]);
+      return sidecar ? { ...committed, lastModified: writes.committedAt } : committed;
     } catch (e) {
       if (committed) throw e; // the sidecar's own failure
       // The manifest was not created, so neither is the sidecar (its put rejects with the same error), nor the hint.
       await Promise.allSettled([writes.sidecarPlaced, writes.hintPlaced]);
       if (!(e instanceof PreconditionFailedError)) throw e;
       const existing = await versions.store.get(entry.final_key);
-      if (!existing || !existing.body.equals(staged)) {
+      if (!existing || !existing.body.equals(staged.body)) {
         throw conflict(`table ${displayId(entry.table_id)}: version ${entry.version} was already committed with another manifest`);
       }
     }
@@ -203,9 +231,10 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
   if (!committed) throw stagedMissing(p);
   // Found committed already (a retry, a roll-forward): its sidecar and hint follow the manifest that is there.
   const committedAt = new Date();
-  await versions.writeSidecar(writes?.sidecar ?? sidecarOf(entry, committedAt, transactionId));
+  const bare = staged && mayNeedNoSidecar(entry, transactionId, staged) && !needsSidecar(entry, committed, staged);
+  if (!bare) await versions.writeSidecar(writes?.sidecar ?? sidecarOf(entry, committedAt, transactionId));
   if (isHinted(versions, entry)) await versions.writeHint(entry.version);
-  return { ...committed, lastModified: writes?.committedAt ?? committedAt };
+  return bare ? committed : { ...committed, lastModified: writes?.committedAt ?? committedAt };
 }
 
 /** Committed versions as the API reports them: the sidecar's facts where there is one. */

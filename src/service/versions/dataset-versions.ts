@@ -2,7 +2,7 @@ import pLimit from 'p-limit';
 import { z } from 'zod';
 import { readManifestSummary } from '../../engine/lance-format/manifest.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
-import { type ObjectInfo, PreconditionFailedError, listAll } from '../../store/object-store.js';
+import { type ObjectInfo, PreconditionFailedError, listAll, type StoredObject } from '../../store/object-store.js';
 import { VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { type ManifestNamingScheme, manifestFileName, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
@@ -286,7 +286,7 @@ export class TableVersions {
    * retry after the commit consumed it). Bytes that are not a Lance manifest of that version are
    * a 400: committing them would make the table unreadable, or a version claim another's content.
    */
-  async readStaged(key: string, version: number): Promise<Buffer | null> {
+  async readStaged(key: string, version: number): Promise<StoredObject | null> {
     const staged = await this.store.get(key);
     if (!staged) return null;
     let found: number;
@@ -296,7 +296,7 @@ export class TableVersions {
       throw invalidInput(`staged manifest ${JSON.stringify(this.manifestPath(key))} is not a Lance manifest: ${e instanceof Error ? e.message : String(e)}`);
     }
     if (found !== version) throw invalidInput(`staged manifest ${JSON.stringify(this.manifestPath(key))} is a manifest of version ${found}, not of version ${version}`);
-    return staged.body;
+    return staged;
   }
 
   /** A path a client sent, as a key inside this dataset's directory. */
