@@ -56,7 +56,7 @@ describe('the service process', () => {
   });
 
   it('on SIGTERM lets an in-flight request finish, then exits 0', async () => {
-    running = await startService(cwd, ['--root', path.join(cwd, 'root')]);
+    running = await startService(cwd, ['--root', path.join(cwd, 'root'), '--log-level', 'debug']);
     await fetch(`${running.url}/v1/namespace/ns/create`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     const body = peopleStream([1, 2, 3]);
     const { hostname, port } = new URL(running.url);
@@ -73,7 +73,7 @@ describe('the service process', () => {
       req.write(body.subarray(0, 8));
       void running!.waitForLog((l) => l.msg === 'shutting down: finishing in-flight requests').then(() => req.end(body.subarray(8)));
     });
-    await running.waitForLog((l) => l.msg === 'incoming request' && (l.req as { url?: string } | undefined)?.url === '/v1/table/ns%24t/create');
+    await running.waitForLog((l) => l.msg === 'incoming request' && (l.req as { url?: string } | undefined)?.url === '/v1/table/ns%24t/create'); // at debug
     running.child.kill('SIGTERM');
     expect(await response).toBe(200);
     expect((await running.exited).code).toBe(0);
