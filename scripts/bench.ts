@@ -694,20 +694,18 @@ async function appendsRow(bench: Bench, label: string, floorUri: string, nullRoo
   return {
     label,
     parts: ['raw create_table_version p50', 'appends'],
-    split: [`raw create_table_version (p50; the version/create calls of the appends below, timed at a proxy)`, label],
+    split: [`raw create_table_version (p50; the version/create calls of appends like those below, timed at a proxy)`, label],
     run: async (side) => {
+      const appendThrough = (url: string) =>
+        runPython('write', { url, table_id: table, rows: 0, first_id: (firstId += 10_000), appends: sizes.appends, storage_options: lanceStorageOptions(servers.access) });
+      // The appends talk to the server directly, as the null namespace's and plain Lance's do: the
+      // timing proxy's hop costs each of an append's three requests about a millisecond. The
+      // version/create calls are timed in a second run, through the proxy.
+      const appends = appendsOf(await appendThrough(servers.managedUrl[side]));
+      const total = appends.reduce((s, x) => s + x, 0);
       const timer = bench.commitTimer[side];
       timer.timings.length = 0;
-      const answer = await runPython('write', {
-        url: timer.url,
-        table_id: table,
-        rows: 0,
-        first_id: (firstId += 10_000),
-        appends: sizes.appends,
-        storage_options: lanceStorageOptions(servers.access),
-      });
-      const appends = appendsOf(answer);
-      const total = appends.reduce((s, x) => s + x, 0);
+      await appendThrough(timer.url);
       if (side === 'ours') {
         // The floor, in the same round: plain Lance appends to a dataset of its own, no namespace.
         const plain = await runPython('write', { uri: floorUri, rows: 0, first_id: (firstId += 10_000), appends: sizes.appends, storage_options: lanceStorageOptions(servers.access) });
