@@ -102,17 +102,16 @@ describe('the cost of one create_table_version on a local root', () => {
     expect(chain).toBe(3);
   });
 
-  it('the next version as Lance asks for it (naming scheme given): the same calls, the manifest and sidecar begun before the slot', async () => {
+  it('the next version as Lance asks for it (naming scheme given): the same calls, the writes begun before the slot', async () => {
     const { calls, fsyncs, chain } = await commitCost(2, { naming_scheme: 'V2' });
     expect(calls.join(' ')).toBe(
       [
         'list get', // the table, resolved once
         'get', // the staged manifest, checked
-        'put put', // manifest and sidecar (their files fsynced at once while the checks run): placed only after the checks
+        'put put put', // manifest and sidecar (their files fsynced at once while the checks run), Lance's hint: placed only after the checks
         'put', // the version slot (not fsynced)
         'head get', // the look again at the table, holding the slot
         'get head head', // the latest version: hint, its manifest, the next
-        'put', // Lance's hint (not fsynced), written once the checks passed
         'delete delete', // the staged manifest, the slot
       ].join(' '),
     );
@@ -126,11 +125,10 @@ describe('the cost of one create_table_version on a local root', () => {
       [
         'list get', // the table, resolved once
         'get', // the staged manifest, checked
-        'put', // the manifest as the staged file (linked, the file fsynced while the checks run): placed only after the checks
+        'put put', // the manifest as the staged file (linked, the file fsynced while the checks run), Lance's hint: placed only after the checks
         'put', // the version slot (not fsynced)
         'head get', // the look again at the table, holding the slot
         'get head head', // the latest version: hint, its manifest, the next
-        'put', // Lance's hint (not fsynced), written once the checks passed
         'delete delete', // the staged manifest, the slot
       ].join(' '),
     );

@@ -116,13 +116,9 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredO
   // Awaited only once the manifest's outcome is known: their failures must not go unhandled meanwhile.
   created.catch(() => undefined);
   sidecarPlaced.catch(() => undefined);
-  // The hint's file is written only once the manifest may be placed (a commit's checks done, on
-  // a local disk while the manifest's directory is fsynced), not while the checks run, which wait
-  // on the file system behind the staged file's fsync; it is moved into place after the sidecar's
-  // wait settles (each a then of the manifest's, the sidecar's made first), so that the sidecar's
-  // fsync is under way meanwhile.
-  const hintPlaced = hinted ? Promise.resolve(placeAfter).then(() => versions.writeHint(entry.version, created.then(() => undefined))) : Promise.resolve();
-  hintPlaced.catch(() => undefined);
+  // The hint's wait settles just after the sidecar's (each a then of the manifest's, the sidecar's
+  // made first), so that the sidecar's fsync is under way while the hint is moved into place.
+  const hintPlaced = hinted ? versions.writeHint(entry.version, created.then(() => undefined)) : Promise.resolve();
   return { created, sidecarPlaced, hintPlaced, sidecar, committedAt };
 }
 
