@@ -20,11 +20,13 @@ scripts/install-python-test-deps.sh), the command as the argument and its JSON c
   commits {"uri", "count", "storage_options"}
                                  adds `count` versions to an existing dataset with the cheapest
                                  real Lance commit (a config change), to build long histories.
-  null   {"root"}               serves the least a namespace can do for pylance's managed commits
+  null   {"root", "durable"}    serves the least a namespace can do for pylance's managed commits
                                  on a local root (describe: managed; version/list: the latest, from
                                  memory; version/create: a hard link of the staged manifest to its
-                                 V2 name, no fsync, no checks) on 127.0.0.1, prints {"port": N} and
-                                 serves until stdin closes: the floor of the protocol itself.
+                                 V2 name, no checks; with "durable" the staged file is fsynced
+                                 before the link and the directory after it, else nothing is) on
+                                 127.0.0.1, prints {"port": N} and serves until stdin closes: the
+                                 floor of the protocol itself, and of a server that keeps commits.
 """
 
 import json
@@ -71,7 +73,15 @@ def null(config: dict) -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     root = config["root"]
+    durable = bool(config.get("durable"))
     latest: dict = {}
+
+    def fsync(path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def final(location: str, version: int) -> str:
         return f"{location}/_versions/{(2**64 - 1) - version:020d}.manifest"
@@ -117,10 +127,14 @@ def null(config: dict) -> None:
                 v = body["version"]
                 staged = "/" + body["manifest_path"].lstrip("/")
                 os.makedirs(os.path.join(location, "_versions"), exist_ok=True)
+                if durable:
+                    fsync(staged)
                 try:
                     os.link(staged, final(location, v))
                 except FileExistsError:
                     return self.answer(409, {"code": 14, "error": f"version {v} is taken"})
+                if durable:
+                    fsync(os.path.join(location, "_versions"))
                 os.unlink(staged)
                 latest[table] = v
                 return self.answer(200, {"version": {"version": v, "manifest_path": final(location, v).lstrip("/")}})
