@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { metricSamples as samples, startTestApp, type TestApp } from '../support/app.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
 import { numbersStream, waitForJob } from '../support/jobs.js';
 import { manifestBytes } from '../support/manifests.js';
@@ -9,17 +9,6 @@ import { manifestBytes } from '../support/manifests.js';
 // commits and their conflicts, kept engine handles, jobs and vends moved as the workload says.
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
-
-/** The samples of a Prometheus text exposition: `name{labels}` -> value. */
-function samples(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const at = line.lastIndexOf(' ');
-    out.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return out;
-}
 
 describe('metrics', () => {
   let root: TestRoot;

@@ -47,7 +47,22 @@ export async function startTestApp(root: TestRoot, overrides: Partial<Config> = 
  */
 export async function committedVersions(t: TestApp): Promise<number> {
   const scraped = await t.app.server.inject({ method: 'GET', url: '/metrics' });
-  return [...scraped.body.matchAll(/^lance_ns_commits_total\{path="[a-z]+",outcome="committed"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  let committed = 0;
+  for (const [sample, value] of metricSamples(scraped.body)) {
+    if (sample.startsWith('lance_ns_commits_total{') && sample.includes('outcome="committed"')) committed += value;
+  }
+  return committed;
+}
+
+/** The samples of a Prometheus text exposition: `name{labels}` -> value. */
+export function metricSamples(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    out.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return out;
 }
 
 /** Starts the app listening on a loopback port, for real clients. */
