@@ -151,7 +151,7 @@ describe.each(catalogRootKinds)('the sidecar of a version follows its manifest (
 
 // What Lance's clients send with a create (the e_tag and size their store reported of the staged
 // file, no metadata) says nothing the manifest's own object does not, once a local disk has linked
-// the staged file into place: such a version has no sidecar (needsSidecar in commit-steps.ts), and
+// the staged file into place: such a version has no sidecar (needsNoSidecar in commit-steps.ts), and
 // every answer about it reads the object. These tests check that the answers still agree and that
 // a staged file changed behind the service's back still commits what was validated.
 describe.each(catalogRootKinds)('a version with nothing to keep beside its manifest (%s)', (kind) => {
@@ -192,6 +192,9 @@ describe.each(catalogRootKinds)('a version with nothing to keep beside its manif
     const request = await stageAsLance(1, 'a');
     const created = (await versions.create(ctx, ['t'], { version: 1, ...request })).version;
     expect((await versions.create(ctx, ['t'], { version: 1, ...request })).version).toMatchObject({ version: 1, e_tag: created.e_tag });
+    // The e_tag alone recognises it (no sidecar holds it; the file's own etag is the request's).
+    const { manifest_size: _size, ...withoutSize } = request;
+    expect((await versions.create(ctx, ['t'], { version: 1, ...withoutSize })).version).toMatchObject({ version: 1, e_tag: created.e_tag });
     await expect(versions.create(ctx, ['t'], { version: 1, ...request, e_tag: '"someone-else"', manifest_size: 1 })).rejects.toMatchObject({
       code: ErrorCode.ConcurrentModification,
     });

@@ -24,7 +24,7 @@ import type { CommittedVersion, TableVersions, VersionSidecar } from './dataset-
 // - A version's sidecar and Lance's hint are placed only after its manifest's create-if-absent
 //   succeeded and is durable (startWrites): never a sidecar without its manifest, nor one
 //   describing another writer's. A version whose sidecar would say nothing its manifest's object
-//   does not has none (needsSidecar): what Lance's clients commit, on a local disk.
+//   does not has none (needsNoSidecar): what Lance's clients commit, on a local disk.
 
 export const conflict = (message: string) => new NamespaceError(ErrorCode.ConcurrentModification, message);
 
@@ -79,7 +79,7 @@ export function stagedMissing(p: PlannedVersion): NamespaceError {
 /** The writes of one version's commit under way: the manifest's create-if-absent, then its sidecar and hint. */
 interface VersionWrites {
   created: Promise<ObjectInfo>;
-  /** The sidecar once placed; null when the version needs none (needsSidecar). */
+  /** The sidecar once placed; null when the version needs none (needsNoSidecar). */
   sidecarPlaced: Promise<VersionSidecar | null>;
   hintPlaced: Promise<void>;
   sidecar: VersionSidecar;
@@ -92,7 +92,7 @@ interface VersionWrites {
  * durable (PutOptions.placeAfter), so a sidecar is only ever found beside the manifest its writer
  * committed, and a hint never names a version before it is committed. The manifest is put as the
  * staged object (PutOptions.sameAs: a local disk links the staged file, keeping its etag and
- * time); a sidecar that may turn out unneeded (needsSidecar) is decided once the manifest is placed.
+ * time); a sidecar that may turn out unneeded (needsNoSidecar) is decided once the manifest is placed.
  */
 function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredObject, transactionId: string | undefined, placeAfter?: Promise<unknown>): VersionWrites {
   // The commit time is the sidecar's, so that every answer about this version agrees on it
@@ -106,9 +106,11 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredO
     faultPoint('commit:before-sidecar');
     return info;
   });
-  const sidecarPlaced = mayNeedNoSidecar(entry, transactionId, staged)
+  // Whether a sidecar is needed is known once the manifest is placed; one the staged object
+  // already makes needed is written alongside the manifest.
+  const sidecarPlaced = needsNoSidecar(entry, transactionId, staged, staged)
     ? manifestDurable.then(async (info) => {
-        if (!needsSidecar(entry, info, staged)) return null;
+        if (needsNoSidecar(entry, transactionId, info, staged)) return null;
         await versions.writeSidecar(sidecar);
         return sidecar;
       })
@@ -122,21 +124,17 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredO
   return { created, sidecarPlaced, hintPlaced, sidecar, committedAt };
 }
 
-/** Whether a commit may need no sidecar (needsSidecar): it would if its manifest's object is the staged one. */
-const mayNeedNoSidecar = (entry: BatchEntry, transactionId: string | undefined, staged: ObjectInfo): boolean =>
-  entry.metadata === undefined && transactionId === undefined && !needsSidecar(entry, staged, staged);
-
 /**
- * A version needs a sidecar unless it would say nothing its manifest's object does not: the
- * object placed is the staged object itself (its etag and time, as a local disk's link keeps
- * them: every later answer reads the same from the store as the create's), and the client's
- * e_tag and size, if it sent them, are that object's (Lance's clients send what their store
- * reported of the staged file). Neither metadata nor a transaction to keep (mayNeedNoSidecar).
+ * A version needs no sidecar when it would say nothing its manifest's object does not: no
+ * metadata or transaction to keep, the object placed is the staged object itself (its etag and
+ * time, as a local disk's link keeps them: every later answer reads the same from the store as
+ * the create's), and the client's e_tag and size, if it sent them, are that object's (Lance's
+ * clients send what their store reported of the staged file).
  */
-function needsSidecar(entry: BatchEntry, placed: Omit<ObjectInfo, 'key'>, staged: ObjectInfo): boolean {
+function needsNoSidecar(entry: BatchEntry, transactionId: string | undefined, placed: Omit<ObjectInfo, 'key'>, staged: ObjectInfo): boolean {
   const isStaged = placed.etag === staged.etag && placed.lastModified.getTime() === staged.lastModified.getTime();
   const said = (entry.e_tag === undefined || entry.e_tag === placed.etag) && (entry.manifest_size === undefined || entry.manifest_size === placed.size);
-  return !(isStaged && said);
+  return entry.metadata === undefined && transactionId === undefined && isStaged && said;
 }
 
 /** Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks. */
@@ -231,7 +229,7 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
   if (!committed) throw stagedMissing(p);
   // Found committed already (a retry, a roll-forward): its sidecar and hint follow the manifest that is there.
   const committedAt = new Date();
-  const bare = staged && mayNeedNoSidecar(entry, transactionId, staged) && !needsSidecar(entry, committed, staged);
+  const bare = staged !== null && needsNoSidecar(entry, transactionId, committed, staged);
   if (!bare) await versions.writeSidecar(writes?.sidecar ?? sidecarOf(entry, committedAt, transactionId));
   if (isHinted(versions, entry)) await versions.writeHint(entry.version);
   return bare ? committed : { ...committed, lastModified: writes?.committedAt ?? committedAt };

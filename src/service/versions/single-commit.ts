@@ -36,7 +36,7 @@ import type { VersionSlots } from './version-slots.js';
 // with the slot's release. The first version of a declared table: 14 (no hint yet, one LIST
 // instead; Lance's reserved marker goes). What Lance's clients send (the e_tag and size their
 // store reported of the staged file, no metadata) needs no sidecar once a local disk links the
-// staged file into place (needsSidecar in commit-steps.ts): 13 calls and 2 fsyncs, both in turn
+// staged file into place (needsNoSidecar in commit-steps.ts): 13 calls and 2 fsyncs, both in turn
 // (the staged file's, while the checks run; then the manifest's directory).
 
 export class SingleCommits {
@@ -107,7 +107,7 @@ export class SingleCommits {
       // Without the staged bytes, only a positive match makes it this request's version: the
       // e_tag recorded at commit when both sides have one, else the size; nothing to match is a
       // 409. A version without a sidecar e_tag matches too if its manifest's own etag is the
-      // request's (the staged file placed as it was, see needsSidecar in commit-steps.ts).
+      // request's (the staged file placed as it was, see needsNoSidecar in commit-steps.ts).
       const sidecar = (await versions.readSidecars([entry.version])).get(entry.version);
       const etagKnown = entry.e_tag !== undefined && sidecar?.e_tag !== undefined;
       const same = etagKnown
