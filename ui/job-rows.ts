@@ -15,8 +15,6 @@ export interface JobRow {
   status: string | null;
   launchedAt: bigint | null;
   updatedAt: bigint | null;
-  completedAt: bigint | null;
-  launchedBy: string | null;
   /** The `rows_checkpointed` metric, when the row has one. */
   progress: JobProgress | null;
 }
@@ -85,10 +83,8 @@ export function readJobRows(ipc: ArrayBuffer): JobRow[] {
   const columns = strings(table, 'column_name');
   const types = strings(table, 'job_type');
   const statuses = strings(table, 'status');
-  const by = strings(table, 'launched_by');
   const launched = micros(table, 'launched_at');
   const updated = micros(table, 'updated_at');
-  const completed = micros(table, 'completed_at');
   const metrics = table.getChild('metrics');
   const rows: JobRow[] = [];
   for (let i = 0; i < table.numRows; i++) {
@@ -100,8 +96,6 @@ export function readJobRows(ipc: ArrayBuffer): JobRow[] {
       status: statuses[i] ?? null,
       launchedAt: launched[i] ?? null,
       updatedAt: updated[i] ?? null,
-      completedAt: completed[i] ?? null,
-      launchedBy: by[i] ?? null,
       progress: metrics ? progressOf(metrics.get(i)) : null,
     });
   }

@@ -147,6 +147,7 @@ describe.skipIf(missing)('web console in chromium', () => {
     await poll(text(running.getByTestId('status'))).toBe('RUNNING');
     await poll(text(running.getByTestId('job-table'))).toBe('events');
     await poll(text(running.getByTestId('job-column'))).toBe('score');
+    await poll(text(running.getByTestId('job-kind'))).toBe('backfill');
     await poll(count(page.getByTestId('running-jobs').locator('tbody tr'))).toBe(1);
     await poll(text(page.getByTestId('jobs-live'))).toContain('asked again every');
     await poll(attr(page.getByTestId('job-list').locator('tbody tr').first(), 'data-job')).toBe(job.jobId);

@@ -16,20 +16,20 @@ import type { JobRow } from '../job-rows.js';
 // (at most RUNNING_SHOWN), so that a long-running job shows whatever page is on screen. While any
 // job runs, everything is asked again every POLL_MS.
 
-export const JOB_TABLE: readonly string[] = ['__system', 'geneva_jobs'];
-export const JOB_PAGE = 50;
+const JOB_TABLE: readonly string[] = ['__system', 'geneva_jobs'];
+const JOB_PAGE = 50;
 const RUNNING_SHOWN = 50;
 const POLL_MS = 1000;
 /** QueryTable's k is a u32: its largest value asks for every row that matches. */
 const ALL_ROWS = 4_294_967_295;
-const ROW_COLUMNS = ['job_id', 'table_name', 'column_name', 'job_type', 'status', 'launched_at', 'updated_at', 'completed_at', 'launched_by', 'metrics'];
+const ROW_COLUMNS = ['job_id', 'table_name', 'column_name', 'job_type', 'status', 'launched_at', 'updated_at', 'metrics'];
 const ACTIVE_FILTER = "status = 'PENDING' OR status = 'RUNNING'";
 const isActive = (row: JobRow) => row.status === 'PENDING' || row.status === 'RUNNING';
 /** Whether a job on screen runs (the list is then asked again). */
 const isLive = (view: JobsView) => view.running.length > 0 || view.rows.some(isActive);
 
 /** A microsecond time as a SQL literal (UTC, to the microsecond: a page bound must be exact). */
-export function timestampLiteral(micros: bigint): string {
+function timestampLiteral(micros: bigint): string {
   let millis = micros / 1000n;
   let rest = micros % 1000n;
   if (rest < 0n) {
@@ -91,7 +91,7 @@ export function JobsList() {
   const offset = offsets[index] ?? 0;
   return (
     <div data-testid="jobs">
-      <h2>Backfill jobs</h2>
+      <h2>Jobs</h2>
       <ErrorBox error={error} onRetry={reload} />
       {!view && !error && <Loading what="the jobs" />}
       {view === 'no-table' && (
@@ -171,6 +171,9 @@ function LiveLine({ live, at: date, onRefresh }: { live: boolean; at: Date | und
   );
 }
 
+/** Geneva's job types as the list names them: a column's backfill, or a materialized view's refresh. */
+const kindOf = (jobType: string | null): string => (jobType === 'REFRESH' ? 'view refresh' : jobType === 'BACKFILL' ? 'backfill' : (jobType?.toLowerCase() ?? '—'));
+
 const millis = (micros: bigint | null) => (micros === null ? undefined : Number(micros / 1000n));
 
 function JobTable({ rows, testId }: { rows: JobRow[]; testId: string }) {
@@ -180,6 +183,7 @@ function JobTable({ rows, testId }: { rows: JobRow[]; testId: string }) {
         <tr>
           <th>status</th>
           <th>job</th>
+          <th>kind</th>
           <th>table</th>
           <th>column</th>
           <th>launched</th>
@@ -196,10 +200,9 @@ function JobTable({ rows, testId }: { rows: JobRow[]; testId: string }) {
             <td class="mono small">
               <Link to={{ page: 'transaction', id: [row.jobId] }}>{row.jobId}</Link>
             </td>
+            <td data-testid="job-kind">{kindOf(row.jobType)}</td>
             <td data-testid="job-table">{row.tableName ?? '—'}</td>
-            <td data-testid="job-column">
-              <code>{row.columnName ?? '—'}</code>
-            </td>
+            <td data-testid="job-column">{row.columnName ? <code>{row.columnName}</code> : '—'}</td>
             <td class="mono small time">{formatTime(millis(row.launchedAt))}</td>
             <td class="mono small time">{formatTime(millis(row.updatedAt))}</td>
             <td class="job-progress" data-testid="job-row-progress">

@@ -5,7 +5,7 @@ import { formatCount, parseTableId } from '../format.js';
 import { navigate } from '../router.js';
 import { JobsList } from './jobs.js';
 
-// Transactions and jobs. Backfill jobs are listed from Geneva's job table (pages/jobs.tsx); the API
+// Transactions and jobs. Jobs (backfills, view refreshes) are listed from Geneva's job table (pages/jobs.tsx); the API
 // describes one transaction by its id (DescribeTransaction) and has no list of the others: their ids
 // come from the answers that start them (a batch's transaction_id) and, for every Lance commit, from
 // the version timeline (`<table id>$<version>`). A Queued or Running one is asked again every
