@@ -86,6 +86,7 @@ os.dup2(2, 1)
 sys.stdin = open(os.devnull, encoding="utf-8")
 sys.stdout = sys.stderr
 
+import copy  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
@@ -208,7 +209,9 @@ class Worker:
         return {"rows": rows, "version": committed.version}
 
     def load_udf(self, ds, udf_path):
-        return self._load(ds, udf_path, "UDF", lambda name, payload: self.packager.unmarshal(UDFSpec(name=name, backend="DockerUDFSpecV1", udf_payload=payload)), UDF)
+        """The UDF at `udf_path`, a copy of the cached one: a request sets its input columns on it
+        (as Geneva's backfill does), which must not carry over to the next request."""
+        return copy.copy(self._load(ds, udf_path, "UDF", lambda name, payload: self.packager.unmarshal(UDFSpec(name=name, backend="DockerUDFSpecV1", udf_payload=payload)), UDF))
 
     def load_chunker(self, ds, path):
         """A chunker view's Chunker, from the ChunkerSpec JSON at `path` (geneva/packager marshal_chunker)."""

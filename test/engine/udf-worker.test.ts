@@ -171,6 +171,9 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       // add_columns({"v": (double, ["b"])}): the column records b as the input of `double(a)`.
       expect((await udfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: ['b'], filter: 'a >= 15' })).rows).toBe(15);
       expect((await readAll(at)).filter((r) => r.v !== (r.a < 15 ? r.a * 11 : r.a * 20))).toEqual([]);
+      // The next fill without recorded inputs reads the UDF's own (a): no request's inputs stay on the cached UDF.
+      expect((await udfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'a >= 25' })).rows).toBe(5);
+      expect((await readAll(at)).filter((r) => r.v !== (r.a < 15 ? r.a * 11 : r.a < 25 ? r.a * 20 : r.a * 2))).toEqual([]);
       // A RecordBatch UDF gets the whole row but the column it fills; Geneva records its inputs as [].
       expect((await udfs.fill(at, { column: 's', udfPath: udf.describe_row, inputColumns: [], filter: 'true' })).rows).toBe(30);
       expect((await readAll(at)).filter((r) => r.s !== `a,b,v:${r.a}`)).toEqual([]);
@@ -397,7 +400,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
         const { at, udf } = await fresh();
         const failure = await timed.udfs?.fill(at, { column: 'v', udfPath: udf.sleeps, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);
         expect(failure).toBeInstanceOf(UdfFailure);
-        expect((failure as UdfFailure).message).toMatch(/did not finish the fill within 2000 ms/);
+        expect((failure as UdfFailure).message).toMatch(/a fill of column \w+ did not finish within 2000 ms/);
         expect((await timed.udfs?.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'a = 4' }))?.rows).toBe(1);
       } finally {
         await timed.close();
