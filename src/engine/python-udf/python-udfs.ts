@@ -3,7 +3,7 @@ import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { classify, type ResolvedHandle } from '../lancedb/table-access.js';
 import { type ChunkerExpansion, UdfFailure, type UdfFill, type UdfOps, type UdtfRun } from '../ports/udfs.js';
 import type { Materialization, Materialized } from '../ports/views.js';
-import { fillAnswer, materializeAnswer, UdfWorkerProcess, type UdfWorkerLog, type WorkerFailure, WorkerGone, WorkerTimedOut } from './worker-process.js';
+import { fillAnswer, materializeAnswer, UdfWorkerProcess, type UdfWorkerLog, type WorkerAnswer, type WorkerFailure, WorkerGone, WorkerTimedOut } from './worker-process.js';
 
 // The UDF port over a small pool of Python worker processes (worker/udf_worker.py). This module
 // is the only code that knows about them: it hands each fill to an idle worker together with a
@@ -137,16 +137,25 @@ export class PythonUdfs implements UdfOps {
           filter: fill.filter,
           ...(this.options.batchRows !== undefined ? { batch_rows: this.options.batchRows } : {}),
         };
-        const answer = await worker.request(request, this.options.fillTimeoutMs).catch((e: unknown) => {
-          if (e instanceof WorkerTimedOut) throw new UdfFailure(`the UDF did not finish the fill within ${e.timeoutMs} ms; its worker was stopped`, undefined);
-          // Worth a retry (the next fill gets a new worker); a UDF that kills its worker every time runs out of retries.
-          if (e instanceof WorkerGone) throw new EngineError('unavailable', `${e.message} while running a fill of column ${fill.column}; the next fill starts a new worker`, { cause: e });
-          throw e;
-        });
-        if (!answer.ok) throw this.failure(answer, worker.pid);
-        return fillAnswer.parse(answer);
+        return fillAnswer.parse(await this.send(worker, request, `a fill of column ${fill.column}`));
       }),
     );
+  }
+
+  /**
+   * One request to `worker`, doing `what`; a UDF's own failure, or a timeout (the worker is
+   * stopped), is a UdfFailure. A worker that died is 'unavailable', worth a retry: the next
+   * request gets a new worker (a fill is one chunk again, a refresh a full recompute again), and a
+   * UDF that kills its worker every time runs out of retries.
+   */
+  private async send(worker: UdfWorkerProcess, request: Record<string, unknown>, what: string): Promise<WorkerAnswer> {
+    const answer = await worker.request(request, this.options.fillTimeoutMs).catch((e: unknown) => {
+      if (e instanceof WorkerTimedOut) throw new UdfFailure(`${what} did not finish within ${e.timeoutMs} ms; its worker was stopped`, undefined);
+      if (e instanceof WorkerGone) throw new EngineError('unavailable', `${e.message} while running ${what}; the next request starts a new worker`, { cause: e });
+      throw e;
+    });
+    if (!answer.ok) throw this.failure(answer, worker.pid);
+    return answer;
   }
 
   async materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization, expansion?: ChunkerExpansion | UdtfRun): Promise<Materialized> {
@@ -173,13 +182,7 @@ export class PythonUdfs implements UdfOps {
             ...(expansion?.kind === 'udtf' ? { udtf: { udf_path: expansion.udfPath, source_query: expansion.sourceQuery, partition_by: expansion.partitionBy } } : {}),
             ...(this.options.batchRows !== undefined ? { batch_rows: this.options.batchRows } : {}),
           };
-          const answer = await worker.request(request, this.options.fillTimeoutMs).catch((e: unknown) => {
-            if (e instanceof WorkerTimedOut) throw new UdfFailure(`the view's refresh did not finish within ${e.timeoutMs} ms; its worker was stopped`, undefined);
-            if (e instanceof WorkerGone) throw new EngineError('internal', `${e.message} while refreshing a materialized view; the next request starts a new worker`, { cause: e });
-            throw e;
-          });
-          if (!answer.ok) throw this.failure(answer, worker.pid);
-          return materializeAnswer.parse(answer);
+          return materializeAnswer.parse(await this.send(worker, request, "a materialized view's refresh"));
         }),
       ),
     );
