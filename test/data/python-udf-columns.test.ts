@@ -187,7 +187,7 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
   });
 
   it("stops a canceled UDF backfill at its next checkpoint; Geneva's row says CANCELLED", async () => {
-    await table('canceled', 4000);
+    const location = await table('canceled', 4000);
     expect((await post('canceled', 'add_columns', { new_columns: [udfColumn('z', { udf: slowEnvelope, udf_name: 'slow' })] })).status).toBe(200);
     const started = await post('canceled', 'backfill_column', { column: 'z', checkpoint_size: 100 });
     expect(started.status, started.text).toBe(202);
@@ -199,6 +199,9 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     // The runner sees the cancel at its next checkpoint and writes the row then.
     await jobRow(jobId, 'CANCELLED');
     expect((await waitForJob(call, jobId)).status).toBe('Canceled');
+    // Stopped, not run to its end: rows past the cancel's checkpoint stay unfilled.
+    const filled = (await readColumn(location, root.store.engineStorageOptions(), 'z')).filter((r) => r.v !== null);
+    expect(filled.length).toBeLessThan(4000);
   });
 
   it('binds an existing column with alter_columns and backfills it with the UDF, recording the job in __system$geneva_jobs', async () => {

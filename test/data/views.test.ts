@@ -510,13 +510,7 @@ describe.each(backends())('materialized views on $name', (backend) => {
       }
       const created = await call('create', 'chunksfail', { ...good, udtf_spec: specEntry(envelopes.pieces_raise ?? '') });
       expect(created.status, created.text).toBe(201);
-      const res = await call('refresh', 'chunksfail', {});
-      expect(res.status, res.text).toBe(202);
-      const done = await waitForJob(fx.t, String(res.json.job_id));
-      expect(done.status).toBe('Failed');
-      expect(done.properties.error).toMatch(/cannot chunk row a=7/);
-      const location = String((await fx.t.call('POST', '/v1/table/chunksfail/describe', {})).json.location);
-      expect(await viewRows(location, options())).toEqual([]);
+      await failedRefresh('chunksfail', /cannot chunk row a=7/);
     });
 
     it('fails the job with the UDF\'s error, and leaves the view as it was', { timeout: 60_000 }, async () => {
@@ -527,14 +521,22 @@ describe.each(backends())('materialized views on $name', (backend) => {
         output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['d', new arrow.Int64()]]),
       });
       expect(created.status, created.text).toBe(201);
-      const res = await call('refresh', 'mvfail', {});
+      await failedRefresh('mvfail', /cannot compute row a=7/);
+    });
+
+    /** A refresh of `view` that fails with `error`: its job Failed, the view at the version and rows it had (none). */
+    async function failedRefresh(view: string, error: RegExp): Promise<void> {
+      const versionOf = async () => ((await fx.t.call('POST', `/v1/table/${view}/version/describe`, {})).json.version as { version: number }).version;
+      const before = await versionOf();
+      const res = await call('refresh', view, {});
       expect(res.status, res.text).toBe(202);
       const done = await waitForJob(fx.t, String(res.json.job_id));
       expect(done.status).toBe('Failed');
-      expect(done.properties.error).toMatch(/cannot compute row a=7/);
-      const location = String((await fx.t.call('POST', '/v1/table/mvfail/describe', {})).json.location);
+      expect(done.properties.error).toMatch(error);
+      expect(await versionOf()).toBe(before);
+      const location = String((await fx.t.call('POST', `/v1/table/${view}/describe`, {})).json.location);
       expect(await viewRows(location, options())).toEqual([]);
-    });
+    }
   });
 });
 
