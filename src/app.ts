@@ -78,7 +78,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   for (const f of failures) logger.error({ transaction: f.id, err: f.error }, 'could not finish an unfinished transaction; it stays as it is');
   // Backfill jobs: every replica runs a runner; a lease in each job's record picks the one that works it.
   const tables = new TableService(deps, (ctx, id, resolved) => versions.coordinatorFor(ctx, id, resolved));
-  const backfill = new JobService(
+  const jobs = new JobService(
     data,
     transactionLog,
     { leaseMs: config.transactionLeaseMs },
@@ -97,8 +97,8 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       tags: new TagService(data),
       queries: new QueryService(data),
       health: new HealthService(store),
-      backfill,
-      views: new MaterializedViewService(data, backfill, (ctx, id, arrowIpcStream) => tables.create(ctx, id, { arrowIpcStream, mode: 'Create' })),
+      jobs,
+      views: new MaterializedViewService(data, jobs, (ctx, id, arrowIpcStream) => tables.create(ctx, id, { arrowIpcStream, mode: 'Create' })),
     },
     {
       logger,
@@ -123,7 +123,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       console: (config.ui ?? isLoopbackAddress(config.host)) ? { dir: CONSOLE_DIR } : undefined,
     },
   );
-  backfill.start();
+  jobs.start();
   // Every replica finishes batches whose coordinator died, once their lease has run out.
   versions.start();
   return {
@@ -132,7 +132,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     engine,
     close: async () => {
       await server.close();
-      await backfill.stop();
+      await jobs.stop();
       await versions.stop();
       await engine.close();
       await locations.close();

@@ -52,7 +52,7 @@ export interface Services {
   tags: TagService;
   queries: QueryService;
   health: HealthService;
-  backfill: JobService;
+  jobs: JobService;
   views: MaterializedViewService;
 }
 
@@ -117,7 +117,7 @@ export function routeGroups(services: Services): RouteGroup[] {
     indexRoutes(services.indices),
     tagRoutes(services.tags),
     queryRoutes(services.queries),
-    jobRoutes(services.backfill),
+    jobRoutes(services.jobs),
     viewRoutes(services.views),
     unsupportedRoutes(),
   ];

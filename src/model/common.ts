@@ -14,6 +14,9 @@ export const Context = z
 
 export const Properties = z.record(z.string(), z.string()).meta({ id: 'Properties' });
 
+/** A field a client (Geneva) sends that the service accepts and does not use. */
+export const Ignored = (description: string) => z.string().nullable().optional().meta({ description: `${description} Accepted and ignored.` });
+
 export const PageToken = z.string().nullable().meta({ id: 'PageToken', description: 'Opaque token; null, missing or empty means the end.' });
 
 export const PageLimit = z.number().int().min(0).nullable().meta({ id: 'PageLimit', description: 'Inclusive upper bound on items returned.' });

@@ -1,11 +1,10 @@
 import { z } from 'zod';
-import { RequestBase } from './common.js';
+import { Ignored, RequestBase } from './common.js';
 
 // AlterTableBackfillColumns (POST /v1/table/{id}/backfill_column): an asynchronous job that fills
 // a computed or virtual column, tracked as a transaction (DescribeTransaction / AlterTransaction).
 
 const Count = (description: string) => z.number().int().min(1).nullable().optional().meta({ description });
-const Ignored = (description: string) => z.string().nullable().optional().meta({ description: `${description} Accepted and ignored.` });
 
 export const AlterTableBackfillColumnsRequest = z
   .object({

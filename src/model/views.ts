@@ -1,12 +1,11 @@
 import { z } from 'zod';
-import { RequestBase } from './common.js';
+import { Ignored, RequestBase } from './common.js';
 
 // Materialized views (POST /v1/materialized_view/{id}/create and /refresh), as Geneva (LanceDB's
 // feature-engineering client) sends them in remote mode. A view is a catalog table whose rows a
 // refresh job recomputes from its source query; the job is a transaction (DescribeTransaction /
 // AlterTransaction) with a row in Geneva's job table, like a backfill.
 
-const Ignored = (description: string) => z.string().nullable().optional().meta({ description: `${description} Accepted and ignored.` });
 const Tuning = (description: string) => z.number().int().min(0).nullable().optional().meta({ description: `${description} Accepted; a refresh runs as one job on the replica holding its lease.` });
 
 export const MaterializedViewKind = z.enum(['query', 'udtf', 'chunker']).meta({

@@ -2,7 +2,7 @@ import { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } f
 import type { JobService } from '../../service/jobs/job-service.js';
 import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
-export function jobRoutes(backfill: JobService): RouteGroup {
+export function jobRoutes(jobs: JobService): RouteGroup {
   return routeGroup('/v1', [
     defineRoute({
       operationId: 'AlterTableBackfillColumns',
@@ -15,7 +15,7 @@ export function jobRoutes(backfill: JobService): RouteGroup {
       mainBranchOnly: true,
       successStatus: 202,
       mutation: true,
-      handler: ({ ctx, id, body }) => backfill.backfill(ctx, id, body),
+      handler: ({ ctx, id, body }) => jobs.backfill(ctx, id, body),
     }),
   ]);
 }

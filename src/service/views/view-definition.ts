@@ -175,8 +175,8 @@ function parseJson<T>(text: string, schema: z.ZodType<T>, where: string, what: s
   let json: unknown;
   try {
     json = JSON.parse(text);
-  } catch {
-    throw invalidInput(`${where}: not JSON (Geneva's ${what} JSON is expected)`);
+  } catch (e) {
+    throw invalidInput(`${where}: not JSON (Geneva's ${what} JSON is expected): ${(e as Error).message}`);
   }
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
