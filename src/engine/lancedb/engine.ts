@@ -1,4 +1,4 @@
-import { arrow } from '../arrow.js';
+import { arrow, schemaOnlyStream, withFieldMetadata } from '../arrow.js';
 import { jsonSchemaToArrow, schemaToJson, type JsonArrowSchema } from '../json-arrow-schema.js';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
@@ -93,11 +93,7 @@ export class LancedbEngine implements LanceEngine {
     try {
       const arrowSchema = jsonSchemaToArrow(schema);
       if (rows.length === 0) {
-        // The schema alone: an empty batch's nested columns would be written without buffers.
-        const writer = new arrow.RecordBatchStreamWriter();
-        writer.reset(undefined, arrowSchema);
-        writer.close();
-        return Buffer.from(writer.toUint8Array(true));
+        return schemaOnlyStream(arrowSchema);
       }
       return Buffer.from(arrow.tableToIPC(lancedb().makeArrowTable([...rows], { schema: arrowSchema }), 'stream'));
     } catch (e) {
@@ -116,21 +112,14 @@ export class LancedbEngine implements LanceEngine {
       throw new EngineError('invalid_input', `not an Arrow IPC schema message: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
     if (!read || read.fields.length === 0) throw new EngineError('invalid_input', 'the Arrow schema has no fields');
-    const fields = read.fields.map((f) => {
-      const extra = metadata.fields?.[f.name];
-      return extra ? new arrow.Field(f.name, f.type, f.nullable, new Map([...f.metadata, ...Object.entries(extra)])) : f;
-    });
-    const schema = new arrow.Schema(fields, new Map([...read.metadata, ...Object.entries(metadata.schema ?? {})]));
+    const schema = new arrow.Schema(withFieldMetadata(read.fields, metadata.fields ?? {}), new Map([...read.metadata, ...Object.entries(metadata.schema ?? {})]));
     let json: JsonArrowSchema;
     try {
       json = schemaToJson(schema);
     } catch (e) {
       throw new EngineError('invalid_input', e instanceof Error ? e.message : String(e), { cause: e });
     }
-    const writer = new arrow.RecordBatchStreamWriter();
-    writer.reset(undefined, schema);
-    writer.close();
-    return { stream: Buffer.from(writer.toUint8Array(true)), schema: json };
+    return { stream: schemaOnlyStream(schema), schema: json };
   }
 
   async datasetVersion(at: DatasetLocation): Promise<number> {

@@ -1,8 +1,8 @@
 import type * as Arrow from 'apache-arrow';
 import { joinYielding } from '../../join-yielding.js';
-import { arrow } from '../arrow.js';
+import { arrow, withFieldMetadata } from '../arrow.js';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
-import type { Materialization, Materialized, ViewOps } from '../ports/views.js';
+import { IS_SET, type Materialization, type Materialized, SOURCE_ROW_ID, type ViewOps } from '../ports/views.js';
 import { addIpcFile, Pieces } from './ipc-writes.js';
 import { rowFailure } from './rows.js';
 import type { TableAccess } from './table-access.js';
@@ -12,22 +12,13 @@ import type { TableAccess } from './table-access.js';
 // the version asked for, the view's rows built batch by batch as an IPC file in memory, and one
 // overwrite of the view with its schema and the new metadata.
 
-const SOURCE_ROW_ID = '__source_row_id';
-const IS_SET = '__is_set';
-
 export class LancedbViews implements ViewOps {
   constructor(private readonly access: TableAccess) {}
 
   async materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization): Promise<Materialized> {
     if (m.udfs.length > 0) throw new EngineError('unsupported', 'a view with UDF columns is recomputed by the UDF workers');
     const current = await this.access.read(view, (table) => table.schema());
-    const schema = new arrow.Schema(
-      current.fields.map((f) => {
-        const extra = m.fieldMetadata[f.name];
-        return extra ? new arrow.Field(f.name, f.type, f.nullable, new Map([...f.metadata, ...Object.entries(extra)])) : f;
-      }),
-      new Map(Object.entries(m.schemaMetadata)),
-    );
+    const schema = new arrow.Schema(withFieldMetadata(current.fields, m.fieldMetadata), new Map(Object.entries(m.schemaMetadata)));
     const aliases = new Map(m.columns.map((c, i) => [c.name, `__mv_c${i}`]));
     const select: Record<string, string> = Object.fromEntries(m.columns.map((c, i) => [`__mv_c${i}`, c.sql]));
 

@@ -12,7 +12,8 @@ import { TERMINAL } from '../transactions/transaction-log.js';
 import { type BackfillJob, type Chunk, type Job, mismatchFilter, planChunks, sqlIdentifier } from './backfill-plan.js';
 import type { RefreshViewJob } from './refresh-job.js';
 import type { Materialization } from '../../engine/ports/views.js';
-import { LAST_REFRESHED_VERSION, SOURCE_ROW_ID, VIEW_METADATA } from '../views/view-definition.js';
+import { SOURCE_ROW_ID } from '../../engine/ports/views.js';
+import { LAST_REFRESHED_VERSION, VIEW_METADATA } from '../views/view-definition.js';
 import { JobLease, type JobRecords, StopSignal } from './job-lease.js';
 import type { Metrics } from '../../metrics/metrics.js';
 

@@ -4,6 +4,7 @@ import type { JsonArrowSchema } from '../../engine/json-arrow-schema.js';
 import { PYTHON_UDF_BACKEND } from '../../model/columns.js';
 import { invalidInput, unsupported } from '../../model/errors.js';
 import { sqlIdentifier } from '../jobs/backfill-plan.js';
+import { IS_SET, SOURCE_ROW_ID } from '../../engine/ports/views.js';
 
 // What a materialized view is (kind `query`; `chunker` and `udtf` further down), read from what Geneva 0.17 sends and stores:
 // `source_query` is its GenevaQuery JSON (geneva/query.py: a lancedb Query `base` with filter,
@@ -28,8 +29,6 @@ export const VIEW_METADATA = {
 /** Field metadata of `__source_row_id`: the source version of the last refresh (geneva/table.py). */
 export const LAST_REFRESHED_VERSION = 'geneva::mv::last_refreshed_version';
 
-export const SOURCE_ROW_ID = '__source_row_id';
-export const IS_SET = '__is_set';
 export const CHILD_INDEX = '__child_index';
 
 /**
