@@ -154,22 +154,13 @@ class Worker:
         column = _field(request, "column", str)
         udf_path = _field(request, "udf_path", str)
         row_filter = _field(request, "filter", str)
-        input_columns = request.get("input_columns")
-        if input_columns is not None and not (isinstance(input_columns, list) and all(isinstance(c, str) for c in input_columns)):
-            raise Failure("invalid_input", "input_columns must be a list of column names or null")
+        input_columns = None if request.get("input_columns") is None else _names(request, "input_columns")
         batch_rows = request.get("batch_rows")
         if batch_rows is not None and not (isinstance(batch_rows, int) and batch_rows > 0):
             raise Failure("invalid_input", "batch_rows must be a positive integer")
 
         ns = self.namespace(resolver)
-        described = ns.describe_table(lance_namespace.DescribeTableRequest(id=table_id))
-        managed = described.managed_versioning is True
-        try:
-            ds = lance.dataset(namespace_client=ns, table_id=table_id)
-        except Exception as e:  # noqa: BLE001
-            if re.search(r"not found|does not exist|No such file", str(e), re.I):
-                raise Failure("not_found", f"no dataset at {described.location}: {e}", what="dataset") from e
-            raise
+        ds, described = _open_table(ns, table_id, None)
         field = _top_level_field(ds.schema, column)
         udf = self.load_udf(ds, udf_path)
         inputs = _inputs(udf, input_columns, ds.schema, column)
@@ -197,15 +188,7 @@ class Worker:
         # not touch the rewritten fragments' rows (an append) and refuses the others (a conflict),
         # so the fill lands whole or not at all, and no other writer's rows are lost.
         operation = lance.LanceOperation.Update(updated_fragments=updated, fields_modified=sorted(fields_modified))
-        try:
-            if managed:
-                committed = lance.LanceDataset.commit(ds, operation, read_version=ds.version, namespace_client=ns, table_id=table_id, namespace_client_managed_versioning=True)
-            else:
-                committed = lance.LanceDataset.commit(ds, operation, read_version=ds.version, storage_options=described.storage_options)
-        except Exception as e:  # noqa: BLE001
-            if CONFLICT.search(str(e)):
-                raise Failure("conflict", str(e)) from e
-            raise
+        committed = _commit(ns, table_id, ds, described, operation)
         return {"rows": rows, "version": committed.version}
 
     def load_udf(self, ds, udf_path):
