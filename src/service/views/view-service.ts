@@ -16,7 +16,7 @@ import { engineFailure } from '../engine-errors.js';
 import type { JobService } from '../jobs/job-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
 import type { RequestContext } from '../request-context.js';
-import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type ParsedView, type ViewChunker, type ViewUdf, type ViewUdtf, viewOfTable } from './view-definition.js';
+import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type ParsedView, type ViewChunker, type ViewDefinition, type ViewUdf, type ViewUdtf, viewOfTable } from './view-definition.js';
 
 // Materialized views of kinds `query`, `chunker` and `udtf` (CreateMaterializedView,
 // RefreshMaterializedView), as Geneva 0.17 uses them in remote mode. A view is an ordinary
@@ -77,7 +77,8 @@ export class MaterializedViewService {
     const view = await this.tables.open(ctx, id);
     await storeEnvelopes(view, bindings);
     await storeSpec(view, definition.chunker ?? definition.udtf);
-    if (request.with_no_data === false) return { version, job_id: (await this.refresh(ctx, id, {})).job_id };
+    // The first refresh, of the source version the view was just made against.
+    if (request.with_no_data === false) return { version, job_id: await this.submitRefresh(ctx, id, definition, sourceVersion, {}) };
     return { version };
   }
 
@@ -101,6 +102,12 @@ export class MaterializedViewService {
     // Content-addressed: storing an envelope again changes nothing (and mends a create that died before storing it).
     await storeEnvelopes(view, definition.udfs.map((u, i) => udfBinding(u, `udf ${i}`)));
     await storeSpec(view, chunker ?? udtf);
+    return { job_id: await this.submitRefresh(ctx, id, definition, srcVersion, request) };
+  }
+
+  /** Starts the job that recomputes view `id` of `definition` from its source at `srcVersion`; its id. */
+  private async submitRefresh(ctx: RequestContext, id: string[], definition: ViewDefinition, srcVersion: number, request: RefreshMaterializedViewRequest): Promise<string> {
+    const { chunker, udtf } = definition;
     const job: RefreshViewJob = {
       kind: 'refresh_materialized_view',
       table_id: id,
@@ -118,13 +125,12 @@ export class MaterializedViewService {
       rows_done: 0,
       attempts: 0,
     };
-    const jobId = await this.jobs.submit(ctx, MV_REFRESH, job, {
+    return this.jobs.submit(ctx, MV_REFRESH, job, {
       table: JSON.stringify(id),
       source: JSON.stringify(definition.sourceId),
       src_version: String(srcVersion),
       rows_done: '0',
     });
-    return { job_id: jobId };
   }
 
   /** The field names of an Arrow schema sent as base64 of one IPC schema message; a 400 naming `where` otherwise. */
