@@ -19,6 +19,11 @@ import type { DataTable, DataTables } from './dataset.js';
 /** The directory, inside a table's, that holds UDF envelopes. */
 const UDF_DIR = '_udfs';
 
+/** Where, inside a table's directory, an envelope (a UDF's, a chunker's or a UDTF's spec) is stored: named by its sha256, so storing it again changes nothing. */
+export function envelopePath(envelope: Buffer | string): string {
+  return `${UDF_DIR}/${createHash('sha256').update(envelope).digest('hex')}`;
+}
+
 /** What a virtual_column entry with udf_backend DockerUDFSpecV1 binds a column to. */
 export interface PythonUdfBinding {
   column: string;
@@ -80,8 +85,7 @@ export function parsePythonUdf(where: string, column: string, entry: PythonUdfEn
   if (typeof pickle !== 'string' || !strictBase64(pickle)) throw invalidInput(`${where}.udf: the envelope has no udf_pickle (base64 of the pickled UDF)`);
   const inputs = entry.input_columns ?? null;
   if (inputs?.includes(column)) throw invalidInput(`${where}.input_columns: the UDF may not read the column it fills (${column})`);
-  const sha = createHash('sha256').update(envelope).digest('hex');
-  const udfPath = `${UDF_DIR}/${sha}`;
+  const udfPath = envelopePath(envelope);
   const fieldMetadata: Record<string, string> = {
     ...(entry.field_metadata ?? {}),
     [VIRTUAL_COLUMN_METADATA.marker]: 'true',

@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { JsonArrowSchema } from '../../engine/json-arrow-schema.js';
 import { PYTHON_UDF_BACKEND } from '../../model/columns.js';
 import { invalidInput, unsupported } from '../../model/errors.js';
+import { envelopePath } from '../data/python-udf-columns.js';
 import { sqlIdentifier } from '../jobs/backfill-plan.js';
 import { IS_SET, SOURCE_ROW_ID } from '../../engine/ports/views.js';
 
@@ -101,15 +101,12 @@ export interface ViewUdf {
  * the view's `geneva::view::chunker` and is stored at `path` in the view's directory for the workers.
  */
 export interface ViewChunker {
-  name: string;
   spec: string;
   path: string;
   /** The projected columns the chunker reads (bound to its parameters by name). */
   inputs: string[];
   /** View columns copied from the source row onto each of its view rows. */
   inherited: string[];
-  /** View columns the chunker yields (its output schema), the view's last fields. */
-  outputs: string[];
   manifest: string | null;
   manifestChecksum: string | null;
 }
@@ -120,7 +117,6 @@ export interface ViewChunker {
  * in the view's directory for the workers.
  */
 export interface ViewUdtf {
-  name: string;
   spec: string;
   path: string;
   /** Run once per distinct value of this source column, as Geneva's refresh does. */
@@ -147,6 +143,10 @@ export interface ViewDefinition {
   udtf: ViewUdtf | null;
 }
 
+function requireUniqueNames(names: string[]): void {
+  if (new Set(names).size !== names.length) throw invalidInput('output_schema: field names must be unique');
+}
+
 /** A view's definition and the JSON Geneva's readers find in `geneva::view::query` (with the columns spelled out). */
 export interface ParsedView {
   definition: ViewDefinition;
@@ -154,7 +154,6 @@ export interface ParsedView {
   sourceDbUri: string;
 }
 
-const UDF_DIR = '_udfs';
 
 /** Geneva's GenevaQuery JSON, checked for what no kind of view supports; a 400 / 406 naming what is wrong. */
 function readGenevaQuery(sourceQuery: string, where: string): { json: Record<string, unknown>; query: GenevaQuery } {
@@ -218,7 +217,7 @@ export function parseViewQuery(sourceQuery: string, schema: JsonArrowSchema, whe
   }
   const [rowId, isSet] = schema.fields;
   if (rowId?.type.type !== 'int64' || isSet?.type.type !== 'bool') throw invalidInput(`output_schema: ${SOURCE_ROW_ID} must be int64 and ${IS_SET} bool`);
-  if (new Set(names).size !== names.length) throw invalidInput('output_schema: field names must be unique');
+  requireUniqueNames(names);
   for (const meta of ['_rowid', '_rowaddr']) {
     if (names.includes(meta)) throw unsupported(`output_schema: a view that stores the source's ${meta} is not supported yet (__source_row_id holds the source row id)`);
   }
@@ -235,8 +234,7 @@ export function parseViewQuery(sourceQuery: string, schema: JsonArrowSchema, whe
       pickle = undefined;
     }
     if (typeof pickle !== 'string' || pickle === '') throw invalidInput(`${at}.udf.udf_payload: Geneva's JSON envelope with a udf_pickle is expected`);
-    const sha = createHash('sha256').update(envelope).digest('hex');
-    return { column: entry.output_name, name: entry.udf.name, envelope, udfPath: `${UDF_DIR}/${sha}`, inputs: entry.input_columns ?? null };
+    return { column: entry.output_name, name: entry.udf.name, envelope, udfPath: envelopePath(envelope), inputs: entry.input_columns ?? null };
   });
   const udfColumns = new Set(udfs.map((u) => u.column));
   if (udfColumns.size !== udfs.length) throw invalidInput(`${where}.column_udfs: two UDFs fill the same column`);
@@ -298,7 +296,7 @@ export function parseChunkerView(sourceQuery: string, schema: JsonArrowSchema, s
   if (rowId?.name !== SOURCE_ROW_ID || childIndex?.name !== CHILD_INDEX || rowId.type.type !== 'int64' || childIndex.type.type !== 'int32') {
     throw invalidInput(`output_schema: a chunker view's first fields must be ${SOURCE_ROW_ID} (int64) and ${CHILD_INDEX} (int32), got ${JSON.stringify(names.slice(0, 2))}`);
   }
-  if (new Set(names).size !== names.length) throw invalidInput('output_schema: field names must be unique');
+  requireUniqueNames(names);
   const outputs = outputNamesOf(chunkerSpec.output_schema_bytes);
   if (outputs.length === 0 || outputs.length > names.length - 2 || outputs.some((n, i) => names[names.length - outputs.length + i] !== n)) {
     throw invalidInput(`output_schema: the view's last fields must be the chunker's outputs ${JSON.stringify(outputs)}, got ${JSON.stringify(names.slice(2))}`);
@@ -317,12 +315,10 @@ export function parseChunkerView(sourceQuery: string, schema: JsonArrowSchema, s
     columns = projection.filter((c) => inherited.includes(c.name) || inputs.includes(c.name));
   }
   const chunker: ViewChunker = {
-    name: chunkerSpec.name,
     spec,
-    path: `${UDF_DIR}/${createHash('sha256').update(spec, 'utf8').digest('hex')}`,
+    path: envelopePath(spec),
     inputs,
     inherited,
-    outputs,
     manifest: chunkerSpec.manifest ?? null,
     manifestChecksum: chunkerSpec.manifest_checksum ?? null,
   };
@@ -349,11 +345,10 @@ export function parseUdtfView(sourceQuery: string, schema: JsonArrowSchema, spec
   if (outputs.length !== names.length || outputs.some((n, i) => names[i] !== n)) {
     throw invalidInput(`output_schema: a udtf view's schema is the UDTF's output schema ${JSON.stringify(outputs)}, got ${JSON.stringify(names)}`);
   }
-  if (new Set(names).size !== names.length) throw invalidInput('output_schema: field names must be unique');
+  requireUniqueNames(names);
   const udtf: ViewUdtf = {
-    name: udtfSpec.name,
     spec,
-    path: `${UDF_DIR}/${createHash('sha256').update(spec, 'utf8').digest('hex')}`,
+    path: envelopePath(spec),
     partitionBy: udtfSpec.partition_by ?? null,
     query: sourceQuery,
     manifest: udtfSpec.manifest ?? null,
