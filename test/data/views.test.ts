@@ -265,7 +265,7 @@ describe.each(backends())('materialized views on $name', (backend) => {
         ['no source', { ...good, source_query: genevaQuery('', { columns: ['id'] }) }, /source_table/],
         ['a selected column not in the schema', { ...good, source_query: genevaQuery(src, { columns: ['id', 'x'] }) }, /"x" is not a field of output_schema/],
         ['a field nothing fills', { ...good, output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['y', new arrow.Int64()]]) }, /neither selected/],
-        ['a bad filter', { ...good, source_query: genevaQuery(src, { columns: ['id'], filter: 'id <<< 3' }) }, /./],
+        ['a bad filter', { ...good, source_query: genevaQuery(src, { columns: ['id'], filter: 'id <<< 3' }) }, /id <<< 3/],
         ['udtf_spec with kind query', { ...good, udtf_spec: { kind: 'udtf', udtf: 'e30=', udtf_sha: 'x', udtf_name: 'u', udtf_version: '1' } }, /udtf_spec/],
       ];
       for (const [what, body, message] of cases) {
@@ -277,7 +277,7 @@ describe.each(backends())('materialized views on $name', (backend) => {
       }
       // A filter over a column the source lacks names it.
       const missing = await create('badcol', { ...good, source_query: genevaQuery(src, { columns: ['id'], filter: 'nope > 1' }) });
-      expect([400, 404], missing.text).toContain(missing.status);
+      expect(missing.status, missing.text).toBe(404);
       expect(String(missing.json.error)).toMatch(/nope/);
     });
 

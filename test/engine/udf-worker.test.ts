@@ -206,9 +206,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
     it('materializes a view from its source at a version: SQL and UDF columns (array, RecordBatch, one named like its input), filter, offset, limit; one commit', async () => {
       const { at: source } = await fresh();
       const name = `view${++seq}`;
-      const view: DatasetLocation = { location: fx.root.store.location(`${name}.lance`), storageOptions: fx.root.store.engineStorageOptions() };
-      const fields: Array<[string, import('apache-arrow').DataType]> = [...META, ['a', new arrow.Int64()], ['b', new arrow.Int64()], ['a10', new arrow.Int64()], ['s', new arrow.Utf8()]];
-      await engine.createDataset(view, engine.schemaStream(Buffer.from(schemaMessage(fields), 'base64')).stream, 'create');
+      const view = await emptyView(name, [...META, ['a', new arrow.Int64()], ['b', new arrow.Int64()], ['a10', new arrow.Int64()], ['s', new arrow.Utf8()]]);
       const udf = { double: await putUdf(fx.root, `${name}.lance/`, 'double'), describe: await putUdf(fx.root, `${name}.lance/`, 'describe_row') };
       const m: Materialization = {
         sourceVersion: 2,
