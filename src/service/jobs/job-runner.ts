@@ -1,5 +1,5 @@
 import { EngineError } from '../../engine/lance-engine.js';
-import { type ChunkerExpansion, UdfFailure, type UdtfRun } from '../../engine/ports/udfs.js';
+import { type ChunkerExpansion, UdfFailure, type UdfOps, type UdtfRun } from '../../engine/ports/udfs.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
@@ -209,9 +209,16 @@ export class JobRunner {
    * again (after a crash between the commit and the checkpoint, or by a replaced owner) commits
    * the same rows again: the refresh is idempotent, and the job is one step.
    */
+  /** The engine's Python UDFs, for a job that needs them; a 400 on a replica that runs none. */
+  private pythonUdfs(): UdfOps {
+    const { udfs } = this.tables.engine;
+    if (!udfs) throw invalidInput('this service runs no Python UDFs (udf_execution is off on the replica that took the job)');
+    return udfs;
+  }
+
   private async refreshView(ctx: RequestContext, id: string, job: RefreshViewJob, lease: JobLease, view: OpenTable): Promise<void> {
-    const { udfs, views } = this.tables.engine;
-    if ((job.udfs.length > 0 || job.chunker || job.udtf) && !udfs) throw invalidInput('this service runs no Python UDFs (udf_execution is off on the replica that took the job)');
+    const { views } = this.tables.engine;
+    const udfs = job.udfs.length > 0 || job.chunker || job.udtf ? this.pythonUdfs() : this.tables.engine.udfs;
     await lease.check();
     const source = await this.tables.open(ctx, job.source_id);
     const { schema } = await this.tables.engine.describeDataset(view.at);
@@ -265,8 +272,7 @@ export class JobRunner {
       return;
     }
 
-    const udfs = this.tables.engine.udfs;
-    if (job.mode === 'udf' && !udfs) throw invalidInput('this service runs no Python UDFs (udf_execution is off on the replica that took the job)');
+    const udfs = job.mode === 'udf' ? this.pythonUdfs() : this.tables.engine.udfs;
     if (!job.plan) {
       const layout = await columns.rowIdLayout(at, job.where, job.read_version);
       const chunks = planChunks(layout, job.chunk_rows, job.num_frags);
