@@ -83,12 +83,11 @@ async function loadJobs(bound: bigint | undefined, signal: AbortSignal): Promise
 }
 
 export function JobsList() {
-  // Page i holds the jobs launched before bounds[i] (the first: all), after offsets[i] newer ones.
-  const [bounds, setBounds] = useState<Array<bigint | undefined>>([undefined]);
-  const [offsets, setOffsets] = useState<number[]>([0]);
+  // Page i holds the jobs launched before pages[i].bound (the first: all), after pages[i].offset newer ones.
+  const [pages, setPages] = useState<Array<{ bound: bigint | undefined; offset: number }>>([{ bound: undefined, offset: 0 }]);
   const [index, setIndex] = useState(0);
-  const { data: view, error, at, reload } = usePolled((signal) => loadJobs(bounds[index], signal), (v) => v !== 'no-table' && isLive(v), POLL_MS, [index]);
-  const offset = offsets[index] ?? 0;
+  const { bound, offset } = pages[index] ?? { bound: undefined, offset: 0 };
+  const { data: view, error, at, reload } = usePolled((signal) => loadJobs(bound, signal), (v) => v !== 'no-table' && isLive(v), POLL_MS, [bound]);
   return (
     <div data-testid="jobs">
       <h2>Jobs</h2>
@@ -130,8 +129,7 @@ export function JobsList() {
                 type="button"
                 disabled={view.older === undefined}
                 onClick={() => {
-                  setBounds((b) => [...b.slice(0, index + 1), view.older]);
-                  setOffsets((o) => [...o.slice(0, index + 1), offset + view.rows.length]);
+                  setPages((p) => [...p.slice(0, index + 1), { bound: view.older, offset: offset + view.rows.length }]);
                   setIndex(index + 1);
                 }}
               >
