@@ -6,9 +6,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { connectTable, readColumn } from '../support/arrow-data.js';
+import { readColumn } from '../support/arrow-data.js';
 import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
-import { numbersStream, waitForJob } from '../support/jobs.js';
+import { type GenevaJobRow, numbersStream, waitForGenevaJobRow, waitForJob } from '../support/jobs.js';
 import { describeRun, run } from '../support/python.js';
 
 // Geneva Python UDF columns through the HTTP API (src/service/data/python-udf-columns.ts) with the
@@ -89,22 +89,10 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     return String(created.json.location);
   }
   /** The job's row in __system$geneva_jobs once its status is `status` (the row follows the job's record a moment later). */
-  async function jobRow(jobId: string, status: string): Promise<{ status: string; column_name: string; metrics: string[] }> {
+  async function jobRow(jobId: string, status: string): Promise<GenevaJobRow> {
     const jobs = await app.call('POST', '/v1/table/__system%24geneva_jobs/describe', {}, as('admin'));
     expect(jobs.status, jobs.text).toBe(200);
-    const jobTable = await connectTable(String(jobs.json.location), root.store.engineStorageOptions());
-    try {
-      for (let i = 0; ; i++) {
-        const rows = (await jobTable.query().where(`job_id = '${jobId}'`).toArray()) as Array<{ status: string; column_name: string; metrics: { toArray(): string[] } }>;
-        const row = rows[0];
-        if (rows.length === 1 && row?.status === status) return { status: row.status, column_name: row.column_name, metrics: row.metrics.toArray() };
-        if (i > 400) throw new Error(`the job's rows: ${JSON.stringify(rows.map((r) => r.status))}`);
-        await new Promise((r) => setTimeout(r, 50));
-        await jobTable.checkoutLatest();
-      }
-    } finally {
-      jobTable.close();
-    }
+    return waitForGenevaJobRow(String(jobs.json.location), root.store.engineStorageOptions(), jobId, status);
   }
   const version = async (name: string) => Number((await app.call('POST', `/v1/table/ns%24${name}/describe?load_detailed_metadata=true`, {}, as('admin'))).json.version);
 

@@ -9,6 +9,7 @@ import { listAll } from '../../src/store/object-store.js';
 import { connectTable, readColumn } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { useClientCredentials } from '../support/client-credentials.js';
+import { waitForGenevaJobRow } from '../support/jobs.js';
 import { manifestBytes } from '../support/manifests.js';
 import { INSTALL_TIMEOUT_MS, installPythonTestDeps } from '../support/python.js';
 import { callUrl, rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
@@ -759,18 +760,8 @@ class ReplicaRun {
     expect(rows.length).toBe(BF_ROWS);
     expect(rows.filter((r) => r.v !== r.id * 3 + r.x).slice(0, 5)).toEqual([]);
     // Geneva's row of the job: exactly one, DONE, though the replica that took it first was killed.
-    const jobTable = await connectTable(String((await this.call('POST', '/v1/table/__system%24geneva_jobs/describe', {})).json.location), this.root.store.engineStorageOptions());
-    try {
-      for (let i = 0; ; i++) {
-        const statuses = ((await jobTable.query().where(`job_id = '${this.jobId}'`).toArray()) as Array<{ status: string }>).map((r) => r.status);
-        if (statuses.length === 1 && statuses[0] === 'DONE') break;
-        if (i > 200) expect(statuses, "the job's rows in __system$geneva_jobs").toEqual(['DONE']);
-        await new Promise((r) => setTimeout(r, 50));
-        await jobTable.checkoutLatest();
-      }
-    } finally {
-      jobTable.close();
-    }
+    const jobTable = String((await this.call('POST', '/v1/table/__system%24geneva_jobs/describe', {})).json.location);
+    expect((await waitForGenevaJobRow(jobTable, this.root.store.engineStorageOptions(), this.jobId, 'DONE')).status).toBe('DONE');
   }
 
   summary(workloadMs: number, totalMs: number): string {

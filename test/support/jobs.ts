@@ -1,5 +1,6 @@
 import { arrow } from '../../src/engine/arrow.js';
 import type { TestApp } from './app.js';
+import { connectTable } from './arrow-data.js';
 
 // Backfill jobs through the HTTP API: a table to fill, and waiting for a job to end.
 
@@ -30,5 +31,33 @@ export async function waitForJob(
     const d = res.json as { status: string; properties: Record<string, string> };
     if (done(d) || Date.now() > deadline) return d;
     await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A job's row in Geneva's job table. */
+export interface GenevaJobRow {
+  status: string;
+  column_name: string;
+  metrics: string[];
+}
+
+/**
+ * The job's one row in Geneva's job table (`__system$geneva_jobs` at `location`) once its status is
+ * `status` (the row follows the job's record a moment later); fails naming the rows found when it
+ * does not come to that within about 20 s.
+ */
+export async function waitForGenevaJobRow(location: string, storageOptions: Record<string, string>, jobId: string, status: string): Promise<GenevaJobRow> {
+  const jobTable = await connectTable(location, storageOptions);
+  try {
+    for (let i = 0; ; i++) {
+      const rows = (await jobTable.query().where(`job_id = '${jobId}'`).toArray()) as Array<{ status: string; column_name: string; metrics: { toArray(): string[] } }>;
+      const row = rows[0];
+      if (rows.length === 1 && row?.status === status) return { status: row.status, column_name: row.column_name, metrics: row.metrics.toArray() };
+      if (i > 400) throw new Error(`job ${jobId}: its rows in __system$geneva_jobs are ${JSON.stringify(rows.map((r) => r.status))}, not one ${status}`);
+      await new Promise((r) => setTimeout(r, 50));
+      await jobTable.checkoutLatest();
+    }
+  } finally {
+    jobTable.close();
   }
 }
