@@ -68,6 +68,8 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     await root?.dispose();
   });
 
+  /** The app as the admin calls it (for waitForJob). */
+  const admin = { call: (method: 'GET' | 'POST', url: string, body?: unknown) => app.call(method, url, body, as('admin')) };
   const post = (table: string, op: string, body: unknown, who = 'admin') => app.call('POST', `/v1/table/ns%24${table}/${op}`, body, as(who));
   const udfColumn = (name: string, overrides: Record<string, unknown> = {}) => ({
     name,
@@ -165,8 +167,7 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     expect((await post('crashing', 'add_columns', { new_columns: [udfColumn('z', { udf: crashing, udf_name: 'crash_once' })] })).status).toBe(200);
     const started = await post('crashing', 'backfill_column', { column: 'z', checkpoint_size: 1000 });
     expect(started.status, started.text).toBe(202);
-    const call = { call: (method: 'GET' | 'POST', url: string, body?: unknown) => app.call(method, url, body, as('admin')) };
-    const done = await waitForJob(call, String(started.json.job_id), undefined, 50_000);
+    const done = await waitForJob(admin, String(started.json.job_id), undefined, 50_000);
     expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
     expect(existsSync(once)).toBe(true);
     const location = String((await post('crashing', 'describe', {})).json.location);
@@ -180,13 +181,12 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     const started = await post('canceled', 'backfill_column', { column: 'z', checkpoint_size: 100 });
     expect(started.status, started.text).toBe(202);
     const jobId = String(started.json.job_id);
-    const call = { call: (method: 'GET' | 'POST', url: string, body?: unknown) => app.call(method, url, body, as('admin')) };
-    await waitForJob(call, jobId, (d) => Number(d.properties.chunks_done ?? 0) >= 1);
+    await waitForJob(admin, jobId, (d) => Number(d.properties.chunks_done ?? 0) >= 1);
     const cancel = await app.call('POST', `/v1/transaction/${jobId}/alter`, { actions: [{ setStatusAction: { status: 'Canceled' } }] }, as('admin'));
     expect(cancel.status, cancel.text).toBe(200);
     // The runner sees the cancel at its next checkpoint and writes the row then.
     await jobRow(jobId, 'CANCELLED');
-    expect((await waitForJob(call, jobId)).status).toBe('Canceled');
+    expect((await waitForJob(admin, jobId)).status).toBe('Canceled');
     // Stopped, not run to its end: rows past the cancel's checkpoint stay unfilled.
     const filled = (await readColumn(location, root.store.engineStorageOptions(), 'z')).filter((r) => r.v !== null);
     expect(filled.length).toBeLessThan(4000);
