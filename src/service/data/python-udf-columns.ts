@@ -75,6 +75,16 @@ export function strictBase64(value: string): Buffer | null {
 export function parsePythonUdf(where: string, column: string, entry: PythonUdfEntry): PythonUdfBinding {
   const envelope = strictBase64(entry.udf ?? '');
   if (!envelope) throw invalidInput(`${where}.udf: the base64 of the UDF's JSON envelope is required`);
+  if (entry.input_columns?.includes(column)) throw invalidInput(`${where}.input_columns: the UDF may not read the column it fills (${column})`);
+  return bindPythonUdf(where, column, envelope, entry);
+}
+
+/**
+ * Binds `column` to the UDF of Geneva's JSON `envelope` (checked, not loaded): the path it is
+ * stored at and the column's field metadata, as Geneva's writer records them. `entry.udf` is not
+ * read. A view's UDF may read a source column of its own name, so this does not refuse that.
+ */
+export function bindPythonUdf(where: string, column: string, envelope: Buffer, entry: PythonUdfEntry): PythonUdfBinding {
   let parsed: unknown;
   try {
     parsed = JSON.parse(envelope.toString('utf8'));
@@ -84,7 +94,6 @@ export function parsePythonUdf(where: string, column: string, entry: PythonUdfEn
   const pickle = typeof parsed === 'object' && parsed !== null ? (parsed as { udf_pickle?: unknown }).udf_pickle : undefined;
   if (typeof pickle !== 'string' || !strictBase64(pickle)) throw invalidInput(`${where}.udf: the envelope has no udf_pickle (base64 of the pickled UDF)`);
   const inputs = entry.input_columns ?? null;
-  if (inputs?.includes(column)) throw invalidInput(`${where}.input_columns: the UDF may not read the column it fills (${column})`);
   const udfPath = envelopePath(envelope);
   const fieldMetadata: Record<string, string> = {
     ...(entry.field_metadata ?? {}),

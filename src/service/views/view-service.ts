@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { EngineError } from '../../engine/lance-engine.js';
-import { PYTHON_UDF_BACKEND, PYTHON_UDF_METADATA } from '../../model/columns.js';
+import { PYTHON_UDF_BACKEND } from '../../model/columns.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type {
   MaterializedViewUdtfEntry,
@@ -11,7 +11,7 @@ import type {
 } from '../../model/views.js';
 import { displayId } from '../catalog/catalog.js';
 import type { DataTable, DataTables } from '../data/dataset.js';
-import { type PythonUdfBinding, parsePythonUdf, requirePythonUdfs, storeEnvelopes, strictBase64 } from '../data/python-udf-columns.js';
+import { bindPythonUdf, type PythonUdfBinding, requirePythonUdfs, storeEnvelopes, strictBase64 } from '../data/python-udf-columns.js';
 import { engineFailure } from '../engine-errors.js';
 import type { JobService } from '../jobs/job-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
@@ -171,9 +171,8 @@ export class MaterializedViewService {
 
 /** A UDF column of a view as a Python UDF binding of the view's field (its envelope, path and field metadata, as Geneva writes them). */
 function udfBinding(u: ViewUdf, where: string): PythonUdfBinding {
-  // The inputs are the source's columns, which may share the output's name: they are recorded after the binding's check.
-  const binding = parsePythonUdf(where, u.column, { udf: u.envelope.toString('base64'), udf_backend: PYTHON_UDF_BACKEND, udf_name: u.name, input_columns: null });
-  return { ...binding, inputs: u.inputs, fieldMetadata: { ...binding.fieldMetadata, [PYTHON_UDF_METADATA.inputs]: JSON.stringify(u.inputs) } };
+  // The inputs are the source's columns, which may share the output's name.
+  return bindPythonUdf(where, u.column, u.envelope, { udf_backend: PYTHON_UDF_BACKEND, udf_name: u.name, input_columns: u.inputs });
 }
 
 /**
