@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, type TableVersion } from '../api.js';
+import { api, ApiError, type TableVersion } from '../api.js';
 import { VersionChart, type VersionDetail } from '../chart.js';
 import { Breadcrumbs, ErrorBox, Link, Loading } from '../components.js';
 import { formatBytes, formatCount, formatTime } from '../format.js';
@@ -137,11 +137,21 @@ function useVersionDetails(id: string[], versions: TableVersion[], signal: Abort
 }
 
 async function detailOf(id: string[], version: number, signal: AbortSignal): Promise<VersionDetail> {
-  const [transaction, rows] = await Promise.allSettled([api.describeTransaction([...id, String(version)], signal), api.countRows(id, version, signal)]);
+  const [transaction, rows] = await Promise.allSettled([twice(() => api.describeTransaction([...id, String(version)], signal), signal), twice(() => api.countRows(id, version, signal), signal)]);
   const detail: VersionDetail = {};
   if (transaction.status === 'fulfilled') detail.operation = transaction.value.properties.operation;
   if (rows.status === 'fulfilled') detail.rows = rows.value;
   const failures = [transaction, rows].filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => (r.reason as Error).message);
   if (failures.length === 2) detail.error = failures.join('; ');
   return detail;
+}
+
+/** `ask`, asked once more if the service or the network failed (a busy service may refuse one of many detail requests); a detail is never asked for again later. */
+async function twice<T>(ask: () => Promise<T>, signal: AbortSignal): Promise<T> {
+  try {
+    return await ask();
+  } catch (e) {
+    if (signal.aborted || (e instanceof ApiError && e.status < 500)) throw e;
+    return ask();
+  }
 }
