@@ -508,7 +508,7 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
   }
   return quick
     ? { rounds: 2, bigTables: 0, midTables: 100, historyVersions: 20, deepVersions: 0, dataRows: 10_000, creates: 16, declares: 16, describes: 100, listCalls: 2, appends: 4, lookups: 16, dataCalls: 5, pageSize: 25 }
-    : { rounds: 3, bigTables: 0, midTables: 1_000, historyVersions: 200, deepVersions: 0, dataRows: 100_000, creates: 80, declares: 80, describes: 500, listCalls: 5, appends: 15, lookups: 50, dataCalls: 15, pageSize: 100 };
+    : { rounds: 3, bigTables: 0, midTables: 1_000, historyVersions: 200, deepVersions: 0, dataRows: 100_000, creates: 80, declares: 80, describes: 500, listCalls: 40, appends: 15, lookups: 50, dataCalls: 15, pageSize: 100 };
 }
 
 const tableName = (i: number): string => `t${String(i).padStart(6, '0')}`;

@@ -272,20 +272,24 @@ export class ListingIndex {
     const whole = from === undefined && want === Infinity;
     const bySnapshot = kept ? kept.names !== null : whole;
     const fromStore = this.storeCursor(kind, ns, from);
+    const isReady = async () => (await this.store.head(`${namespaceDirKey(ns)}${READY}`)) !== null;
+    const indexedFirst = async () => {
+      await this.build(ns);
+      return this.page(kind, ns, after, want, { includeDeclared, bounded });
+    };
     // The reads of a page do not depend on each other: one round trip (with the caller's check
-    // that the namespace exists, which must pass before an index is built for it).
-    const [ready, stamp, stored, firstStretch, pendingListed] = await Promise.all([
-      this.store.head(`${namespaceDirKey(ns)}${READY}`),
+    // that the namespace exists, which must pass before an index is built for it). A snapshot
+    // under the current stamp was built after the index was found ready, and no stamp outlives a
+    // drop of the namespace's catalog, so the ready marker is looked at only when no snapshot holds.
+    const [readyListed, stamp, stored, firstStretch, pendingListed] = await Promise.all([
+      bySnapshot ? undefined : isReady(),
       bySnapshot ? this.snapshots.stamp(ns, folder) : null,
       bySnapshot && !kept ? this.snapshots.read(ns, folder) : null,
       bySnapshot ? undefined : fromStore.next(want),
       bySnapshot ? undefined : this.pendingOf(kind, ns),
       options.namespaceExists?.(),
     ]);
-    if (!ready) {
-      await this.build(ns);
-      return this.page(kind, ns, after, want, { includeDeclared, bounded });
-    }
+    if (readyListed === false) return indexedFirst();
     let cursor = fromStore;
     let pending: Map<string, Pending[]>;
     let prefetched = firstStretch;
@@ -296,13 +300,16 @@ export class ListingIndex {
       pending = pendingByName(snapshot.pending);
     } else if (whole && !snapshot) {
       this.snapshots.forget(ns, folder);
+      if (!(await isReady())) return indexedFirst();
       const built = await this.buildSnapshot(kind, ns, stamp);
       cursor = snapshotCursor(built.names, built.data, from);
       pending = pendingByName(built.pending);
     } else {
       // A stale snapshot, or a current one that only says the index is too large for it: the index itself.
       if (!snapshot) this.snapshots.forget(ns, folder);
-      [pending, prefetched] = await Promise.all([this.pendingOf(kind, ns), fromStore.next(want)]);
+      let ready: boolean;
+      [pending, prefetched, ready] = await Promise.all([this.pendingOf(kind, ns), fromStore.next(want), snapshot !== undefined || isReady()]);
+      if (!ready) return indexedFirst();
     }
     const pendingNames = [...pending.keys()].filter((n) => from === undefined || compareNames(n, from) > 0).sort(compareNames);
     let names: string[] = [];
