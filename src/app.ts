@@ -51,7 +51,10 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   // Every store the service uses reports its calls; S3 stores their retries too.
   const s3 = { ...config.s3, onRetry: () => metrics.storeRetry() };
   const store = new InstrumentedStore(await openStore(rootLocation, s3, { createBucket: config.s3.createBucket }), metrics);
-  const engine = await LancedbEngine.start({ maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes }, { ...udfWorkers(config, logger) });
+  const engine = await LancedbEngine.start(
+    { maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes },
+    { ...udfWorkers(config, logger), session: { indexCacheBytes: config.lanceIndexCacheBytes, metadataCacheBytes: config.lanceMetadataCacheBytes } },
+  );
   metrics.observe({ handleCache: () => engine.keptStats() });
   const allowed = config.allowedLocations.map((l) => {
     const parsed = parseLocation(l);

@@ -49,6 +49,9 @@ const Config = z.object({
   keptDatasets: z.coerce.number().int().min(0),
   /** Bound on the manifest bytes (plus 64 KiB each) of the datasets kept open. */
   keptDatasetBytes: z.coerce.number().int().min(0),
+  /** Bounds of Lance's caches, shared by every dataset the engine opens (index data; file and manifest metadata). */
+  lanceIndexCacheBytes: z.coerce.number().int().min(0),
+  lanceMetadataCacheBytes: z.coerce.number().int().min(0),
   /** Roles (privileges on namespace subtrees) and the principals that hold them (config file only); absent: everyone may do everything. */
   authorization: z
     .object({
@@ -159,6 +162,8 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --max-concurrent-large-bodies <n> large Arrow bodies received at once          env LANCE_NS_MAX_CONCURRENT_LARGE_BODIES default 2
   --kept-datasets <n>               datasets kept open across requests (0: none) env LANCE_NS_KEPT_DATASETS default 256
   --kept-dataset-bytes <n>          their manifest bytes + 64 KiB each, at most  env LANCE_NS_KEPT_DATASET_BYTES default 268435456
+  --lance-index-cache-bytes <n>     Lance's index cache, shared by all datasets  env LANCE_NS_LANCE_INDEX_CACHE_BYTES default 1073741824
+  --lance-metadata-cache-bytes <n>  Lance's metadata cache, shared likewise      env LANCE_NS_LANCE_METADATA_CACHE_BYTES default 268435456
   --udf-execution <off|local|ray>   run Geneva's Python UDFs (arbitrary code: manage privilege only)
                                     env LANCE_NS_UDF_EXECUTION  default off (406 for them)
   --udf-python <path>               the Python of the UDF workers  env LANCE_NS_UDF_PYTHON
@@ -207,6 +212,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       'max-concurrent-large-bodies': { type: 'string' },
       'kept-datasets': { type: 'string' },
       'kept-dataset-bytes': { type: 'string' },
+      'lance-index-cache-bytes': { type: 'string' },
+      'lance-metadata-cache-bytes': { type: 'string' },
       'udf-execution': { type: 'string' },
       'udf-python': { type: 'string' },
       'udf-workers': { type: 'string' },
@@ -259,6 +266,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     maxConcurrentLargeBodies: opt('max-concurrent-large-bodies', 'LANCE_NS_MAX_CONCURRENT_LARGE_BODIES') ?? 2,
     keptDatasets: opt('kept-datasets', 'LANCE_NS_KEPT_DATASETS') ?? 256,
     keptDatasetBytes: opt('kept-dataset-bytes', 'LANCE_NS_KEPT_DATASET_BYTES') ?? 256 * 1024 * 1024,
+    lanceIndexCacheBytes: opt('lance-index-cache-bytes', 'LANCE_NS_LANCE_INDEX_CACHE_BYTES') ?? 1024 * 1024 * 1024,
+    lanceMetadataCacheBytes: opt('lance-metadata-cache-bytes', 'LANCE_NS_LANCE_METADATA_CACHE_BYTES') ?? 256 * 1024 * 1024,
     udf: {
       execution: opt('udf-execution', 'LANCE_NS_UDF_EXECUTION') ?? 'off',
       python: opt('udf-python', 'LANCE_NS_UDF_PYTHON'),
@@ -292,6 +301,7 @@ const FILE_SCALARS = new Set([
   'root', 'host', 'ui', 'insecure', 'port', 'log_level', 's3_endpoint', 's3_region', 's3_access_key_id', 's3_secret_access_key', 's3_session_token',
   's3_path_style', 's3_create_bucket', 'page_token_secret', 'managed_versioning', 'transaction_lease_ms', 'max_arrow_body_bytes',
   'max_json_body_bytes', 'max_map_entries', 'max_map_bytes', 'large_body_bytes', 'max_concurrent_large_bodies', 'kept_datasets', 'kept_dataset_bytes',
+  'lance_index_cache_bytes', 'lance_metadata_cache_bytes',
   'udf_execution', 'udf_python', 'udf_workers', 'ray_address',
 ]);
 

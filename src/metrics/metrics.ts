@@ -16,6 +16,8 @@ export interface HandleCacheFigures {
   opens: number;
   reloads: number;
   hits: number;
+  /** Bytes in Lance's own caches (index and metadata), shared by every dataset. */
+  lanceCacheBytes?: number;
 }
 
 /** What is read at scrape time. */

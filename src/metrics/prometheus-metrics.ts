@@ -81,6 +81,7 @@ export class PrometheusMetrics implements ScrapedMetrics {
       });
     cache('lance_ns_engine_handles', 'Datasets the engine keeps open', (s) => s.entries);
     cache('lance_ns_engine_handle_bytes', 'Manifest bytes (plus 64 KiB each) of the kept datasets', (s) => s.bytes);
+    cache('lance_ns_engine_lance_cache_bytes', "Bytes in Lance's index and metadata caches, shared by every dataset", (s) => s.lanceCacheBytes ?? 0);
     // Running totals the cache keeps itself: each scrape adds what they grew by since the last.
     const total = (name: string, help: string, pick: (s: HandleCacheFigures) => number) => {
       let seen = 0;

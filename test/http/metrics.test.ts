@@ -77,6 +77,8 @@ describe('metrics', () => {
     expect(grew('lance_ns_store_request_duration_seconds_count{operation="list"}')).toBeGreaterThan(0);
     expect(grew('lance_ns_engine_handle_hits_total')).toBeGreaterThanOrEqual(2);
     expect(value(after, 'lance_ns_engine_handles')).toBeGreaterThan(0);
+    // Lance's caches hold the file metadata of what the reads above opened.
+    expect(value(after, 'lance_ns_engine_lance_cache_bytes')).toBeGreaterThan(0);
     expect(grew('lance_ns_jobs_finished_total{status="Succeeded"}')).toBe(1);
     expect(value(after, 'lance_ns_jobs_running')).toBe(0);
     expect(grew('lance_ns_credential_vends_total{access="read-write",outcome="none"}')).toBe(1);

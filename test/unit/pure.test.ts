@@ -229,7 +229,8 @@ describe('configuration', () => {
   });
 
   it('keeps 256 datasets open (256 MiB of manifests) by default; 0 keeps none; negative counts are refused', () => {
-    expect(loadConfig([], {})).toMatchObject({ keptDatasets: 256, keptDatasetBytes: 256 * 1024 * 1024 });
+    expect(loadConfig([], {})).toMatchObject({ keptDatasets: 256, keptDatasetBytes: 256 * 1024 * 1024, lanceIndexCacheBytes: 1024 ** 3, lanceMetadataCacheBytes: 256 * 1024 * 1024 });
+    expect(loadConfig(['--lance-index-cache-bytes', '5'], { LANCE_NS_LANCE_METADATA_CACHE_BYTES: '7' })).toMatchObject({ lanceIndexCacheBytes: 5, lanceMetadataCacheBytes: 7 });
     expect(loadConfig(['--kept-datasets', '0'], { LANCE_NS_KEPT_DATASETS: '9', LANCE_NS_KEPT_DATASET_BYTES: '1024' })).toMatchObject({ keptDatasets: 0, keptDatasetBytes: 1024 });
     expect(() => loadConfig([], { LANCE_NS_KEPT_DATASETS: '-1' })).toThrow(/keptDatasets/);
   });

@@ -8,7 +8,7 @@ import { addIpcFile, arrowStreamToIpcFile, createTableFromIpcFile } from './ipc-
 import { LancedbQueries } from './queries.js';
 import { LancedbRows } from './rows.js';
 import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
-import { classify, lancedb, TableAccess } from './table-access.js';
+import { classify, type LanceSessionLimits, lancedb, TableAccess } from './table-access.js';
 import { LancedbTags } from './tags.js';
 import { LancedbViews } from './views.js';
 import type { UdfOps } from '../ports/udfs.js';
@@ -20,6 +20,8 @@ const END_OF_STREAM = Buffer.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
 export interface LancedbEngineOptions {
   /** Runs Python UDFs (engine.udfs) in worker processes with these settings; without it, engine.udfs is undefined. */
   udf?: PythonUdfOptions;
+  /** Bounds of Lance's caches, shared by every dataset (default DEFAULT_LANCE_SESSION_LIMITS). */
+  session?: LanceSessionLimits;
 }
 
 /** The Lance engine over @lancedb/lancedb; one module per resource group beside this one. */
@@ -50,7 +52,7 @@ export class LancedbEngine implements LanceEngine {
    * `options.udf` the UDF workers are started too, and a Python that cannot run them fails the start.
    */
   static async start(keptHandles?: HandleCacheLimits, options: LancedbEngineOptions = {}): Promise<LancedbEngine> {
-    const access = await TableAccess.start(keptHandles);
+    const access = await TableAccess.start(keptHandles, options.session);
     try {
       return new LancedbEngine(access, options.udf ? await PythonUdfs.start(access, options.udf) : undefined);
     } catch (e) {
@@ -135,7 +137,7 @@ export class LancedbEngine implements LanceEngine {
   }
 
   /** How many datasets are kept open and how often they were opened, reloaded and reused. */
-  keptStats(): HandleCacheStats {
+  keptStats(): HandleCacheStats & { lanceCacheBytes: number } {
     return this.access.keptStats();
   }
 

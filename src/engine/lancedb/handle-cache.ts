@@ -29,7 +29,7 @@ import type { LatestCommitted } from '../dataset-location.js';
 // Bounds: at most `maxEntries` handles and `maxBytes` charged bytes, least recently used evicted
 // first. A handle is charged its manifest's size (the dataset metadata it holds in memory grows
 // with it) plus a fixed overhead; Lance's session caches (index and file metadata) are shared by
-// every handle of the connection and bounded by Lance itself.
+// every handle of the connection and bounded on their own (table-access.ts).
 
 /** What the cache needs of an open dataset. */
 export interface KeptHandle {

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
@@ -8,6 +8,7 @@ import { DEFAULT_HANDLE_CACHE_LIMITS, HandleCache, type HandleCacheLimits, type 
 export type LancedbModule = typeof import('@lancedb/lancedb');
 export type Connection = import('@lancedb/lancedb').Connection;
 export type Table = import('@lancedb/lancedb').Table;
+type Session = import('@lancedb/lancedb').Session;
 
 const require = createRequire(import.meta.url);
 export const lancedb = (): LancedbModule => require('@lancedb/lancedb') as LancedbModule;
@@ -19,6 +20,13 @@ export const lancedb = (): LancedbModule => require('@lancedb/lancedb') as Lance
 // For a table with managed versioning the resolver also answers the client's version calls
 // (list latest, describe, create) from the handle's commit coordinator, so that the engine's own
 // commits go through the service's commit path like every client's.
+//
+// Every dataset is opened under one Lance session (its index and metadata caches, and its object
+// stores). Lance keeps an object store per location, options and table id the namespace gave, so a
+// location without a coordinator is always registered under the same name (while anyone uses it):
+// its datasets then share one store, its connections and TLS set-up, instead of building one per
+// operation (about 10 ms on S3). A location with a coordinator gets a name of its own per
+// operation, so that its version calls reach that operation's coordinator.
 
 /**
  * Classifies an error thrown by the Lance engine by its message. "already exists" is left to the
@@ -39,7 +47,26 @@ export function classify(e: unknown, fallback: EngineErrorKind = 'internal'): En
   return new EngineError(kind, message, { cause: e });
 }
 
-interface Handle extends DatasetLocation {}
+/** A location registered with the resolver, and how many operations and kept datasets use the name. */
+interface Handle {
+  at: DatasetLocation;
+  users: number;
+}
+
+/** Bounds of the caches of the Lance session every dataset is opened under. */
+export interface LanceSessionLimits {
+  indexCacheBytes: number;
+  metadataCacheBytes: number;
+}
+
+export const DEFAULT_LANCE_SESSION_LIMITS: LanceSessionLimits = { indexCacheBytes: 1024 * 1024 * 1024, metadataCacheBytes: 256 * 1024 * 1024 };
+
+/** The same name for the same location and options: see the header. */
+const sharedName = (at: DatasetLocation): string =>
+  `d${createHash('sha256')
+    .update(JSON.stringify([at.location, Object.entries(at.storageOptions).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))]))
+    .digest('hex')
+    .slice(0, 32)}`;
 
 /** A location registered with the resolver for a client outside this process (see withResolvedHandle). */
 export interface ResolvedHandle {
@@ -82,6 +109,8 @@ export class TableAccess {
     /** Where the resolver listens, as a Lance Namespace REST client is pointed at it. */
     private readonly resolverUri: string,
     private readonly connection: Connection,
+    /** The Lance session every dataset is opened under (see the header). */
+    private readonly session: Session,
     /** Live handles; the resolver reads the same map. */
     private readonly handles: Map<string, Handle>,
     limits: HandleCacheLimits,
@@ -89,7 +118,7 @@ export class TableAccess {
     this.kept = new HandleCache(limits, suggestsBadHandle);
   }
 
-  static async start(limits: HandleCacheLimits = DEFAULT_HANDLE_CACHE_LIMITS): Promise<TableAccess> {
+  static async start(limits: HandleCacheLimits = DEFAULT_HANDLE_CACHE_LIMITS, session: LanceSessionLimits = DEFAULT_LANCE_SESSION_LIMITS): Promise<TableAccess> {
     const handles = new Map<string, Handle>();
     const resolver = http.createServer((req, res) => void TableAccess.resolve(handles, req, res));
     await new Promise<void>((resolve, reject) => {
@@ -97,8 +126,9 @@ export class TableAccess {
       resolver.listen(0, '127.0.0.1', () => resolve());
     });
     const resolverUri = `http://127.0.0.1:${(resolver.address() as AddressInfo).port}`;
-    const connection = await lancedb().connectNamespace('rest', { uri: resolverUri });
-    return new TableAccess(resolver, resolverUri, connection, handles, limits);
+    const lanceSession = new (lancedb().Session)(BigInt(session.indexCacheBytes), BigInt(session.metadataCacheBytes));
+    const connection = await lancedb().connectNamespace('rest', { uri: resolverUri }, { session: lanceSession });
+    return new TableAccess(resolver, resolverUri, connection, lanceSession, handles, limits);
   }
 
   private static async resolve(handles: Map<string, Handle>, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -106,7 +136,7 @@ export class TableAccess {
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const url = new URL(req.url ?? '/', 'http://resolver');
     const match = /^\/v1\/table\/([^/]+)\/(describe|declare|version\/list|version\/describe|version\/create)$/.exec(url.pathname);
-    const handle = match ? handles.get(decodeURIComponent(match[1] ?? '')) : undefined;
+    const handle = match ? handles.get(decodeURIComponent(match[1] ?? ''))?.at : undefined;
     if (!match || !handle) {
       send(res, 404, { code: 4, error: 'unknown engine handle' });
       return;
@@ -151,9 +181,16 @@ export class TableAccess {
   }
 
   private register(at: DatasetLocation): string {
-    const name = `h${randomBytes(8).toString('hex')}`;
-    this.handles.set(name, at);
+    const name = at.coordinator ? `h${randomBytes(8).toString('hex')}` : sharedName(at);
+    const registered = this.handles.get(name);
+    if (registered) registered.users++;
+    else this.handles.set(name, { at, users: 1 });
     return name;
+  }
+
+  private unregister(name: string): void {
+    const registered = this.handles.get(name);
+    if (registered && --registered.users === 0) this.handles.delete(name);
   }
 
   private async withHandle<T>(at: DatasetLocation, fn: (handle: string) => Promise<T>): Promise<T> {
@@ -161,7 +198,7 @@ export class TableAccess {
     try {
       return await fn(handle);
     } finally {
-      this.handles.delete(handle);
+      this.unregister(handle);
     }
   }
 
@@ -215,7 +252,8 @@ export class TableAccess {
         // The resolver answers the kept handle's version calls with the location of the request
         // that used it last (any request on the same table answers a read's calls the same), so
         // that it does not hold on to the first request's coordinator.
-        this.handles.set(kept.name, at);
+        const registered = this.handles.get(kept.name);
+        if (registered) registered.at = at;
         return fn(kept.table);
       },
     );
@@ -243,7 +281,7 @@ export class TableAccess {
     } finally {
       if (!adopted) {
         table?.close();
-        this.handles.delete(name);
+        this.unregister(name);
       }
     }
   }
@@ -253,7 +291,7 @@ export class TableAccess {
     try {
       return this.keptTable(await this.openTable(name, undefined), name);
     } catch (e) {
-      this.handles.delete(name);
+      this.unregister(name);
       throw e;
     }
   }
@@ -266,7 +304,7 @@ export class TableAccess {
       checkout: (version) => table.checkout(version),
       close: () => {
         table.close();
-        this.handles.delete(name);
+        this.unregister(name);
       },
     };
   }
@@ -276,8 +314,8 @@ export class TableAccess {
     this.kept.forget(location);
   }
 
-  keptStats(): HandleCacheStats {
-    return this.kept.stats();
+  keptStats(): HandleCacheStats & { lanceCacheBytes: number } {
+    return { ...this.kept.stats(), lanceCacheBytes: Number(this.session.sizeBytes()) };
   }
 
   /** Runs `fn` with a handle name for the location, for operations that create the dataset. */
