@@ -377,6 +377,8 @@ interface RowSpec {
    * the row says so. It is then made WARM_UP_CALLS more times per side, untimed (see runRow).
    */
   probe?: (side: Side) => Promise<Record<string, unknown>>;
+  /** The warm-up of a row without a probe (or whose probe is not its workload), once per side before the rounds. */
+  warm?: (side: Side) => Promise<void>;
   /** Print each part as a row of its own, with these labels (the note goes with the last). */
   split?: string[];
   /** The row measures a workload also measured at other catalog sizes (charted together). */
@@ -438,7 +440,8 @@ const WARM_UP_CALLS = 200;
 async function runRow(spec: RowSpec, rounds: number): Promise<RowResult[]> {
   const shape = await shapeDifference(spec);
   for (const side of SIDES) {
-    for (let i = 0; spec.probe && i < WARM_UP_CALLS; i++) {
+    if (spec.warm) await spec.warm(side).catch(() => undefined); // a failure is the rounds' to report
+    for (let i = 0; spec.probe && !spec.warm && i < WARM_UP_CALLS; i++) {
       checkAborted();
       // A failing probe is the rounds' to report.
       if (!(await spec.probe(side).then(() => true, () => false))) break;
@@ -711,13 +714,22 @@ async function appendsRow(bench: Bench, label: string, floorUri: string, nullRoo
   const perSecond = (ms: number[]) => ms.length / (ms.reduce((sum, x) => sum + x, 0) / 1000);
   let firstId = 1_000_000;
   const appendsOf = (answer: Record<string, unknown>): number[] => (Array.isArray(answer.append_ms) ? answer.append_ms.filter((x): x is number => typeof x === 'number') : []);
+  const appendThrough = (url: string, appends = sizes.appends) =>
+    runPython('write', { url, table_id: table, rows: 0, first_id: (firstId += 10_000), appends, storage_options: lanceStorageOptions(servers.access) });
+  const plainAppends = (appends = sizes.appends) => runPython('write', { uri: floorUri, rows: 0, first_id: (firstId += 10_000), appends, storage_options: lanceStorageOptions(servers.access) });
+  const nullAppends = (url: string, appends = sizes.appends) => runPython('write', { url, table_id: ['writes'], rows: 0, first_id: (firstId += 10_000), appends });
   return {
     label,
     parts: ['raw create_table_version p50', 'appends'],
     split: [`raw create_table_version (p50; the version/create calls of appends like those below, timed at a proxy)`, label],
+    // As many untimed appends as other rows make warm-up calls, through each server and each floor.
+    warm: async (side) => {
+      await appendThrough(servers.managedUrl[side], WARM_UP_CALLS);
+      if (side !== 'ours') return;
+      await plainAppends(WARM_UP_CALLS);
+      for (const url of nullUrls) await nullAppends(url, WARM_UP_CALLS);
+    },
     run: async (side) => {
-      const appendThrough = (url: string) =>
-        runPython('write', { url, table_id: table, rows: 0, first_id: (firstId += 10_000), appends: sizes.appends, storage_options: lanceStorageOptions(servers.access) });
       // The appends talk to the server directly, as the null namespace's and plain Lance's do: the
       // timing proxy's hop costs each of an append's three requests about a millisecond. The
       // version/create calls are timed in a second run, through the proxy.
@@ -728,11 +740,8 @@ async function appendsRow(bench: Bench, label: string, floorUri: string, nullRoo
       await appendThrough(timer.url);
       if (side === 'ours') {
         // The floor, in the same round: plain Lance appends to a dataset of its own, no namespace.
-        const plain = await runPython('write', { uri: floorUri, rows: 0, first_id: (firstId += 10_000), appends: sizes.appends, storage_options: lanceStorageOptions(servers.access) });
-        floor.push(perSecond(appendsOf(plain)));
-        for (const [i, url] of nullUrls.entries()) {
-          protocolFloor[i]?.push(perSecond(appendsOf(await runPython('write', { url, table_id: ['writes'], rows: 0, first_id: (firstId += 10_000), appends: sizes.appends }))));
-        }
+        floor.push(perSecond(appendsOf(await plainAppends())));
+        for (const [i, url] of nullUrls.entries()) protocolFloor[i]?.push(perSecond(appendsOf(await nullAppends(url))));
       }
       if (timer.timings.length === 0) throw new UnusableAnswer('pylance made no create_table_version call: the table is not managed');
       const commits = [...timer.timings].sort((a, b) => a - b);
