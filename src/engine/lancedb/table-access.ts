@@ -51,6 +51,8 @@ export function classify(e: unknown, fallback: EngineErrorKind = 'internal'): En
 interface Handle {
   at: DatasetLocation;
   users: number;
+  /** Registered under the location's shared name (no coordinator): every user's `at` answers alike. */
+  shared: boolean;
 }
 
 /** Bounds of the caches of the Lance session every dataset is opened under. */
@@ -181,10 +183,11 @@ export class TableAccess {
   }
 
   private register(at: DatasetLocation): string {
-    const name = at.coordinator ? `h${randomBytes(8).toString('hex')}` : sharedName(at);
+    const shared = at.coordinator === undefined;
+    const name = shared ? sharedName(at) : `h${randomBytes(8).toString('hex')}`;
     const registered = this.handles.get(name);
     if (registered) registered.users++;
-    else this.handles.set(name, { at, users: 1 });
+    else this.handles.set(name, { at, users: 1, shared });
     return name;
   }
 
@@ -251,9 +254,10 @@ export class TableAccess {
       (kept) => {
         // The resolver answers the kept handle's version calls with the location of the request
         // that used it last (any request on the same table answers a read's calls the same), so
-        // that it does not hold on to the first request's coordinator.
+        // that it does not hold on to the first request's coordinator. A shared name keeps its
+        // own: other operations use it too.
         const registered = this.handles.get(kept.name);
-        if (registered) registered.at = at;
+        if (registered && !registered.shared) registered.at = at;
         return fn(kept.table);
       },
     );
