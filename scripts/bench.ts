@@ -439,13 +439,14 @@ const WARM_UP_CALLS = 200;
 /** Runs a row's rounds, interleaved: ours, ref, ours, ref, ...; one result, or one per part when the row is split. */
 async function runRow(spec: RowSpec, rounds: number): Promise<RowResult[]> {
   const shape = await shapeDifference(spec);
+  // Untimed, so a failure here is the rounds' to report.
   for (const side of SIDES) {
-    if (spec.warm) await spec.warm(side).catch(() => undefined); // a failure is the rounds' to report
-    for (let i = 0; spec.probe && !spec.warm && i < WARM_UP_CALLS; i++) {
-      checkAborted();
-      // A failing probe is the rounds' to report.
-      if (!(await spec.probe(side).then(() => true, () => false))) break;
-    }
+    if (spec.warm) await spec.warm(side).catch(() => undefined);
+    else
+      for (let i = 0; spec.probe && i < WARM_UP_CALLS; i++) {
+        checkAborted();
+        if (!(await spec.probe(side).then(() => true, () => false))) break;
+      }
   }
   const figures: Record<Side, Figure[][]> = { ours: [], ref: [] };
   const failed: Partial<Record<Side, string>> = {};
