@@ -7,6 +7,19 @@ const numberFormat = new Intl.NumberFormat('en');
 
 export const formatCount = (n: number): string => numberFormat.format(n);
 
+/** A microsecond time as a SQL literal (UTC, to the microsecond: a page bound of the jobs list must be exact). */
+export function timestampLiteral(micros: bigint): string {
+  let millis = micros / 1000n;
+  let rest = micros % 1000n;
+  // BigInt division truncates towards zero: a time before 1970 borrows a millisecond.
+  if (rest < 0n) {
+    millis -= 1n;
+    rest += 1000n;
+  }
+  const iso = new Date(Number(millis)).toISOString().replace('Z', `${String(rest).padStart(3, '0')}Z`);
+  return `TIMESTAMP '${iso}'`;
+}
+
 export function formatBytes(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
   let value = n;

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api.js';
 import { ErrorBox, Link, Loading, ProgressBar, StatusBadge, usePolled } from '../components.js';
-import { formatCount, formatTime } from '../format.js';
+import { formatCount, formatTime, timestampLiteral } from '../format.js';
 import type { JobRow } from '../job-rows.js';
 
 // The list of backfill jobs, read from Geneva's job table `__system$geneva_jobs` through QueryTable
@@ -27,18 +27,6 @@ const ACTIVE_FILTER = "status = 'PENDING' OR status = 'RUNNING'";
 const isActive = (row: JobRow) => row.status === 'PENDING' || row.status === 'RUNNING';
 /** Whether a job on screen runs (the list is then asked again). */
 const isLive = (view: JobsView) => view.running.length > 0 || view.rows.some(isActive);
-
-/** A microsecond time as a SQL literal (UTC, to the microsecond: a page bound must be exact). */
-function timestampLiteral(micros: bigint): string {
-  let millis = micros / 1000n;
-  let rest = micros % 1000n;
-  if (rest < 0n) {
-    millis -= 1n;
-    rest += 1000n;
-  }
-  const iso = new Date(Number(millis)).toISOString().replace('Z', `${String(rest).padStart(3, '0')}Z`);
-  return `TIMESTAMP '${iso}'`;
-}
 
 const newestFirst = (a: JobRow, b: JobRow) => (a.launchedAt === b.launchedAt ? (a.jobId < b.jobId ? 1 : -1) : (a.launchedAt ?? 0n) < (b.launchedAt ?? 0n) ? 1 : -1);
 
