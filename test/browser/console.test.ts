@@ -140,6 +140,14 @@ describe.skipIf(missing)('web console in chromium', () => {
 
   it('lists the jobs, running first; follows a running job from the list to its end', async () => {
     const page = await open();
+    // The job table's queries, by what they ask for: every job's launch time, or rows.
+    const asked = { launchTimes: 0, rows: 0 };
+    page.on('request', (request) => {
+      if (!request.url().includes('geneva_jobs/query')) return;
+      const columns = (request.postDataJSON() as { columns?: { column_names?: string[] } } | null)?.columns?.column_names ?? [];
+      if (columns.length === 1 && columns[0] === 'launched_at') asked.launchTimes++;
+      else asked.rows++;
+    });
     await page.getByRole('link', { name: 'Transactions & jobs' }).click();
     const jobRow = (list: string, id: string) => page.getByTestId(list).locator(`tr[data-job="${id}"]`);
     // The held job runs: on its own under "Running now", and first in the list of all jobs.
@@ -160,6 +168,11 @@ describe.skipIf(missing)('web console in chromium', () => {
     await poll(text(jobRow('job-list', first).getByTestId('job-table'))).toBe('clicks');
     await poll(text(jobRow('job-list', first).getByTestId('job-row-progress'))).toContain('2,000 of 2,000 rows');
     await poll(attr(jobRow('job-list', first).getByTestId('progress'), 'aria-valuenow')).toBe('2000');
+    // While the job runs the list is asked again every second, for its rows only: every job's
+    // launch time was read once, for the page.
+    const rowsBefore = asked.rows;
+    await poll(async () => asked.rows, 10_000).toBeGreaterThanOrEqual(rowsBefore + 4);
+    expect(asked.launchTimes).toBe(1);
 
     // The running job's page: its live progress.
     await running.getByRole('link', { name: job.jobId }).click();
