@@ -1,17 +1,13 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import { type TestApp, useTestApp } from '../support/app.js';
 import { connectTable } from '../support/arrow-data.js';
 import { type Backend, backends, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { numbersStream, waitForJob } from '../support/jobs.js';
-import { describeRun, run } from '../support/python.js';
-import { genevaQuery, META, schemaMessage, udfEntry } from '../support/views.js';
+import { genevaQuery, makeUdfEnvelopes, META, schemaMessage, udfEntry, viewRows } from '../support/views.js';
 
 // Materialized views of kind query (CreateMaterializedView, RefreshMaterializedView) in process,
 // as Geneva 0.17 sends them: validation and its 4xx / 406 answers without UDF workers; with them
@@ -64,30 +60,10 @@ const FAKE_CHUNKER = JSON.stringify({
 /** The test UDF, chunker and UDTF envelopes of test/support/geneva_udfs.py by name, made before the first test. */
 function useEnvelopes(): Record<string, string> {
   const envelopes: Record<string, string> = {};
-  let dir = '';
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'mv-envelopes-'));
-    const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', dir], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
-    if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
-    for (const [name, sha] of Object.entries(JSON.parse(made.stdout) as Record<string, string>)) envelopes[name] = await readFile(path.join(dir, sha), 'utf8');
+    for (const [name, { body }] of Object.entries(await makeUdfEnvelopes())) envelopes[name] = body;
   }, 90_000);
-  afterAll(async () => {
-    if (dir) await rm(dir, { recursive: true, force: true });
-  });
   return envelopes;
-}
-
-/** Every row of the view, by source row id. */
-async function viewRows(location: string, options: Record<string, string>): Promise<Array<Record<string, unknown>>> {
-  const table = await connectTable(location, options);
-  try {
-    const rows = (await table.query().toArray()) as Array<Record<string, unknown>>;
-    return rows
-      .map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'bigint' ? Number(v) : v])))
-      .sort((a, b) => Number(a.__source_row_id) - Number(b.__source_row_id));
-  } finally {
-    table.close();
-  }
 }
 
 /** Views without UDF columns, refreshed by the engine (no workers) or by the workers: the same rows either way. */

@@ -1,8 +1,5 @@
 import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { type CommitCoordinator, type DatasetLocation, EngineError } from '../../src/engine/lance-engine.js';
@@ -20,9 +17,8 @@ import { TableVersionService } from '../../src/service/versions/table-version-se
 import { connectTable } from '../support/arrow-data.js';
 import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { localCatalogDeps } from '../support/local-catalog.js';
-import { run, describeRun } from '../support/python.js';
 import { type RayCluster, startRayCluster } from '../support/ray-cluster.js';
-import { genevaQuery, META, schemaMessage } from '../support/views.js';
+import { genevaQuery, makeUdfEnvelopes, META, schemaMessage, viewRows } from '../support/views.js';
 
 // The Python UDF adapter (src/engine/python-udf/, worker/udf_worker.py) against real Geneva UDF
 // envelopes, built by test/support/geneva_udfs.py with the pinned Geneva, over real Lance datasets:
@@ -78,8 +74,7 @@ async function readAll(at: DatasetLocation): Promise<Row[]> {
 }
 
 describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: scripts/install-udf-worker.sh)', () => {
-  let envelopes: string;
-  const sha = {} as Record<UdfName, string>;
+  let envelopes: Record<string, { sha: string; body: string }> = {};
   const logs: Array<{ message: string; pid: number | undefined }> = [];
   const logged = new EventEmitter<{ line: [{ message: string; pid: number | undefined }] }>();
   const log: UdfWorkerLog = (_level, message, fields) => {
@@ -101,23 +96,21 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
   let udfs: UdfOps;
 
   beforeAll(async () => {
-    envelopes = await mkdtemp(path.join(os.tmpdir(), 'udf-envelopes-'));
-    const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', envelopes], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
-    if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
-    Object.assign(sha, JSON.parse(made.stdout) as Record<UdfName, string>);
+    envelopes = await makeUdfEnvelopes();
     engine = await LancedbEngine.start(undefined, { udf: { workers: 2, log } });
     if (!engine.udfs) throw new Error('the engine has no UDFs');
     udfs = engine.udfs;
   });
   afterAll(async () => {
     await engine?.close();
-    if (envelopes) await rm(envelopes, { recursive: true, force: true });
   });
 
   /** Puts a UDF's envelope where Geneva stores it, `<dataset>/_udfs/<sha256>`; returns that relative path. */
   async function putUdf(root: TestRoot, datasetKey: string, name: UdfName): Promise<string> {
-    const udfPath = `_udfs/${sha[name]}`;
-    await root.store.put(`${datasetKey}${udfPath}`, await readFile(path.join(envelopes, sha[name])));
+    const envelope = envelopes[name];
+    if (!envelope) throw new Error(`geneva_udfs.py made no envelope ${name}`);
+    const udfPath = `_udfs/${envelope.sha}`;
+    await root.store.put(`${datasetKey}${udfPath}`, envelope.body);
     return udfPath;
   }
 
@@ -129,7 +122,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
     await engine.rows.insert(at, rowsStream(10, 10), 'append');
     await engine.rows.insert(at, rowsStream(10, 20), 'append');
     const udf = {} as Record<UdfName, string>;
-    for (const n of Object.keys(sha) as UdfName[]) udf[n] = await putUdf(root, key, n);
+    for (const n of Object.keys(envelopes) as UdfName[]) udf[n] = await putUdf(root, key, n);
     return { at, udf };
   }
 
@@ -281,16 +274,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
         maxRowsPerFile: null,
       };
       const chunker = { kind: 'chunker' as const, udfPath: pieces, inputColumns: ['a'], inherited: ['b'], outputLimit: null };
-      const rowsOf = async () => {
-        const table = await connectTable(view.location, view.storageOptions);
-        try {
-          return ((await table.query().toArray()) as Array<Record<string, unknown>>)
-            .map((r) => ({ ...r, __source_row_id: Number(r.__source_row_id), __child_index: Number(r.__child_index), b: Number(r.b), k: Number(r.k) }))
-            .sort((x, y) => x.__source_row_id - y.__source_row_id || x.__child_index - y.__child_index);
-        } finally {
-          table.close();
-        }
-      };
+      const rowsOf = () => viewRows(view.location, view.storageOptions);
       const expected = Array.from({ length: 10 }, (_, i) => i + 5).flatMap((a) =>
         Array.from({ length: a % 3 }, (_, k) => ({ __source_row_id: a < 10 ? a : 2 ** 32 + a - 10, __child_index: k, b: a * 10, label: `${a}.${k}`, k })),
       );
@@ -320,14 +304,8 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       const m: Materialization = { sourceVersion: 2, filter: null, columns: [], offset: null, limit: null, udfs: [], schemaMetadata: { 'geneva::view::version': 'udtf' }, fieldMetadata: {}, maxRowsPerFile: null };
       const run = async (udtf: UdfName, version: number, partitionBy: string | null = null) =>
         udfs.materialize(source, view, { ...m, sourceVersion: version }, { kind: 'udtf', udfPath: await putUdf(fx.root, `${name}.lance/`, udtf), sourceQuery: genevaQuery(`t${seq}`, { filter: 'a >= 5' }), partitionBy });
-      const rowsOf = async () => {
-        const table = await connectTable(view.location, view.storageOptions);
-        try {
-          return ((await table.query().toArray()) as Array<Record<string, unknown>>).map((r) => [Number(r.decade), Number(r.n), Number(r.total)]).sort((x, y) => (x[0] ?? 0) - (y[0] ?? 0) || (x[1] ?? 0) - (y[1] ?? 0));
-        } finally {
-          table.close();
-        }
-      };
+      const rowsOf = async () =>
+        (await viewRows(view.location, view.storageOptions)).map((r) => [Number(r.decade), Number(r.n), Number(r.total)]).sort((x, y) => (x[0] ?? 0) - (y[0] ?? 0) || (x[1] ?? 0) - (y[1] ?? 0));
       // Version 2 has a = 0..19: rows 5..19.
       expect(await run('decades', 2)).toMatchObject({ rows: 2, version: 2 });
       expect(await rowsOf()).toEqual([

@@ -1,4 +1,10 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { arrow } from '../../src/engine/arrow.js';
+import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
+import { connectTable } from './arrow-data.js';
+import { describeRun, run } from './python.js';
 
 // Materialized views as Geneva 0.17 sends them (CreateMaterializedView): the view's schema as one
 // IPC schema message, and the GenevaQuery JSON of its source query.
@@ -47,3 +53,33 @@ export const udfEntry = (name: string, payload: string, output: string, index: n
   udf: { name, backend: 'DockerUDFSpecV1', udf_payload: payload, runner_payload: '{"image": "test-image:latest"}' },
 });
 
+
+/**
+ * The test UDF, chunker and UDTF envelopes of test/support/geneva_udfs.py, built with the pinned
+ * Geneva: by name, the envelope's sha256 (its name under a dataset's `_udfs/`) and its text.
+ */
+export async function makeUdfEnvelopes(): Promise<Record<string, { sha: string; body: string }>> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'udf-envelopes-'));
+  try {
+    const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', dir], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+    if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
+    const envelopes: Record<string, { sha: string; body: string }> = {};
+    for (const [name, sha] of Object.entries(JSON.parse(made.stdout) as Record<string, string>)) envelopes[name] = { sha, body: await readFile(path.join(dir, sha), 'utf8') };
+    return envelopes;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Every row of a view, its integers as numbers, by source row id (and child index, for a chunker's). */
+export async function viewRows(location: string, options: Record<string, string>): Promise<Array<Record<string, unknown>>> {
+  const table = await connectTable(location, options);
+  try {
+    const rows = (await table.query().toArray()) as Array<Record<string, unknown>>;
+    return rows
+      .map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'bigint' ? Number(v) : v])))
+      .sort((a, b) => Number(a.__source_row_id) - Number(b.__source_row_id) || Number(a.__child_index ?? 0) - Number(b.__child_index ?? 0));
+  } finally {
+    table.close();
+  }
+}
