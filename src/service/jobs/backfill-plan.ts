@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import type { RowIdLayout } from '../../engine/ports/columns.js';
-import { RefreshViewJob } from './refresh-job.js';
 
 // The plan of a backfill job as its transaction record keeps it (`job`), how a table's rows are cut
 // into chunks of Lance row ids, and the SQL the runner writes chunks with. See job-runner.ts
@@ -48,10 +47,6 @@ export const BackfillJob = z.object({
   lease_until: z.string().optional(),
 });
 export type BackfillJob = z.infer<typeof BackfillJob>;
-
-/** Every kind of job a runner works: a column's backfill, a materialized view's refresh. */
-export const Job = z.discriminatedUnion('kind', [BackfillJob, RefreshViewJob]);
-export type Job = z.infer<typeof Job>;
 
 /** A column name as a Lance SQL identifier. */
 export const sqlIdentifier = (name: string): string => (/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? name : `\`${name.replace(/`/g, '``')}\``);

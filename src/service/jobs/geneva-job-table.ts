@@ -8,7 +8,7 @@ import type { DataTables } from '../data/dataset.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
 import type { TransactionRecord } from '../transactions/transaction-log.js';
-import type { Job } from './backfill-plan.js';
+import type { Job } from './job.js';
 
 // Geneva follows a job through its row in the Lance table `__system$geneva_jobs` (its JobRecord:
 // geneva/jobs/jobs.py), polling `job_id = '<id>'`. This module keeps that row current from the
