@@ -339,6 +339,22 @@ describe.each(backends())('materialized views on $name', (backend) => {
 
     const udfSchema = schemaMessage([...META, ['id', new arrow.Int64()], ['d', new arrow.Int64()], ['x3', new arrow.Int64()]]);
 
+    it("refuses a UDF column whose udf_payload is not Geneva's envelope of a UDF (400 naming it), and creates nothing", async () => {
+      const src = await source(10);
+      const schema = schemaMessage([...META, ['id', new arrow.Int64()], ['d', new arrow.Int64()]]);
+      for (const [what, payload, message] of [
+        ['not JSON', '{not json', /column_udfs\[0\]\.udf\.udf_payload: the envelope is not JSON/],
+        ['no udf_pickle', JSON.stringify({ image: 'test-image' }), /column_udfs\[0\]\.udf\.udf_payload: the envelope has no udf_pickle/],
+        ['a udf_pickle not base64', JSON.stringify({ image: 'test-image', udf_pickle: 'not*base64' }), /has no udf_pickle/],
+      ] as const) {
+        const view = `badudf${++seq}`;
+        const res = await call('create', view, { kind: 'query', source_query: genevaQuery(src.name, { columns: { id: 'id' } }, [udfEntry('double', payload, 'd', 1, ['x'])]), output_schema: schema });
+        expect(res.status, `${what}: ${res.text}`).toBe(400);
+        expect(String(res.json.error), what).toMatch(message);
+        expect((await fx.t.call('POST', `/v1/table/${view}/exists`, {})).status, what).toBe(404);
+      }
+    });
+
     it('recomputes the view from its source (filter, SQL and UDF columns), then again after the source changed', { timeout: 120_000 }, async () => {
       const src = await source(1000);
       const query = genevaQuery(src.name, { filter: 'id % 3 = 0', columns: { id: 'id', x3: 'x * 3' } }, [udfEntry('double', envelopes.double ?? '', 'd', 1, ['x'])]);

@@ -79,20 +79,25 @@ export function parsePythonUdf(where: string, column: string, entry: PythonUdfEn
   return bindPythonUdf(where, column, envelope, entry);
 }
 
+/** Checks, without loading it, that `envelope` is Geneva's JSON envelope of a UDF: a udf_pickle in base64. `where` names it in the error. */
+export function checkUdfEnvelope(where: string, envelope: Buffer): void {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(envelope.toString('utf8'));
+  } catch {
+    throw invalidInput(`${where}: the envelope is not JSON (udf_backend ${PYTHON_UDF_BACKEND} carries Geneva's JSON envelope)`);
+  }
+  const pickle = typeof parsed === 'object' && parsed !== null ? (parsed as { udf_pickle?: unknown }).udf_pickle : undefined;
+  if (typeof pickle !== 'string' || !strictBase64(pickle)) throw invalidInput(`${where}: the envelope has no udf_pickle (base64 of the pickled UDF)`);
+}
+
 /**
  * Binds `column` to the UDF of Geneva's JSON `envelope` (checked, not loaded): the path it is
  * stored at and the column's field metadata, as Geneva's writer records them. `entry.udf` is not
  * read. A view's UDF may read a source column of its own name, so this does not refuse that.
  */
 export function bindPythonUdf(where: string, column: string, envelope: Buffer, entry: PythonUdfEntry): PythonUdfBinding {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(envelope.toString('utf8'));
-  } catch {
-    throw invalidInput(`${where}.udf: the decoded envelope is not JSON (udf_backend ${PYTHON_UDF_BACKEND} carries Geneva's JSON envelope)`);
-  }
-  const pickle = typeof parsed === 'object' && parsed !== null ? (parsed as { udf_pickle?: unknown }).udf_pickle : undefined;
-  if (typeof pickle !== 'string' || !strictBase64(pickle)) throw invalidInput(`${where}.udf: the envelope has no udf_pickle (base64 of the pickled UDF)`);
+  checkUdfEnvelope(`${where}.udf`, envelope);
   const inputs = entry.input_columns ?? null;
   const udfPath = envelopePath(envelope);
   const fieldMetadata: Record<string, string> = {

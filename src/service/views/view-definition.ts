@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { JsonArrowSchema } from '../../engine/json-arrow-schema.js';
 import { PYTHON_UDF_BACKEND } from '../../model/columns.js';
 import { invalidInput, unsupported } from '../../model/errors.js';
-import { envelopePath } from '../data/python-udf-columns.js';
+import { checkUdfEnvelope, envelopePath } from '../data/python-udf-columns.js';
 import { sqlIdentifier } from '../jobs/backfill-plan.js';
 import { IS_SET, SOURCE_ROW_ID } from '../../engine/ports/views.js';
 
@@ -227,13 +227,7 @@ export function parseViewQuery(sourceQuery: string, schema: JsonArrowSchema, whe
     if (entry.udf.backend !== PYTHON_UDF_BACKEND) throw unsupported(`${at}.udf.backend: only ${PYTHON_UDF_BACKEND} UDFs are supported, got ${JSON.stringify(entry.udf.backend)}`);
     if (!names.includes(entry.output_name)) throw invalidInput(`${at}.output_name: ${JSON.stringify(entry.output_name)} is not a field of output_schema`);
     const envelope = Buffer.from(entry.udf.udf_payload, 'utf8');
-    let pickle: unknown;
-    try {
-      pickle = (JSON.parse(entry.udf.udf_payload) as { udf_pickle?: unknown }).udf_pickle;
-    } catch {
-      pickle = undefined;
-    }
-    if (typeof pickle !== 'string' || pickle === '') throw invalidInput(`${at}.udf.udf_payload: Geneva's JSON envelope with a udf_pickle is expected`);
+    checkUdfEnvelope(`${at}.udf.udf_payload`, envelope);
     return { column: entry.output_name, name: entry.udf.name, envelope, udfPath: envelopePath(envelope), inputs: entry.input_columns ?? null };
   });
   const udfColumns = new Set(udfs.map((u) => u.column));
