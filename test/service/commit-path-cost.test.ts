@@ -85,6 +85,18 @@ describe('the cost of one create_table_version on a local root', () => {
     return result;
   }
 
+  /** The calls of a commit of the next version as Lance asks for it (naming scheme given): `writes`, begun before the slot, are placed only after the checks. */
+  const writesBeforeTheSlot = (writes: string) =>
+    [
+      'list get', // the table, resolved once
+      'get', // the staged manifest, checked
+      writes,
+      'put', // the version slot (not fsynced)
+      'head get', // the look again at the table, holding the slot
+      'get head head', // the latest version: hint, its manifest, the next
+      'delete delete', // the staged manifest, the slot
+    ].join(' ');
+
   it('the next version of a table with versions: 14 store calls, 4 fsyncs, 3 waited for in turn', async () => {
     const { calls, fsyncs, chain } = await commitCost(2);
     expect(calls.join(' ')).toBe(
@@ -104,34 +116,16 @@ describe('the cost of one create_table_version on a local root', () => {
 
   it('the next version as Lance asks for it (naming scheme given): the same calls, the writes begun before the slot', async () => {
     const { calls, fsyncs, chain } = await commitCost(2, { naming_scheme: 'V2' });
-    expect(calls.join(' ')).toBe(
-      [
-        'list get', // the table, resolved once
-        'get', // the staged manifest, checked
-        'put put put', // manifest and sidecar (their files fsynced at once while the checks run), Lance's hint: placed only after the checks
-        'put', // the version slot (not fsynced)
-        'head get', // the look again at the table, holding the slot
-        'get head head', // the latest version: hint, its manifest, the next
-        'delete delete', // the staged manifest, the slot
-      ].join(' '),
-    );
+    // Manifest and sidecar (their files fsynced at once while the checks run), Lance's hint.
+    expect(calls.join(' ')).toBe(writesBeforeTheSlot('put put put'));
     expect(fsyncs).toBe(4);
     expect(chain).toBe(3);
   });
 
   it("the next version as Lance's clients commit it (their e_tag and size of the staged file): no sidecar, 13 store calls, 2 fsyncs in turn", async () => {
     const { calls, fsyncs, chain } = await commitCost(2, 'as Lance');
-    expect(calls.join(' ')).toBe(
-      [
-        'list get', // the table, resolved once
-        'get', // the staged manifest, checked
-        'put put', // the manifest as the staged file (linked, the file fsynced while the checks run), Lance's hint: placed only after the checks
-        'put', // the version slot (not fsynced)
-        'head get', // the look again at the table, holding the slot
-        'get head head', // the latest version: hint, its manifest, the next
-        'delete delete', // the staged manifest, the slot
-      ].join(' '),
-    );
+    // The manifest as the staged file (linked, the file fsynced while the checks run), Lance's hint.
+    expect(calls.join(' ')).toBe(writesBeforeTheSlot('put put'));
     expect(fsyncs).toBe(2);
     expect(chain).toBe(2);
   });
