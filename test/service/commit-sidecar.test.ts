@@ -197,7 +197,8 @@ describe.each(catalogRootKinds)('a version with nothing to keep beside its manif
     expect((await versions.create(ctx, ['t'], { version: 1, ...withoutSize })).version).toMatchObject({ version: 1, e_tag: created.e_tag });
     await expect(versions.create(ctx, ['t'], { version: 1, ...request, e_tag: '"someone-else"', manifest_size: 1 })).rejects.toMatchObject({
       code: ErrorCode.ConcurrentModification,
-    });
+    });    // Another e_tag is another writer's manifest, even of the same size.
+    await expect(versions.create(ctx, ['t'], { version: 1, ...request, e_tag: '"someone-else"' })).rejects.toMatchObject({ code: ErrorCode.ConcurrentModification });
   });
 
   it('a staged file replaced after the service read it: the bytes validated are committed, and the client keeps its e_tag', async () => {

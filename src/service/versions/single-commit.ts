@@ -104,15 +104,14 @@ export class SingleCommits {
       const final = await versions.store.get(existing.key);
       if (!final || !staged.body.equals(final.body)) throw taken();
     } else {
-      // Without the staged bytes, only a positive match makes it this request's version: the
-      // e_tag recorded at commit when both sides have one, else the size; nothing to match is a
-      // 409. A version without a sidecar e_tag matches too if its manifest's own etag is the
-      // request's (the staged file placed as it was, see needsNoSidecar in commit-steps.ts).
+      // Without the staged bytes, only a positive match makes it this request's version: a request
+      // with an e_tag matches the version's e_tag (its sidecar's, else its manifest's own: the
+      // staged file placed as it was, see needsNoSidecar in commit-steps.ts), one without matches
+      // the size; nothing to match is a 409. Sizes alone never outvote an e_tag: two manifests of
+      // one version are often the same size.
       const sidecar = (await versions.readSidecars([entry.version])).get(entry.version);
-      const etagKnown = entry.e_tag !== undefined && sidecar?.e_tag !== undefined;
-      const same = etagKnown
-        ? sidecar?.e_tag === entry.e_tag
-        : (entry.e_tag !== undefined && entry.e_tag === existing.etag) || (entry.manifest_size !== undefined && entry.manifest_size === existing.size);
+      const same =
+        entry.e_tag !== undefined ? entry.e_tag === (sidecar?.e_tag ?? existing.etag) : entry.manifest_size !== undefined && entry.manifest_size === (sidecar?.manifest_size ?? existing.size);
       if (!same) throw taken();
     }
     return existing;
