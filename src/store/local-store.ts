@@ -108,6 +108,8 @@ const PATH_MAX_BYTES = 4095;
 const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length + BREAK_MARK.length);
 
 /** What a temporary file is made of: the body, or the object it is the content of (PutOptions.sameAs). */
+const asBuffer = (body: Buffer | string): Buffer => (typeof body === 'string' ? Buffer.from(body, 'utf8') : body);
+
 interface TempContent {
   body: Buffer | string;
   sameAs?: PutOptions['sameAs'];
@@ -321,7 +323,7 @@ export class LocalObjectStore implements ObjectStore {
         if (attempt > 0) fsSync.mkdirSync(dir, { recursive: true });
         const fd = fsSync.openSync(tmp, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
         try {
-          writeWhole(fd, typeof body === 'string' ? Buffer.from(body, 'utf8') : body);
+          writeWhole(fd, asBuffer(body));
           if (durable) await fsyncFd(fd);
         } catch (e) {
           // A partial file (a full disk) would stay forever: it is never listed, so no delete finds
@@ -352,11 +354,12 @@ export class LocalObjectStore implements ObjectStore {
 
   /**
    * A temporary hard link next to `target` to the file of `sameAs.key`, if that is still the
-   * object read at `sameAs.etag` (a regular file: a symbolic link is never linked), fsynced if
-   * `durable` (its writer need not have); null when it cannot be made or is not that object,
-   * and then the caller writes the body.
+   * object read at `sameAs.etag` and holds exactly `body` (a regular file: a symbolic link is
+   * never linked; the bytes are compared too, since a rewrite of the same size within one mtime
+   * tick keeps the etag), fsynced if `durable` (its writer need not have); null when it cannot be
+   * made or is not that object, and then the caller writes the body.
    */
-  private async linkTemp(target: string, sameAs: { key: string; etag: string }, durable: boolean): Promise<string | null> {
+  private async linkTemp(target: string, sameAs: { key: string; etag: string }, body: Buffer, durable: boolean): Promise<string | null> {
     const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
     try {
       fsSync.linkSync(this.pathOf(sameAs.key), tmp);
@@ -365,11 +368,18 @@ export class LocalObjectStore implements ObjectStore {
     }
     try {
       const st = fsSync.lstatSync(tmp, { bigint: true });
-      if (!st.isFile() || LocalObjectStore.info(sameAs.key, st).etag !== sameAs.etag) {
+      const fd = st.isFile() && LocalObjectStore.info(sameAs.key, st).etag === sameAs.etag ? fsSync.openSync(tmp, fsc.O_RDONLY | fsc.O_NOFOLLOW) : null;
+      let same = false;
+      try {
+        same = fd !== null && readWhole(fd, body.length).equals(body);
+      } finally {
+        if (fd !== null && !(same && durable)) fsSync.closeSync(fd);
+      }
+      if (!same) {
         fsSync.unlinkSync(tmp);
         return null;
       }
-      if (durable) await syncAndClose(fsSync.openSync(tmp, fsc.O_RDONLY | fsc.O_NOFOLLOW));
+      if (durable && fd !== null) await syncAndClose(fd);
       return tmp;
     } catch (e) {
       ignoreFailure(() => fsSync.unlinkSync(tmp));
@@ -466,7 +476,7 @@ export class LocalObjectStore implements ObjectStore {
     place: (tmp: string) => Promise<void>,
   ): Promise<import('node:fs').BigIntStats> {
     for (let attempt = 0; ; attempt++) {
-      const tmp = (content.sameAs && (await this.linkTemp(target, content.sameAs, durable))) || (await this.writeTemp(target, content.body, durable));
+      const tmp = (content.sameAs && (await this.linkTemp(target, content.sameAs, asBuffer(content.body), durable))) || (await this.writeTemp(target, content.body, durable));
       if (placeAfter) {
         try {
           await placeAfter;

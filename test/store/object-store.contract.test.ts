@@ -675,6 +675,19 @@ describe('LocalObjectStore specifics', () => {
     expect((await fs.lstat(path.join(root.root, 'v/from-link'))).isSymbolicLink()).toBe(false);
     expect(copied.etag).not.toBe(viaLink);
     expect((await fs.readdir(path.join(root.root, 'v'))).sort()).toEqual(['final', 'from-link', 'link', 'staged']);
+    // A file rewritten in place with other bytes of the same size, its time set back: the etag is
+    // the same, but the bytes are not the body read, so it is not linked and the body is written.
+    const rewritten = path.join(root.root, 'v/rewritten');
+    await fs.writeFile(rewritten, 'manifest bytes');
+    const then = new Date('2026-01-01T00:00:00Z');
+    await fs.utimes(rewritten, then, then);
+    const read = (await store.head('v/rewritten'))?.etag ?? '';
+    await fs.writeFile(rewritten, 'MANIFEST BYTES');
+    await fs.utimes(rewritten, then, then);
+    expect((await store.head('v/rewritten'))?.etag).toBe(read);
+    const written = await store.put('v/from-rewritten', 'manifest bytes', { ifNoneMatch: '*' }, { sameAs: { key: 'v/rewritten', etag: read } });
+    expect(written.etag).not.toBe(read);
+    expect((await store.get('v/from-rewritten'))?.body.toString()).toBe('manifest bytes');
   });
 
   it('a put whose placement is refused leaves no temporary file behind', async () => {
