@@ -4,11 +4,11 @@ import type { DatasetLocation } from '../dataset-location.js';
 // UDF workers do it (UdfOps.materialize), since a view's columns may be Python UDFs; a view
 // without UDF columns can also be recomputed by the engine itself (ViewOps).
 
-/** A view column computed by a Python UDF over source columns. */
 /** The first two fields of every materialized view (Geneva's): the source row a view row came from, and whether it is computed. */
 export const SOURCE_ROW_ID = '__source_row_id';
 export const IS_SET = '__is_set';
 
+/** A view column computed by a Python UDF over source columns. */
 export interface ViewUdfColumn {
   /** The view's top-level column the UDF's output goes to. */
   column: string;

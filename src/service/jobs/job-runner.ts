@@ -203,13 +203,6 @@ export class JobRunner {
     );
   }
 
-  /**
-   * Recomputes a materialized view from its source at the job's version, in one commit (through
-   * the UDF workers when the service runs them) that also writes the view's refresh metadata (the
-   * source version). Doing it
-   * again (after a crash between the commit and the checkpoint, or by a replaced owner) commits
-   * the same rows again: the refresh is idempotent, and the job is one step.
-   */
   /** The engine's Python UDFs, for a job that needs them; a 400 on a replica that runs none. */
   private pythonUdfs(): UdfOps {
     const { udfs } = this.tables.engine;
@@ -217,6 +210,12 @@ export class JobRunner {
     return udfs;
   }
 
+  /**
+   * Recomputes a materialized view from its source at the job's version, in one commit (through
+   * the UDF workers when the service runs them) that also writes the view's refresh metadata (the
+   * source version). Doing it again (after a crash between the commit and the checkpoint, or by a
+   * replaced owner) commits the same rows again: the refresh is idempotent, and the job is one step.
+   */
   private async refreshView(ctx: RequestContext, id: string, job: RefreshViewJob, lease: JobLease, view: OpenTable): Promise<void> {
     const { views } = this.tables.engine;
     const udfs = job.udfs.length > 0 || job.chunker || job.udtf ? this.pythonUdfs() : this.tables.engine.udfs;

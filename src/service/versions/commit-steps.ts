@@ -95,9 +95,10 @@ interface VersionWrites {
  * time); a sidecar that may turn out unneeded (needsNoSidecar) is decided once the manifest is placed.
  */
 function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredObject, transactionId: string | undefined, placeAfter?: Promise<unknown>): VersionWrites {
-  // The commit time is the sidecar's, so that every answer about this version agrees on it
-  // (object stores report modification times in whole seconds). The sidecar also holds what the
-  // client said about the version (e_tag, metadata), so it is as durable as the manifest.
+  // A version with a sidecar reports the sidecar's commit time, so that every answer about it
+  // agrees (object stores report modification times in whole seconds); one without reports its
+  // manifest's own time, which a linked staged file keeps: when the client staged it. The sidecar
+  // also holds what the client said about the version (e_tag, metadata), as durable as the manifest.
   const committedAt = new Date();
   const sidecar = sidecarOf(entry, committedAt, transactionId);
   const hinted = isHinted(versions, entry);
@@ -192,16 +193,18 @@ export function beginWrites(p: PlannedVersion & { staged: StoredObject }): Early
 }
 
 /**
- * Copies the staged manifest to its final name with create-if-absent. Finding the final name
- * already holding the same bytes is success (a retry, or a roll-forward after a crash).
- * Store calls: the create-if-absent, the sidecar, and on a local disk Lance's hint (not fsynced).
+ * Places the staged manifest at its final name with create-if-absent (on a local disk a link of
+ * the staged file, see startWrites). Finding the final name already holding the same bytes is
+ * success (a retry, or a roll-forward after a crash). Store calls: the create-if-absent, the
+ * sidecar unless needsNoSidecar, and on a local disk Lance's hint (not fsynced).
  * `early`: these writes, begun before the checks (beginWrites); `p.entry` must be theirs.
  *
  * The sidecar is written while the manifest is, but placed only once the manifest's
  * create-if-absent has succeeded and is durable (startWrites): so a sidecar never describes a
  * manifest another writer put there first, and a crash between the two leaves a version without
  * a sidecar (its facts are then the manifest's), never a sidecar without its version. On a local
- * disk the two files' fsyncs overlap: three fsyncs in turn instead of four.
+ * disk the two files' fsyncs overlap; with no sidecar, two fsyncs wait in turn (the staged file's,
+ * then its directory's: see commit-path-cost.test.ts).
  */
 export async function writeManifest(p: PlannedVersion, transactionId?: string, early?: EarlyWrites): Promise<CommittedVersion> {
   const { entry, versions } = p;
@@ -211,7 +214,7 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
   if (writes && staged) {
     try {
       const info = await writes.created;
-      committed = { version: entry.version, scheme: entry.naming_scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified };
+      committed = committedAs(entry, info);
       const [sidecar] = await Promise.all([writes.sidecarPlaced, writes.hintPlaced]);
       return sidecar ? { ...committed, lastModified: writes.committedAt } : committed;
     } catch (e) {
@@ -223,6 +226,7 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
       if (!existing || !existing.body.equals(staged.body)) {
         throw conflict(`table ${displayId(entry.table_id)}: version ${entry.version} was already committed with another manifest`);
       }
+      committed = committedAs(entry, existing);
     }
   }
   committed ??= await versions.get(entry.version, entry.naming_scheme);
@@ -234,6 +238,16 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
   if (isHinted(versions, entry)) await versions.writeHint(entry.version);
   return bare ? committed : { ...committed, lastModified: writes?.committedAt ?? committedAt };
 }
+
+/** The committed version `entry` is, as its manifest's object says. */
+const committedAs = (entry: BatchEntry, info: ObjectInfo): CommittedVersion => ({
+  version: entry.version,
+  scheme: entry.naming_scheme,
+  key: info.key,
+  size: info.size,
+  etag: info.etag,
+  lastModified: info.lastModified,
+});
 
 /** Committed versions as the API reports them: the sidecar's facts where there is one. */
 export async function versionsOnWire(versions: TableVersions, committed: CommittedVersion[]): Promise<TableVersion[]> {
