@@ -121,6 +121,8 @@ interface Entity {
   id: string[];
   created: number;
   conflicts: number;
+  /** What each 409 of a create said (printed with a violation about them). */
+  conflictTexts: string[];
   inDoubt: number;
   /** Logical time of the first acknowledged create, and of the first drop sent. */
   ackedAt?: number;
@@ -172,7 +174,7 @@ class Ledger {
     const key = `${kind}:${id.join('$')}`;
     let e = this.entities.get(key);
     if (!e) {
-      e = { kind, id, created: 0, conflicts: 0, inDoubt: 0 };
+      e = { kind, id, created: 0, conflicts: 0, conflictTexts: [], inDoubt: 0 };
       this.entities.set(key, e);
     }
     return e;
@@ -185,6 +187,7 @@ class Ledger {
       e.ackedAt ??= this.tick();
     } else if (a.status === 409) {
       e.conflicts++;
+      e.conflictTexts.push(a.text);
       this.nameConflicts++;
     } else if (a.inDoubt) e.inDoubt++;
     else this.unexpected.push(`${what}: ${a.status} ${a.text}`);
@@ -649,7 +652,7 @@ class ReplicaRun {
         if (!exists) this.ledger.violations.push(`${name}: created (acknowledged), never dropped, but gone`);
       } else if (e.created === 0 && e.inDoubt === 0) {
         if (exists) this.ledger.violations.push(`${name}: exists, but no create of it was acknowledged or in doubt`);
-        if (e.conflicts > 0) this.ledger.violations.push(`${name}: ${e.conflicts} creates answered 409, but nobody created it`);
+        if (e.conflicts > 0) this.ledger.violations.push(`${name}: ${e.conflicts} creates answered 409, but nobody created it: ${e.conflictTexts.join(' | ')}`);
       }
     }
   }
