@@ -66,6 +66,16 @@ describe.skipIf(missing)('web console in chromium', () => {
     expect(pageErrors).toEqual([]);
   });
 
+  /** The job as the service describes it once it has ended (Running and Queued wait, up to `timeoutMs`). */
+  async function endOf(jobId: string, timeoutMs: number): Promise<{ status: string; properties: Record<string, string> }> {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const described = (await app.call('POST', `/v1/transaction/${jobId}/describe`, {})).json as { status: string; properties: Record<string, string> };
+      if ((described.status !== 'Running' && described.status !== 'Queued') || Date.now() > until) return described;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
   async function open(hash = '', base = app.url): Promise<Page> {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const page = await context.newPage();
@@ -188,6 +198,9 @@ describe.skipIf(missing)('web console in chromium', () => {
 
     // The job goes on: the page, asking again by itself, follows it to the end.
     job.resume();
+    // Asked of the service first, so that a job that ends otherwise says why (its error property).
+    const ended = await endOf(job.jobId, 120_000);
+    expect(ended, JSON.stringify(ended)).toMatchObject({ status: 'Succeeded' });
     await poll(text(page.getByTestId('status')), 120_000).toBe('Succeeded');
     await poll(attr(bar, 'aria-valuenow')).toBe(String(job.rowsTotal));
     await poll(text(bar)).toContain('100%');
