@@ -39,6 +39,8 @@ export interface App {
   server: FastifyInstance;
   store: ObjectStore;
   engine: LancedbEngine;
+  /** Resolves once what answered commits left for after their answer is done (see service/versions/after-answer.ts). */
+  settled(): Promise<void>;
   /** Stops accepting requests, lets in-flight ones finish, then releases the store and engine. */
   close(): Promise<void>;
 }
@@ -133,6 +135,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     server,
     store,
     engine,
+    settled: () => versions.settled(),
     close: async () => {
       await server.close();
       await jobs.stop();

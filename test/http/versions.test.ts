@@ -413,6 +413,8 @@ describe.each(backends())('CreateTableVersion consumes only staged manifests on 
     const good = `${versionsDir}2.manifest-${randomUUID()}`;
     await fx.root.store.put(good, manifestBytes(2));
     expect((await fx.t.call('POST', '/v1/table/sg%24t/version/create', { version: 2, manifest_path: good.slice(dir.length) })).status).toBe(200);
+    // Deleted after the answer (service/versions/after-answer.ts).
+    await fx.t.app.settled();
     expect(await fx.root.store.head(good)).toBeNull();
   });
 });

@@ -9,7 +9,8 @@ import { useCrashRoot } from '../support/service-process.js';
 // A create_table_version killed at each step of its writes (src/service/versions/commit-steps.ts):
 // after its files were written (before the checks allowed their placement), and after the manifest
 // was committed (before its sidecar was placed). Never a sidecar without its manifest; a version
-// either committed or not; and a retry of the same create by a live replica succeeds.
+// either committed or not; and a retry of the same create by a live replica succeeds. And killed
+// just after its answer, before what it leaves for after it.
 
 const LEASE_MS = 1_500;
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
@@ -52,4 +53,38 @@ describe.each(backends())('create_table_version killed half-way on $name', (back
       expect(described.status, described.text).toBe(200);
     });
   }
+
+  it('killed just after its answer (src/service/versions/after-answer.ts): the version stays, the staged file left behind is never consumed again, and the table commits on and drops', async () => {
+    const path = '/v1/table/ns%24after_answer';
+    const created = await crash.watcher().call('POST', `${path}/create`, peopleStream([1, 2]), ARROW);
+    expect(created.status, created.text).toBe(200);
+    const dir = 'ns/after_answer.lance/';
+    const store = crash.root().store;
+    const stage = async (v: number) => {
+      await store.put(`${dir}_versions/${v}.manifest-staged`, manifestBytes(v));
+      return { version: v, manifest_path: `_versions/${v}.manifest-staged`, naming_scheme: 'V2' };
+    };
+
+    const dying = await crash.start('commit:after-answer');
+    const answered = await dying.call('POST', `${path}/version/create`, await stage(2));
+    expect(answered.status, answered.text).toBe(200);
+    expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
+    // What the answer acknowledged is there; what was left for after it is not: the staged file and the slot's hold stay.
+    const listed = await crash.watcher().call('GET', `${path}/version/list`);
+    expect((listed.json.versions as Array<{ version: number }>).map((v) => v.version).sort()).toEqual([1, 2]);
+    expect(await store.head(`${dir}_versions/2.manifest-staged`)).not.toBeNull();
+    expect(await store.head(`${dir}_catalog/reservations/00000000000000000002.json`)).not.toBeNull();
+
+    // The staged file left behind is not a manifest of any later version: never consumed again.
+    const reused = await crash.watcher().call('POST', `${path}/version/create`, { version: 3, manifest_path: '_versions/2.manifest-staged', naming_scheme: 'V2' });
+    expect(reused.status, reused.text).toBe(400);
+    expect(reused.json.code).toBe(13);
+    // The next version has a slot of its own: it commits at once.
+    const next = await crash.watcher().call('POST', `${path}/version/create`, await stage(3));
+    expect(next.status, next.text).toBe(200);
+    // A drop waits for the dead writer's hold until its lease ends, then leaves only its tombstone.
+    expect((await crash.watcher().call('POST', `${path}/drop`, {})).status).toBe(200);
+    expect((await crash.watcher().call('POST', `${path}/exists`, {})).status).toBe(404);
+    expect((await listAll(store, dir)).objects.map((o) => o.key)).toEqual([`${dir}.lance-deregistered`]);
+  });
 });

@@ -177,6 +177,8 @@ describe.each(catalogRootKinds)('a version with nothing to keep beside its manif
     const created = (await versions.create(ctx, ['t'], { version: 1, ...request })).version;
     expect(created.e_tag).toBe(request.e_tag);
     expect(created.manifest_size).toBe(request.manifest_size);
+    // Deleted after the answer (after-answer.ts).
+    await versions.settled();
     expect(await root.store.head(`t.lance/${request.manifest_path}`)).toBeNull();
     expect(await root.store.head(table.sidecarKey(1)) === null).toBe(kind === 'local');
     if (kind === 'local') expect(fs.statSync(root.store.location(table.finalKey(1, 'V2'))).ino).toBe(stagedIno);

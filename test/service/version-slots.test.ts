@@ -34,6 +34,8 @@ describe.each(catalogRootKinds)('a slot reservation a crash cut short (%s)', (ki
     await root.store.put('t.lance/_versions/1.manifest-staged', manifestBytes(1));
     const { version } = await versions.create(ctx, ['t'], { version: 1, manifest_path: '_versions/1.manifest-staged' });
     expect(version.version).toBe(1);
+    // Released after the answer (after-answer.ts).
+    await versions.settled();
     expect(await root.store.head(slots.reservationKey(1))).toBeNull();
 
     // Nor does a drop wait for a reservation or a write lease (table-fences.ts, also not fsynced) cut short.

@@ -5,6 +5,7 @@ import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-na
 import { displayId, requireMainBranch } from '../catalog/catalog.js';
 import { faultPoint } from '../fault-points.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
+import { nextTurn } from './after-answer.js';
 import type { CommittedVersion, TableVersions, VersionSidecar } from './dataset-versions.js';
 
 // The steps every commit of a version takes, single (single-commit.ts) or batch (batch-commit.ts).
@@ -119,9 +120,10 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredO
   // Awaited only once the manifest's outcome is known: their failures must not go unhandled meanwhile.
   created.catch(() => undefined);
   sidecarPlaced.catch(() => undefined);
-  // The hint's wait settles just after the sidecar's (each a then of the manifest's, the sidecar's
-  // made first), so that the sidecar's fsync is under way while the hint is moved into place.
-  const hintPlaced = hinted ? versions.writeHint(entry.version, created.then(() => undefined)) : Promise.resolve();
+  // The hint is written once the manifest is placed, from a later turn of the event loop: a
+  // single commit answers without it (after-answer.ts), so its file's writes (on a local disk,
+  // calls that hold the event loop) come after the answer instead of before it.
+  const hintPlaced = hinted ? created.then(nextTurn).then(() => versions.writeHint(entry.version), () => undefined) : Promise.resolve();
   return { created, sidecarPlaced, hintPlaced, sidecar, committedAt };
 }
 
@@ -205,8 +207,10 @@ export function beginWrites(p: PlannedVersion & { staged: StoredObject }): Early
  * a sidecar (its facts are then the manifest's), never a sidecar without its version. On a local
  * disk the two files' fsyncs overlap; with no sidecar, two fsyncs wait in turn (the staged file's,
  * then its directory's: see commit-path-cost.test.ts).
+ * `leave`: takes the hint's placement, to end after the answer (see after-answer.ts); without
+ * it, the placement is awaited.
  */
-export async function writeManifest(p: PlannedVersion, transactionId?: string, early?: EarlyWrites): Promise<CommittedVersion> {
+export async function writeManifest(p: PlannedVersion, transactionId?: string, early?: EarlyWrites, leave?: (work: Promise<unknown>) => void): Promise<CommittedVersion> {
   const { entry, versions } = p;
   const staged = p.staged !== undefined ? p.staged : await versions.store.get(entry.staged_key);
   const writes = early ? early.allow() : staged ? startWrites(versions, entry, staged, transactionId) : null;
@@ -215,7 +219,8 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
     try {
       const info = await writes.created;
       committed = committedAs(entry, info);
-      const [sidecar] = await Promise.all([writes.sidecarPlaced, writes.hintPlaced]);
+      if (leave) leave(writes.hintPlaced);
+      const [sidecar] = await Promise.all([writes.sidecarPlaced, leave ? undefined : writes.hintPlaced]);
       return sidecar ? { ...committed, lastModified: writes.committedAt } : committed;
     } catch (e) {
       if (committed) throw e; // the sidecar's own failure
@@ -235,7 +240,11 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
   const committedAt = new Date();
   const bare = staged !== null && needsNoSidecar(entry, transactionId, committed, staged);
   if (!bare) await versions.writeSidecar(writes?.sidecar ?? sidecarOf(entry, committedAt, transactionId));
-  if (isHinted(versions, entry)) await versions.writeHint(entry.version);
+  if (isHinted(versions, entry)) {
+    const hinted = versions.writeHint(entry.version);
+    if (leave) leave(hinted);
+    else await hinted;
+  }
   return bare ? committed : { ...committed, lastModified: writes?.committedAt ?? committedAt };
 }
 

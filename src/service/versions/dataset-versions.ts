@@ -185,13 +185,11 @@ export class TableVersions {
 
   /**
    * Records the latest version for Lance readers; best effort, readers probe past a stale hint
-   * (and take an unreadable one for none), so it need not survive a crash of the machine.
-   * `placeAfter`: see PutOptions (a hint must not name a version before it is committed).
+   * (and take an unreadable one for none), so it need not survive a crash of the machine. A hint
+   * never names a version before it is committed: it is written once the version is.
    */
-  async writeHint(version: number, placeAfter?: Promise<unknown>): Promise<void> {
-    await this.store
-      .put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version }), undefined, { durable: false, ...(placeAfter ? { placeAfter } : {}) })
-      .catch(() => undefined);
+  async writeHint(version: number): Promise<void> {
+    await this.store.put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version }), undefined, { durable: false }).catch(() => undefined);
   }
 
   async readSidecars(versions: number[]): Promise<Map<number, VersionSidecar>> {

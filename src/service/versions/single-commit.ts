@@ -3,11 +3,13 @@ import { type CatalogDeps, displayId, requireMainBranch } from '../catalog/catal
 import { reservedMarkerKey } from '../catalog/layout.js';
 import type { RequestContext } from '../request-context.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
+import { faultPoint } from '../fault-points.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
 import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
+import { type AfterAnswer, nextTurn } from './after-answer.js';
 import type { VersionSlots } from './version-slots.js';
 
 // One create_table_version: the commit of one version of one table (see the invariants in
@@ -15,8 +17,9 @@ import type { VersionSlots } from './version-slots.js';
 //
 // Protocol: read and check the staged manifest; hold the version's slot; holding it, look again
 // at the table (unless the request holds a write lease on it, which a drop waits for) and at the
-// latest version; then the final manifest's create-if-absent, its sidecar, Lance's hint; delete
-// the staged file; release the slot. A request that names its naming scheme (Lance's do) knows
+// latest version; then the final manifest's create-if-absent and its sidecar, and answer; after
+// the answer, Lance's hint, the staged file's delete, then the slot's release (after-answer.ts:
+// none is part of the commit, each is safe to lose). A request that names its naming scheme (Lance's do) knows
 // the final name before the latest version, so it writes the manifest and sidecar files (on a
 // local disk, fsyncs included) while it claims the slot and looks again, out of sight (temporary
 // files, never listed); they are placed only if those checks pass, else discarded (beginWrites).
@@ -32,8 +35,8 @@ import type { VersionSlots } from './version-slots.js';
 // fsynced with its directory (acknowledged means durable): the two files at once (while the checks
 // run, when the naming scheme is given), then the manifest's directory, then the sidecar's, placed
 // only after the manifest (see writeManifest);
-// Lance's hint not fsynced (readers probe past a stale one). The staged file's delete: 1, at once
-// with the slot's release. The first version of a declared table: 14 (no hint yet, one LIST
+// Lance's hint not fsynced (readers probe past a stale one), written after the answer. The
+// staged file's delete: 1, after the answer, then the slot's release. The first version of a declared table: 14 (no hint yet, one LIST
 // instead; Lance's reserved marker goes). What Lance's clients send (the e_tag and size their
 // store reported of the staged file, no metadata) needs no sidecar once a local disk links the
 // staged file into place (needsNoSidecar in commit-steps.ts): 13 calls and 2 fsyncs, both in turn
@@ -43,6 +46,7 @@ export class SingleCommits {
   constructor(
     private readonly deps: CatalogDeps,
     private readonly slots: VersionSlots,
+    private readonly after: AfterAnswer,
   ) {}
 
   /**
@@ -62,9 +66,31 @@ export class SingleCommits {
     // latest version: its manifest and sidecar are written (on a local disk, fsynced) while the slot
     // is claimed and the checks below run, out of sight, and placed only if they pass.
     const early = staged && request.naming_scheme === 'V2' ? beginWrites({ ...(await planVersion(id, versions, request, null)), staged }) : undefined;
-    // The staged file goes while the slot is released: nothing waits on its deletion.
-    let stagedGone: Promise<void> = Promise.resolve();
-    const answer = await this.slots.withSlot(versions, request.version, busy, async () => {
+    // Lance's hint, the staged file's delete and then the slot's release are left for after the
+    // answer (after-answer.ts), in that order; a failed commit waits for the hold's release (and
+    // the discarding of its early writes) before it answers.
+    const trailing: Promise<unknown>[] = [];
+    const leave = (work: Promise<unknown>) => {
+      trailing.push(work);
+    };
+    const slot = await this.slots.hold(versions, request.version, busy).catch(async (e: unknown) => {
+      await early?.abandon();
+      throw e;
+    });
+    const finish = async (stagedKey?: string) => {
+      try {
+        if (stagedKey !== undefined) {
+          await nextTurn(); // the answer has left
+          faultPoint('commit:after-answer');
+        }
+        await Promise.allSettled(trailing);
+        await early?.abandon();
+        if (stagedKey !== undefined) await versions.store.delete(stagedKey);
+      } finally {
+        await slot.release();
+      }
+    };
+    try {
       // Holding the slot, look again: a drop that began after the table was resolved either sees
       // this reservation and waits for the commit, or is seen here (see table-fences.ts). One
       // lookup of the latest version, while holding the slot, decides everything else.
@@ -77,17 +103,18 @@ export class SingleCommits {
         throw conflict(`table ${displayId(id)}: version ${entry.version} is not the next version (the latest is ${latest?.version ?? 0})`);
       }
       const retried = entry.version < next ? await this.acceptRetry(p) : null;
-      const committed = retried ?? (await writeManifest(p, undefined, early && early.entry.final_key === entry.final_key ? early : undefined));
-      stagedGone = versions.store.delete(entry.staged_key);
-      // A later step may throw before it is awaited below: its failure must not go unhandled then.
-      stagedGone.catch(() => undefined);
+      const committed = retried ?? (await writeManifest(p, undefined, early && early.entry.final_key === entry.final_key ? early : undefined, leave));
       // A declared table that now has data is declared no more (Lance's marker goes with the first version).
       if (state.reserved && latest === null) await this.deps.store.delete(reservedMarkerKey(state.ref));
       const [known] = retried ? await versionsOnWire(versions, [retried]) : [];
-      return { version: known ?? wireOfEntry(versions, entry, committed) };
-    }).finally(() => early?.abandon());
-    await stagedGone;
-    return answer;
+      const answer = { version: known ?? wireOfEntry(versions, entry, committed) };
+      this.after.add(`table ${displayId(id)}: version ${entry.version}`, finish(entry.staged_key));
+      return answer;
+    } catch (e) {
+      // The commit's own failure is the answer; a release that fails too leaves the slot to its lease.
+      await finish().catch(() => undefined);
+      throw e;
+    }
   }
 
   /**

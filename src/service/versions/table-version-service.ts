@@ -18,6 +18,7 @@ import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
 import { type ResolvedTable, resolveTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import type { TransactionLog } from '../transactions/transaction-log.js';
+import { AfterAnswer } from './after-answer.js';
 import { BatchCommits } from './batch-commit.js';
 import { BatchRecovery, type VersionSettings } from './batch-recovery.js';
 import { commitCoordinator } from './commit-coordinator.js';
@@ -40,6 +41,8 @@ export class TableVersionService {
   private readonly single: SingleCommits;
   private readonly batches: BatchCommits;
   private readonly recovery: BatchRecovery;
+  /** What single commits leave for after their answer (after-answer.ts). */
+  private readonly after: AfterAnswer;
 
   constructor(
     private readonly deps: CatalogDeps,
@@ -49,7 +52,8 @@ export class TableVersionService {
   ) {
     this.recovery = new BatchRecovery(deps, log, settings, logger);
     const slots = new VersionSlots(settings.leaseMs, (transactionId) => this.recovery.recover(transactionId));
-    this.single = new SingleCommits(deps, slots);
+    this.after = new AfterAnswer(logger);
+    this.single = new SingleCommits(deps, slots, this.after);
     this.batches = new BatchCommits(deps, log, slots, this.recovery, settings.leaseMs);
   }
 
@@ -194,6 +198,12 @@ export class TableVersionService {
 
   async stop(): Promise<void> {
     await this.recovery.stop();
+    await this.settled();
+  }
+
+  /** Resolves once what the commits answered so far left for after their answer is done. */
+  settled(): Promise<void> {
+    return this.after.settled();
   }
 
   /** Looks at every unfinished batch once (see BatchRecovery.pollBatches). */

@@ -10,6 +10,12 @@ import type { Reservation, TableVersions } from './dataset-versions.js';
 /** Longest a writer waits for another writer's hold on the same version slot. */
 const MAX_SLOT_WAIT_MS = 10_000;
 
+/** A single writer's hold on a version slot (VersionSlots.hold). */
+export interface SlotHold {
+  /** Releases the hold (once, however often it is called). */
+  release(): Promise<void>;
+}
+
 export class VersionSlots {
   /** Single commits in flight in this process, by reservation key: waiters await them instead of polling. */
   private readonly inFlight = new Map<string, Promise<void>>();
@@ -63,25 +69,23 @@ export class VersionSlots {
   }
 
   /**
-   * Runs `work` holding slot v for a single writer, then releases the hold; `busy` is thrown when
-   * the slot cannot be had in time.
+   * Holds slot v for a single writer until the hold's `release`; `busy` is thrown when the slot
+   * cannot be had in time. Until released, other writers of v in this process wait for it.
    */
-  async withSlot<T>(versions: TableVersions, version: number, busy: () => Error, work: () => Promise<T>): Promise<T> {
+  async hold(versions: TableVersions, version: number, busy: () => Error): Promise<SlotHold> {
     const reservation = this.lease();
     if (!(await this.claim(versions, version, reservation))) throw busy();
     const key = versions.reservationKey(version);
     let settled = () => {};
     this.inFlight.set(key, new Promise<void>((resolve) => (settled = resolve)));
-    try {
-      return await work();
-    } finally {
-      try {
-        await this.release(versions, version, reservation);
-      } finally {
-        this.inFlight.delete(key);
-        settled();
-      }
-    }
+    let released: Promise<void> | undefined;
+    return {
+      release: () =>
+        (released ??= this.release(versions, version, reservation).finally(() => {
+          this.inFlight.delete(key);
+          settled();
+        })),
+    };
   }
 
   /**
