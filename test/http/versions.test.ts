@@ -53,6 +53,7 @@ describe.each(backends())('table versions on $name', (backend) => {
       metadata: { writer: 'test' },
     });
     expect((await fx.root.store.get(finalKey))?.body.equals(staged.body)).toBe(true);
+    await fx.t.app.settled(); // the staged file is deleted after the answer
     expect(await fx.root.store.head(`${t.dir}${staged.rel}`)).toBeNull();
     expect(await fx.root.store.head(`${t.dir}.lance-reserved`)).toBeNull();
     expect((await fx.t.call('POST', `${t.path}/describe?check_declared=true`, {})).json.is_only_declared).toBe(false);

@@ -49,6 +49,24 @@ afterAll(() => {
   for (const child of live) child.kill('SIGKILL');
 });
 
+/**
+ * Removes a test's root once every process it started has exited: a failed expectation leaves
+ * them writing into it, and the removal would then fail in the expectation's place.
+ */
+async function disposeWhenStopped(root: TestRoot): Promise<void> {
+  await Promise.all(
+    [...live].map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once('exit', () => resolve());
+          child.kill('SIGKILL');
+        }),
+    ),
+  );
+  await root.dispose();
+}
+
 /** Starts the service process over the test root with the short lease. */
 const startService = (root: TestRoot, faultPoint?: string): Promise<Running> =>
   startServiceProcess({ args: rootArgs(root, LEASE_MS), live, ...(faultPoint ? { faultPoint } : {}) });
@@ -145,7 +163,7 @@ describe.concurrent('backfill jobs across crashes and replicas', () => {
       expect(await root.store.head(`_catalog/jobs/${jobId}.json`)).toBeNull();
       await stopService(recovering);
     } finally {
-      await root.dispose();
+      await disposeWhenStopped(root);
     }
   });
 
@@ -174,7 +192,7 @@ describe.concurrent('backfill jobs across crashes and replicas', () => {
       await expectAllCorrect(root, location);
       await stopService(second);
     } finally {
-      await root.dispose();
+      await disposeWhenStopped(root);
     }
   });
 
@@ -196,7 +214,7 @@ describe.concurrent('backfill jobs across crashes and replicas', () => {
       await expectAllCorrect(root, location);
       await Promise.all([stopService(a), stopService(b)]);
     } finally {
-      await root.dispose();
+      await disposeWhenStopped(root);
     }
   });
 });
@@ -236,7 +254,7 @@ describe.concurrent('view refreshes across crashes', () => {
       await stopService(recovering);
       expect(await root.store.head(`_catalog/jobs/${jobId}.json`)).toBeNull();
     } finally {
-      await root.dispose();
+      await disposeWhenStopped(root);
     }
   });
 });

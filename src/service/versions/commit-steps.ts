@@ -141,7 +141,16 @@ function needsNoSidecar(entry: BatchEntry, transactionId: string | undefined, pl
 }
 
 /** Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks. */
-const isHinted = (versions: TableVersions, entry: BatchEntry): boolean => entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory;
+const isHinted = (versions: TableVersions, entry: BatchEntry): boolean =>
+  entry.naming_scheme === 'V1' || (versions.store.listsWholeDirectory && (entry.version <= 1 || entry.version % V2_HINT_EVERY === 0));
+
+/**
+ * On a local disk a V2 table's hint is rewritten every this many versions (and for the first):
+ * rewriting it on every commit held the event loop on the file system's journal just after each
+ * commit's directory fsync. A hint up to this many versions behind costs a lookup of the latest
+ * version a few more stats (TableVersions.latest probes upward from it).
+ */
+const V2_HINT_EVERY = 16;
 
 function sidecarOf(entry: BatchEntry, committedAt: Date, transactionId: string | undefined): VersionSidecar {
   return {

@@ -25,22 +25,24 @@ import type { VersionSlots } from './version-slots.js';
 // files, never listed); they are placed only if those checks pass, else discarded (beginWrites).
 //
 // Cost, the next version of a table on a local disk (pinned by test/service/commit-path-cost.test.ts):
-// 14 store calls and 4 fsyncs, of which the request waits for 3 in turn (it was 16 and 8, then 14
+// 15 store calls and 4 fsyncs, of which the request waits for 3 in turn (it was 16 and 8, then 14
 // and 4 in turn). The request resolves the table: 2 (LIST, GET of its record). The staged
 // manifest: 1. The slot: 2 (a put that is not fsynced, as a single writer's hold is harmless to
 // lose with the machine, which the writer does not survive either; and its delete, without a look
 // within its lease, leaving the reservations directory for the next slot). The look again: 2, at
-// once, and at once with the latest version: 3 (hint, its manifest, the one above under its V2
-// name: a V2 table never goes back to V1 names). The commit: 3, the manifest and its sidecar each
-// fsynced with its directory (acknowledged means durable): the two files at once (while the checks
-// run, when the naming scheme is given), then the manifest's directory, then the sidecar's, placed
-// only after the manifest (see writeManifest);
-// Lance's hint not fsynced (readers probe past a stale one), written after the answer. The
-// staged file's delete: 1, after the answer, then the slot's release. The first version of a declared table: 14 (no hint yet, one LIST
-// instead; Lance's reserved marker goes). What Lance's clients send (the e_tag and size their
-// store reported of the staged file, no metadata) needs no sidecar once a local disk links the
-// staged file into place (needsNoSidecar in commit-steps.ts): 13 calls and 2 fsyncs, both in turn
-// (the staged file's, while the checks run; then the manifest's directory).
+// once, and at once with the latest version: from Lance's hint, a GET, its manifest and up to
+// about twice the log of how far the hint is behind in HEADs (5 calls two versions behind: the
+// hint of a V2 table is rewritten every 16 versions, see isHinted in commit-steps.ts; past a V2
+// name only V2 names follow). The commit: 2, the manifest and its sidecar each fsynced with its
+// directory (acknowledged means durable): the two files at once (while the checks run, when the
+// naming scheme is given), then the manifest's directory, then the sidecar's, placed only after
+// the manifest (see writeManifest). After the answer: the staged file's delete, then the slot's
+// release (and every 16th version Lance's hint, not fsynced: readers probe past a stale one). The
+// first version of a declared table: 14 (no hint yet, one LIST instead; Lance's reserved marker
+// goes; its hint is written). What Lance's clients send (the e_tag and size their store reported
+// of the staged file, no metadata) needs no sidecar once a local disk links the staged file into
+// place (needsNoSidecar in commit-steps.ts): 14 calls and 2 fsyncs, both in turn (the staged
+// file's, while the checks run; then the manifest's directory).
 
 export class SingleCommits {
   constructor(
