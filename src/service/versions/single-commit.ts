@@ -19,10 +19,11 @@ import type { VersionSlots } from './version-slots.js';
 // at the table (unless the request holds a write lease on it, which a drop waits for) and at the
 // latest version; then the final manifest's create-if-absent and its sidecar, and answer; after
 // the answer, Lance's hint, the staged file's delete, then the slot's release (after-answer.ts:
-// none is part of the commit, each is safe to lose). A request that names its naming scheme (Lance's do) knows
-// the final name before the latest version, so it writes the manifest and sidecar files (on a
-// local disk, fsyncs included) while it claims the slot and looks again, out of sight (temporary
-// files, never listed); they are placed only if those checks pass, else discarded (beginWrites).
+// none is part of the commit, each is safe to lose). A request that names its naming scheme
+// (Lance's do) knows the final name before the latest version, so it writes the manifest and
+// sidecar files (on a local disk, fsyncs included) while it claims the slot and looks again, out
+// of sight (temporary files, never listed); they are placed only if those checks pass, else
+// discarded (beginWrites).
 //
 // Cost, the next version of a table on a local disk (pinned by test/service/commit-path-cost.test.ts):
 // 15 store calls and 4 fsyncs, of which the request waits for 3 in turn (it was 16 and 8, then 14
@@ -72,9 +73,7 @@ export class SingleCommits {
     // answer (after-answer.ts), in that order; a failed commit waits for the hold's release (and
     // the discarding of its early writes) before it answers.
     const trailing: Promise<unknown>[] = [];
-    const leave = (work: Promise<unknown>) => {
-      trailing.push(work);
-    };
+    const leave = (work: Promise<unknown>) => void trailing.push(work);
     const slot = await this.slots.hold(versions, request.version, busy).catch(async (e: unknown) => {
       await early?.abandon();
       throw e;
