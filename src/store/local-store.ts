@@ -437,7 +437,29 @@ export class LocalObjectStore implements ObjectStore {
       if (durable) await this.syncPlacedDir(target);
       return LocalObjectStore.info(key, st);
     }
+    // A put that no condition guards and nobody needs durable (Lance's hint, a listing snapshot)
+    // goes through the thread pool: right after another request's fsync its rename can wait
+    // milliseconds on the file system's journal, which would hold every request up on the event loop.
+    if (!condition && !durable && !sameAs && !placeAfter) return this.putOffLoop(key, target, asBuffer(body));
     return this.replace(key, target, { body, sameAs }, durable, placeAfter);
+  }
+
+  /** A replace written and renamed into place through the thread pool (see putAt); not fsynced. */
+  private async putOffLoop(key: string, target: string, body: Buffer): Promise<ObjectInfo> {
+    for (let attempt = 0; ; attempt++) {
+      const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
+      try {
+        await fs.writeFile(tmp, body, { flag: 'wx', mode: 0o644 });
+        const st = await fs.stat(tmp, { bigint: true });
+        await fs.rename(tmp, target);
+        return LocalObjectStore.info(key, st);
+      } catch (e) {
+        await fs.unlink(tmp).catch(() => undefined);
+        // No directory yet (or a concurrent delete pruned it), or a temporary name still taken: again.
+        if (errCode(e) === 'ENOENT' && attempt < 5) await fs.mkdir(path.dirname(target), { recursive: true });
+        else if (!(errCode(e) === 'EEXIST' && attempt < 5)) throw e;
+      }
+    }
   }
 
   private async replace(key: string, target: string, content: TempContent, durable: boolean, placeAfter?: Promise<unknown>): Promise<ObjectInfo> {

@@ -344,6 +344,7 @@ describe.each(backends())('CreateTableVersion consumes only staged manifests on 
     expect((await fx.t.call('POST', '/v1/table/sg%24t/declare', { properties: { k: 'v' } })).status).toBe(200);
     const inserted = await fx.t.call('POST', '/v1/table/sg%24t/insert', peopleStream([1, 2, 3]), arrow);
     expect(inserted.status, inserted.text).toBe(200);
+    await fx.t.app.settled(); // what the insert's commit left for after its answer
     const dir = 'sg/t.lance/';
     const location = fx.root.store.location(dir.slice(0, -1));
     const keys = (await listAll(fx.root.store, dir)).objects.map((o) => o.key);

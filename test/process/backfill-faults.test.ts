@@ -44,18 +44,24 @@ async function waitForJob(running: Pick<Running, 'call'>, jobId: string, timeout
 
 type Running = ServiceProcess;
 
-const live = new Set<ChildProcess>();
+/** The processes each test started, by its root (every test has a root of its own; they run at once). */
+const liveByRoot = new Map<TestRoot, Set<ChildProcess>>();
+const liveOn = (root: TestRoot): Set<ChildProcess> => {
+  let live = liveByRoot.get(root);
+  if (!live) liveByRoot.set(root, (live = new Set()));
+  return live;
+};
 afterAll(() => {
-  for (const child of live) child.kill('SIGKILL');
+  for (const live of liveByRoot.values()) for (const child of live) child.kill('SIGKILL');
 });
 
 /**
- * Removes a test's root once every process it started has exited: a failed expectation leaves
- * them writing into it, and the removal would then fail in the expectation's place.
+ * Removes a test's root once every process the test started on it has exited: a failed
+ * expectation leaves them writing into it, and the removal would then fail in the expectation's place.
  */
 async function disposeWhenStopped(root: TestRoot): Promise<void> {
   await Promise.all(
-    [...live].map(
+    [...liveOn(root)].map(
       (child) =>
         new Promise<void>((resolve) => {
           if (child.exitCode !== null || child.signalCode !== null) return resolve();
@@ -64,12 +70,13 @@ async function disposeWhenStopped(root: TestRoot): Promise<void> {
         }),
     ),
   );
+  liveByRoot.delete(root);
   await root.dispose();
 }
 
 /** Starts the service process over the test root with the short lease. */
 const startService = (root: TestRoot, faultPoint?: string): Promise<Running> =>
-  startServiceProcess({ args: rootArgs(root, LEASE_MS), live, ...(faultPoint ? { faultPoint } : {}) });
+  startServiceProcess({ args: rootArgs(root, LEASE_MS), live: liveOn(root), ...(faultPoint ? { faultPoint } : {}) });
 
 interface StoredJob {
   status: string;

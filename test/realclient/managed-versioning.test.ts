@@ -209,7 +209,9 @@ describe.each(backends())('managed versioning: the service commits for @lancedb/
         const dir = tableDirKey({ namespace: [ns], name });
         const versions = new TableVersions({ store: client.root.store, key: dir, owned: true });
 
-        // Nothing half-done is left: no held version slots, one manifest a version, no staged manifests.
+        // Nothing half-done is left: no held version slots, one manifest a version, no staged manifests
+        // (once what the commits left for after their answers is done).
+        await client.app.app.settled();
         expect((await listAll(client.root.store, `${dir}_catalog/reservations/`)).objects.map((o) => o.key)).toEqual([]);
         const versionFiles = (await listAll(client.root.store, versions.versionsPrefix)).objects.map((o) => o.key.slice(versions.versionsPrefix.length));
         expect(versionFiles.filter((f) => /^\d+\.manifest$/.test(f))).toHaveLength(latest);

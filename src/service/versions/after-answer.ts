@@ -1,13 +1,15 @@
 import type { ServiceLogger } from '../logger.js';
 
-// What a single commit leaves for after its answer (single-commit.ts): placing Lance's hint,
-// deleting the staged file, then releasing the version slot. The answer waits for what makes the
-// version committed and durable; none of these is part of that, and each is safe to lose with the
-// process: a stale hint is probed past (TableVersions.latest), a staged file left behind is never
-// consumed as another version's (readStaged checks the version inside it), and a slot never
-// released is taken over once its lease runs out. Done after the answer, they leave the writer's
-// critical path: a Lance writer's next request comes after work of its own. A drop still waits
-// for them, since it waits for the slot, which is released last.
+// What a single commit leaves for after its answer (single-commit.ts): placing Lance's hint, then
+// releasing the version slot. The answer waits for what makes the version committed and durable
+// (and for the staged file's delete, as its writer may stage its next version under the same
+// name); neither of these is part of that, and each is safe to lose with the process: a stale
+// hint is probed past (TableVersions.latest), and a hold that is never released holds nothing up
+// once its lease has run out (a drop passes it by, and a writer of that version takes it over;
+// until the table is dropped it stays behind, an expired reservation of a committed version).
+// Done after the answer, they leave the writer's critical path: a Lance writer's next request
+// comes after work of its own. A drop still waits for them, since it waits for the slot, which
+// is released last.
 
 /** Resolves in a later turn of the event loop: after an answer made in this one has been written to its socket. */
 export const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));

@@ -5,7 +5,6 @@ import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-na
 import { displayId, requireMainBranch } from '../catalog/catalog.js';
 import { faultPoint } from '../fault-points.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
-import { nextTurn } from './after-answer.js';
 import type { CommittedVersion, TableVersions, VersionSidecar } from './dataset-versions.js';
 
 // The steps every commit of a version takes, single (single-commit.ts) or batch (batch-commit.ts).
@@ -77,21 +76,22 @@ export function stagedMissing(p: PlannedVersion): NamespaceError {
   return invalidInput(`staged manifest ${JSON.stringify(p.versions.manifestPath(p.entry.staged_key))} does not exist`);
 }
 
-/** The writes of one version's commit under way: the manifest's create-if-absent, then its sidecar and hint. */
+/** The writes of one version's commit under way: the manifest's create-if-absent, then its sidecar; Lance's hint to follow. */
 interface VersionWrites {
   created: Promise<ObjectInfo>;
   /** The sidecar once placed; null when the version needs none (needsNoSidecar). */
   sidecarPlaced: Promise<VersionSidecar | null>;
-  hintPlaced: Promise<void>;
+  /** Writes Lance's hint, where this version gets one (isHinted); only once `created` has succeeded. */
+  placeHint(): Promise<void>;
   sidecar: VersionSidecar;
   committedAt: Date;
 }
 
 /**
  * Starts the writes of `entry`'s commit. The manifest is placed once `placeAfter` (if any) has
- * resolved; the sidecar and the hint once the manifest's create-if-absent has succeeded and is
- * durable (PutOptions.placeAfter), so a sidecar is only ever found beside the manifest its writer
- * committed, and a hint never names a version before it is committed. The manifest is put as the
+ * resolved; the sidecar once the manifest's create-if-absent has succeeded and is durable
+ * (PutOptions.placeAfter), so a sidecar is only ever found beside the manifest its writer
+ * committed; the hint is only begun then, so it never names a version before it is committed. The manifest is put as the
  * staged object (PutOptions.sameAs: a local disk links the staged file, keeping its etag and
  * time); a sidecar that may turn out unneeded (needsNoSidecar) is decided once the manifest is placed.
  */
@@ -120,11 +120,9 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredO
   // Awaited only once the manifest's outcome is known: their failures must not go unhandled meanwhile.
   created.catch(() => undefined);
   sidecarPlaced.catch(() => undefined);
-  // The hint is written once the manifest is placed, from a later turn of the event loop: a
-  // single commit answers without it (after-answer.ts), so its file's writes (on a local disk,
-  // calls that hold the event loop) come after the answer instead of before it.
-  const hintPlaced = hinted ? created.then(nextTurn).then(() => versions.writeHint(entry.version), () => undefined) : Promise.resolve();
-  return { created, sidecarPlaced, hintPlaced, sidecar, committedAt };
+  // Begun by writeManifest once the manifest is placed; a single commit begins it after its answer (after-answer.ts).
+  const placeHint = () => (hinted ? versions.writeHint(entry.version) : Promise.resolve());
+  return { created, sidecarPlaced, placeHint, sidecar, committedAt };
 }
 
 /**
@@ -141,16 +139,7 @@ function needsNoSidecar(entry: BatchEntry, transactionId: string | undefined, pl
 }
 
 /** Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks. */
-const isHinted = (versions: TableVersions, entry: BatchEntry): boolean =>
-  entry.naming_scheme === 'V1' || (versions.store.listsWholeDirectory && (entry.version <= 1 || entry.version % V2_HINT_EVERY === 0));
-
-/**
- * On a local disk a V2 table's hint is rewritten every this many versions (and for the first):
- * rewriting it on every commit held the event loop on the file system's journal just after each
- * commit's directory fsync. A hint up to this many versions behind costs a lookup of the latest
- * version a few more stats (TableVersions.latest probes upward from it).
- */
-const V2_HINT_EVERY = 16;
+const isHinted = (versions: TableVersions, entry: BatchEntry): boolean => entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory;
 
 function sidecarOf(entry: BatchEntry, committedAt: Date, transactionId: string | undefined): VersionSidecar {
   return {
@@ -198,7 +187,7 @@ export function beginWrites(p: PlannedVersion & { staged: StoredObject }): Early
     abandon: async () => {
       if (allowed) return;
       refuse(new Error('the commit did not go ahead'));
-      await Promise.allSettled([writes.created, writes.sidecarPlaced, writes.hintPlaced]);
+      await Promise.allSettled([writes.created, writes.sidecarPlaced]);
     },
   };
 }
@@ -216,10 +205,10 @@ export function beginWrites(p: PlannedVersion & { staged: StoredObject }): Early
  * a sidecar (its facts are then the manifest's), never a sidecar without its version. On a local
  * disk the two files' fsyncs overlap; with no sidecar, two fsyncs wait in turn (the staged file's,
  * then its directory's: see commit-path-cost.test.ts).
- * `leave`: takes the hint's placement, to end after the answer (see after-answer.ts); without
- * it, the placement is awaited.
+ * `leave`: takes the hint's placement, to begin after the answer (see after-answer.ts); without
+ * it, the hint is placed before this returns.
  */
-export async function writeManifest(p: PlannedVersion, transactionId?: string, early?: EarlyWrites, leave?: (work: Promise<unknown>) => void): Promise<CommittedVersion> {
+export async function writeManifest(p: PlannedVersion, transactionId?: string, early?: EarlyWrites, leave?: (placeHint: () => Promise<unknown>) => void): Promise<CommittedVersion> {
   const { entry, versions } = p;
   const staged = p.staged !== undefined ? p.staged : await versions.store.get(entry.staged_key);
   const writes = early ? early.allow() : staged ? startWrites(versions, entry, staged, transactionId) : null;
@@ -228,13 +217,13 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
     try {
       const info = await writes.created;
       committed = committedAs(entry, info);
-      if (leave) leave(writes.hintPlaced);
-      const [sidecar] = await Promise.all([writes.sidecarPlaced, leave ? undefined : writes.hintPlaced]);
+      if (leave) leave(writes.placeHint);
+      const [sidecar] = await Promise.all([writes.sidecarPlaced, leave ? undefined : writes.placeHint()]);
       return sidecar ? { ...committed, lastModified: writes.committedAt } : committed;
     } catch (e) {
       if (committed) throw e; // the sidecar's own failure
       // The manifest was not created, so neither is the sidecar (its put rejects with the same error), nor the hint.
-      await Promise.allSettled([writes.sidecarPlaced, writes.hintPlaced]);
+      await Promise.allSettled([writes.sidecarPlaced]);
       if (!(e instanceof PreconditionFailedError)) throw e;
       const existing = await versions.store.get(entry.final_key);
       if (!existing || !existing.body.equals(staged.body)) {
@@ -250,9 +239,9 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
   const bare = staged !== null && needsNoSidecar(entry, transactionId, committed, staged);
   if (!bare) await versions.writeSidecar(writes?.sidecar ?? sidecarOf(entry, committedAt, transactionId));
   if (isHinted(versions, entry)) {
-    const hinted = versions.writeHint(entry.version);
-    if (leave) leave(hinted);
-    else await hinted;
+    const placeHint = () => versions.writeHint(entry.version);
+    if (leave) leave(placeHint);
+    else await placeHint();
   }
   return bare ? committed : { ...committed, lastModified: writes?.committedAt ?? committedAt };
 }

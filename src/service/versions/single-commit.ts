@@ -17,33 +17,31 @@ import type { VersionSlots } from './version-slots.js';
 //
 // Protocol: read and check the staged manifest; hold the version's slot; holding it, look again
 // at the table (unless the request holds a write lease on it, which a drop waits for) and at the
-// latest version; then the final manifest's create-if-absent and its sidecar, and answer; after
-// the answer, Lance's hint, the staged file's delete, then the slot's release (after-answer.ts:
-// none is part of the commit, each is safe to lose). A request that names its naming scheme
+// latest version; then the final manifest's create-if-absent and its sidecar; delete the staged
+// file; answer. After the answer, Lance's hint, then the slot's release (after-answer.ts: neither
+// is part of the commit, and each is safe to lose). A request that names its naming scheme
 // (Lance's do) knows the final name before the latest version, so it writes the manifest and
 // sidecar files (on a local disk, fsyncs included) while it claims the slot and looks again, out
 // of sight (temporary files, never listed); they are placed only if those checks pass, else
 // discarded (beginWrites).
 //
 // Cost, the next version of a table on a local disk (pinned by test/service/commit-path-cost.test.ts):
-// 15 store calls and 4 fsyncs, of which the request waits for 3 in turn (it was 16 and 8, then 14
+// 14 store calls and 4 fsyncs, of which the request waits for 3 in turn (it was 16 and 8, then 14
 // and 4 in turn). The request resolves the table: 2 (LIST, GET of its record). The staged
 // manifest: 1. The slot: 2 (a put that is not fsynced, as a single writer's hold is harmless to
 // lose with the machine, which the writer does not survive either; and its delete, without a look
 // within its lease, leaving the reservations directory for the next slot). The look again: 2, at
-// once, and at once with the latest version: from Lance's hint, a GET, its manifest and up to
-// about twice the log of how far the hint is behind in HEADs (5 calls two versions behind: the
-// hint of a V2 table is rewritten every 16 versions, see isHinted in commit-steps.ts; past a V2
-// name only V2 names follow). The commit: 2, the manifest and its sidecar each fsynced with its
-// directory (acknowledged means durable): the two files at once (while the checks run, when the
-// naming scheme is given), then the manifest's directory, then the sidecar's, placed only after
-// the manifest (see writeManifest). After the answer: the staged file's delete, then the slot's
-// release (and every 16th version Lance's hint, not fsynced: readers probe past a stale one). The
-// first version of a declared table: 14 (no hint yet, one LIST instead; Lance's reserved marker
-// goes; its hint is written). What Lance's clients send (the e_tag and size their store reported
-// of the staged file, no metadata) needs no sidecar once a local disk links the staged file into
-// place (needsNoSidecar in commit-steps.ts): 14 calls and 2 fsyncs, both in turn (the staged
-// file's, while the checks run; then the manifest's directory).
+// once, and at once with the latest version: 3 (hint, its manifest, the one above under its V2
+// name: a V2 table never goes back to V1 names). The commit: 3, the manifest and its sidecar each
+// fsynced with its directory (acknowledged means durable): the two files at once (while the checks
+// run, when the naming scheme is given), then the manifest's directory, then the sidecar's, placed
+// only after the manifest (see writeManifest); Lance's hint not fsynced (readers probe past a
+// stale one), after the answer. The staged file's delete: 1. The first version of a declared
+// table: 14 (no hint yet, one LIST instead; Lance's reserved marker goes). What Lance's clients
+// send (the e_tag and size their store reported of the staged file, no metadata) needs no sidecar
+// once a local disk links the staged file into place (needsNoSidecar in commit-steps.ts): 13 calls
+// and 2 fsyncs, both in turn (the staged file's, while the checks run; then the manifest's
+// directory).
 
 export class SingleCommits {
   constructor(
@@ -69,25 +67,25 @@ export class SingleCommits {
     // latest version: its manifest and sidecar are written (on a local disk, fsynced) while the slot
     // is claimed and the checks below run, out of sight, and placed only if they pass.
     const early = staged && request.naming_scheme === 'V2' ? beginWrites({ ...(await planVersion(id, versions, request, null)), staged }) : undefined;
-    // Lance's hint, the staged file's delete and then the slot's release are left for after the
-    // answer (after-answer.ts), in that order; a failed commit waits for the hold's release (and
-    // the discarding of its early writes) before it answers.
-    const trailing: Promise<unknown>[] = [];
-    const leave = (work: Promise<unknown>) => void trailing.push(work);
+    // Lance's hint and then the slot's release are left for after the answer (after-answer.ts);
+    // a failed commit waits for the hold's release (and the discarding of its early writes)
+    // before it answers.
+    const trailing: Array<() => Promise<unknown>> = [];
+    const leave = (work: () => Promise<unknown>) => void trailing.push(work);
     const slot = await this.slots.hold(versions, request.version, busy).catch(async (e: unknown) => {
       await early?.abandon();
       throw e;
     });
-    const finish = async (stagedKey?: string) => {
+    const finish = async (answered: boolean) => {
       try {
-        if (stagedKey !== undefined) {
-          await nextTurn(); // the answer has left
+        if (answered) {
+          await nextTurn(); // an HTTP answer has left by then
           faultPoint('commit:after-answer');
         }
-        await Promise.allSettled(trailing);
+        await Promise.allSettled(trailing.map((begin) => begin()));
         await early?.abandon();
-        if (stagedKey !== undefined) await versions.store.delete(stagedKey);
       } finally {
+        // A release that fails leaves the hold to end with its lease (after an answer, AfterAnswer logs it).
         await slot.release();
       }
     };
@@ -105,15 +103,20 @@ export class SingleCommits {
       }
       const retried = entry.version < next ? await this.acceptRetry(p) : null;
       const committed = retried ?? (await writeManifest(p, undefined, early && early.entry.final_key === entry.final_key ? early : undefined, leave));
+      // The staged file goes before the answer: its writer may stage the next version under the same name.
+      const stagedGone = versions.store.delete(entry.staged_key);
+      // A later step may throw before it is awaited below: its failure must not go unhandled then.
+      stagedGone.catch(() => undefined);
       // A declared table that now has data is declared no more (Lance's marker goes with the first version).
       if (state.reserved && latest === null) await this.deps.store.delete(reservedMarkerKey(state.ref));
       const [known] = retried ? await versionsOnWire(versions, [retried]) : [];
+      await stagedGone;
       const answer = { version: known ?? wireOfEntry(versions, entry, committed) };
-      this.after.add(`table ${displayId(id)}: version ${entry.version}`, finish(entry.staged_key));
+      this.after.add(`table ${displayId(id)}: version ${entry.version}`, finish(true));
       return answer;
     } catch (e) {
-      // The commit's own failure is the answer; a release that fails too leaves the slot to its lease.
-      await finish().catch(() => undefined);
+      // The commit's own failure is the answer.
+      await finish(false).catch(() => undefined);
       throw e;
     }
   }

@@ -77,12 +77,14 @@ export class VersionSlots {
     if (!(await this.claim(versions, version, reservation))) throw busy();
     const key = versions.reservationKey(version);
     let settled = () => {};
-    this.inFlight.set(key, new Promise<void>((resolve) => (settled = resolve)));
+    const held = new Promise<void>((resolve) => (settled = resolve));
+    this.inFlight.set(key, held);
     let released: Promise<void> | undefined;
     return {
       release: () =>
         (released ??= this.release(versions, version, reservation).finally(() => {
-          this.inFlight.delete(key);
+          // Another hold of this slot in this process (after this one's lease ran out) keeps its entry.
+          if (this.inFlight.get(key) === held) this.inFlight.delete(key);
           settled();
         })),
     };
