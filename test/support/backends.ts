@@ -10,6 +10,13 @@ import type { S3Connection } from '../../src/store/open-store.js';
 import { S3ObjectStore } from '../../src/store/s3/s3-store.js';
 import type { S3TestServer } from './s3-server.js';
 
+/**
+ * How a test's local root is removed: a commit's work after its answer (Lance's hint, the slot's
+ * release; src/service/versions/after-answer.ts) may still be landing in it, so a directory
+ * found not empty is tried again.
+ */
+export const REMOVE_ROOT = { recursive: true, force: true, maxRetries: 10, retryDelay: 20 } as const;
+
 /** A fresh, empty catalog root on one backend. */
 export interface TestRoot {
   /** The root as the service's --root takes it. */
@@ -33,7 +40,7 @@ export const localBackend: Backend = {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-test-'));
     const store = new LocalObjectStore(dir);
     await store.init();
-    return { root: dir, s3: NO_S3, store, dispose: () => rm(dir, { recursive: true, force: true }) };
+    return { root: dir, s3: NO_S3, store, dispose: () => rm(dir, REMOVE_ROOT) };
   },
 };
 

@@ -1,3 +1,4 @@
+import { REMOVE_ROOT } from './backends.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,7 +30,7 @@ export function useLocalRoot(prefix: string): { dir: string; store: LocalObjectS
     fixture.store = new LocalObjectStore(fixture.dir);
     await fixture.store.init();
   });
-  afterEach(() => rm(fixture.dir, { recursive: true, force: true }));
+  afterEach(() => rm(fixture.dir, REMOVE_ROOT));
   return fixture;
 }
 
