@@ -454,7 +454,8 @@ export class LocalObjectStore implements ObjectStore {
         await fs.rename(tmp, target);
         return LocalObjectStore.info(key, st);
       } catch (e) {
-        await fs.unlink(tmp).catch(() => undefined);
+        // A temporary name still taken (EEXIST, from the exclusive create) is another writer's file: it stays.
+        if (errCode(e) !== 'EEXIST') await fs.unlink(tmp).catch(() => undefined);
         // No directory yet (or a concurrent delete pruned it), or a temporary name still taken: again.
         if (errCode(e) === 'ENOENT' && attempt < 5) await fs.mkdir(path.dirname(target), { recursive: true });
         else if (!(errCode(e) === 'EEXIST' && attempt < 5)) throw e;
