@@ -15,6 +15,7 @@ import { engineFailure, namespaceErrorOf, onEngine } from '../../src/service/eng
 import { tableRefOf, validateNamespaceId } from '../../src/service/catalog/layout.js';
 import { Locations } from '../../src/service/catalog/locations.js';
 import { manifestFileName, parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
+import { readManifestSummary, readManifestVersion } from '../../src/engine/lance-format/manifest.js';
 import { PageTokens, paginate } from '../../src/service/catalog/page-token.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
 import { parseLocation, storeAt } from '../../src/store/open-store.js';
@@ -85,6 +86,60 @@ describe('manifest names', () => {
     expect(parseManifestFileName('7.manifest')).toEqual({ version: 7, scheme: 'V1' });
     for (const other of ['18446744073709551573.manifest-1b2c', 'd5.manifest', '.manifest', 'x.manifest', '7.txn']) {
       expect(parseManifestFileName(other), other).toBeNull();
+    }
+  });
+});
+
+describe('manifest files', () => {
+  // Protobuf by hand: a varint, and fields of wire type 0 (varint) and 2 (bytes).
+  const varint = (n: number): number[] => {
+    const out: number[] = [];
+    let v = BigInt(n);
+    do {
+      const low = Number(v & 0x7fn);
+      v >>= 7n;
+      out.push(v > 0n ? low | 0x80 : low);
+    } while (v > 0n);
+    return out;
+  };
+  const num = (field: number, n: number) => Buffer.from([...varint(field * 8), ...varint(n)]);
+  const bytes = (field: number, payload: Buffer) => Buffer.concat([Buffer.from([...varint(field * 8 + 2), ...varint(payload.length)]), payload]);
+  const manifestFile = (body: Buffer): Buffer => {
+    const footer = Buffer.alloc(16);
+    footer.writeBigUInt64LE(3n, 0);
+    footer.writeUInt16LE(0, 8);
+    footer.writeUInt16LE(1, 10);
+    footer.write('LANC', 12, 'latin1');
+    const length = Buffer.alloc(4);
+    length.writeUInt32LE(body.length);
+    return Buffer.concat([Buffer.from('idx'), length, body, footer]);
+  };
+
+  it('reads the version past every fragment, and the summary agrees', () => {
+    // Fragments (field 2) come before the version (field 3), as Lance writes them; one has a deletion file.
+    const fragment = (rows: number, deleted?: number) => bytes(2, Buffer.concat([num(1, 7), num(4, rows), ...(deleted ? [bytes(3, num(4, deleted))] : [])]));
+    const fragments = Array.from({ length: 1000 }, (_, i) => fragment(300 + i, i === 10 ? 25 : undefined));
+    const version = 2 ** 40 + 3; // beyond 32 bits: exact in a number
+    const file = manifestFile(Buffer.concat([bytes(1, Buffer.from('schema')), ...fragments, num(3, version), bytes(7, Buffer.concat([num(1, 1_700_000_000), num(2, 5_000_000)])), bytes(19, Buffer.concat([bytes(1, Buffer.from('k')), bytes(2, Buffer.from('v'))]))]));
+    expect(readManifestVersion(file)).toBe(version);
+    expect(readManifestSummary(file)).toMatchObject({
+      version,
+      numFragments: 1000,
+      physicalRows: 1000 * 300 + (999 * 1000) / 2,
+      numDeletedRows: 25,
+      timestampMillis: 1_700_000_000_005,
+      tableMetadata: { k: 'v' },
+    });
+  });
+
+  it('refuses what is not a whole Lance manifest', () => {
+    const whole = manifestFile(Buffer.concat([bytes(2, num(4, 1)), num(3, 9)]));
+    expect(readManifestVersion(whole)).toBe(9);
+    const truncatedField = manifestFile(Buffer.from([...varint(2 * 8 + 2), ...varint(50), 1, 2]));
+    const overlongVarint = manifestFile(Buffer.from([3 * 8, ...Array<number>(10).fill(0xff), 1]));
+    for (const bad of [Buffer.from('not a manifest at all'), whole.subarray(0, whole.length - 1), truncatedField, overlongVarint]) {
+      expect(() => readManifestVersion(bad)).toThrow();
+      expect(() => readManifestSummary(bad)).toThrow();
     }
   });
 });

@@ -1,6 +1,6 @@
 import pLimit from 'p-limit';
 import { z } from 'zod';
-import { readManifestSummary } from '../../engine/lance-format/manifest.js';
+import { readManifestVersion } from '../../engine/lance-format/manifest.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { type ObjectInfo, PreconditionFailedError, listAll, type StoredObject } from '../../store/object-store.js';
 import { VERSIONS_DIR } from '../catalog/layout.js';
@@ -289,7 +289,7 @@ export class TableVersions {
     if (!staged) return null;
     let found: number;
     try {
-      found = readManifestSummary(staged.body).version;
+      found = readManifestVersion(staged.body);
     } catch (e) {
       throw invalidInput(`staged manifest ${JSON.stringify(this.manifestPath(key))} is not a Lance manifest: ${e instanceof Error ? e.message : String(e)}`);
     }
