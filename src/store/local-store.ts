@@ -828,10 +828,14 @@ function readWhole(fd: number, size: number): Buffer {
   // One byte more than stat saw, so that the read reaching EOF needs no second buffer.
   let chunk = Buffer.allocUnsafe(Math.max(size + 1, 1024));
   let filled = 0;
-  for (;;) {
-    const n = fsSync.readSync(fd, chunk, filled, chunk.length - filled, null);
+  for (let read = 0; ; ) {
+    const wanted = chunk.length - filled;
+    const n = fsSync.readSync(fd, chunk, filled, wanted, null);
     if (n === 0) break;
     filled += n;
+    read += n;
+    // A regular file's read comes back short only at its end: once what stat saw is in, no second read to hear it.
+    if (n < wanted && read >= size) break;
     if (filled === chunk.length) {
       chunks.push(chunk);
       chunk = Buffer.allocUnsafe(chunk.length);

@@ -46,6 +46,8 @@ export const inRanges = (version: number, ranges: Array<{ start_version: number;
   ranges.some((r) => version >= r.start_version && (r.end_version === -1 || version < r.end_version));
 
 const HINT = 'latest_version_hint.json';
+/** Sidecars read at once. */
+const SIDECAR_READS = 16;
 const FIRST_PAGE = 100;
 const pad = (v: number): string => String(v).padStart(20, '0');
 
@@ -193,20 +195,18 @@ export class TableVersions {
   }
 
   async readSidecars(versions: number[]): Promise<Map<number, VersionSidecar>> {
-    const limit = pLimit(16);
     const found = new Map<number, VersionSidecar>();
-    await Promise.all(
-      versions.map((v) =>
-        limit(async () => {
-          // A malformed sidecar is as good as none; a store failure is a failure.
-          const record = await readRecord(this.store, this.sidecarKey(v), VersionSidecar).catch((e: unknown) => {
-            if (e instanceof NamespaceError) return null;
-            throw e;
-          });
-          if (record) found.set(v, record.value);
-        }),
-      ),
-    );
+    const read = async (v: number) => {
+      // A malformed sidecar is as good as none; a store failure is a failure.
+      const record = await readRecord(this.store, this.sidecarKey(v), VersionSidecar).catch((e: unknown) => {
+        if (e instanceof NamespaceError) return null;
+        throw e;
+      });
+      if (record) found.set(v, record.value);
+    };
+    // A limiter only where it limits: the commit path of every client reads one.
+    const limit = versions.length > SIDECAR_READS ? pLimit(SIDECAR_READS) : (f: () => Promise<void>) => f();
+    await Promise.all(versions.map((v) => limit(() => read(v))));
     return found;
   }
 
@@ -245,6 +245,14 @@ export class TableVersions {
       if (e instanceof PreconditionFailedError) return false;
       throw e;
     }
+  }
+
+  /**
+   * Deletes the staged file of a single commit that placed its manifest, before the slot's release
+   * (which a drop waits for): that manifest is in `_versions/` then, so the directory stays.
+   */
+  async deleteStaged(key: string): Promise<void> {
+    await this.store.delete(key, { keepDirectory: true });
   }
 
   async release(version: number): Promise<void> {

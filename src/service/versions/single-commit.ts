@@ -104,7 +104,7 @@ export class SingleCommits {
       const retried = entry.version < next ? await this.acceptRetry(p) : null;
       const committed = retried ?? (await writeManifest(p, undefined, early && early.entry.final_key === entry.final_key ? early : undefined, leave));
       // The staged file goes before the answer: its writer may stage the next version under the same name.
-      const stagedGone = versions.store.delete(entry.staged_key);
+      const stagedGone = versions.deleteStaged(entry.staged_key);
       // A later step may throw before it is awaited below: its failure must not go unhandled then.
       stagedGone.catch(() => undefined);
       // A declared table that now has data is declared no more (Lance's marker goes with the first version).

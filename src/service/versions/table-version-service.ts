@@ -129,10 +129,10 @@ export class TableVersionService {
       // The commit path of every Lance client: constant cost on V2 tables, looked up while the table is resolved.
       const { table, latest } = await resolveTableWithLatest(this.deps, id);
       const versions = new TableVersions(table.dir);
-      const next = latest ? await this.hasOlder(versions, latest.version) : false;
       ordered = latest ? [latest] : [];
+      const [next, wire] = await Promise.all([latest ? this.hasOlder(versions, latest.version) : false, versionsOnWire(versions, ordered)]);
       const pageToken = next && latest ? this.deps.pageTokens.encode('versions', scope, String(latest.version)) : null;
-      return { versions: await versionsOnWire(versions, ordered), page_token: pageToken };
+      return { versions: wire, page_token: pageToken };
     }
     const versions = await this.tableVersions(id);
     ordered = await versions.all();
