@@ -113,6 +113,8 @@ const asBuffer = (body: Buffer | string): Buffer => (typeof body === 'string' ? 
 interface TempContent {
   body: Buffer | string;
   sameAs?: PutOptions['sameAs'];
+  /** PutOptions.besideExisting: a missing directory fails the write instead of being made. */
+  besideExisting?: boolean;
 }
 
 /**
@@ -313,8 +315,11 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  /** Writes a temporary file (fsynced if `durable`) next to `target`, creating parent directories; on failure none is left behind. */
-  private async writeTemp(target: string, body: Buffer | string, durable: boolean): Promise<string> {
+  /**
+   * Writes a temporary file (fsynced if `durable`) next to `target`, creating parent directories
+   * unless `besideExisting`; on failure none is left behind.
+   */
+  private async writeTemp(target: string, body: Buffer | string, durable: boolean, besideExisting = false): Promise<string> {
     const dir = path.dirname(target);
     let tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
     for (let attempt = 0; ; attempt++) {
@@ -341,7 +346,7 @@ export class LocalObjectStore implements ObjectStore {
         return tmp;
       } catch (e) {
         // No directory yet, or a concurrent delete pruned the one just made: make it (again).
-        if (errCode(e) === 'ENOENT' && attempt < 5) continue;
+        if (errCode(e) === 'ENOENT' && attempt < 5 && !besideExisting) continue;
         // A temporary name still taken (the counter came round to a file still being written): another.
         if (errCode(e) === 'EEXIST' && attempt < 5) {
           tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
@@ -395,20 +400,14 @@ export class LocalObjectStore implements ObjectStore {
     try {
       // Awaited only once the body is written: its failure must not go unhandled meanwhile.
       options?.placeAfter?.catch(() => undefined);
-      return await this.putAt(key, body, condition, options?.durable ?? true, options?.placeAfter, options?.sameAs);
+      return await this.putAt(key, body, condition, options ?? {});
     } catch (e) {
       throw portError(e, key);
     }
   }
 
-  private async putAt(
-    key: string,
-    body: Buffer | string,
-    condition: PutCondition | undefined,
-    durable: boolean,
-    placeAfter: Promise<unknown> | undefined,
-    sameAs: PutOptions['sameAs'],
-  ): Promise<ObjectInfo> {
+  private async putAt(key: string, body: Buffer | string, condition: PutCondition | undefined, options: PutOptions): Promise<ObjectInfo> {
+    const { durable = true, placeAfter, sameAs, besideExisting = false } = options;
     const target = this.pathOf(key);
     if (Buffer.byteLength(path.basename(target)) + WRITE_SUFFIX_BYTES > NAME_MAX_BYTES || Buffer.byteLength(target) + WRITE_SUFFIX_BYTES > PATH_MAX_BYTES) {
       throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
@@ -420,11 +419,11 @@ export class LocalObjectStore implements ObjectStore {
         const current = await this.head(key);
         if (!current) throw new PreconditionFailedError(key, 'object does not exist');
         if (current.etag !== condition.ifMatch) throw new PreconditionFailedError(key, 'etag changed');
-        return this.replace(key, target, { body }, durable);
+        return this.replace(key, target, { body, besideExisting }, durable);
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
-      const st = await this.placeTemp(target, { body, sameAs }, durable, placeAfter, async (tmp) => {
+      const st = await this.placeTemp(target, { body, sameAs, besideExisting }, durable, placeAfter, async (tmp) => {
         try {
           fsSync.linkSync(tmp, target);
         } catch (e) {
@@ -440,12 +439,12 @@ export class LocalObjectStore implements ObjectStore {
     // A put that no condition guards and nobody needs durable (Lance's hint, a listing snapshot)
     // goes through the thread pool: right after another request's fsync its rename can wait
     // milliseconds on the file system's journal, which would hold every request up on the event loop.
-    if (!condition && !durable && !sameAs && !placeAfter) return this.putOffLoop(key, target, asBuffer(body));
-    return this.replace(key, target, { body, sameAs }, durable, placeAfter);
+    if (!condition && !durable && !sameAs && !placeAfter) return this.putOffLoop(key, target, asBuffer(body), besideExisting);
+    return this.replace(key, target, { body, sameAs, besideExisting }, durable, placeAfter);
   }
 
   /** A replace written and renamed into place through the thread pool (see putAt); not fsynced. */
-  private async putOffLoop(key: string, target: string, body: Buffer): Promise<ObjectInfo> {
+  private async putOffLoop(key: string, target: string, body: Buffer, besideExisting: boolean): Promise<ObjectInfo> {
     for (let attempt = 0; ; attempt++) {
       const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
       try {
@@ -457,7 +456,7 @@ export class LocalObjectStore implements ObjectStore {
         // A temporary name still taken (EEXIST, from the exclusive create) is another writer's file: it stays.
         if (errCode(e) !== 'EEXIST') await fs.unlink(tmp).catch(() => undefined);
         // No directory yet (or a concurrent delete pruned it), or a temporary name still taken: again.
-        if (errCode(e) === 'ENOENT' && attempt < 5) await fs.mkdir(path.dirname(target), { recursive: true });
+        if (errCode(e) === 'ENOENT' && attempt < 5 && !besideExisting) await fs.mkdir(path.dirname(target), { recursive: true });
         else if (!(errCode(e) === 'EEXIST' && attempt < 5)) throw e;
       }
     }
@@ -499,7 +498,7 @@ export class LocalObjectStore implements ObjectStore {
     place: (tmp: string) => Promise<void>,
   ): Promise<import('node:fs').BigIntStats> {
     for (let attempt = 0; ; attempt++) {
-      const tmp = (content.sameAs && (await this.linkTemp(target, content.sameAs, asBuffer(content.body), durable))) || (await this.writeTemp(target, content.body, durable));
+      const tmp = (content.sameAs && (await this.linkTemp(target, content.sameAs, asBuffer(content.body), durable))) || (await this.writeTemp(target, content.body, durable, content.besideExisting));
       if (placeAfter) {
         try {
           await placeAfter;

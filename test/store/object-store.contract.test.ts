@@ -17,6 +17,8 @@ import {
   type ListedObject,
   type ListOptions,
   type ObjectStore,
+  type PutCondition,
+  type PutOptions,
   PreconditionFailedError,
 } from '../../src/store/object-store.js';
 import { localBackend, memoryBackend, storeBackends, type TestRoot } from '../support/backends.js';
@@ -706,6 +708,25 @@ describe('LocalObjectStore specifics', () => {
     expect(await store.head('s/r/1.json')).toBeNull();
     await store.put('s/r/2.json', 'x', { ifNoneMatch: '*' }, { durable: false });
     expect(keysOf((await store.list('s/')).objects)).toEqual(['s/r/2.json']);
+  });
+
+  it('a put beside what exists makes no directory: every kind of put fails where its directory went, and works where it is', async () => {
+    await putAll(store, ['t/_versions/1.manifest']);
+    const puts: Array<[string, PutCondition | undefined, PutOptions]> = [
+      ['best effort', undefined, { durable: false, besideExisting: true }],
+      ['durable', undefined, { besideExisting: true }],
+      ['create-if-absent', { ifNoneMatch: '*' }, { besideExisting: true }],
+      ['create-if-absent, not durable', { ifNoneMatch: '*' }, { durable: false, besideExisting: true }],
+    ];
+    for (const [what, condition, options] of puts) {
+      await expect(store.put(`gone/_versions/${what}.json`, 'x', condition, options), what).rejects.toThrow();
+      await store.put(`t/_versions/${what}.json`, 'x', condition, options);
+      expect(await bodyOf(store, `t/_versions/${what}.json`), what).toBe('x');
+    }
+    expect(await fs.readdir(root.root)).toEqual(['t']);
+    // Without it, a put makes the directories it needs, as an object store's would exist.
+    await store.put('made/_versions/hint.json', 'x', undefined, { durable: false });
+    expect(await bodyOf(store, 'made/_versions/hint.json')).toBe('x');
   });
 
   it('leaves no empty directory behind when the last key of a directory goes', async () => {

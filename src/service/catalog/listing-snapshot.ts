@@ -121,7 +121,7 @@ export class ListingSnapshots {
     const snapshot: IndexSnapshot = names.length > SNAPSHOT_MAX_NAMES ? { stamp, names: null, data: new Set(), pending: [] } : { stamp, names, data, pending };
     const body = snapshot.names === null ? { stamp } : { stamp, names, data: [...data], pending };
     this.keep(ns, folder, snapshot);
-    await this.store.put(snapshotKey(ns, folder), JSON.stringify(body), undefined, { durable: false }).catch(() => undefined);
+    await this.store.put(snapshotKey(ns, folder), JSON.stringify(body), undefined, { durable: false, besideExisting: true }).catch(() => undefined);
   }
 
   /** Forgets this process's snapshot (found stale). */

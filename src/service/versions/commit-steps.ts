@@ -223,7 +223,7 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
     } catch (e) {
       if (committed) throw e; // the sidecar's own failure
       // The manifest was not created, so neither is the sidecar (its put rejects with the same error), nor the hint.
-      await Promise.allSettled([writes.sidecarPlaced]);
+      await writes.sidecarPlaced.catch(() => undefined);
       if (!(e instanceof PreconditionFailedError)) throw e;
       const existing = await versions.store.get(entry.final_key);
       if (!existing || !existing.body.equals(staged.body)) {

@@ -191,7 +191,7 @@ export class TableVersions {
    * never names a version before it is committed: it is written once the version is.
    */
   async writeHint(version: number): Promise<void> {
-    await this.store.put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version }), undefined, { durable: false }).catch(() => undefined);
+    await this.store.put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version }), undefined, { durable: false, besideExisting: true }).catch(() => undefined);
   }
 
   async readSidecars(versions: number[]): Promise<Map<number, VersionSidecar>> {
