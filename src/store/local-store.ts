@@ -325,7 +325,7 @@ export class LocalObjectStore implements ObjectStore {
     for (let attempt = 0; ; attempt++) {
       try {
         // The directory usually exists: make it only when the open says it does not.
-        if (attempt > 0) fsSync.mkdirSync(dir, { recursive: true });
+        if (attempt > 0 && !besideExisting) fsSync.mkdirSync(dir, { recursive: true });
         const fd = fsSync.openSync(tmp, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
         try {
           writeWhole(fd, asBuffer(body));
@@ -525,10 +525,15 @@ export class LocalObjectStore implements ObjectStore {
     const run = previous.catch(() => undefined).then(async () => {
       const lockPath = `${target}${LOCK_MARK}`;
       await this.acquireLockFile(lockPath);
+      let placed = false;
       try {
-        return await fn();
+        const result = await fn();
+        placed = true;
+        return result;
       } finally {
         ignoreFailure(() => fsSync.unlinkSync(lockPath));
+        // The lock made the key's directory if it had gone (a drop, a rename): a refused put leaves none.
+        if (!placed) this.pruneEmptyDirs(path.dirname(target));
       }
     });
     this.keyQueues.set(target, run);
@@ -821,7 +826,7 @@ export class LocalObjectStore implements ObjectStore {
   }
 }
 
-/** Reads `size` bytes (the whole file as stat saw it) and whatever follows a concurrent append, to EOF. */
+/** Reads `size` bytes (the whole file as stat saw it), and what a concurrent append added, up to a read that comes back short. */
 function readWhole(fd: number, size: number): Buffer {
   const chunks: Buffer[] = [];
   // One byte more than stat saw, so that the read reaching EOF needs no second buffer.

@@ -50,16 +50,17 @@ export interface PutOptions {
    * written (Lance's hint beside its version's manifest, a listing snapshot beside its stamp): if
    * the directory went meanwhile, a drop, rename or clean-up took what it belonged to, and a
    * directory made again would hold nothing but it (a table name that looks taken, a namespace
-   * that is not empty). Object stores have no directories and ignore it.
+   * that is not empty). Object stores have no directories and ignore it. (A table renamed onto the
+   * old name meanwhile gets the late hint: readers probe past a hint, see TableVersions.latest.)
    */
   besideExisting?: boolean;
 }
 
 export interface DeleteOptions {
   /**
-   * The caller writes under the same directory again soon (a version slot's reservations): a local
-   * store leaves the directory in place when it becomes empty, sparing a rmdir and a mkdir per use
-   * (object stores have no directories). A LIST with a delimiter may show the directory kept so as
+   * The caller writes under the same directory again soon (a version slot's reservations), or
+   * knows it is not empty (a staged manifest beside the version it became): a local store leaves
+   * the directory in place, sparing a rmdir (and a mkdir per use) (object stores have no directories). A LIST with a delimiter may show the directory kept so as
    * a common prefix; it holds no key.
    */
   keepDirectory?: boolean;

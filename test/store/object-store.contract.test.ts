@@ -718,6 +718,11 @@ describe('LocalObjectStore specifics', () => {
       ['create-if-absent', { ifNoneMatch: '*' }, { besideExisting: true }],
       ['create-if-absent, not durable', { ifNoneMatch: '*' }, { durable: false, besideExisting: true }],
     ];
+    // A replace-if-unchanged of a key whose directory went: refused, and its lock leaves no directory behind.
+    const { etag } = await store.put('gone/_versions/r.json', 'x');
+    await store.deletePrefix('gone/');
+    await expect(store.put('gone/_versions/r.json', 'y', { ifMatch: etag }, { besideExisting: true })).rejects.toBeInstanceOf(PreconditionFailedError);
+    await expect(store.put('gone/_versions/r.json', 'y', { ifMatch: etag })).rejects.toBeInstanceOf(PreconditionFailedError);
     for (const [what, condition, options] of puts) {
       await expect(store.put(`gone/_versions/${what}.json`, 'x', condition, options), what).rejects.toThrow();
       await store.put(`t/_versions/${what}.json`, 'x', condition, options);

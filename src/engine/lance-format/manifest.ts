@@ -65,6 +65,11 @@ class ProtoReader {
     throw new Error('varint too long');
   }
 
+  private skip(bytes: number): void {
+    if (this.pos + bytes > this.buf.length) throw new Error('truncated field');
+    this.pos += bytes;
+  }
+
   /** Next field; `withBytes` false skips a length-delimited payload without slicing it. */
   field(withBytes = true): ProtoField {
     this.start = this.pos;
@@ -75,7 +80,7 @@ class ProtoReader {
       case 0:
         return { num, wire, value: this.varint() };
       case 1:
-        this.pos += 8;
+        this.skip(8);
         return { num, wire, value: 0 };
       case 2: {
         const len = this.varint();
@@ -85,7 +90,7 @@ class ProtoReader {
         return bytes ? { num, wire, value: len, bytes } : { num, wire, value: len };
       }
       case 5:
-        this.pos += 4;
+        this.skip(4);
         return { num, wire, value: 0 };
       default:
         throw new Error(`unsupported protobuf wire type ${wire}`);
@@ -108,8 +113,8 @@ function mapEntry(bytes: Buffer): [string, string] {
   return [key, value];
 }
 
-/** The protobuf `lance.table.Manifest` inside a manifest file; throws on anything that is not a Lance manifest. */
-function manifestBody(file: Buffer): Buffer {
+/** The protobuf `lance.table.Manifest` inside a manifest file, and where it begins; throws on anything that is not a Lance manifest. */
+function manifestBody(file: Buffer): { offset: number; body: Buffer } {
   if (file.length < 16 || file.subarray(file.length - 4).toString('latin1') !== MAGIC) {
     throw new Error('not a Lance manifest (no LANC footer)');
   }
@@ -118,15 +123,16 @@ function manifestBody(file: Buffer): Buffer {
   const length = file.readUInt32LE(offset);
   const body = file.subarray(offset + 4, offset + 4 + length);
   if (body.length !== length) throw new Error('manifest truncated');
-  return body;
+  return { offset, body };
 }
 
 /**
- * The version of a manifest file, reading no more than that: the fragments (a field each, before
- * the version) are stepped over, not read. Throws on anything that is not a Lance manifest.
+ * The version of a manifest file. Every top-level field is stepped over, none read into: the
+ * fragments (a field each, before the version) are not parsed, so a fragment's own bytes are not
+ * checked here. Throws on anything that is not a Lance manifest.
  */
 export function readManifestVersion(file: Buffer): number {
-  const reader = new ProtoReader(manifestBody(file));
+  const reader = new ProtoReader(manifestBody(file).body);
   let version = 0;
   while (!reader.done) {
     const f = reader.field(false);
@@ -137,7 +143,7 @@ export function readManifestVersion(file: Buffer): number {
 
 /** Parses a manifest file's bytes; throws on anything that is not a Lance manifest. */
 export function readManifestSummary(file: Buffer): ManifestSummary {
-  const body = manifestBody(file);
+  const { body } = manifestBody(file);
   const summary: ManifestSummary = {
     version: 0,
     numFragments: 0,
@@ -233,11 +239,9 @@ const bytesField = (num: number, payload: Buffer): Buffer =>
  * previous commit's transaction is not carried over. Throws on a layout it does not know.
  */
 export function nextManifestWithSchemaMetadata(file: Buffer, change: { version: number; schemaMetadata: Record<string, string>; timestampMillis: number }): Buffer {
-  if (file.length < 16 || file.subarray(file.length - 4).toString('latin1') !== MAGIC) throw new Error('not a Lance manifest (no LANC footer)');
-  const offset = Number(file.readBigUInt64LE(file.length - 16));
-  const length = file.readUInt32LE(offset);
-  if (offset + 4 + length !== file.length - 16) throw new Error('unexpected Lance manifest layout: bytes between the manifest and its footer');
-  const reader = new ProtoReader(file.subarray(offset + 4, offset + 4 + length));
+  const { offset, body: manifest } = manifestBody(file);
+  if (offset + 4 + manifest.length !== file.length - 16) throw new Error('unexpected Lance manifest layout: bytes between the manifest and its footer');
+  const reader = new ProtoReader(manifest);
   const kept: Buffer[] = [];
   while (!reader.done) {
     const f = reader.field();

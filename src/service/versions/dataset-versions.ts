@@ -289,8 +289,9 @@ export class TableVersions {
 
   /**
    * The bytes of a staged manifest for `version`, or null when the staged file does not exist (a
-   * retry after the commit consumed it). Bytes that are not a Lance manifest of that version are
-   * a 400: committing them would make the table unreadable, or a version claim another's content.
+   * retry after the commit consumed it). Bytes that are not a Lance manifest of that version (its
+   * footer and top-level fields, see readManifestVersion) are a 400: committing them would make
+   * the table unreadable, or a version claim another's content.
    */
   async readStaged(key: string, version: number): Promise<StoredObject | null> {
     const staged = await this.store.get(key);
