@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
+import { ErrorCode } from '../../src/model/errors.js';
 import { tableDirKey } from '../../src/service/catalog/layout.js';
 import { listAll } from '../../src/store/object-store.js';
 import { connectTable, readColumn } from '../support/arrow-data.js';
@@ -120,9 +121,15 @@ interface Entity {
   kind: 'namespace' | 'table';
   id: string[];
   created: number;
+  /** Creates answered 409 because the name is taken: someone created it. */
   conflicts: number;
-  /** What each 409 of a create said (printed with a violation about them). */
+  /** What each such 409 said (printed with a violation about them). */
   conflictTexts: string[];
+  /**
+   * Creates answered 409 code 14 ("retry"): another request took the name's claim over (a lease
+   * run out under load) and cleared what this create wrote. Evidence of nothing.
+   */
+  lostClaims: number;
   inDoubt: number;
   /** Logical time of the first acknowledged create, and of the first drop sent. */
   ackedAt?: number;
@@ -157,6 +164,7 @@ class Ledger {
   readonly unexpected: string[] = [];
   readonly ops: Record<string, number> = {};
   nameConflicts = 0;
+  lostClaims = 0;
   versionConflicts = 0;
   gaveUp = 0;
   /** Failed appends whose rows the table holds after all. */
@@ -174,7 +182,7 @@ class Ledger {
     const key = `${kind}:${id.join('$')}`;
     let e = this.entities.get(key);
     if (!e) {
-      e = { kind, id, created: 0, conflicts: 0, conflictTexts: [], inDoubt: 0 };
+      e = { kind, id, created: 0, conflicts: 0, conflictTexts: [], lostClaims: 0, inDoubt: 0 };
       this.entities.set(key, e);
     }
     return e;
@@ -185,6 +193,9 @@ class Ledger {
     if (a.status === 200) {
       e.created++;
       e.ackedAt ??= this.tick();
+    } else if (a.status === 409 && a.json.code === ErrorCode.ConcurrentModification) {
+      e.lostClaims++;
+      this.lostClaims++;
     } else if (a.status === 409) {
       e.conflicts++;
       e.conflictTexts.push(a.text);
@@ -787,7 +798,7 @@ class ReplicaRun {
     return (
       `replicas on ${this.backend.name}: ${REPLICAS} replicas, ${OPS} operations (${ops}), ` +
       `${appends.length} real-client appends (${appends.filter((a) => a.writer.startsWith('py')).length} pylance, ${appends.filter((a) => a.writer === 'node').length} lancedb; ${appends.filter((a) => a.error).length} failed, of which ${ledger.failedAppendsLanded} landed); ` +
-      `${s.requests} requests (by replica slot ${s.answeredBy.join('/')}); conflicts: ${ledger.nameConflicts} name, ${ledger.versionConflicts} version (${ledger.gaveUp} commits gave up); ` +
+      `${s.requests} requests (by replica slot ${s.answeredBy.join('/')}); conflicts: ${ledger.nameConflicts} name (${ledger.lostClaims} creates lost their claim), ${ledger.versionConflicts} version (${ledger.gaveUp} commits gave up); ` +
       `retries ${s.retriedRefused + s.retriedReads} (${s.retriedRefused} refused, ${s.retriedReads} reads cut off); in doubt ${s.inDoubt.length} (${s.inDoubt.map(short).join(', ')}; resent by their client: ${s.inDoubtResent.length}); ` +
       `SIGKILL of slot ${kill?.slot} with ${kill?.inFlight} requests in flight at job chunk ${kill?.chunksDone}, back in ${kill?.downMs} ms; ` +
       `workload ${(workloadMs / 1000).toFixed(1)} s, with settling and checks ${(totalMs / 1000).toFixed(1)} s; violations ${ledger.violations.length}` +
