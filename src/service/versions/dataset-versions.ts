@@ -1,6 +1,6 @@
 import pLimit from 'p-limit';
 import { z } from 'zod';
-import { readManifestVersion } from '../../engine/lance-format/manifest.js';
+import { readManifestSummary } from '../../engine/lance-format/manifest.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { type ObjectInfo, PreconditionFailedError, listAll, type StoredObject } from '../../store/object-store.js';
 import { VERSIONS_DIR } from '../catalog/layout.js';
@@ -289,16 +289,15 @@ export class TableVersions {
 
   /**
    * The bytes of a staged manifest for `version`, or null when the staged file does not exist (a
-   * retry after the commit consumed it). Bytes that are not a Lance manifest of that version (its
-   * footer and top-level fields, see readManifestVersion) are a 400: committing them would make
-   * the table unreadable, or a version claim another's content.
+   * retry after the commit consumed it). Bytes that are not a Lance manifest of that version are
+   * a 400: committing them would make the table unreadable, or a version claim another's content.
    */
   async readStaged(key: string, version: number): Promise<StoredObject | null> {
     const staged = await this.store.get(key);
     if (!staged) return null;
     let found: number;
     try {
-      found = readManifestVersion(staged.body);
+      found = readManifestSummary(staged.body).version;
     } catch (e) {
       throw invalidInput(`staged manifest ${JSON.stringify(this.manifestPath(key))} is not a Lance manifest: ${e instanceof Error ? e.message : String(e)}`);
     }
