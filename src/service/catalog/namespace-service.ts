@@ -140,6 +140,7 @@ export class NamespaceService {
       }
       const mark = () => encodeRecord({ ...existing.value, state: 'dropping', dropping_until: leaseUntil(leaseMs) });
       let etag: string;
+      const stampedAt = Date.now();
       try {
         etag = (await this.store.put(key, mark(), { ifMatch: existing.etag })).etag;
       } catch (e) {
@@ -148,7 +149,7 @@ export class NamespaceService {
       }
       const renewal = keepRenewed(leaseMs, async () => {
         etag = (await this.store.put(key, mark(), { ifMatch: etag })).etag;
-      });
+      }, stampedAt);
       try {
         const children = await this.childrenOf(ns);
         if (children.length > 0 && behavior === 'Restrict') {

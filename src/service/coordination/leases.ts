@@ -21,29 +21,40 @@ export interface Renewal {
 }
 
 /**
- * Calls `renew` every renewalIntervalMs(leaseMs) until stopped. A renewal that throws ends the
- * renewals (the claim is no longer ours to keep) and its error is reported by stop().
+ * Renews a lease stamped at `stampedAt` (the instant its `lease_until` was computed, before the put
+ * that wrote it) every renewalIntervalMs(leaseMs), each renewal timed from the one before it began,
+ * not from when this was called: a slow first put or a slow renewal must not push the next one past
+ * the lease's end, where another request may take the claim over from a holder still at work.
+ * A renewal that throws ends the renewals (the claim is no longer ours to keep) and its error is
+ * reported by stop().
  */
-export function keepRenewed(leaseMs: number, renew: () => Promise<void>): Renewal {
+export function keepRenewed(leaseMs: number, renew: () => Promise<void>, stampedAt = Date.now()): Renewal {
+  const interval = renewalIntervalMs(leaseMs);
   let running: Promise<void> = Promise.resolve();
   let failure: unknown;
   let stopped = false;
-  const timer = setInterval(() => {
-    running = running.then(async () => {
-      if (stopped || failure !== undefined) return;
-      try {
-        await renew();
-      } catch (e) {
-        failure = e;
-        clearInterval(timer);
-      }
-    });
-  }, renewalIntervalMs(leaseMs));
-  timer.unref();
+  let timer: NodeJS.Timeout | undefined;
+  const schedule = (from: number) => {
+    timer = setTimeout(() => {
+      running = (async () => {
+        if (stopped) return;
+        const began = Date.now();
+        try {
+          await renew();
+        } catch (e) {
+          failure = e;
+          return;
+        }
+        if (!stopped) schedule(began);
+      })();
+    }, Math.max(0, from + interval - Date.now()));
+    timer.unref();
+  };
+  schedule(stampedAt);
   return {
     async stop() {
       stopped = true;
-      clearInterval(timer);
+      clearTimeout(timer);
       await running;
       if (failure !== undefined) throw failure;
     },

@@ -27,11 +27,13 @@ function claimLease(body: Buffer): string | undefined {
 export async function claimDatasetCreation(store: ObjectStore, ref: TableRef, requestId: string, leaseMs: number): Promise<(() => Promise<void>) | null> {
   const key = `${tableDirKey(ref)}${CATALOG_DIR}/${CREATION_CLAIM}`;
   const claim = () => encodeRecord({ request_id: requestId, lease_until: leaseUntil(leaseMs) });
-  const hold = (etag: string) => {
-    let current = etag;
+  /** Puts the claim under `condition` and keeps it renewed; returns its release. */
+  const hold = async (condition: { ifNoneMatch: '*' } | { ifMatch: string }) => {
+    const stampedAt = Date.now();
+    let current = (await store.put(key, claim(), condition)).etag;
     const renewal = keepRenewed(leaseMs, async () => {
       current = (await store.put(key, claim(), { ifMatch: current })).etag;
-    });
+    }, stampedAt);
     return async () => {
       const renewed = await renewal.stop().then(() => true, () => false);
       if (renewed && (await store.head(key))?.etag === current) await store.delete(key);
@@ -39,7 +41,7 @@ export async function claimDatasetCreation(store: ObjectStore, ref: TableRef, re
   };
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      return hold((await store.put(key, claim(), { ifNoneMatch: '*' })).etag);
+      return await hold({ ifNoneMatch: '*' });
     } catch (e) {
       if (!(e instanceof PreconditionFailedError)) throw e;
     }
@@ -47,7 +49,7 @@ export async function claimDatasetCreation(store: ObjectStore, ref: TableRef, re
     if (!held) continue; // released in between: claim again
     if (!leaseExpired(claimLease(held.body))) return null;
     try {
-      return hold((await store.put(key, claim(), { ifMatch: held.etag })).etag);
+      return await hold({ ifMatch: held.etag });
     } catch (e) {
       if (e instanceof PreconditionFailedError) return null;
       throw e;

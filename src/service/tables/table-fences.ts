@@ -80,11 +80,12 @@ export class TableFences {
     // Not fsynced: the lease matters only while its writer lives, and a crash of the machine ends
     // the writer too (an unreadable lease is no live lease to a drop, see anyLive).
     const transient = { durable: false };
+    const stampedAt = Date.now();
     let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' }, transient)).etag;
     // Renewed only while it is exactly the lease written here: a drop that gave up waiting deleted it.
     const renewal = keepRenewed(this.leaseMs, async () => {
       etag = (await this.store.put(key, lease(), { ifMatch: etag }, transient)).etag;
-    });
+    }, stampedAt);
     const entered = Date.now();
     return {
       release: async () => {
@@ -143,6 +144,7 @@ export class TableFences {
     const droppedAt = new Date().toISOString();
     const body = () => encodeRecord({ dropped_at: droppedAt, lease_until: leaseUntil(this.leaseMs) } satisfies Tombstone);
     let etag: string;
+    const stampedAt = Date.now();
     try {
       ({ etag } = await this.store.put(key, body(), state.markerEtag ? { ifMatch: state.markerEtag } : { ifNoneMatch: '*' }));
     } catch (e) {
@@ -152,7 +154,7 @@ export class TableFences {
     return {
       renewal: keepRenewed(this.leaseMs, async () => {
         ({ etag } = await this.store.put(key, body(), { ifMatch: etag }));
-      }),
+      }, stampedAt),
     };
   }
 
