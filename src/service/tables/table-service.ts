@@ -251,11 +251,12 @@ export class TableService {
     const own: RequestContext = { ...ctx, requestId: `${ctx.requestId}/${randomUUID()}` };
     const claim = (): TableRecord => ({ ...table, creating: { request_id: own.requestId, lease_until: leaseUntil(leaseMs) } });
     const key = tableRecordKey(ref);
+    const claimedAt = Date.now();
     let etag = await this.claimName(namespace, state, claim());
     faultPoint('create:after-claim');
     const renewal = keepRenewed(leaseMs, async () => {
       ({ etag } = await this.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
-    });
+    }, claimedAt);
     const dir = this.deps.locations.own(state.dirKey);
     let version: number;
     try {
@@ -273,6 +274,13 @@ export class TableService {
       await this.abandonClaim(state, own.requestId).catch(() => undefined);
       if (e instanceof PreconditionFailedError) {
         throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)}: the create outlived its claim on the name and was taken over; retry`, { cause: e });
+      }
+      // Data found at the location while this create held the name came from a writer its claim
+      // does not stop (a create whose claim was taken over, still at work), not from a table of
+      // this name: "already exists" would be untrue (the clean-up above may have cleared it). A
+      // retry finds out whether the name is taken.
+      if (e instanceof EngineError && e.kind === 'already_exists') {
+        throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)}: another writer wrote a dataset at the table's location during the create; retry`, { cause: e });
       }
       throw engineFailure(e, id);
     }
