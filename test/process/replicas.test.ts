@@ -32,7 +32,7 @@ import { type PylanceWriter, startPylanceWriter, writerRows, writerSchema } from
 // - no lost commit: every acknowledged version is in its table's history with the content that
 //   was committed (the manifest's bytes; for the real clients, exactly the appended rows);
 // - no duplicate name: no two creates of one name both acknowledged as new, and a 409 only for a
-//   name that someone created;
+//   name that someone created, or that a create held and then failed on (it answered 409 "retry");
 // - no "not found" (describe, exists, list, drop, version list) for something acknowledged before
 //   the request was sent and with no drop sent before its answer;
 // - the backfill job finished exactly once (one success; every run of it took it over properly),
@@ -126,10 +126,12 @@ interface Entity {
   /** What each such 409 said (printed with a violation about them). */
   conflictTexts: string[];
   /**
-   * Creates answered 409 code 14 ("retry"): another request took the name's claim over (a lease
-   * run out under load) and cleared what this create wrote. Evidence of nothing.
+   * What creates answered 409 code 14 ("retry") said: the create held the name's claim and failed
+   * (another request took the claim over once its lease ran out under load, or Lance reported a
+   * conflict), clearing what it wrote. Evidence of nothing, but it explains the other creates' 409s:
+   * they were answered while this one held the name.
    */
-  lostClaims: number;
+  failedClaims: string[];
   inDoubt: number;
   /** Logical time of the first acknowledged create, and of the first drop sent. */
   ackedAt?: number;
@@ -164,7 +166,8 @@ class Ledger {
   readonly unexpected: string[] = [];
   readonly ops: Record<string, number> = {};
   nameConflicts = 0;
-  lostClaims = 0;
+  /** The 409 code 14 answers to creates (Entity.failedClaims), each with its create. */
+  readonly failedClaims: string[] = [];
   versionConflicts = 0;
   gaveUp = 0;
   /** Failed appends whose rows the table holds after all. */
@@ -182,7 +185,7 @@ class Ledger {
     const key = `${kind}:${id.join('$')}`;
     let e = this.entities.get(key);
     if (!e) {
-      e = { kind, id, created: 0, conflicts: 0, conflictTexts: [], lostClaims: 0, inDoubt: 0 };
+      e = { kind, id, created: 0, conflicts: 0, conflictTexts: [], failedClaims: [], inDoubt: 0 };
       this.entities.set(key, e);
     }
     return e;
@@ -194,8 +197,8 @@ class Ledger {
       e.created++;
       e.ackedAt ??= this.tick();
     } else if (a.status === 409 && a.json.code === ErrorCode.ConcurrentModification) {
-      e.lostClaims++;
-      this.lostClaims++;
+      e.failedClaims.push(a.text);
+      this.failedClaims.push(`${what}: ${a.text}`);
     } else if (a.status === 409) {
       e.conflicts++;
       e.conflictTexts.push(a.text);
@@ -671,7 +674,8 @@ class ReplicaRun {
         if (!exists) this.ledger.violations.push(`${name}: created (acknowledged), never dropped, but gone`);
       } else if (e.created === 0 && e.inDoubt === 0) {
         if (exists) this.ledger.violations.push(`${name}: exists, but no create of it was acknowledged or in doubt`);
-        if (e.conflicts > 0) this.ledger.violations.push(`${name}: ${e.conflicts} creates answered 409, but nobody created it: ${e.conflictTexts.join(' | ')}`);
+        // A 409 for a name that ends up free is explained only by a create that held it and failed.
+        if (e.conflicts > 0 && e.failedClaims.length === 0) this.ledger.violations.push(`${name}: ${e.conflicts} creates answered 409, but nobody created it: ${e.conflictTexts.join(' | ')}`);
       }
     }
   }
@@ -798,10 +802,11 @@ class ReplicaRun {
     return (
       `replicas on ${this.backend.name}: ${REPLICAS} replicas, ${OPS} operations (${ops}), ` +
       `${appends.length} real-client appends (${appends.filter((a) => a.writer.startsWith('py')).length} pylance, ${appends.filter((a) => a.writer === 'node').length} lancedb; ${appends.filter((a) => a.error).length} failed, of which ${ledger.failedAppendsLanded} landed); ` +
-      `${s.requests} requests (by replica slot ${s.answeredBy.join('/')}); conflicts: ${ledger.nameConflicts} name (${ledger.lostClaims} creates lost their claim), ${ledger.versionConflicts} version (${ledger.gaveUp} commits gave up); ` +
+      `${s.requests} requests (by replica slot ${s.answeredBy.join('/')}); conflicts: ${ledger.nameConflicts} name (${ledger.failedClaims.length} creates failed holding the name's claim), ${ledger.versionConflicts} version (${ledger.gaveUp} commits gave up); ` +
       `retries ${s.retriedRefused + s.retriedReads} (${s.retriedRefused} refused, ${s.retriedReads} reads cut off); in doubt ${s.inDoubt.length} (${s.inDoubt.map(short).join(', ')}; resent by their client: ${s.inDoubtResent.length}); ` +
       `SIGKILL of slot ${kill?.slot} with ${kill?.inFlight} requests in flight at job chunk ${kill?.chunksDone}, back in ${kill?.downMs} ms; ` +
       `workload ${(workloadMs / 1000).toFixed(1)} s, with settling and checks ${(totalMs / 1000).toFixed(1)} s; violations ${ledger.violations.length}` +
+      ledger.failedClaims.map((text) => `\n  ${text.slice(0, 400)}`).join('') +
       appends
         .filter((a) => a.error !== undefined)
         .map((a) => `\n  failed append of ${a.writer} (ids ${a.ids.join(',')}): ${a.error?.slice(0, 400) ?? ''}`)
