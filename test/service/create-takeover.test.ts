@@ -81,9 +81,10 @@ describe('CreateTable whose claim is taken over while it writes', () => {
 
     const a = tables.create(ctxOf('A'), ['ns', 't'], { arrowIpcStream: peopleStream([1, 2]) }).catch((e: unknown) => e);
     // B comes once A's claim has run out unrenewed.
-    for (;;) {
+    for (const deadline = Date.now() + 20 * LEASE_MS; ; ) {
       const until = claimOf((await root.store.get(tableRecordKey(ref)))?.body.toString('utf8'))?.lease_until;
       if (until !== undefined && Date.parse(until) < Date.now()) break;
+      if (Date.now() > deadline) throw new Error(`A's claim never ran out (lease_until ${String(until)}): its renewals were not held back`);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     const b = await tables.create(ctxOf('B'), ['ns', 't'], { arrowIpcStream: peopleStream([3]) }).catch((e: unknown) => e);
