@@ -287,8 +287,9 @@ export class LocalObjectStore implements ObjectStore {
 
   async head(key: string): Promise<ObjectInfo | null> {
     try {
-      const st = fsSync.statSync(this.pathOf(key), { bigint: true });
-      return st.isFile() ? LocalObjectStore.info(key, st) : null;
+      // A missing file is the common answer (markers, the version above the latest): no exception for it.
+      const st = fsSync.statSync(this.pathOf(key), { bigint: true, throwIfNoEntry: false });
+      return st?.isFile() ? LocalObjectStore.info(key, st) : null;
     } catch (e) {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return null;
       throw e;

@@ -37,7 +37,14 @@ const WRITERS_DIR = `${CATALOG_DIR}/writers/`;
  * tombstone, and the same record, not a create's claim (unless `creatingRequest` holds it).
  */
 export async function isStillResolved(store: ObjectStore, resolved: TableState, creatingRequest?: string): Promise<boolean> {
-  const [marker, record] = await Promise.all([store.head(deregisteredMarkerKey(resolved.ref)), readRecord(store, tableRecordKey(resolved.ref), TableRecord)]);
+  const recordKey = tableRecordKey(resolved.ref);
+  // A record whose etag is the one resolved is that record (records are replaced, never rewritten
+  // in place): its HEAD decides, and only a changed one is read.
+  const readIfChanged = async () => {
+    const info = resolved.record ? await store.head(recordKey) : undefined;
+    return info && info.etag === resolved.record?.etag ? resolved.record : readRecord(store, recordKey, TableRecord);
+  };
+  const [marker, record] = await Promise.all([store.head(deregisteredMarkerKey(resolved.ref)), readIfChanged()]);
   const creating = record?.value.creating;
   return marker === null && (creating === undefined || creating.request_id === creatingRequest) && incarnationOfRecord(record?.value) === incarnationOf(resolved);
 }
