@@ -102,7 +102,6 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredO
   // also holds what the client said about the version (e_tag, metadata), as durable as the manifest.
   const committedAt = new Date();
   const sidecar = sidecarOf(entry, committedAt, transactionId);
-  const hinted = isHinted(versions, entry);
   const created = versions.store.put(entry.final_key, staged.body, { ifNoneMatch: '*' }, { sameAs: { key: staged.key, etag: staged.etag }, ...(placeAfter ? { placeAfter } : {}) });
   const manifestDurable = created.then((info) => {
     faultPoint('commit:before-sidecar');
@@ -120,8 +119,9 @@ function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredO
   // Awaited only once the manifest's outcome is known: their failures must not go unhandled meanwhile.
   created.catch(() => undefined);
   sidecarPlaced.catch(() => undefined);
-  // Begun by writeManifest once the manifest is placed; a single commit begins it after its answer (after-answer.ts).
-  const placeHint = () => (hinted ? versions.writeHint(entry.version) : Promise.resolve());
+  // Begun by writeManifest once the manifest is placed; a single commit begins it after its answer
+  // (after-answer.ts), by when the commit has read the hint on its way (isHinted).
+  const placeHint = () => (isHinted(versions, entry) ? versions.writeHint(entry.version) : Promise.resolve());
   return { created, sidecarPlaced, placeHint, sidecar, committedAt };
 }
 
@@ -138,8 +138,12 @@ function needsNoSidecar(entry: BatchEntry, transactionId: string | undefined, pl
   return entry.metadata === undefined && transactionId === undefined && isStaged && said;
 }
 
-/** Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks. */
-const isHinted = (versions: TableVersions, entry: BatchEntry): boolean => entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory;
+/**
+ * Lance's hint serves readers that cannot list cheaply: V1 tables, and local disks; it is left
+ * alone where its writer keeps it (TableVersions.hintWanted).
+ */
+const isHinted = (versions: TableVersions, entry: BatchEntry): boolean =>
+  (entry.naming_scheme === 'V1' || versions.store.listsWholeDirectory) && versions.hintWanted(entry.version);
 
 function sidecarOf(entry: BatchEntry, committedAt: Date, transactionId: string | undefined): VersionSidecar {
   return {

@@ -18,30 +18,31 @@ import type { VersionSlots } from './version-slots.js';
 // Protocol: read and check the staged manifest; hold the version's slot; holding it, look again
 // at the table (unless the request holds a write lease on it, which a drop waits for) and at the
 // latest version; then the final manifest's create-if-absent and its sidecar; delete the staged
-// file; answer. After the answer, Lance's hint, then the slot's release (after-answer.ts: neither
+// file; answer. After the answer, Lance's hint (unless its writer keeps it), then the slot's release (after-answer.ts: neither
 // is part of the commit, and each is safe to lose). A request that names its naming scheme
 // (Lance's do) knows the final name before the latest version, so it writes the manifest and
 // sidecar files (on a local disk, fsyncs included) while it claims the slot and looks again, out
 // of sight (temporary files, never listed); they are placed only if those checks pass, else
 // discarded (beginWrites).
 //
-// Cost, the next version of a table on a local disk (pinned by test/service/commit-path-cost.test.ts):
-// 14 store calls and 4 fsyncs, of which the request waits for 3 in turn (it was 16 and 8, then 14
-// and 4 in turn). The request resolves the table: 2 (LIST, GET of its record). The staged
-// manifest: 1. The slot: 2 (a put that is not fsynced, as a single writer's hold is harmless to
-// lose with the machine, which the writer does not survive either; and its delete, without a look
-// within its lease, leaving the reservations directory for the next slot). The look again: 2, at
-// once, and at once with the latest version: 3 (hint, its manifest, the one above under its V2
-// name: a V2 table never goes back to V1 names). The commit: 3, the manifest and its sidecar each
-// fsynced with its directory (acknowledged means durable): the two files at once (while the checks
-// run, when the naming scheme is given), then the manifest's directory, then the sidecar's, placed
-// only after the manifest (see writeManifest); Lance's hint not fsynced (readers probe past a
-// stale one), after the answer. The staged file's delete: 1. The first version of a declared
-// table: 14 (no hint yet, one LIST instead; Lance's reserved marker goes). What Lance's clients
-// send (the e_tag and size their store reported of the staged file, no metadata) needs no sidecar
-// once a local disk links the staged file into place (needsNoSidecar in commit-steps.ts): 13 calls
-// and 2 fsyncs, both in turn (the staged file's, while the checks run; then the manifest's
-// directory).
+// Cost, the next version of a table on a local disk (pinned by test/service/commit-path-cost.test.ts).
+// What Lance's clients commit: 12 store calls and 2 fsyncs, both waited for in turn. The request
+// resolves the table: 2 (LIST, GET of its record). The staged manifest: 1. The manifest: 1, the
+// staged file linked into place (its file fsynced while the checks run, then its directory), with
+// no sidecar, as the client's e_tag and size are the staged file's (needsNoSidecar in
+// commit-steps.ts). The slot: 2 (a put that is not fsynced, as a single writer's hold is harmless
+// to lose with the machine, which the writer does not survive either; and its delete after the
+// answer, without a look within its lease, leaving the reservations directory for the next slot).
+// The look again: 2 (the marker, and the record's HEAD: read again only if its etag changed), at
+// once with the latest version: 3 (hint, its manifest, the one above under its V2 name: a V2 table
+// never goes back to V1 names). The staged file's delete: 1. Lance's hint is not placed: the
+// client places it itself, so the commit found it naming the version before (hintWanted in
+// dataset-versions.ts). A writer that leaves the hint to the service (and sends its own e_tag, or
+// none) adds the sidecar, fsynced with its directory after the manifest's (4 fsyncs, 3 in turn),
+// the hint after the answer (not fsynced: readers probe past a stale one) every other version,
+// and 2 HEADs to the lookup when the hint was a version behind: 16 calls at most (once 16 and 8,
+// then 14 and 4 in turn). The first version of a declared table: 14 (no hint yet, one LIST
+// instead; Lance's reserved marker goes).
 
 export class SingleCommits {
   constructor(
