@@ -18,12 +18,12 @@ import type { VersionSlots } from './version-slots.js';
 // Protocol: read and check the staged manifest; hold the version's slot; holding it, look again
 // at the table (unless the request holds a write lease on it, which a drop waits for) and at the
 // latest version; then the final manifest's create-if-absent and its sidecar; delete the staged
-// file; answer. After the answer, Lance's hint (unless its writer keeps it), then the slot's release (after-answer.ts: neither
-// is part of the commit, and each is safe to lose). A request that names its naming scheme
-// (Lance's do) knows the final name before the latest version, so it writes the manifest and
-// sidecar files (on a local disk, fsyncs included) while it claims the slot and looks again, out
-// of sight (temporary files, never listed); they are placed only if those checks pass, else
-// discarded (beginWrites).
+// file; answer. After the answer, Lance's hint (unless its writer keeps it), then the slot's
+// release (after-answer.ts: neither is part of the commit, and each is safe to lose). A request
+// that names its naming scheme (Lance's do) knows the final name before the latest version, so it
+// writes the manifest and sidecar files (on a local disk, fsyncs included) while it claims the
+// slot and looks again, out of sight (temporary files, never listed); they are placed only if
+// those checks pass, else discarded (beginWrites).
 //
 // Cost, the next version of a table on a local disk (pinned by test/service/commit-path-cost.test.ts).
 // What Lance's clients commit: 12 store calls and 2 fsyncs, both waited for in turn. The request
