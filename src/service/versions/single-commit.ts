@@ -37,12 +37,13 @@ import type { VersionSlots } from './version-slots.js';
 // once with the latest version: 3 (hint, its manifest, the one above under its V2 name: a V2 table
 // never goes back to V1 names). The staged file's delete: 1. Lance's hint is not placed: the
 // client places it itself, so the commit found it naming the version before (hintWanted in
-// dataset-versions.ts). A writer that leaves the hint to the service (and sends its own e_tag, or
-// none) adds the sidecar, fsynced with its directory after the manifest's (4 fsyncs, 3 in turn),
-// the hint after the answer (not fsynced: readers probe past a stale one) every other version,
-// and 2 HEADs to the lookup when the hint was a version behind: 16 calls at most (once 16 and 8,
-// then 14 and 4 in turn). The first version of a declared table: 14 (no hint yet, one LIST
-// instead; Lance's reserved marker goes).
+// dataset-versions.ts). A request that needs a sidecar (its own e_tag, or metadata) adds it,
+// fsynced with its directory after the manifest's: 13 calls, 4 fsyncs, 3 in turn. A writer that
+// leaves the hint to the service finds it a version behind every other commit, which then costs
+// 2 more HEADs to the lookup and the hint after the answer (not fsynced: readers probe past a
+// stale one): 16 calls (before the hint was left to its writers, 14 and 4 fsyncs; before that,
+// 16 and 8). The first version of a declared table: 14 (no hint yet, one LIST instead; Lance's
+// reserved marker goes).
 
 export class SingleCommits {
   constructor(
