@@ -17,6 +17,8 @@ import {
   type StoredObject,
   StoreUnavailableError,
 } from './object-store.js';
+import { errCode, writeWhole } from './local-file-io.js';
+import { SpareFiles } from './local-spare-files.js';
 
 // Local-directory adapter.
 //
@@ -202,10 +204,6 @@ function isInternalName(name: string): boolean {
   return name.includes(TEMP_MARK) || name.includes(LOCK_MARK);
 }
 
-function errCode(e: unknown): string | undefined {
-  return typeof e === 'object' && e !== null && 'code' in e ? String((e as { code: unknown }).code) : undefined;
-}
-
 /**
  * Port errors for the file-system failures that are not bugs: a full disk is a temporary
  * unavailability (the message has no path: it reaches clients), a name too long is bad input.
@@ -225,6 +223,8 @@ export class LocalObjectStore implements ObjectStore {
   /** Sorted listings of large directories, least recently used first (see sortedEntries). */
   private readonly dirCache = new Map<string, CachedDir>();
   private cachedNames = 0;
+  /** Inodes kept for the next short-lived create in their directory (see local-spare-files.ts). */
+  private readonly spares = new SpareFiles();
 
   constructor(rootDir: string) {
     this.root = path.resolve(rootDir);
@@ -275,7 +275,9 @@ export class LocalObjectStore implements ObjectStore {
     return {};
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.spares.clear();
+  }
 
   private static info(key: string, st: import('node:fs').BigIntStats): ObjectInfo {
     // A replace is a rename of a new inode, so inode + mtime + size changes on every write. The
@@ -424,14 +426,31 @@ export class LocalObjectStore implements ObjectStore {
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
-      const st = await this.placeTemp(target, { body, sameAs, besideExisting }, durable, placeAfter, async (tmp) => {
+      // A short-lived create (a slot's reservation, a writer's lease) reuses an inode (see local-spare-files.ts).
+      const recycled = !durable && !sameAs && !placeAfter;
+      if (recycled) {
+        let placed: import('node:fs').BigIntStats | null;
         try {
-          fsSync.linkSync(tmp, target);
+          placed = this.spares.place(target, asBuffer(body));
         } catch (e) {
           if (errCode(e) === 'EEXIST') throw new PreconditionFailedError(key, 'object exists');
           throw e;
+        }
+        if (placed) return LocalObjectStore.info(key, placed);
+      }
+      const st = await this.placeTemp(target, { body, sameAs, besideExisting }, durable, placeAfter, async (tmp) => {
+        let kept = false;
+        try {
+          fsSync.linkSync(tmp, target);
+          kept = recycled && this.spares.keep(tmp);
+        } catch (e) {
+          if (errCode(e) === 'EEXIST') {
+            kept = recycled && this.spares.keep(tmp);
+            throw new PreconditionFailedError(key, 'object exists');
+          }
+          throw e;
         } finally {
-          ignoreFailure(() => fsSync.unlinkSync(tmp));
+          if (!kept) ignoreFailure(() => fsSync.unlinkSync(tmp));
         }
       });
       if (durable) await this.syncPlacedDir(target);
@@ -729,8 +748,8 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  /** Visits every file under a directory, in no particular order. */
-  private async walk(dirPath: string, dirKey: string, visit: (key: string) => void): Promise<void> {
+  /** Visits every file under a directory, in no particular order, and every temporary file's path with `visitTemp`. */
+  private async walk(dirPath: string, dirKey: string, visit: (key: string) => void, visitTemp: (file: string) => void): Promise<void> {
     let dirents: import('node:fs').Dirent[];
     try {
       dirents = await fs.readdir(dirPath, { withFileTypes: true });
@@ -739,8 +758,9 @@ export class LocalObjectStore implements ObjectStore {
       throw e;
     }
     for (const d of dirents) {
+      if (d.name.includes(TEMP_MARK)) visitTemp(path.join(dirPath, d.name));
       if (isInternalName(d.name)) continue;
-      if (d.isDirectory()) await this.walk(path.join(dirPath, d.name), `${dirKey}${d.name}/`, visit);
+      if (d.isDirectory()) await this.walk(path.join(dirPath, d.name), `${dirKey}${d.name}/`, visit, visitTemp);
       else if (d.isFile()) visit(`${dirKey}${d.name}`);
     }
   }
@@ -753,7 +773,11 @@ export class LocalObjectStore implements ObjectStore {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return;
       throw e;
     }
-    if (!options?.keepDirectory) this.pruneEmptyDirs(path.dirname(target));
+    if (!options?.keepDirectory) {
+      // Spares kept beside the key would keep its directory: they go with the last key.
+      this.spares.discard(path.dirname(target));
+      this.pruneEmptyDirs(path.dirname(target));
+    }
   }
 
   async deletePrefix(prefix: string, options: { keep?: string[] } = {}): Promise<number> {
@@ -761,14 +785,23 @@ export class LocalObjectStore implements ObjectStore {
     const dirPath = prefix === '' ? this.root : this.pathOf(prefix.slice(0, -1));
     const keep = new Set(options.keep ?? []);
     const doomed: string[] = [];
-    await this.walk(dirPath, prefix, (key) => {
-      if (!keep.has(key)) doomed.push(key);
-    });
+    // Temporary files go too: a spare (local-spare-files.ts) or a dead writer's partial file would
+    // keep its directory, and a table's directory that stays looks like a table.
+    const temps: string[] = [];
+    await this.walk(
+      dirPath,
+      prefix,
+      (key) => {
+        if (!keep.has(key)) doomed.push(key);
+      },
+      (file) => temps.push(file),
+    );
     if (keep.size === 0 && dirPath !== this.root) {
       // A concurrent writer may put a file in a directory being removed (ENOTEMPTY): remove again.
       await fs.rm(dirPath, { recursive: true, force: true, maxRetries: 5, retryDelay: 1 });
     } else {
       for (const key of doomed) await fs.unlink(this.pathOf(key)).catch(() => undefined);
+      for (const file of temps) await fs.unlink(file).catch(() => undefined);
       await this.removeEmptyDirsBelow(dirPath);
     }
     // With `keep`, dirPath itself may now be empty too (nothing kept existed): prune from it.
@@ -849,10 +882,6 @@ function readWhole(fd: number, size: number): Buffer {
   }
   chunks.push(chunk.subarray(0, filled));
   return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-}
-
-function writeWhole(fd: number, body: Buffer): void {
-  for (let off = 0; off < body.length; ) off += fsSync.writeSync(fd, body, off, body.length - off);
 }
 
 function ignoreFailure(fn: () => void): void {

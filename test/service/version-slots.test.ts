@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { RequestContext } from '../../src/service/request-context.js';
+import { encodeRecord } from '../../src/service/catalog/records.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersions } from '../../src/service/versions/dataset-versions.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
+import type { ObjectStore } from '../../src/store/object-store.js';
 import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { manifestBytes } from '../support/manifests.js';
 
@@ -43,5 +45,25 @@ describe.each(catalogRootKinds)('a slot reservation a crash cut short (%s)', (ki
     await root.store.put('t.lance/_catalog/writers/cut-short.json', '{"request_id": "x", "expi');
     await tables.drop(ctx, ['t']);
     await expect(tables.describe(ctx, ['t'], {}, { withTableUri: false, loadDetailedMetadata: false, checkDeclared: false })).rejects.toThrow(/does not exist/);
+  });
+
+  it('is taken over only from the etag of what was read, never over a live reservation that replaced it meanwhile', async () => {
+    const key = new TableVersions({ store: root.store, key: 't.lance/', owned: true }).reservationKey(1);
+    const cut = await root.store.put(key, '{"created_at": "2026-');
+    const live = encodeRecord({ created_at: new Date().toISOString(), expires_at: new Date(Date.now() + 600_000).toISOString() });
+    // A local store rewrites a released reservation's file for the next claim, so a read can meet
+    // a file its key let go of; here a live writer's reservation replaces the key just after the read.
+    const racingStore: ObjectStore = Object.assign(Object.create(root.store) as ObjectStore, {
+      get: async (k: string) => {
+        const read = await root.store.get(k);
+        if (k === key && read) await root.store.put(k, live, { ifMatch: read.etag });
+        return read;
+      },
+    });
+    const racing = new TableVersions({ store: racingStore, key: 't.lance/', owned: true });
+    const held = await racing.readReservation(1);
+    expect(held).toMatchObject({ etag: cut.etag, value: { expires_at: new Date(0).toISOString() } });
+    expect(await racing.claim(1, { created_at: new Date().toISOString(), expires_at: new Date(Date.now() + 1000).toISOString() }, held?.etag)).toBe(false);
+    expect((await root.store.get(key))?.body.toString()).toBe(live);
   });
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import type { ObjectStore } from '../../store/object-store.js';
+import type { ObjectStore, StoredObject } from '../../store/object-store.js';
 
 // JSON records the catalog keeps in the store, read together with their etag so that every
 // change can be a replace-if-unchanged of exactly the version that was read.
@@ -43,7 +43,12 @@ export interface Versioned<T> {
 /** Reads a record; an empty file is the schema's default (Lance writes empty namespace markers). */
 export async function readRecord<T>(store: ObjectStore, key: string, schema: z.ZodType<T>): Promise<Versioned<T> | null> {
   const object = await store.get(key);
-  if (!object) return null;
+  return object && parseRecord(object, schema);
+}
+
+/** A record read as `object` (see readRecord); NamespaceError when it does not parse. */
+export function parseRecord<T>(object: StoredObject, schema: z.ZodType<T>): Versioned<T> {
+  const { key } = object;
   const text = object.body.toString('utf8').trim();
   let json: unknown = {};
   if (text !== '') {

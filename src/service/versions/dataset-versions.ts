@@ -6,7 +6,7 @@ import { type ObjectInfo, PreconditionFailedError, listAll, type StoredObject } 
 import { VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { type ManifestNamingScheme, manifestFileName, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
-import { encodeRecord, readRecord, type Versioned } from '../catalog/records.js';
+import { encodeRecord, parseRecord, readRecord, type Versioned } from '../catalog/records.js';
 
 // The versions of one Lance dataset as the store holds them: committed manifests under
 // `_versions/` (V1 and V2 names), Lance's latest-version hint, and the service's sidecars under
@@ -239,15 +239,20 @@ export class TableVersions {
   /**
    * Who holds a version slot, or null when it is free. A reservation that cannot be read was cut
    * short by a crash of the machine (a single writer's is not fsynced, see claim): it reads as
-   * one that expired long ago, held by no batch, so the next writer takes it over.
+   * one that expired long ago, held by no batch, so the next writer takes it over, from the etag
+   * of what was read. (Not from a later HEAD: a local store rewrites a released reservation's file
+   * for the next one, so a read that met the file as its key let go of it can fail to parse while
+   * the key already holds a live reservation; see local-spare-files.ts.)
    */
   async readReservation(version: number): Promise<Versioned<Reservation> | null> {
-    const key = this.reservationKey(version);
-    return readRecord(this.store, key, Reservation).catch(async (e: unknown) => {
+    const object = await this.store.get(this.reservationKey(version));
+    if (!object) return null;
+    try {
+      return parseRecord(object, Reservation);
+    } catch (e) {
       if (!(e instanceof NamespaceError)) throw e;
-      const info = await this.store.head(key);
-      return info ? { value: { created_at: '', expires_at: new Date(0).toISOString() }, etag: info.etag } : null;
-    });
+      return { value: { created_at: '', expires_at: new Date(0).toISOString() }, etag: object.etag };
+    }
   }
 
   /**

@@ -1,0 +1,13 @@
+import fsSync from 'node:fs';
+
+// Small synchronous file steps the local store and its spare files share.
+
+/** The `code` of a file-system error (ENOENT, EEXIST, ...), if it has one. */
+export function errCode(e: unknown): string | undefined {
+  return typeof e === 'object' && e !== null && 'code' in e ? String((e as { code: unknown }).code) : undefined;
+}
+
+/** Writes all of `body` at the file's position (a short write is continued). */
+export function writeWhole(fd: number, body: Buffer): void {
+  for (let off = 0; off < body.length; ) off += fsSync.writeSync(fd, body, off, body.length - off);
+}

@@ -1,0 +1,144 @@
+// The local store reuses the inodes of short-lived create-if-absent puts (src/store/local-spare-files.ts).
+// These tests try to break what that must keep: a key never shows a rewrite while it holds the file,
+// an etag never repeats, a directory with nothing but spares left goes like an empty one, and
+// several processes claiming one key never both hold it.
+
+import { spawn } from 'node:child_process';
+import fsSync, { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LocalObjectStore } from '../../src/store/local-store.js';
+import { PreconditionFailedError, type PutCondition, type PutOptions } from '../../src/store/object-store.js';
+import { localBackend, type TestRoot } from '../support/backends.js';
+
+const claim: [PutCondition, PutOptions] = [{ ifNoneMatch: '*' }, { durable: false }];
+/** Longer than a kernel clock tick (1-10 ms): a spare written before it may be written again. */
+const nextTick = () => new Promise((r) => setTimeout(r, 15));
+
+describe('LocalObjectStore spare files', () => {
+  let root: TestRoot;
+  let store: LocalObjectStore;
+  const inode = (key: string) => fsSync.statSync(path.join(root.root, key)).ino;
+  const hidden = (dir: string) => fsSync.readdirSync(path.join(root.root, dir)).filter((n) => n.includes('.~tmp~'));
+  beforeEach(async () => {
+    root = await localBackend.newRoot();
+    store = root.store as LocalObjectStore;
+  });
+  afterEach(async () => {
+    await root.dispose();
+  });
+
+  it('a claim after a release reuses its file, under the same key or another, and no etag repeats', async () => {
+    const etags = new Set<string>();
+    const inodes = new Set<bigint | number>();
+    for (let i = 0; i < 6; i++) {
+      const key = `t/_catalog/reservations/${i % 2 === 0 ? 'a' : 'b'}.json`;
+      const { etag } = await store.put(key, `{"round": ${i}${' '.repeat(i * 7 % 5)}}`, ...claim);
+      expect(etags.has(etag)).toBe(false);
+      etags.add(etag);
+      inodes.add(inode(key));
+      expect((await store.head(key))?.etag).toBe(etag);
+      expect((await store.get(key))?.body.toString()).toBe(`{"round": ${i}${' '.repeat(i * 7 % 5)}}`);
+      await store.delete(key, { keepDirectory: true });
+      await nextTick();
+    }
+    expect(inodes.size).toBe(1);
+    // The spare is hidden: the directory lists nothing.
+    expect(hidden('t/_catalog/reservations')).toHaveLength(1);
+    expect((await store.list('t/')).objects).toEqual([]);
+  });
+
+  it('never rewrites a file a key still holds, and a claim that loses leaves the holder whole', async () => {
+    const first = await store.put('t/r/1.json', 'one', ...claim);
+    await nextTick();
+    const second = await store.put('t/r/2.json', 'two', ...claim);
+    expect(inode('t/r/2.json')).not.toBe(inode('t/r/1.json'));
+    await expect(store.put('t/r/1.json', 'three, longer than one', ...claim)).rejects.toBeInstanceOf(PreconditionFailedError);
+    expect(await store.get('t/r/1.json')).toMatchObject({ etag: first.etag, body: Buffer.from('one') });
+    expect(await store.get('t/r/2.json')).toMatchObject({ etag: second.etag, body: Buffer.from('two') });
+  });
+
+  it('a replace-if-unchanged from the etag of an earlier content of the file fails', async () => {
+    const key = 't/r/1.json';
+    const before = await store.put(key, 'same size', ...claim);
+    await store.delete(key, { keepDirectory: true });
+    // Within the clock tick of its last write a spare is not reused (its etag could repeat): a new file is made.
+    const soon = await store.put(key, 'same size', ...claim);
+    expect(soon.etag).not.toBe(before.etag);
+    await store.delete(key, { keepDirectory: true });
+    await nextTick();
+    const reused = await store.put(key, 'same size', ...claim);
+    expect(reused.etag).not.toBe(before.etag);
+    await expect(store.put(key, 'taken over', { ifMatch: before.etag })).rejects.toBeInstanceOf(PreconditionFailedError);
+    await expect(store.put(key, 'taken over', { ifMatch: soon.etag })).rejects.toBeInstanceOf(PreconditionFailedError);
+    await store.put(key, 'taken over', { ifMatch: reused.etag });
+    expect((await store.get(key))?.body.toString()).toBe('taken over');
+  });
+
+  it('is not written again when its new content would not have a later mtime (a clock tick, a clock set back)', async () => {
+    await store.put('t/r/1.json', 'x', ...claim);
+    const ino = inode('t/r/1.json');
+    await store.delete('t/r/1.json', { keepDirectory: true });
+    const [spare] = hidden('t/r');
+    const later = new Date(Date.now() + 3_600_000);
+    fsSync.utimesSync(path.join(root.root, 't/r', spare ?? ''), later, later);
+    await store.put('t/r/2.json', 'x', ...claim);
+    expect(inode('t/r/2.json')).not.toBe(ino);
+  });
+
+  it('a replace of the key frees its file for the next claim, and the replaced content stays', async () => {
+    const key = 't/r/1.json';
+    const held = await store.put(key, 'held', ...claim);
+    const ino = inode(key);
+    await store.put(key, 'taken over', { ifMatch: held.etag });
+    await nextTick();
+    await store.put('t/r/2.json', 'next', ...claim);
+    expect(inode('t/r/2.json')).toBe(ino);
+    expect((await store.get(key))?.body.toString()).toBe('taken over');
+  });
+
+  it('goes with the last key of a directory that does not keep it, with a drop of the prefix, and with the store', async () => {
+    await store.put('a/leases/1.json', 'x', ...claim);
+    await store.delete('a/leases/1.json');
+    expect(fsSync.existsSync(path.join(root.root, 'a'))).toBe(false);
+
+    // A drop keeping a marker: spares (this process's, and one a dead process left) go, and so do the directories.
+    await store.put('t/_catalog/reservations/1.json', 'x', ...claim);
+    await store.delete('t/_catalog/reservations/1.json', { keepDirectory: true });
+    await fs.writeFile(path.join(root.root, 't/_catalog/reservations/2.json.~tmp~deadbeef0001'), 'left by a dead process');
+    await store.put('t/_catalog/marker', '');
+    await store.deletePrefix('t/', { keep: ['t/_catalog/marker'] });
+    expect(fsSync.readdirSync(path.join(root.root, 't'))).toEqual(['_catalog']);
+    expect(fsSync.readdirSync(path.join(root.root, 't/_catalog'))).toEqual(['marker']);
+    await store.delete('t/_catalog/marker');
+    expect(fsSync.readdirSync(root.root)).toEqual([]);
+
+    // A claim after the drop finds its spare gone and makes a new file.
+    await store.put('t/_catalog/reservations/1.json', 'again', ...claim);
+    expect((await store.get('t/_catalog/reservations/1.json'))?.body.toString()).toBe('again');
+    await store.delete('t/_catalog/reservations/1.json', { keepDirectory: true });
+    expect(hidden('t/_catalog/reservations')).toHaveLength(1);
+    await store.close();
+    expect(hidden('t/_catalog/reservations')).toHaveLength(0);
+  });
+
+  it('of processes claiming one key again and again, never two hold it, and no holder sees its file rewritten', async () => {
+    const start = path.join(root.root, 'start');
+    const claimer = fileURLToPath(new URL('./slot-claimer.ts', import.meta.url));
+    const runs = Array.from({ length: 3 }, () => {
+      const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), claimer, root.root, 't/_catalog/reservations/', '40', start], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      return new Promise<{ wins: number; violations: string[] }>((resolve, reject) =>
+        child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as { wins: number; violations: string[] }) : reject(new Error(`claimer exited ${code}`)))),
+      );
+    });
+    fsSync.writeFileSync(start, '');
+    const results = await Promise.all(runs);
+    expect(results.flatMap((r) => r.violations)).toEqual([]);
+    for (const { wins } of results) expect(wins).toBeGreaterThanOrEqual(40);
+    // Each process took its files back when it closed its store.
+    expect(fsSync.readdirSync(path.join(root.root, 't/_catalog/reservations'))).toEqual([]);
+  }, 60_000);
+});
