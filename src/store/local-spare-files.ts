@@ -10,25 +10,37 @@ import { errCode, writeWhole } from './local-file-io.js';
 //
 // A spare is a hidden (never listed) name of this process, linked to an inode that such a put made
 // and linked under its key too. Invariants:
-// - A spare is rewritten only while that name is its inode's only link (fstat: nlink 1), so no key
-//   shows what is being rewritten: the key it was placed under has been deleted or replaced since.
-//   Every step from that check to the link under the new key is synchronous, so no other put of
-//   this process can take the same spare in between, and spares are named per process.
+// - A spare is rewritten only while that name is its inode's only link (fstat: nlink 1) and the key
+//   it was last placed under is absent: no key shows what is rewritten, and its key let go of it
+//   by a delete, not a replace. Every step from those checks to the link under the new key is
+//   synchronous, so no other put of this process can take the same spare in between, and spares
+//   are named per process.
 // - Each content an inode holds gets a later mtime than the one before (else the spare is not used
 //   this time), so the store's etag (inode, mtime, size) of a spare never repeats: a
 //   replace-if-unchanged from an etag read of any earlier content fails, under any key.
 // - A rewrite truncates first, then writes: a reader that opened the inode under its old key, before
 //   that key let go of it, reads the old content, nothing, or the new content whole, always with the
-//   etag of the old content. What it reads is stale either way, as the read of a deleted file would
-//   be, and a failed parse must not be taken for the key's current state (see readReservation).
+//   etag of the old content. Its key was deleted by then, so the read stands for one of a key
+//   that is absent: read as expired or as held by someone, never as holding something a protocol
+//   must wait for that is not there. (After a replace, say a writer's lease renewed, the key's
+//   current holder is live, and a reader that opened the file before the replace must still read
+//   the live lease it held: so the file waits until that key is deleted too.) A failed parse
+//   must not be taken for the key's current state, nor a later HEAD's etag for the read's (see
+//   readReservation).
 
 /** Bound on the directories that keep spares (least recently used first out) and on spares per directory. */
 const MAX_DIRS = 256;
 const MAX_PER_DIR = 4;
 
+/** A spare's hidden path, and the path of the key it was last placed under (null: never placed). */
+interface Spare {
+  file: string;
+  placedAt: string | null;
+}
+
 export class SpareFiles {
-  /** Spare paths by directory, least recently used directory first. */
-  private readonly byDir = new Map<string, string[]>();
+  /** Spares by directory, least recently used directory first. */
+  private readonly byDir = new Map<string, Spare[]>();
 
   /**
    * Writes `body` into a free spare of `target`'s directory and links it under `target`: the stat
@@ -47,13 +59,18 @@ export class SpareFiles {
       }
       if (written === 'busy') continue;
       try {
-        fsSync.linkSync(spare, target);
+        fsSync.linkSync(spare.file, target);
       } catch (e) {
-        if (errCode(e) === 'EEXIST') throw e;
+        // Refused: the rewritten spare is placed nowhere, and a stale reader of its last key has seen that key absent.
+        if (errCode(e) === 'EEXIST') {
+          spare.placedAt = null;
+          throw e;
+        }
         // The directory went (a drop, a rename) or the link failed: a new file is written instead.
         this.drop(dir, spare);
         return null;
       }
+      spare.placedAt = target;
       this.byDir.delete(dir); // most recently used last
       this.byDir.set(dir, spares);
       return written;
@@ -61,11 +78,14 @@ export class SpareFiles {
     return null;
   }
 
-  /** The spare written with `body`, 'busy' while it is still placed (or this clock tick wrote it), 'gone' when it cannot be used. */
-  private rewrite(spare: string, body: Buffer): BigIntStats | 'busy' | 'gone' {
+  /**
+   * The spare written with `body`; 'busy' while it is still placed, its last key still exists
+   * (replaced, or created again), or this clock tick wrote it; 'gone' when it cannot be used.
+   */
+  private rewrite(spare: Spare, body: Buffer): BigIntStats | 'busy' | 'gone' {
     let fd: number;
     try {
-      fd = fsSync.openSync(spare, fsc.O_RDWR | fsc.O_NOFOLLOW);
+      fd = fsSync.openSync(spare.file, fsc.O_RDWR | fsc.O_NOFOLLOW);
     } catch {
       return 'gone';
     }
@@ -73,6 +93,7 @@ export class SpareFiles {
       const before = fsSync.fstatSync(fd, { bigint: true });
       if (!before.isFile()) return 'gone';
       if (before.nlink !== 1n) return 'busy';
+      if (spare.placedAt !== null && fsSync.statSync(spare.placedAt, { throwIfNoEntry: false }) !== undefined) return 'busy';
       fsSync.ftruncateSync(fd, 0);
       writeWhole(fd, body);
       const after = fsSync.fstatSync(fd, { bigint: true });
@@ -87,14 +108,15 @@ export class SpareFiles {
   }
 
   /**
-   * Keeps `file`, a hidden name this process made in its directory (placed under a key or not), as
-   * a spare: false when the directory has its share, and then the caller unlinks it.
+   * Keeps `file`, a hidden name this process made in its directory and placed under the key at
+   * `placedAt` (null: placed under none), as a spare: false when the directory has its share, and
+   * then the caller unlinks it.
    */
-  keep(file: string): boolean {
+  keep(file: string, placedAt: string | null): boolean {
     const dir = path.dirname(file);
     const spares = this.byDir.get(dir) ?? [];
     if (spares.length >= MAX_PER_DIR) return false;
-    spares.push(file);
+    spares.push({ file, placedAt });
     this.byDir.delete(dir);
     this.byDir.set(dir, spares);
     for (const [oldest] of this.byDir) {
@@ -106,7 +128,7 @@ export class SpareFiles {
 
   /** Unlinks the spares of `dir` (its last key goes, and the directory must be able to go too). */
   discard(dir: string): void {
-    for (const spare of this.byDir.get(dir) ?? []) unlinkQuietly(spare);
+    for (const spare of this.byDir.get(dir) ?? []) unlinkQuietly(spare.file);
     this.byDir.delete(dir);
   }
 
@@ -115,16 +137,16 @@ export class SpareFiles {
     for (const dir of [...this.byDir.keys()]) this.discard(dir);
   }
 
-  private forget(dir: string, spare: string): void {
+  private forget(dir: string, spare: Spare): void {
     const spares = this.byDir.get(dir);
     const at = spares?.indexOf(spare) ?? -1;
     if (spares && at >= 0) spares.splice(at, 1);
     if (spares?.length === 0) this.byDir.delete(dir);
   }
 
-  private drop(dir: string, spare: string): void {
+  private drop(dir: string, spare: Spare): void {
     this.forget(dir, spare);
-    unlinkQuietly(spare);
+    unlinkQuietly(spare.file);
   }
 }
 

@@ -442,10 +442,10 @@ export class LocalObjectStore implements ObjectStore {
         let kept = false;
         try {
           fsSync.linkSync(tmp, target);
-          kept = recycled && this.spares.keep(tmp);
+          kept = recycled && this.spares.keep(tmp, target);
         } catch (e) {
           if (errCode(e) === 'EEXIST') {
-            kept = recycled && this.spares.keep(tmp);
+            kept = recycled && this.spares.keep(tmp, null);
             throw new PreconditionFailedError(key, 'object exists');
           }
           throw e;
