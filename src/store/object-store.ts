@@ -126,6 +126,12 @@ export interface ObjectStore {
    * point lookups there.
    */
   readonly listsWholeDirectory: boolean;
+  /**
+   * A get that races the key's delete may answer with the bytes of another object (with the etag
+   * the deleted one had): a local store rewrites the file of a deleted short-lived object (a create-if-absent
+   * put that need not be durable) for the next one. Such an answer stands for an absent key; a
+   * body that does not parse must not be taken for what the key holds now.
+   */
   get(key: string): Promise<StoredObject | null>;
   head(key: string): Promise<ObjectInfo | null>;
   put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo>;
