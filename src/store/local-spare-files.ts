@@ -19,10 +19,11 @@ import { errCode, writeWhole } from './local-file-io.js';
 //   this time), so the store's etag (inode, mtime, size) of a spare never repeats: a
 //   replace-if-unchanged from an etag read of any earlier content fails, under any key.
 // - A rewrite truncates first, then writes: a reader that opened the inode under its old key, before
-//   that key let go of it, reads the old content, nothing, or the new content whole, always with the
-//   etag of the old content. Its key was deleted by then, so the read stands for one of a key
-//   that is absent: read as expired or as held by someone, never as holding something a protocol
-//   must wait for that is not there. (After a replace, say a writer's lease renewed, the key's
+//   that key let go of it, reads the old content, nothing, or the new content whole, with the etag
+//   of whichever content its fstat met (never one the key holds now: that is another inode, or this
+//   one with a later mtime). Its key was deleted by then, so the read stands for one of a key that
+//   is absent: read as expired or as held by someone, never as holding something a protocol must
+//   wait for that is not there. (After a replace, say a writer's lease renewed, the key's
 //   current holder is live, and a reader that opened the file before the replace must still read
 //   the live lease it held: so the file waits until that key is deleted too.) A failed parse
 //   must not be taken for the key's current state, nor a later HEAD's etag for the read's (see
@@ -54,7 +55,7 @@ export class SpareFiles {
     for (const spare of [...spares]) {
       const written = this.rewrite(spare, body);
       if (written === 'gone') {
-        this.forget(dir, spare);
+        this.drop(dir, spare);
         continue;
       }
       if (written === 'busy') continue;
@@ -137,15 +138,12 @@ export class SpareFiles {
     for (const dir of [...this.byDir.keys()]) this.discard(dir);
   }
 
-  private forget(dir: string, spare: Spare): void {
+  /** Forgets a spare that cannot serve and unlinks its name (if it is still there, half written, say). */
+  private drop(dir: string, spare: Spare): void {
     const spares = this.byDir.get(dir);
     const at = spares?.indexOf(spare) ?? -1;
     if (spares && at >= 0) spares.splice(at, 1);
     if (spares?.length === 0) this.byDir.delete(dir);
-  }
-
-  private drop(dir: string, spare: Spare): void {
-    this.forget(dir, spare);
     unlinkQuietly(spare.file);
   }
 }

@@ -25,6 +25,7 @@ import { SpareFiles } from './local-spare-files.js';
 // Invariants:
 // - create-if-absent is `link(tmp, final)`: the kernel refuses an existing name (EEXIST), so of any
 //   number of concurrent creators, in this process or others on the same file system, exactly one wins.
+//   (A short-lived one links a spare file instead of a new one: see local-spare-files.ts.)
 // - replace-if-unchanged holds a per-key lock (an in-process queue plus an O_EXCL lock file shared
 //   with other processes) across "stat, compare etag, rename": no two such replaces interleave.
 // - every acknowledged write was fsynced, file and directory, before the call returned (unless
