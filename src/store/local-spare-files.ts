@@ -18,10 +18,14 @@ import { errCode, writeWhole } from './local-file-io.js';
 // - Each content an inode holds gets a later mtime than the one before (else the spare is not used
 //   this time), so the store's etag (inode, mtime, size) of a spare never repeats: a
 //   replace-if-unchanged from an etag read of any earlier content fails, under any key.
-// - A rewrite truncates first, then writes: a reader that opened the inode under its old key, before
-//   that key let go of it, reads the old content, nothing, or the new content whole, with the etag
-//   of whichever content its fstat met (never one the key holds now: that is another inode, or this
-//   one with a later mtime). Its key was deleted by then, so the read stands for one of a key that
+// - A rewrite first cuts the file to its first byte, then writes the new content (longer than
+//   one byte) over it: whatever the moment a reader's fstat meets, the size it sees is the final
+//   one only once the whole new content is in, so the etag of the new content never comes with
+//   other bytes. (Cut to one byte, not to nothing: freeing the file's block cost the file system
+//   several times what the rest of the rewrite does.) A reader that opened the inode under its old
+//   key, before that key let go of it, reads the old content, its first byte, or the new content
+//   whole, with the etag of whichever content its fstat met (never one a key holds now but for
+//   the new content whole). Its key was deleted by then, so the read stands for one of a key that
 //   is absent: read as expired or as held by someone, never as holding something a protocol must
 //   wait for that is not there. (After a replace, say a writer's lease renewed, the key's
 //   current holder is live, and a reader that opened the file before the replace must still read
@@ -51,7 +55,7 @@ export class SpareFiles {
   place(target: string, body: Buffer): BigIntStats | null {
     const dir = path.dirname(target);
     const spares = this.byDir.get(dir);
-    if (!spares) return null;
+    if (!spares || body.length < 2) return null;
     for (const spare of [...spares]) {
       const written = this.rewrite(spare, body);
       if (written === 'gone') {
@@ -95,7 +99,7 @@ export class SpareFiles {
       if (!before.isFile()) return 'gone';
       if (before.nlink !== 1n) return 'busy';
       if (spare.placedAt !== null && fsSync.statSync(spare.placedAt, { throwIfNoEntry: false }) !== undefined) return 'busy';
-      fsSync.ftruncateSync(fd, 0);
+      fsSync.ftruncateSync(fd, 1);
       writeWhole(fd, body);
       const after = fsSync.fstatSync(fd, { bigint: true });
       // Written within the clock tick of its previous content: the etag could repeat, so not placed now.
