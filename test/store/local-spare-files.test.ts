@@ -127,21 +127,27 @@ describe('LocalObjectStore spare files', () => {
     expect(hidden('t/_catalog/reservations')).toHaveLength(0);
   });
 
-  it('of processes claiming one key again and again, never two hold it, and no holder sees its file rewritten', async () => {
+  it('of processes claiming one key again and again, never two hold it, no holder sees its file rewritten, and no reader gets the etag of bytes it did not read', async () => {
     const start = path.join(root.root, 'start');
     const claimer = fileURLToPath(new URL('./slot-claimer.ts', import.meta.url));
-    const runs = Array.from({ length: 3 }, () => {
-      const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), claimer, root.root, 't/_catalog/reservations/', '40', start], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const run = (claims: string) => {
+      const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), claimer, root.root, 't/_catalog/reservations/', claims, start], { stdio: ['ignore', 'pipe', 'inherit'] });
       let out = '';
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
       return new Promise<{ wins: number; violations: string[] }>((resolve, reject) =>
         child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as { wins: number; violations: string[] }) : reject(new Error(`claimer exited ${code}`)))),
       );
-    });
+    };
+    const claimers = Array.from({ length: 3 }, () => run('40'));
+    const reader = run('read');
     fsSync.writeFileSync(start, '');
-    const results = await Promise.all(runs);
+    const results = await Promise.all(claimers);
+    fsSync.writeFileSync(`${start}.stop`, '');
+    const read = await reader;
     expect(results.flatMap((r) => r.violations)).toEqual([]);
     for (const { wins } of results) expect(wins).toBeGreaterThanOrEqual(40);
+    expect(read.violations).toEqual([]);
+    expect(read.wins).toBeGreaterThan(0);
     // Each process took its files back when it closed its store.
     expect(fsSync.readdirSync(path.join(root.root, 't/_catalog/reservations'))).toEqual([]);
   }, 60_000);

@@ -5,6 +5,12 @@
 // while others are held. Prints a JSON line: the process's wins and every violation seen.
 //
 // Usage: node --import tsx slot-claimer.ts <root> <dir key> <claims> <start file>
+//        node --import tsx slot-claimer.ts <root> <dir key> read <start file>
+// The second form reads the shared key until `<start file>.stop` exists, as a reader in another
+// process would (a drop, a waiting writer), and reports every read whose etag the key still shows
+// after the read while its bytes are not what a holder wrote: a reader may act on what it read
+// with that etag (a takeover is a replace-if-unchanged from it). A read that met a file its key let
+// go of may be torn, but then the key no longer shows its etag.
 
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -39,6 +45,21 @@ async function holdOnce(key: string): Promise<boolean> {
 }
 
 while (!existsSync(startFile)) await new Promise((r) => setTimeout(r, 5));
+if (claimsText === 'read') {
+  let reads = 0;
+  while (!existsSync(`${startFile}.stop`)) {
+    const read = await store.get(shared);
+    if (read) {
+      reads++;
+      const body = read.body.toString('utf8');
+      const now = await store.head(shared);
+      if (now?.etag === read.etag && !/^\{"holder":\d+,"nonce":"[0-9a-f]*"\}$/.test(body)) violations.push(`${read.etag}, still shown, came with ${JSON.stringify(body)}`);
+    }
+    if (reads % 64 === 0) await new Promise((r) => setImmediate(r));
+  }
+  process.stdout.write(`${JSON.stringify({ wins: reads, violations })}\n`);
+  process.exit(0);
+}
 const claims = Number(claimsText);
 const worker = async (n: number) => {
   const own = `${dir}own-${process.pid}-${n}.json`;
