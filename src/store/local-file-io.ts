@@ -2,6 +2,9 @@ import fsSync from 'node:fs';
 
 // Small synchronous file steps the local store and its spare files share.
 
+/** In the name of every file the local store keeps out of sight (never listed; a drop removes them). */
+export const TEMP_MARK = '.~tmp~';
+
 /** The `code` of a file-system error (ENOENT, EEXIST, ...), if it has one. */
 export function errCode(e: unknown): string | undefined {
   return typeof e === 'object' && e !== null && 'code' in e ? String((e as { code: unknown }).code) : undefined;

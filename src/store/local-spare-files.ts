@@ -1,12 +1,15 @@
+import { randomBytes } from 'node:crypto';
 import fsSync, { constants as fsc, type BigIntStats } from 'node:fs';
 import path from 'node:path';
-import { errCode, writeWhole } from './local-file-io.js';
+import { errCode, TEMP_MARK, writeWhole } from './local-file-io.js';
 
 // Spare files of a local store: the inodes of short-lived create-if-absent puts that need not be
-// durable (a version slot's reservation, a writer's lease), kept under hidden names after their key
-// is deleted and written again for the next such put in the same directory. Making and freeing an
-// inode costs the file system far more kernel time than rewriting a small file in place (about
-// 1.4 ms of system CPU per version-slot claim and release, measured with pylance appends).
+// durable, kept under hidden names after their key is deleted and written again for the next such
+// put in the same directory. Making and freeing an inode costs the file system far more kernel
+// time than rewriting a small file in place (about 1.4 ms of system CPU per version-slot claim and
+// release, measured with pylance appends). A version slot's reservation is what gains: it is
+// deleted keeping its directory for the next. A writer's lease is deleted with its directory's
+// spares (LocalObjectStore.delete), so its file is never reused.
 //
 // A spare is a hidden (never listed) name of this process, linked to an inode that such a put made
 // and linked under its key too. Invariants:
@@ -15,9 +18,12 @@ import { errCode, writeWhole } from './local-file-io.js';
 //   by a delete, not a replace. Every step from those checks to the link under the new key is
 //   synchronous, so no other put of this process can take the same spare in between, and spares
 //   are named per process.
-// - Each content an inode holds gets a later mtime than the one before (else the spare is not used
-//   this time), so the store's etag (inode, mtime, size) of a spare never repeats: a
+// - Each content placed under a key has a later mtime, at the etag's precision (microseconds), than
+//   every content the inode held before (else the spare is not placed this time), so the store's
+//   etag (inode, mtime, size) of a spare never repeats, even after the clock is set back: a
 //   replace-if-unchanged from an etag read of any earlier content fails, under any key.
+// - A spare's name is made once (a random prefix per process and a counter that does not wrap),
+//   so a spare unlinked by others (a drop) is never confused with a file made under its name since.
 // - A rewrite first cuts the file to its first byte, then writes the new content (longer than
 //   one byte) over it: whatever the moment a reader's fstat meets, the size it sees is the final
 //   one only once the whole new content is in, so the etag of the new content comes with other
@@ -33,14 +39,19 @@ import { errCode, writeWhole } from './local-file-io.js';
 //   must not be taken for the key's current state, nor a later HEAD's etag for the read's (see
 //   readReservation).
 
+/** Spare names: hidden, this process's own, never made twice. */
+const SPARE_PREFIX = `.spare${TEMP_MARK}${randomBytes(6).toString('hex')}-`;
+let spareCounter = 0;
+
 /** Bound on the directories that keep spares (least recently used first out) and on spares per directory. */
 const MAX_DIRS = 256;
 const MAX_PER_DIR = 4;
 
-/** A spare's hidden path, and the path of the key it was last placed under (null: never placed). */
+/** A spare: its hidden path, the path of the key it was last placed under (null: none), and the latest mtime it was written at, in microseconds. */
 interface Spare {
   file: string;
   placedAt: string | null;
+  writtenUs: bigint;
 }
 
 export class SpareFiles {
@@ -102,8 +113,11 @@ export class SpareFiles {
       fsSync.ftruncateSync(fd, 1);
       writeWhole(fd, body);
       const after = fsSync.fstatSync(fd, { bigint: true });
-      // Written within the clock tick of its previous content: the etag could repeat, so not placed now.
-      return after.mtimeNs > before.mtimeNs ? after : 'busy';
+      const writtenUs = after.mtimeNs / 1000n;
+      // Written within the clock tick of an earlier content (or the clock went back): the etag could repeat, so not placed now.
+      const later = writtenUs > spare.writtenUs && writtenUs > before.mtimeNs / 1000n;
+      if (writtenUs > spare.writtenUs) spare.writtenUs = writtenUs;
+      return later ? after : 'busy';
     } catch {
       // A full disk, say: the caller's new file meets the same failure and reports it.
       return 'gone';
@@ -113,22 +127,27 @@ export class SpareFiles {
   }
 
   /**
-   * Keeps `file`, a hidden name this process made in its directory and placed under the key at
-   * `placedAt` (null: placed under none), as a spare: false when the directory has its share, and
-   * then the caller unlinks it.
+   * Keeps the file of `tmp`, a temporary name this process made (`st` its stat) and placed under
+   * the key at `placedAt` (null: placed under none), as a spare, under a spare name of its own
+   * (the caller unlinks `tmp`), unless the directory has its share.
    */
-  keep(file: string, placedAt: string | null): boolean {
-    const dir = path.dirname(file);
+  keep(tmp: string, st: BigIntStats, placedAt: string | null): void {
+    const dir = path.dirname(tmp);
     const spares = this.byDir.get(dir) ?? [];
-    if (spares.length >= MAX_PER_DIR) return false;
-    spares.push({ file, placedAt });
+    if (spares.length >= MAX_PER_DIR) return;
+    const file = path.join(dir, `${SPARE_PREFIX}${spareCounter++}`);
+    try {
+      fsSync.linkSync(tmp, file);
+    } catch {
+      return; // best effort: the next put makes a new file
+    }
+    spares.push({ file, placedAt, writtenUs: st.mtimeNs / 1000n });
     this.byDir.delete(dir);
     this.byDir.set(dir, spares);
     for (const [oldest] of this.byDir) {
       if (this.byDir.size <= MAX_DIRS) break;
       this.discard(oldest);
     }
-    return true;
   }
 
   /** Unlinks the spares of `dir` (its last key goes, and the directory must be able to go too). */

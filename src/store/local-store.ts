@@ -17,7 +17,7 @@ import {
   type StoredObject,
   StoreUnavailableError,
 } from './object-store.js';
-import { errCode, writeWhole } from './local-file-io.js';
+import { errCode, TEMP_MARK, writeWhole } from './local-file-io.js';
 import { SpareFiles } from './local-spare-files.js';
 
 // Local-directory adapter.
@@ -39,7 +39,6 @@ import { SpareFiles } from './local-spare-files.js';
 // concurrent ones share the journal's commit). A root on a network file system would block the
 // event loop on the network: use the S3 adapter for remote storage.
 
-const TEMP_MARK = '.~tmp~';
 const LOCK_MARK = '.~lock~';
 /** Added to a lock file's name for its break lock (see breakAbandonedLock). */
 const BREAK_MARK = '.break';
@@ -439,19 +438,18 @@ export class LocalObjectStore implements ObjectStore {
         }
         if (placed) return LocalObjectStore.info(key, placed);
       }
-      const st = await this.placeTemp(target, { body, sameAs, besideExisting }, durable, placeAfter, async (tmp) => {
-        let kept = false;
+      const st = await this.placeTemp(target, { body, sameAs, besideExisting }, durable, placeAfter, async (tmp, tmpStat) => {
         try {
           fsSync.linkSync(tmp, target);
-          kept = recycled && this.spares.keep(tmp, target);
+          if (recycled) this.spares.keep(tmp, tmpStat, target);
         } catch (e) {
           if (errCode(e) === 'EEXIST') {
-            kept = recycled && this.spares.keep(tmp, null);
+            if (recycled) this.spares.keep(tmp, tmpStat, null);
             throw new PreconditionFailedError(key, 'object exists');
           }
           throw e;
         } finally {
-          if (!kept) ignoreFailure(() => fsSync.unlinkSync(tmp));
+          ignoreFailure(() => fsSync.unlinkSync(tmp));
         }
       });
       if (durable) await this.syncPlacedDir(target);
@@ -516,7 +514,7 @@ export class LocalObjectStore implements ObjectStore {
     content: TempContent,
     durable: boolean,
     placeAfter: Promise<unknown> | undefined,
-    place: (tmp: string) => Promise<void>,
+    place: (tmp: string, st: import('node:fs').BigIntStats) => Promise<void>,
   ): Promise<import('node:fs').BigIntStats> {
     for (let attempt = 0; ; attempt++) {
       const tmp = (content.sameAs && (await this.linkTemp(target, content.sameAs, asBuffer(content.body), durable))) || (await this.writeTemp(target, content.body, durable, content.besideExisting));
@@ -531,7 +529,7 @@ export class LocalObjectStore implements ObjectStore {
       }
       try {
         const st = fsSync.statSync(tmp, { bigint: true });
-        await place(tmp);
+        await place(tmp, st);
         return st;
       } catch (e) {
         if (errCode(e) === 'ENOENT' && attempt < 5) continue;

@@ -127,10 +127,11 @@ export interface ObjectStore {
    */
   readonly listsWholeDirectory: boolean;
   /**
-   * A get that races the key's delete may answer with the bytes of another object (with the etag
-   * the deleted one had): a local store rewrites the file of a deleted short-lived object (a create-if-absent
-   * put that need not be durable) for the next one. Such an answer stands for an absent key; a
-   * body that does not parse must not be taken for what the key holds now.
+   * A get that races the key's delete may answer with bytes that were never the key's, torn or
+   * whole, with the etag of the deleted object or of the other one: a local store rewrites the
+   * file of a deleted short-lived object (a create-if-absent put that need not be durable) for the
+   * next one, which may be under another key. Such an answer stands for an absent key: its etag is
+   * not one the key shows, and a body that does not parse must not be taken for what it holds now.
    */
   get(key: string): Promise<StoredObject | null>;
   head(key: string): Promise<ObjectInfo | null>;

@@ -77,14 +77,31 @@ describe('LocalObjectStore spare files', () => {
   });
 
   it('is not written again when its new content would not have a later mtime (a clock tick, a clock set back)', async () => {
-    await store.put('t/r/1.json', 'x', ...claim);
+    await store.put('t/r/1.json', 'one', ...claim);
     const ino = inode('t/r/1.json');
     await store.delete('t/r/1.json', { keepDirectory: true });
     const [spare] = hidden('t/r');
     const later = new Date(Date.now() + 3_600_000);
     fsSync.utimesSync(path.join(root.root, 't/r', spare ?? ''), later, later);
-    await store.put('t/r/2.json', 'x', ...claim);
+    await store.put('t/r/2.json', 'two', ...claim);
     expect(inode('t/r/2.json')).not.toBe(ino);
+  });
+
+  it('keeps its files under names of their own, never made twice, apart from the temporary names of writes', async () => {
+    await store.put('t/r/1.json', 'one', ...claim);
+    const ino = inode('t/r/1.json');
+    await store.delete('t/r/1.json', { keepDirectory: true });
+    const [spare] = hidden('t/r');
+    expect(spare).toMatch(/^\.spare\.~tmp~[0-9a-f]{12}-\d+$/);
+    expect(fsSync.statSync(path.join(root.root, 't/r', spare ?? '')).ino).toBe(ino);
+    // Unlinked by another (a drop): the next claim makes a new file, kept under a new name.
+    fsSync.unlinkSync(path.join(root.root, 't/r', spare ?? ''));
+    await nextTick();
+    await store.put('t/r/2.json', 'two', ...claim);
+    await store.delete('t/r/2.json', { keepDirectory: true });
+    const [next] = hidden('t/r');
+    expect(next).toMatch(/^\.spare\.~tmp~[0-9a-f]{12}-\d+$/);
+    expect(next).not.toBe(spare);
   });
 
   it('a file its key let go of by a replace (a lease renewed) is rewritten only once that key is deleted', async () => {
@@ -103,12 +120,12 @@ describe('LocalObjectStore spare files', () => {
   });
 
   it('goes with the last key of a directory that does not keep it, with a drop of the prefix, and with the store', async () => {
-    await store.put('a/leases/1.json', 'x', ...claim);
+    await store.put('a/leases/1.json', 'xx', ...claim);
     await store.delete('a/leases/1.json');
     expect(fsSync.existsSync(path.join(root.root, 'a'))).toBe(false);
 
     // A drop keeping a marker: spares (this process's, and one a dead process left) go, and so do the directories.
-    await store.put('t/_catalog/reservations/1.json', 'x', ...claim);
+    await store.put('t/_catalog/reservations/1.json', 'xx', ...claim);
     await store.delete('t/_catalog/reservations/1.json', { keepDirectory: true });
     await fs.writeFile(path.join(root.root, 't/_catalog/reservations/2.json.~tmp~deadbeef0001'), 'left by a dead process');
     await store.put('t/_catalog/marker', '');

@@ -238,7 +238,9 @@ export class TableVersions {
 
   /**
    * Who holds a version slot, or null when it is free. A reservation that cannot be read was cut
-   * short by a crash of the machine (a single writer's is not fsynced, see claim): it reads as
+   * short by a crash of the machine (a single writer's is not fsynced, see claim; on a local disk,
+   * whose store rewrites a single writer's reservation file in place, such a crash may also leave
+   * an earlier single writer's reservation, which holds the slot one lease at most): it reads as
    * one that expired long ago, held by no batch, so the next writer takes it over, from the etag
    * of what was read. (Not from a later HEAD: a local store rewrites a released reservation's file
    * for the next one, so a read that met the file as its key let go of it can fail to parse while
