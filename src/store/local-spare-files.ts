@@ -4,12 +4,11 @@ import path from 'node:path';
 import { errCode, TEMP_MARK, writeWhole } from './local-file-io.js';
 
 // Spare files of a local store: the inodes of short-lived create-if-absent puts that need not be
-// durable, kept under hidden names after their key is deleted and written again for the next such
-// put in the same directory. Making and freeing an inode costs the file system far more kernel
-// time than rewriting a small file in place (about 1.4 ms of system CPU per version-slot claim and
-// release, measured with pylance appends). A version slot's reservation is what gains: it is
-// deleted keeping its directory for the next. A writer's lease is deleted with its directory's
-// spares (LocalObjectStore.delete), so its file is never reused.
+// durable (PutOptions.shortLived: a version slot's single-writer reservation), kept under hidden
+// names and written again for the next such put in the same directory once their key is deleted.
+// Making and freeing an inode costs the file system far more kernel time than rewriting a small
+// file in place (about 1.4 ms of system CPU per version-slot claim and release, measured with
+// pylance appends). A delete that does not keep its directory unlinks the directory's spares.
 //
 // A spare is a hidden (never listed) name of this process, linked to an inode that such a put made
 // and linked under its key too. Invariants:
@@ -33,9 +32,9 @@ import { errCode, TEMP_MARK, writeWhole } from './local-file-io.js';
 //   has seen the new content padded with zeros to the old length), but only with the etag of a
 //   content no key shows any more. Its key was deleted by then, so the read stands for one of a
 //   key that is absent: read as expired or as held by someone, never as holding something a
-//   protocol must wait for that is not there. (After a replace, say a writer's lease renewed, the
-//   key's current holder is live, and a reader that opened the file before the replace must still
-//   read the live lease it held: so the file waits until that key is deleted too.) A failed parse
+//   protocol must wait for that is not there. (After a replace, say an expired reservation taken
+//   over, the key's current holder is live, and a reader that opened the file before the replace
+//   must still read what it held then: so the file waits until that key is deleted too.) A failed parse
 //   must not be taken for the key's current state, nor a later HEAD's etag for the read's (see
 //   readReservation).
 

@@ -410,7 +410,7 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   private async putAt(key: string, body: Buffer | string, condition: PutCondition | undefined, options: PutOptions): Promise<ObjectInfo> {
-    const { durable = true, placeAfter, sameAs, besideExisting = false } = options;
+    const { durable = true, placeAfter, sameAs, besideExisting = false, shortLived = false } = options;
     const target = this.pathOf(key);
     if (Buffer.byteLength(path.basename(target)) + WRITE_SUFFIX_BYTES > NAME_MAX_BYTES || Buffer.byteLength(target) + WRITE_SUFFIX_BYTES > PATH_MAX_BYTES) {
       throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
@@ -426,8 +426,8 @@ export class LocalObjectStore implements ObjectStore {
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
-      // A short-lived create (a slot's reservation, a writer's lease) reuses an inode (see local-spare-files.ts).
-      const recycled = !durable && !sameAs && !placeAfter;
+      // A short-lived create (a slot's reservation) reuses the file of an earlier one (see local-spare-files.ts).
+      const recycled = shortLived && !durable && !sameAs && !placeAfter;
       if (recycled) {
         let placed: import('node:fs').BigIntStats | null;
         try {

@@ -54,6 +54,13 @@ export interface PutOptions {
    * old name meanwhile gets the late hint: readers probe past a hint, see TableVersions.latest.)
    */
   besideExisting?: boolean;
+  /**
+   * With a create-if-absent that need not be durable: the object is deleted again soon, keeping
+   * its directory, and another such put follows in the same directory (a version slot's
+   * reservation). A local store may then write it into the file of an earlier one rather than make
+   * a new file (see local-spare-files.ts); others ignore it.
+   */
+  shortLived?: boolean;
 }
 
 export interface DeleteOptions {
@@ -129,8 +136,8 @@ export interface ObjectStore {
   /**
    * A get that races the key's delete may answer with bytes that were never the key's, torn or
    * whole, with the etag of the deleted object or of the other one: a local store rewrites the
-   * file of a deleted short-lived object (a create-if-absent put that need not be durable) for the
-   * next one, which may be under another key. Such an answer stands for an absent key: its etag is
+   * file of a deleted short-lived object (PutOptions.shortLived) for the next one, which may be
+   * under another key. Such an answer stands for an absent key: its etag is
    * not one the key shows, and a body that does not parse must not be taken for what it holds now.
    */
   get(key: string): Promise<StoredObject | null>;

@@ -12,7 +12,7 @@ import { LocalObjectStore } from '../../src/store/local-store.js';
 import { PreconditionFailedError, type PutCondition, type PutOptions } from '../../src/store/object-store.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
 
-const claim: [PutCondition, PutOptions] = [{ ifNoneMatch: '*' }, { durable: false }];
+const claim: [PutCondition, PutOptions] = [{ ifNoneMatch: '*' }, { durable: false, shortLived: true }];
 /** Longer than a kernel clock tick (1-10 ms): a spare written before it may be written again. */
 const nextTick = () => new Promise((r) => setTimeout(r, 15));
 
@@ -47,6 +47,14 @@ describe('LocalObjectStore spare files', () => {
     // The spare is hidden: the directory lists nothing.
     expect(hidden('t/_catalog/reservations')).toHaveLength(1);
     expect((await store.list('t/')).objects).toEqual([]);
+  });
+
+  it('only a put that says it is short-lived keeps its file: other creates (a write lease) leave none', async () => {
+    await store.put('t/w/1.json', 'lease', { ifNoneMatch: '*' }, { durable: false });
+    await store.put('t/w/2.json', 'durable', { ifNoneMatch: '*' }, { shortLived: true });
+    expect(hidden('t/w')).toEqual([]);
+    await store.put('t/w/3.json', 'claim', ...claim);
+    expect(hidden('t/w')).toHaveLength(1);
   });
 
   it('never rewrites a file a key still holds, and a claim that loses leaves the holder whole', async () => {

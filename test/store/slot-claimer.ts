@@ -29,7 +29,7 @@ const token = () => JSON.stringify({ holder: process.pid, nonce: randomBytes(1 +
 async function holdOnce(key: string): Promise<boolean> {
   const body = token();
   try {
-    await store.put(key, body, { ifNoneMatch: '*' }, { durable: false });
+    await store.put(key, body, { ifNoneMatch: '*' }, { durable: false, shortLived: true });
   } catch (e) {
     if (e instanceof PreconditionFailedError) return false;
     throw e;

@@ -267,6 +267,8 @@ export class TableVersions {
     try {
       await this.store.put(this.reservationKey(version), encodeRecord(reservation), replacing ? { ifMatch: replacing } : { ifNoneMatch: '*' }, {
         durable: reservation.transaction_id !== undefined,
+        // Released soon, keeping the directory for the next slot's.
+        shortLived: reservation.transaction_id === undefined,
       });
       return true;
     } catch (e) {
