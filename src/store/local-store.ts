@@ -150,6 +150,8 @@ const weightOf = (dir: CachedDir): number => dir.names.length * (dir.keys ? 2 : 
 
 const NO_ENTRIES = { names: [], kept: null };
 
+/** A key with a segment that is empty (but a trailing one), '.' or '..', or with a NUL. */
+const INVALID_KEY = /\/\/|(?:^|\/)\.\.?(?:\/|$)|\0/;
 /** Whether `text` exceeds `max` bytes of UTF-8; at most 3 bytes a UTF-16 unit, so only a long one is measured (every request resolves several keys). */
 const tooLong = (text: string, max: number): boolean => text.length * 3 > max && Buffer.byteLength(text) > max;
 
@@ -219,6 +221,8 @@ export class LocalObjectStore implements ObjectStore {
   readonly rootUri: string;
   readonly listsWholeDirectory = true;
   private readonly root: string;
+  /** The root with one trailing '/': keys are appended to it. */
+  private readonly rootSlash: string;
   private readonly keyQueues = new Map<string, Promise<unknown>>();
   /** Sorted listings of large directories, least recently used first (see sortedEntries). */
   private readonly dirCache = new Map<string, CachedDir>();
@@ -228,6 +232,7 @@ export class LocalObjectStore implements ObjectStore {
 
   constructor(rootDir: string) {
     this.root = path.resolve(rootDir);
+    this.rootSlash = path.join(this.root, '/');
     this.rootUri = pathToFileURL(this.root).href;
   }
 
@@ -237,19 +242,15 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   private pathOf(key: string): string {
-    const parts = key.split('/');
-    const last = parts[parts.length - 1];
-    if (key.startsWith('/')) throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
-    let longPart = false;
-    for (let i = 0; i < parts.length; i++) {
-      const p = parts[i] ?? '';
-      if (p === '..' || p === '.' || (p === '' && i < parts.length - 1) || p.includes('\0')) throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
-      if (tooLong(p, NAME_MAX_BYTES)) longPart = true;
-    }
-    if (last !== undefined && isInternalName(last)) throw new InvalidKeyError(`reserved store key: ${JSON.stringify(key)}`);
-    // Checked here rather than met as ENAMETOOLONG halfway through a multi-step write.
-    const full = path.join(this.root, ...parts);
-    if (longPart || tooLong(full, PATH_MAX_BYTES)) {
+    // What a key must not hold, in one scan: a leading '/', an empty segment (but for a trailing
+    // '/'), a '.' or '..' segment, a NUL. (Every store call resolves its key here.)
+    if (key.startsWith('/') || INVALID_KEY.test(key)) throw new InvalidKeyError(`invalid store key: ${JSON.stringify(key)}`);
+    if (isInternalName(key.slice(key.lastIndexOf('/') + 1))) throw new InvalidKeyError(`reserved store key: ${JSON.stringify(key)}`);
+    const relative = key.endsWith('/') ? key.slice(0, -1) : key;
+    const full = relative === '' ? this.root : `${this.rootSlash}${relative}`;
+    // Checked here rather than met as ENAMETOOLONG halfway through a multi-step write. A key of
+    // at most NAME_MAX bytes has no segment longer.
+    if (tooLong(full, PATH_MAX_BYTES) || (tooLong(key, NAME_MAX_BYTES) && key.split('/').some((p) => tooLong(p, NAME_MAX_BYTES)))) {
       throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`);
     }
     return full;
