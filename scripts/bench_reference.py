@@ -17,6 +17,12 @@ scripts/install-python-test-deps.sh), the command as the argument and its JSON c
                                  "url" is given (lance.write_dataset(namespace_client=..., table_id=...),
                                  what a client does) or straight to "uri" (plain Lance, no
                                  namespace). Prints {"append_ms": [...], "version": v, "uri": ...}.
+  interleave {"targets": [{"name", "url" | "uri", "table_id", "storage_options"}], "appends", "block", "first_id"}
+                                 appends one row `appends` times to each target (as "write" does),
+                                 in blocks of `block` appends per target taken in turn, each block
+                                 starting with the next target: a machine whose speed drifts
+                                 slows every target alike. Prints {"append_ms": {name: [...]},
+                                 "block_ms": {name: [ms of each block]}}.
   commits {"uri", "count", "storage_options"}
                                  adds `count` versions to an existing dataset with the cheapest
                                  real Lance commit (a config change), to build long histories.
@@ -195,6 +201,43 @@ def write(config: dict) -> None:
     print(json.dumps({"append_ms": append_ms, "version": ds.version if ds else None, "uri": ds.uri if ds else None}), flush=True)
 
 
+def interleave(config: dict) -> None:
+    import lance
+
+    targets = config["targets"]
+    clients = {}
+
+    def writer(target: dict):
+        options = target.get("storage_options") or None
+        if "url" not in target:
+            return lambda table: lance.write_dataset(table, target["uri"], mode="append", storage_options=options)
+        import lance_namespace
+
+        ns = clients.setdefault(target["url"], lance_namespace.connect("rest", {"uri": target["url"]}))
+        return lambda table: lance.write_dataset(table, mode="append", storage_options=options, namespace_client=ns, table_id=target["table_id"])
+
+    put = [writer(t) for t in targets]
+    appends, block = config["appends"], config["block"]
+    first = config.get("first_id", 0)
+    append_ms = {t["name"]: [] for t in targets}
+    block_ms = {t["name"]: [] for t in targets}
+    for b in range(0, appends, block):
+        # Each block starts with another target, so that none always follows the same one.
+        start = (b // block) % len(targets)
+        for k in range(len(targets)):
+            t = (start + k) % len(targets)
+            name = targets[t]["name"]
+            spent = 0.0
+            for i in range(b, min(b + block, appends)):
+                started = time.perf_counter()
+                put[t](data(first + t * appends + i, 1))
+                ms = (time.perf_counter() - started) * 1000
+                append_ms[name].append(ms)
+                spent += ms
+            block_ms[name].append(spent)
+    print(json.dumps({"append_ms": append_ms, "block_ms": block_ms}), flush=True)
+
+
 def commits(config: dict) -> None:
     import lance
 
@@ -205,4 +248,4 @@ def commits(config: dict) -> None:
 
 
 if __name__ == "__main__":
-    {"serve": serve, "null": null, "fill": fill, "write": write, "commits": commits}[sys.argv[1]](json.loads(sys.stdin.readline()))
+    {"serve": serve, "null": null, "fill": fill, "write": write, "interleave": interleave, "commits": commits}[sys.argv[1]](json.loads(sys.stdin.readline()))
