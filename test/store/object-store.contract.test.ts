@@ -597,6 +597,9 @@ describe('LocalObjectStore specifics', () => {
       'a/./b',
       '/etc/passwd',
       'a//b',
+      'a/.',
+      '.',
+      'a/b\0c',
     ];
     for (const key of bad) {
       await expect(store.put(key, 'x'), key).rejects.toThrow(/invalid store key/);
@@ -610,6 +613,17 @@ describe('LocalObjectStore specifics', () => {
     // Names reserved for temporary and lock files cannot be keys either.
     await expect(store.put('a/x.~tmp~1', 'x')).rejects.toThrow(/reserved store key/);
     await expect(store.put('a/x.~lock~', 'x')).rejects.toThrow(/reserved store key/);
+  });
+
+  it('takes keys longer than a file name whose every segment fits, and refuses a segment that does not', async () => {
+    // Segments are measured only in a key longer than NAME_MAX (255 bytes): 'é' is 2 bytes of UTF-8.
+    const fits = `${'é'.repeat(120)}/${'b'.repeat(255)}/${'c'.repeat(200)}`; // the last leaves room for a temporary suffix
+    await store.put(fits, 'x');
+    expect((await store.get(fits))?.body.toString()).toBe('x');
+    for (const key of [`a/${'é'.repeat(128)}`, `${'b'.repeat(256)}/c`]) {
+      await expect(store.put(key, 'x'), key).rejects.toThrow(/too long for the store/);
+      await expect(store.head(key), key).rejects.toThrow(/too long for the store/);
+    }
   });
 
   it('never lists temporary or lock files', async () => {
