@@ -26,17 +26,18 @@ import { errCode, TEMP_MARK, writeWhole } from './local-file-io.js';
 // - A rewrite first cuts the file to its first byte, then writes the new content (longer than
 //   one byte) over it: whatever the moment a reader's fstat meets, the size it sees is the final
 //   one only once the whole new content is in, so the etag of the new content comes with other
-//   bytes only from a read a later rewrite tore, by when no key shows that etag any more. (Cut to one byte, not to nothing: freeing the file's block cost the file system
-//   several times what the rest of the rewrite does.) A reader that opened the inode under its old
+//   bytes only from a read a later rewrite tore, by when no key shows that etag any more. (Cut to
+//   one byte, not to nothing: freeing the file's block cost the file system several times what
+//   the rest of the rewrite does.) A reader that opened the inode under its old
 //   key, before that key let go of it, may read torn bytes (test/store/local-spare-files.test.ts
 //   has seen the new content padded with zeros to the old length), but only with the etag of a
 //   content no key shows any more. Its key was deleted by then, so the read stands for one of a
 //   key that is absent: read as expired or as held by someone, never as holding something a
 //   protocol must wait for that is not there. (After a replace, say an expired reservation taken
 //   over, the key's current holder is live, and a reader that opened the file before the replace
-//   must still read what it held then: so the file waits until that key is deleted too.) A failed parse
-//   must not be taken for the key's current state, nor a later HEAD's etag for the read's (see
-//   readReservation).
+//   must still read what it held then: so the file waits until that key is deleted too.) A
+//   failed parse must not be taken for the key's current state, nor a later HEAD's etag for the
+//   read's (see readReservation).
 
 /** Spare names: hidden, this process's own, never made twice. */
 const SPARE_PREFIX = `.spare${TEMP_MARK}${randomBytes(6).toString('hex')}-`;
