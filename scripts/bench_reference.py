@@ -222,10 +222,13 @@ def interleave(config: dict) -> None:
     append_ms = {t["name"]: [] for t in targets}
     block_ms = {t["name"]: [] for t in targets}
     for b in range(0, appends, block):
-        # Each block starts with another target, so that none always follows the same one.
+        # Each block starts with another target and every other block takes them in reverse, so
+        # that each target follows each of its neighbours as often as it precedes it (what one
+        # leaves behind, dirty pages or work after its answers, slows the next).
         start = (b // block) % len(targets)
+        step = 1 if (b // block) % 2 == 0 else -1
         for k in range(len(targets)):
-            t = (start + k) % len(targets)
+            t = (start + step * k) % len(targets)
             name = targets[t]["name"]
             spent = 0.0
             for i in range(b, min(b + block, appends)):
