@@ -440,9 +440,9 @@ const WARM_UP_CALLS = 200;
 /**
  * Appends per block in the appends row, where this service, plain Lance and the null namespaces
  * take turns (bench_reference.py interleave). 150 appends per side run one after the other gave
- * plain Lance at 1.4x to 2.4x of this service's rate for one build; blocks of 30 (0.1-0.3 s each)
- * gave 1.75x, 1.77x and 1.76x in three scratch runs of 20 rounds, and 1.89x-2.08x in six runs
- * of the bench in one (fast) hour.
+ * plain Lance at 1.4x to 2.4x of this service's rate for one build. In blocks of 30 (0.1-0.3 s
+ * each) what the machine does meanwhile slows every target alike; whole runs still differ with
+ * its phase (the README lists the runs of the current build).
  */
 const APPEND_BLOCK = 30;
 

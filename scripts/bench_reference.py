@@ -20,8 +20,9 @@ scripts/install-python-test-deps.sh), the command as the argument and its JSON c
   interleave {"targets": [{"name", "url" | "uri", "table_id", "storage_options"}], "appends", "block", "first_id"}
                                  appends one row `appends` times to each target (as "write" does),
                                  in blocks of `block` appends per target taken in turn, each block
-                                 starting with the next target: a machine whose speed drifts
-                                 slows every target alike. Prints {"append_ms": {name: [...]},
+                                 starting with the next target and every other one in reverse
+                                 order: a machine whose speed drifts slows every target alike,
+                                 whatever its place. Prints {"append_ms": {name: [...]},
                                  "block_ms": {name: [ms of each block]}}.
   commits {"uri", "count", "storage_options"}
                                  adds `count` versions to an existing dataset with the cheapest
