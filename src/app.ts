@@ -16,6 +16,7 @@ import { QueryService } from './service/data/queries.js';
 import { RowService } from './service/data/rows.js';
 import { TagService } from './service/data/tags.js';
 import { HealthService } from './service/health.js';
+import { StoreCheck } from './service/store-check.js';
 import { Locations } from './service/catalog/locations.js';
 import { NamespaceService } from './service/catalog/namespace-service.js';
 import { PageTokens } from './service/catalog/page-token.js';
@@ -53,6 +54,12 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   // Every store the service uses reports its calls; S3 stores their retries too.
   const s3 = { ...config.s3, onRetry: () => metrics.storeRetry() };
   const store = new InstrumentedStore(await openStore(rootLocation, s3, { createBucket: config.s3.createBucket }), metrics);
+  // Before anything else writes: recovery, like every race, relies on the store's conditional writes.
+  const storeCheck = new StoreCheck(store, { intervalMs: config.storeCheckIntervalMs, allowUnsafe: config.allowUnsafeStore }, logger);
+  await storeCheck.atStart().catch(async (e: unknown) => {
+    await store.close();
+    throw e;
+  });
   const engine = await LancedbEngine.start(
     { maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes },
     { ...udfWorkers(config, logger), session: { indexCacheBytes: config.lanceIndexCacheBytes, metadataCacheBytes: config.lanceMetadataCacheBytes } },
@@ -101,7 +108,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       indices: new IndexService(data),
       tags: new TagService(data),
       queries: new QueryService(data),
-      health: new HealthService(store),
+      health: new HealthService(store, storeCheck),
       jobs,
       views: new MaterializedViewService(data, jobs, (ctx, id, arrowIpcStream) => tables.create(ctx, id, { arrowIpcStream, mode: 'Create' })),
     },
@@ -129,6 +136,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     },
   );
   jobs.start();
+  storeCheck.start();
   // Every replica finishes batches whose coordinator died, once their lease has run out.
   versions.start();
   return {
@@ -138,6 +146,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     settled: () => versions.settled(),
     close: async () => {
       await server.close();
+      await storeCheck.stop();
       await jobs.stop();
       await versions.stop();
       await engine.close();

@@ -31,6 +31,10 @@ const Config = z.object({
   pageTokenSecret: z.string().min(1),
   /** Managed versioning for tables and namespaces that do not set the property. */
   managedVersioning: z.boolean(),
+  /** Time between checks that the store honours conditional writes, after the one at start-up (0: none; see service/store-check.ts). */
+  storeCheckIntervalMs: z.coerce.number().int().min(0),
+  /** Serve a store that does not honour conditional writes (with a warning at each check) instead of refusing to. */
+  allowUnsafeStore: z.boolean(),
   /** How long an unfinished commit (a reservation, a batch before its commit point) is trusted. */
   transactionLeaseMs: z.coerce.number().int().positive(),
   /** Largest Arrow IPC request body, in bytes. */
@@ -154,6 +158,10 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --page-token-secret <s>           HMAC key of page tokens (same on every replica)  env LANCE_NS_PAGE_TOKEN_SECRET
   --managed-versioning <true|false> default for tables that do not set it   env LANCE_NS_MANAGED_VERSIONING default false
   --transaction-lease-ms <n>        after this an unfinished commit is presumed dead  env LANCE_NS_TRANSACTION_LEASE_MS default 30000
+  --store-check-interval-ms <n>     check that the store honours conditional writes this often, after the
+                                    check at start-up (0: only then)  env LANCE_NS_STORE_CHECK_INTERVAL_MS default 3600000
+  --allow-unsafe-store              serve a store that does not honour conditional writes (loud warnings)
+                                    env LANCE_NS_ALLOW_UNSAFE_STORE  default false (refuses to start on one)
   --max-arrow-body-bytes <n>        largest Arrow request   env LANCE_NS_MAX_ARROW_BODY_BYTES default 268435456
   --max-json-body-bytes <n>         largest JSON request    env LANCE_NS_MAX_JSON_BODY_BYTES  default 4194304
   --max-map-entries <n>             entries per properties/metadata/context map  env LANCE_NS_MAX_MAP_ENTRIES  default 1000
@@ -204,6 +212,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       'page-token-secret': { type: 'string' },
       'managed-versioning': { type: 'string' },
       'transaction-lease-ms': { type: 'string' },
+      'store-check-interval-ms': { type: 'string' },
+      'allow-unsafe-store': { type: 'boolean' },
       'max-arrow-body-bytes': { type: 'string' },
       'max-json-body-bytes': { type: 'string' },
       'max-map-entries': { type: 'string' },
@@ -258,6 +268,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     pageTokenSecret: opt('page-token-secret', 'LANCE_NS_PAGE_TOKEN_SECRET') ?? 'lance-namespace-page-token',
     managedVersioning: bool(opt('managed-versioning', 'LANCE_NS_MANAGED_VERSIONING')) ?? false,
     transactionLeaseMs: opt('transaction-lease-ms', 'LANCE_NS_TRANSACTION_LEASE_MS') ?? 30_000,
+    storeCheckIntervalMs: opt('store-check-interval-ms', 'LANCE_NS_STORE_CHECK_INTERVAL_MS') ?? 3_600_000,
+    allowUnsafeStore: values['allow-unsafe-store'] ?? bool(env.LANCE_NS_ALLOW_UNSAFE_STORE ?? file.scalar('allow-unsafe-store')) ?? false,
     maxArrowBodyBytes: opt('max-arrow-body-bytes', 'LANCE_NS_MAX_ARROW_BODY_BYTES') ?? 256 * 1024 * 1024,
     maxJsonBodyBytes: opt('max-json-body-bytes', 'LANCE_NS_MAX_JSON_BODY_BYTES') ?? 4 * 1024 * 1024,
     maxMapEntries: opt('max-map-entries', 'LANCE_NS_MAX_MAP_ENTRIES') ?? 1000,
@@ -299,7 +311,7 @@ interface ConfigFile {
 const FILE_LISTS = new Set(['allowed_locations', 'cors_origins']);
 const FILE_SCALARS = new Set([
   'root', 'host', 'ui', 'insecure', 'port', 'log_level', 's3_endpoint', 's3_region', 's3_access_key_id', 's3_secret_access_key', 's3_session_token',
-  's3_path_style', 's3_create_bucket', 'page_token_secret', 'managed_versioning', 'transaction_lease_ms', 'max_arrow_body_bytes',
+  's3_path_style', 's3_create_bucket', 'page_token_secret', 'managed_versioning', 'transaction_lease_ms', 'store_check_interval_ms', 'allow_unsafe_store', 'max_arrow_body_bytes',
   'max_json_body_bytes', 'max_map_entries', 'max_map_bytes', 'large_body_bytes', 'max_concurrent_large_bodies', 'kept_datasets', 'kept_dataset_bytes',
   'lance_index_cache_bytes', 'lance_metadata_cache_bytes',
   'udf_execution', 'udf_python', 'udf_workers', 'ray_address',

@@ -3,8 +3,12 @@
 // someone else already keeps (kept engine handles, jobs running here) are read at scrape time
 // through `observe`.
 
-/** How a store call ended: found nothing, lost a conditional write, or failed. */
-export type StoreOutcome = 'ok' | 'not_found' | 'precondition_failed' | 'error';
+/**
+ * How a store call ended: found nothing, lost a conditional write (or the write it was to follow
+ * lost its own), was withdrawn by its caller before it was placed (PutOptions.placeAfter rejected:
+ * nothing was asked of the store), or failed. Only `error` is a failure of the store.
+ */
+export type StoreOutcome = 'ok' | 'not_found' | 'precondition_failed' | 'withdrawn' | 'error';
 
 /** How a commit of a table version ended (a conflict is 409 code 14: another writer got the version). */
 export type CommitOutcome = 'committed' | 'conflict' | 'failed';

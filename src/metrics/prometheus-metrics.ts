@@ -52,7 +52,7 @@ export class PrometheusMetrics implements ScrapedMetrics {
     this.storeDuration = new Histogram({ name: 'lance_ns_store_request_duration_seconds', help: 'Object store calls by operation', labelNames: ['operation'], buckets: LATENCY_BUCKETS, registers });
     this.storeCalls = new Counter({
       name: 'lance_ns_store_requests_total',
-      help: 'Object store calls by operation and outcome (ok, not_found, precondition_failed, error)',
+      help: 'Object store calls by operation and outcome (ok, not_found, precondition_failed, withdrawn, error)',
       labelNames: ['operation', 'outcome'],
       registers,
     });

@@ -1,14 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import type { ObjectStore } from '../store/object-store.js';
 import { CATALOG_DIR } from './catalog/layout.js';
+import type { StoreCheck } from './store-check.js';
 
-/** Readiness: the root can be written and read back. Each replica probes its own key. */
+/**
+ * Readiness: the store was found to honour conditional writes (see store-check.ts), and the root
+ * can be written and read back. Each replica probes its own key.
+ */
 export class HealthService {
   private readonly probeKey = `${CATALOG_DIR}/health/${randomUUID()}`;
 
-  constructor(private readonly store: ObjectStore) {}
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly storeCheck: StoreCheck,
+  ) {}
 
   async ready(): Promise<{ ok: true } | { ok: false; reason: string }> {
+    const unsafe = await this.storeCheck.unready();
+    if (unsafe !== null) return { ok: false, reason: unsafe };
     try {
       const body = new Date().toISOString();
       await this.store.put(this.probeKey, body);

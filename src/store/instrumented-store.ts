@@ -4,7 +4,15 @@ import { type DeleteOptions, type ListOptions, type ListPage, type ObjectInfo, t
 // A store that reports each call's operation, outcome and time to the metrics port, and otherwise
 // is the store it wraps (app.ts wraps every store the service uses).
 
-const outcomeOf = (e: unknown): StoreOutcome => (e instanceof PreconditionFailedError ? 'precondition_failed' : 'error');
+/**
+ * A lost condition is contention, never an error: an operator alerts on `error`. A put withdrawn by
+ * its caller (it rejects with the very reason its PutOptions.placeAfter rejected with) asked
+ * nothing of the store: its caller's reason was counted where it arose, if it was a failure.
+ */
+function outcomeOf(e: unknown, withdrawal?: { reason: unknown }): StoreOutcome {
+  if (e instanceof PreconditionFailedError) return 'precondition_failed';
+  return withdrawal && withdrawal.reason === e ? 'withdrawn' : 'error';
+}
 
 export class InstrumentedStore implements ObjectStore {
   readonly renameDir?: (fromPrefix: string, toPrefix: string) => Promise<void>;
@@ -25,15 +33,15 @@ export class InstrumentedStore implements ObjectStore {
     return this.inner.listsWholeDirectory;
   }
 
-  /** Runs one call, reporting it; `absent` tells a null answer (nothing at the key) apart. */
-  private async timed<T>(operation: string, call: () => Promise<T>, absent?: (value: T) => boolean): Promise<T> {
+  /** Runs one call, reporting it; `absent` tells a null answer (nothing at the key) apart, `failed` names a failure's outcome. */
+  private async timed<T>(operation: string, call: () => Promise<T>, absent?: (value: T) => boolean, failed: (e: unknown) => StoreOutcome = outcomeOf): Promise<T> {
     const start = performance.now();
     try {
       const value = await call();
       this.metrics.storeCall(operation, absent?.(value) ? 'not_found' : 'ok', (performance.now() - start) / 1000);
       return value;
     } catch (e) {
-      this.metrics.storeCall(operation, outcomeOf(e), (performance.now() - start) / 1000);
+      this.metrics.storeCall(operation, failed(e), (performance.now() - start) / 1000);
       throw e;
     }
   }
@@ -47,7 +55,12 @@ export class InstrumentedStore implements ObjectStore {
   }
 
   put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo> {
-    return this.timed('put', () => this.inner.put(key, body, condition, options));
+    let withdrawal: { reason: unknown } | undefined;
+    // Noted before the store awaits it, so before the put rejects.
+    options?.placeAfter?.catch((reason: unknown) => {
+      withdrawal = { reason };
+    });
+    return this.timed('put', () => this.inner.put(key, body, condition, options), undefined, (e) => outcomeOf(e, withdrawal));
   }
 
   copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo> {

@@ -217,6 +217,12 @@ function portError(e: unknown, key: string): unknown {
   return e;
 }
 
+/**
+ * A put beside what exists (PutOptions.besideExisting) found its directory gone: the condition it
+ * was given did not hold, as a create-if-absent's does not when another writer got there first.
+ */
+const directoryGone = (key: string): PreconditionFailedError => new PreconditionFailedError(key, 'its directory does not exist');
+
 export class LocalObjectStore implements ObjectStore {
   readonly rootUri: string;
   readonly listsWholeDirectory = true;
@@ -351,6 +357,7 @@ export class LocalObjectStore implements ObjectStore {
       } catch (e) {
         // No directory yet, or a concurrent delete pruned the one just made: make it (again).
         if (errCode(e) === 'ENOENT' && attempt < 5 && !besideExisting) continue;
+        if (errCode(e) === 'ENOENT' && besideExisting) throw directoryGone(target.slice(this.rootSlash.length));
         // A temporary name still taken (the counter came round to a file still being written): another.
         if (errCode(e) === 'EEXIST' && attempt < 5) {
           tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
@@ -476,7 +483,8 @@ export class LocalObjectStore implements ObjectStore {
         // A temporary name still taken (EEXIST, from the exclusive create) is another writer's file: it stays.
         if (errCode(e) !== 'EEXIST') await fs.unlink(tmp).catch(() => undefined);
         // No directory yet (or a concurrent delete pruned it), or a temporary name still taken: again.
-        if (errCode(e) === 'ENOENT' && attempt < 5 && !besideExisting) await fs.mkdir(path.dirname(target), { recursive: true });
+        if (errCode(e) === 'ENOENT' && besideExisting) throw directoryGone(key);
+        if (errCode(e) === 'ENOENT' && attempt < 5) await fs.mkdir(path.dirname(target), { recursive: true });
         else if (!(errCode(e) === 'EEXIST' && attempt < 5)) throw e;
       }
     }

@@ -46,7 +46,8 @@ export interface PutOptions {
   sameAs?: { key: string; etag: string };
   /**
    * Written only beside what is there: a store with directories (a local disk) does not make a
-   * missing one, and the put fails instead. For a file that belongs beside another one just
+   * missing one, and the put fails instead (PreconditionFailedError: a condition that did not
+   * hold). For a file that belongs beside another one just
    * written (Lance's hint beside its version's manifest, a listing snapshot beside its stamp): if
    * the directory went meanwhile, a drop, rename or clean-up took what it belonged to, and a
    * directory made again would hold nothing but it (a table name that looks taken, a namespace

@@ -429,6 +429,28 @@ describe('S3ObjectStore retried conditional puts', () => {
     expect(s3.objects.get('state.json')?.body.toString()).toBe('v2');
   });
 
+  it('a replace-if-unchanged sent quoted while another put learns that the server wants it unquoted still succeeds', async () => {
+    const s3 = new MiniS3();
+    for (const key of ['a', 'b']) s3.objects.set(key, { body: Buffer.from(key), etag: md5Etag(Buffer.from(key)) });
+    // Like Ceph RGW 16: a quoted If-Match never matches. The one for `b` is answered only once the
+    // adapter has learned that (from `a`) and sent `a` again unquoted, so `b` left quoted before.
+    let answerB: (() => void) | undefined;
+    const server = await fake((req, res) => {
+      const ifMatch = req.headers['if-match'];
+      if (req.method === 'PUT' && typeof ifMatch === 'string' && ifMatch.startsWith('"')) {
+        if (req.key === 'b') answerB = () => sendError(req, res, 412, 'PreconditionFailed');
+        else sendError(req, res, 412, 'PreconditionFailed');
+        return;
+      }
+      s3.handle(req, res);
+      if (req.method === 'PUT') answerB?.();
+    });
+    const store = storeAt(server.endpoint);
+    const [a, b] = await Promise.all(['a', 'b'].map((key) => store.put(key, `${key}2`, { ifMatch: md5Etag(Buffer.from(key)) })));
+    expect([a?.etag, b?.etag]).toEqual([md5Etag(Buffer.from('a2')), md5Etag(Buffer.from('b2'))]);
+    expect(s3.objects.get('b')?.body.toString()).toBe('b2');
+  });
+
   it('a retried create-if-absent that meets someone else’s object still fails', async () => {
     const s3 = new MiniS3();
     // The first attempt did not land (503); meanwhile another writer created the key.

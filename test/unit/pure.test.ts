@@ -226,6 +226,15 @@ describe('configuration file', () => {
     expect(loadConfig(['--config', json], {})).toMatchObject({ host: '127.0.0.2', keptDatasets: 3, auth: undefined });
   });
 
+  it('checks the store every hour by default and refuses an unsafe one unless allowed (flag, environment or file)', () => {
+    expect(loadConfig([], {})).toMatchObject({ storeCheckIntervalMs: 3_600_000, allowUnsafeStore: false });
+    expect(loadConfig(['--store-check-interval-ms', '0', '--allow-unsafe-store'], {})).toMatchObject({ storeCheckIntervalMs: 0, allowUnsafeStore: true });
+    expect(loadConfig([], { LANCE_NS_STORE_CHECK_INTERVAL_MS: '60000', LANCE_NS_ALLOW_UNSAFE_STORE: 'true' })).toMatchObject({ storeCheckIntervalMs: 60_000, allowUnsafeStore: true });
+    const file = write('s.yaml', 'store_check_interval_ms: 5000\nallow_unsafe_store: true\n');
+    expect(loadConfig(['--config', file], {})).toMatchObject({ storeCheckIntervalMs: 5000, allowUnsafeStore: true });
+    expect(() => loadConfig(['--store-check-interval-ms=-1'], {})).toThrow(/storeCheckIntervalMs/);
+  });
+
   it('refuses unknown keys, malformed files and keys that are not hashes', () => {
     expect(() => loadConfig(['--config', write('u.yaml', 'rooot: x\n')], {})).toThrow(/unknown keys.*rooot/);
     expect(() => loadConfig(['--config', write('a.yaml', 'auth:\n  oauth: {}\n')], {})).toThrow(/unknown keys under auth/);

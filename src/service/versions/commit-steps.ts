@@ -167,8 +167,11 @@ export interface EarlyWrites {
   entry: BatchEntry;
   /** Lets writeManifest place them (it calls this). */
   allow(): VersionWrites;
-  /** Discards them unless allowed; resolves once nothing of them is left. */
-  abandon(): Promise<void>;
+  /**
+   * Discards them unless allowed, because of `reason` (the commit's failure, if it failed);
+   * resolves once nothing of them is left.
+   */
+  abandon(reason?: unknown): Promise<void>;
 }
 
 export function beginWrites(p: PlannedVersion & { staged: StoredObject }): EarlyWrites {
@@ -188,9 +191,12 @@ export function beginWrites(p: PlannedVersion & { staged: StoredObject }): Early
       open();
       return writes;
     },
-    abandon: async () => {
+    abandon: async (reason?: unknown) => {
       if (allowed) return;
-      refuse(new Error('the commit did not go ahead'));
+      // A commit that lost its version withdraws its create-if-absent as the lost condition it is
+      // (the store's metrics count it as contention, not as an error; see instrumented-store.ts).
+      const lost = reason instanceof NamespaceError && reason.code === ErrorCode.ConcurrentModification;
+      refuse(lost ? new PreconditionFailedError(p.entry.final_key, `version ${p.entry.version} is another writer's`) : new Error('the commit did not go ahead'));
       await Promise.allSettled([writes.created, writes.sidecarPlaced]);
     },
   };

@@ -75,17 +75,18 @@ export class SingleCommits {
     const trailing: Array<() => Promise<unknown>> = [];
     const leave = (work: () => Promise<unknown>) => void trailing.push(work);
     const slot = await this.slots.hold(versions, request.version, busy).catch(async (e: unknown) => {
-      await early?.abandon();
+      await early?.abandon(e);
       throw e;
     });
-    const finish = async (answered: boolean) => {
+    /** Ends the commit's work: `failure`, why it did not go ahead, if it did not. */
+    const finish = async (answered: boolean, failure?: unknown) => {
       try {
         if (answered) {
           await nextTurn(); // an HTTP answer has left by then
           faultPoint('commit:after-answer');
         }
         await Promise.allSettled(trailing.map((begin) => begin()));
-        await early?.abandon();
+        await early?.abandon(failure);
       } finally {
         // A release that fails leaves the hold to end with its lease (after an answer, AfterAnswer logs it).
         await slot.release();
@@ -118,7 +119,7 @@ export class SingleCommits {
       return answer;
     } catch (e) {
       // The commit's own failure is the answer.
-      await finish(false).catch(() => undefined);
+      await finish(false, e).catch(() => undefined);
       throw e;
     }
   }

@@ -293,11 +293,14 @@ export class S3ObjectStore implements ObjectStore {
       });
     try {
       if (condition && 'ifMatch' in condition) {
-        const tag = this.ifMatchUnquoted ? unquote(condition.ifMatch) : condition.ifMatch;
+        // The form sent decides, not the one known by the answer: another put may learn the
+        // quoting meanwhile, and this one, sent quoted, must then be sent again like it.
+        const unquoted = this.ifMatchUnquoted;
+        const tag = unquoted ? unquote(condition.ifMatch) : condition.ifMatch;
         try {
           return await send(tag);
         } catch (e) {
-          if (!isPreconditionFailed(e) || this.ifMatchUnquoted) throw e;
+          if (!isPreconditionFailed(e) || unquoted) throw e;
           const current = await this.head(key);
           if (!current || current.etag !== condition.ifMatch) throw e;
           // The etag still matches, so the server rejected the quoting: learn it and resend.
