@@ -16,6 +16,8 @@ function outcomeOf(e: unknown, withdrawal?: { reason: unknown }): StoreOutcome {
 
 export class InstrumentedStore implements ObjectStore {
   readonly renameDir?: (fromPrefix: string, toPrefix: string) => Promise<void>;
+  /** A look at the file system, not a store call: not reported. */
+  readonly linkOnPath?: (key: string) => string | null;
 
   constructor(
     private readonly inner: ObjectStore,
@@ -23,6 +25,8 @@ export class InstrumentedStore implements ObjectStore {
   ) {
     const rename = inner.renameDir?.bind(inner);
     if (rename) this.renameDir = (from, to) => this.timed('rename', () => rename(from, to));
+    const linkOnPath = inner.linkOnPath?.bind(inner);
+    if (linkOnPath) this.linkOnPath = linkOnPath;
   }
 
   get rootUri(): string {

@@ -17,7 +17,7 @@ import {
   type StoredObject,
   StoreUnavailableError,
 } from './object-store.js';
-import { errCode, TEMP_MARK, writeWhole } from './local-file-io.js';
+import { errCode, existingRealPath, TEMP_MARK, writeWhole } from './local-file-io.js';
 import { SpareFiles } from './local-spare-files.js';
 
 // Local-directory adapter.
@@ -31,6 +31,11 @@ import { SpareFiles } from './local-spare-files.js';
 // - every acknowledged write was fsynced, file and directory, before the call returned (unless
 //   the caller said it need not be, see PutOptions: then neither is).
 // Temporary and lock files carry a marker in their names and are never listed.
+// - a symbolic link is no object: listings skip it, a get or head of one finds nothing, and
+//   deletePrefix deletes nothing through one (a prefix that is a link loses the link, never what
+//   it leads to). Other calls do not look at the directories on a key's path (a syscall each):
+//   the catalog asks linkOnPath where it resolves a table or namespace, and refuses one reached
+//   through a link.
 //
 // The small steps of a read or a write (stat, open, read, write, link, rename, unlink, close) are
 // synchronous calls: on a local file system each is a few microseconds of kernel time, while the
@@ -235,6 +240,8 @@ export class LocalObjectStore implements ObjectStore {
   private cachedNames = 0;
   /** Inodes kept for the next short-lived create in their directory (see local-spare-files.ts). */
   private readonly spares = new SpareFiles();
+  /** The root's real path (the root itself may be, or lie under, a symbolic link), read when first needed. */
+  private realRoot: string | null = null;
 
   constructor(rootDir: string) {
     this.root = path.resolve(rootDir);
@@ -297,7 +304,7 @@ export class LocalObjectStore implements ObjectStore {
   async head(key: string): Promise<ObjectInfo | null> {
     try {
       // A missing file is the common answer (markers, the version above the latest): no exception for it.
-      const st = fsSync.statSync(this.pathOf(key), { bigint: true, throwIfNoEntry: false });
+      const st = fsSync.lstatSync(this.pathOf(key), { bigint: true, throwIfNoEntry: false });
       return st?.isFile() ? LocalObjectStore.info(key, st) : null;
     } catch (e) {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return null;
@@ -308,9 +315,10 @@ export class LocalObjectStore implements ObjectStore {
   async get(key: string): Promise<StoredObject | null> {
     let fd: number;
     try {
-      fd = fsSync.openSync(this.pathOf(key), 'r');
+      fd = fsSync.openSync(this.pathOf(key), fsc.O_RDONLY | fsc.O_NOFOLLOW);
     } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR' || errCode(e) === 'EISDIR') return null;
+      // ELOOP: the key is a symbolic link (see the invariants).
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR' || errCode(e) === 'EISDIR' || errCode(e) === 'ELOOP') return null;
       throw e;
     }
     try {
@@ -788,9 +796,55 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
+  /**
+   * The key ('' or ending in '/') of the first directory on the path of `key` below the root that
+   * is a symbolic link, `key` itself included (whether or not the link leads anywhere); null when
+   * none is, up to where the path ends. One realpath(3) for a path that exists and holds no link;
+   * lstats one part at a time only to name the link, or for a path that does not exist (yet).
+   */
+  linkOnPath(key: string): string | null {
+    const parts = key.split('/').filter((p) => p !== '');
+    if (parts.length === 0) return null;
+    const full = this.pathOf(parts.join('/'));
+    if (this.realRoot === null) {
+      const realRoot = existingRealPath(this.root);
+      if (realRoot === null) return null; // no root yet: nothing under it leads anywhere
+      this.realRoot = realRoot;
+    }
+    try {
+      if (fsSync.realpathSync.native(full) === `${this.realRoot}${full.slice(this.root.length)}`) return null;
+    } catch (e) {
+      if (errCode(e) !== 'ENOENT' && errCode(e) !== 'ENOTDIR' && errCode(e) !== 'ELOOP') throw e;
+    }
+    let at = this.root;
+    for (const [i, part] of parts.entries()) {
+      at = `${at}/${part}`;
+      let st: import('node:fs').Stats | undefined;
+      try {
+        st = fsSync.lstatSync(at, { throwIfNoEntry: false });
+      } catch (e) {
+        if (errCode(e) === 'ENOTDIR') return null;
+        throw e;
+      }
+      if (!st) return null;
+      if (st.isSymbolicLink()) return `${parts.slice(0, i + 1).join('/')}/`;
+    }
+    return null;
+  }
+
   async deletePrefix(prefix: string, options: { keep?: string[] } = {}): Promise<number> {
     if (prefix !== '' && !prefix.endsWith('/')) throw new Error(`deletePrefix needs '' or a prefix ending in '/': ${prefix}`);
     const dirPath = prefix === '' ? this.root : this.pathOf(prefix.slice(0, -1));
+    // Never through a link (looked for here, where directories are removed): a prefix that is
+    // one loses the link, one under one has nothing to delete.
+    const link = this.linkOnPath(prefix);
+    if (link !== null) {
+      if (link === prefix) {
+        await fs.unlink(dirPath).catch(() => undefined);
+        this.pruneEmptyDirs(path.dirname(dirPath));
+      }
+      return 0;
+    }
     const keep = new Set(options.keep ?? []);
     const doomed: string[] = [];
     // Temporary files go too: a spare (local-spare-files.ts) or a dead writer's partial file would

@@ -150,13 +150,22 @@ export interface ObjectStore {
   list(prefix: string, options?: ListOptions): Promise<ListPage>;
   /** Deleting an absent key is not an error. */
   delete(key: string, options?: DeleteOptions): Promise<void>;
-  /** Deletes every key under the prefix ('' for all, else ending in '/') but those in `keep`; returns how many went. */
+  /**
+   * Deletes every key under the prefix ('' for all, else ending in '/') but those in `keep`;
+   * returns how many went. A prefix that is a symbolic link (linkOnPath) loses the link only.
+   */
   deletePrefix(prefix: string, options?: { keep?: string[] }): Promise<number>;
   /**
    * Atomically renames a directory (both arguments end in '/'); PreconditionFailedError when the
    * destination exists. Only stores with a real rename implement it (object stores do not).
    */
   renameDir?(fromPrefix: string, toPrefix: string): Promise<void>;
+  /**
+   * Only a store whose keys are paths of a file system (a local disk) has symbolic links, and
+   * defines this: the key ('' or ending in '/') of the first directory on the path of `key`,
+   * below the root, that is a link (`key` itself included); null when none is.
+   */
+  linkOnPath?(key: string): string | null;
   /** Location of a key as the Lance engine opens it. */
   location(key: string): string;
   /**

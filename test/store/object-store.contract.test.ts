@@ -691,7 +691,8 @@ describe('LocalObjectStore specifics', () => {
     // A symbolic link named as the object is never linked: its target's bytes could be anything later.
     await fs.writeFile(path.join(root.root, 'outside'), 'manifest bytes');
     await fs.symlink(path.join(root.root, 'outside'), path.join(root.root, 'v/link'));
-    const viaLink = (await store.get('v/link'))?.etag ?? '';
+    // (A link is no object, see below: the etag given is its target's.)
+    const viaLink = (await store.head('outside'))?.etag ?? '';
     const copied = await store.put('v/from-link', 'manifest bytes', { ifNoneMatch: '*' }, { sameAs: { key: 'v/link', etag: viaLink } });
     expect((await fs.lstat(path.join(root.root, 'v/from-link'))).isSymbolicLink()).toBe(false);
     expect(copied.etag).not.toBe(viaLink);
@@ -709,6 +710,49 @@ describe('LocalObjectStore specifics', () => {
     const written = await store.put('v/from-rewritten', 'manifest bytes', { ifNoneMatch: '*' }, { sameAs: { key: 'v/rewritten', etag: read } });
     expect(written.etag).not.toBe(read);
     expect((await store.get('v/from-rewritten'))?.body.toString()).toBe('manifest bytes');
+  });
+
+  it('a symbolic link is no object, and no delete goes through one', async () => {
+    const elsewhere = await fs.mkdtemp(path.join(os.tmpdir(), 'lance-ns-elsewhere-'));
+    try {
+      await fs.mkdir(path.join(elsewhere, 'd', 'sub'), { recursive: true });
+      for (const f of ['d/a', 'd/sub/b', 'file']) await fs.writeFile(path.join(elsewhere, f), f);
+      await store.put('ns/kept', 'x');
+      await fs.symlink(path.join(elsewhere, 'file'), path.join(root.root, 'ns', 'file-link'));
+      await fs.symlink(path.join(elsewhere, 'd'), path.join(root.root, 'ns', 'dir-link'));
+      await fs.symlink(path.join(elsewhere, 'nothing'), path.join(root.root, 'ns', 'dangling'));
+      // Neither read nor listed.
+      expect(await store.get('ns/file-link')).toBeNull();
+      expect(await store.head('ns/file-link')).toBeNull();
+      expect(keysOf((await store.list('ns/', { delimiter: '/' })).objects)).toEqual(['ns/kept']);
+      expect((await store.list('ns/', { delimiter: '/' })).commonPrefixes).toEqual([]);
+      // Where a link lies on a key's path: none, the key itself, a directory above it, a dangling one.
+      expect(store.linkOnPath('ns/')).toBeNull();
+      expect(store.linkOnPath('ns/missing/deeper/')).toBeNull();
+      expect(store.linkOnPath('')).toBeNull();
+      expect(store.linkOnPath('ns/dir-link/')).toBe('ns/dir-link/');
+      expect(store.linkOnPath('ns/dir-link/sub/')).toBe('ns/dir-link/');
+      expect(store.linkOnPath('ns/dir-link/missing/')).toBe('ns/dir-link/');
+      expect(store.linkOnPath('ns/dangling/')).toBe('ns/dangling/');
+      expect(store.linkOnPath('ns/dangling/x/')).toBe('ns/dangling/');
+      // A delete under a link deletes nothing; a delete of the link removes the link, not its target.
+      expect(await store.deletePrefix('ns/dir-link/sub/')).toBe(0);
+      expect(await fs.readdir(path.join(root.root, 'ns'))).toContain('dir-link');
+      expect(await store.deletePrefix('ns/dir-link/')).toBe(0);
+      await fs.symlink(path.join(elsewhere, 'd'), path.join(root.root, 'ns', 'dir-link'));
+      expect(await store.deletePrefix('ns/dir-link/', { keep: ['ns/dir-link/a'] })).toBe(0);
+      await store.delete('ns/file-link');
+      expect((await fs.readdir(path.join(root.root, 'ns'))).sort()).toEqual(['dangling', 'kept']);
+      expect((await fs.readdir(elsewhere, { recursive: true })).sort()).toEqual(['d', 'd/a', 'd/sub', 'd/sub/b', 'file']);
+      // A root that is itself a link is no link below the root.
+      const viaLink = path.join(elsewhere, 'root-link');
+      await fs.symlink(root.root, viaLink);
+      const linked = new LocalObjectStore(viaLink);
+      expect(linked.linkOnPath('ns/')).toBeNull();
+      expect(linked.linkOnPath('ns/dangling/')).toBe('ns/dangling/');
+    } finally {
+      await fs.rm(elsewhere, { recursive: true, force: true });
+    }
   });
 
   it('a put whose placement is refused leaves no temporary file behind', async () => {

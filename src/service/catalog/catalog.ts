@@ -1,7 +1,7 @@
 import type { LanceEngine } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
 import type { ObjectStore } from '../../store/object-store.js';
-import { namespaceRecordKey } from './layout.js';
+import { namespaceDirKey, namespaceRecordKey } from './layout.js';
 import type { Locations } from './locations.js';
 import type { PageTokens } from './page-token.js';
 import { leaseExpired, pollUntil } from '../coordination/leases.js';
@@ -66,8 +66,25 @@ export async function readNamespace(store: ObjectStore, ns: string[]): Promise<V
   return { value: NamespaceRecord.parse({}), etag: '' };
 }
 
-/** Throws NamespaceNotFound unless the namespace exists (a namespace being dropped still exists). */
-export async function requireNamespace(store: ObjectStore, ns: string[]): Promise<Versioned<NamespaceRecord>> {
+/**
+ * The link through which a namespace's directory is reached, or null: one realpath on a local
+ * disk, nothing on an object store. The catalog follows no symbolic link below its root: a
+ * namespace reached through one is none of its namespaces, wherever the link leads (see
+ * LinkedTableDir in tables/table-state.ts for tables).
+ */
+export const namespaceLink = (store: ObjectStore, ns: string[]): string | null => (ns.length === 0 ? null : (store.linkOnPath?.(namespaceDirKey(ns)) ?? null));
+
+/** A 404 when the namespace's directory is reached through a symbolic link (see namespaceLink). */
+export function requireUnlinkedNamespace(store: ObjectStore, ns: string[]): void {
+  if (namespaceLink(store, ns) !== null) throw namespaceNotFound(ns);
+}
+
+/**
+ * Throws NamespaceNotFound unless the namespace exists (a namespace being dropped still exists)
+ * and is not reached through a symbolic link (unless `linkChecked`: the caller looked).
+ */
+export async function requireNamespace(store: ObjectStore, ns: string[], linkChecked = false): Promise<Versioned<NamespaceRecord>> {
+  if (!linkChecked) requireUnlinkedNamespace(store, ns);
   const record = await readNamespace(store, ns);
   if (!record) throw namespaceNotFound(ns);
   return record;

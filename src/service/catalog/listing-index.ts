@@ -8,7 +8,7 @@ import { type IndexSnapshot, ListingSnapshots, type PendingEntry } from './listi
 import type { PageTokens } from './page-token.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { faultPoint } from '../fault-points.js';
-import { hasCommittedVersion, isVisible, readTableState, tableHasData } from '../tables/table-state.js';
+import { hasCommittedVersion, isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
 
 // The listing index of a namespace's children: empty keys under `<ns>/_catalog/` whose names say
 // what a listing needs, so that a LIST of the index answers a page without reading any child's
@@ -218,7 +218,12 @@ export class ListingIndex {
       const dropping = record?.value.state === 'dropping' && !leaseExpired(record.value.dropping_until);
       return { visible: record !== null, data: false, busy: dropping };
     }
-    const state = await readTableState(this.store, ref);
+    // A name whose directory is reached through a symbolic link holds no table (see LinkedTableDir).
+    const state = await readTableState(this.store, ref).catch((e: unknown) => {
+      if (e instanceof LinkedTableDir) return null;
+      throw e;
+    });
+    if (state === null) return { visible: false, data: false, busy: false };
     const visible = isVisible(state);
     return { visible, data: visible && (await tableHasData(this.locations, state)), busy: state.creating?.live === true || state.dropUnderWay };
   }

@@ -1,7 +1,7 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import { invalidInput } from '../../model/errors.js';
 import type { ObjectStore } from '../../store/object-store.js';
+import { existingRealPath } from '../../store/local-file-io.js';
 import { parseLocation, type StoreFactory, type StoreLocation } from '../../store/location.js';
 
 /** A directory of a store: `key` is '' (the store root) or ends in '/'. */
@@ -18,8 +18,11 @@ export interface StoreDir {
 // connection) and kept for reuse.
 //
 // Only the catalog's own places are reached: a location is inside the root or under one of the
-// configured allowed locations (none by default); anything else, including a local path that a
-// symbolic link takes out of the root or of its allowed location, is a 400 before anything is opened.
+// configured allowed locations (none by default); anything else is a 400 before anything is
+// opened. So is a local location inside the root reached through a symbolic link below the root,
+// wherever it leads (even to another place in the root: the namespace that holds a location, whose
+// grants decide who may register it, is then the one its real path lies in, see
+// ObjectStore.linkOnPath), and one under an allowed location that a link takes out of it.
 export class Locations {
   private readonly external = new Map<string, ObjectStore>();
 
@@ -49,23 +52,26 @@ export class Locations {
       if (parts.some((p) => p === '..' || p === '.' || p === '')) {
         throw invalidInput(`location ${JSON.stringify(location)}: path traversal is not allowed in a relative location`);
       }
-      const key = `${relativeTo}${parts.join('/')}/`;
-      if (this.rootLocation.kind === 'local') this.refuseLinksOut(location, path.join(this.rootLocation.dir, ...key.split('/').filter((p) => p !== '')), this.rootLocation.dir);
-      return this.own(key);
+      return this.ownUnlinked(location, `${relativeTo}${parts.join('/')}/`);
     }
     const parsed = parseLocation(trimmed);
     if (!parsed) throw invalidInput(`location ${JSON.stringify(location)} is not a supported location (a path, file://, or s3://bucket/prefix)`);
     const inside = this.keyInsideRoot(parsed);
-    if (inside !== null) {
-      if (parsed.kind === 'local' && this.rootLocation.kind === 'local') this.refuseLinksOut(location, parsed.dir, this.rootLocation.dir);
-      return this.own(inside);
-    }
+    if (inside !== null) return this.ownUnlinked(location, inside);
     const place = this.allowed.find((a) => isUnder(parsed, a));
     if (!place) {
       throw invalidInput(`location ${JSON.stringify(location)} is outside the catalog root and every allowed location (see allowed locations in the README)`);
     }
     if (parsed.kind === 'local' && place.kind === 'local') this.refuseLinksOut(location, parsed.dir, place.dir);
     return { store: this.externalStore(parsed), key: '', owned: false };
+  }
+
+  /** The root's directory `key`; a 400 when a symbolic link below the root is on its path. */
+  private ownUnlinked(location: string, key: string): StoreDir {
+    if ((this.root.linkOnPath?.(key) ?? null) !== null) {
+      throw invalidInput(`location ${JSON.stringify(location)} is reached through a symbolic link below the catalog root, which the catalog never follows`);
+    }
+    return this.own(key);
   }
 
   /** A 400 when `dir`, or the nearest of its ancestors that exists, resolves (through symbolic links) to a place outside `base`. */
@@ -128,15 +134,4 @@ function isUnder(loc: StoreLocation, place: StoreLocation): boolean {
     return loc.bucket === place.bucket && (place.prefix === '' || loc.prefix === place.prefix || loc.prefix.startsWith(`${place.prefix}/`));
   }
   return false;
-}
-
-/** The real path of `p`, or null when it does not exist. */
-function existingRealPath(p: string): string | null {
-  try {
-    return fs.realpathSync(p);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
-    throw e;
-  }
 }

@@ -9,7 +9,7 @@ import type {
   ListNamespacesResponse,
 } from '../../model/namespaces.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, namespaceNotFound, readNamespace, requireNamespace } from './catalog.js';
+import { type CatalogDeps, createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
 import { CATALOG_DIR, childOfPrefix, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { TableFences } from '../tables/table-fences.js';
@@ -46,6 +46,9 @@ export class NamespaceService {
 
   async create(_ctx: RequestContext, ns: string[], request: CreateNamespaceRequest): Promise<CreateNamespaceResponse> {
     validateNamespaceId(ns);
+    if (namespaceLink(this.store, ns) !== null) {
+      throw invalidInput(`namespace ${displayId(ns)} cannot be created: its directory is, or lies under, a symbolic link, and the catalog follows no link below its root`);
+    }
     const mode = request.mode ?? 'Create';
     const properties = request.properties ?? {};
     const key = namespaceRecordKey(ns);
@@ -108,7 +111,9 @@ export class NamespaceService {
   /** Child namespace names of `ns`, in the listing index's order (see compareNames): a page of the index, not of the directory. */
   async list(_ctx: RequestContext, ns: string[], page: PageRequest): Promise<ListNamespacesResponse> {
     validateNamespaceId(ns);
-    const { names, pageToken } = await this.index.listPage('namespace', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns));
+    // Before the index is read (and settled) at all: nothing through a link.
+    requireUnlinkedNamespace(this.store, ns);
+    const { names, pageToken } = await this.index.listPage('namespace', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns, true));
     return { namespaces: names, page_token: pageToken };
   }
 
@@ -129,6 +134,11 @@ export class NamespaceService {
 
   private async dropNamespace(_ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {
     const mode = request.mode ?? 'Fail';
+    // A namespace reached through a symbolic link is none (see namespaceLink): nothing is deleted through it.
+    if (namespaceLink(this.store, ns) !== null) {
+      if (mode === 'Skip') return {};
+      throw namespaceNotFound(ns);
+    }
     const behavior = request.behavior ?? 'Restrict';
     const key = namespaceRecordKey(ns);
     const { leaseMs } = this.deps.settings;

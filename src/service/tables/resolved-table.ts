@@ -3,7 +3,7 @@ import { type CatalogDeps, type ResolvedNamespace, resolveManagedVersioning } fr
 import { tableDirKey, tableRefOf } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
-import { dataDir, incarnationOf, requireVisibleTable, type TableState } from './table-state.js';
+import { dataDir, incarnationOf, requireUnlinkedTable, requireVisibleTable, type TableState } from './table-state.js';
 
 /**
  * A table as one request resolved it. Every later step of the request, including the engine's
@@ -38,19 +38,21 @@ export function resolvedTable(deps: CatalogDeps, id: string[], state: TableState
 
 /** Resolves the visible table `id` (404 otherwise; `creatingRequest` also finds the table that request is creating). */
 export async function resolveTable(deps: CatalogDeps, id: string[], creatingRequest?: string): Promise<ResolvedTable> {
-  return resolvedTable(deps, id, await requireVisibleTable(deps.store, tableRefOf(id), creatingRequest));
+  return resolvedTable(deps, id, await requireVisibleTable(deps.store, tableRefOf(id), { creatingRequest }));
 }
 
 /**
  * Resolves the visible table `id` (404 otherwise) and reads the latest committed version of its
  * dataset (null: none, declared only) at the same time: the version is looked up in the table's
  * own directory alongside its state, since that is where the data of every table but a
- * registered one lives (whose record names its location, looked up after).
+ * registered one lives (whose record names its location, looked up after). Both only once the
+ * directory is known not to be reached through a symbolic link (unless `linkChecked`: the caller looked).
  */
-export async function resolveTableWithLatest(deps: CatalogDeps, id: string[]): Promise<{ table: ResolvedTable; latest: CommittedVersion | null }> {
+export async function resolveTableWithLatest(deps: CatalogDeps, id: string[], linkChecked = false): Promise<{ table: ResolvedTable; latest: CommittedVersion | null }> {
   const ref = tableRefOf(id);
+  if (!linkChecked) requireUnlinkedTable(deps.store, ref);
   const ownDir = deps.locations.own(tableDirKey(ref));
-  const [state, ownLatest] = await Promise.all([requireVisibleTable(deps.store, ref), new TableVersions(ownDir).latest().catch(() => undefined)]);
+  const [state, ownLatest] = await Promise.all([requireVisibleTable(deps.store, ref, { linkChecked: true }), new TableVersions(ownDir).latest().catch(() => undefined)]);
   const table = resolvedTable(deps, id, state);
   const own = table.dir.store === ownDir.store && table.dir.key === ownDir.key && ownLatest !== undefined;
   return { table, latest: own ? ownLatest : await new TableVersions(table.dir).latest() };

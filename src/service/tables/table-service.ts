@@ -17,7 +17,7 @@ import type {
   RenameTableResponse,
 } from '../../model/tables.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, requireNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
+import { type CatalogDeps, createInNamespace, displayId, requireNamespace, requireUnlinkedNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
 import {
   deregisteredMarkerKey,
@@ -45,6 +45,7 @@ import type { RequestContext } from '../request-context.js';
 import {
   dataDir,
   isVisible,
+  LinkedTableDir,
   readVersionManifest,
   readTableState,
   requireVisibleTable,
@@ -262,7 +263,7 @@ export class TableService {
     try {
       // The table as claimed, resolved once for the engine's commits: not under a write lease, so
       // each commit looks again at it, and finds this create's claim (it names own.requestId).
-      const claimed = managed ? resolvedTable(this.deps, id, await requireVisibleTable(this.store, ref, own.requestId), { dir, namespace }) : null;
+      const claimed = managed ? resolvedTable(this.deps, id, await requireVisibleTable(this.store, ref, { creatingRequest: own.requestId, linkChecked: true }), { dir, namespace }) : null;
       const at = { ...this.datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: this.coordinatorFor(own, claimed, false) } : {}) };
       ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
       faultPoint('create:after-data');
@@ -415,7 +416,9 @@ export class TableService {
   /** Names of the tables directly in `ns`, in the listing index's order (see compareNames): a page of the index (catalog/listing-index.ts). */
   async list(_ctx: RequestContext, ns: string[], page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
     validateNamespaceId(ns);
-    const { names, pageToken } = await this.index.listPage('table', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns), page.includeDeclared ?? true);
+    // Before the index is read (and settled) at all: nothing through a link.
+    requireUnlinkedNamespace(this.store, ns);
+    const { names, pageToken } = await this.index.listPage('table', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns, true), page.includeDeclared ?? true);
     return { tables: names, page_token: pageToken };
   }
 
@@ -465,11 +468,18 @@ export class TableService {
    * deletes the rest (see table-fences.ts). The tombstone stays, so that nothing a late writer
    * leaves is taken for a table; the next create of the name clears the directory. Of concurrent
    * drops one wins, the others answer 404. Data at a registered location stays: it may be shared
-   * with another registration or live outside the root, and is not the catalog's to delete.
+   * with another registration or live outside the root, and is not the catalog's to delete. A
+   * table directory that is a symbolic link holds no table: its drop removes the link, never what
+   * it leads to (see LinkedTableDir); one under a namespace directory that is a link is a 404.
    */
   async drop(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
     const ref = tableRefOf(id);
-    const state = await readTableState(this.store, ref);
+    const state = await readTableState(this.store, ref).catch((e: unknown) => {
+      if (!(e instanceof LinkedTableDir)) throw e;
+      if (e.link !== tableDirKey(ref)) throw tableNotFound(id);
+      return null;
+    });
+    if (state === null) return this.dropLink(id, ref);
     if (!isVisible(state) && !state.deregistered) throw tableNotFound(id);
     const dir = dataDir(this.deps.locations, state);
     await this.index.around('table', ref, async () => {
@@ -480,6 +490,16 @@ export class TableService {
     }, { visible: false, data: false });
     this.deps.engine.forget(dir.store.location(dir.key));
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
+  }
+
+  /** Drops a name whose directory is a symbolic link: the link goes (LocalObjectStore.deletePrefix), what it leads to stays. */
+  private async dropLink(id: string[], ref: TableRef): Promise<DropTableResponse> {
+    const dirKey = tableDirKey(ref);
+    const location = this.store.location(dirKey);
+    await this.index.around('table', ref, () => this.store.deletePrefix(dirKey), { visible: false, data: false });
+    // A table swapped for the link may still be open in the engine.
+    this.deps.engine.forget(location);
+    return { id, location, properties: {} };
   }
 
   /** Hides the table and keeps its data; registering the same location again brings it back. */

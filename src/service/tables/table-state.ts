@@ -93,8 +93,41 @@ async function readNameFiles(store: ObjectStore, ref: TableRef): Promise<NameFil
   };
 }
 
-export async function readTableState(store: ObjectStore, ref: TableRef): Promise<TableState> {
+/**
+ * The catalog follows no symbolic link below its root (a local disk's; ObjectStore.linkOnPath): a
+ * table whose directory is reached through one is none of its tables, wherever the link leads
+ * (out of the root, or to another namespace's table, whose grants would not apply). Nothing is
+ * read or written through it: to whoever needs the table it does not exist (a 404, see
+ * requireVisibleTable), to whoever would take the name it is this 400, and a drop removes the
+ * link, never what it leads to (TableService.drop).
+ */
+export class LinkedTableDir extends NamespaceError {
+  constructor(
+    readonly ref: TableRef,
+    /** The key of the link: the table's directory itself, or a namespace directory above it. */
+    readonly link: string,
+  ) {
+    const where = link === tableDirKey(ref) ? 'is' : 'lies under';
+    super(ErrorCode.InvalidInput, `table ${displayId([...ref.namespace, ref.name])} cannot be used: its directory ${where} a symbolic link, and the catalog follows no link below its root`);
+  }
+}
+
+/** The link through which the table's directory is reached, or null: one realpath on a local disk, nothing on an object store. */
+const linkOf = (store: ObjectStore, ref: TableRef): string | null => store.linkOnPath?.(tableDirKey(ref)) ?? null;
+
+/** A 404 when the table's directory is reached through a symbolic link (see LinkedTableDir): for a request that needs the table. */
+export function requireUnlinkedTable(store: ObjectStore, ref: TableRef): void {
+  if (linkOf(store, ref) !== null) throw tableNotFound([...ref.namespace, ref.name]);
+}
+
+/**
+ * What the store says about the name; a LinkedTableDir when its directory is reached through a
+ * symbolic link (unless the caller looked already: `linkChecked`, so that a request looks once).
+ */
+export async function readTableState(store: ObjectStore, ref: TableRef, linkChecked = false): Promise<TableState> {
   const dirKey = tableDirKey(ref);
+  const link = linkChecked ? null : linkOf(store, ref);
+  if (link !== null) throw new LinkedTableDir(ref, link);
   const files = await readNameFiles(store, ref);
   let { record } = files;
   const recordFile = record !== null;
@@ -144,9 +177,14 @@ function tombstoneOf(body: Buffer): Tombstone | null {
 
 export const tableNotFound = (id: string[]) => new NamespaceError(ErrorCode.TableNotFound, `table ${displayId(id)} does not exist`);
 
-/** The table's state; 404 unless it is visible, or (given `creatingRequest`) being created by that request. */
-export async function requireVisibleTable(store: ObjectStore, ref: TableRef, creatingRequest?: string): Promise<TableState> {
-  const state = await readTableState(store, ref);
+/**
+ * The table's state; 404 unless it is visible, or (given `creatingRequest`) being created by that
+ * request, and not reached through a symbolic link (unless `linkChecked`: the caller looked).
+ */
+export async function requireVisibleTable(store: ObjectStore, ref: TableRef, options: { creatingRequest?: string | undefined; linkChecked?: boolean } = {}): Promise<TableState> {
+  const { creatingRequest } = options;
+  if (!options.linkChecked) requireUnlinkedTable(store, ref);
+  const state = await readTableState(store, ref, true);
   const ownCreate = creatingRequest !== undefined && state.creating?.requestId === creatingRequest && !state.dropped;
   if (!isVisible(state) && !ownCreate) throw tableNotFound([...ref.namespace, ref.name]);
   return state;
