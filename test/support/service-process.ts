@@ -57,13 +57,20 @@ export function rootArgs(root: TestRoot, leaseMs: number): string[] {
 
 /**
  * Starts src/main.ts through tsx (as `npm run dev` does) on a loopback port, resolving once it
- * listens. `faultPoint` arms LANCE_NS_FAULT_POINT; `live` tracks the child until it exits, so a
+ * listens. `faultPoint` arms LANCE_NS_FAULT_POINT, `pause` LANCE_NS_PAUSE_POINTS and
+ * LANCE_NS_PAUSE_MS (src/service/fault-points.ts); `live` tracks the child until it exits, so a
  * test can kill whatever is left.
  */
-export function startServiceProcess(options: { args: string[]; cwd?: string; faultPoint?: string; live?: Set<ChildProcess> }): Promise<ServiceProcess> {
+export function startServiceProcess(options: { args: string[]; cwd?: string; faultPoint?: string; pause?: { points: string[]; ms: number }; live?: Set<ChildProcess> }): Promise<ServiceProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '' };
   delete env.LANCE_NS_FAULT_POINT;
+  delete env.LANCE_NS_PAUSE_POINTS;
+  delete env.LANCE_NS_PAUSE_MS;
   if (options.faultPoint) env.LANCE_NS_FAULT_POINT = options.faultPoint;
+  if (options.pause) {
+    env.LANCE_NS_PAUSE_POINTS = options.pause.points.join(',');
+    env.LANCE_NS_PAUSE_MS = String(options.pause.ms);
+  }
   const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), '--host', '127.0.0.1', '--port', '0', ...options.args], {
     cwd: options.cwd ?? repo,
     env,

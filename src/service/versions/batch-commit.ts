@@ -13,7 +13,7 @@ import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, requireMainBranch, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, TableRecord } from '../catalog/records.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint, pausePoint } from '../fault-points.js';
 import type { RequestContext } from '../request-context.js';
 import { resolveTable } from '../tables/resolved-table.js';
 import { isVisible, readTableState, requireVisibleTable } from '../tables/table-state.js';
@@ -238,7 +238,7 @@ export class BatchCommits {
       for (const p of planned) {
         if (!(await p.versions.store.head(p.entry.staged_key))) throw stagedMissing(p);
       }
-      faultPoint('batch:before-commit-point');
+      await pausePoint('batch:before-commit-point');
       const committing = await this.log.update(record, { ...record.value, phase: 'committing' });
       if (!committing) throw conflict(`transaction ${transactionId} was rolled back while it was being prepared`);
       record = committing;
@@ -246,7 +246,7 @@ export class BatchCommits {
       await this.recovery.rollBack(record);
       throw e;
     }
-    faultPoint('batch:after-commit-point');
+    await pausePoint('batch:after-commit-point');
     return { transactionId, committed: await this.recovery.rollForward(record) };
   }
 

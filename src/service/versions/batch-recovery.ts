@@ -1,5 +1,5 @@
 import type { ServiceLogger } from '../logger.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint, pausePoint } from '../fault-points.js';
 import { type CatalogDeps } from '../catalog/catalog.js';
 import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord, type Versioned } from '../catalog/records.js';
@@ -107,7 +107,7 @@ export class BatchRecovery {
       const done = await this.log.update(current, { ...current.value, status: 'Succeeded', phase: 'done' });
       current = done ?? (await this.log.read(record.value.id));
     }
-    faultPoint('batch:after-succeeded');
+    await pausePoint('batch:after-succeeded');
     if (current) await this.finish(current);
     else await this.cleanUpVanished(record.value, true);
     return committed;
