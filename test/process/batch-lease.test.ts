@@ -1,10 +1,10 @@
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { listAll } from '../../src/store/object-store.js';
 import { backends, type TestRoot } from '../support/backends.js';
-import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
+import { type ServiceProcess, useCrashRoot } from '../support/service-process.js';
 
 // A batch that takes longer than its lease, on two replicas (issue 28, point 3). A 50,000-declare
 // BatchCommitTables took minutes; the other replica's poller found its 30 s lease run out (it was
@@ -55,23 +55,15 @@ async function freezeOutside(child: ChildProcess, lockFile: string | null): Prom
 }
 
 describe.each(backends())('a batch that outlasts its lease, on two replicas, on $name', (backend) => {
-  const live = new Set<ChildProcess>();
+  const crash = useCrashRoot(backend, LEASE_MS);
   let root: TestRoot;
   let survivor: ServiceProcess;
   let coordinator: ServiceProcess;
-
   beforeAll(async () => {
-    root = await backend.newRoot();
-    [survivor, coordinator] = await Promise.all([
-      startServiceProcess({ args: rootArgs(root, LEASE_MS), live }),
-      startServiceProcess({ args: rootArgs(root, LEASE_MS), live, pause: { points: PAUSE_POINTS, ms: PAUSE_MS } }),
-    ]);
-    expect((await survivor.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+    root = crash.root();
+    survivor = crash.watcher();
+    coordinator = await crash.start(undefined, { points: PAUSE_POINTS, ms: PAUSE_MS });
   }, 60_000);
-  afterAll(async () => {
-    for (const child of live) child.kill('SIGKILL');
-    await root.dispose();
-  });
 
   const pauses = (point: string) => coordinator.stderr().split(`pause point ${point}:`).length - 1;
   const record = async (id: string): Promise<TxRecord> => JSON.parse((await root.store.get(`_catalog/transactions/${id}.json`))?.body.toString('utf8') ?? '{}') as TxRecord;
