@@ -39,9 +39,11 @@ function allStopped(pid: number): boolean {
 
 /**
  * SIGSTOPs `child`, but never while it holds `lockFile`: a local root's replace-if-unchanged holds
- * a lock file across its stat, compare and rename, and a holder frozen inside would keep every other
- * writer of the key out (until the lock is broken as stale, 30 s later). A frozen process holds no
- * such lock on S3, where the store applies the condition itself (`lockFile` null).
+ * a lock file across its stat, compare and rename, and a holder frozen inside keeps every other
+ * writer of the key out until the lock is broken as stale, 30 s later; thawed after that, it would
+ * rename its stale write over theirs (a hazard of the local store under a freeze longer than 30 s,
+ * not of the batch protocol, which this test is about). A frozen process holds no such lock on S3,
+ * where the store applies the condition itself (`lockFile` null).
  */
 async function freezeOutside(child: ChildProcess, lockFile: string | null): Promise<void> {
   const pid = child.pid ?? 0;
