@@ -105,7 +105,8 @@ export interface BenchService {
   baseUrl: string;
 }
 
-export async function startBenchService(backend: 'local' | 'rgw', log: (line: string) => void, tempPrefix: string): Promise<BenchService> {
+/** `options`: more command-line options of the service (limits a benchmark goes past). */
+export async function startBenchService(backend: 'local' | 'rgw', log: (line: string) => void, tempPrefix: string, options: string[] = []): Promise<BenchService> {
   let args: string[];
   if (backend === 'local') {
     const dir = await mkdtemp(path.join(os.tmpdir(), tempPrefix));
@@ -128,7 +129,7 @@ export async function startBenchService(backend: 'local' | 'rgw', log: (line: st
     ];
   }
   // An empty environment: nothing from the caller's shell (AWS_*, LANCE_NS_*) leaks in.
-  const config = loadConfig([...args, '--host', '127.0.0.1', '--port', '0', '--log-level', 'silent'], {});
+  const config = loadConfig([...args, ...options, '--host', '127.0.0.1', '--port', '0', '--log-level', 'silent'], {});
   const app = await createApp(config, pino({ level: 'silent' }));
   cleanups.push(() => app.close());
   checkAborted();

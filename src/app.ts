@@ -121,6 +121,8 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
         maxMapBytes: config.maxMapBytes,
         largeBodyBytes: config.largeBodyBytes,
         maxConcurrentLargeBodies: config.maxConcurrentLargeBodies,
+        maxBatchOperations: config.maxBatchOperations,
+        maxBatchEntries: config.maxBatchEntries,
       },
       // Every form in which the root's own path can appear in a message (the engine drops the leading '/').
       rootForms: [store.rootUri, store.location(''), store.objectPath('')],

@@ -49,6 +49,9 @@ const Config = z.object({
   largeBodyBytes: z.coerce.number().int().min(0),
   /** Large Arrow bodies received at once; one more is a 503 (code 17), before its body is read. */
   maxConcurrentLargeBodies: z.coerce.number().int().positive(),
+  /** Operations of one BatchCommitTables and entries of one BatchCreateTableVersions (see the README's Limits). */
+  maxBatchOperations: z.coerce.number().int().positive(),
+  maxBatchEntries: z.coerce.number().int().positive(),
   /** Datasets the engine keeps open across requests (0: none, every request opens its own). */
   keptDatasets: z.coerce.number().int().min(0),
   /** Bound on the manifest bytes (plus 64 KiB each) of the datasets kept open. */
@@ -134,6 +137,12 @@ const Config = z.object({
 });
 export type Config = z.infer<typeof Config>;
 
+/**
+ * Items of one batch, by default: the largest batch answers within seconds on a local disk and
+ * within a minute on S3 (measured by scripts/bench-batches.ts, see the README's Limits).
+ */
+const DEFAULT_MAX_BATCH = 500;
+
 export const CONFIG_HELP = `Usage: npm start -- [options]
 
   --root <path|s3://bucket/prefix>  catalog root            env LANCE_NS_ROOT      default ./data
@@ -168,6 +177,8 @@ export const CONFIG_HELP = `Usage: npm start -- [options]
   --max-map-bytes <n>               bytes per such map (keys and values)         env LANCE_NS_MAX_MAP_BYTES    default 262144
   --large-body-bytes <n>            Arrow bodies above this are large            env LANCE_NS_LARGE_BODY_BYTES default 16777216
   --max-concurrent-large-bodies <n> large Arrow bodies received at once          env LANCE_NS_MAX_CONCURRENT_LARGE_BODIES default 2
+  --max-batch-operations <n>        operations per BatchCommitTables             env LANCE_NS_MAX_BATCH_OPERATIONS default 500
+  --max-batch-entries <n>           entries per BatchCreateTableVersions         env LANCE_NS_MAX_BATCH_ENTRIES    default 500
   --kept-datasets <n>               datasets kept open across requests (0: none) env LANCE_NS_KEPT_DATASETS default 256
   --kept-dataset-bytes <n>          their manifest bytes + 64 KiB each, at most  env LANCE_NS_KEPT_DATASET_BYTES default 268435456
   --lance-index-cache-bytes <n>     Lance's index cache, shared by all datasets  env LANCE_NS_LANCE_INDEX_CACHE_BYTES default 1073741824
@@ -220,6 +231,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
       'max-map-bytes': { type: 'string' },
       'large-body-bytes': { type: 'string' },
       'max-concurrent-large-bodies': { type: 'string' },
+      'max-batch-operations': { type: 'string' },
+      'max-batch-entries': { type: 'string' },
       'kept-datasets': { type: 'string' },
       'kept-dataset-bytes': { type: 'string' },
       'lance-index-cache-bytes': { type: 'string' },
@@ -276,6 +289,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
     maxMapBytes: opt('max-map-bytes', 'LANCE_NS_MAX_MAP_BYTES') ?? 256 * 1024,
     largeBodyBytes: opt('large-body-bytes', 'LANCE_NS_LARGE_BODY_BYTES') ?? 16 * 1024 * 1024,
     maxConcurrentLargeBodies: opt('max-concurrent-large-bodies', 'LANCE_NS_MAX_CONCURRENT_LARGE_BODIES') ?? 2,
+    maxBatchOperations: opt('max-batch-operations', 'LANCE_NS_MAX_BATCH_OPERATIONS') ?? DEFAULT_MAX_BATCH,
+    maxBatchEntries: opt('max-batch-entries', 'LANCE_NS_MAX_BATCH_ENTRIES') ?? DEFAULT_MAX_BATCH,
     keptDatasets: opt('kept-datasets', 'LANCE_NS_KEPT_DATASETS') ?? 256,
     keptDatasetBytes: opt('kept-dataset-bytes', 'LANCE_NS_KEPT_DATASET_BYTES') ?? 256 * 1024 * 1024,
     lanceIndexCacheBytes: opt('lance-index-cache-bytes', 'LANCE_NS_LANCE_INDEX_CACHE_BYTES') ?? 1024 * 1024 * 1024,
@@ -312,7 +327,8 @@ const FILE_LISTS = new Set(['allowed_locations', 'cors_origins']);
 const FILE_SCALARS = new Set([
   'root', 'host', 'ui', 'insecure', 'port', 'log_level', 's3_endpoint', 's3_region', 's3_access_key_id', 's3_secret_access_key', 's3_session_token',
   's3_path_style', 's3_create_bucket', 'page_token_secret', 'managed_versioning', 'transaction_lease_ms', 'store_check_interval_ms', 'allow_unsafe_store', 'max_arrow_body_bytes',
-  'max_json_body_bytes', 'max_map_entries', 'max_map_bytes', 'large_body_bytes', 'max_concurrent_large_bodies', 'kept_datasets', 'kept_dataset_bytes',
+  'max_json_body_bytes', 'max_map_entries', 'max_map_bytes', 'large_body_bytes', 'max_concurrent_large_bodies', 'max_batch_operations', 'max_batch_entries',
+  'kept_datasets', 'kept_dataset_bytes',
   'lance_index_cache_bytes', 'lance_metadata_cache_bytes',
   'udf_execution', 'udf_python', 'udf_workers', 'ray_address',
 ]);

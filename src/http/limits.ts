@@ -11,6 +11,16 @@ export interface RequestLimits {
   largeBodyBytes: number;
   /** ...and at most this many are received at once; more are a 503 (code 17). */
   maxConcurrentLargeBodies: number;
+  /** Operations of one BatchCommitTables. */
+  maxBatchOperations: number;
+  /** Entries of one BatchCreateTableVersions. */
+  maxBatchEntries: number;
+}
+
+/** A list of a request body bounded by one of the limits (a batch's operations). */
+export interface BoundedList {
+  field: string;
+  limit: 'maxBatchOperations' | 'maxBatchEntries';
 }
 
 /** The fields that hold string maps a client can make as large as the body allows. */
@@ -33,6 +43,16 @@ export function checkMapLimits(value: unknown, limits: RequestLimits, where = ''
     if (MAP_FIELDS.has(field) && typeof inner === 'object' && inner !== null && !Array.isArray(inner)) checkMapSize(inner as Record<string, unknown>, limits, path);
     else checkMapLimits(inner, limits, path, depth + 1);
   }
+}
+
+/**
+ * Refuses a list past its limit before the body is validated or anything is written: a batch is
+ * applied in one request, under one lease, and its every item costs store round trips.
+ */
+export function checkListLimit(body: unknown, bounded: BoundedList, limits: RequestLimits): void {
+  const list = typeof body === 'object' && body !== null ? (body as Record<string, unknown>)[bounded.field] : undefined;
+  const max = limits[bounded.limit];
+  if (Array.isArray(list) && list.length > max) throw invalidInput(`${bounded.field}: at most ${max} are allowed in one request, got ${list.length}`);
 }
 
 function checkMapSize(map: Record<string, unknown>, limits: RequestLimits, path: string): void {

@@ -6,7 +6,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { Authorizer } from './authorization.js';
 import type { RateLimiter } from './rate-limit.js';
 import { type Authenticate, authenticator } from './authentication.js';
-import { checkMapLimits, type RequestLimits } from './limits.js';
+import { checkListLimit, checkMapLimits, type RequestLimits } from './limits.js';
 import { parsePathId, type RouteConfig } from './route.js';
 
 // What every route's request goes through besides its handler, in Fastify's hook order:
@@ -171,6 +171,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
     syncHook((request) => {
       const route = routeOf(request);
       if (authorizer && route) authorizer.checkBody(request.principal, route.operationId, request.body);
+      if (route?.boundedList) checkListLimit(request.body, route.boundedList, limits);
       if (!route?.arrowBody) checkMapLimits(request.body, limits);
     }),
   );

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { z } from 'zod';
 import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
 import type { RequestContext } from '../service/request-context.js';
-import type { LargeBodySlots } from './limits.js';
+import type { BoundedList, LargeBodySlots } from './limits.js';
 import { parseRequestPart } from './zod-compilers.js';
 
 // Schema-first routes. A route declares its operation, paths, methods and zod schemas; each route
@@ -51,6 +51,8 @@ export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType 
   bodyIdIsPathId?: boolean;
   /** Only the main branch exists here: a `branch` naming another one (query, body, or the body's query) is a 406. */
   mainBranchOnly?: boolean;
+  /** A list of the body bounded by a request limit (limits.ts): past it, a 400 before anything is validated or done. */
+  boundedList?: BoundedList;
   /** Returns the response body (ignored for 'empty'). */
   handler(input: RouteInput<z.output<B>, z.output<Q>>): Promise<unknown>;
 }
@@ -84,6 +86,7 @@ export interface RouteConfig {
   mainBranchOnly: readonly (readonly string[])[] | null;
   arrowBody: boolean;
   bodyIdIsPathId: boolean;
+  boundedList: BoundedList | null;
 }
 
 declare module 'fastify' {
@@ -171,6 +174,7 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
     mainBranchOnly: route.mainBranchOnly ? branchFields(route) : null,
     arrowBody: route.arrowBody ?? false,
     bodyIdIsPathId: route.bodyIdIsPathId ?? true,
+    boundedList: route.boundedList ?? null,
   };
   const jsonResponse = typeof route.response === 'object' ? route.response : undefined;
   // Decided before the body is read, so a refused body costs no memory.

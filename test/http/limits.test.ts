@@ -21,6 +21,8 @@ describe('documented defaults', () => {
       maxMapBytes: 256 * 1024,
       largeBodyBytes: 16 * 1024 * 1024,
       maxConcurrentLargeBodies: 2,
+      maxBatchOperations: 500,
+      maxBatchEntries: 500,
     });
   });
 });
@@ -57,6 +59,45 @@ describe.each(backends())('string map limits on $name', (backend) => {
     await expectRefused(await fx.t.call('POST', `/v1/table/ns%24q/create${query}`, peopleStream([1]), ARROW), 'properties');
     expect((await fx.t.call('POST', '/v1/table/ns%24nested/exists', {})).status).toBe(404);
     expect((await fx.t.call('POST', '/v1/table/ns%24q/exists', {})).status).toBe(404);
+  });
+});
+
+// Issue 28, point 3: a batch is applied in one request, under one lease, at a cost of store round
+// trips per item; past the limits it is refused before anything is validated in depth or written.
+describe('batch limits', () => {
+  const fx = useTestApp(localBackend, { maxBatchOperations: 3, maxBatchEntries: 3 });
+  beforeAll(async () => {
+    expect((await fx.t.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
+  });
+  const declares = (names: string[]) => names.map((name) => ({ declare_table: { id: ['ns', name] } }));
+  const written = async () => [...(await fx.root.store.list('_catalog/transactions/')).objects, ...(await fx.root.store.list('_catalog/batches/')).objects];
+
+  it('refuses a BatchCommitTables of more operations, naming the field and the limit, and writes nothing', async () => {
+    const res = await fx.t.call('POST', '/v1/table/batch-commit', { operations: declares(['o1', 'o2', 'o3', 'o4']) });
+    expect(res.status, res.text).toBe(400);
+    expect(res.json.code).toBe(13);
+    expect(String(res.json.error)).toBe('operations: at most 3 are allowed in one request, got 4');
+    expect(await written()).toEqual([]);
+    for (const name of ['o1', 'o4']) expect((await fx.t.call('POST', `/v1/table/ns%24${name}/exists`, {})).status).toBe(404);
+    // Counted before the operations are validated: what they hold does not matter.
+    const junk = await fx.t.call('POST', '/v1/table/batch-commit', { operations: [1, 2, 3, 4] });
+    expect(junk.status).toBe(400);
+    expect(String(junk.json.error)).toContain('operations: at most 3');
+  });
+
+  it('refuses a BatchCreateTableVersions of more entries, naming the field and the limit, and writes nothing', async () => {
+    const entries = ['e1', 'e2', 'e3', 'e4'].map((name) => ({ id: ['ns', name], version: 1, manifest_path: '_versions/1.manifest-x' }));
+    const res = await fx.t.call('POST', '/v1/table/version/batch-create', { entries });
+    expect(res.status, res.text).toBe(400);
+    expect(res.json.code).toBe(13);
+    expect(String(res.json.error)).toBe('entries: at most 3 are allowed in one request, got 4');
+    expect(await written()).toEqual([]);
+  });
+
+  it('accepts a batch at the limit', async () => {
+    const res = await fx.t.call('POST', '/v1/table/batch-commit', { operations: declares(['a1', 'a2', 'a3']) });
+    expect(res.status, res.text).toBe(200);
+    for (const name of ['a1', 'a3']) expect((await fx.t.call('POST', `/v1/table/ns%24${name}/exists`, {})).status).toBe(200);
   });
 });
 

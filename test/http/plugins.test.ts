@@ -53,7 +53,7 @@ describe('the HTTP request pipeline', () => {
       logger: pino({ level: 'info' }, sink),
       jsonBodyLimit: 64 * 1024,
       arrowBodyLimit: 1024 * 1024,
-      limits: { maxMapEntries: 100, maxMapBytes: 64 * 1024, largeBodyBytes: 512 * 1024, maxConcurrentLargeBodies: 2 },
+      limits: { maxMapEntries: 100, maxMapBytes: 64 * 1024, largeBodyBytes: 512 * 1024, maxConcurrentLargeBodies: 2, maxBatchOperations: 1000, maxBatchEntries: 1000 },
       rootForms: ['/nowhere'],
       version: 'test',
       browser: { corsOrigins: [], loopbackOnly: true },

@@ -127,4 +127,39 @@ describe.each(catalogRootKinds)('batches whose coordinator died (%s)', (kind) =>
     expect(await tableRecord()).toBeNull();
     await services(base, 1000).tables.declare(ctx, ['ns', 't'], {});
   });
+
+  it('a coordinator whose batch is taken over while it claims names stops at its next step, claiming nothing more', async () => {
+    const LEASE = 100;
+    const claimed: string[] = [];
+    /** While set, the coordinator's writes of its record wait: it stalls, alive (a long pause), and its renewals do not land. */
+    let stalled: Promise<void> | null = null;
+    const store = storeDouble(base, {
+      put: async (k: string, body: Buffer | string, condition?: PutCondition) => {
+        if (k.endsWith('/.lance-table.json') && condition && 'ifNoneMatch' in condition) {
+          claimed.push(k.split('/')[1] ?? k);
+          if (k === 'ns/t2.lance/.lance-table.json') {
+            let resume = () => {};
+            stalled = new Promise((resolve) => (resume = resolve));
+            // Past its lease, a poller of another replica takes the batch over and rolls it back.
+            await sleep(LEASE + 20);
+            await services(base, LEASE).versions.pollBatches();
+            resume();
+            // The renewal that waited meets the poller's record, and fails.
+            await sleep(LEASE);
+          }
+        }
+        if (stalled && k.startsWith('_catalog/transactions/')) await stalled;
+        return base.put(k, body, condition);
+      },
+    });
+    const ops = ['t1', 't2', 't3'].map((name) => ({ declare_table: { id: ['ns', name] } }));
+    const outcome = await services(store, LEASE).versions.batchCommit(ctx, ops).catch((e: unknown) => e);
+    expect(outcome).toBeInstanceOf(NamespaceError);
+    expect((outcome as NamespaceError).code).toBe(ErrorCode.ConcurrentModification);
+    // It noticed before its next claim: t3 was never claimed, and nothing it claimed is left.
+    expect(claimed).toEqual(['t1.lance', 't2.lance']);
+    expect(await onlyRecord()).toMatchObject({ status: 'Failed', phase: 'done', cleaned_up: true });
+    expect(await markers()).toEqual([]);
+    for (const name of ['t1', 't2', 't3']) expect(await base.get(`ns/${name}.lance/.lance-table.json`), name).toBeNull();
+  });
 });

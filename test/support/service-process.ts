@@ -55,15 +55,28 @@ export function rootArgs(root: TestRoot, leaseMs: number): string[] {
   return args;
 }
 
+/** Pause points of src/service/fault-points.ts, and how long the process waits, alive, at each. */
+export interface PausePoints {
+  points: string[];
+  ms: number;
+}
+
 /**
  * Starts src/main.ts through tsx (as `npm run dev` does) on a loopback port, resolving once it
- * listens. `faultPoint` arms LANCE_NS_FAULT_POINT; `live` tracks the child until it exits, so a
+ * listens. `faultPoint` arms LANCE_NS_FAULT_POINT, `pause` LANCE_NS_PAUSE_POINTS and
+ * LANCE_NS_PAUSE_MS (src/service/fault-points.ts); `live` tracks the child until it exits, so a
  * test can kill whatever is left.
  */
-export function startServiceProcess(options: { args: string[]; cwd?: string; faultPoint?: string; live?: Set<ChildProcess> }): Promise<ServiceProcess> {
+export function startServiceProcess(options: { args: string[]; cwd?: string; faultPoint?: string; pause?: PausePoints; live?: Set<ChildProcess> }): Promise<ServiceProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '' };
   delete env.LANCE_NS_FAULT_POINT;
+  delete env.LANCE_NS_PAUSE_POINTS;
+  delete env.LANCE_NS_PAUSE_MS;
   if (options.faultPoint) env.LANCE_NS_FAULT_POINT = options.faultPoint;
+  if (options.pause) {
+    env.LANCE_NS_PAUSE_POINTS = options.pause.points.join(',');
+    env.LANCE_NS_PAUSE_MS = String(options.pause.ms);
+  }
   const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), '--host', '127.0.0.1', '--port', '0', ...options.args], {
     cwd: options.cwd ?? repo,
     env,
@@ -122,15 +135,19 @@ export async function stopService(running: ServiceProcess, check: ExpectStatic =
 /**
  * For the crash tests of one describe block: a fresh root of `backend` with namespace `ns`, and a
  * replica on it (the watcher) that lives through the block; `start` starts more replicas (one
- * that dies at `faultPoint`, when given). Every process started is SIGKILLed at the end.
+ * that dies at `faultPoint`, or pauses at `pause`, when given). Every process started is
+ * SIGKILLed at the end.
  */
-export function useCrashRoot(backend: Backend, leaseMs: number): { root: () => TestRoot; watcher: () => ServiceProcess; start: (faultPoint?: string) => Promise<ServiceProcess> } {
+export function useCrashRoot(
+  backend: Backend,
+  leaseMs: number,
+): { root: () => TestRoot; watcher: () => ServiceProcess; start: (faultPoint?: string, pause?: PausePoints) => Promise<ServiceProcess> } {
   const live = new Set<ChildProcess>();
   let root: TestRoot | undefined;
   let watcher: ServiceProcess | undefined;
-  const start = (faultPoint?: string) => {
+  const start = (faultPoint?: string, pause?: PausePoints) => {
     if (!root) throw new Error('no root yet');
-    return startServiceProcess({ args: rootArgs(root, leaseMs), live, ...(faultPoint !== undefined ? { faultPoint } : {}) });
+    return startServiceProcess({ args: rootArgs(root, leaseMs), live, ...(faultPoint !== undefined ? { faultPoint } : {}), ...(pause ? { pause } : {}) });
   };
   beforeAll(async () => {
     root = await backend.newRoot();

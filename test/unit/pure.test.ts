@@ -70,10 +70,10 @@ describe('page tokens', () => {
   });
   it('paginates with an inclusive limit', () => {
     const next = (last: string) => `after:${last}`;
-    expect(paginate(['a', 'b', 'c'], { limit: 2, currentToken: null }, (s) => s, next)).toEqual({ page: ['a', 'b'], pageToken: 'after:b' });
-    expect(paginate(['a', 'b'], { limit: 2, currentToken: null }, (s) => s, next)).toEqual({ page: ['a', 'b'], pageToken: null });
-    expect(paginate(['a'], { limit: undefined, currentToken: null }, (s) => s, next)).toEqual({ page: ['a'], pageToken: null });
-    expect(paginate(['a'], { limit: 0, currentToken: 'tok' }, (s) => s, next)).toEqual({ page: [], pageToken: 'tok' });
+    expect(paginate(['a', 'b', 'c'], 2, (s) => s, next)).toEqual({ page: ['a', 'b'], pageToken: 'after:b' });
+    expect(paginate(['a', 'b'], 2, (s) => s, next)).toEqual({ page: ['a', 'b'], pageToken: null });
+    expect(paginate(['a'], undefined, (s) => s, next)).toEqual({ page: ['a'], pageToken: null });
+    expect(paginate(['a'], 0, (s) => s, next)).toEqual({ page: [], pageToken: null });
   });
 });
 

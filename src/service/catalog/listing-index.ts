@@ -244,9 +244,10 @@ export class ListingIndex {
     const scope = JSON.stringify(ns);
     const after = tokens.decode(tokenKind, scope, page.pageToken);
     const limit = page.limit ?? undefined;
+    // An empty page ends the listing (see paginate).
     if (limit === 0) {
       await namespaceExists();
-      return { names: [], pageToken: page.pageToken || tokens.encode(tokenKind, scope, '') };
+      return { names: [], pageToken: null };
     }
     const { names, more, resumeAfter } = await this.page(kind, ns, after, limit ?? Infinity, { includeDeclared, namespaceExists });
     const last = resumeAfter ?? names[names.length - 1];

@@ -42,17 +42,12 @@ export class PageTokens {
 
 /**
  * Takes one page (at most `limit` items) of an ordered list and the token for the next one.
- * `currentToken` is the token this page was asked with: `limit: 0` returns no items and hands it back.
+ * `limit: 0` is an empty page without a token, as the reference server answers: a token there
+ * would lead a client that follows tokens round in a loop that never ends.
  */
-export function paginate<T>(
-  items: T[],
-  options: { limit: number | null | undefined; currentToken: string | null | undefined },
-  nameOf: (item: T) => string,
-  nextToken: (lastName: string) => string,
-): { page: T[]; pageToken: string | null } {
-  const { limit } = options;
+export function paginate<T>(items: T[], limit: number | null | undefined, nameOf: (item: T) => string, nextToken: (lastName: string) => string): { page: T[]; pageToken: string | null } {
   if (limit === undefined || limit === null || items.length <= limit) return { page: items, pageToken: null };
   const last = items[limit - 1];
-  if (last === undefined) return { page: [], pageToken: options.currentToken || nextToken('') };
+  if (last === undefined) return { page: [], pageToken: null };
   return { page: items.slice(0, limit), pageToken: nextToken(nameOf(last)) };
 }

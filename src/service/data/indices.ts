@@ -107,7 +107,7 @@ export class IndexService {
       { allowDeclared: true },
     );
     const ordered = indices.sort(byName).filter((i) => after === undefined || Buffer.compare(Buffer.from(i.name), Buffer.from(after)) > 0);
-    const { page: shown, pageToken } = paginate(ordered, { limit: page.limit, currentToken: page.pageToken }, (i) => i.name, (last) =>
+    const { page: shown, pageToken } = paginate(ordered, page.limit, (i) => i.name, (last) =>
       this.pageTokens.encode('indices', scope, last),
     );
     return { indexes: shown.map(contentOf), page_token: pageToken };

@@ -30,7 +30,7 @@ export class TagService {
     const after = pageTokens.decode('tags', scope, page.pageToken);
     const tags = await this.tables.readTable(ctx, id, (table) => this.engine.tags.list(table.at));
     const names = [...tags.keys()].sort(byteOrder).filter((name) => after === undefined || byteOrder(name, after) > 0);
-    const { page: pageNames, pageToken } = paginate(names, { limit: page.limit, currentToken: page.pageToken }, (n) => n, (last) =>
+    const { page: pageNames, pageToken } = paginate(names, page.limit, (n) => n, (last) =>
       pageTokens.encode('tags', scope, last),
     );
     const out: Record<string, TagContents> = {};

@@ -429,7 +429,7 @@ export class TableService {
     const found: string[][] = [];
     const want = page.limit === undefined || page.limit === null ? Infinity : page.limit + 1;
     await this.walkTables([], page.includeDeclared ?? true, afterId, want, found);
-    const { page: ids, pageToken } = paginate(found, { limit: page.limit, currentToken: page.pageToken }, (id) => JSON.stringify(id), (last) =>
+    const { page: ids, pageToken } = paginate(found, page.limit, (id) => JSON.stringify(id), (last) =>
       this.deps.pageTokens.encode('all-tables', '', last),
     );
     return { tables: ids.map((id) => id.join(delimiter)), page_token: pageToken };

@@ -13,11 +13,12 @@ import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, requireMainBranch, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, TableRecord } from '../catalog/records.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint, pausePoint } from '../fault-points.js';
 import type { RequestContext } from '../request-context.js';
 import { resolveTable } from '../tables/resolved-table.js';
 import { isVisible, readTableState, requireVisibleTable } from '../tables/table-state.js';
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
+import { BatchLease } from './batch-lease.js';
 import type { BatchRecovery } from './batch-recovery.js';
 import { conflict, type PlannedVersion, planVersion, stagedMissing, versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
@@ -33,6 +34,8 @@ import type { VersionSlots } from './version-slots.js';
 // `committing` (the commit point, a replace-if-unchanged), then writes the manifests. Before the
 // commit point a crash leaves only reservations and pending table records, which are rolled back
 // once the lease expires; after it, whoever finds the record rolls it forward (batch-recovery.ts).
+// The coordinator keeps the lease renewed while it works, and stops before the commit point once
+// another process has taken the batch over (batch-lease.ts).
 
 export class BatchCommits {
   constructor(
@@ -205,7 +208,8 @@ export class BatchCommits {
   ): Promise<{ transactionId: string; committed: Map<string, CommittedVersion> }> {
     const now = new Date().toISOString();
     const tables = [...planned.map((p) => p.entry.table_id), ...ops.map((o) => o.table_id)];
-    let record = await this.log.create({
+    // Held, and renewed, until the batch is finished (batch-lease.ts): every step below may outlast one lease.
+    const lease = await BatchLease.begin(this.log, this.leaseMs, {
       id: transactionId,
       status: 'Running',
       operation,
@@ -219,35 +223,40 @@ export class BatchCommits {
       ...(ops.length > 0 ? { table_ops: ops } : {}),
       created_at: now,
       updated_at: now,
-      lease_until: new Date(Date.now() + this.leaseMs).toISOString(),
     });
-    faultPoint('batch:after-record');
-    // A fixed order of claims: two overlapping batches cannot each hold a slot the other needs forever.
-    const order = [...planned].sort((a, b) => (a.entry.location < b.entry.location ? -1 : a.entry.location > b.entry.location ? 1 : a.entry.version - b.entry.version));
     try {
-      for (const op of ops) {
-        if (op.kind === 'declare') await this.claimName(op, transactionId, namespaces.get(JSON.stringify(op.table_id.slice(0, -1))) ?? op.table_id.slice(0, -1));
-      }
-      for (const [i, p] of order.entries()) {
-        if (!(await this.slots.claim(p.versions, p.entry.version, this.slots.lease(transactionId)))) {
-          throw conflict(`table ${displayId(p.entry.table_id)}: version ${p.entry.version} is being committed by another writer`);
+      faultPoint('batch:after-record');
+      // A fixed order of claims: two overlapping batches cannot each hold a slot the other needs forever.
+      const order = [...planned].sort((a, b) => (a.entry.location < b.entry.location ? -1 : a.entry.location > b.entry.location ? 1 : a.entry.version - b.entry.version));
+      try {
+        // Each step first checks that the batch is still held: one that lost it stops at once.
+        for (const op of ops) {
+          lease.check();
+          if (op.kind === 'declare') await this.claimName(op, transactionId, namespaces.get(JSON.stringify(op.table_id.slice(0, -1))) ?? op.table_id.slice(0, -1));
         }
-        faultPoint(`batch:after-reserve-${i}`);
+        for (const [i, p] of order.entries()) {
+          lease.check();
+          if (!(await this.slots.claim(p.versions, p.entry.version, this.slots.lease(transactionId)))) {
+            throw conflict(`table ${displayId(p.entry.table_id)}: version ${p.entry.version} is being committed by another writer`);
+          }
+          faultPoint(`batch:after-reserve-${i}`);
+        }
+        await this.checkNext(planned);
+        for (const p of planned) {
+          if (!(await p.versions.store.head(p.entry.staged_key))) throw stagedMissing(p);
+        }
+        await pausePoint('batch:before-commit-point');
+        // The commit point: a write through the lease, which fails once another process has written the record.
+        if (!(await lease.write((r) => ({ ...r, phase: 'committing' })))) lease.check();
+      } catch (e) {
+        await this.recovery.rollBack(lease);
+        throw e;
       }
-      await this.checkNext(planned);
-      for (const p of planned) {
-        if (!(await p.versions.store.head(p.entry.staged_key))) throw stagedMissing(p);
-      }
-      faultPoint('batch:before-commit-point');
-      const committing = await this.log.update(record, { ...record.value, phase: 'committing' });
-      if (!committing) throw conflict(`transaction ${transactionId} was rolled back while it was being prepared`);
-      record = committing;
-    } catch (e) {
-      await this.recovery.rollBack(record);
-      throw e;
+      await pausePoint('batch:after-commit-point');
+      return { transactionId, committed: await this.recovery.rollForward(lease) };
+    } finally {
+      await lease.end();
     }
-    faultPoint('batch:after-commit-point');
-    return { transactionId, committed: await this.recovery.rollForward(record) };
   }
 
   /** Claims a table name for a declare in a batch: its record, pending on the transaction, inside `namespace` (see createInNamespace). */

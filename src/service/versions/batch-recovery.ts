@@ -1,25 +1,30 @@
 import type { ServiceLogger } from '../logger.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint, pausePoint } from '../fault-points.js';
 import { type CatalogDeps } from '../catalog/catalog.js';
 import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord, type Versioned } from '../catalog/records.js';
 import { ListingIndex } from '../catalog/listing-index.js';
+import { leaseExpired } from '../coordination/leases.js';
 import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
 import type { BatchEntry, TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
+import { BatchLease } from './batch-lease.js';
 import { type PlannedVersion, writeManifest } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
 
 // Bringing batches to an end (see the protocol in batch-commit.ts): past the commit point, whoever
 // finds a batch's record (a later request, a restart, another replica) rolls it forward from the
 // staged manifests, which are deleted only once the record says Succeeded; before it, once its
-// lease has run out, rolls it back (its reservations and pending table records go).
+// lease has run out, rolls it back (its reservations and pending table records go). Whoever
+// finishes a batch whose lease ran out takes the lease over and holds it while it works
+// (batch-lease.ts); one that finds the lease live only helps a batch past its commit point.
 //
 // Invariant: a batch writes its marker (`_catalog/batches/<id>.json`) before its record, so before
 // it claims anything, and removes it only once the batch is done and cleaned up. Every replica
 // polls the markers and finishes each batch whose lease has run out (rolled back before its
 // commit point, forward after it), so a batch whose coordinator died never keeps a table name or
-// a version slot for longer than its lease plus a poll interval, without any restart.
+// a version slot for longer than its lease plus a poll interval, without any restart; one whose
+// coordinator is at work keeps its lease renewed and is left to it.
 
 export interface VersionSettings {
   /** How long a reservation or an unfinished batch is trusted before it is presumed dead. */
@@ -93,39 +98,51 @@ export class BatchRecovery {
     return { entry, versions: new TableVersions(this.deps.locations.resolve(entry.location)) };
   }
 
+  /**
+   * Writes `change` of the batch's record unless it has `reached` that state: through the lease
+   * while this process holds it, else (another process finishes the batch too) re-reading the
+   * record after each lost race. Returns the record as it then is; null when it is gone.
+   */
+  private async advance(lease: BatchLease, reached: (r: TransactionRecord) => boolean, change: (r: TransactionRecord) => TransactionRecord): Promise<Versioned<TransactionRecord> | null> {
+    if (lease.held && reached(lease.record.value)) return lease.record;
+    const written = await lease.write(change).catch(() => null);
+    if (written) return written;
+    const id = lease.record.value.id;
+    let current = await this.log.read(id);
+    while (current && !reached(current.value)) current = (await this.log.update(current, change(current.value))) ?? (await this.log.read(id));
+    return current;
+  }
+
   /** Finishes a batch past its commit point: manifests, then Succeeded, then cleanup. Idempotent. */
-  async rollForward(record: Versioned<TransactionRecord>): Promise<Map<string, CommittedVersion>> {
+  async rollForward(lease: BatchLease): Promise<Map<string, CommittedVersion>> {
+    const record = lease.record.value;
     const committed = new Map<string, CommittedVersion>();
-    for (const [i, entry] of (record.value.entries ?? []).entries()) {
+    for (const [i, entry] of (record.entries ?? []).entries()) {
       const p = this.planFromEntry(entry);
-      committed.set(`${entry.location}#${entry.version}`, await writeManifest(p, record.value.id));
+      committed.set(`${entry.location}#${entry.version}`, await writeManifest(p, record.id));
       faultPoint(`batch:after-manifest-${i}`);
     }
-    await this.applyTableOps(record.value);
-    let current: Versioned<TransactionRecord> | null = record;
-    while (current && current.value.phase !== 'done') {
-      const done = await this.log.update(current, { ...current.value, status: 'Succeeded', phase: 'done' });
-      current = done ?? (await this.log.read(record.value.id));
-    }
-    faultPoint('batch:after-succeeded');
-    if (current) await this.finish(current);
-    else await this.cleanUpVanished(record.value, true);
+    await this.applyTableOps(record);
+    const done = await this.advance(lease, (r) => r.phase === 'done', (r) => ({ ...r, status: 'Succeeded', phase: 'done' }));
+    await pausePoint('batch:after-succeeded');
+    if (done) await this.finish(lease, done);
+    else await this.cleanUpVanished(record, true);
     return committed;
   }
 
-  /** Abandons a batch before its commit point: Failed, then its reservations go. */
-  async rollBack(record: Versioned<TransactionRecord>): Promise<void> {
-    let current: Versioned<TransactionRecord> | null = record;
-    while (current && current.value.phase === 'reserving') {
-      const failed = await this.log.update(current, { ...current.value, status: 'Failed', phase: 'done' });
-      current = failed ?? (await this.log.read(record.value.id));
-    }
+  /**
+   * Abandons a batch before its commit point: Failed, then its reservations go. Only its
+   * coordinator, or a process that took its lease over (which the coordinator then has lost), may.
+   */
+  async rollBack(lease: BatchLease): Promise<void> {
+    const current = await this.advance(lease, (r) => r.phase !== 'reserving', (r) => ({ ...r, status: 'Failed', phase: 'done' }));
     if (current?.value.phase === 'committing') {
-      await this.rollForward(current); // a recoverer pushed it past the commit point
+      // Its coordinator's flip to committing landed though its answer was lost: roll it forward.
+      await this.rollForward(BatchLease.helping(this.log, current));
       return;
     }
-    if (current) await this.finish(current);
-    else await this.cleanUpVanished(record.value, false);
+    if (current) await this.finish(lease, current);
+    else await this.cleanUpVanished(lease.record.value, false);
   }
 
   /** Clean-up of a batch whose record is gone (removed by hand): nothing is left to mark. */
@@ -138,11 +155,11 @@ export class BatchRecovery {
    * Cleans up after a `done` batch, then marks its record cleaned_up. Without the mark, start-up
    * recovery (which skips finished records) could not tell a batch that crashed between `done`
    * and its clean-up: its reservations would stay forever and, if it succeeded, so would its
-   * staged manifests. Losing the race to mark the record means another finisher marked it.
+   * staged manifests. A race to mark the record lost to a renewal is tried again (advance).
    */
-  private async finish(record: Versioned<TransactionRecord>): Promise<void> {
+  private async finish(lease: BatchLease, record: Versioned<TransactionRecord>): Promise<void> {
     await this.cleanUp(record.value, record.value.status === 'Succeeded');
-    if (!record.value.cleaned_up) await this.log.update(record, { ...record.value, cleaned_up: true });
+    await this.advance(lease, (r) => r.cleaned_up === true, (r) => ({ ...r, cleaned_up: true }));
     await this.markers.remove(record.value.id);
   }
 
@@ -162,18 +179,32 @@ export class BatchRecovery {
   }
 
   /**
-   * Brings a transaction found unfinished to an end: past the commit point it is rolled forward;
-   * before it, once its lease has expired, rolled back. A live coordinator is left alone.
+   * Brings a batch found unfinished to an end: once its lease has run out, this process takes the
+   * lease over and rolls the batch back before its commit point, forward after it. Within its lease
+   * its holder is at work: a batch before the commit point is left to it, one past it is helped
+   * forward (a writer waiting for one of its slots, a restart). Returns whether the lease was taken.
    */
-  async recover(transactionId: string): Promise<void> {
-    const record = await this.log.read(transactionId);
-    if (!record || !record.value.entries) return;
-    const { phase } = record.value;
-    if (phase === 'committing') await this.rollForward(record);
-    else if (phase === 'reserving') {
-      const lease = record.value.lease_until ? Date.parse(record.value.lease_until) : 0;
-      if (lease < Date.now()) await this.rollBack(record);
-    } else await this.finish(record);
+  async recover(transactionId: string): Promise<boolean> {
+    const found = await this.log.read(transactionId);
+    if (!found || !found.value.entries) return false;
+    const lease = await BatchLease.take(this.log, this.settings.leaseMs, found);
+    if (!lease) {
+      if (found.value.phase !== 'reserving') await this.finishBatch(BatchLease.helping(this.log, found));
+      return false;
+    }
+    try {
+      await this.finishBatch(lease);
+    } finally {
+      await lease.end();
+    }
+    return true;
+  }
+
+  private async finishBatch(lease: BatchLease): Promise<void> {
+    const { phase } = lease.record.value;
+    if (phase === 'committing') await this.rollForward(lease);
+    else if (phase === 'reserving') await this.rollBack(lease);
+    else await this.finish(lease, lease.record);
   }
 
   /** Recovers every unfinished transaction; run at start-up. Returns how many were looked at, and those that failed. */
@@ -236,8 +267,7 @@ export class BatchRecovery {
           if (Date.now() - lastModified.getTime() > this.settings.leaseMs) await this.markers.remove(id);
         } else if (this.isFinished(record.value)) {
           await this.markers.remove(id);
-        } else if (!record.value.lease_until || Date.parse(record.value.lease_until) < Date.now()) {
-          await this.recover(id);
+        } else if (leaseExpired(record.value.lease_until) && (await this.recover(id))) {
           const after = await this.log.read(id);
           this.logger?.info({ transaction: id, status: after?.value.status, phase: after?.value.phase }, 'finished a batch whose coordinator died');
         }

@@ -141,7 +141,7 @@ export class TableVersionService {
       const after = Number(afterToken);
       ordered = ordered.filter((v) => (descending ? v.version < after : v.version > after));
     }
-    const { page: slice, pageToken } = paginate(ordered, { limit: page.limit, currentToken: page.pageToken }, (v) => String(v.version), (last) =>
+    const { page: slice, pageToken } = paginate(ordered, page.limit, (v) => String(v.version), (last) =>
       this.deps.pageTokens.encode('versions', scope, last),
     );
     return { versions: await versionsOnWire(versions, slice), page_token: pageToken };

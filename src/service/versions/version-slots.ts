@@ -23,7 +23,7 @@ export class VersionSlots {
   constructor(
     private readonly leaseMs: number,
     /** Brings the batch holding a slot to an end (batch-recovery.ts). */
-    private readonly resolveBatch: (transactionId: string) => Promise<void>,
+    private readonly resolveBatch: (transactionId: string) => Promise<unknown>,
   ) {}
 
   /** A fresh hold, for a single writer or for batch `transactionId`. */
