@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { isLoopbackAddress } from '../../src/http/browser-guard.js';
 import { RateLimiter } from '../../src/http/rate-limit.js';
 import { loadConfig } from '../../src/config.js';
-import { httpStatusOfCode, toWireError } from '../../src/http/errors.js';
+import { httpStatusOfCode, toWireError, wireError } from '../../src/http/errors.js';
 import { parsePathId } from '../../src/http/route.js';
 import { caseInsensitiveEnum } from '../../src/model/common.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
@@ -153,6 +153,41 @@ describe('error mapping', () => {
       expect(wire.status).toBe(status);
       expect(wire.body).toMatchObject({ code, error: `boom ${code}`, instance: '/v1/x', status });
     });
+  });
+  it('titles every answer after its code, not its status (issue 28, point 8)', () => {
+    const titles = [
+      'The server does not support this operation',
+      'Namespace not found',
+      'Namespace already exists',
+      'Namespace not empty',
+      'Table not found',
+      'Table already exists',
+      'Table index not found',
+      'Table index already exists',
+      'Table tag not found',
+      'Table tag already exists',
+      'Transaction not found',
+      'Table version not found',
+      'Table column not found',
+      'Malformed request',
+      'The namespace has been concurrently modified',
+      'Not authorized to make this request',
+      'No valid authentication credentials for the operation',
+      'Service unavailable',
+      'Internal Server Error',
+      'Invalid table state',
+      'Table schema validation failed',
+      'Too many requests',
+      'Table branch not found',
+      'Table branch already exists',
+    ];
+    titles.forEach((title, code) => {
+      expect(toWireError(new NamespaceError(code as never, 'x'), '/x').body.title, `code ${code}`).toBe(title);
+    });
+    expect(new Set(titles).size).toBe(titles.length);
+    // Statuses that are no code's own (the framework's) keep a title of the status.
+    expect(wireError(413, ErrorCode.InvalidInput, 'too large', '/x').body.title).toBe('Request body too large');
+    expect(wireError(404, ErrorCode.Unsupported, 'no such route', '/x').body).toMatchObject({ title: 'Not found', type: '/errors/not-found-error' });
   });
   it('maps store failures to 503 and lost races to 409 code 14', () => {
     expect(toWireError(new StoreUnavailableError('down'), '/x')).toMatchObject({ status: 503, body: { code: 17 } });
