@@ -117,17 +117,35 @@ const FRAMEWORK_ERRORS: Record<string, { status: number; message: string }> = {
 /** Rust source locations of the engine's build (`/home/runner/work/.../table.rs:123:45`, `.cargo/registry/...`). */
 const RUST_SOURCE = /,?\s*(?:at\s+)?\S*\/[^\s/]+\.rs(?::\d+){0,2}/g;
 
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 /**
  * Removes internals from a message that goes into a body: the root's absolute path and URI (the
  * rest of the path, relative to the root, stays and is what the client named) and the engine's
  * build paths. The full message stays in the log.
+ *
+ * A form of the root is cut only where it is a whole location prefix: it starts the message or
+ * follows a separator (not a letter, digit or path character), and a '/' or the end of a location
+ * follows it. So `s3://b/cat` is cut from `s3://b/cat/ns/t.lance` but not from `location`,
+ * `catalog` or `s3://b/catalog`. A root named on its own becomes '.'. The engine's object path of
+ * the root (no scheme, no leading '/': `cat`, `tmp/x`) says nothing on its own, so it is cut only
+ * before a '/' and never inside quotes, where the service echoes what the client sent.
  */
 export function messageScrubber(rootForms: readonly string[]): (message: string) => string {
   const forms = [...new Set(rootForms.map((f) => f.replace(/\/+$/, '')).filter((f) => f.length > 1))].sort((a, b) => b.length - a.length);
+  const isAbsolute = (form: string): boolean => form.startsWith('/') || /^[a-z][a-z0-9+.-]*:\/\//i.test(form);
+  const alternation = (list: string[]): string => list.map(escapeRegExp).join('|');
+  const absolute = forms.filter(isAbsolute);
+  const relative = forms.filter((f) => !isAbsolute(f));
+  const parts = [
+    ...(absolute.length > 0 ? [`(?<=^|[\\s"'\`(\\[{<=,;:])(${alternation(absolute)})(?:(\\/)|(?=[\\s"'\`)\\]}>,;:?#]|\\.(?:\\s|$)|$))`] : []),
+    ...(relative.length > 0 ? [`(?<=^|[\\s(\\[{<=,;:])(?:${alternation(relative)})\\/`] : []),
+  ];
+  const root = parts.length > 0 ? new RegExp(parts.join('|'), 'g') : null;
   return (message) => {
-    let out = message.replace(RUST_SOURCE, '');
-    for (const form of forms) out = out.split(`${form}/`).join('').split(form).join('.');
-    return out;
+    const out = message.replace(RUST_SOURCE, '');
+    // A root named on its own is '.'; before a '/' it goes with the '/'.
+    return root ? out.replace(root, (_match, named: string | undefined, slash: string | undefined) => (named !== undefined && slash === undefined ? '.' : '')) : out;
   };
 }
 

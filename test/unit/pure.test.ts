@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { isLoopbackAddress } from '../../src/http/browser-guard.js';
 import { RateLimiter } from '../../src/http/rate-limit.js';
 import { loadConfig } from '../../src/config.js';
-import { httpStatusOfCode, toWireError, wireError } from '../../src/http/errors.js';
+import { httpStatusOfCode, messageScrubber, toWireError, wireError } from '../../src/http/errors.js';
 import { parsePathId } from '../../src/http/route.js';
 import { caseInsensitiveEnum } from '../../src/model/common.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
@@ -210,6 +210,49 @@ describe('error mapping', () => {
     const notFound = new NamespaceError(ErrorCode.TableNotFound, 'gone', { cause: new StoreUnavailableError('disk full') });
     expect(namespaceErrorOf(notFound)).toBe(notFound);
     expect(namespaceErrorOf(new Error('bug'))).toBeUndefined();
+  });
+});
+
+describe('message scrubbing (issue 28, point 7)', () => {
+  /** The forms app.ts gives for a root: its URI, its location and its object path. */
+  const scrubberOf = (root: string) => {
+    const store = storeAt(parseLocation(root) ?? { kind: 'local', dir: root }, { region: 'r', forcePathStyle: true });
+    return messageScrubber([store.rootUri, store.location(''), store.objectPath('')]);
+  };
+
+  it('cuts an S3 root whose prefix is a word only as a whole location prefix', () => {
+    const scrub = scrubberOf('s3://relbucket/cat');
+    // What the client sent is echoed as it was: `cat` inside words, names and other locations stays.
+    for (const message of [
+      'location "s3://relbucket/catalog/x.lance" is outside the catalog root and every allowed location',
+      'namespace ["cat"] not found',
+      'table ["cat","category"] already exists',
+      'location "cat/ns/t.lance": path traversal is not allowed',
+      'location "s3://relbucket/cats/t.lance" is outside the catalog root',
+      'location "s3://other/cat/t.lance" is outside the catalog root',
+      'a concatenated word, a scattered cat, duplicate/cat/x',
+    ]) {
+      expect(scrub(message), message).toBe(message);
+    }
+    // The root itself goes, whole.
+    expect(scrub('Dataset at path s3://relbucket/cat/ns/t.lance was not found')).toBe('Dataset at path ns/t.lance was not found');
+    expect(scrub('location "s3://relbucket/cat/ns/t.lance" is in use')).toBe('location "ns/t.lance" is in use');
+    expect(scrub('rename is not supported on s3://relbucket/cat: an object store')).toBe('rename is not supported on .: an object store');
+    expect(scrub('the root is s3://relbucket/cat')).toBe('the root is .');
+    expect(scrub('Object at location cat/ns/t.lance/_versions/1.manifest not found')).toBe('Object at location ns/t.lance/_versions/1.manifest not found');
+  });
+
+  it('cuts a one-letter prefix and a local root only at path boundaries', () => {
+    const scrub = scrubberOf('s3://b/a');
+    expect(scrub('a table named "a" at "a/b" in s3://b/ab and s3://b/a/ns/t.lance')).toBe('a table named "a" at "a/b" in s3://b/ab and ns/t.lance');
+    const local = scrubberOf('/tmp/x');
+    expect(local('open /tmp/x/ns/t.lance/data/f.lance (os error 5), /tmp/xy/z, /var/tmp/x/q, tmp/x/ns/u.lance')).toBe(
+      'open ns/t.lance/data/f.lance (os error 5), /tmp/xy/z, /var/tmp/x/q, ns/u.lance',
+    );
+    expect(local('at path "/tmp/x/ns/t.lance/data/.tmpzm" in file:///tmp/x/ns and file:///tmp/x.')).toBe('at path "ns/t.lance/data/.tmpzm" in ns and ..');
+    expect(local('user sent "tmp/x/y" and ./tmp/x')).toBe('user sent "tmp/x/y" and ./tmp/x');
+    // Roots with characters that mean something in a pattern are taken literally.
+    expect(scrubberOf('/tmp/a+b (1)')('open /tmp/a+b (1)/ns and /tmp/aab (1)/ns')).toBe('open ns and /tmp/aab (1)/ns');
   });
 });
 
