@@ -65,8 +65,16 @@ export type EngineErrorKind =
   | 'already_exists'
   | 'conflict'
   | 'unsupported'
-  /** The storage is full or cannot be reached for now: worth a retry later. */
+  /** Something the engine needs is gone for now (a UDF worker died): worth a retry later; the message says what. */
   | 'unavailable'
+  /**
+   * The store cannot be reached or fails for now (connection refused or reset, timeouts, DNS, an
+   * S3 server's 5xx; a file system's I/O error or read-only remount): worth a retry later. The
+   * message is the engine's, with endpoints and paths in it: for the log only.
+   */
+  | 'store_unreachable'
+  /** The store is full (no space, quota): worth a retry once it has room. */
+  | 'store_full'
   | 'internal';
 
 /** An engine failure, classified so the service can map it to a namespace error code. */

@@ -61,6 +61,7 @@ const JsonStringMap = z.string().transform((value, ctx): Record<string, string> 
 /** CreateTable carries its fields in the query string; the body is an Arrow IPC stream. */
 export const CreateTableQuery = z.object({
   mode: CreateTableMode.optional(),
+  location: z.string().optional().meta({ description: "Optional: the table's location as the client expects it; anything else than where the service puts the table is a 400, as on DeclareTable." }),
   properties: JsonStringMap.optional().meta({ description: 'JSON object of string properties.' }),
   storage_options: JsonStringMap.optional().meta({ description: 'JSON object of write-time storage options.' }),
 });

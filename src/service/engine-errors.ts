@@ -15,8 +15,19 @@ export interface EngineFailureContext {
 }
 
 /**
- * Maps an engine failure to the namespace error a client sees, keeping the engine's message and
- * the failure as the cause. Anything that is not an EngineError passes through unchanged.
+ * What a client is told of an outage of the store the engine met: never the engine's message,
+ * which names the endpoint, the bucket, paths and the engine's sources (the log has it, as the cause).
+ */
+function outageMessage(e: EngineError): string | undefined {
+  if (e.kind === 'store_unreachable') return 'the store is unavailable; try again later';
+  if (e.kind === 'store_full') return 'the store is full';
+  return undefined;
+}
+
+/**
+ * Maps an engine failure to the namespace error a client sees, keeping the engine's message (but
+ * for an outage of the store: see outageMessage) and the failure as the cause. Anything that is
+ * not an EngineError passes through unchanged.
  */
 export function engineFailure(e: unknown, id: string[], about: EngineFailureContext = {}): unknown {
   if (!(e instanceof EngineError)) return e;
@@ -48,7 +59,10 @@ export function engineFailure(e: unknown, id: string[], about: EngineFailureCont
     case 'unsupported':
       return as(ErrorCode.Unsupported);
     case 'unavailable':
-      return as(ErrorCode.ServiceUnavailable, `${table}: the storage is unavailable: ${e.message}`);
+      return as(ErrorCode.ServiceUnavailable, `${table}: ${e.message}`);
+    case 'store_unreachable':
+    case 'store_full':
+      return as(ErrorCode.ServiceUnavailable, `${table}: ${outageMessage(e)}`);
     default:
       return as(ErrorCode.Internal, `Lance engine error on ${table}: ${e.message}`);
   }
@@ -63,12 +77,22 @@ export async function onEngine<T>(id: string[], work: () => Promise<T>, about: E
   }
 }
 
-/** The store errors a cause chain carries, outermost first: they decide the answer of an otherwise internal failure. */
-function storeCause(error: unknown): StoreUnavailableError | InvalidKeyError | undefined {
+/**
+ * The store errors a cause chain carries (the engine's outages too), outermost first: they decide
+ * the answer of an otherwise internal failure.
+ */
+function storeCause(error: unknown): StoreUnavailableError | InvalidKeyError | EngineError | undefined {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
     if (e instanceof StoreUnavailableError || e instanceof InvalidKeyError) return e;
+    if (e instanceof EngineError && outageMessage(e) !== undefined) return e;
   }
   return undefined;
+}
+
+/** Whether a failure comes from the store being unavailable (a StoreUnavailableError or an engine outage in its cause chain). */
+export function isStoreOutage(error: unknown): boolean {
+  const store = storeCause(error);
+  return store !== undefined && !(store instanceof InvalidKeyError);
 }
 
 /**
@@ -81,6 +105,8 @@ export function namespaceErrorOf(error: unknown): NamespaceError | undefined {
   const store = error instanceof NamespaceError && error.code !== ErrorCode.Internal ? undefined : storeCause(error);
   if (store instanceof InvalidKeyError) return new NamespaceError(ErrorCode.InvalidInput, store.message, { cause: error });
   if (store instanceof StoreUnavailableError) return new NamespaceError(ErrorCode.ServiceUnavailable, `the object store is unavailable: ${store.message}`, { cause: error });
+  const outage = store === undefined ? undefined : outageMessage(store);
+  if (outage !== undefined) return new NamespaceError(ErrorCode.ServiceUnavailable, outage, { cause: error });
   if (error instanceof NamespaceError) return error;
   if (error instanceof PreconditionFailedError) return new NamespaceError(ErrorCode.ConcurrentModification, `concurrent modification: ${error.message}`, { cause: error });
   if (error instanceof EngineError) return new NamespaceError(ErrorCode.Internal, `Lance engine error: ${error.message}`, { cause: error });

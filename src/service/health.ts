@@ -15,7 +15,11 @@ export class HealthService {
     private readonly storeCheck: StoreCheck,
   ) {}
 
-  async ready(): Promise<{ ok: true } | { ok: false; reason: string }> {
+  /**
+   * `reason` is for anyone who asks (readiness needs no credentials): it names no endpoint, root
+   * or error; the failure is the `cause`, for the log.
+   */
+  async ready(): Promise<{ ok: true } | { ok: false; reason: string; cause?: unknown }> {
     const unsafe = await this.storeCheck.unready();
     if (unsafe !== null) return { ok: false, reason: unsafe };
     try {
@@ -23,10 +27,10 @@ export class HealthService {
       await this.store.put(this.probeKey, body);
       const back = await this.store.get(this.probeKey);
       await this.store.delete(this.probeKey);
-      if (back?.body.toString() !== body) return { ok: false, reason: 'the root did not return what was written' };
+      if (back?.body.toString() !== body) return { ok: false, reason: 'the store did not return what was written' };
       return { ok: true };
     } catch (e) {
-      return { ok: false, reason: `the root ${this.store.rootUri} is not writable: ${(e as Error).message}` };
+      return { ok: false, reason: 'store unreachable: the root cannot be written and read back', cause: e };
     }
   }
 }

@@ -212,12 +212,48 @@ function isInternalName(name: string): boolean {
 }
 
 /**
- * Port errors for the file-system failures that are not bugs: a full disk is a temporary
- * unavailability (the message has no path: it reaches clients), a name too long is bad input.
+ * mkdir -p. Node's recursive mkdir says ENOENT where the file system refuses a directory on the
+ * way (EROFS from an ext4 remounted read-only after I/O errors): then each missing level is made
+ * by hand, which fails with the real reason.
+ */
+function makeDirs(dir: string): void {
+  try {
+    fsSync.mkdirSync(dir, { recursive: true });
+  } catch (e) {
+    if (errCode(e) !== 'ENOENT') throw e;
+    makeDirsOneByOne(dir);
+  }
+}
+
+function makeDirsOneByOne(dir: string): void {
+  try {
+    fsSync.mkdirSync(dir);
+  } catch (e) {
+    if (errCode(e) === 'EEXIST') return;
+    if (errCode(e) !== 'ENOENT' || path.dirname(dir) === dir) throw e;
+    makeDirsOneByOne(path.dirname(dir));
+    makeDirsOneByOne(dir);
+  }
+}
+
+/** What a failing disk or a dead network mount answers: EIO, and NFS's or FUSE's ENOTCONN, ESTALE, ETIMEDOUT. */
+const DISK_FAILURES = new Set(['EIO', 'ENOTCONN', 'ESTALE', 'ETIMEDOUT']);
+/** Linux's EBADMSG (ext4's checksum failures) and EUCLEAN (corruption found), which libuv does not name. */
+const DISK_FAILURE_ERRNOS = new Set([-74, -117]);
+
+/**
+ * Port errors for the file-system failures that are not bugs: a full disk, a failing one (I/O or
+ * checksum errors, a remount read-only after them) or a dead network mount is a temporary
+ * unavailability (the messages have no path: they reach clients), a name too long is bad input.
  */
 function portError(e: unknown, key: string): unknown {
   const code = errCode(e);
   if (code === 'ENOSPC' || code === 'EDQUOT') return new StoreUnavailableError('the disk of the store is full', { cause: e });
+  if (code === 'EROFS') return new StoreUnavailableError('the file system of the store is read-only', { cause: e });
+  const errno = typeof e === 'object' && e !== null ? (e as { errno?: unknown }).errno : undefined;
+  if ((code !== undefined && DISK_FAILURES.has(code)) || (typeof errno === 'number' && DISK_FAILURE_ERRNOS.has(errno))) {
+    return new StoreUnavailableError('the disk of the store cannot be read or written', { cause: e });
+  }
   if (code === 'ENAMETOOLONG') return new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`, { cause: e });
   return e;
 }
@@ -308,7 +344,7 @@ export class LocalObjectStore implements ObjectStore {
       return st?.isFile() ? LocalObjectStore.info(key, st) : null;
     } catch (e) {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return null;
-      throw e;
+      throw portError(e, key);
     }
   }
 
@@ -319,7 +355,7 @@ export class LocalObjectStore implements ObjectStore {
     } catch (e) {
       // ELOOP: the key is a symbolic link (see the invariants).
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR' || errCode(e) === 'EISDIR' || errCode(e) === 'ELOOP') return null;
-      throw e;
+      throw portError(e, key);
     }
     try {
       const st = fsSync.fstatSync(fd, { bigint: true });
@@ -327,7 +363,7 @@ export class LocalObjectStore implements ObjectStore {
       return { ...LocalObjectStore.info(key, st), body: readWhole(fd, Number(st.size)) };
     } catch (e) {
       if (errCode(e) === 'EISDIR') return null;
-      throw e;
+      throw portError(e, key);
     } finally {
       fsSync.closeSync(fd);
     }
@@ -343,7 +379,7 @@ export class LocalObjectStore implements ObjectStore {
     for (let attempt = 0; ; attempt++) {
       try {
         // The directory usually exists: make it only when the open says it does not.
-        if (attempt > 0 && !besideExisting) fsSync.mkdirSync(dir, { recursive: true });
+        if (attempt > 0 && !besideExisting) makeDirs(dir);
         const fd = fsSync.openSync(tmp, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
         try {
           writeWhole(fd, asBuffer(body));
@@ -492,7 +528,7 @@ export class LocalObjectStore implements ObjectStore {
         if (errCode(e) !== 'EEXIST') await fs.unlink(tmp).catch(() => undefined);
         // No directory yet (or a concurrent delete pruned it), or a temporary name still taken: again.
         if (errCode(e) === 'ENOENT' && besideExisting) throw directoryGone(key);
-        if (errCode(e) === 'ENOENT' && attempt < 5) await fs.mkdir(path.dirname(target), { recursive: true });
+        if (errCode(e) === 'ENOENT' && attempt < 5) makeDirs(path.dirname(target));
         else if (!(errCode(e) === 'EEXIST' && attempt < 5)) throw e;
       }
     }
@@ -596,7 +632,7 @@ export class LocalObjectStore implements ObjectStore {
     const holder = `${LOCK_HOST}\n${process.pid}\n${randomBytes(8).toString('hex')}\n`;
     for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
       try {
-        fsSync.mkdirSync(path.dirname(lockPath), { recursive: true });
+        makeDirs(path.dirname(lockPath));
         const fd = fsSync.openSync(lockPath, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
         try {
           fsSync.writeSync(fd, holder);
@@ -628,7 +664,9 @@ export class LocalObjectStore implements ObjectStore {
     const dirPath = dirKey === '' ? this.root : this.pathOf(dirKey.slice(0, -1));
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
     const page: CollectedPage = { keys: [], prefixes: [], room: maxKeys, last: undefined, more: false };
-    await this.collectSorted(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', page);
+    await this.collectSorted(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', page).catch((e: unknown) => {
+      throw portError(e, prefix);
+    });
     let objects: ListPage['objects'] = page.keys.map((key) => ({ key }));
     if (options.details) {
       const infos = await Promise.all(page.keys.map((k) => this.head(k)));
@@ -787,7 +825,7 @@ export class LocalObjectStore implements ObjectStore {
       fsSync.unlinkSync(target);
     } catch (e) {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return;
-      throw e;
+      throw portError(e, key);
     }
     if (!options?.keepDirectory) {
       // Spares kept beside the key would keep its directory: they go with the last key.

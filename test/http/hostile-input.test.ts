@@ -96,6 +96,36 @@ describe.each(backends())('hostile input on $name', (backend) => {
   });
 });
 
+describe.each(backends())('a root whose last segment is a word, on $name (issue 28, point 7)', (backend) => {
+  // `cat` is in `location` and `catalog`, and in names and locations clients send: only the root
+  // itself, as a whole location prefix, may be cut from a message.
+  const fx = useTestApp({ ...backend, newRoot: () => backend.newRoot({ leaf: 'cat' }) });
+  beforeAll(async () => {
+    expect((await fx.t.call('POST', '/v1/namespace/cat/create', {})).status).toBe(200);
+  });
+
+  it('echoes what the client sent as it was and cuts only the root', async () => {
+    const root = fx.root.store.location('');
+    expect(root.endsWith('/cat')).toBe(true);
+    const outside = `${root}alog/x.lance`;
+    const stray = await fx.t.call('POST', '/v1/table/cat%24stray/register', { location: outside });
+    expect(stray.status).toBe(400);
+    expect(stray.json.error).toBe(`location ${JSON.stringify(outside)} is outside the catalog root and every allowed location (see allowed locations in the README)`);
+    const missing = await fx.t.call('POST', '/v1/table/cat%24category/describe', {});
+    expect(missing.status).toBe(404);
+    expect(String(missing.json.error)).toContain('["cat","category"]');
+    // A location in the root is named relative to it, whatever form the client used.
+    const none = await fx.t.call('POST', '/v1/table/cat%24none/register', { location: `${root}/cat/none.lance` });
+    expect(none.status).toBe(400);
+    expect(String(none.json.error)).toMatch(/^location "cat\/none\.lance" is not a readable Lance dataset/);
+    for (const res of [stray, missing, none]) {
+      expectSpecBody(res.json, res.status, res.status === 404 ? 4 : 13);
+      expect(String(res.json.error)).not.toMatch(/lo\.ion|\.alog|"\."|\.\/cat/);
+    }
+    expect(String(none.json.error)).not.toContain(root);
+  });
+});
+
 describe('framework errors have the spec body', () => {
   let t: TestApp & { url: string };
   let root: TestRoot;

@@ -48,6 +48,27 @@ describe.each(backends())('tables on $name', (backend) => {
     expect((await fx.t.call('POST', '/v1/table/ns%24elsewhere/exists', {})).status).toBe(404);
   });
 
+  it('refuses a create location other than the table directory, as declare does (issue 28, point 9)', async () => {
+    const q = (location: string) => `?location=${encodeURIComponent(location)}`;
+    const declared = await fx.t.call('POST', '/v1/table/ns%24placed/declare', { location: 'other/place.lance' });
+    const created = await create('ns$placed', [1], q('other/place.lance'));
+    for (const res of [declared, created]) {
+      expect(res.status, res.text).toBe(400);
+      expect(res.json.code).toBe(13);
+      expect(String(res.json.error)).toMatch(/^location "other\/place\.lance" differs from the table's location ns\/placed\.lance; /);
+    }
+    expect((await fx.t.call('POST', '/v1/table/ns%24placed/exists', {})).status).toBe(404);
+    expect((await fx.root.store.list('other/')).objects).toEqual([]);
+    // Where the table goes anyway is accepted, in any form; an existing table keeps its place.
+    const own = await create('ns$placed', [1, 2], q(fx.root.store.location('ns/placed.lance')));
+    expect(own.status, own.text).toBe(200);
+    expect((await create('ns$placed', [3], `${q('ns/placed.lance')}&mode=overwrite`)).status).toBe(200);
+    const moved = await create('ns$placed', [4], `${q('ns/moved.lance')}&mode=overwrite`);
+    expect(moved.status).toBe(400);
+    expect(String(moved.json.error)).toMatch(/^location "ns\/moved\.lance" differs from the table's location ns\/placed\.lance; /);
+    expect((await readRows(String(own.json.location), engineOptions)).map((r) => r.id)).toEqual([3]);
+  });
+
   it('creates a table from an Arrow IPC stream and the rows are in the dataset', async () => {
     const res = await create('ns$people', [1, 2, 3], `?properties=${encodeURIComponent('{"owner":"bo"}')}`);
     expect(res.status).toBe(200);

@@ -14,7 +14,7 @@ describe('wire contract', () => {
       error: expect.stringContaining('missing'),
       instance: '/v1/namespace/missing/describe',
       type: '/errors/not-found-error',
-      title: 'Not found Error',
+      title: 'Namespace not found',
       status: 404,
     });
   });

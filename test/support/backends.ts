@@ -29,18 +29,20 @@ export interface TestRoot {
 
 export interface Backend {
   name: string;
-  newRoot(): Promise<TestRoot>;
+  /** A fresh root; `leaf` names its last path segment or prefix (random by default). */
+  newRoot(options?: { leaf?: string }): Promise<TestRoot>;
 }
 
 const NO_S3: S3Connection = { region: 'us-east-1', forcePathStyle: true };
 
 export const localBackend: Backend = {
   name: 'local',
-  async newRoot() {
+  async newRoot(options) {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-test-'));
-    const store = new LocalObjectStore(dir);
+    const root = options?.leaf ? path.join(dir, options.leaf) : dir;
+    const store = new LocalObjectStore(root);
     await store.init();
-    return { root: dir, s3: NO_S3, store, dispose: () => rm(dir, REMOVE_ROOT) };
+    return { root, s3: NO_S3, store, dispose: () => rm(dir, REMOVE_ROOT) };
   },
 };
 
@@ -66,8 +68,8 @@ function s3Backend(server: S3TestServer): Backend {
   let bucketReady: Promise<void> | undefined;
   return {
     name: server.name,
-    async newRoot() {
-      const prefix = `t-${randomBytes(6).toString('hex')}`;
+    async newRoot(options) {
+      const prefix = options?.leaf ?? `t-${randomBytes(6).toString('hex')}`;
       const store = new S3ObjectStore({ ...s3, bucket: BUCKET, prefix });
       bucketReady ??= store.ensureBucket();
       await bucketReady;

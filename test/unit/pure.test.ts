@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { isLoopbackAddress } from '../../src/http/browser-guard.js';
 import { RateLimiter } from '../../src/http/rate-limit.js';
 import { loadConfig } from '../../src/config.js';
-import { httpStatusOfCode, toWireError } from '../../src/http/errors.js';
+import { httpStatusOfCode, messageScrubber, toWireError, wireError } from '../../src/http/errors.js';
 import { parsePathId } from '../../src/http/route.js';
 import { caseInsensitiveEnum } from '../../src/model/common.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
@@ -13,6 +13,7 @@ import { EngineError } from '../../src/engine/lance-engine.js';
 import { MergeTimedOut } from '../../src/engine/ports/rows.js';
 import { engineFailure, namespaceErrorOf, onEngine } from '../../src/service/engine-errors.js';
 import { tableRefOf, validateNamespaceId } from '../../src/service/catalog/layout.js';
+import { classify } from '../../src/engine/lancedb/table-access.js';
 import { Locations } from '../../src/service/catalog/locations.js';
 import { manifestFileName, parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { readManifestSummary } from '../../src/engine/lance-format/manifest.js';
@@ -154,6 +155,41 @@ describe('error mapping', () => {
       expect(wire.body).toMatchObject({ code, error: `boom ${code}`, instance: '/v1/x', status });
     });
   });
+  it('titles every answer after its code, not its status (issue 28, point 8)', () => {
+    const titles = [
+      'The server does not support this operation',
+      'Namespace not found',
+      'Namespace already exists',
+      'Namespace not empty',
+      'Table not found',
+      'Table already exists',
+      'Table index not found',
+      'Table index already exists',
+      'Table tag not found',
+      'Table tag already exists',
+      'Transaction not found',
+      'Table version not found',
+      'Table column not found',
+      'Malformed request',
+      'The namespace has been concurrently modified',
+      'Not authorized to make this request',
+      'No valid authentication credentials for the operation',
+      'Service unavailable',
+      'Internal Server Error',
+      'Invalid table state',
+      'Table schema validation failed',
+      'Too many requests',
+      'Table branch not found',
+      'Table branch already exists',
+    ];
+    titles.forEach((title, code) => {
+      expect(toWireError(new NamespaceError(code as never, 'x'), '/x').body.title, `code ${code}`).toBe(title);
+    });
+    expect(new Set(titles).size).toBe(titles.length);
+    // Statuses that are no code's own (the framework's) keep a title of the status.
+    expect(wireError(413, ErrorCode.InvalidInput, 'too large', '/x').body.title).toBe('Request body too large');
+    expect(wireError(404, ErrorCode.Unsupported, 'no such route', '/x').body).toMatchObject({ title: 'Not found', type: '/errors/not-found-error' });
+  });
   it('maps store failures to 503 and lost races to 409 code 14', () => {
     expect(toWireError(new StoreUnavailableError('down'), '/x')).toMatchObject({ status: 503, body: { code: 17 } });
     expect(toWireError(new PreconditionFailedError('k', 'etag changed'), '/x')).toMatchObject({ status: 409, body: { code: 14 } });
@@ -175,6 +211,109 @@ describe('error mapping', () => {
     const notFound = new NamespaceError(ErrorCode.TableNotFound, 'gone', { cause: new StoreUnavailableError('disk full') });
     expect(namespaceErrorOf(notFound)).toBe(notFound);
     expect(namespaceErrorOf(new Error('bug'))).toBeUndefined();
+  });
+});
+
+/**
+ * What @lancedb/lancedb 0.39.0 (Lance 12) said, collected by running the engine against an S3
+ * endpoint on 127.0.0.1 that refused, reset, closed or stalled connections or answered 500/503, a
+ * name that does not resolve, a loop-mounted ext4 whose device failed (EIO) or whose journal was
+ * aborted (EROFS), and a commit coordinator whose store was down (the resolver's 503). Trimmed to
+ * the first of their repeated "Caused by" chains.
+ */
+const STORE_OUTAGES: Record<string, string> = {
+  refused:
+    'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:33331/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 653.710134ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - HTTP error: error sending request, /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:1490:92  Caused by: error sending request                Caused by: client error (Connect)                  Caused by: tcp connect error                    Caused by: Connection refused (os error 111)',
+  dns: 'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://no-such-host.invalid:9000/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 473.080612ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - HTTP error: error sending request, /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:1490:92  Caused by: client error (Connect)                  Caused by: dns error                    Caused by: failed to lookup address information: Name or service not known',
+  reset:
+    'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:34711/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 548.272227ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - HTTP error: error sending request, /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:1490:92  Caused by: client error (SendRequest)                  Caused by: connection error                    Caused by: Connection reset by peer (os error 104)',
+  closed:
+    'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:41617/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 534.782196ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - HTTP error: error sending request  Caused by: client error (SendRequest)                  Caused by: connection closed before message completed',
+  stalled: 'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:35281/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 8.400499703s, after 3 retries, max_retries: 3, retry_timeout: 180s  - HTTP error: error sending request  Caused by: operation timed out',
+  http500:
+    'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:40603/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 344.37662ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - Server returned non-2xx status code: 500 Internal Server Error: <?xml version="1.0"?><Error><Code>InternalError</Code><Message>x</Message></Error>, /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:1490:92',
+  http503:
+    'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:42399/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 544.504692ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - Server returned non-2xx status code: 503 Service Unavailable: <?xml version="1.0"?><Error><Code>SlowDown</Code><Message>x</Message></Error>, /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:1490:92',
+  eio: 'lance error: LanceError(IO): Generic N/A error: LanceError(IO): Generic LocalFileSystem error: Unable to read data from file /tmp/i28a/disk/ns/t.lance/_versions/18446744073709551614.manifest: Input/output error (os error 5), /rustc/2d8144b7880597b6e6d3dfd63a9a9efae3f533d3/library/core/src/result.rs:1896:29, /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-12.0.0/src/dataset.rs:763:26',
+  erofs:
+    'lance error: LanceError(IO): Read-only file system (os error 30) at path "/tmp/i28a/disk/ns/t.lance/data/.tmpzmMEeP", /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:990:34',
+  coordinator:
+    'lance error: Namespace error: Service unavailable: failed after 5 attempts, /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-namespace-impls-12.0.0/src/rest.rs:567:74  Caused by: Service unavailable: failed after 5 attempts',
+  unverified:
+    'Commit result for version 1 is unknown: the commit may or may not have been applied; check the table state before retrying: dataset creation reported a conflict but the manifest could not be read back for verification',
+  // The AWS SDK's words when credentials come from IMDS or STS and those cannot be reached (lance issue 2166).
+  credentials: 'lance error: LanceError(IO): Failed to get AWS credentials: failed to load IMDS session token: dispatch failure: timeout: error trying to connect: HTTP connect timeout occurred after 1s',
+};
+
+describe('engine failures of an unreachable store (issue 28, point 6)', () => {
+  it('are a 503 code 17 that names no endpoint, bucket, path or engine source', () => {
+    const scrub = messageScrubber(['s3://relbucket/cat', 'cat']);
+    for (const [what, message] of Object.entries(STORE_OUTAGES)) {
+      const failure = classify(new Error(message));
+      expect(failure.kind, what).toBe('store_unreachable');
+      for (const mapped of [engineFailure(failure, ['ns', 't']), new NamespaceError(ErrorCode.Internal, 'engine failed', { cause: failure })]) {
+        const wire = toWireError(mapped, '/v1/table/ns%24t/create', scrub);
+        expect(wire, what).toMatchObject({ status: 503, body: { code: 17, title: 'Service unavailable' } });
+        expect(JSON.stringify(wire.body), what).not.toMatch(/127\.0\.0\.1|no-such-host|relbucket|\/tmp\/|\.rs\b|cargo|LanceError|os error|IMDS|Caused by/);
+      }
+    }
+    const full = classify(new Error('lance error: LanceError(IO): No space left on device (os error 28), /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:984:21'));
+    expect(full.kind).toBe('store_full');
+    expect(engineFailure(full, ['ns', 't'])).toMatchObject({ code: 17, message: 'table ["ns","t"]: the store is full' });
+  });
+
+  it('leave what is not an outage as it was', () => {
+    const kinds: Array<[string, string]> = [
+      ['Dataset at path ns/t.lance was not found: Not found: cat/ns/t.lance/_versions', 'not_a_dataset'],
+      ['Retryable commit conflict for version 42: This Project transaction was preempted by concurrent transaction Project at version 42. Please retry.', 'conflict'],
+      ['Generic S3 error: ... 404 Not Found: <Code>NoSuchBucket</Code>', 'not_a_dataset'],
+      ['Failed to get AWS credentials: the credential provider was not enabled', 'not_a_dataset'],
+      ['Invalid input, the table name must not be empty', 'invalid_input'],
+    ];
+    for (const [message, kind] of kinds) expect(classify(new Error(message)).kind, message).toBe(kind);
+  });
+});
+
+describe('message scrubbing (issue 28, point 7)', () => {
+  /** The forms app.ts gives for a root: its URI, its location and its object path. */
+  const scrubberOf = (root: string) => {
+    const store = storeAt(parseLocation(root) ?? { kind: 'local', dir: root }, { region: 'r', forcePathStyle: true });
+    return messageScrubber([store.rootUri, store.location(''), store.objectPath('')]);
+  };
+
+  it('cuts an S3 root whose prefix is a word only as a whole location prefix', () => {
+    const scrub = scrubberOf('s3://relbucket/cat');
+    // What the client sent is echoed as it was: `cat` inside words, names and other locations stays.
+    for (const message of [
+      'location "s3://relbucket/catalog/x.lance" is outside the catalog root and every allowed location',
+      'namespace ["cat"] not found',
+      'table ["cat","category"] already exists',
+      'location "cat/ns/t.lance": path traversal is not allowed',
+      'location "s3://relbucket/cats/t.lance" is outside the catalog root',
+      'location "s3://other/cat/t.lance" is outside the catalog root',
+      'a concatenated word, a scattered cat, duplicate/cat/x',
+    ]) {
+      expect(scrub(message), message).toBe(message);
+    }
+    // The root itself goes, whole.
+    expect(scrub('Dataset at path s3://relbucket/cat/ns/t.lance was not found')).toBe('Dataset at path ns/t.lance was not found');
+    expect(scrub('location "s3://relbucket/cat/ns/t.lance" is in use')).toBe('location "ns/t.lance" is in use');
+    expect(scrub('rename is not supported on s3://relbucket/cat: an object store')).toBe('rename is not supported on .: an object store');
+    expect(scrub('the root is s3://relbucket/cat')).toBe('the root is .');
+    expect(scrub('Object at location cat/ns/t.lance/_versions/1.manifest not found')).toBe('Object at location ns/t.lance/_versions/1.manifest not found');
+  });
+
+  it('cuts a one-letter prefix and a local root only at path boundaries', () => {
+    const scrub = scrubberOf('s3://b/a');
+    expect(scrub('a table named "a" at "a/b" in s3://b/ab and s3://b/a/ns/t.lance')).toBe('a table named "a" at "a/b" in s3://b/ab and ns/t.lance');
+    const local = scrubberOf('/tmp/x');
+    expect(local('open /tmp/x/ns/t.lance/data/f.lance (os error 5), /tmp/xy/z, /var/tmp/x/q, tmp/x/ns/u.lance')).toBe(
+      'open ns/t.lance/data/f.lance (os error 5), /tmp/xy/z, /var/tmp/x/q, ns/u.lance',
+    );
+    expect(local('at path "/tmp/x/ns/t.lance/data/.tmpzm" in file:///tmp/x/ns and file:///tmp/x.')).toBe('at path "ns/t.lance/data/.tmpzm" in ns and ..');
+    expect(local('user sent "tmp/x/y" and ./tmp/x')).toBe('user sent "tmp/x/y" and ./tmp/x');
+    // Roots with characters that mean something in a pattern are taken literally.
+    expect(scrubberOf('/tmp/a+b (1)')('open /tmp/a+b (1)/ns and /tmp/aab (1)/ns')).toBe('open ns and /tmp/aab (1)/ns');
   });
 });
 

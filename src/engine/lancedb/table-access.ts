@@ -29,6 +29,23 @@ export const lancedb = (): LancedbModule => require('@lancedb/lancedb') as Lance
 // operation, so that its version calls reach that operation's coordinator.
 
 /**
+ * What Lance says (through object_store, reqwest, hyper, the AWS SDK and the OS) when the store
+ * cannot be reached or fails for now, as collected from the engine against a dead endpoint, one
+ * that resets, closes, stalls or answers 5xx, a name that does not resolve, and a failing disk:
+ * `HTTP error: error sending request` (caused by `Connection refused`, `Connection reset by peer`,
+ * `connection closed before message completed`, `dns error`, `operation timed out`), `Server
+ * returned non-2xx status code: 503 Service Unavailable`, the AWS SDK's `dispatch failure`
+ * (credentials from STS or IMDS), and the file system's EIO (5), EROFS (30), EBADMSG (74, ext4's
+ * checksum failures), ENOTCONN (107), ETIMEDOUT (110), ESTALE (116) and EUCLEAN (117) of a dying
+ * disk or a dead network mount. And what it says when the resolver (below) answered a commit
+ * coordinator's outage with 503: `Namespace error: Service unavailable: ...`, or `Commit result
+ * for version N is unknown` when it could not check its commit.
+ */
+const STORE_UNREACHABLE =
+  /error sending request|non-2xx status code: (5\d\d|429)\b|operation timed out|dispatch failure|Connection refused|Connection reset|connection closed before message completed|dns error|Input\/output error|Read-only file system|Transport endpoint is not connected|Stale file handle|os error (5|30|74|107|110|116|117)\b|Namespace error: Service unavailable|Commit result for version \d+ is unknown/i;
+const STORE_FULL = /No space left on device|os error 28\b|Disk quota exceeded|os error 122\b/i;
+
+/**
  * Classifies an error thrown by the Lance engine by its message. "already exists" is left to the
  * callers that know what exists (a dataset, an index, a tag): said of a column or a ref it is
  * not a table conflict.
@@ -37,7 +54,9 @@ export function classify(e: unknown, fallback: EngineErrorKind = 'internal'): En
   if (e instanceof EngineError) return e;
   const message = e instanceof Error ? e.message : String(e);
   let kind = fallback;
-  if (/No space left on device|os error 28\b|Disk quota exceeded|os error 122\b/i.test(message)) kind = 'unavailable';
+  // First: an outage says nothing about the request, whatever else its message names.
+  if (STORE_FULL.test(message)) kind = 'store_full';
+  else if (STORE_UNREACHABLE.test(message)) kind = 'store_unreachable';
   else if (/commit conflict|preempted|concurrent|conflicting/i.test(message)) kind = 'conflict';
   else if (/Dataset at path .* was not found|no such file|not a dataset|Table '.*' was not found/i.test(message)) kind = 'not_a_dataset';
   // A location that is a file, names no bucket, or that the store's credentials cannot read: no dataset there.
@@ -178,7 +197,10 @@ export class TableAccess {
       }
     } catch (e) {
       const failure = classify(e);
-      send(res, failure.kind === 'conflict' ? 409 : 500, { code: failure.kind === 'conflict' ? 14 : 18, error: failure.message });
+      const outage = failure.kind === 'store_unreachable' || failure.kind === 'store_full';
+      if (failure.kind === 'conflict') send(res, 409, { code: 14, error: failure.message });
+      else if (outage) send(res, 503, { code: 17, error: failure.message });
+      else send(res, 500, { code: 18, error: failure.message });
     }
   }
 

@@ -25,7 +25,8 @@ export function healthRoutes(health: HealthService): RouteGroup {
       response: HealthResponse,
       handler: async () => {
         const result = await health.ready();
-        if (!result.ok) throw new NamespaceError(ErrorCode.ServiceUnavailable, result.reason);
+        // The failure goes to the log as the cause (a 503 is logged with it), not into the body.
+        if (!result.ok) throw new NamespaceError(ErrorCode.ServiceUnavailable, result.reason, { cause: result.cause });
         return { status: 'ok' };
       },
     }),

@@ -80,6 +80,7 @@ export function tableRoutes(tables: TableService): RouteGroup {
       handler: ({ ctx, id, query, raw }) =>
         tables.create(ctx, id, {
           mode: query.mode,
+          location: query.location,
           properties: query.properties,
           storageOptions: query.storage_options,
           arrowIpcStream: raw,

@@ -1,4 +1,4 @@
-import { EngineError } from '../../engine/lance-engine.js';
+import { EngineError, type EngineErrorKind } from '../../engine/lance-engine.js';
 import { type ChunkerExpansion, UdfFailure, type UdfOps, type UdtfRun } from '../../engine/ports/udfs.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
@@ -56,12 +56,14 @@ const MAX_CONFLICT_RETRIES = 8;
 
 const systemContext = (jobId: string): RequestContext => ({ requestId: `job-${jobId}`, principal: null, context: {} });
 
+/** A lost commit race, a full or unreachable store, a UDF worker that died: a later attempt may succeed. */
+const TRANSIENT_KINDS: ReadonlySet<EngineErrorKind> = new Set(['conflict', 'unavailable', 'store_unreachable', 'store_full']);
+
 /** A failure that ends the job as Failed (rather than a transient one, retried by a later run). */
 function isPermanent(e: unknown): boolean {
   // A UDF that raised raises again on the same rows.
   if (e instanceof NamespaceError || e instanceof UdfFailure) return true;
-  // A lost commit race, a full or unreachable store, a UDF worker that died: a later attempt may succeed.
-  return e instanceof EngineError && e.kind !== 'conflict' && e.kind !== 'unavailable';
+  return e instanceof EngineError && !TRANSIENT_KINDS.has(e.kind);
 }
 
 const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e));

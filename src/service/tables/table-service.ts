@@ -57,6 +57,8 @@ import {
 
 export interface CreateTableInput {
   mode?: 'Create' | 'ExistOk' | 'Overwrite' | undefined;
+  /** Where the client expects the table: refused unless it is where the table lives or will (as DeclareTable's). */
+  location?: string | undefined;
   properties?: Record<string, string> | undefined;
   storageOptions?: Record<string, string> | undefined;
   arrowIpcStream: Buffer;
@@ -137,12 +139,7 @@ export class TableService {
     const ref = tableRefOf(id);
     const own = this.deps.locations.own(tableDirKey(ref));
     const location = own.store.location(own.key);
-    if (request.location !== undefined && request.location !== null && request.location.trim() !== '') {
-      const asked = this.deps.locations.resolve(request.location);
-      if (asked.store !== own.store || asked.key !== own.key) {
-        throw invalidInput(`location ${JSON.stringify(request.location)} differs from the table's location ${location}; declared tables live in their namespace directory`);
-      }
-    }
+    this.refuseOtherLocation(request.location, own, 'declared tables live in their namespace directory');
     // The namespace is read once here; the claim reads it once more, after its put (the protocol).
     const namespace = await resolveNamespaceCreatingSystem(this.deps, ctx, ref.namespace);
     const state = await readTableState(this.store, ref);
@@ -178,20 +175,36 @@ export class TableService {
     const ref = tableRefOf(id);
     const namespace = await resolveNamespaceCreatingSystem(this.deps, ctx, ref.namespace);
     const state = await readTableState(this.store, ref);
-    if (isVisible(state)) return this.createExisting(ctx, id, namespace, state, input);
+    if (isVisible(state)) {
+      const dir = dataDir(this.deps.locations, state);
+      this.refuseOtherLocation(input.location, dir, 'an existing table keeps its location');
+      return this.createExisting(ctx, resolvedTable(this.deps, id, state, { dir, namespace }), namespace, input);
+    }
+    this.refuseOtherLocation(input.location, this.deps.locations.own(state.dirKey), 'new tables live in their namespace directory');
     // The listing index hears of the new table (see catalog/listing-index.ts).
     return this.index.around('table', ref, () => this.createNew(ctx, id, namespace, state, input), { visible: true, data: true });
   }
 
+  /**
+   * A 400 for a location the client asked for (DeclareTable's body, CreateTable's query) that is
+   * not `dir`, where the table lives or will: the service decides where tables live, and an
+   * answer naming another place than the one asked for would send the client's data elsewhere.
+   */
+  private refuseOtherLocation(asked: string | null | undefined, dir: StoreDir, why: string): void {
+    if (asked === undefined || asked === null || asked.trim() === '') return;
+    const resolved = this.deps.locations.resolve(asked);
+    const location = dir.store.location(dir.key);
+    if (resolved.store.location(resolved.key) !== location) throw invalidInput(`location ${JSON.stringify(asked)} differs from the table's location ${location}; ${why}`);
+  }
+
   /** Fills a declared table, or overwrites a table (see create). */
-  private async createExisting(ctx: RequestContext, id: string[], namespace: ResolvedNamespace, state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
+  private async createExisting(ctx: RequestContext, table: ResolvedTable, namespace: ResolvedNamespace, input: CreateTableInput): Promise<CreateTableResponse> {
+    const { id, state, dir } = table;
     const { ref } = state;
     const mode = input.mode ?? 'Create';
     const hasData = await tableHasData(this.deps.locations, state);
     const existingProperties = state.record?.value.properties ?? {};
     if (hasData && mode === 'Create') throw tableAlreadyExists(id);
-    const table = resolvedTable(this.deps, id, state, { namespace });
-    const { dir } = table;
     if (hasData && mode === 'ExistOk') {
       const version = await this.deps.engine.datasetVersion(this.datasetAt(dir)).catch((e: unknown) => {
         throw engineFailure(e, id);

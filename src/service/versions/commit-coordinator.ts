@@ -3,6 +3,7 @@ import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { TableVersion } from '../../model/versions.js';
 import type { RequestContext } from '../request-context.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
+import { isStoreOutage } from '../engine-errors.js';
 import { versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { SingleCommits } from './single-commit.js';
@@ -25,7 +26,7 @@ const coordinated = (v: TableVersion): CoordinatedVersion => ({
 export function commitCoordinator(commits: Pick<SingleCommits, 'commit'>, ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean, metrics: Metrics = NO_METRICS): CommitCoordinator {
   const versions = new TableVersions(table.dir);
   const onWire = async (found: CommittedVersion[]) => (await versionsOnWire(versions, found)).map(coordinated);
-  return {
+  return outagesAsEngineErrors({
     latest: async () => {
       const latest = await versions.latest();
       return latest ? ((await onWire([latest]))[0] ?? null) : null;
@@ -59,5 +60,24 @@ export function commitCoordinator(commits: Pick<SingleCommits, 'commit'>, ctx: R
         throw e;
       }
     },
-  };
+  });
+}
+
+/**
+ * The engine's port speaks EngineError: the store's unavailability, met by any callback, is its
+ * `store_unreachable`, which the engine's resolver answers as a 503 (and the engine's failure
+ * then says so) rather than as an internal error.
+ */
+function outagesAsEngineErrors(coordinator: CommitCoordinator): CommitCoordinator {
+  const translated =
+    <A extends unknown[], T>(callback: (...args: A) => Promise<T>) =>
+    async (...args: A): Promise<T> => {
+      try {
+        return await callback(...args);
+      } catch (e) {
+        if (!(e instanceof EngineError) && isStoreOutage(e)) throw new EngineError('store_unreachable', e instanceof Error ? e.message : String(e), { cause: e });
+        throw e;
+      }
+    };
+  return { latest: translated(coordinator.latest), describe: translated(coordinator.describe), list: translated(coordinator.list), create: translated(coordinator.create) };
 }

@@ -55,7 +55,7 @@ const RETRYABLE_NAMES = new Set([
   'ConditionalRequestConflict',
   'NetworkingError',
 ]);
-const RETRYABLE_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'ENOTFOUND', 'ECONNABORTED']);
+const RETRYABLE_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'ENOTFOUND', 'ECONNABORTED', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN']);
 
 interface SdkError {
   name?: string;
@@ -106,7 +106,8 @@ export async function withRetries<T>(attempts: number, op: (attempt: number) => 
     } catch (e) {
       if (!isRetryableS3Error(e)) throw e;
       if (attempt + 1 >= attempts) {
-        throw new StoreUnavailableError(`object store kept failing after ${attempts} attempts: ${String((e as Error).message ?? e)}`, { cause: e });
+        // The message reaches clients; the failure (endpoint, bucket, key) is the cause, for the log.
+        throw new StoreUnavailableError(`failed after ${attempts} attempts`, { cause: e });
       }
       const cap = Math.min(2000, baseDelayMs * 2 ** attempt);
       onRetry?.();
