@@ -9,6 +9,7 @@ import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type NameMarker, type TableState, tableNotFound } from './table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
+import { faultPoint } from '../fault-points.js';
 
 // Where writes to a table and its drop meet.
 //
@@ -196,7 +197,10 @@ export class TableFences {
       if (leftovers !== null) await this.store.deletePrefix(leftovers, { keep: [deregisteredMarkerKey(state.ref)] });
       // In a retired directory the record goes last, as it does with the rest of any other: a drop
       // killed before leaves it, and whoever takes the name over deletes the directory it names.
-      if (state.retired) await this.store.delete(tableRecordKey(state.ref));
+      if (state.retired) {
+        faultPoint('drop:before-record');
+        await this.store.delete(tableRecordKey(state.ref));
+      }
     } finally {
       await begun.renewal.stop().catch(() => undefined);
     }

@@ -150,6 +150,7 @@ export class TableService {
       if (e instanceof PreconditionFailedError) throw tableAlreadyExists(id);
       throw e;
     }
+    faultPoint('claim:after-record');
     const leftovers = leftoverDir(state);
     if ((taken || state.dropped) && leftovers !== null && !(options.keepData && leftovers === state.dirKey)) {
       await this.store.deletePrefix(leftovers, { keep: [key, markerKey] });
