@@ -45,21 +45,24 @@ export function describeRun(what: string, r: RunResult): string {
 }
 
 /**
- * Runs a pytest file of the repository with the venv's Python, `env` added to this process's
- * environment (loopback traffic never through a proxy, no bytecode caches in the work tree).
- * `withoutAws`: none of this process's AWS_* settings reach the client, so that whatever it reads
- * or writes on S3 goes through credentials the service vended.
+ * The environment of a Python client: this process's with `env` added (loopback traffic never
+ * through a proxy, no bytecode caches in the work tree). `withoutAws`: none of this process's AWS_*
+ * settings reach the client, so that whatever it reads or writes on S3 goes through credentials
+ * the service vended.
  */
+function clientEnv(env: NodeJS.ProcessEnv, withoutAws = false): NodeJS.ProcessEnv {
+  const inherited = withoutAws ? Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('AWS_'))) : process.env;
+  return { ...inherited, ...env, NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost', PYTHONDONTWRITEBYTECODE: '1' };
+}
+
+/** Runs a pytest file of the repository with the venv's Python in a client's environment (see clientEnv). */
 export function runPytest(file: string, env: NodeJS.ProcessEnv, timeoutMs: number, options: { withoutAws?: boolean; venvBin?: string } = {}): Promise<RunResult> {
-  const inherited = options.withoutAws ? Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('AWS_'))) : process.env;
-  const fullEnv: NodeJS.ProcessEnv = {
-    ...inherited,
-    ...env,
-    NO_PROXY: '127.0.0.1,localhost',
-    no_proxy: '127.0.0.1,localhost',
-    PYTHONDONTWRITEBYTECODE: '1',
-  };
-  return run(`${options.venvBin ?? VENV_BIN}python`, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', file], { env: fullEnv, timeoutMs });
+  return run(`${options.venvBin ?? VENV_BIN}python`, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', file], { env: clientEnv(env, options.withoutAws), timeoutMs });
+}
+
+/** Runs a Python program of the repository with `venvBin`'s Python in a client's environment (see clientEnv). */
+export function runPythonScript(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number, options: { withoutAws?: boolean; venvBin: string }): Promise<RunResult> {
+  return run(`${options.venvBin}python`, [file, ...args], { env: clientEnv(env, options.withoutAws), timeoutMs });
 }
 
 /** Sets up the venv once (a no-op when its pins are installed); throws with the output otherwise. */
@@ -67,6 +70,10 @@ export async function installPythonTestDeps(script = INSTALL_SCRIPT): Promise<vo
   const install = await run('bash', [script], { timeoutMs: INSTALL_TIMEOUT_MS });
   if (install.code !== 0) throw new Error(describeRun(script, install));
 }
+
+/** PySpark and lance-spark's jars (scripts/install-spark-test-deps.sh), for the Spark client test. */
+export const SPARK_INSTALL_SCRIPT = 'scripts/install-spark-test-deps.sh';
+export const SPARK_VENV = `${REPO}.venv-spark/`;
 
 /** The Python of the UDF workers, with geneva (scripts/install-udf-worker.sh): Geneva's client tests run with it too. */
 export const UDF_INSTALL_SCRIPT = 'scripts/install-udf-worker.sh';
