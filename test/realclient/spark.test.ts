@@ -1,12 +1,7 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { listAll } from '../../src/store/object-store.js';
-import { listenTestApp, type TestApp } from '../support/app.js';
 import { readRows } from '../support/arrow-data.js';
-import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
-import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, runPythonScript, SPARK_INSTALL_SCRIPT, SPARK_VENV } from '../support/python.js';
+import { clientRoots, describeRun, runPythonScript, SPARK_INSTALL_SCRIPT, SPARK_VENV, useClientServer } from '../support/python.js';
 
 // Spark SQL through lance-spark 0.4.0 (org.lance:lance-spark-3.5_2.12 from Maven Central, Spark
 // 3.5 in local mode bound to 127.0.0.1) against the service's REST namespace (issue 28, point 5).
@@ -18,8 +13,6 @@ import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, runPythonScript
 // <repo>/.venv-spark (PySpark) and lance-spark's jars once; test_spark runs it in CI too.
 
 const RUN_TIMEOUT_MS = 5 * 60_000;
-const roots: Backend[] = [localBackend, ...s3Backends().filter((b) => b.name === 'rgw')];
-const VENDING = { credentialVending: { roleArn: 'arn:aws:iam:::role/vend', durationSeconds: 900, refreshBeforeSeconds: 300 } };
 
 interface Answer {
   sql: string;
@@ -27,28 +20,12 @@ interface Answer {
   error?: string;
 }
 
-describe.each(roots.map((backend) => ({ name: backend.name, backend })))('lance-spark on $name', ({ backend }) => {
-  let root: TestRoot | undefined;
-  let server: (TestApp & { url: string }) | undefined;
-  let home = '';
-
-  beforeAll(async () => {
-    await installPythonTestDeps(SPARK_INSTALL_SCRIPT);
-    root = await backend.newRoot();
-    server = await listenTestApp(root, root.root.startsWith('s3://') ? VENDING : {});
-    home = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-spark-home-'));
-  }, INSTALL_TIMEOUT_MS + 60_000);
-
-  afterAll(async () => {
-    await server?.close();
-    await root?.dispose();
-    if (home) await rm(home, { recursive: true, force: true });
-  });
+describe.each(clientRoots().map((backend) => ({ name: backend.name, backend })))('lance-spark on $name', ({ backend }) => {
+  const client = useClientServer(backend, SPARK_INSTALL_SCRIPT);
 
   /** Runs Spark SQL statements in one Spark session; each statement's rows or error. */
   async function spark(statements: string[]): Promise<Answer[]> {
-    if (!server) throw new Error('the service did not start');
-    const env = { HOME: home, LANCE_NS_URL: server.url, LANCE_SPARK_JARS: `${SPARK_VENV}lance-spark-jars`, SPARK_LOCAL_IP: '127.0.0.1' };
+    const env = { HOME: client.home, LANCE_NS_URL: client.server.url, LANCE_SPARK_JARS: `${SPARK_VENV}lance-spark-jars`, SPARK_LOCAL_IP: '127.0.0.1' };
     const result = await runPythonScript('test/realclient/spark_client.py', [JSON.stringify(statements)], env, RUN_TIMEOUT_MS, { withoutAws: true, venvBin: `${SPARK_VENV}bin/` });
     expect(result.code, describeRun('spark_client.py', result)).toBe(0);
     const last = result.stdout.trim().split('\n').pop() ?? '[]';
@@ -58,7 +35,7 @@ describe.each(roots.map((backend) => ({ name: backend.name, backend })))('lance-
   it(
     'CREATE TABLE, INSERT, DROP TABLE, CREATE TABLE of the same name, DROP NAMESPACE: all succeed, and the dropped tables\' data stays',
     async () => {
-      if (!server || !root) throw new Error('the service did not start');
+      const { server, root } = client;
       const t = 'lance.sparkns.t';
       const c = 'lance.sparkcascade.t';
       // In one Spark session lance-spark 0.4.0 keeps the credentials vended for a table by its name:

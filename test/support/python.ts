@@ -1,8 +1,11 @@
 import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
 import { listenTestApp, type TestApp } from './app.js';
-import { localBackend, type TestRoot } from './backends.js';
+import { type Backend, localBackend, s3Backends, type TestRoot } from './backends.js';
 
 // Running the Python side of the tests: the pinned venv (scripts/install-python-test-deps.sh, set up
 // once) and a program run to completion.
@@ -100,6 +103,49 @@ export function usePythonTestServer(prepare?: (server: TestApp & { url: string }
     get server() {
       if (!server) throw new Error('the service did not start');
       return server;
+    },
+  };
+}
+
+/** Where real clients run: a local root, and radosgw (which has the STS role the service assumes, scripts/rgw.sh; MinIO, when present, does not). */
+export const clientRoots = (): Backend[] => [localBackend, ...s3Backends().filter((b) => b.name === 'rgw')];
+
+/** Credential vending as radosgw's STS serves it (scripts/rgw.sh). */
+export const VENDING = { credentialVending: { roleArn: 'arn:aws:iam:::role/vend', durationSeconds: 900, refreshBeforeSeconds: 300 } };
+
+/**
+ * For the enclosing block: the clients' venv (`installScript`), then the service on a fresh root
+ * of `backend` listening on a loopback port (vending credentials on S3, so that clients there
+ * read and write only with what it vends) and an empty HOME for the clients; gone after the block.
+ */
+export function useClientServer(backend: Backend, installScript = INSTALL_SCRIPT): { readonly root: TestRoot; readonly server: TestApp & { url: string }; readonly home: string } {
+  let root: TestRoot | undefined;
+  let server: (TestApp & { url: string }) | undefined;
+  let home = '';
+  beforeAll(async () => {
+    await installPythonTestDeps(installScript);
+    root = await backend.newRoot();
+    server = await listenTestApp(root, root.root.startsWith('s3://') ? VENDING : {});
+    home = await mkdtemp(path.join(os.tmpdir(), 'lance-ns-client-home-'));
+  }, INSTALL_TIMEOUT_MS + 60_000);
+  afterAll(async () => {
+    await server?.close();
+    await root?.dispose();
+    if (home) await rm(home, { recursive: true, force: true });
+  });
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('the service did not start');
+    return value;
+  };
+  return {
+    get root() {
+      return started(root);
+    },
+    get server() {
+      return started(server);
+    },
+    get home() {
+      return started(home || undefined);
     },
   };
 }
