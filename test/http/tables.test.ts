@@ -164,7 +164,7 @@ describe.each(backends())('tables on $name', (backend) => {
     expect(declared.json.code).toBe(1);
   });
 
-  it('deregisters (hides, keeps data) and registers a dataset again, also under a new name', async () => {
+  it('deregisters (hides, keeps data, frees the name) and registers a dataset again, also under a new name', async () => {
     const created = await create('ns$reg', [1, 2]);
     const location = String(created.json.location);
     const dereg = await fx.t.call('POST', '/v1/table/ns%24reg/deregister', {});
@@ -173,18 +173,37 @@ describe.each(backends())('tables on $name', (backend) => {
     expect((await fx.t.call('POST', '/v1/table/ns%24reg/exists', {})).status).toBe(404);
     expect((await fx.t.call('GET', '/v1/namespace/ns/table/list')).json.tables).not.toContain('reg');
     expect(await readRows(location, engineOptions)).toHaveLength(2);
-    // Declaring or creating over the kept data is refused.
-    expect((await create('ns$reg', [5])).status).toBe(409);
+    // The name is free, as in Lance's own directory catalog: no table to drop, and a new table of
+    // the name goes to a directory of its own, leaving the deregistered data as it is.
+    expect((await fx.t.call('POST', '/v1/table/ns%24reg/drop')).json.code).toBe(4);
+    const again = await create('ns$reg', [5]);
+    expect(again.status, again.text).toBe(200);
+    const newLocation = String(again.json.location);
+    expect(newLocation).not.toBe(location);
+    expect(newLocation.startsWith(fx.root.store.location('ns/.lance-table-'))).toBe(true);
+    expect((await fx.t.call('POST', '/v1/table/ns%24reg/describe', {})).json.location).toBe(newLocation);
+    expect((await fx.t.call('GET', '/v1/namespace/ns/table/list')).json.tables).toContain('reg');
+    expect((await fx.t.call('POST', '/v1/table/ns%24reg/count_rows', {})).json).toEqual({ value: 1 });
+    expect(await readRows(location, engineOptions)).toHaveLength(2);
     const copy = await fx.t.call('POST', '/v1/table/ns%24regcopy/register', { location, properties: { src: 'reg' } });
     expect(copy.status).toBe(200);
     expect(copy.json).toEqual({ location, properties: { src: 'reg' } });
     const described = await fx.t.call('POST', '/v1/table/ns%24regcopy/describe?load_detailed_metadata=true', {});
     expect(described.json).toMatchObject({ location, version: 1, properties: { src: 'reg' } });
-    // A relative location is one in the directory that holds the namespace's tables.
+    // While the new table holds the name, the old data cannot be registered under it.
+    const taken = await fx.t.call('POST', '/v1/table/ns%24reg/register', { location: 'reg.lance' });
+    expect(taken.json.code).toBe(5);
+    // Dropped, the new table takes only its own directory along.
+    expect((await fx.t.call('POST', '/v1/table/ns%24reg/drop')).status).toBe(200);
+    expect((await fx.root.store.list(newLocation.slice(fx.root.store.location('').length).replace(/^\/+/, ''))).objects).toEqual([]);
+    expect(await readRows(location, engineOptions)).toHaveLength(2);
+    // A relative location is one in the directory that holds the namespace's tables; registering
+    // the deregistered data where it lies brings it back under its name.
     const back = await fx.t.call('POST', '/v1/table/ns%24reg/register', { location: 'reg.lance' });
     expect(back.status).toBe(200);
     expect(back.json.location).toBe(location);
     expect((await fx.t.call('POST', '/v1/table/ns%24reg/exists', {})).status).toBe(200);
+    expect(await fx.root.store.head('ns/reg.lance/.lance-deregistered')).toBeNull();
     const dup = await fx.t.call('POST', '/v1/table/ns%24reg/register', { location });
     expect(dup.status).toBe(409);
     expect(dup.json.code).toBe(5);

@@ -377,6 +377,33 @@ def test_register_existing_location_and_deregister(ns):
         drop_namespace_quietly(ns, namespace)
 
 
+def test_deregistered_name_is_free_and_its_data_stays(ns):
+    """As with Lance's own directory catalog: after a deregister the name is free (pylance writes a
+    new table of it, at a new location), the deregistered data stays readable where it was, and a
+    Restrict drop of the namespace succeeds once nothing else is in it."""
+    namespace = unique("dereg_ns")
+    table_id = [namespace, "t"]
+    try:
+        create_namespace(ns, namespace)
+        lance.write_dataset(rows(0, 3), namespace_client=ns, table_id=table_id)
+        old = ns.deregister_table(DeregisterTableRequest(id=table_id)).location
+        assert ns.list_tables(ListTablesRequest(id=[namespace])).tables == []
+        lance.write_dataset(rows(10, 2), namespace_client=ns, table_id=table_id)
+        new = ns.describe_table(DescribeTableRequest(id=table_id)).location
+        assert new.rstrip("/") != old.rstrip("/")
+        assert sorted_by_id(lance.dataset(namespace_client=ns, table_id=table_id).to_table()).equals(rows(10, 2))
+        # The deregistered data is served again once registered (here under another name).
+        ns.register_table(RegisterTableRequest(id=[namespace, "back"], location=old))
+        assert lance.dataset(namespace_client=ns, table_id=[namespace, "back"]).count_rows() == 3
+        ns.drop_table(DropTableRequest(id=[namespace, "back"]))
+        ns.deregister_table(DeregisterTableRequest(id=table_id))
+        ns.drop_namespace(DropNamespaceRequest(id=[namespace]))
+        with pytest.raises(Exception):
+            ns.namespace_exists(NamespaceExistsRequest(id=[namespace]))
+    finally:
+        drop_namespace_quietly(ns, namespace)
+
+
 @pytest.mark.skipif(on_s3(), reason="the client holds no S3 credentials of its own to write outside a table")
 def test_register_dataset_written_outside_the_catalog(ns):
     """RegisterTable of a Lance dataset pylance wrote by path, inside the root but not through the

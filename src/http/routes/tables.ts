@@ -139,7 +139,7 @@ export function tableRoutes(tables: TableService): RouteGroup {
     }),
     defineRoute({
       operationId: 'DeregisterTable',
-      summary: 'Deregister a table: hide it and keep its data',
+      summary: 'Deregister a table: hide it, keep its data where it is, and free its name',
       tag: 'Table',
       paths: ['/table/{id}/deregister'],
       methods: ['POST'],

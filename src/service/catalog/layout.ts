@@ -9,10 +9,12 @@ import { invalidInput } from '../../model/errors.js';
 //   <root>/<ns>/<t>.lance/                  table directory (a Lance dataset: _versions/, data/, ...)
 //   <root>/<ns>/<t>.lance/.lance-table.json service record: properties, registered location
 //   <root>/<ns>/<t>.lance/.lance-reserved   declared, no data yet
-//   <root>/<ns>/<t>.lance/.lance-deregistered  hidden; data kept. A drop leaves it too, as its
-//                                           tombstone (its body says so): nothing here is a table
-//                                           until the name is taken again, for Lance's own
-//                                           directory catalog either
+//   <root>/<ns>/<t>.lance/.lance-deregistered  deregistered: hidden, data kept, the name free (see
+//                                           table-state.ts). A drop leaves it too, as its tombstone
+//                                           (its body says so): nothing here is a table until the
+//                                           name is taken again, for Lance's own directory catalog either
+//   <root>/<ns>/.lance-table-<id>/          the directory of a table created after a table of the same
+//                                           name was deregistered, whose data still fills `<t>.lance/`
 //   <root>/<ns>/<t>.lance/_catalog/writers/ one lease per write under way (a drop waits for them)
 //   <root>/<ns>/_catalog/               the namespace's listing index of its children (catalog/listing-index.ts)
 //   <root>/_catalog/                        service state that belongs to no namespace
@@ -24,6 +26,8 @@ export const DEREGISTERED_MARKER = '.lance-deregistered';
 export const TABLE_SUFFIX = '.lance';
 export const VERSIONS_DIR = '_versions';
 export const CATALOG_DIR = '_catalog';
+/** Directories of tables whose name's directory holds a deregistered table's data: no namespace or table name can start with '.'. */
+const OWN_DIR_PREFIX = '.lance-table-';
 const MAX_NAME_BYTES = 255 - TABLE_SUFFIX.length;
 
 /** A table: its namespace (possibly the root, []) and its name. */
@@ -68,10 +72,13 @@ export function tableRefOf(id: string[]): TableRef {
 
 export const namespaceDirKey = (ns: string[]): string => ns.map((p) => `${p}/`).join('');
 
-/** The namespace whose subtree holds a key of the root: its directories down to the first table directory. */
+/**
+ * The namespace whose subtree holds a key of the root: its directories down to the first one no
+ * namespace can be (a table directory, or a name starting with '.' such as a table's own directory).
+ */
 export function namespaceHolding(key: string): string[] {
   const parts = key.split('/').filter((p) => p !== '');
-  const table = parts.findIndex((p) => p.toLowerCase().endsWith(TABLE_SUFFIX));
+  const table = parts.findIndex((p) => p.toLowerCase().endsWith(TABLE_SUFFIX) || p.startsWith('.'));
   return table === -1 ? parts : parts.slice(0, table);
 }
 export const namespaceRecordKey = (ns: string[]): string => `${namespaceDirKey(ns)}${NAMESPACE_MARKER}`;
@@ -79,6 +86,10 @@ export const tableDirKey = (t: TableRef): string => `${namespaceDirKey(t.namespa
 export const tableRecordKey = (t: TableRef): string => `${tableDirKey(t)}${TABLE_RECORD}`;
 export const reservedMarkerKey = (t: TableRef): string => `${tableDirKey(t)}${RESERVED_MARKER}`;
 export const deregisteredMarkerKey = (t: TableRef): string => `${tableDirKey(t)}${DEREGISTERED_MARKER}`;
+/** The own directory of a table of namespace `ns` that cannot live in its name's directory (see table-state.ts): one per table, by its incarnation. */
+export const ownTableDirKey = (ns: string[], incarnation: string): string => `${namespaceDirKey(ns)}${OWN_DIR_PREFIX}${incarnation}/`;
+/** Whether a common prefix under the namespace directory `nsKey` is such a table directory. */
+export const isOwnTableDir = (nsKey: string, prefix: string): boolean => prefix.startsWith(`${nsKey}${OWN_DIR_PREFIX}`);
 
 /** Name of the child namespace or table a common prefix under `parentKey` stands for, if any. */
 export function childOfPrefix(parentKey: string, commonPrefix: string): { kind: 'namespace' | 'table'; name: string } | null {

@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { compareKeys, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { readNamespace } from './catalog.js';
-import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef, tableDirKey } from './layout.js';
+import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef } from './layout.js';
 import type { Locations } from './locations.js';
 import { type IndexSnapshot, ListingSnapshots, type PendingEntry } from './listing-snapshot.js';
 import type { PageTokens } from './page-token.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { faultPoint } from '../fault-points.js';
-import { hasCommittedVersion, isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
+import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
 
 // The listing index of a namespace's children: empty keys under `<ns>/_catalog/` whose names say
 // what a listing needs, so that a LIST of the index answers a page without reading any child's
@@ -426,10 +426,11 @@ export class ListingIndex {
             return truth.visible && (includeDeclared || truth.data);
           }
           if (withData === null || withData.has(name)) return true;
-          // Declared here (visible, and in its own directory: a registered table has data); a
-          // Lance client may have written its first data directly since: one look at its versions.
+          // Declared here; a Lance client may have written its first data directly since: a look
+          // at its state (where its dataset lives) and its versions.
           countCheck();
-          return hasCommittedVersion(this.locations.own(tableDirKey(ref)));
+          const truth = await this.observe(kind, ref);
+          return truth.visible && truth.data;
         }),
       ),
     );

@@ -10,11 +10,11 @@ import type {
 } from '../../model/namespaces.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
-import { CATALOG_DIR, childOfPrefix, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
+import { CATALOG_DIR, childOfPrefix, isOwnTableDir, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { TableFences } from '../tables/table-fences.js';
 import { ListingIndex } from './listing-index.js';
-import { dataDir, isVisible, readTableState } from '../tables/table-state.js';
+import { dataDir, isVisible, leftoverDir, readTableState } from '../tables/table-state.js';
 import { encodeRecord, NamespaceRecord } from './records.js';
 import type { RequestContext } from '../request-context.js';
 
@@ -123,7 +123,9 @@ export class NamespaceService {
    * The namespace is first marked `dropping`, with a lease renewed while the drop runs, so that
    * creators wait for its outcome (see createInNamespace); a failed Restrict drop puts back the
    * record it replaced. What dropped tables and dead creates left behind is no child: it goes with
-   * the namespace.
+   * the namespace. Deregistered tables are no children either, and their data stays where it is,
+   * as Lance's own directory catalog leaves it (see tables/table-state.ts): registering it again
+   * (in this namespace created anew, or anywhere) brings it back.
    */
   async drop(ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {
     validateNamespaceId(ns);
@@ -179,11 +181,13 @@ export class NamespaceService {
         const catalogPrefix = `${dirKey}${CATALOG_DIR}/`;
         const prefixes = [...remaining.commonPrefixes.filter((p) => p !== catalogPrefix), ...remaining.commonPrefixes.filter((p) => p === catalogPrefix)];
         for (const prefix of prefixes) {
+          // Tables' own directories go with their tables' drops (deregistered ones stay).
+          if (isOwnTableDir(dirKey, prefix)) continue;
           const child = childOfPrefix(dirKey, prefix);
           // A child namespace is dropped through the same protocol, so that creators inside it see
           // its own mark; a table through the table drop's, so that writes under way end first.
           if (child?.kind === 'namespace') await this.drop(_ctx, [...ns, child.name], { mode: 'Skip', behavior: 'Cascade' });
-          if (child?.kind === 'table') await this.dropTableData({ namespace: ns, name: child.name });
+          if (child?.kind === 'table' && !(await this.dropTableData({ namespace: ns, name: child.name }))) continue;
           await this.store.deletePrefix(prefix);
         }
         for (const o of remaining.objects) if (o.key !== key) await this.store.delete(o.key);
@@ -215,9 +219,10 @@ export class NamespaceService {
           limit(async () => {
             const child = childOfPrefix(dirKey, prefix);
             if (prefix === `${dirKey}${CATALOG_DIR}/`) return null; // the namespace's own catalog state (its table index)
+            if (isOwnTableDir(dirKey, prefix)) return null; // a table's own directory: the table, if any, is seen by its name
             if (child?.kind !== 'table') return child ? `namespace ${child.name}` : prefix.slice(dirKey.length);
             const state = await readTableState(this.store, { namespace: ns, name: child.name });
-            return isVisible(state) || state.deregistered || state.creating?.live === true ? `table ${child.name}` : null;
+            return isVisible(state) || state.creating?.live === true ? `table ${child.name}` : null;
           }),
         ),
       );
@@ -226,10 +231,25 @@ export class NamespaceService {
     return children;
   }
 
-  /** Drops one table of a namespace being dropped in Cascade: its writes under way end first. */
-  private async dropTableData(ref: TableRef): Promise<void> {
-    const state = await readTableState(this.store, ref);
-    const begun = await this.fences.beginDrop(state);
-    if (begun) await this.fences.finishDrop(state, dataDir(this.deps.locations, state), begun);
+  /**
+   * Drops what one table name of a namespace being dropped holds (its table in Cascade; in either
+   * mode what dropped tables and dead creates left): its writes under way end first. Returns
+   * whether the name's directory may go too: not when it holds a deregistered table's data.
+   */
+  private async dropTableData(ref: TableRef): Promise<boolean> {
+    for (let attempt = 0; attempt < CAS_RETRIES; attempt++) {
+      const state = await readTableState(this.store, ref);
+      if (state.retired && !isVisible(state)) {
+        const leftovers = leftoverDir(state);
+        if (leftovers !== null) await this.store.deletePrefix(leftovers);
+        return false;
+      }
+      const begun = await this.fences.beginDrop(state);
+      // Another drop or a deregister came first: read again.
+      if (!begun) continue;
+      await this.fences.finishDrop(state, dataDir(this.deps.locations, state), begun);
+      return !state.retired;
+    }
+    throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId([...ref.namespace, ref.name])} kept changing during the namespace drop; retry`);
   }
 }

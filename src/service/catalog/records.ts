@@ -20,6 +20,11 @@ export const TableRecord = z.object({
   created_at: z.string().optional(),
   /** Set for a registered table whose data lives elsewhere; absent means the table's own directory. */
   location: z.string().optional(),
+  /**
+   * The table's own directory (a key under the root) when it is not the name's directory, which
+   * holds a deregistered table's data (see table-state.ts); the table's drop deletes it.
+   */
+  dir: z.string().optional(),
   /** Resolved when the table was created (see resolveManagedVersioning); absent for older records. */
   managed_versioning: z.boolean().optional(),
   /** Declared by this batch commit; the table exists only once that transaction is committed. */

@@ -7,8 +7,9 @@ import { CATALOG_DIR, deregisteredMarkerKey, type TableRef, tableDirKey, tableRe
 import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '../coordination/leases.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import { incarnationOf, incarnationOfRecord, type TableState, tableNotFound, type Tombstone } from './table-state.js';
+import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type NameMarker, type TableState, tableNotFound } from './table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
+import { faultPoint } from '../fault-points.js';
 
 // Where writes to a table and its drop meet.
 //
@@ -33,8 +34,9 @@ const WRITERS_DIR = `${CATALOG_DIR}/writers/`;
 /**
  * The writer's look after it announced itself (a write lease, or a version-slot reservation):
  * whether the table `resolved` describes is still there, neither dropped nor deregistered since,
- * nor dropped and created again. Two reads at once decide it: no deregistered marker or
- * tombstone, and the same record, not a create's claim (unless `creatingRequest` holds it).
+ * nor dropped and created again. Two reads at once decide it: the same marker as resolved (none,
+ * or a retired directory's, which every deregister and drop replaces), and the same record, not a
+ * create's claim (unless `creatingRequest` holds it).
  */
 export async function isStillResolved(store: ObjectStore, resolved: TableState, creatingRequest?: string): Promise<boolean> {
   const recordKey = tableRecordKey(resolved.ref);
@@ -46,7 +48,23 @@ export async function isStillResolved(store: ObjectStore, resolved: TableState, 
   };
   const [marker, record] = await Promise.all([store.head(deregisteredMarkerKey(resolved.ref)), readIfChanged()]);
   const creating = record?.value.creating;
-  return marker === null && (creating === undefined || creating.request_id === creatingRequest) && incarnationOfRecord(record?.value) === incarnationOf(resolved);
+  return (marker?.etag ?? null) === resolved.markerEtag && (creating === undefined || creating.request_id === creatingRequest) && incarnationOfRecord(record?.value) === incarnationOf(resolved);
+}
+
+/**
+ * Deregisters the table `state` holds: its marker, in place of exactly the marker the state read
+ * (none, or a retired directory's), so that writers see it as they see a drop (isStillResolved).
+ * False when another deregister or a drop came first.
+ */
+export async function putDeregisterMarker(store: ObjectStore, state: TableState): Promise<boolean> {
+  const { markerEtag } = state;
+  try {
+    await store.put(deregisteredMarkerKey(state.ref), encodeRecord(deregisterMarker(state)), markerEtag ? { ifMatch: markerEtag } : { ifNoneMatch: '*' });
+    return true;
+  } catch (e) {
+    if (e instanceof PreconditionFailedError) return false;
+    throw e;
+  }
 }
 
 /** A writer's lease, and the part of a version-slot reservation the drop reads. */
@@ -141,15 +159,16 @@ export class TableFences {
   }
 
   /**
-   * Begins a drop: puts the tombstone (in place of exactly the deregistered marker the state
-   * read, if any), which hides the table at once. Null when another drop had begun since. The
-   * tombstone's lease is renewed until `finishDrop` (or the process dies, after which whoever
-   * takes the name over cleans up).
+   * Begins a drop: puts the tombstone (in place of exactly the marker the state read, if any),
+   * which hides the table at once; a retired directory stays retired (see table-state.ts). Null
+   * when another drop or a deregister came first. The tombstone's lease is renewed until
+   * `finishDrop` (or the process dies, after which whoever takes the name over cleans up).
    */
   async beginDrop(state: TableState): Promise<{ renewal: Renewal } | null> {
     const key = deregisteredMarkerKey(state.ref);
     const droppedAt = new Date().toISOString();
-    const body = () => encodeRecord({ dropped_at: droppedAt, lease_until: leaseUntil(this.leaseMs) } satisfies Tombstone);
+    const retired = state.retired ? { retired: true } : {};
+    const body = () => encodeRecord({ dropped_at: droppedAt, lease_until: leaseUntil(this.leaseMs), ...retired } satisfies NameMarker);
     let etag: string;
     const stampedAt = Date.now();
     try {
@@ -167,13 +186,21 @@ export class TableFences {
 
   /**
    * Waits (up to one lease) until no write holds a live lease on the table and no version slot of
-   * its dataset is held, then deletes everything in the table directory but the tombstone. A
+   * its dataset is held, then deletes everything in the table directory but the tombstone (in a
+   * retired one, the table's own directory elsewhere and its record instead: see leftoverDir). A
    * writer still renewing after that long is not waited for further; its release reports it.
    */
   async finishDrop(state: TableState, data: StoreDir, begun: { renewal: Renewal }): Promise<void> {
     try {
       await pollUntil(async () => !(await this.anyLive(this.store, `${state.dirKey}${WRITERS_DIR}`)) && !(await this.anyLive(data.store, new TableVersions(data).reservationsPrefix)), Date.now() + this.leaseMs);
-      await this.store.deletePrefix(state.dirKey, { keep: [deregisteredMarkerKey(state.ref)] });
+      const leftovers = leftoverDir(state);
+      if (leftovers !== null) await this.store.deletePrefix(leftovers, { keep: [deregisteredMarkerKey(state.ref)] });
+      // In a retired directory the record goes last, as it does with the rest of any other: a drop
+      // killed before leaves it, and whoever takes the name over deletes the directory it names.
+      if (state.retired) {
+        faultPoint('drop:before-record');
+        await this.store.delete(tableRecordKey(state.ref));
+      }
     } finally {
       await begun.renewal.stop().catch(() => undefined);
     }

@@ -23,6 +23,7 @@ import {
   deregisteredMarkerKey,
   namespaceDirKey,
   namespaceHolding,
+  ownTableDirKey,
   reservedMarkerKey,
   type TableRef,
   tableDirKey,
@@ -39,16 +40,23 @@ import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
-import { TableFences } from './table-fences.js';
+import { putDeregisterMarker, TableFences } from './table-fences.js';
 import { compareNames, ListingIndex } from '../catalog/listing-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
   dataDir,
+  incarnationOf,
+  isTombstone,
   isVisible,
+  leftoverDir,
   LinkedTableDir,
+  livesInNameDir,
+  type NameMarker,
   readVersionManifest,
   readTableState,
+  recordDir,
   requireVisibleTable,
+  retiredMarker,
   tableHasData,
   tableNotFound,
   type TableState,
@@ -72,6 +80,12 @@ export interface DescribeFlags {
 
 const tableAlreadyExists = (id: string[], why = 'already exists') =>
   new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(id)} ${why}`);
+
+/** A replace-if-unchanged of a name's marker lost to another change of the name: 409, retry. */
+const retryOnLostRace = (id: string[]) => (e: unknown): never => {
+  if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed meanwhile; retry`, { cause: e });
+  throw e;
+};
 
 
 export class TableService {
@@ -101,10 +115,12 @@ export class TableService {
   /**
    * Takes the name for a new table: the record's create-if-absent inside `namespace`, live (the
    * linearization point of every new table, see createInNamespace), or a replace-if-unchanged of
-   * exactly the record that a dead create or a dead drop left. Whatever such a predecessor, or a drop, left in the
-   * directory is then deleted (the drop's tombstone last), before the new table writes anything;
-   * with `keepData` (registering the directory's own dataset) only the tombstone goes.
-   * Returns the etag of the record written.
+   * exactly the record that a dead create, a dead drop or a deregister left. Whatever such a
+   * predecessor, or a drop, left is then deleted (see leftoverDir: never a deregistered table's
+   * data), before the new table writes anything; with `keepData` (registering the directory's own
+   * dataset) the name's directory stays as it is. Then the marker: gone when the new table lives
+   * in the name's directory or that directory is not retired, else kept retired (see
+   * table-state.ts). Returns the etag of the record written.
    */
   private async claimName(namespace: ResolvedNamespace, state: TableState, record: TableRecord, options: { undo?: () => Promise<void>; keepData?: boolean } = {}): Promise<string> {
     const { ref } = state;
@@ -114,6 +130,13 @@ export class TableService {
       throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} is being dropped; retry`);
     }
     const key = tableRecordKey(ref);
+    const markerKey = deregisteredMarkerKey(ref);
+    let { marker, markerEtag } = state;
+    // A retired directory's marker of an earlier form says so explicitly before the record it hides is replaced.
+    if (state.retired && marker && !isTombstone(marker) && marker.retired === undefined) {
+      marker = { ...marker, incarnation: marker.incarnation ?? incarnationOf(state) ?? '', retired: true };
+      markerEtag = (await this.store.put(markerKey, encodeRecord(marker), { ifMatch: markerEtag ?? '' }).catch(retryOnLostRace(id))).etag;
+    }
     const taken = state.record;
     let etag: string;
     try {
@@ -130,28 +153,48 @@ export class TableService {
       if (e instanceof PreconditionFailedError) throw tableAlreadyExists(id);
       throw e;
     }
-    if ((taken || state.dropped) && !options.keepData) await this.store.deletePrefix(state.dirKey, { keep: [key, deregisteredMarkerKey(ref)] });
-    if (state.dropped) await this.store.delete(deregisteredMarkerKey(ref));
+    faultPoint('claim:after-record');
+    const leftovers = leftoverDir(state);
+    if ((taken || state.dropped) && leftovers !== null && !(options.keepData && leftovers === state.dirKey)) {
+      await this.store.deletePrefix(leftovers, { keep: [key, markerKey] });
+    }
+    if (marker && markerEtag) await this.settleMarker(state, marker, markerEtag, record);
     return etag;
+  }
+
+  /**
+   * The marker once `record` holds the name (see table-state.ts): deleted when the table lives in
+   * the name's directory or that directory is not retired; a drop's tombstone in a retired
+   * directory becomes its plain retired marker; a deregister's marker stays (it hides only the
+   * table it names).
+   */
+  private async settleMarker(state: TableState, marker: NameMarker, etag: string, record: TableRecord): Promise<void> {
+    const key = deregisteredMarkerKey(state.ref);
+    if (livesInNameDir(record) || !state.retired) await this.store.delete(key);
+    else if (isTombstone(marker)) await this.store.put(key, encodeRecord(retiredMarker()), { ifMatch: etag }).catch(retryOnLostRace([...state.ref.namespace, state.ref.name]));
+  }
+
+  /** A new table's record placed: in its own directory elsewhere when the name's directory is retired (see table-state.ts). */
+  private placed(state: TableState, record: TableRecord): TableRecord {
+    return state.retired ? { ...record, dir: ownTableDirKey(state.ref.namespace, record.incarnation ?? randomUUID()) } : record;
   }
 
   async declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
     const ref = tableRefOf(id);
-    const own = this.deps.locations.own(tableDirKey(ref));
-    const location = own.store.location(own.key);
-    this.refuseOtherLocation(request.location, own, 'declared tables live in their namespace directory');
     // The namespace is read once here; the claim reads it once more, after its put (the protocol).
     const namespace = await resolveNamespaceCreatingSystem(this.deps, ctx, ref.namespace);
     const state = await readTableState(this.store, ref);
     if (isVisible(state)) throw tableAlreadyExists(id);
-    if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const properties = request.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, namespace, properties);
+    const record = this.placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
+    const own = recordDir(this.deps.locations, state.dirKey, record);
+    const location = own.store.location(own.key);
+    this.refuseOtherLocation(request.location, own, 'the catalog places declared tables');
     await this.index.around('table', ref, async () => {
-      await this.claimName(namespace, state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() }, {
-        undo: () => this.store.delete(reservedMarkerKey(ref)),
-      });
-      // Lance's directory catalog recognizes a declared table by this marker.
+      if (!livesInNameDir(record)) return void (await this.claimName(namespace, state, record));
+      await this.claimName(namespace, state, record, { undo: () => this.store.delete(reservedMarkerKey(ref)) });
+      // Lance's directory catalog recognizes a declared table by this marker (in the name's directory, which it lists).
       await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
         if (!(e instanceof PreconditionFailedError)) throw e;
       });
@@ -180,7 +223,8 @@ export class TableService {
       this.refuseOtherLocation(input.location, dir, 'an existing table keeps its location');
       return this.createExisting(ctx, resolvedTable(this.deps, id, state, { dir, namespace }), namespace, input);
     }
-    this.refuseOtherLocation(input.location, this.deps.locations.own(state.dirKey), 'new tables live in their namespace directory');
+    // A retired name's new table gets a directory of its own (see placed), which no client can name ahead.
+    this.refuseOtherLocation(input.location, state.retired ? null : this.deps.locations.own(state.dirKey), 'the catalog places new tables');
     // The listing index hears of the new table (see catalog/listing-index.ts).
     return this.index.around('table', ref, () => this.createNew(ctx, id, namespace, state, input), { visible: true, data: true });
   }
@@ -190,9 +234,10 @@ export class TableService {
    * not `dir`, where the table lives or will: the service decides where tables live, and an
    * answer naming another place than the one asked for would send the client's data elsewhere.
    */
-  private refuseOtherLocation(asked: string | null | undefined, dir: StoreDir, why: string): void {
+  private refuseOtherLocation(asked: string | null | undefined, dir: StoreDir | null, why: string): void {
     if (asked === undefined || asked === null || asked.trim() === '') return;
     const resolved = this.deps.locations.resolve(asked);
+    if (dir === null) throw invalidInput(`location ${JSON.stringify(asked)} cannot be asked for: the name's directory holds a deregistered table's data; ${why}`);
     const location = dir.store.location(dir.key);
     if (resolved.store.location(resolved.key) !== location) throw invalidInput(`location ${JSON.stringify(asked)} differs from the table's location ${location}; ${why}`);
   }
@@ -255,11 +300,10 @@ export class TableService {
    */
   private async createNew(ctx: RequestContext, id: string[], namespace: ResolvedNamespace, state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
     const { ref } = state;
-    if (state.deregistered) throw tableAlreadyExists(id, 'is deregistered but its data is still in place; register it again or drop it');
     const { leaseMs } = this.deps.settings;
     const properties = input.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, namespace, properties);
-    const table: TableRecord = { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() };
+    const table = this.placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
     // The claim names this create uniquely (request ids come from clients and may repeat); the
     // commit path of a managed table finds the table it creates by that name.
     const own: RequestContext = { ...ctx, requestId: `${ctx.requestId}/${randomUUID()}` };
@@ -271,7 +315,7 @@ export class TableService {
     const renewal = keepRenewed(leaseMs, async () => {
       ({ etag } = await this.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
     }, claimedAt);
-    const dir = this.deps.locations.own(state.dirKey);
+    const dir = recordDir(this.deps.locations, state.dirKey, table);
     let version: number;
     try {
       // The table as claimed, resolved once for the engine's commits: not under a write lease, so
@@ -301,10 +345,17 @@ export class TableService {
     return { location: dir.store.location(dir.key), version, properties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
   }
 
-  /** Deletes what a failed create wrote, if the name is still held by its claim. */
+  /**
+   * Deletes what a failed create wrote, if the name is still held by its claim: the name's
+   * directory, or in a retired one (see table-state.ts) the claim's own directory and the claim.
+   */
   private async abandonClaim(state: TableState, requestId: string): Promise<void> {
-    const current = await readRecord(this.store, tableRecordKey(state.ref), TableRecord);
-    if (current?.value.creating?.request_id === requestId) await this.store.deletePrefix(state.dirKey);
+    const key = tableRecordKey(state.ref);
+    const current = await readRecord(this.store, key, TableRecord);
+    if (current?.value.creating?.request_id !== requestId) return;
+    const { dir } = current.value;
+    await this.store.deletePrefix(dir ?? state.dirKey);
+    if (dir !== undefined) await this.store.delete(key);
   }
 
   async register(ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
@@ -347,19 +398,20 @@ export class TableService {
   private async registerAt(namespace: ResolvedNamespace, state: TableState, record: TableRecord, isOwnDir: boolean): Promise<void> {
     const { ref } = state;
     const id = [...ref.namespace, ref.name];
-    if (state.record && (isVisible(state) || state.deregistered)) {
-      // Overwrite, or re-register a deregistered table: replace exactly the record that was read.
+    if (state.record && isVisible(state)) {
+      // Overwrite: replace exactly the record that was read.
       try {
         await this.store.put(tableRecordKey(ref), encodeRecord(record), { ifMatch: state.record.etag });
       } catch (e) {
         if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the register; retry`);
         throw e;
       }
+      if (state.marker && state.markerEtag) await this.settleMarker(state, state.marker, state.markerEtag, record);
     } else {
+      // A free name, a deregistered table's among them (registering its directory again brings it back).
       await this.claimName(namespace, state, record, { keepData: isOwnDir });
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
-    if (state.deregistered) await this.store.delete(deregisteredMarkerKey(ref));
   }
 
   async describe(ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
@@ -481,9 +533,11 @@ export class TableService {
    * deletes the rest (see table-fences.ts). The tombstone stays, so that nothing a late writer
    * leaves is taken for a table; the next create of the name clears the directory. Of concurrent
    * drops one wins, the others answer 404. Data at a registered location stays: it may be shared
-   * with another registration or live outside the root, and is not the catalog's to delete. A
-   * table directory that is a symbolic link holds no table: its drop removes the link, never what
-   * it leads to (see LinkedTableDir); one under a namespace directory that is a link is a 404.
+   * with another registration or live outside the root, and is not the catalog's to delete; so
+   * does a deregistered table's (the name is free, the data no longer the catalog's: see
+   * table-state.ts). A table directory that is a symbolic link holds no table: its drop removes
+   * the link, never what it leads to (see LinkedTableDir); one under a namespace directory that is
+   * a link, or whose own directory is one, is a 404.
    */
   async drop(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
     const ref = tableRefOf(id);
@@ -493,7 +547,7 @@ export class TableService {
       return null;
     });
     if (state === null) return this.dropLink(id, ref);
-    if (!isVisible(state) && !state.deregistered) throw tableNotFound(id);
+    if (!isVisible(state)) throw tableNotFound(id);
     const dir = dataDir(this.deps.locations, state);
     await this.index.around('table', ref, async () => {
       const begun = await this.fences.beginDrop(state);
@@ -515,18 +569,18 @@ export class TableService {
     return { id, location, properties: {} };
   }
 
-  /** Hides the table and keeps its data; registering the same location again brings it back. */
+  /**
+   * Hides the table and keeps its data, and frees the name: its marker names the table it hides,
+   * and retires the name's directory when the data lives there (see table-state.ts), so that the
+   * next table of the name is placed elsewhere. Registering the location again brings it back.
+   * Of concurrent deregisters and drops one wins, the others answer 404.
+   */
   async deregister(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
     const ref = tableRefOf(id);
     const state = await requireVisibleTable(this.store, ref);
     const dir = dataDir(this.deps.locations, state);
     await this.index.around('table', ref, async () => {
-      try {
-        await this.store.put(deregisteredMarkerKey(ref), JSON.stringify({ deregistered_at: new Date().toISOString() }), { ifNoneMatch: '*' });
-      } catch (e) {
-        if (e instanceof PreconditionFailedError) throw tableNotFound(id);
-        throw e;
-      }
+      if (!(await putDeregisterMarker(this.store, state))) throw tableNotFound(id);
     }, { visible: false, data: false });
     this.deps.engine.forget(dir.store.location(dir.key));
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
@@ -549,6 +603,14 @@ export class TableService {
     const state = await requireVisibleTable(this.store, ref);
     const targetNamespace = await resolveNamespace(this.store, targetNs);
     const targetState = await readTableState(this.store, target);
+    // A retired directory (see table-state.ts) must not move, nor can the table be renamed into one.
+    for (const [s, which] of [[state, 'its name'], [targetState, 'the new name']] as const) {
+      if (s.retired) {
+        throw unsupported(
+          `rename of table ${displayId(id)} is not supported: the directory of ${which} holds a deregistered table's data, which stays where it is; deregister the table and register its location under the new name instead`,
+        );
+      }
+    }
     // A dropped table's directory holds no table: it is cleared to make room.
     if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
     else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);

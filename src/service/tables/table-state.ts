@@ -20,19 +20,58 @@ import { readRecord, TableRecord, type Versioned } from '../catalog/records.js';
 import { isCommitted } from '../transactions/transaction-log.js';
 import { leaseExpired } from '../coordination/leases.js';
 
+// Deregistered data and the name it leaves free.
+//
+// Invariant: once a table whose data lives in its name's directory (`<ns>/<t>.lance/`) is
+// deregistered, that directory is the deregistered table's: the catalog deletes nothing in it, and
+// writes there only the name's record, its marker and the transient files of writers of the name
+// (write leases, the dataset-creation claim), until that data is registered again in place. Every
+// later table of the name that the catalog places (declare, create) gets a directory of its own,
+// `<ns>/.lance-table-<incarnation>/` (its record's `dir`), which no other table reads, writes or
+// deletes. So the name is free at once, a re-created name never serves nor deletes the old data,
+// and the old data is served again only once registered again.
+//
+// How it holds. The deregister's marker (Lance's `.lance-deregistered`, which hides the directory
+// from Lance's own directory catalog too) says `retired` and names the incarnation it hides. From
+// then on that marker is only replaced-if-unchanged, never deleted (the next deregister's marker, a
+// drop's tombstone, the plain retired marker a claim puts after that drop), and each replacement
+// says `retired` again; every reader of a name reads its marker in the same round trip as its
+// record, so every decision to delete or to place a table sees it. A directory is handed back only
+// by registering its data again in place, which deletes the marker after the record is replaced.
+// Markers of earlier versions (no `retired`) retire the directory when the table they hide lived in
+// it; a claim rewrites such a marker in the new form before it replaces the record.
+
+/** Lance's deregistered marker as the catalog writes it: a deregister's marker, a drop's tombstone, or a retired directory's plain marker. */
+export const NameMarker = z.object({
+  deregistered_at: z.string().optional(),
+  /** The table the marker hides (its incarnation); markers of earlier versions have none and hide the table living in the directory. */
+  incarnation: z.string().optional(),
+  /** The name's directory holds a deregistered table's dataset (see the invariant above). */
+  retired: z.boolean().optional(),
+  /** A plain retired marker (hiding no table): when it was put. */
+  since: z.string().optional(),
+  dropped_at: z.string().optional(),
+  lease_until: z.string().optional(),
+});
+export type NameMarker = z.infer<typeof NameMarker>;
+
 /** What the store says about one table name, read in one round trip (see readNameFiles). */
 export interface TableState {
   ref: TableRef;
   dirKey: string;
   record: Versioned<TableRecord> | null;
-  /** Lance's declared marker is there (on an object store, for a table with a record: may be there). */
+  /** Lance's declared marker of the name's table is there (on an object store, for a table with a record: may be there). */
   reserved: boolean;
+  /** The record's table was deregistered: the name is free, its data stays. */
   deregistered: boolean;
+  /** The name's directory holds a deregistered table's dataset: kept as it is, and the name's next tables live elsewhere (see the invariant above). */
+  retired: boolean;
   /** A drop has begun (its tombstone is there): nothing in the directory is a table until the name is taken again. */
   dropped: boolean;
   /** The drop is still running (its tombstone's lease has not run out). */
   dropUnderWay: boolean;
-  /** The etag of the deregistered marker (or tombstone), when there is one. */
+  /** The deregistered marker (or tombstone) and its etag, when there is one. */
+  marker: NameMarker | null;
   markerEtag: string | null;
   /** The record is a CreateTable's claim on the name, not a table yet; `live` while the claim's lease runs. */
   creating: { live: boolean; requestId: string } | null;
@@ -51,6 +90,9 @@ export interface TableState {
  */
 export const isVisible = (s: TableState): boolean =>
   !s.deregistered && !s.dropped && s.creating === null && (s.record !== null || s.reserved || s.writtenByLance);
+
+/** Whether the record's table keeps its data in its name's directory (not registered elsewhere, nor placed in a directory of its own). */
+export const livesInNameDir = (record: TableRecord): boolean => record.location === undefined && record.dir === undefined;
 
 /** Which table of this name a record stands for: a re-created table is another one, even with the same name. */
 export const incarnationOfRecord = (record: TableRecord | null | undefined): string | null => (record ? (record.incarnation ?? record.created_at ?? '') : null);
@@ -129,18 +171,25 @@ export async function readTableState(store: ObjectStore, ref: TableRef, linkChec
   const link = linkChecked ? null : linkOf(store, ref);
   if (link !== null) throw new LinkedTableDir(ref, link);
   const files = await readNameFiles(store, ref);
+  // A table placed in a directory of its own (a retired name's next table) is reached through no link either: one more realpath, for such tables only.
+  const ownDir = files.record?.value.dir;
+  const ownLink = ownDir === undefined ? null : (store.linkOnPath?.(ownDir) ?? null);
+  if (ownLink !== null) throw new LinkedTableDir(ref, ownLink);
   let { record } = files;
   const recordFile = record !== null;
   // A table declared by a batch commit that has not reached its commit point does not exist yet.
   const pending = record?.value.pending_transaction;
   if (pending !== undefined && !(await isCommitted(store, pending))) record = null;
-  const { reserved, marker } = files;
-  const tombstone = marker ? tombstoneOf(marker.body) : null;
+  const marker = files.marker ? markerOf(files.marker.body) : null;
+  const tombstone = marker !== null && isTombstone(marker) ? marker : null;
+  const retired = marker !== null && (tombstone ? tombstone.retired === true : (marker.retired ?? (files.record === null || livesInNameDir(files.record.value))));
+  // Lance's declared marker in a retired directory is the deregistered table's.
+  const reserved = files.reserved && !retired;
   const claim = record?.value.creating;
   // Only a directory without any catalog file is looked at for versions: staged manifests alone
   // (a client staging before its batch commit declares the table) do not make a table.
-  // After a drop, versions are what late writers left behind, never a table.
-  const writtenByLance = record === null && !reserved && !tombstone && !recordFile && files.versionsDir !== false
+  // After a drop or a deregister, versions are never a table of the name's.
+  const writtenByLance = record === null && !reserved && marker === null && !recordFile && files.versionsDir !== false
     ? await hasCommittedVersion({ store, key: dirKey, owned: true })
     : false;
   return {
@@ -148,10 +197,12 @@ export async function readTableState(store: ObjectStore, ref: TableRef, linkChec
     dirKey,
     record,
     reserved,
-    deregistered: marker !== null && !tombstone,
+    deregistered: marker !== null && !tombstone && record !== null && hides(marker, record.value),
+    retired,
     dropped: tombstone !== null,
     dropUnderWay: tombstone !== null && !leaseExpired(tombstone.lease_until),
-    markerEtag: marker?.etag ?? null,
+    marker,
+    markerEtag: files.marker?.etag ?? null,
     creating: claim ? { live: !leaseExpired(claim.lease_until), requestId: claim.request_id } : null,
     ownVersionsDir: files.versionsDir ?? true,
     writtenByLance,
@@ -163,16 +214,40 @@ export async function readTableState(store: ObjectStore, ref: TableRef, linkChec
  * A drop's tombstone is Lance's deregistered marker (so that Lance's directory catalog hides the
  * directory too) whose body names the drop; a deregistered table's marker has any other body.
  */
-export const Tombstone = z.object({ dropped_at: z.string(), lease_until: z.string() });
-export type Tombstone = z.infer<typeof Tombstone>;
+export const isTombstone = (m: NameMarker): m is NameMarker & { dropped_at: string; lease_until: string } => m.dropped_at !== undefined && m.lease_until !== undefined;
 
-function tombstoneOf(body: Buffer): Tombstone | null {
+/** A marker that does not parse (Lance's own are empty) is a deregister's marker of an earlier form. */
+function markerOf(body: Buffer): NameMarker {
   try {
-    const parsed = Tombstone.safeParse(JSON.parse(body.toString('utf8')));
-    return parsed.success ? parsed.data : null;
+    const parsed = NameMarker.safeParse(JSON.parse(body.toString('utf8')));
+    return parsed.success ? parsed.data : {};
   } catch {
-    return null;
+    return {};
   }
+}
+
+/** Whether a deregister's marker hides the record's table (see NameMarker.incarnation). */
+const hides = (marker: NameMarker, record: TableRecord): boolean =>
+  marker.incarnation !== undefined ? marker.incarnation === incarnationOfRecord(record) : record.dir === undefined;
+
+/** The marker that deregisters the table `state` holds: the directory is retired if it was, or if the table lives in it. */
+export function deregisterMarker(state: TableState): NameMarker {
+  const record = state.record?.value;
+  return { deregistered_at: new Date().toISOString(), incarnation: incarnationOf(state) ?? '', retired: state.retired || record === undefined || livesInNameDir(record) };
+}
+
+/** The marker of a retired directory whose name holds no deregistered record: it hides nothing. */
+export const retiredMarker = (): NameMarker => ({ retired: true, since: new Date().toISOString() });
+
+/**
+ * The directory that what a table of this name left may be deleted from once the name holds no
+ * table (dropped, abandoned by a dead create, taken over): the name's directory, unless it is
+ * retired; then only the table's own directory, if it had one and was not deregistered.
+ */
+export function leftoverDir(state: TableState): string | null {
+  if (!state.retired) return state.dirKey;
+  const dir = state.record?.value.dir;
+  return dir !== undefined && !state.deregistered ? dir : null;
 }
 
 export const tableNotFound = (id: string[]) => new NamespaceError(ErrorCode.TableNotFound, `table ${displayId(id)} does not exist`);
@@ -190,10 +265,13 @@ export async function requireVisibleTable(store: ObjectStore, ref: TableRef, opt
   return state;
 }
 
-/** Where the table's Lance dataset lives: its own directory, or the registered location. */
-export function dataDir(locations: Locations, state: TableState): StoreDir {
-  const registered = state.record?.value.location;
-  return registered === undefined ? locations.own(state.dirKey) : locations.resolve(registered);
+/** Where the table's Lance dataset lives: its name's directory, its own directory elsewhere, or the registered location. */
+export const dataDir = (locations: Locations, state: TableState): StoreDir => recordDir(locations, state.dirKey, state.record?.value);
+
+/** Where the dataset of the table `record` describes lives, its name's directory being `nameDirKey`. */
+export function recordDir(locations: Locations, nameDirKey: string, record: TableRecord | undefined): StoreDir {
+  if (record?.dir !== undefined) return locations.own(record.dir);
+  return record?.location === undefined ? locations.own(nameDirKey) : locations.resolve(record.location);
 }
 
 /** Whether a committed manifest exists under the dataset directory (staged ones do not count). */
@@ -210,7 +288,7 @@ export async function hasCommittedVersion(dir: StoreDir): Promise<boolean> {
 
 /** Whether the table has data: for its own directory, skip the second LIST when there is no `_versions/`. */
 export async function tableHasData(locations: Locations, state: TableState): Promise<boolean> {
-  if (state.record?.value.location === undefined && !state.ownVersionsDir) return false;
+  if ((!state.record || livesInNameDir(state.record.value)) && !state.ownVersionsDir) return false;
   return hasCommittedVersion(dataDir(locations, state));
 }
 

@@ -44,7 +44,8 @@ export const TableOp = z.discriminatedUnion('kind', [
     /** Resolved when the batch was planned, so that replaying it deletes the same versions. */
     versions: z.array(z.object({ version: z.number().int().min(0), key: z.string() })),
   }),
-  z.object({ kind: z.literal('deregister'), table_id: z.array(z.string()) }),
+  /** `incarnation`: the table as planned, so that a replay never deregisters a table created since (absent in older records). */
+  z.object({ kind: z.literal('deregister'), table_id: z.array(z.string()), incarnation: z.string().optional() }),
 ]);
 export type TableOp = z.infer<typeof TableOp>;
 

@@ -16,7 +16,7 @@ import { encodeRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint, pausePoint } from '../fault-points.js';
 import type { RequestContext } from '../request-context.js';
 import { resolveTable } from '../tables/resolved-table.js';
-import { isVisible, readTableState, requireVisibleTable } from '../tables/table-state.js';
+import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable } from '../tables/table-state.js';
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
 import type { BatchRecovery } from './batch-recovery.js';
@@ -77,6 +77,8 @@ export class BatchCommits {
     const planned: PlannedVersion[] = [];
     const ops: TableOp[] = [];
     const declared = new Set<string>();
+    /** Where each deregistered table's data lives. */
+    const deregistered = new Map<TableOp, string>();
     // Each namespace a declare goes into, resolved once: it serves the managed flag and the claim.
     const namespaces = new Map<string, ResolvedNamespace>();
     for (const op of operations) {
@@ -104,8 +106,11 @@ export class BatchCommits {
         const doomed = (await versions.all()).filter((v) => inRanges(v.version, ranges));
         ops.push({ kind: 'delete_versions', table_id: id, location: versions.store.location(versions.dir.key), versions: doomed.map((v) => ({ version: v.version, key: v.key })) });
       } else if (op.deregister_table) {
-        await requireVisibleTable(this.deps.store, tableRefOf(op.deregister_table.id));
-        ops.push({ kind: 'deregister', table_id: op.deregister_table.id });
+        const state = await requireVisibleTable(this.deps.store, tableRefOf(op.deregister_table.id));
+        const deregister: TableOp = { kind: 'deregister', table_id: op.deregister_table.id, incarnation: incarnationOf(state) ?? '' };
+        const dir = dataDir(this.deps.locations, state);
+        deregistered.set(deregister, dir.store.location(dir.key));
+        ops.push(deregister);
       }
     }
     const { transactionId, committed } = await this.runBatch('batch_commit_tables', planned, ops, namespaces);
@@ -133,8 +138,7 @@ export class BatchCommits {
         });
       } else if (applied?.kind === 'delete_versions') results.push({ delete_table_versions: { deleted_count: applied.versions.length } });
       else if (applied?.kind === 'deregister') {
-        const own = this.deps.locations.own(tableDirKey(tableRefOf(applied.table_id)));
-        results.push({ deregister_table: { id: applied.table_id, location: own.store.location(own.key), properties: null } });
+        results.push({ deregister_table: { id: applied.table_id, location: deregistered.get(applied) ?? '', properties: null } });
       }
     }
     return { results, transaction_id: transactionId };
@@ -264,8 +268,17 @@ export class BatchCommits {
     const ref = tableRefOf(op.table_id);
     const state = await readTableState(this.deps.store, ref);
     // Staged manifests may already sit in the directory; a record (the claim) or data may not.
-    if (isVisible(state) || state.deregistered) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
+    if (isVisible(state)) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
+    // A batch's declared table lives in its name's directory (its versions are staged there).
+    if (state.retired) {
+      throw new NamespaceError(
+        ErrorCode.TableAlreadyExists,
+        `table ${displayId(op.table_id)} cannot be declared in a batch: its name's directory holds a deregistered table's data; DeclareTable or CreateTable place a new table of this name elsewhere`,
+      );
+    }
     const key = tableRecordKey(ref);
+    // A deregistered table's record (its data lives elsewhere) is replaced: the name is free.
+    const taken = state.deregistered ? state.record : null;
     const record: TableRecord = {
       properties: op.properties,
       created_at: new Date().toISOString(),
@@ -276,13 +289,13 @@ export class BatchCommits {
     // The listing index hears of the name once the batch is applied or undone (applyTableOps, undoTableOps).
     await this.tableIndex.begin('table', ref, transactionId);
     try {
-      await createInNamespace(this.deps.store, namespace, () => this.deps.store.put(key, encodeRecord(record), { ifNoneMatch: '*' }), () => this.deps.store.delete(key));
+      await createInNamespace(this.deps.store, namespace, () => this.deps.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }), () => this.deps.store.delete(key));
     } catch (e) {
       if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
       throw e;
     }
-    // A dropped table's directory is cleared for the new one, but for the manifests staged for it.
-    if (state.dropped) {
+    // A dropped or deregistered table's directory is cleared for the new one, but for the manifests staged for it.
+    if (state.dropped || taken) {
       const staging = new TableVersions(this.deps.locations.own(state.dirKey));
       const marker = deregisteredMarkerKey(ref);
       for (const o of (await listAll(this.deps.store, state.dirKey)).objects) {

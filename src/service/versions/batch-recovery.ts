@@ -1,7 +1,9 @@
 import type { ServiceLogger } from '../logger.js';
 import { faultPoint, pausePoint } from '../fault-points.js';
 import { type CatalogDeps } from '../catalog/catalog.js';
-import { CATALOG_DIR, deregisteredMarkerKey, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
+import { CATALOG_DIR, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
+import { putDeregisterMarker } from '../tables/table-fences.js';
+import { incarnationOf, isVisible, readTableState } from '../tables/table-state.js';
 import { encodeRecord, readRecord, TableRecord, type Versioned } from '../catalog/records.js';
 import { ListingIndex } from '../catalog/listing-index.js';
 import { leaseExpired } from '../coordination/leases.js';
@@ -77,7 +79,9 @@ export class BatchRecovery {
           await versions.store.delete(versions.sidecarKey(v.version));
         }
       } else {
-        await this.deps.store.put(deregisteredMarkerKey(ref), '', { ifNoneMatch: '*' }).catch(ignorePrecondition);
+        // The table as planned, unless it was dropped, deregistered or created anew since (a replay finds it done).
+        const state = await readTableState(this.deps.store, ref);
+        if (isVisible(state) && (op.incarnation === undefined || incarnationOf(state) === op.incarnation)) await putDeregisterMarker(this.deps.store, state);
       }
       if (op.kind !== 'delete_versions') await this.tableIndex.settleOp('table', ref, record.id);
     }
