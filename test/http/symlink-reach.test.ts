@@ -130,6 +130,27 @@ describe('symbolic links below a local root', () => {
     expect(await exists(dir)).toBe(false);
   });
 
+  it('refuses a re-created table whose own directory was swapped for a link, and drops nothing through it', async () => {
+    expect((await call('/v1/table/fs%24re/create', peopleStream([1, 2]), ARROW)).status).toBe(200);
+    expect((await call('/v1/table/fs%24re/deregister')).status).toBe(200);
+    const kept = path.join(root.root, 'fs', 're.lance');
+    const keptFiles = await filesUnder(kept);
+    // The name's next table lives in a directory of its own (the name's holds the deregistered data).
+    expect((await call('/v1/table/fs%24re/create', peopleStream([7]), ARROW)).status).toBe(200);
+    const own = (await readdir(path.join(root.root, 'fs'))).filter((n) => n.startsWith('.lance-table-'));
+    expect(own).toHaveLength(1);
+    const ownDir = path.join(root.root, 'fs', own[0] as string);
+    await rename(ownDir, path.join(outside.root, `aside-${randomUUID()}`));
+    await symlink(foreign, ownDir);
+    expectCode(await call('/v1/table/fs%24re/count_rows'), 400, 13);
+    expectCode(await call('/v1/table/fs%24re/describe'), 400, 13);
+    expectCode(await call('/v1/table/fs%24re/insert', peopleStream([9]), ARROW), 400, 13);
+    expectCode(await call('/v1/table/fs%24re/drop'), 404, 4);
+    await expectForeignIntact();
+    expect(await filesUnder(kept)).toEqual(expect.arrayContaining(keptFiles.filter((f) => f.startsWith('data/') || f.startsWith('_versions/'))));
+    expect(await exists(ownDir)).toBe(true);
+  });
+
   it('serves nothing through a namespace directory that is a link, and drops nothing through it', async () => {
     // The outside root's namespace `ns`: its record and its table v.
     await symlink(path.join(outside.root, 'ns'), path.join(root.root, 'nslink'));
