@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import fsSync, { constants as fsc, promises as fs } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
@@ -15,9 +14,22 @@ import {
   type PutOptions,
   PreconditionFailedError,
   type StoredObject,
-  StoreUnavailableError,
 } from './object-store.js';
-import { errCode, existingRealPath, TEMP_MARK, writeWhole } from './local-file-io.js';
+import {
+  asBuffer,
+  errCode,
+  existingRealPath,
+  ignoreFailure,
+  isInternalName,
+  makeDirs,
+  objectInfo,
+  portError,
+  pruneEmptyDirs,
+  readWhole,
+  TEMP_MARK,
+  writeWhole,
+} from './local-file-io.js';
+import { KeyLocks, LOCK_SUFFIX_BYTES } from './local-lock.js';
 import { SpareFiles } from './local-spare-files.js';
 
 // Local-directory adapter.
@@ -27,7 +39,8 @@ import { SpareFiles } from './local-spare-files.js';
 //   number of concurrent creators, in this process or others on the same file system, exactly one wins.
 //   (A short-lived one links a spare file instead of a new one: see local-spare-files.ts.)
 // - replace-if-unchanged holds a per-key lock (an in-process queue plus an O_EXCL lock file shared
-//   with other processes) across "stat, compare etag, rename": no two such replaces interleave.
+//   with other processes, see local-lock.ts) across "stat, compare etag, rename": no two such
+//   replaces interleave.
 // - every acknowledged write was fsynced, file and directory, before the call returned (unless
 //   the caller said it need not be, see PutOptions: then neither is).
 // Temporary and lock files carry a marker in their names and are never listed.
@@ -44,54 +57,8 @@ import { SpareFiles } from './local-spare-files.js';
 // concurrent ones share the journal's commit). A root on a network file system would block the
 // event loop on the network: use the S3 adapter for remote storage.
 
-const LOCK_MARK = '.~lock~';
-/** Added to a lock file's name for its break lock (see breakAbandonedLock). */
-const BREAK_MARK = '.break';
-const LOCK_STALE_MS = 30_000;
-const LOCK_WAIT_MS = 10_000;
 const DEFAULT_MAX_KEYS = 1000;
-const LOCK_HOST = os.hostname();
 
-/** The holder a lock file names ('' for a lock written before holders were named), and whether it is gone. */
-async function lockHolder(lockPath: string): Promise<{ text: string; gone: boolean } | null> {
-  const [text, st] = await Promise.all([fs.readFile(lockPath, 'utf8').catch(() => null), fs.stat(lockPath).catch(() => null)]);
-  if (text === null || st === null) return null;
-  if (Date.now() - st.mtimeMs > LOCK_STALE_MS) return { text, gone: true };
-  const [host, pid] = text.split('\n');
-  return { text, gone: host === LOCK_HOST && pid !== undefined && /^\d+$/.test(pid) && !processAlive(Number(pid)) };
-}
-
-/** Whether a process of this host exists (signal 0 only asks). */
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return errCode(e) !== 'ESRCH';
-  }
-}
-
-/** Removes a lock whose holder is gone (see acquireLockFile), under the key's break lock. */
-async function breakAbandonedLock(lockPath: string): Promise<void> {
-  const seen = await lockHolder(lockPath);
-  if (!seen?.gone) return;
-  const breakPath = `${lockPath}${BREAK_MARK}`;
-  try {
-    fsSync.closeSync(fsSync.openSync(breakPath, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644));
-  } catch (e) {
-    if (errCode(e) !== 'EEXIST') throw e;
-    // Another waiter is breaking it; a break lock as old as a stale lock was left by a waiter that died.
-    const st = await fs.stat(breakPath).catch(() => null);
-    if (st && Date.now() - st.mtimeMs > LOCK_STALE_MS) await fs.unlink(breakPath).catch(() => undefined);
-    return;
-  }
-  try {
-    const now = await lockHolder(lockPath);
-    if (now?.gone && now.text === seen.text) await fs.unlink(lockPath).catch(() => undefined);
-  } finally {
-    await fs.unlink(breakPath).catch(() => undefined);
-  }
-}
 /** Temporary names: a random prefix per process (several processes share a root) and a counter. */
 const TEMP_PREFIX = randomBytes(4).toString('hex');
 let tempCounter = 0;
@@ -112,11 +79,9 @@ async function syncAndClose(fd: number): Promise<void> {
 const NAME_MAX_BYTES = 255;
 const PATH_MAX_BYTES = 4095;
 /** A written file's name also carries the temporary or lock suffix for a while. */
-const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length + BREAK_MARK.length);
+const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_SUFFIX_BYTES);
 
 /** What a temporary file is made of: the body, or the object it is the content of (PutOptions.sameAs). */
-const asBuffer = (body: Buffer | string): Buffer => (typeof body === 'string' ? Buffer.from(body, 'utf8') : body);
-
 interface TempContent {
   body: Buffer | string;
   sameAs?: PutOptions['sameAs'];
@@ -207,57 +172,6 @@ function mergeSorted(previous: string[], fresh: string[]): string[] {
   return merged;
 }
 
-function isInternalName(name: string): boolean {
-  return name.includes(TEMP_MARK) || name.includes(LOCK_MARK);
-}
-
-/**
- * mkdir -p. Node's recursive mkdir says ENOENT where the file system refuses a directory on the
- * way (EROFS from an ext4 remounted read-only after I/O errors): then each missing level is made
- * by hand, which fails with the real reason.
- */
-function makeDirs(dir: string): void {
-  try {
-    fsSync.mkdirSync(dir, { recursive: true });
-  } catch (e) {
-    if (errCode(e) !== 'ENOENT') throw e;
-    makeDirsOneByOne(dir);
-  }
-}
-
-function makeDirsOneByOne(dir: string): void {
-  try {
-    fsSync.mkdirSync(dir);
-  } catch (e) {
-    if (errCode(e) === 'EEXIST') return;
-    if (errCode(e) !== 'ENOENT' || path.dirname(dir) === dir) throw e;
-    makeDirsOneByOne(path.dirname(dir));
-    makeDirsOneByOne(dir);
-  }
-}
-
-/** What a failing disk or a dead network mount answers: EIO, and NFS's or FUSE's ENOTCONN, ESTALE, ETIMEDOUT. */
-const DISK_FAILURES = new Set(['EIO', 'ENOTCONN', 'ESTALE', 'ETIMEDOUT']);
-/** Linux's EBADMSG (ext4's checksum failures) and EUCLEAN (corruption found), which libuv does not name. */
-const DISK_FAILURE_ERRNOS = new Set([-74, -117]);
-
-/**
- * Port errors for the file-system failures that are not bugs: a full disk, a failing one (I/O or
- * checksum errors, a remount read-only after them) or a dead network mount is a temporary
- * unavailability (the messages have no path: they reach clients), a name too long is bad input.
- */
-function portError(e: unknown, key: string): unknown {
-  const code = errCode(e);
-  if (code === 'ENOSPC' || code === 'EDQUOT') return new StoreUnavailableError('the disk of the store is full', { cause: e });
-  if (code === 'EROFS') return new StoreUnavailableError('the file system of the store is read-only', { cause: e });
-  const errno = typeof e === 'object' && e !== null ? (e as { errno?: unknown }).errno : undefined;
-  if ((code !== undefined && DISK_FAILURES.has(code)) || (typeof errno === 'number' && DISK_FAILURE_ERRNOS.has(errno))) {
-    return new StoreUnavailableError('the disk of the store cannot be read or written', { cause: e });
-  }
-  if (code === 'ENAMETOOLONG') return new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`, { cause: e });
-  return e;
-}
-
 /**
  * A put beside what exists (PutOptions.besideExisting) found its directory gone: the condition it
  * was given did not hold, as a create-if-absent's does not when another writer got there first.
@@ -270,7 +184,8 @@ export class LocalObjectStore implements ObjectStore {
   private readonly root: string;
   /** The root with one trailing '/': keys are appended to it. */
   private readonly rootSlash: string;
-  private readonly keyQueues = new Map<string, Promise<unknown>>();
+  /** Held by a replace-if-unchanged across "stat, compare etag, rename" (see local-lock.ts). */
+  private readonly locks: KeyLocks;
   /** Sorted listings of large directories, least recently used first (see sortedEntries). */
   private readonly dirCache = new Map<string, CachedDir>();
   private cachedNames = 0;
@@ -283,6 +198,7 @@ export class LocalObjectStore implements ObjectStore {
     this.root = path.resolve(rootDir);
     this.rootSlash = path.join(this.root, '/');
     this.rootUri = pathToFileURL(this.root).href;
+    this.locks = new KeyLocks(this.root);
   }
 
   /** Creates the root directory if needed. */
@@ -329,19 +245,11 @@ export class LocalObjectStore implements ObjectStore {
     this.spares.clear();
   }
 
-  private static info(key: string, st: import('node:fs').BigIntStats): ObjectInfo {
-    // A replace is a rename of a new inode, so inode + mtime + size changes on every write. The
-    // form is Lance's (object_store's: mtime in microseconds), so the etag a Lance client computes
-    // for a file it wrote is the one this store reports for it, under any name it is linked to.
-    const etag = `"${st.ino.toString(16)}-${(st.mtimeNs / 1000n).toString(16)}-${st.size.toString(16)}"`;
-    return { key, size: Number(st.size), etag, lastModified: new Date(Number(st.mtimeMs)) };
-  }
-
   async head(key: string): Promise<ObjectInfo | null> {
     try {
       // A missing file is the common answer (markers, the version above the latest): no exception for it.
       const st = fsSync.lstatSync(this.pathOf(key), { bigint: true, throwIfNoEntry: false });
-      return st?.isFile() ? LocalObjectStore.info(key, st) : null;
+      return st?.isFile() ? objectInfo(key, st) : null;
     } catch (e) {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return null;
       throw portError(e, key);
@@ -360,7 +268,7 @@ export class LocalObjectStore implements ObjectStore {
     try {
       const st = fsSync.fstatSync(fd, { bigint: true });
       if (!st.isFile()) return null;
-      return { ...LocalObjectStore.info(key, st), body: readWhole(fd, Number(st.size)) };
+      return { ...objectInfo(key, st), body: readWhole(fd, Number(st.size)) };
     } catch (e) {
       if (errCode(e) === 'EISDIR') return null;
       throw portError(e, key);
@@ -393,7 +301,7 @@ export class LocalObjectStore implements ObjectStore {
             // already failing
           }
           ignoreFailure(() => fsSync.unlinkSync(tmp));
-          this.pruneEmptyDirs(dir);
+          pruneEmptyDirs(this.root, dir);
           throw e;
         }
         fsSync.closeSync(fd);
@@ -428,7 +336,7 @@ export class LocalObjectStore implements ObjectStore {
     }
     try {
       const st = fsSync.lstatSync(tmp, { bigint: true });
-      const fd = st.isFile() && LocalObjectStore.info(sameAs.key, st).etag === sameAs.etag ? fsSync.openSync(tmp, fsc.O_RDONLY | fsc.O_NOFOLLOW) : null;
+      const fd = st.isFile() && objectInfo(sameAs.key, st).etag === sameAs.etag ? fsSync.openSync(tmp, fsc.O_RDONLY | fsc.O_NOFOLLOW) : null;
       let same = false;
       try {
         same = fd !== null && readWhole(fd, body.length).equals(body);
@@ -470,7 +378,7 @@ export class LocalObjectStore implements ObjectStore {
     if (condition && 'ifMatch' in condition) {
       // The etag is compared under the key's lock, after the wait: nothing to write ahead.
       if (placeAfter) await placeAfter;
-      return this.withKeyLock(target, async () => {
+      return this.locks.run(target, async () => {
         const current = await this.head(key);
         if (!current) throw new PreconditionFailedError(key, 'object does not exist');
         if (current.etag !== condition.ifMatch) throw new PreconditionFailedError(key, 'etag changed');
@@ -488,7 +396,7 @@ export class LocalObjectStore implements ObjectStore {
           if (errCode(e) === 'EEXIST') throw new PreconditionFailedError(key, 'object exists');
           throw e;
         }
-        if (placed) return LocalObjectStore.info(key, placed);
+        if (placed) return objectInfo(key, placed);
       }
       const st = await this.placeTemp(target, { body, sameAs, besideExisting }, durable, placeAfter, async (tmp, tmpStat) => {
         try {
@@ -505,7 +413,7 @@ export class LocalObjectStore implements ObjectStore {
         }
       });
       if (durable) await this.syncPlacedDir(target);
-      return LocalObjectStore.info(key, st);
+      return objectInfo(key, st);
     }
     // A put that no condition guards and nobody needs durable (Lance's hint, a listing snapshot)
     // goes through the thread pool: right after another request's fsync its rename can wait
@@ -522,7 +430,7 @@ export class LocalObjectStore implements ObjectStore {
         await fs.writeFile(tmp, body, { flag: 'wx', mode: 0o644 });
         const st = await fs.stat(tmp, { bigint: true });
         await fs.rename(tmp, target);
-        return LocalObjectStore.info(key, st);
+        return objectInfo(key, st);
       } catch (e) {
         // A temporary name still taken (EEXIST, from the exclusive create) is another writer's file: it stays.
         if (errCode(e) !== 'EEXIST') await fs.unlink(tmp).catch(() => undefined);
@@ -544,7 +452,7 @@ export class LocalObjectStore implements ObjectStore {
       }
     });
     if (durable) await this.syncPlacedDir(target);
-    return LocalObjectStore.info(key, st);
+    return objectInfo(key, st);
   }
 
   /** Makes a placed file's directory entry durable; a directory deleted since (a drop) has nothing left to keep. */
@@ -576,7 +484,7 @@ export class LocalObjectStore implements ObjectStore {
           await placeAfter;
         } catch (e) {
           ignoreFailure(() => fsSync.unlinkSync(tmp));
-          this.pruneEmptyDirs(path.dirname(target));
+          pruneEmptyDirs(this.root, path.dirname(target));
           throw e;
         }
       }
@@ -588,64 +496,6 @@ export class LocalObjectStore implements ObjectStore {
         if (errCode(e) === 'ENOENT' && attempt < 5) continue;
         throw e;
       }
-    }
-  }
-
-  /** Serializes replace-if-unchanged on one key, within this process and across processes. */
-  private async withKeyLock<T>(target: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.keyQueues.get(target) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(async () => {
-      const lockPath = `${target}${LOCK_MARK}`;
-      await this.acquireLockFile(lockPath);
-      let placed = false;
-      try {
-        const result = await fn();
-        placed = true;
-        return result;
-      } finally {
-        ignoreFailure(() => fsSync.unlinkSync(lockPath));
-        // The lock made the key's directory if it had gone (a drop, a rename): a refused put leaves none.
-        if (!placed) this.pruneEmptyDirs(path.dirname(target));
-      }
-    });
-    this.keyQueues.set(target, run);
-    try {
-      return await run;
-    } finally {
-      if (this.keyQueues.get(target) === run) this.keyQueues.delete(target);
-    }
-  }
-
-  /**
-   * Takes the lock file of a key (create-if-absent), which names its holder: this host, this
-   * process and a nonce. A holder that died (SIGKILL) leaves its lock behind: a waiter breaks it
-   * at once when the holder was a process of this host that no longer exists, else once it is
-   * LOCK_STALE_MS old (nobody can still be inside by then).
-   *
-   * Invariant: a lock is broken only by a waiter that holds the key's break lock
-   * (`<lock>.break`, create-if-absent) and reads, while holding it, that the lock file still names
-   * the holder it found dead or stale; so two waiters never both break it, and a lock taken after
-   * a break is never broken for the dead holder before it.
-   */
-  private async acquireLockFile(lockPath: string): Promise<void> {
-    const deadline = Date.now() + LOCK_WAIT_MS;
-    const holder = `${LOCK_HOST}\n${process.pid}\n${randomBytes(8).toString('hex')}\n`;
-    for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
-      try {
-        makeDirs(path.dirname(lockPath));
-        const fd = fsSync.openSync(lockPath, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
-        try {
-          fsSync.writeSync(fd, holder);
-        } finally {
-          fsSync.closeSync(fd);
-        }
-        return;
-      } catch (e) {
-        if (errCode(e) !== 'EEXIST') throw e;
-      }
-      await breakAbandonedLock(lockPath);
-      if (Date.now() > deadline) throw new StoreUnavailableError(`timed out waiting for lock ${lockPath}`);
-      await new Promise((r) => setTimeout(r, delay + Math.random() * delay));
     }
   }
 
@@ -830,7 +680,7 @@ export class LocalObjectStore implements ObjectStore {
     if (!options?.keepDirectory) {
       // Spares kept beside the key would keep its directory: they go with the last key.
       this.spares.discard(path.dirname(target));
-      this.pruneEmptyDirs(path.dirname(target));
+      pruneEmptyDirs(this.root, path.dirname(target));
     }
   }
 
@@ -879,7 +729,7 @@ export class LocalObjectStore implements ObjectStore {
     if (link !== null) {
       if (link === prefix) {
         await fs.unlink(dirPath).catch(() => undefined);
-        this.pruneEmptyDirs(path.dirname(dirPath));
+        pruneEmptyDirs(this.root, path.dirname(dirPath));
       }
       return 0;
     }
@@ -905,7 +755,7 @@ export class LocalObjectStore implements ObjectStore {
       await this.removeEmptyDirsBelow(dirPath);
     }
     // With `keep`, dirPath itself may now be empty too (nothing kept existed): prune from it.
-    this.pruneEmptyDirs(keep.size === 0 ? path.dirname(dirPath) : dirPath);
+    pruneEmptyDirs(this.root, keep.size === 0 ? path.dirname(dirPath) : dirPath);
     return doomed.length;
   }
 
@@ -943,51 +793,6 @@ export class LocalObjectStore implements ObjectStore {
     }
     await this.syncDir(path.dirname(to));
     await this.syncDir(path.dirname(from)).catch(() => undefined);
-    this.pruneEmptyDirs(path.dirname(from));
-  }
-
-  /** Object stores have no empty directories; remove the ones deletes leave behind, up to the root. */
-  private pruneEmptyDirs(dir: string): void {
-    let current = dir;
-    while (current.startsWith(this.root + path.sep)) {
-      try {
-        fsSync.rmdirSync(current);
-      } catch {
-        return; // not empty, or already gone
-      }
-      current = path.dirname(current);
-    }
-  }
-}
-
-/** Reads `size` bytes (the whole file as stat saw it), and what a concurrent append added, up to a read that comes back short. */
-function readWhole(fd: number, size: number): Buffer {
-  const chunks: Buffer[] = [];
-  // One byte more than stat saw, so that the read reaching EOF needs no second buffer.
-  let chunk = Buffer.allocUnsafe(Math.max(size + 1, 1024));
-  let filled = 0;
-  for (let read = 0; ; ) {
-    const wanted = chunk.length - filled;
-    const n = fsSync.readSync(fd, chunk, filled, wanted, null);
-    if (n === 0) break;
-    filled += n;
-    read += n;
-    // A regular file's read comes back short only at its end: once what stat saw is in, no second read to hear it.
-    if (n < wanted && read >= size) break;
-    if (filled === chunk.length) {
-      chunks.push(chunk);
-      chunk = Buffer.allocUnsafe(chunk.length);
-      filled = 0;
-    }
-  }
-  chunks.push(chunk.subarray(0, filled));
-  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-}
-
-function ignoreFailure(fn: () => void): void {
-  try {
-    fn();
-  } catch {
-    // best effort: what is left behind is never listed
+    pruneEmptyDirs(this.root, path.dirname(from));
   }
 }
