@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import fsSync, { constants as fsc, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -21,15 +20,14 @@ import {
   existingRealPath,
   ignoreFailure,
   isInternalName,
-  makeDirs,
   objectInfo,
   portError,
   pruneEmptyDirs,
   readWhole,
   TEMP_MARK,
-  writeWhole,
 } from './local-file-io.js';
 import { KeyLocks, LOCK_SUFFIX_BYTES } from './local-lock.js';
+import { syncDir, syncPlacedDir, TEMP_SUFFIX_BYTES, type TempContent, TempFiles } from './local-temp.js';
 import { SpareFiles } from './local-spare-files.js';
 
 // Local-directory adapter.
@@ -59,35 +57,11 @@ import { SpareFiles } from './local-spare-files.js';
 
 const DEFAULT_MAX_KEYS = 1000;
 
-/** Temporary names: a random prefix per process (several processes share a root) and a counter. */
-const TEMP_PREFIX = randomBytes(4).toString('hex');
-let tempCounter = 0;
-const tempSuffix = (): string => `${TEMP_PREFIX}${(tempCounter++ % 0x10000).toString(16).padStart(4, '0')}`;
-
-/** fsync(2) on libuv's thread pool (looked up at each call, so tests can count them). */
-const fsyncFd = (fd: number): Promise<void> => new Promise((resolve, reject) => fsSync.fsync(fd, (e) => (e ? reject(e) : resolve())));
-
-/** Makes the open file or directory durable without holding the event loop, then closes it. */
-async function syncAndClose(fd: number): Promise<void> {
-  try {
-    await fsyncFd(fd);
-  } finally {
-    fsSync.closeSync(fd);
-  }
-}
 /** Linux NAME_MAX and PATH_MAX (terminator excluded). */
 const NAME_MAX_BYTES = 255;
 const PATH_MAX_BYTES = 4095;
 /** A written file's name also carries the temporary or lock suffix for a while. */
-const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_SUFFIX_BYTES);
-
-/** What a temporary file is made of: the body, or the object it is the content of (PutOptions.sameAs). */
-interface TempContent {
-  body: Buffer | string;
-  sameAs?: PutOptions['sameAs'];
-  /** PutOptions.besideExisting: a missing directory fails the write instead of being made. */
-  besideExisting?: boolean;
-}
+const WRITE_SUFFIX_BYTES = Math.max(TEMP_SUFFIX_BYTES, LOCK_SUFFIX_BYTES);
 
 /**
  * Directories smaller than this are kept only once their listing is trusted: one that is changing
@@ -172,12 +146,6 @@ function mergeSorted(previous: string[], fresh: string[]): string[] {
   return merged;
 }
 
-/**
- * A put beside what exists (PutOptions.besideExisting) found its directory gone: the condition it
- * was given did not hold, as a create-if-absent's does not when another writer got there first.
- */
-const directoryGone = (key: string): PreconditionFailedError => new PreconditionFailedError(key, 'its directory does not exist');
-
 export class LocalObjectStore implements ObjectStore {
   readonly rootUri: string;
   readonly listsWholeDirectory = true;
@@ -186,6 +154,8 @@ export class LocalObjectStore implements ObjectStore {
   private readonly rootSlash: string;
   /** Held by a replace-if-unchanged across "stat, compare etag, rename" (see local-lock.ts). */
   private readonly locks: KeyLocks;
+  /** Writes bodies out of sight and moves them into place (see local-temp.ts). */
+  private readonly temps: TempFiles;
   /** Sorted listings of large directories, least recently used first (see sortedEntries). */
   private readonly dirCache = new Map<string, CachedDir>();
   private cachedNames = 0;
@@ -199,6 +169,7 @@ export class LocalObjectStore implements ObjectStore {
     this.rootSlash = path.join(this.root, '/');
     this.rootUri = pathToFileURL(this.root).href;
     this.locks = new KeyLocks(this.root);
+    this.temps = new TempFiles(this.root);
   }
 
   /** Creates the root directory if needed. */
@@ -277,86 +248,14 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  /**
-   * Writes a temporary file (fsynced if `durable`) next to `target`, creating parent directories
-   * unless `besideExisting`; on failure none is left behind.
-   */
-  private async writeTemp(target: string, body: Buffer | string, durable: boolean, besideExisting = false): Promise<string> {
-    const dir = path.dirname(target);
-    let tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        // The directory usually exists: make it only when the open says it does not.
-        if (attempt > 0 && !besideExisting) makeDirs(dir);
-        const fd = fsSync.openSync(tmp, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
-        try {
-          writeWhole(fd, asBuffer(body));
-          if (durable) await fsyncFd(fd);
-        } catch (e) {
-          // A partial file (a full disk) would stay forever: it is never listed, so no delete finds
-          // it, and it and the directories made for it keep a Restrict drop of the namespace out.
-          try {
-            fsSync.closeSync(fd);
-          } catch {
-            // already failing
-          }
-          ignoreFailure(() => fsSync.unlinkSync(tmp));
-          pruneEmptyDirs(this.root, dir);
-          throw e;
-        }
-        fsSync.closeSync(fd);
-        return tmp;
-      } catch (e) {
-        // No directory yet, or a concurrent delete pruned the one just made: make it (again).
-        if (errCode(e) === 'ENOENT' && attempt < 5 && !besideExisting) continue;
-        if (errCode(e) === 'ENOENT' && besideExisting) throw directoryGone(target.slice(this.rootSlash.length));
-        // A temporary name still taken (the counter came round to a file still being written): another.
-        if (errCode(e) === 'EEXIST' && attempt < 5) {
-          tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
-          continue;
-        }
-        throw e;
-      }
-    }
-  }
-
-  /**
-   * A temporary hard link next to `target` to the file of `sameAs.key`, if that is still the
-   * object read at `sameAs.etag` and holds exactly `body` (a regular file: a symbolic link is
-   * never linked; the bytes are compared too, since a rewrite of the same size within one mtime
-   * tick keeps the etag), fsynced if `durable` (its writer need not have); null when it cannot be
-   * made or is not that object, and then the caller writes the body.
-   */
-  private async linkTemp(target: string, sameAs: { key: string; etag: string }, body: Buffer, durable: boolean): Promise<string | null> {
-    const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
+  /** The file of PutOptions.sameAs's key and its etag; none for a key that names no file here (the body is written). */
+  private fileOf(sameAs: PutOptions['sameAs']): TempContent['sameAs'] {
+    if (!sameAs) return undefined;
     try {
-      fsSync.linkSync(this.pathOf(sameAs.key), tmp);
+      return { file: this.pathOf(sameAs.key), etag: sameAs.etag };
     } catch {
-      return null;
+      return undefined;
     }
-    try {
-      const st = fsSync.lstatSync(tmp, { bigint: true });
-      const fd = st.isFile() && objectInfo(sameAs.key, st).etag === sameAs.etag ? fsSync.openSync(tmp, fsc.O_RDONLY | fsc.O_NOFOLLOW) : null;
-      let same = false;
-      try {
-        same = fd !== null && readWhole(fd, body.length).equals(body);
-      } finally {
-        if (fd !== null && !(same && durable)) fsSync.closeSync(fd);
-      }
-      if (!same) {
-        fsSync.unlinkSync(tmp);
-        return null;
-      }
-      if (durable && fd !== null) await syncAndClose(fd);
-      return tmp;
-    } catch (e) {
-      ignoreFailure(() => fsSync.unlinkSync(tmp));
-      throw e;
-    }
-  }
-
-  private async syncDir(dir: string): Promise<void> {
-    await syncAndClose(fsSync.openSync(dir, 'r'));
   }
 
   async put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo> {
@@ -382,7 +281,7 @@ export class LocalObjectStore implements ObjectStore {
         const current = await this.head(key);
         if (!current) throw new PreconditionFailedError(key, 'object does not exist');
         if (current.etag !== condition.ifMatch) throw new PreconditionFailedError(key, 'etag changed');
-        return this.replace(key, target, { body, besideExisting }, durable);
+        return this.temps.replace(key, target, { body, besideExisting }, durable);
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
@@ -398,7 +297,7 @@ export class LocalObjectStore implements ObjectStore {
         }
         if (placed) return objectInfo(key, placed);
       }
-      const st = await this.placeTemp(target, { body, sameAs, besideExisting }, durable, placeAfter, async (tmp, tmpStat) => {
+      const st = await this.temps.place(key, target, { body, sameAs: this.fileOf(sameAs), besideExisting }, durable, placeAfter, async (tmp, tmpStat) => {
         try {
           fsSync.linkSync(tmp, target);
           if (recycled) this.spares.keep(tmp, tmpStat, target);
@@ -412,92 +311,16 @@ export class LocalObjectStore implements ObjectStore {
           ignoreFailure(() => fsSync.unlinkSync(tmp));
         }
       });
-      if (durable) await this.syncPlacedDir(target);
+      if (durable) await syncPlacedDir(target);
       return objectInfo(key, st);
     }
     // A put that no condition guards and nobody needs durable (Lance's hint, a listing snapshot)
     // goes through the thread pool: right after another request's fsync its rename can wait
     // milliseconds on the file system's journal, which would hold every request up on the event loop.
-    if (!condition && !durable && !sameAs && !placeAfter) return this.putOffLoop(key, target, asBuffer(body), besideExisting);
-    return this.replace(key, target, { body, sameAs, besideExisting }, durable, placeAfter);
+    if (!condition && !durable && !sameAs && !placeAfter) return this.temps.replaceOffLoop(key, target, asBuffer(body), besideExisting);
+    return this.temps.replace(key, target, { body, sameAs: this.fileOf(sameAs), besideExisting }, durable, placeAfter);
   }
 
-  /** A replace written and renamed into place through the thread pool (see putAt); not fsynced. */
-  private async putOffLoop(key: string, target: string, body: Buffer, besideExisting: boolean): Promise<ObjectInfo> {
-    for (let attempt = 0; ; attempt++) {
-      const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
-      try {
-        await fs.writeFile(tmp, body, { flag: 'wx', mode: 0o644 });
-        const st = await fs.stat(tmp, { bigint: true });
-        await fs.rename(tmp, target);
-        return objectInfo(key, st);
-      } catch (e) {
-        // A temporary name still taken (EEXIST, from the exclusive create) is another writer's file: it stays.
-        if (errCode(e) !== 'EEXIST') await fs.unlink(tmp).catch(() => undefined);
-        // No directory yet (or a concurrent delete pruned it), or a temporary name still taken: again.
-        if (errCode(e) === 'ENOENT' && besideExisting) throw directoryGone(key);
-        if (errCode(e) === 'ENOENT' && attempt < 5) makeDirs(path.dirname(target));
-        else if (!(errCode(e) === 'EEXIST' && attempt < 5)) throw e;
-      }
-    }
-  }
-
-  private async replace(key: string, target: string, content: TempContent, durable: boolean, placeAfter?: Promise<unknown>): Promise<ObjectInfo> {
-    const st = await this.placeTemp(target, content, durable, placeAfter, async (tmp) => {
-      try {
-        fsSync.renameSync(tmp, target);
-      } catch (e) {
-        ignoreFailure(() => fsSync.unlinkSync(tmp));
-        throw e;
-      }
-    });
-    if (durable) await this.syncPlacedDir(target);
-    return objectInfo(key, st);
-  }
-
-  /** Makes a placed file's directory entry durable; a directory deleted since (a drop) has nothing left to keep. */
-  private async syncPlacedDir(target: string): Promise<void> {
-    await this.syncDir(path.dirname(target)).catch((e: unknown) => {
-      if (errCode(e) !== 'ENOENT') throw e;
-    });
-  }
-
-  /**
-   * Writes a temporary file and moves it into place with `place`; returns the file's stat. A
-   * concurrent delete of the directory (a drop) may remove the temporary file and the directory
-   * in between: then the write starts again, as a put on an object store would simply land. The
-   * stat is taken before the move (a link or rename keeps inode, mtime and size), because the
-   * placed file may be deleted by such a drop right after it landed. With `placeAfter`, the
-   * temporary file (fsynced if durable) waits for it; if it rejects, the file goes unplaced.
-   */
-  private async placeTemp(
-    target: string,
-    content: TempContent,
-    durable: boolean,
-    placeAfter: Promise<unknown> | undefined,
-    place: (tmp: string, st: import('node:fs').BigIntStats) => Promise<void>,
-  ): Promise<import('node:fs').BigIntStats> {
-    for (let attempt = 0; ; attempt++) {
-      const tmp = (content.sameAs && (await this.linkTemp(target, content.sameAs, asBuffer(content.body), durable))) || (await this.writeTemp(target, content.body, durable, content.besideExisting));
-      if (placeAfter) {
-        try {
-          await placeAfter;
-        } catch (e) {
-          ignoreFailure(() => fsSync.unlinkSync(tmp));
-          pruneEmptyDirs(this.root, path.dirname(target));
-          throw e;
-        }
-      }
-      try {
-        const st = fsSync.statSync(tmp, { bigint: true });
-        await place(tmp, st);
-        return st;
-      } catch (e) {
-        if (errCode(e) === 'ENOENT' && attempt < 5) continue;
-        throw e;
-      }
-    }
-  }
 
   async copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo> {
     const source = await this.get(fromKey);
@@ -791,8 +614,8 @@ export class LocalObjectStore implements ObjectStore {
       if (errCode(e) === 'ENOTEMPTY' || errCode(e) === 'EEXIST') throw new PreconditionFailedError(toPrefix, 'destination exists');
       throw e;
     }
-    await this.syncDir(path.dirname(to));
-    await this.syncDir(path.dirname(from)).catch(() => undefined);
+    await syncDir(path.dirname(to));
+    await syncDir(path.dirname(from)).catch(() => undefined);
     pruneEmptyDirs(this.root, path.dirname(from));
   }
 }
