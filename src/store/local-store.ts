@@ -26,6 +26,7 @@ import {
   readWhole,
   TEMP_MARK,
 } from './local-file-io.js';
+import { DirCache } from './local-dir-cache.js';
 import { KeyLocks, LOCK_SUFFIX_BYTES } from './local-lock.js';
 import { syncDir, syncPlacedDir, TEMP_SUFFIX_BYTES, type TempContent, TempFiles } from './local-temp.js';
 import { SpareFiles } from './local-spare-files.js';
@@ -63,37 +64,6 @@ const PATH_MAX_BYTES = 4095;
 /** A written file's name also carries the temporary or lock suffix for a while. */
 const WRITE_SUFFIX_BYTES = Math.max(TEMP_SUFFIX_BYTES, LOCK_SUFFIX_BYTES);
 
-/**
- * Directories smaller than this are kept only once their listing is trusted: one that is changing
- * costs less to read again than to merge, and a settled one (a table's directory, which every
- * DescribeTable lists) then costs a stat instead of a read.
- */
-const DIR_CACHE_MIN_ENTRIES = 64;
-/** Bound on the directories kept, however small. */
-const DIR_CACHE_MAX_DIRS = 50_000;
-/** Directories up to this size on disk (some hundreds of entries on ext4) are read synchronously. */
-const SMALL_DIR_BYTES = 16_384n;
-/** Bound on the names kept in all sorted listings together (some tens of MB). */
-const DIR_CACHE_MAX_NAMES = 1_000_000;
-/** Far beyond a kernel clock tick (1-10 ms): a directory changed this recently is not trusted to show it in its mtime. */
-const DIR_CLOCK_MARGIN_NS = 100_000_000n;
-
-interface CachedDir {
-  ino: bigint;
-  mtimeNs: bigint;
-  ctimeNs: bigint;
-  /** The directory's mtime was old enough at the read that any later change shows in it. */
-  trusted: boolean;
-  names: string[];
-  /** The names as keys (the directory's key before each), made by the first listing that needs them. */
-  keys: { dirKey: string; keys: string[] } | null;
-}
-
-/** What a kept listing counts against DIR_CACHE_MAX_NAMES: its names, and its keys once made. */
-const weightOf = (dir: CachedDir): number => dir.names.length * (dir.keys ? 2 : 1);
-
-const NO_ENTRIES = { names: [], kept: null };
-
 /** A key with a segment that is empty (but a trailing one), '.' or '..', or with a NUL. */
 const INVALID_KEY = /\/\/|(?:^|\/)\.\.?(?:\/|$)|\0/;
 /** Whether `text` exceeds `max` bytes of UTF-8; at most 3 bytes a UTF-16 unit, so only a long one is measured (every request resolves several keys). */
@@ -120,32 +90,6 @@ function lowerBound(names: string[], name: string): number {
   return lo;
 }
 
-/**
- * The names of `fresh` in sorted order, reusing the sorted `previous` read of the same directory:
- * only the names added since are sorted, so a directory that gained a few entries costs a pass,
- * not a sort.
- */
-function mergeSorted(previous: string[], fresh: string[]): string[] {
-  const before = new Set(previous);
-  const added = fresh.filter((n) => !before.has(n)).sort(compareKeys);
-  // Nothing went unless fewer of the previous names are still there than were.
-  const stayed = fresh.length - added.length;
-  let kept = previous;
-  if (stayed < previous.length) {
-    const now = new Set(fresh);
-    kept = previous.filter((n) => now.has(n));
-  }
-  if (added.length === 0) return kept;
-  const merged: string[] = [];
-  let i = 0;
-  for (const name of added) {
-    while (i < kept.length && compareKeys(kept[i] ?? '', name) < 0) merged.push(kept[i++] ?? '');
-    merged.push(name);
-  }
-  while (i < kept.length) merged.push(kept[i++] ?? '');
-  return merged;
-}
-
 export class LocalObjectStore implements ObjectStore {
   readonly rootUri: string;
   readonly listsWholeDirectory = true;
@@ -156,9 +100,8 @@ export class LocalObjectStore implements ObjectStore {
   private readonly locks: KeyLocks;
   /** Writes bodies out of sight and moves them into place (see local-temp.ts). */
   private readonly temps: TempFiles;
-  /** Sorted listings of large directories, least recently used first (see sortedEntries). */
-  private readonly dirCache = new Map<string, CachedDir>();
-  private cachedNames = 0;
+  /** Sorted listings of large directories (see local-dir-cache.ts). */
+  private readonly dirCache = new DirCache();
   /** Inodes kept for the next short-lived create in their directory (see local-spare-files.ts). */
   private readonly spares = new SpareFiles();
   /** The root's real path (the root itself may be, or lie under, a symbolic link), read when first needed. */
@@ -363,9 +306,9 @@ export class LocalObjectStore implements ObjectStore {
       if (compareKeys(after, dirKey) > 0) return; // every key here sorts before `after`
       after = undefined;
     }
-    const { names: entries, kept } = await this.sortedEntries(dirPath);
+    const { names: entries, kept } = await this.dirCache.sortedEntries(dirPath);
     // A trusted kept listing keeps its keys too: a directory listed again costs no string per entry.
-    const keys = kept?.trusted ? this.keysOf(dirPath, dirKey, kept) : null;
+    const keys = kept?.trusted ? this.dirCache.keysOf(dirPath, dirKey, kept) : null;
     const relAfter = after?.slice(dirKey.length);
     let i = lowerBound(entries, namePrefix);
     if (relAfter !== undefined && compareKeys(relAfter, namePrefix) > 0) {
@@ -393,85 +336,6 @@ export class LocalObjectStore implements ObjectStore {
           else out.keys.push(key);
         }
       } else await this.collectSorted(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, out);
-    }
-  }
-
-  /**
-   * The names in a directory, sorted in byte order, a subdirectory's with a trailing '/'.
-   *
-   * Directories are not sorted on disk, so large ones (and settled small ones, see
-   * DIR_CACHE_MIN_ENTRIES) are kept sorted here between reads, and a kept listing is used only
-   * while it provably still matches the directory. Every change of the entries of a directory
-   * sets its mtime from the kernel's clock, which advances in coarse ticks,
-   * so a change in the same tick as a read can leave mtime unchanged. Hence a listing is trusted
-   * only if the mtime it was read at lies more than DIR_CLOCK_MARGIN_NS before the moment the read
-   * began: any later change, by this process or another on this machine, then sets an mtime after
-   * that moment and so differs. A listing read too soon after a change is used for that call only.
-   * (A root shared over a network file system, whose clocks differ, must not be used.)
-   */
-  private async sortedEntries(dirPath: string): Promise<{ names: string[]; kept: CachedDir | null }> {
-    const began = BigInt(Date.now()) * 1_000_000n;
-    let st: import('node:fs').BigIntStats;
-    try {
-      st = fsSync.statSync(dirPath, { bigint: true });
-    } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return NO_ENTRIES;
-      throw e;
-    }
-    if (!st.isDirectory()) return NO_ENTRIES;
-    const cached = this.dirCache.get(dirPath);
-    if (cached && cached.trusted && cached.ino === st.ino && cached.mtimeNs === st.mtimeNs && cached.ctimeNs === st.ctimeNs) {
-      this.dirCache.delete(dirPath); // most recently used last
-      this.dirCache.set(dirPath, cached);
-      return { names: cached.names, kept: cached };
-    }
-    let dirents: import('node:fs').Dirent[];
-    try {
-      // A small directory (its size on disk says so) is read at once; a large one without holding the event loop.
-      dirents = st.size <= SMALL_DIR_BYTES ? fsSync.readdirSync(dirPath, { withFileTypes: true }) : await fs.readdir(dirPath, { withFileTypes: true });
-    } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return NO_ENTRIES;
-      throw e;
-    }
-    const fresh: string[] = [];
-    for (const d of dirents) {
-      if (isInternalName(d.name)) continue;
-      if (d.isDirectory()) fresh.push(`${d.name}/`);
-      else if (d.isFile()) fresh.push(d.name);
-    }
-    const names = cached ? mergeSorted(cached.names, fresh) : fresh.sort(compareKeys);
-    this.dirCache.delete(dirPath);
-    const trusted = st.mtimeNs < began - DIR_CLOCK_MARGIN_NS && st.ctimeNs < began - DIR_CLOCK_MARGIN_NS;
-    if (names.length >= DIR_CACHE_MIN_ENTRIES || trusted) {
-      const kept: CachedDir = { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names, keys: null };
-      this.dirCache.set(dirPath, kept);
-      this.cachedNames += names.length - (cached ? weightOf(cached) : 0);
-      this.evictOverBound();
-      return { names, kept };
-    }
-    if (cached) this.cachedNames -= weightOf(cached);
-    return { names, kept: null };
-  }
-
-  /** The keys of a kept listing's names under `dirKey`, made once. */
-  private keysOf(dirPath: string, dirKey: string, kept: CachedDir): string[] {
-    if (kept.keys?.dirKey === dirKey) return kept.keys.keys;
-    const counted = this.dirCache.get(dirPath) === kept;
-    if (counted) this.cachedNames -= weightOf(kept);
-    kept.keys = { dirKey, keys: kept.names.map((name) => dirKey + name) };
-    if (counted) {
-      this.cachedNames += weightOf(kept);
-      this.evictOverBound();
-    }
-    return kept.keys.keys;
-  }
-
-  /** Drops the least recently used kept listings until the rest are within DIR_CACHE_MAX_NAMES and DIR_CACHE_MAX_DIRS. */
-  private evictOverBound(): void {
-    for (const [oldest, dir] of this.dirCache) {
-      if (this.cachedNames <= DIR_CACHE_MAX_NAMES && this.dirCache.size <= DIR_CACHE_MAX_DIRS) break;
-      this.dirCache.delete(oldest);
-      this.cachedNames -= weightOf(dir);
     }
   }
 
