@@ -1,11 +1,13 @@
 import fsSync, { type BigIntStats, type Dirent, promises as fs } from 'node:fs';
+import path from 'node:path';
 import { errCode, isInternalName } from './local-file-io.js';
 import { compareKeys } from './object-store.js';
 
-// The sorted names of a local store's directories, which a LIST pages through in byte order (as
-// S3 lists): a directory's listing is kept between reads while its inode, mtime and ctime show it
-// unchanged (see DirCache.sortedEntries for when that is proof), and one that changed is merged
-// with what was kept rather than sorted again. Temporary, spare and lock files are never listed.
+// A local store's LIST: a page of keys in byte order (as S3 lists them), walked from the sorted
+// names of the directories under the prefix. Directories are not sorted on disk, so a directory's
+// sorted names are kept between reads while its inode, mtime and ctime show it unchanged (see
+// DirCache.sortedEntries for when that is proof), and those of one that changed are merged with
+// what was kept rather than sorted again. Temporary, spare and lock files are never listed.
 
 /**
  * Directories smaller than this are kept only once their listing is trusted: one that is changing
@@ -22,7 +24,7 @@ const DIR_CACHE_MAX_NAMES = 1_000_000;
 /** Far beyond a kernel clock tick (1-10 ms): a directory changed this recently is not trusted to show it in its mtime. */
 const DIR_CLOCK_MARGIN_NS = 100_000_000n;
 
-export interface CachedDir {
+interface CachedDir {
   ino: bigint;
   mtimeNs: bigint;
   ctimeNs: bigint;
@@ -37,6 +39,27 @@ export interface CachedDir {
 const weightOf = (dir: CachedDir): number => dir.names.length * (dir.keys ? 2 : 1);
 
 const NO_ENTRIES = { names: [], kept: null };
+
+/** A page being listed: its keys and common prefixes, the room left, the last one taken, and whether one more was seen. */
+export interface CollectedPage {
+  keys: string[];
+  prefixes: string[];
+  room: number;
+  last: string | undefined;
+  more: boolean;
+}
+
+/** Index of the first name not below `name` in a sorted array. */
+function lowerBound(names: string[], name: string): number {
+  let lo = 0;
+  let hi = names.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (compareKeys(names[mid] ?? '', name) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 
 /**
  * The names of `fresh` in sorted order, reusing the sorted `previous` read of the same directory:
@@ -71,6 +94,53 @@ export class DirCache {
   private cachedNames = 0;
 
   /**
+   * Adds to `out`, in byte order, the keys under `dirKey` whose name in it starts with `namePrefix`
+   * and that sort after `after` (one ending in '/' also skips what lies under it), until its room
+   * is used and one more is seen; with `delimited`, a subdirectory is one entry (a common prefix,
+   * its key ending in '/'), else its keys, recursively. A directory's entries are contiguous in key
+   * order, so the walk stops as soon as the page is full and skips every subtree wholly before
+   * `after` unread.
+   */
+  async collect(dirPath: string, dirKey: string, namePrefix: string, after: string | undefined, delimited: boolean, out: CollectedPage): Promise<void> {
+    if (after !== undefined && after.endsWith('/') && dirKey.startsWith(after)) return; // all of it lies under `after`
+    if (after !== undefined && !after.startsWith(dirKey)) {
+      if (compareKeys(after, dirKey) > 0) return; // every key here sorts before `after`
+      after = undefined;
+    }
+    const { names: entries, kept } = await this.sortedEntries(dirPath);
+    // A trusted kept listing keeps its keys too: a directory listed again costs no string per entry.
+    const keys = kept?.trusted ? this.keysOf(dirPath, dirKey, kept) : null;
+    const relAfter = after?.slice(dirKey.length);
+    let i = lowerBound(entries, namePrefix);
+    if (relAfter !== undefined && compareKeys(relAfter, namePrefix) > 0) {
+      // The entry `relAfter` falls in, or the first after it; a directory containing `after` is entered.
+      const cut = relAfter.indexOf('/');
+      i = Math.max(i, lowerBound(entries, cut >= 0 ? relAfter.slice(0, cut + 1) : relAfter));
+    }
+    // Only the first few entries from `i` can sort at or before `after`: once one does not, no later one does.
+    let skipping = after !== undefined;
+    for (; i < entries.length && !out.more; i++) {
+      const entry = entries[i] ?? '';
+      if (!entry.startsWith(namePrefix)) break;
+      const key = keys?.[i] ?? dirKey + entry;
+      const isDir = entry.endsWith('/');
+      if (skipping && after !== undefined) {
+        if (compareKeys(key, after) <= 0 && !(!delimited && isDir && after.startsWith(key) && after !== key)) continue;
+        skipping = false;
+      }
+      if (!isDir || delimited) {
+        if (out.room === 0) out.more = true;
+        else {
+          out.room--;
+          out.last = key;
+          if (isDir) out.prefixes.push(key);
+          else out.keys.push(key);
+        }
+      } else await this.collect(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, out);
+    }
+  }
+
+  /**
    * The names in a directory, sorted in byte order, a subdirectory's with a trailing '/'.
    *
    * Directories are not sorted on disk, so large ones (and settled small ones, see
@@ -83,7 +153,7 @@ export class DirCache {
    * that moment and so differs. A listing read too soon after a change is used for that call only.
    * (A root shared over a network file system, whose clocks differ, must not be used.)
    */
-  async sortedEntries(dirPath: string): Promise<{ names: string[]; kept: CachedDir | null }> {
+  private async sortedEntries(dirPath: string): Promise<{ names: string[]; kept: CachedDir | null }> {
     const began = BigInt(Date.now()) * 1_000_000n;
     let st: BigIntStats;
     try {
@@ -128,7 +198,7 @@ export class DirCache {
   }
 
   /** The keys of a kept listing's names under `dirKey`, made once. */
-  keysOf(dirPath: string, dirKey: string, kept: CachedDir): string[] {
+  private keysOf(dirPath: string, dirKey: string, kept: CachedDir): string[] {
     if (kept.keys?.dirKey === dirKey) return kept.keys.keys;
     const counted = this.dirs.get(dirPath) === kept;
     if (counted) this.cachedNames -= weightOf(kept);

@@ -2,7 +2,6 @@ import fsSync, { constants as fsc, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
-  compareKeys,
   type DeleteOptions,
   InvalidKeyError,
   type ListOptions,
@@ -26,7 +25,7 @@ import {
   readWhole,
   TEMP_MARK,
 } from './local-file-io.js';
-import { DirCache } from './local-dir-cache.js';
+import { type CollectedPage, DirCache } from './local-dir-cache.js';
 import { KeyLocks, LOCK_SUFFIX_BYTES } from './local-lock.js';
 import { syncDir, syncPlacedDir, TEMP_SUFFIX_BYTES, type TempContent, TempFiles } from './local-temp.js';
 import { SpareFiles } from './local-spare-files.js';
@@ -68,27 +67,6 @@ const WRITE_SUFFIX_BYTES = Math.max(TEMP_SUFFIX_BYTES, LOCK_SUFFIX_BYTES);
 const INVALID_KEY = /\/\/|(?:^|\/)\.\.?(?:\/|$)|\0/;
 /** Whether `text` exceeds `max` bytes of UTF-8; at most 3 bytes a UTF-16 unit, so only a long one is measured (every request resolves several keys). */
 const tooLong = (text: string, max: number): boolean => text.length * 3 > max && Buffer.byteLength(text) > max;
-
-/** A page being listed: its keys and common prefixes, the room left, the last one taken, and whether one more was seen. */
-interface CollectedPage {
-  keys: string[];
-  prefixes: string[];
-  room: number;
-  last: string | undefined;
-  more: boolean;
-}
-
-/** Index of the first name not below `name` in a sorted array. */
-function lowerBound(names: string[], name: string): number {
-  let lo = 0;
-  let hi = names.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compareKeys(names[mid] ?? '', name) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
 
 export class LocalObjectStore implements ObjectStore {
   readonly rootUri: string;
@@ -280,7 +258,7 @@ export class LocalObjectStore implements ObjectStore {
     const dirPath = dirKey === '' ? this.root : this.pathOf(dirKey.slice(0, -1));
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
     const page: CollectedPage = { keys: [], prefixes: [], room: maxKeys, last: undefined, more: false };
-    await this.collectSorted(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', page).catch((e: unknown) => {
+    await this.dirCache.collect(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', page).catch((e: unknown) => {
       throw portError(e, prefix);
     });
     let objects: ListPage['objects'] = page.keys.map((key) => ({ key }));
@@ -290,53 +268,6 @@ export class LocalObjectStore implements ObjectStore {
     }
     const { prefixes: commonPrefixes, last } = page;
     return page.more && last !== undefined ? { objects, commonPrefixes, nextStartAfter: last } : { objects, commonPrefixes };
-  }
-
-  /**
-   * Adds to `out`, in byte order, the keys under `dirKey` whose name in it starts with `namePrefix`
-   * and that sort after `after` (one ending in '/' also skips what lies under it), until its room
-   * is used and one more is seen; with `delimited`, a subdirectory is one entry (a common prefix,
-   * its key ending in '/'), else its keys, recursively. A directory's entries are contiguous in key
-   * order, so the walk stops as soon as the page is full and skips every subtree wholly before
-   * `after` unread.
-   */
-  private async collectSorted(dirPath: string, dirKey: string, namePrefix: string, after: string | undefined, delimited: boolean, out: CollectedPage): Promise<void> {
-    if (after !== undefined && after.endsWith('/') && dirKey.startsWith(after)) return; // all of it lies under `after`
-    if (after !== undefined && !after.startsWith(dirKey)) {
-      if (compareKeys(after, dirKey) > 0) return; // every key here sorts before `after`
-      after = undefined;
-    }
-    const { names: entries, kept } = await this.dirCache.sortedEntries(dirPath);
-    // A trusted kept listing keeps its keys too: a directory listed again costs no string per entry.
-    const keys = kept?.trusted ? this.dirCache.keysOf(dirPath, dirKey, kept) : null;
-    const relAfter = after?.slice(dirKey.length);
-    let i = lowerBound(entries, namePrefix);
-    if (relAfter !== undefined && compareKeys(relAfter, namePrefix) > 0) {
-      // The entry `relAfter` falls in, or the first after it; a directory containing `after` is entered.
-      const cut = relAfter.indexOf('/');
-      i = Math.max(i, lowerBound(entries, cut >= 0 ? relAfter.slice(0, cut + 1) : relAfter));
-    }
-    // Only the first few entries from `i` can sort at or before `after`: once one does not, no later one does.
-    let skipping = after !== undefined;
-    for (; i < entries.length && !out.more; i++) {
-      const entry = entries[i] ?? '';
-      if (!entry.startsWith(namePrefix)) break;
-      const key = keys?.[i] ?? dirKey + entry;
-      const isDir = entry.endsWith('/');
-      if (skipping && after !== undefined) {
-        if (compareKeys(key, after) <= 0 && !(!delimited && isDir && after.startsWith(key) && after !== key)) continue;
-        skipping = false;
-      }
-      if (!isDir || delimited) {
-        if (out.room === 0) out.more = true;
-        else {
-          out.room--;
-          out.last = key;
-          if (isDir) out.prefixes.push(key);
-          else out.keys.push(key);
-        }
-      } else await this.collectSorted(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, out);
-    }
   }
 
   /** Visits every file under a directory, in no particular order, and every temporary file's path with `visitTemp`. */
