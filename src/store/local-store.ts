@@ -13,22 +13,11 @@ import {
   PreconditionFailedError,
   type StoredObject,
 } from './object-store.js';
-import {
-  asBuffer,
-  errCode,
-  existingRealPath,
-  ignoreFailure,
-  isInternalName,
-  objectInfo,
-  portError,
-  pruneEmptyDirs,
-  readWhole,
-  TEMP_MARK,
-} from './local-file-io.js';
 import { type CollectedPage, DirCache } from './local-dir-cache.js';
+import { asBuffer, errCode, existingRealPath, ignoreFailure, isInternalName, objectInfo, portError, pruneEmptyDirs, readWhole, TEMP_MARK } from './local-file-io.js';
 import { KeyLocks, LOCK_SUFFIX_BYTES } from './local-lock.js';
-import { syncDir, syncPlacedDir, TEMP_SUFFIX_BYTES, type TempContent, TempFiles } from './local-temp.js';
 import { SpareFiles } from './local-spare-files.js';
+import { syncDir, syncPlacedDir, TEMP_SUFFIX_BYTES, type TempContent, TempFiles } from './local-temp.js';
 
 // Local-directory adapter.
 //
@@ -242,7 +231,6 @@ export class LocalObjectStore implements ObjectStore {
     return this.temps.replace(key, target, { body, sameAs: this.fileOf(sameAs), besideExisting }, durable, placeAfter);
   }
 
-
   async copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo> {
     const source = await this.get(fromKey);
     if (!source) throw Object.assign(new Error(`no such object: ${fromKey}`), { code: 'ENOENT' });
@@ -268,23 +256,6 @@ export class LocalObjectStore implements ObjectStore {
     }
     const { prefixes: commonPrefixes, last } = page;
     return page.more && last !== undefined ? { objects, commonPrefixes, nextStartAfter: last } : { objects, commonPrefixes };
-  }
-
-  /** Visits every file under a directory, in no particular order, and every temporary file's path with `visitTemp`. */
-  private async walk(dirPath: string, dirKey: string, visit: (key: string) => void, visitTemp: (file: string) => void): Promise<void> {
-    let dirents: import('node:fs').Dirent[];
-    try {
-      dirents = await fs.readdir(dirPath, { withFileTypes: true });
-    } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return;
-      throw e;
-    }
-    for (const d of dirents) {
-      if (d.name.includes(TEMP_MARK)) visitTemp(path.join(dirPath, d.name));
-      if (isInternalName(d.name)) continue;
-      if (d.isDirectory()) await this.walk(path.join(dirPath, d.name), `${dirKey}${d.name}/`, visit, visitTemp);
-      else if (d.isFile()) visit(`${dirKey}${d.name}`);
-    }
   }
 
   async delete(key: string, options?: DeleteOptions): Promise<void> {
@@ -375,6 +346,23 @@ export class LocalObjectStore implements ObjectStore {
     // With `keep`, dirPath itself may now be empty too (nothing kept existed): prune from it.
     pruneEmptyDirs(this.root, keep.size === 0 ? path.dirname(dirPath) : dirPath);
     return doomed.length;
+  }
+
+  /** Visits every file under a directory, in no particular order, and every temporary file's path with `visitTemp`. */
+  private async walk(dirPath: string, dirKey: string, visit: (key: string) => void, visitTemp: (file: string) => void): Promise<void> {
+    let dirents: import('node:fs').Dirent[];
+    try {
+      dirents = await fs.readdir(dirPath, { withFileTypes: true });
+    } catch (e) {
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return;
+      throw e;
+    }
+    for (const d of dirents) {
+      if (d.name.includes(TEMP_MARK)) visitTemp(path.join(dirPath, d.name));
+      if (isInternalName(d.name)) continue;
+      if (d.isDirectory()) await this.walk(path.join(dirPath, d.name), `${dirKey}${d.name}/`, visit, visitTemp);
+      else if (d.isFile()) visit(`${dirKey}${d.name}`);
+    }
   }
 
   /** Removes the empty directories inside `dir` (depth first), keeping `dir` itself. */
