@@ -19,23 +19,27 @@ import { KeyLocks, LOCK_SUFFIX_BYTES } from './local-lock.js';
 import { SpareFiles } from './local-spare-files.js';
 import { syncDir, syncPlacedDir, TEMP_SUFFIX_BYTES, type TempContent, TempFiles } from './local-temp.js';
 
-// Local-directory adapter.
+// Local-directory adapter: a key is a file under the root, its prefixes directories.
 //
 // Invariants:
 // - create-if-absent is `link(tmp, final)`: the kernel refuses an existing name (EEXIST), so of any
 //   number of concurrent creators, in this process or others on the same file system, exactly one wins.
-//   (A short-lived one links a spare file instead of a new one: see local-spare-files.ts.)
 // - replace-if-unchanged holds a per-key lock (an in-process queue plus an O_EXCL lock file shared
 //   with other processes, see local-lock.ts) across "stat, compare etag, rename": no two such
 //   replaces interleave.
 // - every acknowledged write was fsynced, file and directory, before the call returned (unless
-//   the caller said it need not be, see PutOptions: then neither is).
-// Temporary and lock files carry a marker in their names and are never listed.
+//   the caller said it need not be, see PutOptions: then neither is). See local-temp.ts.
 // - a symbolic link is no object: listings skip it, a get or head of one finds nothing, and
 //   deletePrefix deletes nothing through one (a prefix that is a link loses the link, never what
 //   it leads to). Other calls do not look at the directories on a key's path (a syscall each):
 //   the catalog asks linkOnPath where it resolves a table or namespace, and refuses one reached
 //   through a link.
+// Temporary, spare and lock files carry a marker in their names and are never listed.
+//
+// What it does with the hints of the port (PutHints, DeleteOptions in object-store.ts): a put
+// `sameAs` a staged object hard-links that object's file if it still holds the body; one
+// `besideExisting` makes no missing directory and is refused instead; a `shortLived` create links
+// a spare file (local-spare-files.ts); a delete that keeps its directory does not rmdir it.
 //
 // The small steps of a read or a write (stat, open, read, write, link, rename, unlink, close) are
 // synchronous calls: on a local file system each is a few microseconds of kernel time, while the
