@@ -162,7 +162,7 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  /** The file of PutOptions.sameAs's key and its etag; none for a key that names no file here (the body is written). */
+  /** The file of PutOptions.sameAs's key, and its etag; none for a key this store refuses (the body is written then). */
   private fileOf(sameAs: PutOptions['sameAs']): TempContent['sameAs'] {
     if (!sameAs) return undefined;
     try {

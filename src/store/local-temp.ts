@@ -7,8 +7,8 @@ import { type ObjectInfo, PreconditionFailedError } from './object-store.js';
 // The writes of a local store: a body is written under a temporary name beside its key (never
 // listed: it carries TEMP_MARK), fsynced when it must be durable, and only then moved under its
 // key, by link(2) for a create-if-absent (the adapter's) or rename(2) for a replace; then the
-// directory is fsynced, so the name is durable too. So a key shows a whole body or none, and a
-// failed write leaves neither its temporary file nor a directory it made behind.
+// directory is fsynced, so the name is durable too. So a key shows a whole body or none. A failed
+// write removes its temporary file; one a killed process left is never listed, and a drop removes it.
 
 /** Temporary names: a random prefix per process (several processes share a root) and a counter. */
 const TEMP_PREFIX = randomBytes(4).toString('hex');
