@@ -1,10 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import fsSync, { constants as fsc, promises as fs } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import {
-  compareKeys,
   type DeleteOptions,
   InvalidKeyError,
   type ListOptions,
@@ -15,27 +12,34 @@ import {
   type PutOptions,
   PreconditionFailedError,
   type StoredObject,
-  StoreUnavailableError,
 } from './object-store.js';
-import { errCode, existingRealPath, TEMP_MARK, writeWhole } from './local-file-io.js';
+import { type CollectedPage, DirCache } from './local-dir-cache.js';
+import { asBuffer, errCode, existingRealPath, ignoreFailure, isInternalName, objectInfo, portError, pruneEmptyDirs, readWhole, TEMP_MARK } from './local-file-io.js';
+import { KeyLocks, LOCK_SUFFIX_BYTES } from './local-lock.js';
 import { SpareFiles } from './local-spare-files.js';
+import { syncDir, syncPlacedDir, TEMP_SUFFIX_BYTES, type TempContent, TempFiles } from './local-temp.js';
 
-// Local-directory adapter.
+// Local-directory adapter: a key is a file under the root, its prefixes directories.
 //
 // Invariants:
 // - create-if-absent is `link(tmp, final)`: the kernel refuses an existing name (EEXIST), so of any
 //   number of concurrent creators, in this process or others on the same file system, exactly one wins.
-//   (A short-lived one links a spare file instead of a new one: see local-spare-files.ts.)
 // - replace-if-unchanged holds a per-key lock (an in-process queue plus an O_EXCL lock file shared
-//   with other processes) across "stat, compare etag, rename": no two such replaces interleave.
+//   with other processes, see local-lock.ts) across "stat, compare etag, rename": no two such
+//   replaces interleave.
 // - every acknowledged write was fsynced, file and directory, before the call returned (unless
-//   the caller said it need not be, see PutOptions: then neither is).
-// Temporary and lock files carry a marker in their names and are never listed.
+//   the caller said it need not be, see PutOptions: then neither is). See local-temp.ts.
 // - a symbolic link is no object: listings skip it, a get or head of one finds nothing, and
 //   deletePrefix deletes nothing through one (a prefix that is a link loses the link, never what
 //   it leads to). Other calls do not look at the directories on a key's path (a syscall each):
 //   the catalog asks linkOnPath where it resolves a table or namespace, and refuses one reached
 //   through a link.
+// Temporary, spare and lock files carry a marker in their names and are never listed.
+//
+// What it does with the hints of the port (PutHints, DeleteOptions in object-store.ts): a put
+// `sameAs` a staged object hard-links that object's file if it still holds the body; one
+// `besideExisting` makes no missing directory and is refused instead; a `shortLived` create links
+// a spare file (local-spare-files.ts); a delete that keeps its directory does not rmdir it.
 //
 // The small steps of a read or a write (stat, open, read, write, link, rename, unlink, close) are
 // synchronous calls: on a local file system each is a few microseconds of kernel time, while the
@@ -44,225 +48,18 @@ import { SpareFiles } from './local-spare-files.js';
 // concurrent ones share the journal's commit). A root on a network file system would block the
 // event loop on the network: use the S3 adapter for remote storage.
 
-const LOCK_MARK = '.~lock~';
-/** Added to a lock file's name for its break lock (see breakAbandonedLock). */
-const BREAK_MARK = '.break';
-const LOCK_STALE_MS = 30_000;
-const LOCK_WAIT_MS = 10_000;
 const DEFAULT_MAX_KEYS = 1000;
-const LOCK_HOST = os.hostname();
 
-/** The holder a lock file names ('' for a lock written before holders were named), and whether it is gone. */
-async function lockHolder(lockPath: string): Promise<{ text: string; gone: boolean } | null> {
-  const [text, st] = await Promise.all([fs.readFile(lockPath, 'utf8').catch(() => null), fs.stat(lockPath).catch(() => null)]);
-  if (text === null || st === null) return null;
-  if (Date.now() - st.mtimeMs > LOCK_STALE_MS) return { text, gone: true };
-  const [host, pid] = text.split('\n');
-  return { text, gone: host === LOCK_HOST && pid !== undefined && /^\d+$/.test(pid) && !processAlive(Number(pid)) };
-}
-
-/** Whether a process of this host exists (signal 0 only asks). */
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return errCode(e) !== 'ESRCH';
-  }
-}
-
-/** Removes a lock whose holder is gone (see acquireLockFile), under the key's break lock. */
-async function breakAbandonedLock(lockPath: string): Promise<void> {
-  const seen = await lockHolder(lockPath);
-  if (!seen?.gone) return;
-  const breakPath = `${lockPath}${BREAK_MARK}`;
-  try {
-    fsSync.closeSync(fsSync.openSync(breakPath, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644));
-  } catch (e) {
-    if (errCode(e) !== 'EEXIST') throw e;
-    // Another waiter is breaking it; a break lock as old as a stale lock was left by a waiter that died.
-    const st = await fs.stat(breakPath).catch(() => null);
-    if (st && Date.now() - st.mtimeMs > LOCK_STALE_MS) await fs.unlink(breakPath).catch(() => undefined);
-    return;
-  }
-  try {
-    const now = await lockHolder(lockPath);
-    if (now?.gone && now.text === seen.text) await fs.unlink(lockPath).catch(() => undefined);
-  } finally {
-    await fs.unlink(breakPath).catch(() => undefined);
-  }
-}
-/** Temporary names: a random prefix per process (several processes share a root) and a counter. */
-const TEMP_PREFIX = randomBytes(4).toString('hex');
-let tempCounter = 0;
-const tempSuffix = (): string => `${TEMP_PREFIX}${(tempCounter++ % 0x10000).toString(16).padStart(4, '0')}`;
-
-/** fsync(2) on libuv's thread pool (looked up at each call, so tests can count them). */
-const fsyncFd = (fd: number): Promise<void> => new Promise((resolve, reject) => fsSync.fsync(fd, (e) => (e ? reject(e) : resolve())));
-
-/** Makes the open file or directory durable without holding the event loop, then closes it. */
-async function syncAndClose(fd: number): Promise<void> {
-  try {
-    await fsyncFd(fd);
-  } finally {
-    fsSync.closeSync(fd);
-  }
-}
 /** Linux NAME_MAX and PATH_MAX (terminator excluded). */
 const NAME_MAX_BYTES = 255;
 const PATH_MAX_BYTES = 4095;
 /** A written file's name also carries the temporary or lock suffix for a while. */
-const WRITE_SUFFIX_BYTES = Math.max(TEMP_MARK.length + 12, LOCK_MARK.length + BREAK_MARK.length);
-
-/** What a temporary file is made of: the body, or the object it is the content of (PutOptions.sameAs). */
-const asBuffer = (body: Buffer | string): Buffer => (typeof body === 'string' ? Buffer.from(body, 'utf8') : body);
-
-interface TempContent {
-  body: Buffer | string;
-  sameAs?: PutOptions['sameAs'];
-  /** PutOptions.besideExisting: a missing directory fails the write instead of being made. */
-  besideExisting?: boolean;
-}
-
-/**
- * Directories smaller than this are kept only once their listing is trusted: one that is changing
- * costs less to read again than to merge, and a settled one (a table's directory, which every
- * DescribeTable lists) then costs a stat instead of a read.
- */
-const DIR_CACHE_MIN_ENTRIES = 64;
-/** Bound on the directories kept, however small. */
-const DIR_CACHE_MAX_DIRS = 50_000;
-/** Directories up to this size on disk (some hundreds of entries on ext4) are read synchronously. */
-const SMALL_DIR_BYTES = 16_384n;
-/** Bound on the names kept in all sorted listings together (some tens of MB). */
-const DIR_CACHE_MAX_NAMES = 1_000_000;
-/** Far beyond a kernel clock tick (1-10 ms): a directory changed this recently is not trusted to show it in its mtime. */
-const DIR_CLOCK_MARGIN_NS = 100_000_000n;
-
-interface CachedDir {
-  ino: bigint;
-  mtimeNs: bigint;
-  ctimeNs: bigint;
-  /** The directory's mtime was old enough at the read that any later change shows in it. */
-  trusted: boolean;
-  names: string[];
-  /** The names as keys (the directory's key before each), made by the first listing that needs them. */
-  keys: { dirKey: string; keys: string[] } | null;
-}
-
-/** What a kept listing counts against DIR_CACHE_MAX_NAMES: its names, and its keys once made. */
-const weightOf = (dir: CachedDir): number => dir.names.length * (dir.keys ? 2 : 1);
-
-const NO_ENTRIES = { names: [], kept: null };
+const WRITE_SUFFIX_BYTES = Math.max(TEMP_SUFFIX_BYTES, LOCK_SUFFIX_BYTES);
 
 /** A key with a segment that is empty (but a trailing one), '.' or '..', or with a NUL. */
 const INVALID_KEY = /\/\/|(?:^|\/)\.\.?(?:\/|$)|\0/;
 /** Whether `text` exceeds `max` bytes of UTF-8; at most 3 bytes a UTF-16 unit, so only a long one is measured (every request resolves several keys). */
 const tooLong = (text: string, max: number): boolean => text.length * 3 > max && Buffer.byteLength(text) > max;
-
-/** A page being listed: its keys and common prefixes, the room left, the last one taken, and whether one more was seen. */
-interface CollectedPage {
-  keys: string[];
-  prefixes: string[];
-  room: number;
-  last: string | undefined;
-  more: boolean;
-}
-
-/** Index of the first name not below `name` in a sorted array. */
-function lowerBound(names: string[], name: string): number {
-  let lo = 0;
-  let hi = names.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compareKeys(names[mid] ?? '', name) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/**
- * The names of `fresh` in sorted order, reusing the sorted `previous` read of the same directory:
- * only the names added since are sorted, so a directory that gained a few entries costs a pass,
- * not a sort.
- */
-function mergeSorted(previous: string[], fresh: string[]): string[] {
-  const before = new Set(previous);
-  const added = fresh.filter((n) => !before.has(n)).sort(compareKeys);
-  // Nothing went unless fewer of the previous names are still there than were.
-  const stayed = fresh.length - added.length;
-  let kept = previous;
-  if (stayed < previous.length) {
-    const now = new Set(fresh);
-    kept = previous.filter((n) => now.has(n));
-  }
-  if (added.length === 0) return kept;
-  const merged: string[] = [];
-  let i = 0;
-  for (const name of added) {
-    while (i < kept.length && compareKeys(kept[i] ?? '', name) < 0) merged.push(kept[i++] ?? '');
-    merged.push(name);
-  }
-  while (i < kept.length) merged.push(kept[i++] ?? '');
-  return merged;
-}
-
-function isInternalName(name: string): boolean {
-  return name.includes(TEMP_MARK) || name.includes(LOCK_MARK);
-}
-
-/**
- * mkdir -p. Node's recursive mkdir says ENOENT where the file system refuses a directory on the
- * way (EROFS from an ext4 remounted read-only after I/O errors): then each missing level is made
- * by hand, which fails with the real reason.
- */
-function makeDirs(dir: string): void {
-  try {
-    fsSync.mkdirSync(dir, { recursive: true });
-  } catch (e) {
-    if (errCode(e) !== 'ENOENT') throw e;
-    makeDirsOneByOne(dir);
-  }
-}
-
-function makeDirsOneByOne(dir: string): void {
-  try {
-    fsSync.mkdirSync(dir);
-  } catch (e) {
-    if (errCode(e) === 'EEXIST') return;
-    if (errCode(e) !== 'ENOENT' || path.dirname(dir) === dir) throw e;
-    makeDirsOneByOne(path.dirname(dir));
-    makeDirsOneByOne(dir);
-  }
-}
-
-/** What a failing disk or a dead network mount answers: EIO, and NFS's or FUSE's ENOTCONN, ESTALE, ETIMEDOUT. */
-const DISK_FAILURES = new Set(['EIO', 'ENOTCONN', 'ESTALE', 'ETIMEDOUT']);
-/** Linux's EBADMSG (ext4's checksum failures) and EUCLEAN (corruption found), which libuv does not name. */
-const DISK_FAILURE_ERRNOS = new Set([-74, -117]);
-
-/**
- * Port errors for the file-system failures that are not bugs: a full disk, a failing one (I/O or
- * checksum errors, a remount read-only after them) or a dead network mount is a temporary
- * unavailability (the messages have no path: they reach clients), a name too long is bad input.
- */
-function portError(e: unknown, key: string): unknown {
-  const code = errCode(e);
-  if (code === 'ENOSPC' || code === 'EDQUOT') return new StoreUnavailableError('the disk of the store is full', { cause: e });
-  if (code === 'EROFS') return new StoreUnavailableError('the file system of the store is read-only', { cause: e });
-  const errno = typeof e === 'object' && e !== null ? (e as { errno?: unknown }).errno : undefined;
-  if ((code !== undefined && DISK_FAILURES.has(code)) || (typeof errno === 'number' && DISK_FAILURE_ERRNOS.has(errno))) {
-    return new StoreUnavailableError('the disk of the store cannot be read or written', { cause: e });
-  }
-  if (code === 'ENAMETOOLONG') return new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store`, { cause: e });
-  return e;
-}
-
-/**
- * A put beside what exists (PutOptions.besideExisting) found its directory gone: the condition it
- * was given did not hold, as a create-if-absent's does not when another writer got there first.
- */
-const directoryGone = (key: string): PreconditionFailedError => new PreconditionFailedError(key, 'its directory does not exist');
 
 export class LocalObjectStore implements ObjectStore {
   readonly rootUri: string;
@@ -270,10 +67,12 @@ export class LocalObjectStore implements ObjectStore {
   private readonly root: string;
   /** The root with one trailing '/': keys are appended to it. */
   private readonly rootSlash: string;
-  private readonly keyQueues = new Map<string, Promise<unknown>>();
-  /** Sorted listings of large directories, least recently used first (see sortedEntries). */
-  private readonly dirCache = new Map<string, CachedDir>();
-  private cachedNames = 0;
+  /** Held by a replace-if-unchanged across "stat, compare etag, rename" (see local-lock.ts). */
+  private readonly locks: KeyLocks;
+  /** Writes bodies out of sight and moves them into place (see local-temp.ts). */
+  private readonly temps: TempFiles;
+  /** Sorted listings of large directories (see local-dir-cache.ts). */
+  private readonly dirCache = new DirCache();
   /** Inodes kept for the next short-lived create in their directory (see local-spare-files.ts). */
   private readonly spares = new SpareFiles();
   /** The root's real path (the root itself may be, or lie under, a symbolic link), read when first needed. */
@@ -283,6 +82,8 @@ export class LocalObjectStore implements ObjectStore {
     this.root = path.resolve(rootDir);
     this.rootSlash = path.join(this.root, '/');
     this.rootUri = pathToFileURL(this.root).href;
+    this.locks = new KeyLocks(this.root);
+    this.temps = new TempFiles(this.root);
   }
 
   /** Creates the root directory if needed. */
@@ -329,19 +130,11 @@ export class LocalObjectStore implements ObjectStore {
     this.spares.clear();
   }
 
-  private static info(key: string, st: import('node:fs').BigIntStats): ObjectInfo {
-    // A replace is a rename of a new inode, so inode + mtime + size changes on every write. The
-    // form is Lance's (object_store's: mtime in microseconds), so the etag a Lance client computes
-    // for a file it wrote is the one this store reports for it, under any name it is linked to.
-    const etag = `"${st.ino.toString(16)}-${(st.mtimeNs / 1000n).toString(16)}-${st.size.toString(16)}"`;
-    return { key, size: Number(st.size), etag, lastModified: new Date(Number(st.mtimeMs)) };
-  }
-
   async head(key: string): Promise<ObjectInfo | null> {
     try {
       // A missing file is the common answer (markers, the version above the latest): no exception for it.
       const st = fsSync.lstatSync(this.pathOf(key), { bigint: true, throwIfNoEntry: false });
-      return st?.isFile() ? LocalObjectStore.info(key, st) : null;
+      return st?.isFile() ? objectInfo(key, st) : null;
     } catch (e) {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return null;
       throw portError(e, key);
@@ -360,7 +153,7 @@ export class LocalObjectStore implements ObjectStore {
     try {
       const st = fsSync.fstatSync(fd, { bigint: true });
       if (!st.isFile()) return null;
-      return { ...LocalObjectStore.info(key, st), body: readWhole(fd, Number(st.size)) };
+      return { ...objectInfo(key, st), body: readWhole(fd, Number(st.size)) };
     } catch (e) {
       if (errCode(e) === 'EISDIR') return null;
       throw portError(e, key);
@@ -369,86 +162,14 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
-  /**
-   * Writes a temporary file (fsynced if `durable`) next to `target`, creating parent directories
-   * unless `besideExisting`; on failure none is left behind.
-   */
-  private async writeTemp(target: string, body: Buffer | string, durable: boolean, besideExisting = false): Promise<string> {
-    const dir = path.dirname(target);
-    let tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        // The directory usually exists: make it only when the open says it does not.
-        if (attempt > 0 && !besideExisting) makeDirs(dir);
-        const fd = fsSync.openSync(tmp, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
-        try {
-          writeWhole(fd, asBuffer(body));
-          if (durable) await fsyncFd(fd);
-        } catch (e) {
-          // A partial file (a full disk) would stay forever: it is never listed, so no delete finds
-          // it, and it and the directories made for it keep a Restrict drop of the namespace out.
-          try {
-            fsSync.closeSync(fd);
-          } catch {
-            // already failing
-          }
-          ignoreFailure(() => fsSync.unlinkSync(tmp));
-          this.pruneEmptyDirs(dir);
-          throw e;
-        }
-        fsSync.closeSync(fd);
-        return tmp;
-      } catch (e) {
-        // No directory yet, or a concurrent delete pruned the one just made: make it (again).
-        if (errCode(e) === 'ENOENT' && attempt < 5 && !besideExisting) continue;
-        if (errCode(e) === 'ENOENT' && besideExisting) throw directoryGone(target.slice(this.rootSlash.length));
-        // A temporary name still taken (the counter came round to a file still being written): another.
-        if (errCode(e) === 'EEXIST' && attempt < 5) {
-          tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
-          continue;
-        }
-        throw e;
-      }
-    }
-  }
-
-  /**
-   * A temporary hard link next to `target` to the file of `sameAs.key`, if that is still the
-   * object read at `sameAs.etag` and holds exactly `body` (a regular file: a symbolic link is
-   * never linked; the bytes are compared too, since a rewrite of the same size within one mtime
-   * tick keeps the etag), fsynced if `durable` (its writer need not have); null when it cannot be
-   * made or is not that object, and then the caller writes the body.
-   */
-  private async linkTemp(target: string, sameAs: { key: string; etag: string }, body: Buffer, durable: boolean): Promise<string | null> {
-    const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
+  /** The file of PutOptions.sameAs's key, and its etag; none for a key this store refuses (the body is written then). */
+  private fileOf(sameAs: PutOptions['sameAs']): TempContent['sameAs'] {
+    if (!sameAs) return undefined;
     try {
-      fsSync.linkSync(this.pathOf(sameAs.key), tmp);
+      return { file: this.pathOf(sameAs.key), etag: sameAs.etag };
     } catch {
-      return null;
+      return undefined;
     }
-    try {
-      const st = fsSync.lstatSync(tmp, { bigint: true });
-      const fd = st.isFile() && LocalObjectStore.info(sameAs.key, st).etag === sameAs.etag ? fsSync.openSync(tmp, fsc.O_RDONLY | fsc.O_NOFOLLOW) : null;
-      let same = false;
-      try {
-        same = fd !== null && readWhole(fd, body.length).equals(body);
-      } finally {
-        if (fd !== null && !(same && durable)) fsSync.closeSync(fd);
-      }
-      if (!same) {
-        fsSync.unlinkSync(tmp);
-        return null;
-      }
-      if (durable && fd !== null) await syncAndClose(fd);
-      return tmp;
-    } catch (e) {
-      ignoreFailure(() => fsSync.unlinkSync(tmp));
-      throw e;
-    }
-  }
-
-  private async syncDir(dir: string): Promise<void> {
-    await syncAndClose(fsSync.openSync(dir, 'r'));
   }
 
   async put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo> {
@@ -470,11 +191,11 @@ export class LocalObjectStore implements ObjectStore {
     if (condition && 'ifMatch' in condition) {
       // The etag is compared under the key's lock, after the wait: nothing to write ahead.
       if (placeAfter) await placeAfter;
-      return this.withKeyLock(target, async () => {
+      return this.locks.run(target, async () => {
         const current = await this.head(key);
         if (!current) throw new PreconditionFailedError(key, 'object does not exist');
         if (current.etag !== condition.ifMatch) throw new PreconditionFailedError(key, 'etag changed');
-        return this.replace(key, target, { body, besideExisting }, durable);
+        return this.temps.replace(key, target, { body, besideExisting }, durable);
       });
     }
     if (condition && 'ifNoneMatch' in condition) {
@@ -488,9 +209,9 @@ export class LocalObjectStore implements ObjectStore {
           if (errCode(e) === 'EEXIST') throw new PreconditionFailedError(key, 'object exists');
           throw e;
         }
-        if (placed) return LocalObjectStore.info(key, placed);
+        if (placed) return objectInfo(key, placed);
       }
-      const st = await this.placeTemp(target, { body, sameAs, besideExisting }, durable, placeAfter, async (tmp, tmpStat) => {
+      const st = await this.temps.place(key, target, { body, sameAs: this.fileOf(sameAs), besideExisting }, durable, placeAfter, async (tmp, tmpStat) => {
         try {
           fsSync.linkSync(tmp, target);
           if (recycled) this.spares.keep(tmp, tmpStat, target);
@@ -504,149 +225,14 @@ export class LocalObjectStore implements ObjectStore {
           ignoreFailure(() => fsSync.unlinkSync(tmp));
         }
       });
-      if (durable) await this.syncPlacedDir(target);
-      return LocalObjectStore.info(key, st);
+      if (durable) await syncPlacedDir(target);
+      return objectInfo(key, st);
     }
     // A put that no condition guards and nobody needs durable (Lance's hint, a listing snapshot)
     // goes through the thread pool: right after another request's fsync its rename can wait
     // milliseconds on the file system's journal, which would hold every request up on the event loop.
-    if (!condition && !durable && !sameAs && !placeAfter) return this.putOffLoop(key, target, asBuffer(body), besideExisting);
-    return this.replace(key, target, { body, sameAs, besideExisting }, durable, placeAfter);
-  }
-
-  /** A replace written and renamed into place through the thread pool (see putAt); not fsynced. */
-  private async putOffLoop(key: string, target: string, body: Buffer, besideExisting: boolean): Promise<ObjectInfo> {
-    for (let attempt = 0; ; attempt++) {
-      const tmp = `${target}${TEMP_MARK}${tempSuffix()}`;
-      try {
-        await fs.writeFile(tmp, body, { flag: 'wx', mode: 0o644 });
-        const st = await fs.stat(tmp, { bigint: true });
-        await fs.rename(tmp, target);
-        return LocalObjectStore.info(key, st);
-      } catch (e) {
-        // A temporary name still taken (EEXIST, from the exclusive create) is another writer's file: it stays.
-        if (errCode(e) !== 'EEXIST') await fs.unlink(tmp).catch(() => undefined);
-        // No directory yet (or a concurrent delete pruned it), or a temporary name still taken: again.
-        if (errCode(e) === 'ENOENT' && besideExisting) throw directoryGone(key);
-        if (errCode(e) === 'ENOENT' && attempt < 5) makeDirs(path.dirname(target));
-        else if (!(errCode(e) === 'EEXIST' && attempt < 5)) throw e;
-      }
-    }
-  }
-
-  private async replace(key: string, target: string, content: TempContent, durable: boolean, placeAfter?: Promise<unknown>): Promise<ObjectInfo> {
-    const st = await this.placeTemp(target, content, durable, placeAfter, async (tmp) => {
-      try {
-        fsSync.renameSync(tmp, target);
-      } catch (e) {
-        ignoreFailure(() => fsSync.unlinkSync(tmp));
-        throw e;
-      }
-    });
-    if (durable) await this.syncPlacedDir(target);
-    return LocalObjectStore.info(key, st);
-  }
-
-  /** Makes a placed file's directory entry durable; a directory deleted since (a drop) has nothing left to keep. */
-  private async syncPlacedDir(target: string): Promise<void> {
-    await this.syncDir(path.dirname(target)).catch((e: unknown) => {
-      if (errCode(e) !== 'ENOENT') throw e;
-    });
-  }
-
-  /**
-   * Writes a temporary file and moves it into place with `place`; returns the file's stat. A
-   * concurrent delete of the directory (a drop) may remove the temporary file and the directory
-   * in between: then the write starts again, as a put on an object store would simply land. The
-   * stat is taken before the move (a link or rename keeps inode, mtime and size), because the
-   * placed file may be deleted by such a drop right after it landed. With `placeAfter`, the
-   * temporary file (fsynced if durable) waits for it; if it rejects, the file goes unplaced.
-   */
-  private async placeTemp(
-    target: string,
-    content: TempContent,
-    durable: boolean,
-    placeAfter: Promise<unknown> | undefined,
-    place: (tmp: string, st: import('node:fs').BigIntStats) => Promise<void>,
-  ): Promise<import('node:fs').BigIntStats> {
-    for (let attempt = 0; ; attempt++) {
-      const tmp = (content.sameAs && (await this.linkTemp(target, content.sameAs, asBuffer(content.body), durable))) || (await this.writeTemp(target, content.body, durable, content.besideExisting));
-      if (placeAfter) {
-        try {
-          await placeAfter;
-        } catch (e) {
-          ignoreFailure(() => fsSync.unlinkSync(tmp));
-          this.pruneEmptyDirs(path.dirname(target));
-          throw e;
-        }
-      }
-      try {
-        const st = fsSync.statSync(tmp, { bigint: true });
-        await place(tmp, st);
-        return st;
-      } catch (e) {
-        if (errCode(e) === 'ENOENT' && attempt < 5) continue;
-        throw e;
-      }
-    }
-  }
-
-  /** Serializes replace-if-unchanged on one key, within this process and across processes. */
-  private async withKeyLock<T>(target: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.keyQueues.get(target) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(async () => {
-      const lockPath = `${target}${LOCK_MARK}`;
-      await this.acquireLockFile(lockPath);
-      let placed = false;
-      try {
-        const result = await fn();
-        placed = true;
-        return result;
-      } finally {
-        ignoreFailure(() => fsSync.unlinkSync(lockPath));
-        // The lock made the key's directory if it had gone (a drop, a rename): a refused put leaves none.
-        if (!placed) this.pruneEmptyDirs(path.dirname(target));
-      }
-    });
-    this.keyQueues.set(target, run);
-    try {
-      return await run;
-    } finally {
-      if (this.keyQueues.get(target) === run) this.keyQueues.delete(target);
-    }
-  }
-
-  /**
-   * Takes the lock file of a key (create-if-absent), which names its holder: this host, this
-   * process and a nonce. A holder that died (SIGKILL) leaves its lock behind: a waiter breaks it
-   * at once when the holder was a process of this host that no longer exists, else once it is
-   * LOCK_STALE_MS old (nobody can still be inside by then).
-   *
-   * Invariant: a lock is broken only by a waiter that holds the key's break lock
-   * (`<lock>.break`, create-if-absent) and reads, while holding it, that the lock file still names
-   * the holder it found dead or stale; so two waiters never both break it, and a lock taken after
-   * a break is never broken for the dead holder before it.
-   */
-  private async acquireLockFile(lockPath: string): Promise<void> {
-    const deadline = Date.now() + LOCK_WAIT_MS;
-    const holder = `${LOCK_HOST}\n${process.pid}\n${randomBytes(8).toString('hex')}\n`;
-    for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
-      try {
-        makeDirs(path.dirname(lockPath));
-        const fd = fsSync.openSync(lockPath, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
-        try {
-          fsSync.writeSync(fd, holder);
-        } finally {
-          fsSync.closeSync(fd);
-        }
-        return;
-      } catch (e) {
-        if (errCode(e) !== 'EEXIST') throw e;
-      }
-      await breakAbandonedLock(lockPath);
-      if (Date.now() > deadline) throw new StoreUnavailableError(`timed out waiting for lock ${lockPath}`);
-      await new Promise((r) => setTimeout(r, delay + Math.random() * delay));
-    }
+    if (!condition && !durable && !sameAs && !placeAfter) return this.temps.replaceOffLoop(key, target, asBuffer(body), besideExisting);
+    return this.temps.replace(key, target, { body, sameAs: this.fileOf(sameAs), besideExisting }, durable, placeAfter);
   }
 
   async copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo> {
@@ -664,7 +250,7 @@ export class LocalObjectStore implements ObjectStore {
     const dirPath = dirKey === '' ? this.root : this.pathOf(dirKey.slice(0, -1));
     const maxKeys = options.maxKeys ?? DEFAULT_MAX_KEYS;
     const page: CollectedPage = { keys: [], prefixes: [], room: maxKeys, last: undefined, more: false };
-    await this.collectSorted(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', page).catch((e: unknown) => {
+    await this.dirCache.collect(dirPath, dirKey, namePrefix, options.startAfter, options.delimiter === '/', page).catch((e: unknown) => {
       throw portError(e, prefix);
     });
     let objects: ListPage['objects'] = page.keys.map((key) => ({ key }));
@@ -674,149 +260,6 @@ export class LocalObjectStore implements ObjectStore {
     }
     const { prefixes: commonPrefixes, last } = page;
     return page.more && last !== undefined ? { objects, commonPrefixes, nextStartAfter: last } : { objects, commonPrefixes };
-  }
-
-  /**
-   * Adds to `out`, in byte order, the keys under `dirKey` whose name in it starts with `namePrefix`
-   * and that sort after `after` (one ending in '/' also skips what lies under it), until its room
-   * is used and one more is seen; with `delimited`, a subdirectory is one entry (a common prefix,
-   * its key ending in '/'), else its keys, recursively. A directory's entries are contiguous in key
-   * order, so the walk stops as soon as the page is full and skips every subtree wholly before
-   * `after` unread.
-   */
-  private async collectSorted(dirPath: string, dirKey: string, namePrefix: string, after: string | undefined, delimited: boolean, out: CollectedPage): Promise<void> {
-    if (after !== undefined && after.endsWith('/') && dirKey.startsWith(after)) return; // all of it lies under `after`
-    if (after !== undefined && !after.startsWith(dirKey)) {
-      if (compareKeys(after, dirKey) > 0) return; // every key here sorts before `after`
-      after = undefined;
-    }
-    const { names: entries, kept } = await this.sortedEntries(dirPath);
-    // A trusted kept listing keeps its keys too: a directory listed again costs no string per entry.
-    const keys = kept?.trusted ? this.keysOf(dirPath, dirKey, kept) : null;
-    const relAfter = after?.slice(dirKey.length);
-    let i = lowerBound(entries, namePrefix);
-    if (relAfter !== undefined && compareKeys(relAfter, namePrefix) > 0) {
-      // The entry `relAfter` falls in, or the first after it; a directory containing `after` is entered.
-      const cut = relAfter.indexOf('/');
-      i = Math.max(i, lowerBound(entries, cut >= 0 ? relAfter.slice(0, cut + 1) : relAfter));
-    }
-    // Only the first few entries from `i` can sort at or before `after`: once one does not, no later one does.
-    let skipping = after !== undefined;
-    for (; i < entries.length && !out.more; i++) {
-      const entry = entries[i] ?? '';
-      if (!entry.startsWith(namePrefix)) break;
-      const key = keys?.[i] ?? dirKey + entry;
-      const isDir = entry.endsWith('/');
-      if (skipping && after !== undefined) {
-        if (compareKeys(key, after) <= 0 && !(!delimited && isDir && after.startsWith(key) && after !== key)) continue;
-        skipping = false;
-      }
-      if (!isDir || delimited) {
-        if (out.room === 0) out.more = true;
-        else {
-          out.room--;
-          out.last = key;
-          if (isDir) out.prefixes.push(key);
-          else out.keys.push(key);
-        }
-      } else await this.collectSorted(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, out);
-    }
-  }
-
-  /**
-   * The names in a directory, sorted in byte order, a subdirectory's with a trailing '/'.
-   *
-   * Directories are not sorted on disk, so large ones (and settled small ones, see
-   * DIR_CACHE_MIN_ENTRIES) are kept sorted here between reads, and a kept listing is used only
-   * while it provably still matches the directory. Every change of the entries of a directory
-   * sets its mtime from the kernel's clock, which advances in coarse ticks,
-   * so a change in the same tick as a read can leave mtime unchanged. Hence a listing is trusted
-   * only if the mtime it was read at lies more than DIR_CLOCK_MARGIN_NS before the moment the read
-   * began: any later change, by this process or another on this machine, then sets an mtime after
-   * that moment and so differs. A listing read too soon after a change is used for that call only.
-   * (A root shared over a network file system, whose clocks differ, must not be used.)
-   */
-  private async sortedEntries(dirPath: string): Promise<{ names: string[]; kept: CachedDir | null }> {
-    const began = BigInt(Date.now()) * 1_000_000n;
-    let st: import('node:fs').BigIntStats;
-    try {
-      st = fsSync.statSync(dirPath, { bigint: true });
-    } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return NO_ENTRIES;
-      throw e;
-    }
-    if (!st.isDirectory()) return NO_ENTRIES;
-    const cached = this.dirCache.get(dirPath);
-    if (cached && cached.trusted && cached.ino === st.ino && cached.mtimeNs === st.mtimeNs && cached.ctimeNs === st.ctimeNs) {
-      this.dirCache.delete(dirPath); // most recently used last
-      this.dirCache.set(dirPath, cached);
-      return { names: cached.names, kept: cached };
-    }
-    let dirents: import('node:fs').Dirent[];
-    try {
-      // A small directory (its size on disk says so) is read at once; a large one without holding the event loop.
-      dirents = st.size <= SMALL_DIR_BYTES ? fsSync.readdirSync(dirPath, { withFileTypes: true }) : await fs.readdir(dirPath, { withFileTypes: true });
-    } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return NO_ENTRIES;
-      throw e;
-    }
-    const fresh: string[] = [];
-    for (const d of dirents) {
-      if (isInternalName(d.name)) continue;
-      if (d.isDirectory()) fresh.push(`${d.name}/`);
-      else if (d.isFile()) fresh.push(d.name);
-    }
-    const names = cached ? mergeSorted(cached.names, fresh) : fresh.sort(compareKeys);
-    this.dirCache.delete(dirPath);
-    const trusted = st.mtimeNs < began - DIR_CLOCK_MARGIN_NS && st.ctimeNs < began - DIR_CLOCK_MARGIN_NS;
-    if (names.length >= DIR_CACHE_MIN_ENTRIES || trusted) {
-      const kept: CachedDir = { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names, keys: null };
-      this.dirCache.set(dirPath, kept);
-      this.cachedNames += names.length - (cached ? weightOf(cached) : 0);
-      this.evictOverBound();
-      return { names, kept };
-    }
-    if (cached) this.cachedNames -= weightOf(cached);
-    return { names, kept: null };
-  }
-
-  /** The keys of a kept listing's names under `dirKey`, made once. */
-  private keysOf(dirPath: string, dirKey: string, kept: CachedDir): string[] {
-    if (kept.keys?.dirKey === dirKey) return kept.keys.keys;
-    const counted = this.dirCache.get(dirPath) === kept;
-    if (counted) this.cachedNames -= weightOf(kept);
-    kept.keys = { dirKey, keys: kept.names.map((name) => dirKey + name) };
-    if (counted) {
-      this.cachedNames += weightOf(kept);
-      this.evictOverBound();
-    }
-    return kept.keys.keys;
-  }
-
-  /** Drops the least recently used kept listings until the rest are within DIR_CACHE_MAX_NAMES and DIR_CACHE_MAX_DIRS. */
-  private evictOverBound(): void {
-    for (const [oldest, dir] of this.dirCache) {
-      if (this.cachedNames <= DIR_CACHE_MAX_NAMES && this.dirCache.size <= DIR_CACHE_MAX_DIRS) break;
-      this.dirCache.delete(oldest);
-      this.cachedNames -= weightOf(dir);
-    }
-  }
-
-  /** Visits every file under a directory, in no particular order, and every temporary file's path with `visitTemp`. */
-  private async walk(dirPath: string, dirKey: string, visit: (key: string) => void, visitTemp: (file: string) => void): Promise<void> {
-    let dirents: import('node:fs').Dirent[];
-    try {
-      dirents = await fs.readdir(dirPath, { withFileTypes: true });
-    } catch (e) {
-      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return;
-      throw e;
-    }
-    for (const d of dirents) {
-      if (d.name.includes(TEMP_MARK)) visitTemp(path.join(dirPath, d.name));
-      if (isInternalName(d.name)) continue;
-      if (d.isDirectory()) await this.walk(path.join(dirPath, d.name), `${dirKey}${d.name}/`, visit, visitTemp);
-      else if (d.isFile()) visit(`${dirKey}${d.name}`);
-    }
   }
 
   async delete(key: string, options?: DeleteOptions): Promise<void> {
@@ -830,7 +273,7 @@ export class LocalObjectStore implements ObjectStore {
     if (!options?.keepDirectory) {
       // Spares kept beside the key would keep its directory: they go with the last key.
       this.spares.discard(path.dirname(target));
-      this.pruneEmptyDirs(path.dirname(target));
+      pruneEmptyDirs(this.root, path.dirname(target));
     }
   }
 
@@ -879,7 +322,7 @@ export class LocalObjectStore implements ObjectStore {
     if (link !== null) {
       if (link === prefix) {
         await fs.unlink(dirPath).catch(() => undefined);
-        this.pruneEmptyDirs(path.dirname(dirPath));
+        pruneEmptyDirs(this.root, path.dirname(dirPath));
       }
       return 0;
     }
@@ -905,8 +348,25 @@ export class LocalObjectStore implements ObjectStore {
       await this.removeEmptyDirsBelow(dirPath);
     }
     // With `keep`, dirPath itself may now be empty too (nothing kept existed): prune from it.
-    this.pruneEmptyDirs(keep.size === 0 ? path.dirname(dirPath) : dirPath);
+    pruneEmptyDirs(this.root, keep.size === 0 ? path.dirname(dirPath) : dirPath);
     return doomed.length;
+  }
+
+  /** Visits every file under a directory, in no particular order, and every temporary file's path with `visitTemp`. */
+  private async walk(dirPath: string, dirKey: string, visit: (key: string) => void, visitTemp: (file: string) => void): Promise<void> {
+    let dirents: import('node:fs').Dirent[];
+    try {
+      dirents = await fs.readdir(dirPath, { withFileTypes: true });
+    } catch (e) {
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return;
+      throw e;
+    }
+    for (const d of dirents) {
+      if (d.name.includes(TEMP_MARK)) visitTemp(path.join(dirPath, d.name));
+      if (isInternalName(d.name)) continue;
+      if (d.isDirectory()) await this.walk(path.join(dirPath, d.name), `${dirKey}${d.name}/`, visit, visitTemp);
+      else if (d.isFile()) visit(`${dirKey}${d.name}`);
+    }
   }
 
   /** Removes the empty directories inside `dir` (depth first), keeping `dir` itself. */
@@ -941,53 +401,8 @@ export class LocalObjectStore implements ObjectStore {
       if (errCode(e) === 'ENOTEMPTY' || errCode(e) === 'EEXIST') throw new PreconditionFailedError(toPrefix, 'destination exists');
       throw e;
     }
-    await this.syncDir(path.dirname(to));
-    await this.syncDir(path.dirname(from)).catch(() => undefined);
-    this.pruneEmptyDirs(path.dirname(from));
-  }
-
-  /** Object stores have no empty directories; remove the ones deletes leave behind, up to the root. */
-  private pruneEmptyDirs(dir: string): void {
-    let current = dir;
-    while (current.startsWith(this.root + path.sep)) {
-      try {
-        fsSync.rmdirSync(current);
-      } catch {
-        return; // not empty, or already gone
-      }
-      current = path.dirname(current);
-    }
-  }
-}
-
-/** Reads `size` bytes (the whole file as stat saw it), and what a concurrent append added, up to a read that comes back short. */
-function readWhole(fd: number, size: number): Buffer {
-  const chunks: Buffer[] = [];
-  // One byte more than stat saw, so that the read reaching EOF needs no second buffer.
-  let chunk = Buffer.allocUnsafe(Math.max(size + 1, 1024));
-  let filled = 0;
-  for (let read = 0; ; ) {
-    const wanted = chunk.length - filled;
-    const n = fsSync.readSync(fd, chunk, filled, wanted, null);
-    if (n === 0) break;
-    filled += n;
-    read += n;
-    // A regular file's read comes back short only at its end: once what stat saw is in, no second read to hear it.
-    if (n < wanted && read >= size) break;
-    if (filled === chunk.length) {
-      chunks.push(chunk);
-      chunk = Buffer.allocUnsafe(chunk.length);
-      filled = 0;
-    }
-  }
-  chunks.push(chunk.subarray(0, filled));
-  return chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-}
-
-function ignoreFailure(fn: () => void): void {
-  try {
-    fn();
-  } catch {
-    // best effort: what is left behind is never listed
+    await syncDir(path.dirname(to));
+    await syncDir(path.dirname(from)).catch(() => undefined);
+    pruneEmptyDirs(this.root, path.dirname(from));
   }
 }

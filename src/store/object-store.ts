@@ -1,6 +1,6 @@
 // The ObjectStore port: the only way the service touches persistent state. Every race in the
 // catalog is settled by one of the two conditional puts below, so each adapter must make them
-// atomic (and, for the local disk, durable before they return unless told otherwise, see PutOptions).
+// atomic, and durable before they return unless the caller said they need not be (PutOptions).
 
 /** An object as a listing names it; with `details` the listing says more (ObjectInfo). */
 export interface ListedObject {
@@ -21,55 +21,72 @@ export interface StoredObject extends ObjectInfo {
 /** Put only if the key is absent (`ifNoneMatch: '*'`) or only if its current etag matches (`ifMatch`). */
 export type PutCondition = { ifNoneMatch: '*' } | { ifMatch: string };
 
-export interface PutOptions {
-  /**
-   * `false`: the write may be lost if the machine crashes soon after (a process crash loses
-   * nothing), which saves the local disk its fsyncs. Only for what is harmless to lose with the
-   * machine: a lease whose holder dies with it, a hint readers check. The condition holds either
-   * way. Stores that are always durable (S3, memory) ignore it. Default: durable before it returns.
-   */
-  durable?: boolean;
-  /**
-   * The object is placed (made visible under its key) only once this has resolved; if it rejects,
-   * nothing is placed and the put rejects with its error. Meanwhile a local store writes the body
-   * out of sight and makes it durable, so a write that must follow another one (a version's
-   * sidecar follows its manifest) waits for the other's placement, not for its own fsyncs.
-   */
-  placeAfter?: Promise<unknown>;
+/**
+ * What a caller knows of the object it puts, which a store may use to do the put more cheaply.
+ * Every adapter may ignore every hint (the memory and S3 adapters ignore them all): the answer of
+ * the put and its condition are the same either way, but for the allowances each hint states.
+ *
+ * Why hints that only a local disk uses are in the port: the service, which sees only the port,
+ * is what knows these facts of its objects (a version slot's reservation is released soon; Lance's
+ * hint belongs beside its table's versions), and a store that wraps another (InstrumentedStore)
+ * hands them on unread. Each is said here as a fact of the object, and as what a store may then
+ * answer; what the local store does with it is said in local-store.ts.
+ */
+export interface PutHints {
   /**
    * The body is the content of this object, read when it had this etag (a staged file committed
-   * under its final name). A store that can share the object's bytes (a local disk's hard link)
-   * places that object itself, keeping its etag and modification time, so what it reports of the
-   * new key is what it reported of this one; a store that cannot, or that finds the object
-   * changed since, writes the body.
+   * under its final name). A store may place that object's bytes themselves if it still has that
+   * etag and holds the body; the put then reports, for the new key, the etag and modification time
+   * that object had. Otherwise the body is written, as without the hint.
    */
   sameAs?: { key: string; etag: string };
   /**
-   * Written only beside what is there: a store with directories (a local disk) does not make a
-   * missing one, and the put fails instead (PreconditionFailedError: a condition that did not
-   * hold). For a file that belongs beside another one just
-   * written (Lance's hint beside its version's manifest, a listing snapshot beside its stamp): if
-   * the directory went meanwhile, a drop, rename or clean-up took what it belonged to, and a
-   * directory made again would hold nothing but it (a table name that looks taken, a namespace
-   * that is not empty). Object stores have no directories and ignore it. (A table renamed onto the
-   * old name meanwhile gets the late hint: readers probe past a hint, see TableVersions.latest.)
+   * The object belongs beside others under its key's prefix (Lance's hint beside its version's
+   * manifest, a listing snapshot beside its stamp), which a drop, rename or clean-up may have
+   * deleted meanwhile. A store in which a prefix exists by itself (a local disk's directory,
+   * which would hold nothing but this object: a table name that looks taken, a namespace that is
+   * not empty) may then refuse the put with PreconditionFailedError, a condition that did not
+   * hold, rather than make the prefix again; callers treat that as "what it belonged to is gone".
+   * (A table renamed onto the old name meanwhile gets the late hint: readers probe past a hint,
+   * see TableVersions.latest.)
    */
   besideExisting?: boolean;
   /**
-   * With a create-if-absent that need not be durable: the object is deleted again soon, keeping
-   * its directory, and another such put follows in the same directory (a version slot's
-   * reservation). A local store may then write it into the file of an earlier one rather than make
-   * a new file (see local-spare-files.ts); others ignore it.
+   * With a create-if-absent that need not be durable: the object is deleted again soon (with
+   * DeleteOptions.keepDirectory), and another such put follows under the same prefix (a version
+   * slot's reservation). A store may then reuse the deleted object's storage for the next one,
+   * which allows the torn read that ObjectStore.get describes.
    */
   shortLived?: boolean;
 }
 
+/** How a put is done: `durable` and `placeAfter` bind every adapter, the PutHints none. */
+export interface PutOptions extends PutHints {
+  /**
+   * `false`: the caller accepts that a crash of the machine soon after the put undoes it (the key
+   * absent, or as it was) or leaves the object unreadable; a crash of the process loses nothing.
+   * Only for what is harmless to lose with the machine: a lease whose holder dies with it, a hint
+   * readers check. The condition holds either way. A store that is always durable (S3, memory)
+   * ignores it; the local one then skips its fsyncs. Default: durable before the put returns.
+   */
+  durable?: boolean;
+  /**
+   * The object is placed (made visible under its key) only once this has resolved; if it rejects,
+   * nothing is placed and the put rejects with its error. Meanwhile a store may prepare the write
+   * out of sight (a local store writes the body and makes it durable), so a write that must follow
+   * another one (a version's sidecar follows its manifest) waits for the other's placement, not
+   * for its own preparation.
+   */
+  placeAfter?: Promise<unknown>;
+}
+
+/** What a caller knows of a delete, as PutHints: every adapter may ignore it. */
 export interface DeleteOptions {
   /**
-   * The caller writes under the same directory again soon (a version slot's reservations), or
-   * knows it is not empty (a staged manifest beside the version it became): a local store leaves
-   * the directory in place, sparing a rmdir (and a mkdir per use) (object stores have no directories). A LIST with a delimiter may show the directory kept so as
-   * a common prefix; it holds no key.
+   * The caller puts under the same prefix again soon (a version slot's reservations), or knows
+   * other keys remain under it (a staged manifest beside the version it became): a store in which
+   * a prefix exists by itself (a local disk's directory) may keep it, sparing its removal and
+   * remaking. A LIST with a delimiter may then show the prefix as a common prefix holding no key.
    */
   keepDirectory?: boolean;
 }
@@ -136,9 +153,9 @@ export interface ObjectStore {
   readonly listsWholeDirectory: boolean;
   /**
    * A get that races the key's delete may answer with bytes that were never the key's, torn or
-   * whole, with the etag of the deleted object or of the other one: a local store rewrites the
-   * file of a deleted short-lived object (PutOptions.shortLived) for the next one, which may be
-   * under another key. Such an answer stands for an absent key: its etag is
+   * whole, with the etag of the deleted object or of the other one: a store may reuse the storage
+   * of a deleted short-lived object (PutHints.shortLived) for the next one, which may be under
+   * another key (the local store does). Such an answer stands for an absent key: its etag is
    * not one the key shows, and a body that does not parse must not be taken for what it holds now.
    */
   get(key: string): Promise<StoredObject | null>;
