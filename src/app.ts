@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import { CredentialCache } from './auth/credential-vendor.js';
-import { StsCredentialVendor } from './auth/sts-credential-vendor.js';
+import { CredentialCache } from './vending/credential-vendor.js';
+import { StsCredentialVendor } from './vending/sts-credential-vendor.js';
 import type { Config } from './config.js';
 import { PrometheusMetrics } from './metrics/prometheus-metrics.js';
 import { LancedbEngine } from './engine/lancedb/engine.js';

@@ -1,4 +1,4 @@
-import { type CredentialCache, type DataAccess, POLICY_WILDCARDS } from '../../auth/credential-vendor.js';
+import { type CredentialCache, type DataAccess, POLICY_WILDCARDS } from '../../vending/credential-vendor.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { parseLocation } from '../../store/location.js';
 import { CATALOG_DIR, VERSIONS_DIR } from '../catalog/layout.js';
