@@ -10,7 +10,7 @@ import { isLoopbackAddress } from './http/browser-guard.js';
 import { buildHttpServer } from './http/server.js';
 import type { CatalogDeps } from './service/catalog/catalog.js';
 import { ColumnService } from './service/data/columns.js';
-import { DataTables } from './service/data/dataset.js';
+import { DataTables } from './service/data/data-tables.js';
 import { IndexService } from './service/data/indices.js';
 import { QueryService } from './service/data/queries.js';
 import { RowService } from './service/data/rows.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import type { CatalogDeps } from '../../src/service/catalog/catalog.js';
-import { DataTables } from '../../src/service/data/dataset.js';
+import { DataTables } from '../../src/service/data/data-tables.js';
 import { RowService } from '../../src/service/data/rows.js';
 import { Locations } from '../../src/service/catalog/locations.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';

@@ -12,7 +12,7 @@ import { displayId } from '../catalog/catalog.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { type PageTokens, paginate } from '../catalog/page-token.js';
 import type { RequestContext } from '../request-context.js';
-import type { DataTables } from './dataset.js';
+import type { DataTables } from './data-tables.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 

@@ -2,7 +2,7 @@ import type { FtsQuerySpec, FullTextSpec, MatchQuerySpec, TableQuery } from '../
 import { invalidInput } from '../../model/errors.js';
 import type { AnalyzeTableQueryPlanRequest, ExplainTableQueryPlanRequest, FtsQuery, MatchQuery, QueryTableRequest } from '../../model/queries.js';
 import type { RequestContext } from '../request-context.js';
-import type { DataTables } from './dataset.js';
+import type { DataTables } from './data-tables.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 

@@ -17,7 +17,7 @@ import { displayId } from '../catalog/catalog.js';
 import { reservedMarkerKey, tableRecordKey } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import type { RequestContext } from '../request-context.js';
-import type { DataTable, DataTables } from './dataset.js';
+import type { DataTable, DataTables } from './data-tables.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import type { ServiceLogger } from '../logger.js';
 import { claimDatasetCreation } from '../tables/dataset-creation.js';

@@ -3,7 +3,7 @@ import { type ChunkerExpansion, UdfFailure, type UdfOps, type UdtfRun } from '..
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
-import type { DataTable, DataTables, OpenTable } from '../data/dataset.js';
+import type { DataTable, DataTables, OpenTable } from '../data/data-tables.js';
 import { udfLocation } from '../data/python-udf-columns.js';
 import { faultPoint } from '../fault-points.js';
 import type { ServiceLogger } from '../logger.js';

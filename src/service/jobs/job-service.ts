@@ -5,7 +5,7 @@ import type { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsRespons
 import { displayId } from '../catalog/catalog.js';
 import { CATALOG_DIR } from '../catalog/layout.js';
 import { pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
-import type { DataTables } from '../data/dataset.js';
+import type { DataTables } from '../data/data-tables.js';
 import { engineFailure } from '../engine-errors.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';

@@ -10,7 +10,7 @@ import type {
   RefreshMaterializedViewResponse,
 } from '../../model/views.js';
 import { displayId } from '../catalog/catalog.js';
-import type { DataTable, DataTables } from '../data/dataset.js';
+import type { DataTable, DataTables } from '../data/data-tables.js';
 import { bindPythonUdf, type PythonUdfBinding, requirePythonUdfs, storeEnvelopes, strictBase64 } from '../data/python-udf-columns.js';
 import { engineFailure } from '../engine-errors.js';
 import type { JobService } from '../jobs/job-service.js';
