@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import type { HealthService } from '../../service/health.js';
+import type { HealthService } from '../../service/health/health-service.js';
 import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
 const HealthResponse = z.object({ status: z.literal('ok') }).meta({ id: 'HealthResponse' });
