@@ -5,7 +5,7 @@ import { backoffMs, sleep } from '../coordination/backoff.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
 import type { DataTable, DataTables, OpenTable } from '../data/data-tables.js';
 import { udfLocation } from '../data/python-udf-columns.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint } from '../coordination/fault-points.js';
 import type { ServiceLogger } from '../logger.js';
 import type { RequestContext } from '../request-context.js';
 import { TERMINAL } from '../transactions/transaction-log.js';

@@ -37,7 +37,7 @@ import { manifestFileName } from '../../engine/lance-format/manifest-names.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint } from '../coordination/fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { putDeregisterMarker, TableFences } from './table-fences.js';

@@ -13,7 +13,7 @@ import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, requireMainBranch, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, TableRecord } from '../catalog/records.js';
-import { faultPoint, pausePoint } from '../fault-points.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import type { RequestContext } from '../request-context.js';
 import { resolveTable } from '../tables/resolved-table.js';
 import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable } from '../tables/table-state.js';

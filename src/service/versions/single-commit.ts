@@ -3,7 +3,7 @@ import { type CatalogDeps, displayId, requireMainBranch } from '../catalog/catal
 import { reservedMarkerKey } from '../catalog/layout.js';
 import type { RequestContext } from '../request-context.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint } from '../coordination/fault-points.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
