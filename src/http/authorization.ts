@@ -1,5 +1,5 @@
 import { ErrorCode, NamespaceError } from '../model/errors.js';
-import type { Principal, Privilege } from '../service/request-context.js';
+import type { Principal, Privilege } from '../service/context/request-context.js';
 
 // What a principal may do. Roles grant a privilege on a namespace subtree (a namespace and
 // everything under it; the empty path is the whole catalog); principals hold roles. Privileges

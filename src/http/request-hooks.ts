@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidInput } from '../model/errors.js';
 import { requireMainBranch } from '../service/catalog/catalog.js';
-import { ANONYMOUS, type Principal, type RequestContext, type VendRecord } from '../service/request-context.js';
+import { ANONYMOUS, type Principal, type RequestContext, type VendRecord } from '../service/context/request-context.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Authorizer } from './authorization.js';
 import type { RateLimiter } from './rate-limit.js';

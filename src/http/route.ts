@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
-import type { RequestContext } from '../service/request-context.js';
+import type { RequestContext } from '../service/context/request-context.js';
 import type { BoundedList, LargeBodySlots } from './limits.js';
 import { parseRequestPart } from './zod-compilers.js';
 

@@ -10,7 +10,7 @@ import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import type { UdfWorkerLog } from '../../src/engine/python-udf/worker-process.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { DataTables } from '../../src/service/data/data-tables.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';

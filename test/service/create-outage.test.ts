@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { StoreUnavailableError } from '../../src/store/object-store.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { resolveTable } from '../../src/service/tables/resolved-table.js';
 import { TableService } from '../../src/service/tables/table-service.js';

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { ServiceLogger } from '../../src/service/logger.js';
+import type { ServiceLogger } from '../../src/service/context/logger.js';
 import { StoreCheck, type StoreCheckOptions, UnsafeStoreError } from '../../src/service/health/store-check.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import { listAll, type ObjectStore, type PutCondition, StoreUnavailableError } from '../../src/store/object-store.js';

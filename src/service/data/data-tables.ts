@@ -4,7 +4,7 @@ import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type CatalogDeps, displayId } from '../catalog/catalog.js';
 import { type EngineFailureContext, onEngine } from '../engine-errors.js';
 import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import { TableFences } from '../tables/table-fences.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
 import { latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';

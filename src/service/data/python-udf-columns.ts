@@ -4,7 +4,7 @@ import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../mode
 import type { JsonArrowDataTypeInput } from '../../engine/json-arrow-schema.js';
 import { type DatasetLocation, EngineError } from '../../engine/lance-engine.js';
 import { displayId } from '../catalog/catalog.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import type { DataTable, DataTables } from './data-tables.js';
 
 // Columns computed by Geneva's Python UDFs (udf_backend DockerUDFSpecV1). The request carries

@@ -3,7 +3,7 @@ import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { parseLocation } from '../../store/location.js';
 import { CATALOG_DIR, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
-import type { RequestContext, VendRecord } from '../request-context.js';
+import type { RequestContext, VendRecord } from '../context/request-context.js';
 import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
 // Which storage options a response about a table carries (DescribeTable, DeclareTable,

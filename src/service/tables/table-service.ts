@@ -42,7 +42,7 @@ import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { putDeregisterMarker, TableFences } from './table-fences.js';
 import { compareNames, ListingIndex } from '../catalog/listing-index.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import {
   dataDir,
   incarnationOf,

@@ -14,7 +14,7 @@ import { type CatalogDeps, createInNamespace, displayId, requireMainBranch, type
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint, pausePoint } from '../coordination/fault-points.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import { resolveTable } from '../tables/resolved-table.js';
 import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable } from '../tables/table-state.js';
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';

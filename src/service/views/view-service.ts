@@ -15,7 +15,7 @@ import { bindPythonUdf, type PythonUdfBinding, requirePythonUdfs, storeEnvelopes
 import { engineFailure } from '../engine-errors.js';
 import type { JobService } from '../jobs/job-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type ParsedView, type ViewChunker, type ViewDefinition, type ViewUdf, type ViewUdtf, viewOfTable } from './view-definition.js';
 
 // Materialized views of kinds `query`, `chunker` and `udtf` (CreateMaterializedView,
