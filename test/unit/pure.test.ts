@@ -11,7 +11,7 @@ import { caseInsensitiveEnum } from '../../src/model/common.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
 import { EngineError } from '../../src/engine/lance-engine.js';
 import { MergeTimedOut } from '../../src/engine/ports/rows.js';
-import { engineFailure, namespaceErrorOf, onEngine } from '../../src/service/engine-errors.js';
+import { engineFailure, namespaceErrorOf, onEngine } from '../../src/service/errors/engine-errors.js';
 import { tableRefOf, validateNamespaceId } from '../../src/service/catalog/layout.js';
 import { classify } from '../../src/engine/lancedb/table-access.js';
 import { Locations } from '../../src/service/catalog/locations.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type CatalogDeps, displayId } from '../catalog/catalog.js';
-import { type EngineFailureContext, onEngine } from '../engine-errors.js';
+import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
 import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
 import { TableFences } from '../tables/table-fences.js';

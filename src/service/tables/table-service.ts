@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type CommitCoordinator, EngineError } from '../../engine/lance-engine.js';
 import { claimDatasetCreation } from './dataset-creation.js';
-import { engineFailure, onEngine } from '../engine-errors.js';
+import { engineFailure, onEngine } from '../errors/engine-errors.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type {
   CreateTableResponse,

@@ -12,7 +12,7 @@ import type {
 import { displayId } from '../catalog/catalog.js';
 import type { DataTable, DataTables } from '../data/data-tables.js';
 import { bindPythonUdf, type PythonUdfBinding, requirePythonUdfs, storeEnvelopes, strictBase64 } from '../data/python-udf-columns.js';
-import { engineFailure } from '../engine-errors.js';
+import { engineFailure } from '../errors/engine-errors.js';
 import type { JobService } from '../jobs/job-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
 import type { RequestContext } from '../context/request-context.js';
