@@ -14,6 +14,7 @@ export function healthRoutes(health: HealthService): RouteGroup {
       paths: ['/live'],
       methods: ['GET'],
       response: HealthResponse,
+      open: true,
       handler: async () => ({ status: 'ok' }),
     }),
     defineRoute({
@@ -23,6 +24,7 @@ export function healthRoutes(health: HealthService): RouteGroup {
       paths: ['/ready'],
       methods: ['GET'],
       response: HealthResponse,
+      open: true,
       handler: async () => {
         const result = await health.ready();
         // The failure goes to the log as the cause (a 503 is logged with it), not into the body.
