@@ -1,4 +1,4 @@
-// Authorization (issue 10, rule 4): roles grant read / write / manage on namespace subtrees; every
+// Authorization: roles grant read / write / manage on namespace subtrees; every
 // operation needs one privilege (src/http/authorization.ts); 403 code 15 otherwise, before the
 // handler runs (so nothing changes, and nothing is told about what the caller may not see);
 // listings show only what the caller may see.

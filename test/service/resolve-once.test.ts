@@ -10,7 +10,7 @@ import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { manifestBytes } from '../support/manifests.js';
 import { storeDouble } from '../support/store-double.js';
 
-// A request resolves what it touches once (issue 9, point 1): these count the reads of the
+// A request resolves what it touches once: these count the reads of the
 // records that resolution is made of.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
