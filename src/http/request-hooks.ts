@@ -176,7 +176,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
     }),
   );
 
-  // Listings show only what the caller may see (authorization.ts).
+  // A filteredListing route's answer shows only what the caller may see (authorization.ts).
   if (authorizer) {
     app.addHook('preSerialization', (request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (err: Error | null, value?: unknown) => void) => {
       const listing = routeOf(request)?.filteredListing;
