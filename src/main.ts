@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { createApp } from './app.js';
 import { isLoopbackAddress } from './http/browser-guard.js';
 import { loadConfig } from './config.js';
-import { UnsafeStoreError } from './service/store-check.js';
+import { UnsafeStoreError } from './service/health/store-check.js';
 
 // The SDK's notice that its 2027 releases need Node 22 is noise while versions are pinned exactly.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';

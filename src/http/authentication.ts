@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, type JWK, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import { ErrorCode, NamespaceError } from '../model/errors.js';
-import { ANONYMOUS, type Principal } from '../service/request-context.js';
+import { ANONYMOUS, type Principal } from '../service/context/request-context.js';
 import { BUILTIN_ISSUER, type OAuth2Options, verifyIssuedToken } from './oauth-token.js';
 
 // Who is calling: established once per request, in the request hooks' onRequest, before anything

@@ -1,5 +1,6 @@
 import { ErrorCode, NamespaceError } from '../model/errors.js';
-import type { Principal, Privilege } from '../service/request-context.js';
+import type { Principal, Privilege } from '../service/context/request-context.js';
+import type { FilteredListing, RouteConfig } from './route.js';
 
 // What a principal may do. Roles grant a privilege on a namespace subtree (a namespace and
 // everything under it; the empty path is the whole catalog); principals hold roles. Privileges
@@ -8,7 +9,8 @@ import type { Principal, Privilege } from '../service/request-context.js';
 // on the table's namespace, the operations that span the catalog (batches, transactions) on the
 // root. Missing it is 403 code 15, decided as soon as the principal and the path id are known,
 // before the body is read (a rename's destination, in the body, is checked once it is parsed).
-// Listings show only what the caller may read (filterListing). Without an authorization
+// Listings show only what the caller may read (filterListing, for the routes declared with a
+// filteredListing). Routes declared open (health) need no privilege. Without an authorization
 // configuration every authenticated principal may do everything.
 
 const RANK: Record<Privilege, number> = { read: 1, write: 2, manage: 3 };
@@ -31,8 +33,22 @@ export interface AuthorizationOptions {
  */
 type Target = 'namespace' | 'table' | 'root' | 'body';
 
+/** A place a body names and the privilege it needs there (`namespace`: the id is a namespace's, else a table's). */
+interface BodyPlace {
+  id: string[];
+  privilege: Privilege;
+  namespace: boolean;
+}
+
+interface Operation {
+  privilege: Privilege;
+  target: Target;
+  /** The places its body names that it changes, checked once the body is parsed (checkBody). */
+  inBody?: (body: unknown) => BodyPlace[];
+}
+
 /** The privilege each operation needs, and on what (the README's table is this one). */
-export const OPERATIONS: Readonly<Record<string, { privilege: Privilege; target: Target }>> = {
+export const OPERATIONS: Readonly<Record<string, Operation>> = {
   // read
   ListNamespaces: { privilege: 'read', target: 'namespace' },
   DescribeNamespace: { privilege: 'read', target: 'namespace' },
@@ -79,7 +95,7 @@ export const OPERATIONS: Readonly<Record<string, { privilege: Privilege; target:
   DeleteTableBranch: { privilege: 'write', target: 'table' },
   CreateMaterializedView: { privilege: 'write', target: 'table' },
   RefreshMaterializedView: { privilege: 'write', target: 'table' },
-  BatchCreateTableVersions: { privilege: 'write', target: 'body' },
+  BatchCreateTableVersions: { privilege: 'write', target: 'body', inBody: batchEntries },
   AlterTransaction: { privilege: 'write', target: 'root' },
   // manage: the catalog's structure
   CreateNamespace: { privilege: 'manage', target: 'namespace' },
@@ -87,14 +103,11 @@ export const OPERATIONS: Readonly<Record<string, { privilege: Privilege; target:
   RegisterTable: { privilege: 'manage', target: 'table' },
   DropTable: { privilege: 'manage', target: 'table' },
   DeregisterTable: { privilege: 'manage', target: 'table' },
-  RenameTable: { privilege: 'manage', target: 'table' },
+  RenameTable: { privilege: 'manage', target: 'table', inBody: renameDestination },
   BatchDeleteTableVersions: { privilege: 'manage', target: 'table' },
   // Each operation on its table: declare and create_table_version need write, delete_table_versions and deregister_table manage.
-  BatchCommitTables: { privilege: 'write', target: 'body' },
+  BatchCommitTables: { privilege: 'write', target: 'body', inBody: batchOperations },
 };
-
-/** Operations answered to anyone (health). */
-export const OPEN_OPERATIONS: ReadonlySet<string> = new Set(['Live', 'Ready']);
 
 const denied = (principal: Principal, operationId: string, namespace: string[], privilege: Privilege): NamespaceError =>
   new NamespaceError(
@@ -113,32 +126,37 @@ const COMMIT_OPERATIONS: Readonly<Record<string, Privilege>> = {
   deregister_table: 'manage',
 };
 
-/** The ids a body names and the privilege each needs (`namespace`: the id is a namespace's, else a table's). */
-function placesInBody(operationId: string, body: unknown): Array<{ id: string[]; privilege: Privilege; namespace: boolean }> {
-  if (operationId === 'RenameTable') {
-    const destination = field(body, 'new_namespace_id');
-    return isId(destination) ? [{ id: destination, privilege: 'manage', namespace: true }] : [];
-  }
-  const list = (key: string): unknown[] => {
-    const value = field(body, key);
-    return Array.isArray(value) ? value : [];
-  };
-  if (operationId === 'BatchCreateTableVersions') {
-    return list('entries').flatMap((entry) => {
-      const id = field(entry, 'id');
-      return isId(id) ? [{ id, privilege: 'write' as const, namespace: false }] : [];
-    });
-  }
-  if (operationId === 'BatchCommitTables') {
-    return list('operations').flatMap((op) =>
-      Object.entries(COMMIT_OPERATIONS).flatMap(([kind, privilege]) => {
-        const id = field(field(op, kind), 'id');
-        return isId(id) ? [{ id, privilege, namespace: false }] : [];
-      }),
-    );
-  }
-  return [];
+const list = (body: unknown, key: string): unknown[] => {
+  const value = field(body, key);
+  return Array.isArray(value) ? value : [];
+};
+
+/** A rename's destination namespace (manage). */
+function renameDestination(body: unknown): BodyPlace[] {
+  const destination = field(body, 'new_namespace_id');
+  return isId(destination) ? [{ id: destination, privilege: 'manage', namespace: true }] : [];
 }
+
+/** The table of each entry of a BatchCreateTableVersions (write). */
+function batchEntries(body: unknown): BodyPlace[] {
+  return list(body, 'entries').flatMap((entry) => {
+    const id = field(entry, 'id');
+    return isId(id) ? [{ id, privilege: 'write' as const, namespace: false }] : [];
+  });
+}
+
+/** The table of each operation of a BatchCommitTables (the privilege of its kind). */
+function batchOperations(body: unknown): BodyPlace[] {
+  return list(body, 'operations').flatMap((op) =>
+    Object.entries(COMMIT_OPERATIONS).flatMap(([kind, privilege]) => {
+      const id = field(field(op, kind), 'id');
+      return isId(id) ? [{ id, privilege, namespace: false }] : [];
+    }),
+  );
+}
+
+/** What the checks read of a route's declaration (route.ts). */
+type RouteFacts = Pick<RouteConfig, 'operationId' | 'open' | 'filteredListing'>;
 
 const under = (path: string[], subtree: string[]): boolean => subtree.length <= path.length && subtree.every((part, i) => path[i] === part);
 
@@ -159,9 +177,10 @@ export class Authorizer {
     return this.may(principal, 'read', namespace) || (this.grants.get(principal.id) ?? []).some((g) => under(g.namespace, namespace));
   }
 
-  /** 403 code 15 unless `principal` may run `operationId` on the path id `pathId` (decided before the body is read). */
-  check(principal: Principal, operationId: string, pathId: string[]): void {
-    if (OPEN_OPERATIONS.has(operationId)) return;
+  /** 403 code 15 unless `principal` may run `route`'s operation on the path id `pathId` (decided before the body is read). */
+  check(principal: Principal, route: RouteFacts, pathId: string[]): void {
+    if (route.open) return;
+    const { operationId, filteredListing } = route;
     const operation = OPERATIONS[operationId];
     // An operation nobody mapped is refused rather than let through.
     if (!operation) throw new NamespaceError(ErrorCode.PermissionDenied, `${operationId} is not authorized for anyone`);
@@ -171,7 +190,11 @@ export class Authorizer {
     // Listings of namespaces are allowed to whoever sees the parent, and of all tables to anyone;
     // they show only what the caller may see (filterListing).
     const allowed =
-      operationId === 'ListAllTables' ? true : operationId === 'ListNamespaces' ? this.sees(principal, namespace) : this.may(principal, operation.privilege, namespace);
+      filteredListing === 'table-ids'
+        ? true
+        : filteredListing === 'child-namespaces'
+          ? this.sees(principal, namespace)
+          : this.may(principal, operation.privilege, namespace);
     if (!allowed) throw denied(principal, operationId, namespace, operation.privilege);
   }
 
@@ -181,16 +204,15 @@ export class Authorizer {
    * table's namespace). What does not have the shape the route's schema takes is left to it (400).
    */
   checkBody(principal: Principal, operationId: string, body: unknown): void {
-    for (const { id, privilege, namespace } of placesInBody(operationId, body)) {
+    for (const { id, privilege, namespace } of OPERATIONS[operationId]?.inBody?.(body) ?? []) {
       const where = namespace ? id : id.slice(0, -1);
       if (!this.may(principal, privilege, where)) throw denied(principal, operationId, where, privilege);
     }
   }
 
-  /** The names of a listing's page that `principal` may see: child namespaces of `parent`, or tables as ids in `table` listings. */
-  filterListing(principal: Principal, operationId: string, parent: string[], names: string[], delimiter: string): string[] {
-    if (operationId === 'ListNamespaces') return this.may(principal, 'read', parent) ? names : names.filter((n) => this.sees(principal, [...parent, n]));
-    if (operationId === 'ListAllTables') return names.filter((id) => this.may(principal, 'read', id.split(delimiter).slice(0, -1)));
-    return names;
+  /** The names of a listing's page that `principal` may see: child namespaces of `parent`, or tables as full ids. */
+  filterListing(principal: Principal, listing: FilteredListing, parent: string[], names: string[], delimiter: string): string[] {
+    if (listing === 'child-namespaces') return this.may(principal, 'read', parent) ? names : names.filter((n) => this.sees(principal, [...parent, n]));
+    return names.filter((id) => this.may(principal, 'read', id.split(delimiter).slice(0, -1)));
   }
 }

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { errorCodes, type FastifyRequest } from 'fastify';
-import { joinYielding } from '../join-yielding.js';
+import { joinYielding } from '../event-loop/join-yielding.js';
 import { invalidInput } from '../model/errors.js';
 
 /**

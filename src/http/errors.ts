@@ -1,7 +1,7 @@
 import { ZodError } from 'zod';
 import type { ErrorResponse } from '../model/common.js';
 import { ErrorCode } from '../model/errors.js';
-import { namespaceErrorOf } from '../service/engine-errors.js';
+import { namespaceErrorOf } from '../service/errors/engine-errors.js';
 
 // One mapping from every error to the spec's error body and HTTP status: the service's failures
 // arrive as NamespaceError (store and engine errors that reached here unmapped are translated by

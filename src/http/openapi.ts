@@ -1,4 +1,3 @@
-import { OPEN_OPERATIONS } from './authorization.js';
 import { z } from 'zod';
 import type { RouteSpec } from './route.js';
 
@@ -87,8 +86,8 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
           summary: route.summary,
           tags: [route.tag],
           ...(index > 0 ? { deprecated: true, description: `Alias of ${route.paths[0]} kept for older clients.` } : {}),
-          // Health answers without credentials whatever is configured (authentication.ts).
-          ...(OPEN_OPERATIONS.has(route.operationId) ? { security: [] } : {}),
+          // An open route (health) answers without credentials whatever is configured (authentication.ts).
+          ...(route.open ? { security: [] } : {}),
           parameters,
           ...(requestBody ? { requestBody } : {}),
           responses:

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { invalidInput } from '../model/errors.js';
 import { requireMainBranch } from '../service/catalog/catalog.js';
-import { ANONYMOUS, type Principal, type RequestContext, type VendRecord } from '../service/request-context.js';
+import { ANONYMOUS, type Principal, type RequestContext, type VendRecord } from '../service/context/request-context.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Authorizer } from './authorization.js';
 import type { RateLimiter } from './rate-limit.js';
@@ -137,7 +137,7 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
         const route = routeOf(request);
         if (route) {
           resolvePath(request);
-          authorizer?.check(principal, route.operationId, request.pathId);
+          authorizer?.check(principal, route, request.pathId);
         }
       } catch (e) {
         done(e as Error);
@@ -176,15 +176,15 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
     }),
   );
 
-  // Listings show only what the caller may see (authorization.ts).
+  // A filteredListing route's answer shows only what the caller may see (authorization.ts).
   if (authorizer) {
     app.addHook('preSerialization', (request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (err: Error | null, value?: unknown) => void) => {
-      const operationId = routeOf(request)?.operationId;
+      const listing = routeOf(request)?.filteredListing;
       const body = asRecord(payload);
-      const field = operationId === 'ListNamespaces' ? 'namespaces' : operationId === 'ListAllTables' ? 'tables' : undefined;
-      const names = field && body ? body[field] : undefined;
-      if (operationId && field && Array.isArray(names)) {
-        done(null, { ...body, [field]: authorizer.filterListing(request.principal, operationId, request.pathId, names as string[], request.delimiter) });
+      const field = listing === 'child-namespaces' ? 'namespaces' : 'tables';
+      const names = listing && body ? body[field] : undefined;
+      if (listing && Array.isArray(names)) {
+        done(null, { ...body, [field]: authorizer.filterListing(request.principal, listing, request.pathId, names as string[], request.delimiter) });
         return;
       }
       done(null, payload);

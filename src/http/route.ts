@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
-import type { RequestContext } from '../service/request-context.js';
+import type { RequestContext } from '../service/context/request-context.js';
 import type { BoundedList, LargeBodySlots } from './limits.js';
 import { parseRequestPart } from './zod-compilers.js';
 
@@ -26,6 +26,14 @@ export interface RouteInput<B, Q> {
   /** Extra path parameters (e.g. index_name). */
   params: Record<string, string>;
 }
+
+/**
+ * A listing that shows the caller only the names it may see (authorization.ts filterListing), and
+ * so needs less than read on its place (Authorizer.check): `child-namespaces`, the `namespaces`
+ * under the path's namespace, to whoever sees that namespace; `table-ids`, the `tables` of the
+ * whole catalog as full ids, to anyone.
+ */
+export type FilteredListing = 'child-namespaces' | 'table-ids';
 
 /** 'unsupported': the route always answers 406 (documented so, and nothing else). */
 export type RouteResponse = z.ZodType | 'empty' | 'arrow-file' | 'unsupported';
@@ -53,6 +61,14 @@ export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType 
   mainBranchOnly?: boolean;
   /** A list of the body bounded by a request limit (limits.ts): past it, a 400 before anything is validated or done. */
   boundedList?: BoundedList;
+  /** Its answer is filtered to what the caller may see (see FilteredListing). */
+  filteredListing?: FilteredListing;
+  /**
+   * Answered to anyone (health): it needs no privilege, and the OpenAPI document asks no
+   * credentials of it. Authentication lets its path through by itself (authentication.ts), before
+   * any route is known: an open route's path must be one of those.
+   */
+  open?: boolean;
   /** Returns the response body (ignored for 'empty'). */
   handler(input: RouteInput<z.output<B>, z.output<Q>>): Promise<unknown>;
 }
@@ -87,6 +103,8 @@ export interface RouteConfig {
   arrowBody: boolean;
   bodyIdIsPathId: boolean;
   boundedList: BoundedList | null;
+  filteredListing: FilteredListing | null;
+  open: boolean;
 }
 
 declare module 'fastify' {
@@ -175,6 +193,8 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
     arrowBody: route.arrowBody ?? false,
     bodyIdIsPathId: route.bodyIdIsPathId ?? true,
     boundedList: route.boundedList ?? null,
+    filteredListing: route.filteredListing ?? null,
+    open: route.open ?? false,
   };
   const jsonResponse = typeof route.response === 'object' ? route.response : undefined;
   // Decided before the body is read, so a refused body costs no memory.

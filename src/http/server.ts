@@ -7,7 +7,7 @@ import { type ConsoleOptions, useConsole } from './console.js';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
-import type { HealthService } from '../service/health.js';
+import type { HealthService } from '../service/health/health-service.js';
 import type { NamespaceService } from '../service/catalog/namespace-service.js';
 import type { TableService } from '../service/tables/table-service.js';
 import type { ColumnService } from '../service/data/columns.js';

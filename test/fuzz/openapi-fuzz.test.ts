@@ -1,4 +1,4 @@
-// Fuzzing the served OpenAPI document (issue 10, rule 7): schemathesis (pinned in
+// Fuzzing the served OpenAPI document: schemathesis (pinned in
 // scripts/install-python-test-deps.sh) generates requests for every operation from the document,
 // covering its schemas' edges, random bodies and chains of calls, and fails on any 5xx and on any
 // response, success or error, that does not match what the document declares (the errors: the

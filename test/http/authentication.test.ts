@@ -1,4 +1,4 @@
-// Authentication (issue 10, rule 3): bearer JWTs verified against configured keys or a JWKS URL
+// Authentication: bearer JWTs verified against configured keys or a JWKS URL
 // (issuer, audience, expiry, clock skew), and API keys in x-api-key of which the configuration
 // holds only the SHA-256. Anything else is 401 code 16 with WWW-Authenticate and changes nothing;
 // the health checks and the OpenAPI document stay open.

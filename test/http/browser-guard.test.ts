@@ -1,4 +1,4 @@
-// Browsers cannot drive the service by accident (issue 10, rule 2): a web page's cross-site request,
+// Browsers cannot drive the service by accident: a web page's cross-site request,
 // a request for another host name (DNS rebinding) and a body of a type a page may send without
 // asking are refused before anything changes; configured origins get CORS.
 

@@ -7,7 +7,7 @@ import { manifestBytes } from '../support/manifests.js';
 
 // A lost race is contention, not a failure: N writers committing the same version through the
 // HTTP API leave the store's `put` calls with outcome `error` untouched, and at least one
-// `precondition_failed` per writer that lost (issue 28, point 11). An operator alerts on `error`.
+// `precondition_failed` per writer that lost. An operator alerts on `error`.
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 const ROUNDS = 4;

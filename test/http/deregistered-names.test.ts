@@ -5,7 +5,7 @@ import { peopleStream, readRows } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
 import { encodeRecord } from '../../src/service/catalog/records.js';
 
-// The edges of a deregistered name (issue 28, point 5; the invariant in
+// The edges of a deregistered name (the invariant in
 // src/service/tables/table-state.ts): what else meets a name whose directory holds a deregistered
 // table's data. The races and crashes are in test/process/deregistered-names.test.ts.
 

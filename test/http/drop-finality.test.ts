@@ -5,7 +5,7 @@ import { peopleStream, readRows } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
 import { manifestBytes } from '../support/manifests.js';
 
-// An acknowledged drop is final (issue 8, point 1). Writes already in flight when DropTable
+// An acknowledged drop is final. Writes already in flight when DropTable
 // arrives either land before the drop (and go with the table) or fail; none of them may make the
 // table visible again afterwards, and the name can then be created afresh holding only the new
 // table's rows. The old code revived the table in most rounds: a commit landing after the drop

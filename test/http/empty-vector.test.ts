@@ -3,7 +3,7 @@ import { arrow } from '../../src/engine/arrow.js';
 import { useTestApp } from '../support/app.js';
 import { backends } from '../support/backends.js';
 
-// Issue 8, point 9: LanceDB clients send filter-only and full-text queries to QueryTable with an
+// LanceDB clients send filter-only and full-text queries to QueryTable with an
 // empty query vector. An empty vector means no vector search.
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };

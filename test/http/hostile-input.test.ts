@@ -8,7 +8,7 @@ import { peopleStream } from '../support/arrow-data.js';
 import { backends, localBackend, type TestRoot } from '../support/backends.js';
 import { expectSpecBody } from '../support/spec-body.js';
 
-// Issue 8, points 7 and 8: every input that can make the reply fail is refused before anything
+// Every input that can make the reply fail is refused before anything
 // changes, and every error (framework, store, engine) has the spec body without internals.
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
@@ -96,7 +96,7 @@ describe.each(backends())('hostile input on $name', (backend) => {
   });
 });
 
-describe.each(backends())('a root whose last segment is a word, on $name (issue 28, point 7)', (backend) => {
+describe.each(backends())('a root whose last segment is a word, on $name', (backend) => {
   // `cat` is in `location` and `catalog`, and in names and locations clients send: only the root
   // itself, as a whole location prefix, may be cut from a message.
   const fx = useTestApp({ ...backend, newRoot: () => backend.newRoot({ leaf: 'cat' }) });

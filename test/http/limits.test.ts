@@ -6,7 +6,7 @@ import { listenTestApp, startTestApp, type TestApp, useTestApp } from '../suppor
 import { peopleStream } from '../support/arrow-data.js';
 import { backends, localBackend, type TestRoot } from '../support/backends.js';
 
-// Issue 8, point 10: big inputs cost what they must. String maps past the documented limits are
+// Big inputs cost what they must. String maps past the documented limits are
 // refused before validation or any write; large Arrow bodies are admitted a few at a time.
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
@@ -62,7 +62,7 @@ describe.each(backends())('string map limits on $name', (backend) => {
   });
 });
 
-// Issue 28, point 3: a batch is applied in one request, under one lease, at a cost of store round
+// A batch is applied in one request, under one lease, at a cost of store round
 // trips per item; past the limits it is refused before anything is validated in depth or written.
 describe('batch limits', () => {
   const fx = useTestApp(localBackend, { maxBatchOperations: 3, maxBatchEntries: 3 });

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildHttpServer, type Services } from '../../src/http/server.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 
 // The request pipeline of the HTTP layer over stub services: what the hooks and the zod
 // compilers do on their own, without a catalog behind them.

@@ -1,4 +1,4 @@
-// Only the catalog's own places are reached (issue 10, rule 1): a registered location is inside the
+// Only the catalog's own places are reached: a registered location is inside the
 // root or under a configured allowed location, a symbolic link cannot lead out of either, and a
 // client's storage options never change where the engine connects or with which credentials.
 

@@ -5,7 +5,7 @@ import { type App, createApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { type CarelessS3, startCarelessS3 } from '../support/careless-s3.js';
 
-// A store that stops honouring conditional writes while the service runs (issue 28, point 10): the
+// A store that stops honouring conditional writes while the service runs: the
 // next scheduled check logs an error and /health/ready answers 503 from then on, naming no
 // internals. (At start-up such a store stops the service: test/process/main.test.ts.)
 

@@ -9,7 +9,7 @@ import { FailingDisk } from '../support/failing-disk.js';
 import { expectSpecBody } from '../support/spec-body.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
-// Issue 28, points 6 and 9: with the store gone under writers, every answer is a success or the
+// With the store gone under writers, every answer is a success or the
 // spec's 503 code 17, and no body names the endpoint, the bucket, the root or the engine's
 // sources (with radosgw killed, a CreateTable got 500 with all of these); nothing acknowledged is
 // lost once the store is back. On S3 the store is taken away by cutting a proxy between the

@@ -1,4 +1,4 @@
-// No request reaches through a symbolic link below a local root (issue 28, points 1 and 2).
+// No request reaches through a symbolic link below a local root.
 // Someone who can write the root's file system plants links: a table directory, a namespace
 // directory or a staged manifest that leads elsewhere (out of the root, or to another namespace's
 // data inside it). The catalog follows none of them: a table or namespace reached through one does

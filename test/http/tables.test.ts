@@ -48,7 +48,7 @@ describe.each(backends())('tables on $name', (backend) => {
     expect((await fx.t.call('POST', '/v1/table/ns%24elsewhere/exists', {})).status).toBe(404);
   });
 
-  it('refuses a create location other than the table directory, as declare does (issue 28, point 9)', async () => {
+  it('refuses a create location other than the table directory, as declare does', async () => {
     const q = (location: string) => `?location=${encodeURIComponent(location)}`;
     const declared = await fx.t.call('POST', '/v1/table/ns%24placed/declare', { location: 'other/place.lance' });
     const created = await create('ns$placed', [1], q('other/place.lance'));

@@ -6,11 +6,11 @@ import { listAll } from '../../src/store/object-store.js';
 import { backends, type TestRoot } from '../support/backends.js';
 import { type ServiceProcess, useCrashRoot } from '../support/service-process.js';
 
-// A batch that takes longer than its lease, on two replicas (issue 28, point 3). A 50,000-declare
+// A batch that takes longer than its lease, on two replicas. A 50,000-declare
 // BatchCommitTables took minutes; the other replica's poller found its 30 s lease run out (it was
 // never renewed) and rolled the batch back under its coordinator, which answered 409 after ~160 s.
 // Here the coordinator is a real service process that pauses, alive, at pause points of every
-// phase of the protocol (src/service/fault-points.ts) for several leases each: before its commit
+// phase of the protocol (src/service/coordination/fault-points.ts) for several leases each: before its commit
 // point (preparation), after it (rolling forward) and after Succeeded (clean-up). The survivor, a
 // second replica on the same root, polls for dead batches all the while.
 // - Alive, the coordinator keeps its lease: the survivor leaves the batch alone, the batch commits.

@@ -5,7 +5,7 @@ import { peopleStream, readRows } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { rootArgs, type ServiceProcess, startServiceProcess, useCrashRoot } from '../support/service-process.js';
 
-// A deregistered table frees its name and keeps its data (issue 28, point 5): the next table of
+// A deregistered table frees its name and keeps its data: the next table of
 // the name lives in a directory of its own, and nothing the name's later tables do (create, fill,
 // drop, a create or drop killed half-way, a dead create taken over) reads, changes or deletes the
 // deregistered data (the invariant in src/service/tables/table-state.ts). Two service processes on

@@ -5,8 +5,7 @@ import { peopleStream, readRows } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { type ServiceProcess, useCrashRoot } from '../support/service-process.js';
 
-// A CreateTable (or a DropTable) that dies half-way leaves nothing behind that blocks the name
-// (issue 8, point 3).
+// A CreateTable (or a DropTable) that dies half-way leaves nothing behind that blocks the name.
 // The process creating the table is SIGKILLed at each step of the create protocol
 // (src/service/tables/table-service.ts createNew) while a second replica, started before and never restarted,
 // watches: the half-made table is never visible (not listed, not described, not taken for a

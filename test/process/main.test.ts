@@ -86,7 +86,7 @@ describe('the service process', () => {
   });
 });
 
-// Issue 28, point 10: on a store that ignores If-None-Match and If-Match, every race the service
+// On a store that ignores If-None-Match and If-Match, every race the service
 // settles would silently lose acknowledged writes, so it does not start there unless told to.
 describe('the service process on a store that does not honour conditional writes', () => {
   const SECRET = 'careless-secret-key';

@@ -4,7 +4,7 @@ import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { rootArgs, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 
 // A Restrict drop of a namespace racing creators of its children, from two service processes on
-// one root (issue 8, point 6). Never a child in a dropped namespace, and every answer is true: a
+// one root. Never a child in a dropped namespace, and every answer is true: a
 // creator answers 404 only when the namespace is gone afterwards, a drop answers 409 only naming
 // children that exist afterwards. The old code let creators that met the drop's mark roll back
 // and answer 404 while the drop then failed on their (rolled back) children and the namespace

@@ -17,7 +17,7 @@ import { callUrl, rootArgs, type ServiceProcess, startServiceProcess } from '../
 import { IN_DOUBT_HEADER, type Spreader, startSpreader } from '../support/spreader.js';
 import { type PylanceWriter, startPylanceWriter, writerRows, writerSchema } from './replica-clients.js';
 
-// Many replicas (issue 11, point 2): three service processes on one root behind a client-side
+// Many replicas: three service processes on one root behind a client-side
 // spreader (test/support/spreader.ts: round robin; a refused connection or a read is sent to the
 // next replica, a mutation cut off by a dying replica is answered 502 "in doubt"), running a mixed
 // concurrent workload bounded by a count of operations:

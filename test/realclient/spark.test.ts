@@ -4,7 +4,7 @@ import { readRows } from '../support/arrow-data.js';
 import { clientRoots, describeRun, runPythonScript, SPARK_INSTALL_SCRIPT, SPARK_VENV, useClientServer } from '../support/python.js';
 
 // Spark SQL through lance-spark 0.4.0 (org.lance:lance-spark-3.5_2.12 from Maven Central, Spark
-// 3.5 in local mode bound to 127.0.0.1) against the service's REST namespace (issue 28, point 5).
+// 3.5 in local mode bound to 127.0.0.1) against the service's REST namespace.
 // lance-spark turns DROP TABLE into DeregisterTable: the old code then answered the next CREATE
 // TABLE of the name 409 code 5 and DROP NAMESPACE 409 code 3, naming a table no listing showed.
 // Now the name is free at once, the dropped table's data stays where it was, and the namespace

@@ -14,7 +14,7 @@ import { lancedb } from '../support/lancedb-client.js';
 import { s3Backends, type TestRoot } from '../support/backends.js';
 import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, runPytest } from '../support/python.js';
 
-// Issue 10's "done when": pylance with nothing but the service URL and a token writes and reads a
+// Pylance with nothing but the service URL and a token writes and reads a
 // table on radosgw through vended credentials (STS AssumeRole with a session policy per table),
 // which reach only their table's directory, read-only for a reader. radosgw implements STS and
 // session policies; scripts/rgw.sh creates the role `vend` the service assumes.

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog, type TransactionRecord } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../src/model/errors.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersions } from '../../src/service/versions/dataset-versions.js';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { StoreUnavailableError } from '../../src/store/object-store.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
@@ -10,7 +10,7 @@ import { localCatalogDeps, useLocalRoot } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
 // A create whose data write fails while the store cannot delete (an outage) must not leave a
-// record that blocks the name (issue 8, point 3). The old code's undo was one delete of the
+// record that blocks the name. The old code's undo was one delete of the
 // record: when it failed, the bare record stayed, was listed as a declared table nobody declared,
 // and every later create answered 409 "being created by another request" forever.
 

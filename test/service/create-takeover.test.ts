@@ -4,7 +4,7 @@ import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { tableRecordKey } from '../../src/service/catalog/layout.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { localCatalogDeps, useLocalRoot } from '../support/local-catalog.js';

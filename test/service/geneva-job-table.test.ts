@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
-import { DataTables } from '../../src/service/data/dataset.js';
+import { DataTables } from '../../src/service/data/data-tables.js';
 import { GENEVA_JOBS_TABLE, GenevaJobTable } from '../../src/service/jobs/geneva-job-table.js';
 import type { BackfillJob } from '../../src/service/jobs/backfill-plan.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog, type TransactionRecord } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';

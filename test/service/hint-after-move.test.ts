@@ -1,7 +1,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersions } from '../../src/service/versions/dataset-versions.js';

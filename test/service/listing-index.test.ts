@@ -5,7 +5,7 @@ import { compareNames } from '../../src/service/catalog/listing-index.js';
 import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { parseLocation, storeAt } from '../../src/store/open-store.js';
 import { listAll, type ObjectStore, type PutCondition } from '../../src/store/object-store.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { resolveTable } from '../../src/service/tables/resolved-table.js';
 import { TableService } from '../../src/service/tables/table-service.js';
@@ -10,7 +10,7 @@ import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { manifestBytes } from '../support/manifests.js';
 import { storeDouble } from '../support/store-double.js';
 
-// A request resolves what it touches once (issue 9, point 1): these count the reads of the
+// A request resolves what it touches once: these count the reads of the
 // records that resolution is made of.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };

@@ -1,12 +1,12 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { ServiceLogger } from '../../src/service/logger.js';
-import { StoreCheck, type StoreCheckOptions, UnsafeStoreError } from '../../src/service/store-check.js';
+import type { ServiceLogger } from '../../src/service/context/logger.js';
+import { StoreCheck, type StoreCheckOptions, UnsafeStoreError } from '../../src/service/health/store-check.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import { listAll, type ObjectStore, type PutCondition, StoreUnavailableError } from '../../src/store/object-store.js';
 import { backends } from '../support/backends.js';
 import { storeDouble } from '../support/store-double.js';
 
-// The check that the store honours conditional writes (issue 28, point 10): a store that ignores
+// The check that the store honours conditional writes: a store that ignores
 // If-None-Match or If-Match stops the service at start-up, with a message naming the store and
 // what it did not honour, unless allowed (then loudly); found later, the replica is no longer
 // ready; a probe that fails for another reason (a read-only or unreachable store) decides nothing.

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import type { CatalogDeps } from '../../src/service/catalog/catalog.js';
-import { DataTables } from '../../src/service/data/dataset.js';
+import { DataTables } from '../../src/service/data/data-tables.js';
 import { RowService } from '../../src/service/data/rows.js';
 import { Locations } from '../../src/service/catalog/locations.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';
-import type { RequestContext } from '../../src/service/request-context.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
 import { type ObjectStore, type PutCondition, PreconditionFailedError } from '../../src/store/object-store.js';

@@ -55,7 +55,7 @@ export function rootArgs(root: TestRoot, leaseMs: number): string[] {
   return args;
 }
 
-/** Pause points of src/service/fault-points.ts, and how long the process waits, alive, at each. */
+/** Pause points of src/service/coordination/fault-points.ts, and how long the process waits, alive, at each. */
 export interface PausePoints {
   points: string[];
   ms: number;
@@ -64,7 +64,7 @@ export interface PausePoints {
 /**
  * Starts src/main.ts through tsx (as `npm run dev` does) on a loopback port, resolving once it
  * listens. `faultPoint` arms LANCE_NS_FAULT_POINT, `pause` LANCE_NS_PAUSE_POINTS and
- * LANCE_NS_PAUSE_MS (src/service/fault-points.ts); `live` tracks the child until it exits, so a
+ * LANCE_NS_PAUSE_MS (src/service/coordination/fault-points.ts); `live` tracks the child until it exits, so a
  * test can kill whatever is left.
  */
 export function startServiceProcess(options: { args: string[]; cwd?: string; faultPoint?: string; pause?: PausePoints; live?: Set<ChildProcess> }): Promise<ServiceProcess> {

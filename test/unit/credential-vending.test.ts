@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { CredentialCache, type CredentialScope, type CredentialVendor } from '../../src/auth/credential-vendor.js';
-import { sessionPolicy } from '../../src/auth/sts-credential-vendor.js';
+import { CredentialCache, type CredentialScope, type CredentialVendor } from '../../src/vending/credential-vendor.js';
+import { sessionPolicy } from '../../src/vending/sts-credential-vendor.js';
 import { NamespaceError } from '../../src/model/errors.js';
-import type { RequestContext, VendRecord } from '../../src/service/request-context.js';
+import type { RequestContext, VendRecord } from '../../src/service/context/request-context.js';
 import { NO_CREDENTIALS_KEY, protectedKeys, TableCredentials } from '../../src/service/tables/credential-vending.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
 import { S3ObjectStore } from '../../src/store/s3/s3-store.js';

@@ -11,7 +11,7 @@ import { caseInsensitiveEnum } from '../../src/model/common.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
 import { EngineError } from '../../src/engine/lance-engine.js';
 import { MergeTimedOut } from '../../src/engine/ports/rows.js';
-import { engineFailure, namespaceErrorOf, onEngine } from '../../src/service/engine-errors.js';
+import { engineFailure, namespaceErrorOf, onEngine } from '../../src/service/errors/engine-errors.js';
 import { tableRefOf, validateNamespaceId } from '../../src/service/catalog/layout.js';
 import { classify } from '../../src/engine/lancedb/table-access.js';
 import { Locations } from '../../src/service/catalog/locations.js';
@@ -155,7 +155,7 @@ describe('error mapping', () => {
       expect(wire.body).toMatchObject({ code, error: `boom ${code}`, instance: '/v1/x', status });
     });
   });
-  it('titles every answer after its code, not its status (issue 28, point 8)', () => {
+  it('titles every answer after its code, not its status', () => {
     const titles = [
       'The server does not support this operation',
       'Namespace not found',
@@ -245,7 +245,7 @@ const STORE_OUTAGES: Record<string, string> = {
   credentials: 'lance error: LanceError(IO): Failed to get AWS credentials: failed to load IMDS session token: dispatch failure: timeout: error trying to connect: HTTP connect timeout occurred after 1s',
 };
 
-describe('engine failures of an unreachable store (issue 28, point 6)', () => {
+describe('engine failures of an unreachable store', () => {
   it('are a 503 code 17 that names no endpoint, bucket, path or engine source', () => {
     const scrub = messageScrubber(['s3://relbucket/cat', 'cat']);
     for (const [what, message] of Object.entries(STORE_OUTAGES)) {
@@ -274,7 +274,7 @@ describe('engine failures of an unreachable store (issue 28, point 6)', () => {
   });
 });
 
-describe('message scrubbing (issue 28, point 7)', () => {
+describe('message scrubbing', () => {
   /** The forms app.ts gives for a root: its URI, its location and its object path. */
   const scrubberOf = (root: string) => {
     const store = storeAt(parseLocation(root) ?? { kind: 'local', dir: root }, { region: 'r', forcePathStyle: true });

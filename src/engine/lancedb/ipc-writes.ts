@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { joinYielding, Pacer } from '../../join-yielding.js';
+import { joinYielding, Pacer } from '../../event-loop/join-yielding.js';
 import { arrow } from '../arrow.js';
 import { EngineError } from '../dataset-location.js';
 import type { Connection, Table } from './table-access.js';

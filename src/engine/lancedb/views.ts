@@ -1,5 +1,5 @@
 import type * as Arrow from 'apache-arrow';
-import { joinYielding } from '../../join-yielding.js';
+import { joinYielding } from '../../event-loop/join-yielding.js';
 import { arrow, withFieldMetadata } from '../arrow.js';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { IS_SET, type Materialization, type Materialized, SOURCE_ROW_ID, type ViewOps } from '../ports/views.js';

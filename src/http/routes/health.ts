@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import type { HealthService } from '../../service/health.js';
+import type { HealthService } from '../../service/health/health-service.js';
 import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
 const HealthResponse = z.object({ status: z.literal('ok') }).meta({ id: 'HealthResponse' });
@@ -14,6 +14,7 @@ export function healthRoutes(health: HealthService): RouteGroup {
       paths: ['/live'],
       methods: ['GET'],
       response: HealthResponse,
+      open: true,
       handler: async () => ({ status: 'ok' }),
     }),
     defineRoute({
@@ -23,6 +24,7 @@ export function healthRoutes(health: HealthService): RouteGroup {
       paths: ['/ready'],
       methods: ['GET'],
       response: HealthResponse,
+      open: true,
       handler: async () => {
         const result = await health.ready();
         // The failure goes to the log as the cause (a 503 is logged with it), not into the body.

@@ -35,6 +35,7 @@ export function namespaceRoutes(namespaces: NamespaceService): RouteGroup {
       body: ListNamespacesRequest,
       query: ListNamespacesQuery,
       response: ListNamespacesResponse,
+      filteredListing: 'child-namespaces',
       handler: ({ ctx, id, body, query }) => {
         const { page_token, limit } = queryOrBody(query, body, ['page_token', 'limit']);
         return namespaces.list(ctx, id, { pageToken: page_token, limit });

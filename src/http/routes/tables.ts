@@ -52,6 +52,7 @@ export function tableRoutes(tables: TableService): RouteGroup {
       body: ListTablesRequest,
       query: ListTablesQuery,
       response: ListTablesResponse,
+      filteredListing: 'table-ids',
       handler: ({ ctx, delimiter, body, query }) => tables.listAll(ctx, delimiter, listArgs(query, body)),
     }),
     defineRoute({

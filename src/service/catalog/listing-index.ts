@@ -7,7 +7,7 @@ import type { Locations } from './locations.js';
 import { type IndexSnapshot, ListingSnapshots, type PendingEntry } from './listing-snapshot.js';
 import type { PageTokens } from './page-token.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint } from '../coordination/fault-points.js';
 import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
 
 // The listing index of a namespace's children: empty keys under `<ns>/_catalog/` whose names say

@@ -16,7 +16,7 @@ import { TableFences } from '../tables/table-fences.js';
 import { ListingIndex } from './listing-index.js';
 import { dataDir, isVisible, leftoverDir, readTableState } from '../tables/table-state.js';
 import { encodeRecord, NamespaceRecord } from './records.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 
 const CAS_RETRIES = 10;
 const CHECK_CONCURRENCY = 16;

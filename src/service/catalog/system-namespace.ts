@@ -1,5 +1,5 @@
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import { type CatalogDeps, type ResolvedNamespace, resolveNamespace } from './catalog.js';
 import { NamespaceService } from './namespace-service.js';
 

@@ -21,8 +21,8 @@ import {
   VIRTUAL_COLUMN_METADATA,
 } from '../../model/columns.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
-import type { RequestContext } from '../request-context.js';
-import type { DataTable, DataTables } from './dataset.js';
+import type { RequestContext } from '../context/request-context.js';
+import type { DataTable, DataTables } from './data-tables.js';
 import { isPythonUdf, outputTypeOf, parsePythonUdf, type PythonUdfBinding, requirePythonUdfs, storeEnvelopes } from './python-udf-columns.js';
 
 /** Parses a field path of the request; a malformed one is a 400 naming the field. */

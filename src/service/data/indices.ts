@@ -11,8 +11,8 @@ import {
 import { displayId } from '../catalog/catalog.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { type PageTokens, paginate } from '../catalog/page-token.js';
-import type { RequestContext } from '../request-context.js';
-import type { DataTables } from './dataset.js';
+import type { RequestContext } from '../context/request-context.js';
+import type { DataTables } from './data-tables.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 

@@ -4,8 +4,8 @@ import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../mode
 import type { JsonArrowDataTypeInput } from '../../engine/json-arrow-schema.js';
 import { type DatasetLocation, EngineError } from '../../engine/lance-engine.js';
 import { displayId } from '../catalog/catalog.js';
-import type { RequestContext } from '../request-context.js';
-import type { DataTable, DataTables } from './dataset.js';
+import type { RequestContext } from '../context/request-context.js';
+import type { DataTable, DataTables } from './data-tables.js';
 
 // Columns computed by Geneva's Python UDFs (udf_backend DockerUDFSpecV1). The request carries
 // the UDF as the base64 of Geneva's JSON envelope ({image, tag, udf_pickle: <base64 cloudpickle>,

@@ -1,8 +1,8 @@
 import type { FtsQuerySpec, FullTextSpec, MatchQuerySpec, TableQuery } from '../../engine/ports/queries.js';
 import { invalidInput } from '../../model/errors.js';
 import type { AnalyzeTableQueryPlanRequest, ExplainTableQueryPlanRequest, FtsQuery, MatchQuery, QueryTableRequest } from '../../model/queries.js';
-import type { RequestContext } from '../request-context.js';
-import type { DataTables } from './dataset.js';
+import type { RequestContext } from '../context/request-context.js';
+import type { DataTables } from './data-tables.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 

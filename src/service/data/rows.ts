@@ -16,10 +16,10 @@ import { PreconditionFailedError } from '../../store/object-store.js';
 import { displayId } from '../catalog/catalog.js';
 import { reservedMarkerKey, tableRecordKey } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import type { RequestContext } from '../request-context.js';
-import type { DataTable, DataTables } from './dataset.js';
+import type { RequestContext } from '../context/request-context.js';
+import type { DataTable, DataTables } from './data-tables.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
-import type { ServiceLogger } from '../logger.js';
+import type { ServiceLogger } from '../context/logger.js';
 import { claimDatasetCreation } from '../tables/dataset-creation.js';
 
 /** A SQL predicate that is blank means "no predicate" where one is optional. */

@@ -12,8 +12,8 @@ import type {
 } from '../../model/tags.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
-import type { RequestContext } from '../request-context.js';
-import type { DataTables } from './dataset.js';
+import type { RequestContext } from '../context/request-context.js';
+import type { DataTables } from './data-tables.js';
 
 /** The tag operations of the Lance namespace spec, over the Lance engine (tags live in the dataset's `_refs/tags/`). */
 export class TagService {

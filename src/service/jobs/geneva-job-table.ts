@@ -4,9 +4,9 @@ import { formatFieldPath } from '../../model/columns.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import { SYSTEM_NAMESPACE } from '../catalog/system-namespace.js';
-import type { DataTables } from '../data/dataset.js';
-import type { ServiceLogger } from '../logger.js';
-import type { RequestContext } from '../request-context.js';
+import type { DataTables } from '../data/data-tables.js';
+import type { ServiceLogger } from '../context/logger.js';
+import type { RequestContext } from '../context/request-context.js';
 import type { TransactionRecord } from '../transactions/transaction-log.js';
 import type { Job } from './job.js';
 

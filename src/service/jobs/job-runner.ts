@@ -3,11 +3,11 @@ import { type ChunkerExpansion, UdfFailure, type UdfOps, type UdtfRun } from '..
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
-import type { DataTable, DataTables, OpenTable } from '../data/dataset.js';
+import type { DataTable, DataTables, OpenTable } from '../data/data-tables.js';
 import { udfLocation } from '../data/python-udf-columns.js';
-import { faultPoint } from '../fault-points.js';
-import type { ServiceLogger } from '../logger.js';
-import type { RequestContext } from '../request-context.js';
+import { faultPoint } from '../coordination/fault-points.js';
+import type { ServiceLogger } from '../context/logger.js';
+import type { RequestContext } from '../context/request-context.js';
 import { TERMINAL } from '../transactions/transaction-log.js';
 import { type BackfillJob, type Chunk, mismatchFilter, planChunks, sqlIdentifier } from './backfill-plan.js';
 import type { Job } from './job.js';

@@ -5,10 +5,10 @@ import type { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsRespons
 import { displayId } from '../catalog/catalog.js';
 import { CATALOG_DIR } from '../catalog/layout.js';
 import { pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
-import type { DataTables } from '../data/dataset.js';
-import { engineFailure } from '../engine-errors.js';
-import type { ServiceLogger } from '../logger.js';
-import type { RequestContext } from '../request-context.js';
+import type { DataTables } from '../data/data-tables.js';
+import { engineFailure } from '../errors/engine-errors.js';
+import type { ServiceLogger } from '../context/logger.js';
+import type { RequestContext } from '../context/request-context.js';
 import type { TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
 import { type BackfillJob, DEFAULT_CHUNK_ROWS } from './backfill-plan.js';
 import type { Job } from './job.js';

@@ -1,9 +1,9 @@
-import { type CredentialCache, type DataAccess, POLICY_WILDCARDS } from '../../auth/credential-vendor.js';
+import { type CredentialCache, type DataAccess, POLICY_WILDCARDS } from '../../vending/credential-vendor.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { parseLocation } from '../../store/location.js';
 import { CATALOG_DIR, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
-import type { RequestContext, VendRecord } from '../request-context.js';
+import type { RequestContext, VendRecord } from '../context/request-context.js';
 import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
 // Which storage options a response about a table carries (DescribeTable, DeclareTable,

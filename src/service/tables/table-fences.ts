@@ -9,7 +9,7 @@ import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type NameMarker, type TableState, tableNotFound } from './table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint } from '../coordination/fault-points.js';
 
 // Where writes to a table and its drop meet.
 //

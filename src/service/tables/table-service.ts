@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { type CommitCoordinator, EngineError } from '../../engine/lance-engine.js';
 import { claimDatasetCreation } from './dataset-creation.js';
-import { engineFailure, onEngine } from '../engine-errors.js';
+import { engineFailure, onEngine } from '../errors/engine-errors.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type {
   CreateTableResponse,
@@ -37,12 +37,12 @@ import { manifestFileName } from '../../engine/lance-format/manifest-names.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint } from '../coordination/fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { putDeregisterMarker, TableFences } from './table-fences.js';
 import { compareNames, ListingIndex } from '../catalog/listing-index.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import {
   dataDir,
   incarnationOf,

@@ -5,7 +5,7 @@ import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { AlterTransactionAction } from '../../model/transactions.js';
 import { type CatalogDeps, displayId } from '../catalog/catalog.js';
 import { tableRefOf } from '../catalog/layout.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import { dataDir, requireVisibleTable } from '../tables/table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import { TERMINAL, type TransactionLog, type TransactionRecord, type TransactionStatus } from './transaction-log.js';

@@ -1,4 +1,4 @@
-import type { ServiceLogger } from '../logger.js';
+import type { ServiceLogger } from '../context/logger.js';
 
 // What a single commit leaves for after its answer (single-commit.ts): placing Lance's hint, then
 // releasing the version slot. The answer waits for what makes the version committed and durable

@@ -1,5 +1,5 @@
-import type { ServiceLogger } from '../logger.js';
-import { faultPoint, pausePoint } from '../fault-points.js';
+import type { ServiceLogger } from '../context/logger.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { type CatalogDeps } from '../catalog/catalog.js';
 import { CATALOG_DIR, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { putDeregisterMarker } from '../tables/table-fences.js';

@@ -1,9 +1,9 @@
 import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { TableVersion } from '../../model/versions.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
-import { isStoreOutage } from '../engine-errors.js';
+import { isStoreOutage } from '../errors/engine-errors.js';
 import { versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { SingleCommits } from './single-commit.js';

@@ -3,7 +3,7 @@ import type { CreateTableVersionEntry, TableVersion } from '../../model/versions
 import { type ObjectInfo, PreconditionFailedError, type StoredObject } from '../../store/object-store.js';
 import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-names.js';
 import { displayId, requireMainBranch } from '../catalog/catalog.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint } from '../coordination/fault-points.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
 import type { CommittedVersion, TableVersions, VersionSidecar } from './dataset-versions.js';
 

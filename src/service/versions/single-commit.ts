@@ -1,9 +1,9 @@
 import type { CreateTableVersionEntry, CreateTableVersionResponse, TableVersion } from '../../model/versions.js';
 import { type CatalogDeps, displayId, requireMainBranch } from '../catalog/catalog.js';
 import { reservedMarkerKey } from '../catalog/layout.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
-import { faultPoint } from '../fault-points.js';
+import { faultPoint } from '../coordination/fault-points.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';

@@ -14,8 +14,8 @@ import type {
 import { type CatalogDeps, displayId } from '../catalog/catalog.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
-import type { ServiceLogger } from '../logger.js';
-import type { RequestContext } from '../request-context.js';
+import type { ServiceLogger } from '../context/logger.js';
+import type { RequestContext } from '../context/request-context.js';
 import { type ResolvedTable, resolveTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import type { TransactionLog } from '../transactions/transaction-log.js';
 import { AfterAnswer } from './after-answer.js';

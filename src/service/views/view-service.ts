@@ -10,12 +10,12 @@ import type {
   RefreshMaterializedViewResponse,
 } from '../../model/views.js';
 import { displayId } from '../catalog/catalog.js';
-import type { DataTable, DataTables } from '../data/dataset.js';
+import type { DataTable, DataTables } from '../data/data-tables.js';
 import { bindPythonUdf, type PythonUdfBinding, requirePythonUdfs, storeEnvelopes, strictBase64 } from '../data/python-udf-columns.js';
-import { engineFailure } from '../engine-errors.js';
+import { engineFailure } from '../errors/engine-errors.js';
 import type { JobService } from '../jobs/job-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
-import type { RequestContext } from '../request-context.js';
+import type { RequestContext } from '../context/request-context.js';
 import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type ParsedView, type ViewChunker, type ViewDefinition, type ViewUdf, type ViewUdtf, viewOfTable } from './view-definition.js';
 
 // Materialized views of kinds `query`, `chunker` and `udtf` (CreateMaterializedView,

@@ -1,8 +1,8 @@
-import { EngineError } from '../engine/lance-engine.js';
-import { MergeTimedOut } from '../engine/ports/rows.js';
-import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
-import { InvalidKeyError, PreconditionFailedError, StoreUnavailableError } from '../store/object-store.js';
-import { displayId } from './catalog/catalog.js';
+import { EngineError } from '../../engine/lance-engine.js';
+import { MergeTimedOut } from '../../engine/ports/rows.js';
+import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
+import { InvalidKeyError, PreconditionFailedError, StoreUnavailableError } from '../../store/object-store.js';
+import { displayId } from '../catalog/catalog.js';
 
 // The one translation of store and engine failures into the NamespaceError a client sees. Engine
 // calls on a table map their failure where they are made (engineFailure, onEngine), naming the

@@ -1,7 +1,7 @@
 // What the service knows about the caller of one request. The HTTP layer builds it once per
 // request (the one place a principal is established); every service operation receives it.
 
-import type { DataAccess } from '../auth/credential-vendor.js';
+import type { DataAccess } from '../../vending/credential-vendor.js';
 
 /** What a principal may do on a namespace subtree; they nest: manage includes write, write includes read. */
 export type Privilege = 'read' | 'write' | 'manage';

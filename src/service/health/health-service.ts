@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { ObjectStore } from '../store/object-store.js';
-import { CATALOG_DIR } from './catalog/layout.js';
+import type { ObjectStore } from '../../store/object-store.js';
+import { CATALOG_DIR } from '../catalog/layout.js';
 import type { StoreCheck } from './store-check.js';
 
 /**

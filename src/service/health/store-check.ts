@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { type ObjectInfo, type ObjectStore, PreconditionFailedError } from '../store/object-store.js';
-import { CATALOG_DIR } from './catalog/layout.js';
-import type { ServiceLogger } from './logger.js';
+import { type ObjectInfo, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
+import { CATALOG_DIR } from '../catalog/layout.js';
+import type { ServiceLogger } from '../context/logger.js';
 
 // Whether the store keeps its word on conditional writes. Every race the service settles is
 // settled by a create-if-absent (If-None-Match: *) or a replace-if-unchanged (If-Match) put, so on
