@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogDeps } from '../../src/service/catalog/catalog.js';
 import { Locations } from '../../src/service/catalog/locations.js';
-import { compareNames } from '../../src/service/catalog/listing-index.js';
+import { compareNames } from '../../src/service/catalog/layout.js';
 import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';

@@ -1,8 +1,26 @@
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
-import { compareKeys, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
+import { type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { readNamespace } from './catalog.js';
-import { CATALOG_DIR, childOfPrefix, namespaceDirKey, type TableRef } from './layout.js';
+import {
+  type ChildKind,
+  childOfPrefix,
+  compareNames,
+  indexDataDirKey,
+  indexDataKey,
+  indexNameDirKey,
+  indexPendingDirKey,
+  indexPendingKey,
+  indexPendingNameDirKey,
+  indexReadyKey,
+  indexVisibleDirKey,
+  indexVisibleKey,
+  isPendingOf,
+  nameInIndexDir,
+  namespaceDirKey,
+  parsePendingKey,
+  type TableRef,
+} from './layout.js';
 import type { Locations } from './locations.js';
 import { type IndexSnapshot, ListingSnapshots, type PendingEntry } from './listing-snapshot.js';
 import type { PageTokens } from './page-token.js';
@@ -10,10 +28,10 @@ import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { faultPoint } from '../fault-points.js';
 import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
 
-// The listing index of a namespace's children: empty keys under `<ns>/_catalog/` whose names say
-// what a listing needs, so that a LIST of the index answers a page without reading any child's
-// record or directory. One directory per child name in each folder, so that a delimited LIST names
-// them in order (on a local disk without reading each one):
+// The listing index of a namespace's children: empty keys under `<ns>/_catalog/` (built in
+// layout.ts) whose names say what a listing needs, so that a LIST of the index answers a page
+// without reading any child's record or directory. One directory per child name in each folder, so
+// that a delimited LIST names them in order (on a local disk without reading each one):
 //
 //   tables/<name>/v                   a table of this name is visible
 //   data/<name>/t                     ... and has data (absent: declared only, as far as the index knows)
@@ -51,32 +69,12 @@ import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tabl
 // listing settles every child in it once, then puts the marker. Children that Lance's directory
 // catalog creates in the same namespace after that are not seen until it is rebuilt.
 
-export type ChildKind = 'table' | 'namespace';
-
-const FOLDERS: Record<ChildKind, { name: string; visible: string; pending: string }> = {
-  table: { name: 'tables', visible: `${CATALOG_DIR}/tables/`, pending: `${CATALOG_DIR}/pending/` },
-  namespace: { name: 'namespaces', visible: `${CATALOG_DIR}/namespaces/`, pending: `${CATALOG_DIR}/namespace-pending/` },
-};
-const DATA_DIR = `${CATALOG_DIR}/data/`;
-const READY = `${CATALOG_DIR}/index.ready`;
-const VISIBLE = 'v';
-const HAS_DATA = 't';
 /** Keys one LIST asks for: S3 answers at most 1,000 whatever is asked, a local root all of them (a large page in one call). */
 const LIST_PAGE = 10_000;
 const CHECK_CONCURRENCY = 16;
 const SETTLE_ROUNDS = 5;
 /** Dead pending entries off the page that one listing settles, so that they do not pile up. */
 const SETTLE_ELSEWHERE = 8;
-
-/** The order of names in the index (and in listings): by the bytes of `<name>/`. */
-export const compareNames = (a: string, b: string): number => compareKeys(`${a}/`, `${b}/`);
-
-const visibleKey = (kind: ChildKind, ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${FOLDERS[kind].visible}${ref.name}/${VISIBLE}`;
-const dataKey = (ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${DATA_DIR}${ref.name}/${HAS_DATA}`;
-const pendingDir = (kind: ChildKind, ref: TableRef): string => `${namespaceDirKey(ref.namespace)}${FOLDERS[kind].pending}${ref.name}/`;
-
-/** A key-safe form of an operation id. */
-const opPart = (op: string): string => (/^[A-Za-z0-9_-]+$/.test(op) ? op : Buffer.from(op).toString('base64url'));
 
 /** A page of names; `more` says whether names may follow, after `resumeAfter` when given (a short page), else after the last name. */
 export interface IndexPage {
@@ -154,9 +152,9 @@ export class ListingIndex {
 
   /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
   async begin(kind: ChildKind, ref: TableRef, op: string = randomUUID()): Promise<string> {
-    const key = `${pendingDir(kind, ref)}${Date.parse(leaseUntil(this.leaseMs))}.${opPart(op)}`;
+    const key = indexPendingKey(kind, ref, Date.parse(leaseUntil(this.leaseMs)), op);
     // Snapshots taken before this change stop holding before it changes anything (listing-snapshot.ts).
-    await Promise.all([this.store.put(key, ''), this.snapshots.invalidate(ref.namespace, FOLDERS[kind].name)]);
+    await Promise.all([this.store.put(key, ''), this.snapshots.invalidate(ref.namespace, kind)]);
     return key;
   }
 
@@ -178,15 +176,14 @@ export class ListingIndex {
       truth = again;
     }
     // Snapshots of the index no longer hold (listing-snapshot.ts): their stamp goes before the pending entry.
-    await this.snapshots.invalidate(ref.namespace, FOLDERS[kind].name);
+    await this.snapshots.invalidate(ref.namespace, kind);
     for (const key of pending) await this.store.delete(key);
   }
 
   /** Settles the name and deletes every pending entry of the operation `op` (a batch's transaction, which another process may finish). */
   async settleOp(kind: ChildKind, ref: TableRef, op: string): Promise<void> {
-    const dir = pendingDir(kind, ref);
-    const { objects } = await this.store.list(dir, { delimiter: '/' });
-    await this.settle(kind, ref, objects.map((o) => o.key).filter((k) => k.endsWith(`.${opPart(op)}`)));
+    const { objects } = await this.store.list(indexPendingNameDirKey(kind, ref), { delimiter: '/' });
+    await this.settle(kind, ref, objects.map((o) => o.key).filter((k) => isPendingOf(k, op)));
   }
 
   /** Runs `change` between `begin` and `settle`; the settle runs even when the change fails. */
@@ -205,10 +202,10 @@ export class ListingIndex {
 
   /** Writes the name's entries for `truth`; the two keys at once (the pending entry covers the moment between). */
   private async apply(kind: ChildKind, ref: TableRef, truth: Truth): Promise<void> {
-    const visible = visibleKey(kind, ref);
+    const visible = indexVisibleKey(kind, ref);
     await Promise.all([
       truth.visible ? this.store.put(visible, '') : this.store.delete(visible),
-      kind === 'table' ? (truth.visible && truth.data ? this.store.put(dataKey(ref), '') : this.store.delete(dataKey(ref))) : undefined,
+      kind === 'table' ? (truth.visible && truth.data ? this.store.put(indexDataKey(ref), '') : this.store.delete(indexDataKey(ref))) : undefined,
     ]);
   }
 
@@ -270,15 +267,14 @@ export class ListingIndex {
     options: { includeDeclared?: boolean; bounded?: boolean; namespaceExists?: () => Promise<unknown> } = {},
   ): Promise<IndexPage> {
     const { includeDeclared = true, bounded = true } = options;
-    const folder = FOLDERS[kind].name;
     const from = after === '' ? undefined : after;
-    const kept = this.snapshots.keptFor(ns, folder);
+    const kept = this.snapshots.keptFor(ns, kind);
     // A snapshot is worth a look when this process keeps one, or when every name is wanted (which
     // builds one if it is stale), unless the namespace is known to be too large for one.
     const whole = from === undefined && want === Infinity;
     const bySnapshot = kept ? kept.names !== null : whole;
     const fromStore = this.storeCursor(kind, ns, from);
-    const isReady = async () => (await this.store.head(`${namespaceDirKey(ns)}${READY}`)) !== null;
+    const isReady = async () => (await this.store.head(indexReadyKey(ns))) !== null;
     const indexedFirst = async () => {
       await this.build(ns);
       return this.page(kind, ns, after, want, { includeDeclared, bounded });
@@ -289,8 +285,8 @@ export class ListingIndex {
     // drop of the namespace's catalog, so the ready marker is looked at only when no snapshot holds.
     const [readyListed, stamp, stored, firstStretch, pendingListed] = await Promise.all([
       bySnapshot ? undefined : isReady(),
-      bySnapshot ? this.snapshots.stamp(ns, folder) : null,
-      bySnapshot && !kept ? this.snapshots.read(ns, folder) : null,
+      bySnapshot ? this.snapshots.stamp(ns, kind) : null,
+      bySnapshot && !kept ? this.snapshots.read(ns, kind) : null,
       bySnapshot ? undefined : fromStore.next(want),
       bySnapshot ? undefined : this.pendingOf(kind, ns),
       options.namespaceExists?.(),
@@ -305,14 +301,14 @@ export class ListingIndex {
       cursor = snapshotCursor(snapshot.names, snapshot.data, from);
       pending = pendingByName(snapshot.pending);
     } else if (whole && !snapshot) {
-      this.snapshots.forget(ns, folder);
+      this.snapshots.forget(ns, kind);
       if (!(await isReady())) return indexedFirst();
       const built = await this.buildSnapshot(kind, ns, stamp);
       cursor = snapshotCursor(built.names, built.data, from);
       pending = pendingByName(built.pending);
     } else {
       // A stale snapshot, or a current one that only says the index is too large for it: the index itself.
-      if (!snapshot) this.snapshots.forget(ns, folder);
+      if (!snapshot) this.snapshots.forget(ns, kind);
       let ready: boolean;
       [pending, prefetched, ready] = await Promise.all([this.pendingOf(kind, ns), fromStore.next(want), snapshot !== undefined || isReady()]);
       if (!ready) return indexedFirst();
@@ -361,14 +357,13 @@ export class ListingIndex {
 
   /** A cursor over the index as the store holds it: delimited LISTs sized to the page. */
   private storeCursor(kind: ChildKind, ns: string[], after: string | undefined): IndexCursor {
-    const base = namespaceDirKey(ns);
-    const prefix = `${base}${FOLDERS[kind].visible}`;
-    let startAfter = after === undefined ? undefined : `${prefix}${after}/`;
+    const prefix = indexVisibleDirKey(kind, ns);
+    let startAfter = after === undefined ? undefined : indexNameDirKey(prefix, after);
     return {
       next: async (room) => {
         const listing = await this.store.list(prefix, { delimiter: '/', maxKeys: stretchSize(room), ...(startAfter ? { startAfter } : {}) });
         startAfter = listing.nextStartAfter;
-        return { names: listing.commonPrefixes.map((p) => p.slice(prefix.length, -1)), exhausted: !listing.nextStartAfter };
+        return { names: listing.commonPrefixes.map((p) => nameInIndexDir(prefix, p)), exhausted: !listing.nextStartAfter };
       },
       withData: (lower, upper) => this.namesWithData(ns, lower, upper),
     };
@@ -379,16 +374,15 @@ export class ListingIndex {
    * stores it as the snapshot of that stamp (listing-snapshot.ts); returns what it listed.
    */
   private async buildSnapshot(kind: ChildKind, ns: string[], stampRead: string | null): Promise<{ names: string[]; data: Set<string>; pending: PendingEntry[] }> {
-    const folder = FOLDERS[kind].name;
-    const stamp = stampRead ?? (await this.snapshots.createStamp(ns, folder));
+    const stamp = stampRead ?? (await this.snapshots.createStamp(ns, kind));
     const [names, data, pendingByNames] = await Promise.all([
-      this.allNames(`${namespaceDirKey(ns)}${FOLDERS[kind].visible}`),
-      kind === 'table' ? this.allNames(`${namespaceDirKey(ns)}${DATA_DIR}`) : [],
+      this.allNames(indexVisibleDirKey(kind, ns)),
+      kind === 'table' ? this.allNames(indexDataDirKey(ns)) : [],
       this.pendingOf(kind, ns),
     ]);
     const withData = new Set(data);
     const pending = [...pendingByNames].flatMap(([name, entries]) => entries.map((e) => ({ name, ...e })));
-    await this.snapshots.write(ns, folder, stamp, names, withData, pending);
+    await this.snapshots.write(ns, kind, stamp, names, withData, pending);
     return { names, data: withData, pending };
   }
 
@@ -398,7 +392,7 @@ export class ListingIndex {
     let startAfter: string | undefined;
     for (;;) {
       const listing = await this.store.list(prefix, { delimiter: '/', maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
-      for (const p of listing.commonPrefixes) names.push(p.slice(prefix.length, -1));
+      for (const p of listing.commonPrefixes) names.push(nameInIndexDir(prefix, p));
       if (!listing.nextStartAfter) return names;
       startAfter = listing.nextStartAfter;
     }
@@ -439,16 +433,14 @@ export class ListingIndex {
 
   /** Every pending entry of the namespace, by table name: operations under way and dead ones. */
   private async pendingOf(kind: ChildKind, ns: string[]): Promise<Map<string, Pending[]>> {
-    const prefix = `${namespaceDirKey(ns)}${FOLDERS[kind].pending}`;
+    const prefix = indexPendingDirKey(kind, ns);
     const byName = new Map<string, Pending[]>();
     let startAfter: string | undefined;
     for (;;) {
       const listing = await this.store.list(prefix, { maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
       for (const o of listing.objects) {
-        const [name, entry] = o.key.slice(prefix.length).split('/');
-        if (!name || !entry) continue;
-        const until = Number(entry.split('.')[0]);
-        byName.set(name, [...(byName.get(name) ?? []), { key: o.key, until: Number.isFinite(until) ? until : 0 }]);
+        const entry = parsePendingKey(prefix, o.key);
+        if (entry) byName.set(entry.name, [...(byName.get(entry.name) ?? []), { key: o.key, until: entry.until }]);
       }
       if (!listing.nextStartAfter) return byName;
       startAfter = listing.nextStartAfter;
@@ -457,13 +449,13 @@ export class ListingIndex {
 
   /** The names in (lower, upper] that the index says have data. */
   private async namesWithData(ns: string[], lower: string | undefined, upper: string | undefined): Promise<Set<string>> {
-    const prefix = `${namespaceDirKey(ns)}${DATA_DIR}`;
+    const prefix = indexDataDirKey(ns);
     const found = new Set<string>();
-    let startAfter = lower !== undefined && lower !== '' ? `${prefix}${lower}/` : undefined;
+    let startAfter = lower !== undefined && lower !== '' ? indexNameDirKey(prefix, lower) : undefined;
     for (;;) {
       const listing = await this.store.list(prefix, { delimiter: '/', maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
       for (const p of listing.commonPrefixes) {
-        const name = p.slice(prefix.length, -1);
+        const name = nameInIndexDir(prefix, p);
         if (upper !== undefined && compareNames(name, upper) > 0) return found;
         found.add(name);
       }
@@ -487,13 +479,13 @@ export class ListingIndex {
       startAfter = page.nextStartAfter;
     }
     // Also when there was no child to settle: a snapshot from before a rebuild must not pass.
-    await Promise.all([this.snapshots.invalidate(ns, FOLDERS.table.name), this.snapshots.invalidate(ns, FOLDERS.namespace.name)]);
+    await Promise.all([this.snapshots.invalidate(ns, 'table'), this.snapshots.invalidate(ns, 'namespace')]);
     await this.markReady(ns);
   }
 
   /** Marks a namespace's index complete: a new namespace has no children to index. */
   async markReady(ns: string[]): Promise<void> {
-    await this.store.put(`${namespaceDirKey(ns)}${READY}`, '', { ifNoneMatch: '*' }).catch((e: unknown) => {
+    await this.store.put(indexReadyKey(ns), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
       if (!(e instanceof PreconditionFailedError)) throw e;
     });
   }

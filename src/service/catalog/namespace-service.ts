@@ -10,7 +10,7 @@ import type {
 } from '../../model/namespaces.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
-import { CATALOG_DIR, childOfPrefix, isOwnTableDir, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
+import { childOfPrefix, isOwnTableDir, namespaceCatalogDirKey, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { TableFences } from '../tables/table-fences.js';
 import { ListingIndex } from './listing-index.js';
@@ -178,7 +178,7 @@ export class NamespaceService {
         // Listed again: leftovers, and in Cascade every child, including any created since.
         const remaining = await listAll(this.store, dirKey, { delimiter: '/' });
         // The namespace's own catalog state goes last: dropping its children writes there (listing-index.ts).
-        const catalogPrefix = `${dirKey}${CATALOG_DIR}/`;
+        const catalogPrefix = namespaceCatalogDirKey(ns);
         const prefixes = [...remaining.commonPrefixes.filter((p) => p !== catalogPrefix), ...remaining.commonPrefixes.filter((p) => p === catalogPrefix)];
         for (const prefix of prefixes) {
           // Tables' own directories go with their tables' drops (deregistered ones stay).
@@ -218,7 +218,7 @@ export class NamespaceService {
         listing.commonPrefixes.slice(i, i + CHECK_CONCURRENCY).map((prefix) =>
           limit(async () => {
             const child = childOfPrefix(dirKey, prefix);
-            if (prefix === `${dirKey}${CATALOG_DIR}/`) return null; // the namespace's own catalog state (its table index)
+            if (prefix === namespaceCatalogDirKey(ns)) return null; // the namespace's own catalog state (its table index)
             if (isOwnTableDir(dirKey, prefix)) return null; // a table's own directory: the table, if any, is seen by its name
             if (child?.kind !== 'table') return child ? `namespace ${child.name}` : prefix.slice(dirKey.length);
             const state = await readTableState(this.store, { namespace: ns, name: child.name });

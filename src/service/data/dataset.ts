@@ -3,7 +3,7 @@ import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type CatalogDeps, displayId } from '../catalog/catalog.js';
 import { type EngineFailureContext, onEngine } from '../engine-errors.js';
-import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
+import { stagedManifestPath, type TableRef, tableRefOf } from '../catalog/layout.js';
 import type { RequestContext } from '../request-context.js';
 import { TableFences } from '../tables/table-fences.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
@@ -107,7 +107,7 @@ export class DataTables {
     const current = latest ? await table.dir.store.get(latest.key) : null;
     if (!latest || !current) throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(table.id)} has no committed version`);
     const version = latest.version + 1;
-    const staged = `${VERSIONS_DIR}/${version}.manifest-${randomUUID()}`;
+    const staged = stagedManifestPath(version, randomUUID());
     await table.dir.store.put(`${table.dir.key}${staged}`, build({ version: latest.version, bytes: current.body }));
     try {
       await this.versions.commitUnderWriteLease(ctx, table, { version, manifest_path: staged, naming_scheme: latest.scheme });

@@ -20,7 +20,9 @@ import { PreconditionFailedError } from '../../store/object-store.js';
 import { type CatalogDeps, createInNamespace, displayId, requireNamespace, requireUnlinkedNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
 import {
+  compareNames,
   deregisteredMarkerKey,
+  manifestKey,
   namespaceDirKey,
   namespaceHolding,
   ownTableDirKey,
@@ -30,10 +32,8 @@ import {
   tableRecordKey,
   tableRefOf,
   validateNamespaceId,
-  VERSIONS_DIR,
 } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
-import { manifestFileName } from '../../engine/lance-format/manifest-names.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
@@ -41,7 +41,7 @@ import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { putDeregisterMarker, TableFences } from './table-fences.js';
-import { compareNames, ListingIndex } from '../catalog/listing-index.js';
+import { ListingIndex } from '../catalog/listing-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
   dataDir,
@@ -473,8 +473,7 @@ export class TableService {
     const state = await requireVisibleTable(this.store, ref);
     if (version === undefined || version === null) return;
     const dir = dataDir(this.deps.locations, state);
-    const prefix = `${dir.key}${VERSIONS_DIR}/`;
-    const found = await Promise.all(['V1', 'V2'].map((s) => dir.store.head(`${prefix}${manifestFileName(version, s as 'V1' | 'V2')}`)));
+    const found = await Promise.all((['V1', 'V2'] as const).map((s) => dir.store.head(manifestKey(dir.key, version, s))));
     if (!found.some(Boolean)) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
   }
 

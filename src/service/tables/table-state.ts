@@ -5,17 +5,18 @@ import { displayId } from '../catalog/catalog.js';
 import {
   DEREGISTERED_MARKER,
   deregisteredMarkerKey,
+  manifestKey,
   RESERVED_MARKER,
   reservedMarkerKey,
   TABLE_RECORD,
   type TableRef,
   tableDirKey,
   tableRecordKey,
-  VERSIONS_DIR,
+  versionsDirKey,
 } from '../catalog/layout.js';
 import type { Locations, StoreDir } from '../catalog/locations.js';
 import { readManifestSummary, type ManifestSummary } from '../../engine/lance-format/manifest.js';
-import { manifestFileName, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
+import { parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
 import { readRecord, TableRecord, type Versioned } from '../catalog/records.js';
 import { isCommitted } from '../transactions/transaction-log.js';
 import { leaseExpired } from '../coordination/leases.js';
@@ -130,7 +131,7 @@ async function readNameFiles(store: ObjectStore, ref: TableRef): Promise<NameFil
     record: names.has(TABLE_RECORD) ? read : null,
     reserved: names.has(RESERVED_MARKER),
     marker: names.has(DEREGISTERED_MARKER) ? await store.get(deregisteredMarkerKey(ref)) : null,
-    versionsDir: page.commonPrefixes.includes(`${dirKey}${VERSIONS_DIR}/`),
+    versionsDir: page.commonPrefixes.includes(versionsDirKey(dirKey)),
     occupied: page.objects.length > 0 || page.commonPrefixes.length > 0,
   };
 }
@@ -276,7 +277,7 @@ export function recordDir(locations: Locations, nameDirKey: string, record: Tabl
 
 /** Whether a committed manifest exists under the dataset directory (staged ones do not count). */
 export async function hasCommittedVersion(dir: StoreDir): Promise<boolean> {
-  const prefix = `${dir.key}${VERSIONS_DIR}/`;
+  const prefix = versionsDirKey(dir.key);
   let startAfter: string | undefined;
   for (;;) {
     const page = await dir.store.list(prefix, { delimiter: '/', maxKeys: 100, ...(startAfter ? { startAfter } : {}) });
@@ -295,7 +296,7 @@ export async function tableHasData(locations: Locations, state: TableState): Pro
 /** The summary of one version's manifest (V2 name first, then V1), or null when it does not exist. */
 export async function readVersionManifest(dir: StoreDir, version: number): Promise<ManifestSummary | null> {
   for (const scheme of ['V2', 'V1'] as const) {
-    const object = await dir.store.get(`${dir.key}${VERSIONS_DIR}/${manifestFileName(version, scheme)}`);
+    const object = await dir.store.get(manifestKey(dir.key, version, scheme));
     if (object) return readManifestSummary(object.body);
   }
   return null;

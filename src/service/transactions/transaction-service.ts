@@ -4,7 +4,7 @@ import { listAll } from '../../store/object-store.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { AlterTransactionAction } from '../../model/transactions.js';
 import { type CatalogDeps, displayId } from '../catalog/catalog.js';
-import { tableRefOf } from '../catalog/layout.js';
+import { lanceTransactionKey, lanceTransactionsDirKey, tableRefOf } from '../catalog/layout.js';
 import type { RequestContext } from '../request-context.js';
 import { dataDir, requireVisibleTable } from '../tables/table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
@@ -160,7 +160,7 @@ export class TransactionService {
       const summary = object ? readManifestSummary(object.body) : null;
       const properties: Record<string, string> = { version: String(version) };
       if (summary?.transactionFile) {
-        const txn = await versions.store.get(`${versions.dir.key}_transactions/${summary.transactionFile}`);
+        const txn = await versions.store.get(lanceTransactionKey(versions.dir.key, summary.transactionFile));
         if (txn) {
           const t = readTransactionSummary(txn.body);
           Object.assign(properties, { uuid: t.uuid, read_version: String(t.readVersion), operation: t.operation });
@@ -175,7 +175,7 @@ export class TransactionService {
     }
     // A uuid: its transaction file names the version it was read from; the commit is the first
     // later version whose manifest points at that file (normally read_version + 1).
-    const listing = await listAll(versions.store, `${versions.dir.key}_transactions/`, { delimiter: '/' });
+    const listing = await listAll(versions.store, lanceTransactionsDirKey(versions.dir.key), { delimiter: '/' });
     const file = listing.objects.find((o) => o.key.endsWith(`-${ref.toLowerCase()}.txn`));
     if (!file) throw notFound();
     const readVersion = Number(file.key.slice(file.key.lastIndexOf('/') + 1).split('-')[0]);

@@ -1,7 +1,7 @@
 import type { ServiceLogger } from '../logger.js';
 import { faultPoint, pausePoint } from '../fault-points.js';
 import { type CatalogDeps } from '../catalog/catalog.js';
-import { CATALOG_DIR, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
+import { BATCH_MARKERS_DIR, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { putDeregisterMarker } from '../tables/table-fences.js';
 import { incarnationOf, isVisible, readTableState } from '../tables/table-state.js';
 import { encodeRecord, readRecord, TableRecord, type Versioned } from '../catalog/records.js';
@@ -35,7 +35,6 @@ export interface VersionSettings {
   pollMs?: number;
 }
 
-const BATCH_MARKERS = `${CATALOG_DIR}/batches/`;
 
 const ignorePrecondition = (e: unknown): void => {
   if (!(e instanceof PreconditionFailedError)) throw e;
@@ -56,7 +55,7 @@ export class BatchRecovery {
     private readonly settings: VersionSettings,
     private readonly logger?: ServiceLogger,
   ) {
-    this.markers = new UnfinishedMarkers(deps.store, BATCH_MARKERS);
+    this.markers = new UnfinishedMarkers(deps.store, BATCH_MARKERS_DIR);
     this.tableIndex = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
   }
 

@@ -3,9 +3,9 @@ import { z } from 'zod';
 import { readManifestSummary } from '../../engine/lance-format/manifest.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { type ObjectInfo, PreconditionFailedError, listAll, type StoredObject } from '../../store/object-store.js';
-import { VERSIONS_DIR } from '../catalog/layout.js';
+import { LATEST_HINT, latestHintKey, manifestKey, reservationKey, reservationsDirKey, versionsDirKey, versionSidecarKey, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
-import { type ManifestNamingScheme, manifestFileName, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
+import { type ManifestNamingScheme, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
 import { encodeRecord, parseRecord, readRecord, type Versioned } from '../catalog/records.js';
 
 // The versions of one Lance dataset as the store holds them: committed manifests under
@@ -45,11 +45,9 @@ export type Reservation = z.infer<typeof Reservation>;
 export const inRanges = (version: number, ranges: Array<{ start_version: number; end_version: number }>): boolean =>
   ranges.some((r) => version >= r.start_version && (r.end_version === -1 || version < r.end_version));
 
-const HINT = 'latest_version_hint.json';
 /** Sidecars read at once. */
 const SIDECAR_READS = 16;
 const FIRST_PAGE = 100;
-const pad = (v: number): string => String(v).padStart(20, '0');
 
 /** The version a hint file names; undefined for none, or one that cannot be read (a hint is never trusted further). */
 function parseHint(hint: StoredObject | null): number | undefined {
@@ -74,24 +72,24 @@ export class TableVersions {
   }
 
   get versionsPrefix(): string {
-    return `${this.dir.key}${VERSIONS_DIR}/`;
+    return versionsDirKey(this.dir.key);
   }
 
   finalKey(version: number, scheme: ManifestNamingScheme): string {
-    return `${this.versionsPrefix}${manifestFileName(version, scheme)}`;
+    return manifestKey(this.dir.key, version, scheme);
   }
 
   sidecarKey(version: number): string {
-    return `${this.dir.key}_catalog/versions/${pad(version)}.json`;
+    return versionSidecarKey(this.dir.key, version);
   }
 
   /** Where version-slot reservations live (a drop waits for the live ones, see table-fences.ts). */
   get reservationsPrefix(): string {
-    return `${this.dir.key}_catalog/reservations/`;
+    return reservationsDirKey(this.dir.key);
   }
 
   reservationKey(version: number): string {
-    return `${this.reservationsPrefix}${pad(version)}.json`;
+    return reservationKey(this.dir.key, version);
   }
 
   private parse(info: ObjectInfo): CommittedVersion | null {
@@ -164,7 +162,7 @@ export class TableVersions {
   }
 
   private async hintedVersion(): Promise<number | undefined> {
-    this.hintRead = parseHint(await this.store.get(`${this.versionsPrefix}${HINT}`));
+    this.hintRead = parseHint(await this.store.get(latestHintKey(this.dir.key)));
     return this.hintRead;
   }
 
@@ -212,7 +210,7 @@ export class TableVersions {
    * never names a version before it is committed: it is written once the version is.
    */
   async writeHint(version: number): Promise<void> {
-    await this.store.put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version }), undefined, { durable: false, besideExisting: true }).catch(() => undefined);
+    await this.store.put(latestHintKey(this.dir.key), JSON.stringify({ version }), undefined, { durable: false, besideExisting: true }).catch(() => undefined);
   }
 
   async readSidecars(versions: number[]): Promise<Map<number, VersionSidecar>> {
@@ -314,7 +312,7 @@ export class TableVersions {
   /** Whether a key of this dataset's store is a staging name (see stagedKey). */
   isStagingKey(key: string): boolean {
     const name = key.startsWith(this.versionsPrefix) ? key.slice(this.versionsPrefix.length) : null;
-    return name !== null && name !== '' && !name.includes('/') && name !== HINT && !name.endsWith('.manifest') && parseManifestFileName(name) === null;
+    return name !== null && name !== '' && !name.includes('/') && name !== LATEST_HINT && !name.endsWith('.manifest') && parseManifestFileName(name) === null;
   }
 
   /**
