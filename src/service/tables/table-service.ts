@@ -22,7 +22,6 @@ import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
 import {
   compareNames,
   deregisteredMarkerKey,
-  manifestKey,
   namespaceDirKey,
   namespaceHolding,
   ownTableDirKey,
@@ -41,6 +40,7 @@ import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { putDeregisterMarker, TableFences } from './table-fences.js';
+import { TableVersions } from '../versions/dataset-versions.js';
 import { ListingIndex } from '../catalog/listing-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
@@ -52,7 +52,6 @@ import {
   LinkedTableDir,
   livesInNameDir,
   type NameMarker,
-  readVersionManifest,
   readTableState,
   recordDir,
   requireVisibleTable,
@@ -437,16 +436,17 @@ export class TableService {
         throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
       }
       const asked = await this.askedVersion(id, dir, request);
+      const versions = new TableVersions(dir);
       // The manifest of the version the engine is expected to describe is read meanwhile.
       const expected = asked ?? latest?.version;
-      const early = expected === undefined ? undefined : readVersionManifest(dir, expected).catch(() => null);
+      const early = expected === undefined ? undefined : versions.readManifest(expected).catch(() => null);
       const { version, schema } = await this.deps.engine.describeDataset({ ...this.datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
         if (e instanceof EngineError && e.kind === 'version_not_found') {
           throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
         }
         throw engineFailure(e, id);
       });
-      const manifest = (version === expected ? await early : null) ?? (await readVersionManifest(dir, version));
+      const manifest = (version === expected ? await early : null) ?? (await versions.readManifest(version));
       response.table = ref.name;
       response.namespace = ref.namespace;
       response.version = version;
@@ -472,9 +472,8 @@ export class TableService {
     const ref = tableRefOf(id);
     const state = await requireVisibleTable(this.store, ref);
     if (version === undefined || version === null) return;
-    const dir = dataDir(this.deps.locations, state);
-    const found = await Promise.all((['V1', 'V2'] as const).map((s) => dir.store.head(manifestKey(dir.key, version, s))));
-    if (!found.some(Boolean)) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
+    const found = await new TableVersions(dataDir(this.deps.locations, state)).get(version);
+    if (!found) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
   }
 
   /** Names of the tables directly in `ns`, in the listing index's order (see compareNames): a page of the index (catalog/listing-index.ts). */

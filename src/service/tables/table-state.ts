@@ -5,7 +5,6 @@ import { displayId } from '../catalog/catalog.js';
 import {
   DEREGISTERED_MARKER,
   deregisteredMarkerKey,
-  manifestKey,
   RESERVED_MARKER,
   reservedMarkerKey,
   TABLE_RECORD,
@@ -14,9 +13,8 @@ import {
   tableRecordKey,
   versionsDirKey,
 } from '../catalog/layout.js';
+import { TableVersions } from '../versions/dataset-versions.js';
 import type { Locations, StoreDir } from '../catalog/locations.js';
-import { readManifestSummary, type ManifestSummary } from '../../engine/lance-format/manifest.js';
-import { parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
 import { readRecord, TableRecord, type Versioned } from '../catalog/records.js';
 import { isCommitted } from '../transactions/transaction-log.js';
 import { leaseExpired } from '../coordination/leases.js';
@@ -191,7 +189,7 @@ export async function readTableState(store: ObjectStore, ref: TableRef, linkChec
   // (a client staging before its batch commit declares the table) do not make a table.
   // After a drop or a deregister, versions are never a table of the name's.
   const writtenByLance = record === null && !reserved && marker === null && !recordFile && files.versionsDir !== false
-    ? await hasCommittedVersion({ store, key: dirKey, owned: true })
+    ? await new TableVersions({ store, key: dirKey, owned: true }).hasCommitted()
     : false;
   return {
     ref,
@@ -275,29 +273,8 @@ export function recordDir(locations: Locations, nameDirKey: string, record: Tabl
   return record?.location === undefined ? locations.own(nameDirKey) : locations.resolve(record.location);
 }
 
-/** Whether a committed manifest exists under the dataset directory (staged ones do not count). */
-export async function hasCommittedVersion(dir: StoreDir): Promise<boolean> {
-  const prefix = versionsDirKey(dir.key);
-  let startAfter: string | undefined;
-  for (;;) {
-    const page = await dir.store.list(prefix, { delimiter: '/', maxKeys: 100, ...(startAfter ? { startAfter } : {}) });
-    if (page.objects.some((o) => parseManifestFileName(o.key.slice(prefix.length)) !== null)) return true;
-    if (!page.nextStartAfter) return false;
-    startAfter = page.nextStartAfter;
-  }
-}
-
 /** Whether the table has data: for its own directory, skip the second LIST when there is no `_versions/`. */
 export async function tableHasData(locations: Locations, state: TableState): Promise<boolean> {
   if ((!state.record || livesInNameDir(state.record.value)) && !state.ownVersionsDir) return false;
-  return hasCommittedVersion(dataDir(locations, state));
-}
-
-/** The summary of one version's manifest (V2 name first, then V1), or null when it does not exist. */
-export async function readVersionManifest(dir: StoreDir, version: number): Promise<ManifestSummary | null> {
-  for (const scheme of ['V2', 'V1'] as const) {
-    const object = await dir.store.get(manifestKey(dir.key, version, scheme));
-    if (object) return readManifestSummary(object.body);
-  }
-  return null;
+  return new TableVersions(dataDir(locations, state)).hasCommitted();
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readManifestSummary, readTransactionSummary } from '../../engine/lance-format/manifest.js';
+import { readTransactionSummary } from '../../engine/lance-format/manifest.js';
 import { listAll } from '../../store/object-store.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { AlterTransactionAction } from '../../model/transactions.js';
@@ -154,12 +154,10 @@ export class TransactionService {
     const versions = new TableVersions(dataDir(this.deps.locations, state));
     const notFound = () => new NamespaceError(ErrorCode.TransactionNotFound, `table ${displayId(table)} has no Lance commit ${JSON.stringify(ref)}`);
     const describeVersion = async (version: number) => {
-      const manifest = await versions.get(version);
-      if (!manifest) return null;
-      const object = await versions.store.get(manifest.key);
-      const summary = object ? readManifestSummary(object.body) : null;
+      const summary = await versions.readManifest(version);
+      if (!summary) return null;
       const properties: Record<string, string> = { version: String(version) };
-      if (summary?.transactionFile) {
+      if (summary.transactionFile) {
         const txn = await versions.store.get(lanceTransactionKey(versions.dir.key, summary.transactionFile));
         if (txn) {
           const t = readTransactionSummary(txn.body);

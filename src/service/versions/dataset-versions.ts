@@ -1,6 +1,6 @@
 import pLimit from 'p-limit';
 import { z } from 'zod';
-import { readManifestSummary } from '../../engine/lance-format/manifest.js';
+import { type ManifestSummary, readManifestSummary } from '../../engine/lance-format/manifest.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { type ObjectInfo, PreconditionFailedError, listAll, type StoredObject } from '../../store/object-store.js';
 import { LATEST_HINT, latestHintKey, manifestKey, reservationKey, reservationsDirKey, versionsDirKey, versionSidecarKey, VERSIONS_DIR } from '../catalog/layout.js';
@@ -10,7 +10,8 @@ import { encodeRecord, parseRecord, readRecord, type Versioned } from '../catalo
 
 // The versions of one Lance dataset as the store holds them: committed manifests under
 // `_versions/` (V1 and V2 names), Lance's latest-version hint, and the service's sidecars under
-// `_catalog/` in the dataset directory: version metadata and version-slot reservations.
+// `_catalog/` in the dataset directory: version metadata and version-slot reservations. Whether,
+// and under which name, a version is there is answered here only (get, readManifest, hasCommitted).
 
 export interface CommittedVersion {
   version: number;
@@ -60,6 +61,9 @@ function parseHint(hint: StoredObject | null): number | undefined {
     return undefined;
   }
 }
+
+/** The names a version may have, `preferred` first. */
+const schemesFrom = (preferred: ManifestNamingScheme): ManifestNamingScheme[] => (preferred === 'V2' ? ['V2', 'V1'] : ['V1', 'V2']);
 
 export class TableVersions {
   /** The version Lance's hint named when this handle last read it (undefined: not read, absent or unreadable). */
@@ -114,14 +118,33 @@ export class TableVersions {
     return info ? { version, scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified } : null;
   }
 
-  /** The committed manifest of one version, or null. */
+  /** The committed manifest of one version (looked for under the `preferred` name first), or null. */
   async get(version: number, preferred: ManifestNamingScheme = 'V2'): Promise<CommittedVersion | null> {
-    const order: ManifestNamingScheme[] = preferred === 'V2' ? ['V2', 'V1'] : ['V1', 'V2'];
-    for (const scheme of order) {
+    for (const scheme of schemesFrom(preferred)) {
       const found = await this.getNamed(version, scheme);
       if (found) return found;
     }
     return null;
+  }
+
+  /** The summary of one version's manifest (read under the V2 name first), or null when the version does not exist. */
+  async readManifest(version: number): Promise<ManifestSummary | null> {
+    for (const scheme of schemesFrom('V2')) {
+      const object = await this.store.get(this.finalKey(version, scheme));
+      if (object) return readManifestSummary(object.body);
+    }
+    return null;
+  }
+
+  /** Whether any version is committed (staged manifests do not count): a page of `_versions/` at a time, until one is found. */
+  async hasCommitted(): Promise<boolean> {
+    let startAfter: string | undefined;
+    for (;;) {
+      const page = await this.store.list(this.versionsPrefix, { delimiter: '/', maxKeys: 100, ...(startAfter ? { startAfter } : {}) });
+      if (page.objects.some((o) => parseManifestFileName(o.key.slice(this.versionsPrefix.length)) !== null)) return true;
+      if (!page.nextStartAfter) return false;
+      startAfter = page.nextStartAfter;
+    }
   }
 
   /**
