@@ -17,7 +17,8 @@ import type {
   RenameTableResponse,
 } from '../../model/tables.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, requireNamespace, requireUnlinkedNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { createInNamespace, displayId, requireNamespace, requireUnlinkedNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
 import {
   compareNames,
@@ -39,9 +40,8 @@ import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
-import { putDeregisterMarker, TableFences } from './table-fences.js';
+import { putDeregisterMarker } from './table-fences.js';
 import { TableVersions } from '../versions/dataset-versions.js';
-import { ListingIndex } from '../catalog/listing-index.js';
 import type { RequestContext } from '../request-context.js';
 import {
   dataDir,
@@ -88,19 +88,11 @@ const retryOnLostRace = (id: string[]) => (e: unknown): never => {
 
 
 export class TableService {
-  /** Writes and drops of a table meet here (see table-fences.ts). */
-  private readonly fences: TableFences;
-  /** What listings read instead of every table's directory (see catalog/listing-index.ts). */
-  private readonly index: ListingIndex;
-
   constructor(
     private readonly deps: CatalogDeps,
     /** The commit path of a managed table, so that the engine's writes go through it (see TableVersionService.coordinatorFor). */
     private readonly coordinatorFor: (ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean) => CommitCoordinator,
-  ) {
-    this.fences = new TableFences(deps.store, deps.settings.leaseMs);
-    this.index = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
-  }
+  ) {}
 
   private get store() {
     return this.deps.store;
@@ -190,7 +182,7 @@ export class TableService {
     const own = recordDir(this.deps.locations, state.dirKey, record);
     const location = own.store.location(own.key);
     this.refuseOtherLocation(request.location, own, 'the catalog places declared tables');
-    await this.index.around('table', ref, async () => {
+    await this.deps.listingIndex.around('table', ref, async () => {
       if (!livesInNameDir(record)) return void (await this.claimName(namespace, state, record));
       await this.claimName(namespace, state, record, { undo: () => this.store.delete(reservedMarkerKey(ref)) });
       // Lance's directory catalog recognizes a declared table by this marker (in the name's directory, which it lists).
@@ -225,7 +217,7 @@ export class TableService {
     // A retired name's new table gets a directory of its own (see placed), which no client can name ahead.
     this.refuseOtherLocation(input.location, state.retired ? null : this.deps.locations.own(state.dirKey), 'the catalog places new tables');
     // The listing index hears of the new table (see catalog/listing-index.ts).
-    return this.index.around('table', ref, () => this.createNew(ctx, id, namespace, state, input), { visible: true, data: true });
+    return this.deps.listingIndex.around('table', ref, () => this.createNew(ctx, id, namespace, state, input), { visible: true, data: true });
   }
 
   /**
@@ -260,7 +252,7 @@ export class TableService {
     const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, namespace, properties));
     // The engine commits under the write lease below: a drop waits for it.
     const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, table, true) } : {}) };
-    const write = () => this.fences.whileWriting(state, ctx.requestId, async () => {
+    const write = () => this.deps.fences.whileWriting(state, ctx.requestId, async () => {
       // Filling a declared table: only the holder of the creation claim may create its dataset.
       const release = overwrite ? null : await claimDatasetCreation(this.store, ref, ctx.requestId, this.deps.settings.leaseMs);
       if (!overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
@@ -274,7 +266,7 @@ export class TableService {
       }
     });
     // Filling a declared table gives it data: the listing index hears of it (see catalog/listing-index.ts).
-    const version = overwrite ? await write() : await this.index.around('table', ref, write, { visible: true, data: true });
+    const version = overwrite ? await write() : await this.deps.listingIndex.around('table', ref, write, { visible: true, data: true });
     // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
     // The data is committed by now, so losing this race is reported with what the table keeps.
     if (mode === 'Overwrite' && state.record) {
@@ -390,7 +382,7 @@ export class TableService {
     };
     const state = await readTableState(this.store, ref);
     if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
-    await this.index.around('table', ref, () => this.registerAt(namespace, state, record, isOwnDir), { visible: true, data: true });
+    await this.deps.listingIndex.around('table', ref, () => this.registerAt(namespace, state, record, isOwnDir), { visible: true, data: true });
     return { location: dir.store.location(dir.key), properties };
   }
 
@@ -481,7 +473,7 @@ export class TableService {
     validateNamespaceId(ns);
     // Before the index is read (and settled) at all: nothing through a link.
     requireUnlinkedNamespace(this.store, ns);
-    const { names, pageToken } = await this.index.listPage('table', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns, true), page.includeDeclared ?? true);
+    const { names, pageToken } = await this.deps.listingIndex.listPage('table', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns, true), page.includeDeclared ?? true);
     return { tables: names, page_token: pageToken };
   }
 
@@ -510,8 +502,8 @@ export class TableService {
     // skipped below, unread. Tables are not bounded: the walk takes what a namespace holds up to
     // `want`, however many it skips.
     const [{ names: children }, { names: tables }] = await Promise.all([
-      this.index.page('namespace', ns, undefined, Infinity),
-      this.index.page('table', ns, inside ? afterId[ns.length] : undefined, want - out.length, { includeDeclared, bounded: false }),
+      this.deps.listingIndex.page('namespace', ns, undefined, Infinity),
+      this.deps.listingIndex.page('table', ns, inside ? afterId[ns.length] : undefined, want - out.length, { includeDeclared, bounded: false }),
     ]);
     let t = 0;
     for (const child of children) {
@@ -547,11 +539,11 @@ export class TableService {
     if (state === null) return this.dropLink(id, ref);
     if (!isVisible(state)) throw tableNotFound(id);
     const dir = dataDir(this.deps.locations, state);
-    await this.index.around('table', ref, async () => {
-      const begun = await this.fences.beginDrop(state);
+    await this.deps.listingIndex.around('table', ref, async () => {
+      const begun = await this.deps.fences.beginDrop(state);
       if (!begun) throw tableNotFound(id);
       faultPoint('drop:after-tombstone');
-      await this.fences.finishDrop(state, dir, begun);
+      await this.deps.fences.finishDrop(state, dir, begun);
     }, { visible: false, data: false });
     this.deps.engine.forget(dir.store.location(dir.key));
     return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
@@ -561,7 +553,7 @@ export class TableService {
   private async dropLink(id: string[], ref: TableRef): Promise<DropTableResponse> {
     const dirKey = tableDirKey(ref);
     const location = this.store.location(dirKey);
-    await this.index.around('table', ref, () => this.store.deletePrefix(dirKey), { visible: false, data: false });
+    await this.deps.listingIndex.around('table', ref, () => this.store.deletePrefix(dirKey), { visible: false, data: false });
     // A table swapped for the link may still be open in the engine.
     this.deps.engine.forget(location);
     return { id, location, properties: {} };
@@ -577,7 +569,7 @@ export class TableService {
     const ref = tableRefOf(id);
     const state = await requireVisibleTable(this.store, ref);
     const dir = dataDir(this.deps.locations, state);
-    await this.index.around('table', ref, async () => {
+    await this.deps.listingIndex.around('table', ref, async () => {
       if (!(await putDeregisterMarker(this.store, state))) throw tableNotFound(id);
     }, { visible: false, data: false });
     this.deps.engine.forget(dir.store.location(dir.key));
@@ -613,7 +605,7 @@ export class TableService {
     if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
     else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
     // Both names change: the index hears of both (see catalog/listing-index.ts).
-    await this.index.around('table', ref, () => this.index.around('table', target, () => this.moveTable(state, target, targetNamespace, request.new_table_name, renameDir)), { visible: false, data: false });
+    await this.deps.listingIndex.around('table', ref, () => this.deps.listingIndex.around('table', target, () => this.moveTable(state, target, targetNamespace, request.new_table_name, renameDir)), { visible: false, data: false });
     return {};
   }
 
