@@ -16,12 +16,12 @@ import { type ChildKind, listingSnapshotKey, listingStampKey } from './layout.js
 // index's (as far as they matter: see below) and it holds the index entries of every other name. How
 // it holds: a snapshot is built by reading the stamp (creating a new one, if-none-match, when there
 // is none), then LISTing the whole index and its pending entries, then writing them with the stamp
-// read first. An operation deletes the stamp before it changes a child's state (ListingIndex.begin,
-// at once with putting its pending entry) and again after it wrote the index and before it deletes
-// its pending entry (ListingIndex.settle); a token once deleted never comes back. So a reader that
-// finds the snapshot's stamp read it before any state change or index write made after the
-// builder's LISTs: it may answer as of the snapshot, an instant within its own request, reading the
-// state of the names the snapshot has pending entries for (as every listing does).
+// read first. An operation deletes the stamp before it changes a child's state (IndexEntries.begin
+// in listing-entries.ts, at once with putting its pending entry) and again after it wrote the index
+// and before it deletes its pending entry (IndexEntries.settle); a token once deleted never comes
+// back. So a reader that finds the snapshot's stamp read it before any state change or index write
+// made after the builder's LISTs: it may answer as of the snapshot, an instant within its own
+// request, reading the state of the names the snapshot has pending entries for (as every listing does).
 // A snapshot is a cache: written without a condition, it need not survive a crash. The stamp's
 // deletion, like the index's own deletes, relies on the file system keeping the order of metadata
 // changes across a crash (journaling file systems do). Deleting rather than replacing the stamp leaves
