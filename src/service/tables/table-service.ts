@@ -41,6 +41,7 @@ import { faultPoint } from '../fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { putDeregisterMarker } from './table-fences.js';
+import { datasetAt, refuseOtherLocation } from './table-location.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import type { RequestContext } from '../request-context.js';
 import {
@@ -96,11 +97,6 @@ export class TableService {
 
   private get store() {
     return this.deps.store;
-  }
-
-  /** The engine's view of `dir`, with the options a client may add to its write (clientStorageOptions); never over the store's own. */
-  private datasetAt(dir: StoreDir, clientOptions: Record<string, string> = {}) {
-    return { location: dir.store.location(dir.key), storageOptions: { ...clientStorageOptions(clientOptions), ...dir.store.engineStorageOptions() } };
   }
 
   /**
@@ -181,7 +177,7 @@ export class TableService {
     const record = this.placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
     const own = recordDir(this.deps.locations, state.dirKey, record);
     const location = own.store.location(own.key);
-    this.refuseOtherLocation(request.location, own, 'the catalog places declared tables');
+    refuseOtherLocation(this.deps.locations, request.location, own, 'the catalog places declared tables');
     await this.deps.listingIndex.around('table', ref, async () => {
       if (!livesInNameDir(record)) return void (await this.claimName(namespace, state, record));
       await this.claimName(namespace, state, record, { undo: () => this.store.delete(reservedMarkerKey(ref)) });
@@ -211,26 +207,13 @@ export class TableService {
     const state = await readTableState(this.store, ref);
     if (isVisible(state)) {
       const dir = dataDir(this.deps.locations, state);
-      this.refuseOtherLocation(input.location, dir, 'an existing table keeps its location');
+      refuseOtherLocation(this.deps.locations, input.location, dir, 'an existing table keeps its location');
       return this.createExisting(ctx, resolvedTable(this.deps, id, state, { dir, namespace }), namespace, input);
     }
     // A retired name's new table gets a directory of its own (see placed), which no client can name ahead.
-    this.refuseOtherLocation(input.location, state.retired ? null : this.deps.locations.own(state.dirKey), 'the catalog places new tables');
+    refuseOtherLocation(this.deps.locations, input.location, state.retired ? null : this.deps.locations.own(state.dirKey), 'the catalog places new tables');
     // The listing index hears of the new table (see catalog/listing-index.ts).
     return this.deps.listingIndex.around('table', ref, () => this.createNew(ctx, id, namespace, state, input), { visible: true, data: true });
-  }
-
-  /**
-   * A 400 for a location the client asked for (DeclareTable's body, CreateTable's query) that is
-   * not `dir`, where the table lives or will: the service decides where tables live, and an
-   * answer naming another place than the one asked for would send the client's data elsewhere.
-   */
-  private refuseOtherLocation(asked: string | null | undefined, dir: StoreDir | null, why: string): void {
-    if (asked === undefined || asked === null || asked.trim() === '') return;
-    const resolved = this.deps.locations.resolve(asked);
-    if (dir === null) throw invalidInput(`location ${JSON.stringify(asked)} cannot be asked for: the name's directory holds a deregistered table's data; ${why}`);
-    const location = dir.store.location(dir.key);
-    if (resolved.store.location(resolved.key) !== location) throw invalidInput(`location ${JSON.stringify(asked)} differs from the table's location ${location}; ${why}`);
   }
 
   /** Fills a declared table, or overwrites a table (see create). */
@@ -242,7 +225,7 @@ export class TableService {
     const existingProperties = state.record?.value.properties ?? {};
     if (hasData && mode === 'Create') throw tableAlreadyExists(id);
     if (hasData && mode === 'ExistOk') {
-      const version = await this.deps.engine.datasetVersion(this.datasetAt(dir)).catch((e: unknown) => {
+      const version = await this.deps.engine.datasetVersion(datasetAt(dir)).catch((e: unknown) => {
         throw engineFailure(e, id);
       });
       return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: await table.managedVersioning() }, undefined) };
@@ -251,7 +234,7 @@ export class TableService {
     let properties = mode === 'Overwrite' ? (input.properties ?? {}) : { ...existingProperties, ...input.properties };
     const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, namespace, properties));
     // The engine commits under the write lease below: a drop waits for it.
-    const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, table, true) } : {}) };
+    const at = { ...datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, table, true) } : {}) };
     const write = () => this.deps.fences.whileWriting(state, ctx.requestId, async () => {
       // Filling a declared table: only the holder of the creation claim may create its dataset.
       const release = overwrite ? null : await claimDatasetCreation(this.store, ref, ctx.requestId, this.deps.settings.leaseMs);
@@ -312,7 +295,7 @@ export class TableService {
       // The table as claimed, resolved once for the engine's commits: not under a write lease, so
       // each commit looks again at it, and finds this create's claim (it names own.requestId).
       const claimed = managed ? resolvedTable(this.deps, id, await requireVisibleTable(this.store, ref, { creatingRequest: own.requestId, linkChecked: true }), { dir, namespace }) : null;
-      const at = { ...this.datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: this.coordinatorFor(own, claimed, false) } : {}) };
+      const at = { ...datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: this.coordinatorFor(own, claimed, false) } : {}) };
       ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
       faultPoint('create:after-data');
       await renewal.stop();
@@ -362,7 +345,7 @@ export class TableService {
     }
     const namespace = await resolveNamespace(this.store, ref.namespace);
     try {
-      await this.deps.engine.datasetVersion(this.datasetAt(dir));
+      await this.deps.engine.datasetVersion(datasetAt(dir));
     } catch (e) {
       if (e instanceof EngineError && e.kind !== 'internal') {
         throw invalidInput(`location ${JSON.stringify(request.location)} is not a readable Lance dataset: ${e.message}`, e);
@@ -432,7 +415,7 @@ export class TableService {
       // The manifest of the version the engine is expected to describe is read meanwhile.
       const expected = asked ?? latest?.version;
       const early = expected === undefined ? undefined : versions.readManifest(expected).catch(() => null);
-      const { version, schema } = await this.deps.engine.describeDataset({ ...this.datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
+      const { version, schema } = await this.deps.engine.describeDataset({ ...datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
         if (e instanceof EngineError && e.kind === 'version_not_found') {
           throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
         }
@@ -456,7 +439,7 @@ export class TableService {
     const { version, tag } = request;
     if (tag === undefined || tag === null) return version ?? undefined;
     if (version !== undefined && version !== null) throw invalidInput('give either version or tag, not both');
-    return onEngine(id, () => this.deps.engine.tags.version(this.datasetAt(dir), tag));
+    return onEngine(id, () => this.deps.engine.tags.version(datasetAt(dir), tag));
   }
 
   /** 404 unless the table is visible (and, when `version` is given, that version exists). */
@@ -635,27 +618,4 @@ function compareIds(a: string[], b: string[]): number {
     if (c !== 0) return c;
   }
   return a.length - b.length;
-}
-
-/**
- * Storage options a client may pass for its write: timeouts and retries of the engine's own
- * connection. Every other key is ignored, whatever it is: nothing a client sends changes where the
- * engine connects, with which credentials, or how safely (endpoints, regions, keys, tokens,
- * proxies, plain HTTP, certificate checks); a client could otherwise send the service's signed
- * requests wherever it likes. Ignored rather than refused, because clients pass on their own
- * connection's options as a matter of course.
- */
-export const CLIENT_STORAGE_OPTIONS: ReadonlySet<string> = new Set([
-  'timeout',
-  'connect_timeout',
-  'pool_idle_timeout',
-  'pool_max_idle_per_host',
-  'client_max_retries',
-  'client_retry_timeout',
-  'download_retry_count',
-]);
-
-/** The entries of `options` a client may set (CLIENT_STORAGE_OPTIONS). */
-export function clientStorageOptions(options: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(options).filter(([key]) => CLIENT_STORAGE_OPTIONS.has(key.toLowerCase())));
 }
