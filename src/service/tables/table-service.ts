@@ -42,6 +42,7 @@ import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { putDeregisterMarker } from './table-fences.js';
 import { datasetAt, refuseOtherLocation } from './table-location.js';
+import { claimName, placed, settleMarker, tableAlreadyExists } from './name-claim.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import type { RequestContext } from '../request-context.js';
 import {
@@ -78,16 +79,6 @@ export interface DescribeFlags {
   checkDeclared: boolean;
 }
 
-const tableAlreadyExists = (id: string[], why = 'already exists') =>
-  new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(id)} ${why}`);
-
-/** A replace-if-unchanged of a name's marker lost to another change of the name: 409, retry. */
-const retryOnLostRace = (id: string[]) => (e: unknown): never => {
-  if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed meanwhile; retry`, { cause: e });
-  throw e;
-};
-
-
 export class TableService {
   constructor(
     private readonly deps: CatalogDeps,
@@ -99,73 +90,6 @@ export class TableService {
     return this.deps.store;
   }
 
-  /**
-   * Takes the name for a new table: the record's create-if-absent inside `namespace`, live (the
-   * linearization point of every new table, see createInNamespace), or a replace-if-unchanged of
-   * exactly the record that a dead create, a dead drop or a deregister left. Whatever such a
-   * predecessor, or a drop, left is then deleted (see leftoverDir: never a deregistered table's
-   * data), before the new table writes anything; with `keepData` (registering the directory's own
-   * dataset) the name's directory stays as it is. Then the marker: gone when the new table lives
-   * in the name's directory or that directory is not retired, else kept retired (see
-   * table-state.ts). Returns the etag of the record written.
-   */
-  private async claimName(namespace: ResolvedNamespace, state: TableState, record: TableRecord, options: { undo?: () => Promise<void>; keepData?: boolean } = {}): Promise<string> {
-    const { ref } = state;
-    const id = [...ref.namespace, ref.name];
-    if (state.creating?.live) throw tableAlreadyExists(id, 'is being created by another request');
-    if (state.dropped && state.record && !state.creating && state.dropUnderWay) {
-      throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} is being dropped; retry`);
-    }
-    const key = tableRecordKey(ref);
-    const markerKey = deregisteredMarkerKey(ref);
-    let { marker, markerEtag } = state;
-    // A retired directory's marker of an earlier form says so explicitly before the record it hides is replaced.
-    if (state.retired && marker && !isTombstone(marker) && marker.retired === undefined) {
-      marker = { ...marker, incarnation: marker.incarnation ?? incarnationOf(state) ?? '', retired: true };
-      markerEtag = (await this.store.put(markerKey, encodeRecord(marker), { ifMatch: markerEtag ?? '' }).catch(retryOnLostRace(id))).etag;
-    }
-    const taken = state.record;
-    let etag: string;
-    try {
-      ({ etag } = await createInNamespace(
-        this.store,
-        namespace,
-        () => this.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }),
-        async () => {
-          await options.undo?.();
-          await this.store.delete(key);
-        },
-      ));
-    } catch (e) {
-      if (e instanceof PreconditionFailedError) throw tableAlreadyExists(id);
-      throw e;
-    }
-    faultPoint('claim:after-record');
-    const leftovers = leftoverDir(state);
-    if ((taken || state.dropped) && leftovers !== null && !(options.keepData && leftovers === state.dirKey)) {
-      await this.store.deletePrefix(leftovers, { keep: [key, markerKey] });
-    }
-    if (marker && markerEtag) await this.settleMarker(state, marker, markerEtag, record);
-    return etag;
-  }
-
-  /**
-   * The marker once `record` holds the name (see table-state.ts): deleted when the table lives in
-   * the name's directory or that directory is not retired; a drop's tombstone in a retired
-   * directory becomes its plain retired marker; a deregister's marker stays (it hides only the
-   * table it names).
-   */
-  private async settleMarker(state: TableState, marker: NameMarker, etag: string, record: TableRecord): Promise<void> {
-    const key = deregisteredMarkerKey(state.ref);
-    if (livesInNameDir(record) || !state.retired) await this.store.delete(key);
-    else if (isTombstone(marker)) await this.store.put(key, encodeRecord(retiredMarker()), { ifMatch: etag }).catch(retryOnLostRace([...state.ref.namespace, state.ref.name]));
-  }
-
-  /** A new table's record placed: in its own directory elsewhere when the name's directory is retired (see table-state.ts). */
-  private placed(state: TableState, record: TableRecord): TableRecord {
-    return state.retired ? { ...record, dir: ownTableDirKey(state.ref.namespace, record.incarnation ?? randomUUID()) } : record;
-  }
-
   async declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
     const ref = tableRefOf(id);
     // The namespace is read once here; the claim reads it once more, after its put (the protocol).
@@ -174,13 +98,13 @@ export class TableService {
     if (isVisible(state)) throw tableAlreadyExists(id);
     const properties = request.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, namespace, properties);
-    const record = this.placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
+    const record = placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
     const own = recordDir(this.deps.locations, state.dirKey, record);
     const location = own.store.location(own.key);
     refuseOtherLocation(this.deps.locations, request.location, own, 'the catalog places declared tables');
     await this.deps.listingIndex.around('table', ref, async () => {
-      if (!livesInNameDir(record)) return void (await this.claimName(namespace, state, record));
-      await this.claimName(namespace, state, record, { undo: () => this.store.delete(reservedMarkerKey(ref)) });
+      if (!livesInNameDir(record)) return void (await claimName(this.store, namespace, state, record));
+      await claimName(this.store, namespace, state, record, { undo: () => this.store.delete(reservedMarkerKey(ref)) });
       // Lance's directory catalog recognizes a declared table by this marker (in the name's directory, which it lists).
       await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
         if (!(e instanceof PreconditionFailedError)) throw e;
@@ -277,14 +201,14 @@ export class TableService {
     const { leaseMs } = this.deps.settings;
     const properties = input.properties ?? {};
     const managed = await resolveManagedVersioning(this.deps, namespace, properties);
-    const table = this.placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
+    const table = placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
     // The claim names this create uniquely (request ids come from clients and may repeat); the
     // commit path of a managed table finds the table it creates by that name.
     const own: RequestContext = { ...ctx, requestId: `${ctx.requestId}/${randomUUID()}` };
     const claim = (): TableRecord => ({ ...table, creating: { request_id: own.requestId, lease_until: leaseUntil(leaseMs) } });
     const key = tableRecordKey(ref);
     const claimedAt = Date.now();
-    let etag = await this.claimName(namespace, state, claim());
+    let etag = await claimName(this.store, namespace, state, claim());
     faultPoint('create:after-claim');
     const renewal = keepRenewed(leaseMs, async () => {
       ({ etag } = await this.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
@@ -380,10 +304,10 @@ export class TableService {
         if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the register; retry`);
         throw e;
       }
-      if (state.marker && state.markerEtag) await this.settleMarker(state, state.marker, state.markerEtag, record);
+      if (state.marker && state.markerEtag) await settleMarker(this.store, state, state.marker, state.markerEtag, record);
     } else {
       // A free name, a deregistered table's among them (registering its directory again brings it back).
-      await this.claimName(namespace, state, record, { keepData: isOwnDir });
+      await claimName(this.store, namespace, state, record, { keepData: isOwnDir });
     }
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
   }
