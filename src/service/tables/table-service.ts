@@ -43,6 +43,8 @@ import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resol
 import { putDeregisterMarker } from './table-fences.js';
 import { datasetAt, refuseOtherLocation } from './table-location.js';
 import { claimName, placed, settleMarker, tableAlreadyExists } from './name-claim.js';
+import { type DescribeFlags, describeTable, tableExists } from './describe-table.js';
+export type { DescribeFlags } from './describe-table.js';
 import { listAllTables, listTables } from './list-tables.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import type { RequestContext } from '../request-context.js';
@@ -72,12 +74,6 @@ export interface CreateTableInput {
   properties?: Record<string, string> | undefined;
   storageOptions?: Record<string, string> | undefined;
   arrowIpcStream: Buffer;
-}
-
-export interface DescribeFlags {
-  withTableUri: boolean;
-  loadDetailedMetadata: boolean;
-  checkDeclared: boolean;
 }
 
 export class TableService {
@@ -313,67 +309,12 @@ export class TableService {
     if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
   }
 
-  async describe(ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
-    const ref = tableRefOf(id);
-    // Detailed metadata needs the latest version (the engine checks its kept dataset against it).
-    const detailed = flags.loadDetailedMetadata ? await resolveTableWithLatest(this.deps, id) : null;
-    const table = detailed?.table ?? (await resolveTable(this.deps, id));
-    const { state, dir } = table;
-    const latest = detailed?.latest ? latestCommitted(detailed.latest, state) : undefined;
-    const properties = state.record?.value.properties ?? {};
-    const managedVersioning = await table.managedVersioning();
-    const response: DescribeTableResponse = {
-      location: dir.store.location(dir.key),
-      properties,
-      managed_versioning: managedVersioning,
-      storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning }, request.vend_credentials),
-    };
-    if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
-    if (detailed) response.is_only_declared = detailed.latest === null;
-    else if (flags.checkDeclared) response.is_only_declared = !(await tableHasData(this.deps.locations, state));
-    if (flags.loadDetailedMetadata) {
-      if (response.is_only_declared) {
-        throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
-      }
-      const asked = await this.askedVersion(id, dir, request);
-      const versions = new TableVersions(dir);
-      // The manifest of the version the engine is expected to describe is read meanwhile.
-      const expected = asked ?? latest?.version;
-      const early = expected === undefined ? undefined : versions.readManifest(expected).catch(() => null);
-      const { version, schema } = await this.deps.engine.describeDataset({ ...datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
-        if (e instanceof EngineError && e.kind === 'version_not_found') {
-          throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
-        }
-        throw engineFailure(e, id);
-      });
-      const manifest = (version === expected ? await early : null) ?? (await versions.readManifest(version));
-      response.table = ref.name;
-      response.namespace = ref.namespace;
-      response.version = version;
-      response.schema = schema;
-      if (manifest) {
-        response.stats = { num_deleted_rows: manifest.numDeletedRows, num_fragments: manifest.numFragments };
-        response.metadata = manifest.tableMetadata;
-      }
-    }
-    return response;
+  describe(ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
+    return describeTable(this.deps, ctx, id, request, flags);
   }
 
-  /** The version a describe asks for: `version`, or the one `tag` points to (the spec allows one of the two). */
-  private async askedVersion(id: string[], dir: StoreDir, request: DescribeTableRequest): Promise<number | undefined> {
-    const { version, tag } = request;
-    if (tag === undefined || tag === null) return version ?? undefined;
-    if (version !== undefined && version !== null) throw invalidInput('give either version or tag, not both');
-    return onEngine(id, () => this.deps.engine.tags.version(datasetAt(dir), tag));
-  }
-
-  /** 404 unless the table is visible (and, when `version` is given, that version exists). */
-  async exists(_ctx: RequestContext, id: string[], version: number | null | undefined): Promise<void> {
-    const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.store, ref);
-    if (version === undefined || version === null) return;
-    const found = await new TableVersions(dataDir(this.deps.locations, state)).get(version);
-    if (!found) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
+  exists(_ctx: RequestContext, id: string[], version: number | null | undefined): Promise<void> {
+    return tableExists(this.deps, id, version);
   }
 
   list(_ctx: RequestContext, ns: string[], page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
