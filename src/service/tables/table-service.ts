@@ -43,6 +43,7 @@ import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resol
 import { putDeregisterMarker } from './table-fences.js';
 import { datasetAt, refuseOtherLocation } from './table-location.js';
 import { claimName, placed, settleMarker, tableAlreadyExists } from './name-claim.js';
+import { deregisterTable, dropTable } from './drop-table.js';
 import { type DescribeFlags, describeTable, tableExists } from './describe-table.js';
 export type { DescribeFlags } from './describe-table.js';
 import { listAllTables, listTables } from './list-tables.js';
@@ -325,63 +326,12 @@ export class TableService {
     return listAllTables(this.deps, delimiter, page);
   }
 
-  /**
-   * Drops the table and deletes its directory. The tombstone goes first, so the table disappears
-   * at once and no write can start on it; the drop then waits for the writes under way and
-   * deletes the rest (see table-fences.ts). The tombstone stays, so that nothing a late writer
-   * leaves is taken for a table; the next create of the name clears the directory. Of concurrent
-   * drops one wins, the others answer 404. Data at a registered location stays: it may be shared
-   * with another registration or live outside the root, and is not the catalog's to delete; so
-   * does a deregistered table's (the name is free, the data no longer the catalog's: see
-   * table-state.ts). A table directory that is a symbolic link holds no table: its drop removes
-   * the link, never what it leads to (see LinkedTableDir); one under a namespace directory that is
-   * a link, or whose own directory is one, is a 404.
-   */
-  async drop(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
-    const ref = tableRefOf(id);
-    const state = await readTableState(this.store, ref).catch((e: unknown) => {
-      if (!(e instanceof LinkedTableDir)) throw e;
-      if (e.link !== tableDirKey(ref)) throw tableNotFound(id);
-      return null;
-    });
-    if (state === null) return this.dropLink(id, ref);
-    if (!isVisible(state)) throw tableNotFound(id);
-    const dir = dataDir(this.deps.locations, state);
-    await this.deps.listingIndex.around('table', ref, async () => {
-      const begun = await this.deps.fences.beginDrop(state);
-      if (!begun) throw tableNotFound(id);
-      faultPoint('drop:after-tombstone');
-      await this.deps.fences.finishDrop(state, dir, begun);
-    }, { visible: false, data: false });
-    this.deps.engine.forget(dir.store.location(dir.key));
-    return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
+  drop(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
+    return dropTable(this.deps, id);
   }
 
-  /** Drops a name whose directory is a symbolic link: the link goes (LocalObjectStore.deletePrefix), what it leads to stays. */
-  private async dropLink(id: string[], ref: TableRef): Promise<DropTableResponse> {
-    const dirKey = tableDirKey(ref);
-    const location = this.store.location(dirKey);
-    await this.deps.listingIndex.around('table', ref, () => this.store.deletePrefix(dirKey), { visible: false, data: false });
-    // A table swapped for the link may still be open in the engine.
-    this.deps.engine.forget(location);
-    return { id, location, properties: {} };
-  }
-
-  /**
-   * Hides the table and keeps its data, and frees the name: its marker names the table it hides,
-   * and retires the name's directory when the data lives there (see table-state.ts), so that the
-   * next table of the name is placed elsewhere. Registering the location again brings it back.
-   * Of concurrent deregisters and drops one wins, the others answer 404.
-   */
-  async deregister(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
-    const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.store, ref);
-    const dir = dataDir(this.deps.locations, state);
-    await this.deps.listingIndex.around('table', ref, async () => {
-      if (!(await putDeregisterMarker(this.store, state))) throw tableNotFound(id);
-    }, { visible: false, data: false });
-    this.deps.engine.forget(dir.store.location(dir.key));
-    return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
+  deregister(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
+    return deregisterTable(this.deps, id);
   }
 
   /**

@@ -140,7 +140,7 @@ async function readNameFiles(store: ObjectStore, ref: TableRef): Promise<NameFil
  * (out of the root, or to another namespace's table, whose grants would not apply). Nothing is
  * read or written through it: to whoever needs the table it does not exist (a 404, see
  * requireVisibleTable), to whoever would take the name it is this 400, and a drop removes the
- * link, never what it leads to (TableService.drop).
+ * link, never what it leads to (dropTable in drop-table.ts).
  */
 export class LinkedTableDir extends NamespaceError {
   constructor(
