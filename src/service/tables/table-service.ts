@@ -43,6 +43,7 @@ import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resol
 import { putDeregisterMarker } from './table-fences.js';
 import { datasetAt, refuseOtherLocation } from './table-location.js';
 import { claimName, placed, settleMarker, tableAlreadyExists } from './name-claim.js';
+import { renameTable } from './rename-table.js';
 import { deregisterTable, dropTable } from './drop-table.js';
 import { type DescribeFlags, describeTable, tableExists } from './describe-table.js';
 export type { DescribeFlags } from './describe-table.js';
@@ -334,56 +335,9 @@ export class TableService {
     return deregisterTable(this.deps, id);
   }
 
-  /**
-   * Renames (or moves) a table by renaming its directory, which is atomic on a local file system
-   * and refused when the destination exists. Object stores have no rename, so there it is a 406.
-   */
-  async rename(_ctx: RequestContext, id: string[], request: RenameTableRequest): Promise<RenameTableResponse> {
-    const ref = tableRefOf(id);
-    const targetNs = request.new_namespace_id ?? ref.namespace;
-    const target = tableRefOf([...targetNs, request.new_table_name]);
-    const renameDir = this.store.renameDir?.bind(this.store);
-    if (!renameDir) {
-      throw unsupported(
-        `rename is not supported on ${this.store.rootUri}: an object store cannot rename a directory atomically; deregister the table and register its location under the new name instead`,
-      );
-    }
-    const state = await requireVisibleTable(this.store, ref);
-    const targetNamespace = await resolveNamespace(this.store, targetNs);
-    const targetState = await readTableState(this.store, target);
-    // A retired directory (see table-state.ts) must not move, nor can the table be renamed into one.
-    for (const [s, which] of [[state, 'its name'], [targetState, 'the new name']] as const) {
-      if (s.retired) {
-        throw unsupported(
-          `rename of table ${displayId(id)} is not supported: the directory of ${which} holds a deregistered table's data, which stays where it is; deregister the table and register its location under the new name instead`,
-        );
-      }
-    }
-    // A dropped table's directory holds no table: it is cleared to make room.
-    if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
-    else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
-    // Both names change: the index hears of both (see catalog/listing-index.ts).
-    await this.deps.listingIndex.around('table', ref, () => this.deps.listingIndex.around('table', target, () => this.moveTable(state, target, targetNamespace, request.new_table_name, renameDir)), { visible: false, data: false });
-    return {};
+  rename(_ctx: RequestContext, id: string[], request: RenameTableRequest): Promise<RenameTableResponse> {
+    return renameTable(this.deps, id, request);
   }
 
-  private async moveTable(state: TableState, target: TableRef, targetNamespace: ResolvedNamespace, newName: string, renameDir: (from: string, to: string) => Promise<void>): Promise<void> {
-    await createInNamespace(
-      this.store,
-      targetNamespace,
-      async () => {
-        try {
-          await renameDir(state.dirKey, tableDirKey(target));
-        } catch (e) {
-          if (e instanceof PreconditionFailedError) throw tableAlreadyExists([...target.namespace, newName]);
-          throw e;
-        }
-      },
-      () => renameDir(tableDirKey(target), state.dirKey),
-    );
-    // Datasets kept open under the old directory name point at files that moved.
-    const moved = dataDir(this.deps.locations, state);
-    this.deps.engine.forget(moved.store.location(moved.key));
-  }
   // @@END@@
 }
