@@ -43,6 +43,7 @@ import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resol
 import { putDeregisterMarker } from './table-fences.js';
 import { datasetAt, refuseOtherLocation } from './table-location.js';
 import { claimName, placed, settleMarker, tableAlreadyExists } from './name-claim.js';
+import { registerTable } from './register-table.js';
 import { renameTable } from './rename-table.js';
 import { deregisterTable, dropTable } from './drop-table.js';
 import { type DescribeFlags, describeTable, tableExists } from './describe-table.js';
@@ -255,60 +256,8 @@ export class TableService {
     if (dir !== undefined) await this.store.delete(key);
   }
 
-  async register(ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
-    const ref = tableRefOf(id);
-    const mode = request.mode ?? 'Create';
-    // A relative location is one in the directory that holds the namespace's tables.
-    const dir = this.deps.locations.resolve(request.location, namespaceDirKey(ref.namespace));
-    // A place inside the root belongs to the namespace whose subtree holds it: registering it
-    // exposes (and drops) that namespace's data, so the caller must manage that namespace too.
-    const holder = dir.owned ? namespaceHolding(dir.key) : null;
-    if (holder && !(ctx.may?.('manage', holder) ?? false)) {
-      throw new NamespaceError(ErrorCode.PermissionDenied, `location ${JSON.stringify(request.location)} lies in namespace ${displayId(holder)}, which the caller may not manage`);
-    }
-    const namespace = await resolveNamespace(this.store, ref.namespace);
-    try {
-      await this.deps.engine.datasetVersion(datasetAt(dir));
-    } catch (e) {
-      if (e instanceof EngineError && e.kind !== 'internal') {
-        throw invalidInput(`location ${JSON.stringify(request.location)} is not a readable Lance dataset: ${e.message}`, e);
-      }
-      throw engineFailure(e, id);
-    }
-    const ownDir = tableDirKey(ref);
-    const isOwnDir = dir.store === this.store && dir.key === ownDir;
-    const properties = request.properties ?? {};
-    const record: TableRecord = {
-      properties,
-      created_at: new Date().toISOString(),
-      incarnation: randomUUID(),
-      // Recorded as resolved (a relative location means nothing once its namespace is renamed).
-      ...(isOwnDir ? {} : { location: dir.store.location(dir.key) }),
-      managed_versioning: await resolveManagedVersioning(this.deps, namespace, properties),
-    };
-    const state = await readTableState(this.store, ref);
-    if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
-    await this.deps.listingIndex.around('table', ref, () => this.registerAt(namespace, state, record, isOwnDir), { visible: true, data: true });
-    return { location: dir.store.location(dir.key), properties };
-  }
-
-  private async registerAt(namespace: ResolvedNamespace, state: TableState, record: TableRecord, isOwnDir: boolean): Promise<void> {
-    const { ref } = state;
-    const id = [...ref.namespace, ref.name];
-    if (state.record && isVisible(state)) {
-      // Overwrite: replace exactly the record that was read.
-      try {
-        await this.store.put(tableRecordKey(ref), encodeRecord(record), { ifMatch: state.record.etag });
-      } catch (e) {
-        if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the register; retry`);
-        throw e;
-      }
-      if (state.marker && state.markerEtag) await settleMarker(this.store, state, state.marker, state.markerEtag, record);
-    } else {
-      // A free name, a deregistered table's among them (registering its directory again brings it back).
-      await claimName(this.store, namespace, state, record, { keepData: isOwnDir });
-    }
-    if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
+  register(ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
+    return registerTable(this.deps, ctx, id, request);
   }
 
   describe(ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
