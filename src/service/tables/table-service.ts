@@ -43,6 +43,7 @@ import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resol
 import { putDeregisterMarker } from './table-fences.js';
 import { datasetAt, refuseOtherLocation } from './table-location.js';
 import { claimName, placed, settleMarker, tableAlreadyExists } from './name-claim.js';
+import { declareTable } from './declare-table.js';
 import { registerTable } from './register-table.js';
 import { renameTable } from './rename-table.js';
 import { deregisterTable, dropTable } from './drop-table.js';
@@ -90,32 +91,8 @@ export class TableService {
     return this.deps.store;
   }
 
-  async declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
-    const ref = tableRefOf(id);
-    // The namespace is read once here; the claim reads it once more, after its put (the protocol).
-    const namespace = await resolveNamespaceCreatingSystem(this.deps, ctx, ref.namespace);
-    const state = await readTableState(this.store, ref);
-    if (isVisible(state)) throw tableAlreadyExists(id);
-    const properties = request.properties ?? {};
-    const managed = await resolveManagedVersioning(this.deps, namespace, properties);
-    const record = placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
-    const own = recordDir(this.deps.locations, state.dirKey, record);
-    const location = own.store.location(own.key);
-    refuseOtherLocation(this.deps.locations, request.location, own, 'the catalog places declared tables');
-    await this.deps.listingIndex.around('table', ref, async () => {
-      if (!livesInNameDir(record)) return void (await claimName(this.store, namespace, state, record));
-      await claimName(this.store, namespace, state, record, { undo: () => this.store.delete(reservedMarkerKey(ref)) });
-      // Lance's directory catalog recognizes a declared table by this marker (in the name's directory, which it lists).
-      await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
-        if (!(e instanceof PreconditionFailedError)) throw e;
-      });
-    }, { visible: true, data: false });
-    return {
-      location,
-      storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir: own, managedVersioning: managed }, request.vend_credentials),
-      properties,
-      managed_versioning: managed,
-    };
+  declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
+    return declareTable(this.deps, ctx, id, request);
   }
 
   /**
