@@ -15,7 +15,7 @@ import { faultPoint } from '../fault-points.js';
 //
 // Invariant: once a drop is acknowledged, no write made through the service can land in the
 // table, and nothing left in its directory is taken for a table again (its tombstone stays until
-// the name is taken anew, see TableService). A write racing a drop either lands before the drop
+// the name is taken anew, see name-claim.ts). A write racing a drop either lands before the drop
 // deletes anything (and goes with the table) or fails cleanly.
 //
 // Protocol. A writer puts a lease of its own under `_catalog/writers/` of the table directory and

@@ -43,6 +43,8 @@ import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resol
 import { putDeregisterMarker } from './table-fences.js';
 import { datasetAt, refuseOtherLocation } from './table-location.js';
 import { claimName, placed, settleMarker, tableAlreadyExists } from './name-claim.js';
+import { createTable, type CreateTableInput } from './create-table.js';
+export type { CreateTableInput } from './create-table.js';
 import { declareTable } from './declare-table.js';
 import { registerTable } from './register-table.js';
 import { renameTable } from './rename-table.js';
@@ -71,15 +73,6 @@ import {
 } from './table-state.js';
 
 
-export interface CreateTableInput {
-  mode?: 'Create' | 'ExistOk' | 'Overwrite' | undefined;
-  /** Where the client expects the table: refused unless it is where the table lives or will (as DeclareTable's). */
-  location?: string | undefined;
-  properties?: Record<string, string> | undefined;
-  storageOptions?: Record<string, string> | undefined;
-  arrowIpcStream: Buffer;
-}
-
 export class TableService {
   constructor(
     private readonly deps: CatalogDeps,
@@ -95,142 +88,8 @@ export class TableService {
     return declareTable(this.deps, ctx, id, request);
   }
 
-  /**
-   * Creates a table from an Arrow IPC stream. A new name is held by a claim (see createNew) while
-   * the data is written. An existing table is overwritten (mode Overwrite) or, when only
-   * declared, filled in place by the one request holding its creation claim (see
-   * dataset-creation.ts: Lance would turn a losing concurrent create into an overwrite); both
-   * under a write lease, so that a drop waits for them.
-   */
-  async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
-    const ref = tableRefOf(id);
-    const namespace = await resolveNamespaceCreatingSystem(this.deps, ctx, ref.namespace);
-    const state = await readTableState(this.store, ref);
-    if (isVisible(state)) {
-      const dir = dataDir(this.deps.locations, state);
-      refuseOtherLocation(this.deps.locations, input.location, dir, 'an existing table keeps its location');
-      return this.createExisting(ctx, resolvedTable(this.deps, id, state, { dir, namespace }), namespace, input);
-    }
-    // A retired name's new table gets a directory of its own (see placed), which no client can name ahead.
-    refuseOtherLocation(this.deps.locations, input.location, state.retired ? null : this.deps.locations.own(state.dirKey), 'the catalog places new tables');
-    // The listing index hears of the new table (see catalog/listing-index.ts).
-    return this.deps.listingIndex.around('table', ref, () => this.createNew(ctx, id, namespace, state, input), { visible: true, data: true });
-  }
-
-  /** Fills a declared table, or overwrites a table (see create). */
-  private async createExisting(ctx: RequestContext, table: ResolvedTable, namespace: ResolvedNamespace, input: CreateTableInput): Promise<CreateTableResponse> {
-    const { id, state, dir } = table;
-    const { ref } = state;
-    const mode = input.mode ?? 'Create';
-    const hasData = await tableHasData(this.deps.locations, state);
-    const existingProperties = state.record?.value.properties ?? {};
-    if (hasData && mode === 'Create') throw tableAlreadyExists(id);
-    if (hasData && mode === 'ExistOk') {
-      const version = await this.deps.engine.datasetVersion(datasetAt(dir)).catch((e: unknown) => {
-        throw engineFailure(e, id);
-      });
-      return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: await table.managedVersioning() }, undefined) };
-    }
-    const overwrite = hasData;
-    let properties = mode === 'Overwrite' ? (input.properties ?? {}) : { ...existingProperties, ...input.properties };
-    const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, namespace, properties));
-    // The engine commits under the write lease below: a drop waits for it.
-    const at = { ...datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, table, true) } : {}) };
-    const write = () => this.deps.fences.whileWriting(state, ctx.requestId, async () => {
-      // Filling a declared table: only the holder of the creation claim may create its dataset.
-      const release = overwrite ? null : await claimDatasetCreation(this.store, ref, ctx.requestId, this.deps.settings.leaseMs);
-      if (!overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
-      try {
-        if (release && (await tableHasData(this.deps.locations, await readTableState(this.store, ref)))) throw tableAlreadyExists(id);
-        return (await this.deps.engine.createDataset(at, input.arrowIpcStream, overwrite ? 'overwrite' : 'create')).version;
-      } catch (e) {
-        throw engineFailure(e, id);
-      } finally {
-        await release?.();
-      }
-    });
-    // Filling a declared table gives it data: the listing index hears of it (see catalog/listing-index.ts).
-    const version = overwrite ? await write() : await this.deps.listingIndex.around('table', ref, write, { visible: true, data: true });
-    // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
-    // The data is committed by now, so losing this race is reported with what the table keeps.
-    if (mode === 'Overwrite' && state.record) {
-      await this.store.put(tableRecordKey(ref), encodeRecord({ ...state.record.value, properties }), { ifMatch: state.record.etag }).catch((e: unknown) => {
-        if (!(e instanceof PreconditionFailedError)) throw e;
-        properties = state.record?.value.properties ?? {};
-      });
-    }
-    if (state.reserved) await this.store.delete(reservedMarkerKey(ref)).catch(() => undefined);
-    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
-  }
-
-  /**
-   * Creates a table under a new name.
-   *
-   * Invariant: a create that dies half-way leaves nothing that blocks the name. Until the data is
-   * committed the name is held by a claim: the table's record marked `creating`, with a lease that
-   * is renewed while the data is written, invisible to every reader. Once the data is in, the
-   * claim becomes the record (replace-if-unchanged): the table exists from then on. A claim whose
-   * lease ran out was left by a dead create; the next request to take the name replaces exactly
-   * that claim and deletes what the dead create wrote (see claimName).
-   */
-  private async createNew(ctx: RequestContext, id: string[], namespace: ResolvedNamespace, state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
-    const { ref } = state;
-    const { leaseMs } = this.deps.settings;
-    const properties = input.properties ?? {};
-    const managed = await resolveManagedVersioning(this.deps, namespace, properties);
-    const table = placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
-    // The claim names this create uniquely (request ids come from clients and may repeat); the
-    // commit path of a managed table finds the table it creates by that name.
-    const own: RequestContext = { ...ctx, requestId: `${ctx.requestId}/${randomUUID()}` };
-    const claim = (): TableRecord => ({ ...table, creating: { request_id: own.requestId, lease_until: leaseUntil(leaseMs) } });
-    const key = tableRecordKey(ref);
-    const claimedAt = Date.now();
-    let etag = await claimName(this.store, namespace, state, claim());
-    faultPoint('create:after-claim');
-    const renewal = keepRenewed(leaseMs, async () => {
-      ({ etag } = await this.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
-    }, claimedAt);
-    const dir = recordDir(this.deps.locations, state.dirKey, table);
-    let version: number;
-    try {
-      // The table as claimed, resolved once for the engine's commits: not under a write lease, so
-      // each commit looks again at it, and finds this create's claim (it names own.requestId).
-      const claimed = managed ? resolvedTable(this.deps, id, await requireVisibleTable(this.store, ref, { creatingRequest: own.requestId, linkChecked: true }), { dir, namespace }) : null;
-      const at = { ...datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: this.coordinatorFor(own, claimed, false) } : {}) };
-      ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
-      faultPoint('create:after-data');
-      await renewal.stop();
-      await this.store.put(key, encodeRecord(table), { ifMatch: etag });
-    } catch (e) {
-      await renewal.stop().catch(() => undefined);
-      // Best effort: should this fail too (the store is down), the claim's lease runs out instead.
-      await this.abandonClaim(state, own.requestId).catch(() => undefined);
-      if (e instanceof PreconditionFailedError) {
-        throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)}: the create outlived its claim on the name and was taken over; retry`, { cause: e });
-      }
-      // Data found at the location while this create held the name came from a writer its claim
-      // does not stop (a create whose claim was taken over, still at work), not from a table of
-      // this name: "already exists" would be untrue (the clean-up above may have cleared it). A
-      // retry finds out whether the name is taken.
-      if (e instanceof EngineError && e.kind === 'already_exists') {
-        throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)}: another writer wrote a dataset at the table's location during the create; retry`, { cause: e });
-      }
-      throw engineFailure(e, id);
-    }
-    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
-  }
-
-  /**
-   * Deletes what a failed create wrote, if the name is still held by its claim: the name's
-   * directory, or in a retired one (see table-state.ts) the claim's own directory and the claim.
-   */
-  private async abandonClaim(state: TableState, requestId: string): Promise<void> {
-    const key = tableRecordKey(state.ref);
-    const current = await readRecord(this.store, key, TableRecord);
-    if (current?.value.creating?.request_id !== requestId) return;
-    const { dir } = current.value;
-    await this.store.deletePrefix(dir ?? state.dirKey);
-    if (dir !== undefined) await this.store.delete(key);
+  create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
+    return createTable(this.deps, this.coordinatorFor, ctx, id, input);
   }
 
   register(ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
