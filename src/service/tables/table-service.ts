@@ -1,8 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { type CommitCoordinator, EngineError } from '../../engine/lance-engine.js';
-import { claimDatasetCreation } from './dataset-creation.js';
-import { engineFailure, onEngine } from '../engine-errors.js';
-import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type {
   CreateTableResponse,
   DeclareTableRequest,
@@ -16,73 +11,35 @@ import type {
   RenameTableRequest,
   RenameTableResponse,
 } from '../../model/tables.js';
-import { PreconditionFailedError } from '../../store/object-store.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
-import { createInNamespace, displayId, requireNamespace, requireUnlinkedNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
-import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
-import {
-  compareNames,
-  deregisteredMarkerKey,
-  namespaceDirKey,
-  namespaceHolding,
-  ownTableDirKey,
-  reservedMarkerKey,
-  type TableRef,
-  tableDirKey,
-  tableRecordKey,
-  tableRefOf,
-  validateNamespaceId,
-} from '../catalog/layout.js';
-import type { StoreDir } from '../catalog/locations.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
-import { paginate } from '../catalog/page-token.js';
-import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import { faultPoint } from '../fault-points.js';
-import { keepRenewed, leaseUntil } from '../coordination/leases.js';
-import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
-import { putDeregisterMarker } from './table-fences.js';
-import { datasetAt, refuseOtherLocation } from './table-location.js';
-import { claimName, placed, settleMarker, tableAlreadyExists } from './name-claim.js';
-import { createTable, type CreateTableInput } from './create-table.js';
-export type { CreateTableInput } from './create-table.js';
+import type { RequestContext } from '../request-context.js';
+import { type CoordinatorFor, createTable, type CreateTableInput } from './create-table.js';
 import { declareTable } from './declare-table.js';
+import { type DescribeFlags, describeTable, tableExists } from './describe-table.js';
+import { deregisterTable, dropTable } from './drop-table.js';
+import { listAllTables, listTables } from './list-tables.js';
 import { registerTable } from './register-table.js';
 import { renameTable } from './rename-table.js';
-import { deregisterTable, dropTable } from './drop-table.js';
-import { type DescribeFlags, describeTable, tableExists } from './describe-table.js';
-export type { DescribeFlags } from './describe-table.js';
-import { listAllTables, listTables } from './list-tables.js';
-import { TableVersions } from '../versions/dataset-versions.js';
-import type { RequestContext } from '../request-context.js';
-import {
-  dataDir,
-  incarnationOf,
-  isTombstone,
-  isVisible,
-  leftoverDir,
-  LinkedTableDir,
-  livesInNameDir,
-  type NameMarker,
-  readTableState,
-  recordDir,
-  requireVisibleTable,
-  retiredMarker,
-  tableHasData,
-  tableNotFound,
-  type TableState,
-} from './table-state.js';
 
+export type { CreateTableInput } from './create-table.js';
+export type { DescribeFlags } from './describe-table.js';
+
+// The tables API, one module per operation: declare-table.ts, create-table.ts, register-table.ts,
+// describe-table.ts (and TableExists), list-tables.ts, drop-table.ts (and DeregisterTable),
+// rename-table.ts. What they share: a name taken for a new table (name-claim.ts), where its data
+// lives (table-location.ts, table-state.ts), a table resolved once (resolved-table.ts), and writes
+// and drops meeting (table-fences.ts); the listing index hears of every change of a name
+// (catalog/listing-index.ts).
+
+type ListRequest = PageRequest & { includeDeclared?: boolean | undefined };
 
 export class TableService {
   constructor(
     private readonly deps: CatalogDeps,
     /** The commit path of a managed table, so that the engine's writes go through it (see TableVersionService.coordinatorFor). */
-    private readonly coordinatorFor: (ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean) => CommitCoordinator,
+    private readonly coordinatorFor: CoordinatorFor,
   ) {}
-
-  private get store() {
-    return this.deps.store;
-  }
 
   declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
     return declareTable(this.deps, ctx, id, request);
@@ -104,11 +61,11 @@ export class TableService {
     return tableExists(this.deps, id, version);
   }
 
-  list(_ctx: RequestContext, ns: string[], page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
+  list(_ctx: RequestContext, ns: string[], page: ListRequest): Promise<ListTablesResponse> {
     return listTables(this.deps, ns, page);
   }
 
-  listAll(_ctx: RequestContext, delimiter: string, page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
+  listAll(_ctx: RequestContext, delimiter: string, page: ListRequest): Promise<ListTablesResponse> {
     return listAllTables(this.deps, delimiter, page);
   }
 
@@ -123,6 +80,4 @@ export class TableService {
   rename(_ctx: RequestContext, id: string[], request: RenameTableRequest): Promise<RenameTableResponse> {
     return renameTable(this.deps, id, request);
   }
-
-  // @@END@@
 }
