@@ -123,8 +123,8 @@ export function idOfJsonKey(dir: string, key: string): string | null {
 }
 /** A replica's readiness probe (health.ts). */
 export const healthProbeKey = (probe: string): string => `${CATALOG_DIR}/health/${probe}`;
-/** The probes of one process's store check (store-check.ts): this prefix and a number. */
-export const storeCheckPrefix = (process: string): string => `${CATALOG_DIR}/store-check/${process}-`;
+/** A probe of one process's store check (store-check.ts): the process's id and the probe's number. */
+export const storeCheckKey = (process: string, probe: number): string => `${CATALOG_DIR}/store-check/${process}-${probe}`;
 
 // ---- <root>/<ns>/_catalog/: the namespace's listing index of its children (catalog/listing-index.ts).
 //
