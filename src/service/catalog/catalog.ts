@@ -14,6 +14,7 @@ const flagOf = (properties: Record<string, string> | undefined): boolean | undef
 /**
  * Whether a table's versions are managed by the service: the table's own `managed_versioning`
  * property, else that of the nearest enclosing namespace that sets it, else the server default.
+ * `deps` is the CatalogDeps, of which only these are named here (catalog-deps.ts builds on this module).
  */
 export async function resolveManagedVersioning(deps: { store: ObjectStore; settings: { managedVersioningDefault: boolean } }, namespace: string[] | ResolvedNamespace, properties: Record<string, string>): Promise<boolean> {
   const own = flagOf(properties);
