@@ -34,7 +34,6 @@ export interface VersionSettings {
   pollMs?: number;
 }
 
-
 const ignorePrecondition = (e: unknown): void => {
   if (!(e instanceof PreconditionFailedError)) throw e;
 };
@@ -44,7 +43,6 @@ export class BatchRecovery {
   readonly coordinating = new Set<string>();
   /** One marker per unfinished batch, written before its record (see the invariant above). */
   readonly markers: UnfinishedMarkers;
-  /** The listing index of table names, which batch declares and deregisters change (see catalog/listing-index.ts). */
   private poller: Poller | undefined;
 
   constructor(
