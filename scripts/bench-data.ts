@@ -41,7 +41,8 @@ import { parseArgs } from 'node:util';
 import { arrow } from '../src/engine/arrow.js';
 import { LancedbEngine } from '../src/engine/lancedb/engine.js';
 import type { Table } from '../src/engine/lancedb/table-access.js';
-import { hasCommittedVersion, readTableState } from '../src/service/tables/table-state.js';
+import { readTableState } from '../src/service/tables/table-state.js';
+import { TableVersions } from '../src/service/versions/dataset-versions.js';
 import { type BenchService, checkAborted, cleanups, ms, now, openDirect, runMain, secs, startBenchService, type Summary, summarize } from './bench-support.js';
 
 type BackendName = 'local' | 'rgw';
@@ -369,7 +370,7 @@ async function runBackend(backend: BackendName, rows: number, iterations: number
           sides: {
             service: async () => {
               const state = await readTableState(service.app.store, ref);
-              if (!(await hasCommittedVersion({ store: service.app.store, key: state.dirKey, owned: true }))) throw new Error('resolve: no committed version');
+              if (!(await new TableVersions({ store: service.app.store, key: state.dirKey, owned: true }).hasCommitted())) throw new Error('resolve: no committed version');
             },
             direct: async () => {},
             adapter: async () => {},

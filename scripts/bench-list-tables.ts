@@ -20,6 +20,9 @@ const { TableService } = await load<typeof import('../src/service/tables/table-s
 const { Locations } = await load<typeof import('../src/service/catalog/locations.js')>('service/catalog/locations.ts');
 const { PageTokens } = await load<typeof import('../src/service/catalog/page-token.js')>('service/catalog/page-token.ts');
 const { storeAt } = await load<typeof import('../src/store/open-store.js')>('store/open-store.ts');
+// Built here as app.ts's catalogDeps builds them (a src/ from before it took none and built its own).
+const { ListingIndex } = await load<typeof import('../src/service/catalog/listing-index.js')>('service/catalog/listing-index.ts');
+const { TableFences } = await load<typeof import('../src/service/tables/table-fences.js')>('service/tables/table-fences.ts');
 
 const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bench-list-tables-'));
 const store = new LocalObjectStore(dir);
@@ -34,14 +37,17 @@ for (let i = 0; i < count; i += 200) {
     }),
   );
 }
+const locations = new Locations(store, { kind: 'local', dir }, (location) => storeAt(location, { region: 'x', forcePathStyle: true }));
 const deps = {
   store,
   engine: new Proxy({}, { get: () => () => Promise.reject(new Error('no engine')) }),
-  locations: new Locations(store, { kind: 'local', dir }, (location) => storeAt(location, { region: 'x', forcePathStyle: true })),
+  locations,
   pageTokens: new PageTokens('k'),
   settings: { managedVersioningDefault: false, leaseMs: 30_000 },
   credentials: new TableCredentials(null),
   metrics: NO_METRICS,
+  fences: new TableFences(store, 30_000),
+  listingIndex: new ListingIndex(store, locations, 30_000),
 } as unknown as ConstructorParameters<typeof TableService>[0];
 const tables = new TableService(deps, () => {
   throw new Error('no managed tables');

@@ -8,7 +8,7 @@ import { LancedbEngine } from './engine/lancedb/engine.js';
 import type { PythonUdfOptions } from './engine/python-udf/python-udfs.js';
 import { isLoopbackAddress } from './http/browser-guard.js';
 import { buildHttpServer } from './http/server.js';
-import type { CatalogDeps } from './service/catalog/catalog.js';
+import { catalogDeps } from './service/catalog/catalog-deps.js';
 import { ColumnService } from './service/data/columns.js';
 import { DataTables } from './service/data/data-tables.js';
 import { IndexService } from './service/data/indices.js';
@@ -72,7 +72,8 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   });
   const credentials = await credentialCache(config);
   const locations = new Locations(store, rootLocation, (location) => new InstrumentedStore(storeAt(location, s3), metrics), allowed);
-  const deps: CatalogDeps = {
+  // Built once here, with the helpers the services share (one TableFences, one ListingIndex and its snapshot cache).
+  const deps = catalogDeps({
     store,
     engine,
     locations,
@@ -80,7 +81,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     settings: { managedVersioningDefault: config.managedVersioning, leaseMs: config.transactionLeaseMs },
     credentials: new TableCredentials(credentials, metrics),
     metrics,
-  };
+  });
   const transactionLog = new TransactionLog(store);
   const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
   const data = new DataTables(deps, versions);

@@ -16,7 +16,7 @@ import { TransactionLog } from '../../src/service/transactions/transaction-log.j
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
 import { connectTable } from '../support/arrow-data.js';
 import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
-import { localCatalogDeps } from '../support/local-catalog.js';
+import { localCatalogDeps, withSettings } from '../support/local-catalog.js';
 import { type RayCluster, startRayCluster } from '../support/ray-cluster.js';
 import { genevaQuery, makeUdfEnvelopes, META, schemaMessage, viewRows } from '../support/views.js';
 
@@ -395,7 +395,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
      */
     async function fillMeeting(name: string, meanwhile: (at: DatasetLocation) => Promise<unknown>): Promise<{ outcome: unknown; at: DatasetLocation; creates: number[] }> {
       const root = fx.root;
-      const deps = { ...localCatalogDeps(root.store, root.root, engine), settings: { managedVersioningDefault: true, leaseMs: 30_000 } };
+      const deps = withSettings(localCatalogDeps(root.store, root.root, engine), { managedVersioningDefault: true, leaseMs: 30_000 });
       const versions = new TableVersionService(deps, new TransactionLog(root.store), { leaseMs: 30_000 });
       const tables = new TableService(deps, (...a) => versions.coordinatorFor(...a));
       await new NamespaceService(deps).create(ctx, [name], {});

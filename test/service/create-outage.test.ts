@@ -6,7 +6,7 @@ import type { RequestContext } from '../../src/service/context/request-context.j
 import { TableService } from '../../src/service/tables/table-service.js';
 import { StoreUnavailableError } from '../../src/store/object-store.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
-import { localCatalogDeps, useLocalRoot } from '../support/local-catalog.js';
+import { localCatalogDeps, useLocalRoot, withSettings } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
 // A create whose data write fails while the store cannot delete (an outage) must not leave a
@@ -35,7 +35,7 @@ describe('CreateTable during a store outage', () => {
       delete: (key) => (outage.down && inTable(key) ? down() : root.store.delete(key)),
       deletePrefix: (prefix, options) => (outage.down && inTable(prefix) ? down() : root.store.deletePrefix(prefix, options)),
     });
-    const deps = { ...localCatalogDeps(store, root.dir, engine), settings: { managedVersioningDefault: false, leaseMs: LEASE_MS } };
+    const deps = withSettings(localCatalogDeps(store, root.dir, engine), { managedVersioningDefault: false, leaseMs: LEASE_MS });
     const tables = new TableService(deps, () => {
       throw new Error('no managed tables here');
     });

@@ -7,7 +7,7 @@ import { tableRecordKey } from '../../src/service/catalog/layout.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
-import { localCatalogDeps, useLocalRoot } from '../support/local-catalog.js';
+import { localCatalogDeps, useLocalRoot, withSettings } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
 // A create whose claim on the name is taken over while it still writes (its lease ran out: the
@@ -73,7 +73,7 @@ describe('CreateTable whose claim is taken over while it writes', () => {
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
     });
-    const deps = { ...localCatalogDeps(store, root.dir, gated), settings: { managedVersioningDefault: false, leaseMs: LEASE_MS } };
+    const deps = withSettings(localCatalogDeps(store, root.dir, gated), { managedVersioningDefault: false, leaseMs: LEASE_MS });
     const tables = new TableService(deps, () => {
       throw new Error('no managed tables here');
     });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { CatalogDeps } from '../../src/service/catalog/catalog.js';
+import { type CatalogDeps, catalogDeps } from '../../src/service/catalog/catalog-deps.js';
 import { Locations } from '../../src/service/catalog/locations.js';
-import { compareNames } from '../../src/service/catalog/listing-index.js';
+import { compareNames } from '../../src/service/catalog/layout.js';
 import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';
@@ -10,7 +10,7 @@ import { TableService } from '../../src/service/tables/table-service.js';
 import { parseLocation, storeAt } from '../../src/store/open-store.js';
 import { listAll, type ObjectStore, type PutCondition } from '../../src/store/object-store.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
-import { catalogRootKinds, noEngine, useCatalogRoot } from '../support/local-catalog.js';
+import { catalogRootKinds, noEngine, useCatalogRoot, withSettings } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 import { TableCredentials } from '../../src/service/tables/credential-vending.js';
 import { NO_METRICS } from '../../src/metrics/metrics.js';
@@ -81,8 +81,7 @@ const name = (i: number) => `t${String(i).padStart(4, '0')}`;
 describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
   const root = useCatalogRoot(kind);
   const withLease = (store: ObjectStore, leaseMs: number): CatalogDeps => {
-    const deps = root.deps(store);
-    return { ...deps, settings: { ...deps.settings, leaseMs } };
+    return withSettings(root.deps(store), { leaseMs });
   };
 
   it('a page costs a bounded number of store calls, whatever the namespace holds; pages never repeat or skip', async () => {
@@ -220,7 +219,7 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
       delete: (k: string) => (dead ? Promise.reject(new Error('died')) : root.store.delete(k).then(() => void (dead = k === 'ns/doomed/.lance-namespace'))),
     });
     const deps = root.deps(dying);
-    const halfway = servicesOver({ ...deps, settings: { ...deps.settings, leaseMs: -1 } }).namespaces;
+    const halfway = servicesOver(withSettings(deps, { leaseMs: -1 })).namespaces;
     await halfway.create(ctx, ['ns', 'made'], {}).catch(() => undefined);
     dead = false;
     await halfway.drop(ctx, ['ns', 'doomed'], {}).catch(() => undefined);
@@ -289,7 +288,7 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
 function depsOf(root: TestRoot, store: ObjectStore = root.store): CatalogDeps {
   const location = parseLocation(root.root);
   if (!location) throw new Error(`not a root: ${root.root}`);
-  return {
+  return catalogDeps({
     store,
     engine: noEngine,
     locations: new Locations(store, location, (l) => storeAt(l, root.s3)),
@@ -297,7 +296,7 @@ function depsOf(root: TestRoot, store: ObjectStore = root.store): CatalogDeps {
     settings: { managedVersioningDefault: false, leaseMs: 30_000 },
     credentials: new TableCredentials(null),
     metrics: NO_METRICS,
-  };
+  });
 }
 
 describe.each(backends())('listing index under concurrent changes on $name', (backend: Backend) => {

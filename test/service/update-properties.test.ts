@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
-import type { CatalogDeps } from '../../src/service/catalog/catalog.js';
+import { catalogDeps } from '../../src/service/catalog/catalog-deps.js';
 import { DataTables } from '../../src/service/data/data-tables.js';
 import { RowService } from '../../src/service/data/rows.js';
 import { Locations } from '../../src/service/catalog/locations.js';
@@ -63,7 +63,7 @@ describe.each(backends())('an update whose properties keep losing races on $name
   const rowsOver = (store: ObjectStore, boundMs?: number) => {
     const location = parseLocation(root.root);
     if (!location) throw new Error(`bad root ${root.root}`);
-    const deps: CatalogDeps = { store, engine, locations: new Locations(store, location, (at) => storeAt(at, root.s3)), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false, leaseMs: 30_000 }, credentials: new TableCredentials(null), metrics: NO_METRICS };
+    const deps = catalogDeps({ store, engine, locations: new Locations(store, location, (at) => storeAt(at, root.s3)), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false, leaseMs: 30_000 }, credentials: new TableCredentials(null), metrics: NO_METRICS });
     const warnings: string[] = [];
     const logger = { info: () => undefined, error: () => undefined, warn: (_: object, msg: string) => void warnings.push(msg) };
     const service = new RowService(new DataTables(deps, new TableVersionService(deps, new TransactionLog(store), { leaseMs: 1000 })), logger, boundMs === undefined ? {} : { recordPropertiesBoundMs: boundMs });

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach } from 'vitest';
 import { EngineError, type LanceEngine } from '../../src/engine/lance-engine.js';
-import type { CatalogDeps } from '../../src/service/catalog/catalog.js';
+import { type CatalogDeps, catalogDeps as withSharedHelpers } from '../../src/service/catalog/catalog-deps.js';
 import { Locations } from '../../src/service/catalog/locations.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
@@ -34,8 +34,9 @@ export function useLocalRoot(prefix: string): { dir: string; store: LocalObjectS
   return fixture;
 }
 
+/** The deps of one process over `store`: services built on the same deps share its fences and listing index, as in app.ts. */
 function catalogDeps(store: ObjectStore, rootLocation: StoreLocation, engine: LanceEngine): CatalogDeps {
-  return {
+  return withSharedHelpers({
     store,
     engine,
     locations: new Locations(store, rootLocation, (location) => storeAt(location, { region: 'x', forcePathStyle: true })),
@@ -43,7 +44,12 @@ function catalogDeps(store: ObjectStore, rootLocation: StoreLocation, engine: La
     settings: { managedVersioningDefault: false, leaseMs: 30_000 },
     credentials: new TableCredentials(null),
     metrics: NO_METRICS,
-  };
+  });
+}
+
+/** `deps` with other settings, its shared helpers built again for them (as a process started with those settings has). */
+export function withSettings(deps: CatalogDeps, settings: Partial<CatalogDeps['settings']>): CatalogDeps {
+  return withSharedHelpers({ ...deps, settings: { ...deps.settings, ...settings } });
 }
 
 /** What the services run on, over `store` (a double of the local root at `dir`, or that root's own store). */

@@ -1,33 +1,8 @@
-import type { LanceEngine } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { namespaceDirKey, namespaceRecordKey } from './layout.js';
-import type { Locations } from './locations.js';
-import type { PageTokens } from './page-token.js';
 import { leaseExpired, pollUntil } from '../coordination/leases.js';
 import { NamespaceRecord, readRecord, type Versioned } from './records.js';
-import type { TableCredentials } from '../tables/credential-vending.js';
-import type { Metrics } from '../../metrics/metrics.js';
-
-/** Everything the catalog services run on. */
-export interface CatalogDeps {
-  store: ObjectStore;
-  engine: LanceEngine;
-  locations: Locations;
-  pageTokens: PageTokens;
-  settings: CatalogSettings;
-  /** The storage options of responses about a table, vended credentials included (see tables/credential-vending.ts). */
-  credentials: TableCredentials;
-  /** Where the services report commits, retries, vends and jobs (src/metrics/metrics.ts). */
-  metrics: Metrics;
-}
-
-export interface CatalogSettings {
-  /** Managed versioning for tables whose own property and namespaces leave it unset. */
-  managedVersioningDefault: boolean;
-  /** How long a claim, a write or a drop is trusted without a renewal before its holder is presumed dead. */
-  leaseMs: number;
-}
 
 export const MANAGED_VERSIONING = 'managed_versioning';
 
@@ -39,8 +14,9 @@ const flagOf = (properties: Record<string, string> | undefined): boolean | undef
 /**
  * Whether a table's versions are managed by the service: the table's own `managed_versioning`
  * property, else that of the nearest enclosing namespace that sets it, else the server default.
+ * `deps` is the CatalogDeps, of which only these are named here (catalog-deps.ts builds on this module).
  */
-export async function resolveManagedVersioning(deps: CatalogDeps, namespace: string[] | ResolvedNamespace, properties: Record<string, string>): Promise<boolean> {
+export async function resolveManagedVersioning(deps: { store: ObjectStore; settings: { managedVersioningDefault: boolean } }, namespace: string[] | ResolvedNamespace, properties: Record<string, string>): Promise<boolean> {
   const own = flagOf(properties);
   if (own !== undefined) return own;
   // A namespace the request resolved already answers for itself; only its ancestors are read.

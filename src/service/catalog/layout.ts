@@ -1,4 +1,6 @@
 import { invalidInput } from '../../model/errors.js';
+import { type ManifestNamingScheme, manifestFileName } from '../../engine/lance-format/manifest-names.js';
+import { compareKeys } from '../../store/object-store.js';
 
 // Where catalog state lives under the root. Byte-compatible with Lance's own directory ("base")
 // namespace: a namespace is a directory holding a `.lance-namespace` file, a table is a
@@ -18,6 +20,9 @@ import { invalidInput } from '../../model/errors.js';
 //   <root>/<ns>/<t>.lance/_catalog/writers/ one lease per write under way (a drop waits for them)
 //   <root>/<ns>/_catalog/               the namespace's listing index of its children (catalog/listing-index.ts)
 //   <root>/_catalog/                        service state that belongs to no namespace
+//
+// Every key the service builds is built here (the keys of each place below, and their order where
+// a listing relies on it); the modules that read and write them say why they are laid out so.
 
 export const NAMESPACE_MARKER = '.lance-namespace';
 export const TABLE_RECORD = '.lance-table.json';
@@ -101,3 +106,110 @@ export function childOfPrefix(parentKey: string, commonPrefix: string): { kind: 
   if (segment === CATALOG_DIR || nameProblem(segment)) return null;
   return { kind: 'namespace', name: segment };
 }
+
+// ---- <root>/_catalog/: service state that belongs to no namespace.
+
+/** Transaction records (transactions/transaction-log.ts): `<id>.json`. */
+export const TRANSACTIONS_DIR = `${CATALOG_DIR}/transactions/`;
+export const transactionRecordKey = (id: string): string => `${TRANSACTIONS_DIR}${id}.json`;
+/** Markers of unfinished batches (versions/batch-recovery.ts) and jobs (jobs/job-service.ts), one `<id>.json` each (coordination/markers.ts). */
+export const BATCH_MARKERS_DIR = `${CATALOG_DIR}/batches/`;
+export const JOB_MARKERS_DIR = `${CATALOG_DIR}/jobs/`;
+export const markerKey = (dir: string, id: string): string => `${dir}${id}.json`;
+/** The id of a `<id>.json` key directly under `dir` (a transaction record, a marker), or null for any other key. */
+export function idOfJsonKey(dir: string, key: string): string | null {
+  const name = key.startsWith(dir) ? key.slice(dir.length) : '';
+  return name.endsWith('.json') && !name.includes('/') ? name.slice(0, -'.json'.length) : null;
+}
+/** A replica's readiness probe (health.ts). */
+export const healthProbeKey = (probe: string): string => `${CATALOG_DIR}/health/${probe}`;
+/** A probe of one process's store check (store-check.ts): the process's id and the probe's number. */
+export const storeCheckKey = (process: string, probe: number): string => `${CATALOG_DIR}/store-check/${process}-${probe}`;
+
+// ---- <root>/<ns>/_catalog/: the namespace's listing index of its children (catalog/listing-index.ts).
+//
+//   tables/<name>/v                         a table of this name is visible
+//   data/<name>/t                           ... and has data
+//   namespaces/<name>/v                     a child namespace of this name exists
+//   pending/<name>/<until>.<op>             an operation is changing what the table name holds
+//   namespace-pending/<name>/<until>.<op>   the same for a child namespace
+//   index.ready                             the index covers every child
+//   tables.stamp, tables.snapshot           the index in one object (catalog/listing-snapshot.ts)
+//   namespaces.stamp, namespaces.snapshot   the same for child namespaces
+
+/** The two kinds of child a namespace's listing index holds. */
+export type ChildKind = 'table' | 'namespace';
+
+const INDEX_FOLDERS: Record<ChildKind, { visible: string; pending: string }> = {
+  table: { visible: 'tables', pending: 'pending' },
+  namespace: { visible: 'namespaces', pending: 'namespace-pending' },
+};
+/** A key-safe form of an operation id. */
+const pendingOpPart = (op: string): string => (/^[A-Za-z0-9_-]+$/.test(op) ? op : Buffer.from(op).toString('base64url'));
+/** A name's directory in an index folder; where a LIST resumes after the name. */
+export const indexNameDirKey = (folder: string, name: string): string => `${folder}${name}/`;
+/** The name a common prefix of an index folder stands for. */
+export const nameInIndexDir = (folder: string, commonPrefix: string): string => commonPrefix.slice(folder.length, -1);
+/** The order of names in the index (and in listings): by the bytes of `<name>/`, as their directories sort. */
+export const compareNames = (a: string, b: string): number => compareKeys(`${a}/`, `${b}/`);
+
+export const namespaceCatalogDirKey = (ns: string[]): string => `${namespaceDirKey(ns)}${CATALOG_DIR}/`;
+/** The folder of a kind's names: a directory `<name>/` per child. */
+export const indexVisibleDirKey = (kind: ChildKind, ns: string[]): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].visible}/`;
+export const indexVisibleKey = (kind: ChildKind, ref: TableRef): string => `${indexNameDirKey(indexVisibleDirKey(kind, ref.namespace), ref.name)}v`;
+/** The folder of the tables that have data. */
+export const indexDataDirKey = (ns: string[]): string => `${namespaceCatalogDirKey(ns)}data/`;
+export const indexDataKey = (ref: TableRef): string => `${indexNameDirKey(indexDataDirKey(ref.namespace), ref.name)}t`;
+/** The folder of a kind's pending entries: `<name>/<until>.<op>`. */
+export const indexPendingDirKey = (kind: ChildKind, ns: string[]): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].pending}/`;
+export const indexPendingNameDirKey = (kind: ChildKind, ref: TableRef): string => indexNameDirKey(indexPendingDirKey(kind, ref.namespace), ref.name);
+export const indexPendingKey = (kind: ChildKind, ref: TableRef, until: number, op: string): string => `${indexPendingNameDirKey(kind, ref)}${until}.${pendingOpPart(op)}`;
+/** Whether a pending key is one of the operation `op`'s. */
+export const isPendingOf = (key: string, op: string): boolean => key.endsWith(`.${pendingOpPart(op)}`);
+/** A pending key under a kind's folder `dir`, read back: its name and until when its operation is trusted (0: unreadable). */
+export function parsePendingKey(dir: string, key: string): { name: string; until: number } | null {
+  const [name, entry] = key.slice(dir.length).split('/');
+  if (!name || !entry) return null;
+  const until = Number(entry.split('.')[0]);
+  return { name, until: Number.isFinite(until) ? until : 0 };
+}
+export const indexReadyKey = (ns: string[]): string => `${namespaceCatalogDirKey(ns)}index.ready`;
+export const listingStampKey = (ns: string[], kind: ChildKind): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].visible}.stamp`;
+export const listingSnapshotKey = (ns: string[], kind: ChildKind): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].visible}.snapshot`;
+
+// ---- <root>/<ns>/<t>.lance/_catalog/: what writers of a table name leave while they write.
+
+/** One lease per write under way (tables/table-fences.ts): `<id>.json`. */
+export const writersDirKey = (t: TableRef): string => `${tableDirKey(t)}${CATALOG_DIR}/writers/`;
+export const writeLeaseKey = (t: TableRef, id: string): string => `${writersDirKey(t)}${id}.json`;
+/** The claim of the one request that creates a declared table's dataset (tables/dataset-creation.ts). */
+export const creationClaimKey = (t: TableRef): string => `${tableDirKey(t)}${CATALOG_DIR}/dataset-create.json`;
+
+// ---- A table's dataset directory (`dataset`: a key ending in '/', in whichever store holds it).
+//
+//   _versions/<manifest name>               committed manifests, V1 and V2 names (engine/lance-format/manifest-names.ts)
+//   _versions/<manifest name>-<uuid>        staged manifests (what Lance writers stage, and the service too)
+//   _versions/latest_version_hint.json      Lance's hint of the latest version
+//   _transactions/<file>.txn                Lance's transaction files
+//   _catalog/versions/<version>.json        the service's version metadata (versions/dataset-versions.ts)
+//   _catalog/reservations/<version>.json    version-slot reservations (versions/version-slots.ts)
+//   _udfs/<sha256>                          UDF envelopes (data/python-udf-columns.ts)
+
+/** Lance's latest-version hint, in `_versions/`. */
+export const LATEST_HINT = 'latest_version_hint.json';
+const UDF_DIR = '_udfs';
+/** Version numbers in the service's keys: zero-padded, so that keys sort as versions do. */
+const padVersion = (version: number): string => String(version).padStart(20, '0');
+
+export const versionsDirKey = (dataset: string): string => `${dataset}${VERSIONS_DIR}/`;
+export const manifestKey = (dataset: string, version: number, scheme: ManifestNamingScheme): string => `${versionsDirKey(dataset)}${manifestFileName(version, scheme)}`;
+export const latestHintKey = (dataset: string): string => `${versionsDirKey(dataset)}${LATEST_HINT}`;
+/** A staged manifest's path relative to its dataset (the form clients send as manifest_path). */
+export const stagedManifestPath = (version: number, id: string): string => `${VERSIONS_DIR}/${version}.manifest-${id}`;
+export const lanceTransactionsDirKey = (dataset: string): string => `${dataset}_transactions/`;
+export const lanceTransactionKey = (dataset: string, file: string): string => `${lanceTransactionsDirKey(dataset)}${file}`;
+export const versionSidecarKey = (dataset: string, version: number): string => `${dataset}${CATALOG_DIR}/versions/${padVersion(version)}.json`;
+export const reservationsDirKey = (dataset: string): string => `${dataset}${CATALOG_DIR}/reservations/`;
+export const reservationKey = (dataset: string, version: number): string => `${reservationsDirKey(dataset)}${padVersion(version)}.json`;
+/** Where, relative to a dataset, the envelope whose sha256 is `hash` is stored. */
+export const udfEnvelopePath = (hash: string): string => `${UDF_DIR}/${hash}`;

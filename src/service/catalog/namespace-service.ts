@@ -9,11 +9,10 @@ import type {
   ListNamespacesResponse,
 } from '../../model/namespaces.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
-import { CATALOG_DIR, childOfPrefix, isOwnTableDir, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
+import type { CatalogDeps } from './catalog-deps.js';
+import { createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
+import { childOfPrefix, isOwnTableDir, namespaceCatalogDirKey, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
-import { TableFences } from '../tables/table-fences.js';
-import { ListingIndex } from './listing-index.js';
 import { dataDir, isVisible, leftoverDir, readTableState } from '../tables/table-state.js';
 import { encodeRecord, NamespaceRecord } from './records.js';
 import type { RequestContext } from '../context/request-context.js';
@@ -32,13 +31,7 @@ export interface PageRequest {
 }
 
 export class NamespaceService {
-  private readonly fences: TableFences;
-  private readonly index: ListingIndex;
-
-  constructor(private readonly deps: CatalogDeps) {
-    this.fences = new TableFences(deps.store, deps.settings.leaseMs);
-    this.index = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
-  }
+  constructor(private readonly deps: CatalogDeps) {}
 
   private get store() {
     return this.deps.store;
@@ -57,14 +50,14 @@ export class NamespaceService {
       try {
         // Linearization point: of concurrent creators, exactly one create-if-absent succeeds.
         // The parent's listing index hears of the new namespace (see listing-index.ts).
-        await this.index.around(
+        await this.deps.listingIndex.around(
           'namespace',
           childRefOf(ns),
           () => createInNamespace(this.store, ns.slice(0, -1), () => this.store.put(key, encodeRecord(fresh), { ifNoneMatch: '*' }), () => this.store.delete(key)),
           { visible: true, data: false },
         );
         // A new namespace has no children to index; without the mark its first listing would look.
-        await this.index.markReady(ns);
+        await this.deps.listingIndex.markReady(ns);
         return { properties };
       } catch (e) {
         if (!(e instanceof PreconditionFailedError)) throw e;
@@ -113,7 +106,7 @@ export class NamespaceService {
     validateNamespaceId(ns);
     // Before the index is read (and settled) at all: nothing through a link.
     requireUnlinkedNamespace(this.store, ns);
-    const { names, pageToken } = await this.index.listPage('namespace', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns, true));
+    const { names, pageToken } = await this.deps.listingIndex.listPage('namespace', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns, true));
     return { namespaces: names, page_token: pageToken };
   }
 
@@ -131,7 +124,7 @@ export class NamespaceService {
     validateNamespaceId(ns);
     if (ns.length === 0) throw invalidInput('the root namespace cannot be dropped');
     // The parent's listing index hears of the outcome (see listing-index.ts).
-    return this.index.around('namespace', childRefOf(ns), () => this.dropNamespace(ctx, ns, request), { visible: false, data: false });
+    return this.deps.listingIndex.around('namespace', childRefOf(ns), () => this.dropNamespace(ctx, ns, request), { visible: false, data: false });
   }
 
   private async dropNamespace(_ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {
@@ -178,7 +171,7 @@ export class NamespaceService {
         // Listed again: leftovers, and in Cascade every child, including any created since.
         const remaining = await listAll(this.store, dirKey, { delimiter: '/' });
         // The namespace's own catalog state goes last: dropping its children writes there (listing-index.ts).
-        const catalogPrefix = `${dirKey}${CATALOG_DIR}/`;
+        const catalogPrefix = namespaceCatalogDirKey(ns);
         const prefixes = [...remaining.commonPrefixes.filter((p) => p !== catalogPrefix), ...remaining.commonPrefixes.filter((p) => p === catalogPrefix)];
         for (const prefix of prefixes) {
           // Tables' own directories go with their tables' drops (deregistered ones stay).
@@ -218,7 +211,7 @@ export class NamespaceService {
         listing.commonPrefixes.slice(i, i + CHECK_CONCURRENCY).map((prefix) =>
           limit(async () => {
             const child = childOfPrefix(dirKey, prefix);
-            if (prefix === `${dirKey}${CATALOG_DIR}/`) return null; // the namespace's own catalog state (its table index)
+            if (prefix === namespaceCatalogDirKey(ns)) return null; // the namespace's own catalog state (its table index)
             if (isOwnTableDir(dirKey, prefix)) return null; // a table's own directory: the table, if any, is seen by its name
             if (child?.kind !== 'table') return child ? `namespace ${child.name}` : prefix.slice(dirKey.length);
             const state = await readTableState(this.store, { namespace: ns, name: child.name });
@@ -244,10 +237,10 @@ export class NamespaceService {
         if (leftovers !== null) await this.store.deletePrefix(leftovers);
         return false;
       }
-      const begun = await this.fences.beginDrop(state);
+      const begun = await this.deps.fences.beginDrop(state);
       // Another drop or a deregister came first: read again.
       if (!begun) continue;
-      await this.fences.finishDrop(state, dataDir(this.deps.locations, state), begun);
+      await this.deps.fences.finishDrop(state, dataDir(this.deps.locations, state), begun);
       return !state.retired;
     }
     throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId([...ref.namespace, ref.name])} kept changing during the namespace drop; retry`);

@@ -1,4 +1,5 @@
 import { listAll, PreconditionFailedError, type ObjectStore } from '../../store/object-store.js';
+import { idOfJsonKey, markerKey } from '../catalog/layout.js';
 
 // Markers of unfinished work: one small object per unfinished job or batch under a prefix of
 // `_catalog/`, so that the pollers every replica runs find what to finish with one LIST of the
@@ -17,12 +18,12 @@ export interface Marker {
 export class UnfinishedMarkers {
   constructor(
     private readonly store: ObjectStore,
-    /** Ends in '/'. */
+    /** Ends in '/': one of layout.ts's marker folders. */
     private readonly prefix: string,
   ) {}
 
   key(id: string): string {
-    return `${this.prefix}${id}.json`;
+    return markerKey(this.prefix, id);
   }
 
   /** Writes the marker of `id`; one already there is fine (an adopted or repeated mark). */
@@ -40,8 +41,8 @@ export class UnfinishedMarkers {
     const listing = await listAll(this.store, this.prefix, { delimiter: '/', details: true });
     const markers: Marker[] = [];
     for (const o of listing.objects) {
-      const name = o.key.slice(this.prefix.length);
-      if (name.endsWith('.json')) markers.push({ id: name.slice(0, -5), key: o.key, lastModified: o.lastModified });
+      const id = idOfJsonKey(this.prefix, o.key);
+      if (id !== null) markers.push({ id, key: o.key, lastModified: o.lastModified });
     }
     return markers;
   }

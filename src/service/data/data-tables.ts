@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import { type CatalogDeps, displayId } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { displayId } from '../catalog/catalog.js';
 import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
-import { type TableRef, tableRefOf, VERSIONS_DIR } from '../catalog/layout.js';
+import { stagedManifestPath, type TableRef, tableRefOf } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
-import { TableFences } from '../tables/table-fences.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
 import { latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import { TableVersions } from '../versions/dataset-versions.js';
@@ -29,15 +29,10 @@ export interface TableWorkOptions extends EngineFailureContext {
 
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
 export class DataTables {
-  /** Writes announce themselves here, so that a drop waits for them (see table-fences.ts). */
-  readonly fences: TableFences;
-
   constructor(
     private readonly deps: CatalogDeps,
     private readonly versions: TableVersionService,
-  ) {
-    this.fences = new TableFences(deps.store, deps.settings.leaseMs);
-  }
+  ) {}
 
   /**
    * The visible table `id`. Unless `allowDeclared`, a declared table without data is a 409 code
@@ -74,7 +69,7 @@ export class DataTables {
   async write<T>(ctx: RequestContext, id: string[], write: (table: OpenTable) => Promise<T>, options: { allowDeclared?: boolean } = {}): Promise<T> {
     const ref = tableRefOf(id);
     requireUnlinkedTable(this.deps.store, ref);
-    return this.fences.whileWritingTo(ref, ctx.requestId, async () => write(await this.open(ctx, id, { ...options, linkChecked: true })));
+    return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () => write(await this.open(ctx, id, { ...options, linkChecked: true })));
   }
 
   /**
@@ -107,7 +102,7 @@ export class DataTables {
     const current = latest ? await table.dir.store.get(latest.key) : null;
     if (!latest || !current) throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(table.id)} has no committed version`);
     const version = latest.version + 1;
-    const staged = `${VERSIONS_DIR}/${version}.manifest-${randomUUID()}`;
+    const staged = stagedManifestPath(version, randomUUID());
     await table.dir.store.put(`${table.dir.key}${staged}`, build({ version: latest.version, bytes: current.body }));
     try {
       await this.versions.commitUnderWriteLease(ctx, table, { version, manifest_path: staged, naming_scheme: latest.scheme });

@@ -4,6 +4,7 @@ import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../mode
 import type { JsonArrowDataTypeInput } from '../../engine/json-arrow-schema.js';
 import { type DatasetLocation, EngineError } from '../../engine/lance-engine.js';
 import { displayId } from '../catalog/catalog.js';
+import { udfEnvelopePath } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
 import type { DataTable, DataTables } from './data-tables.js';
 
@@ -16,12 +17,9 @@ import type { DataTable, DataTables } from './data-tables.js';
 // (engine/ports/udfs.ts). A UDF is arbitrary code run by the service: binding one needs the
 // manage privilege on the table's namespace and a service started with udf_execution on.
 
-/** The directory, inside a table's, that holds UDF envelopes. */
-const UDF_DIR = '_udfs';
-
 /** Where, inside a table's directory, an envelope (a UDF's, a chunker's or a UDTF's spec) is stored: named by its sha256, so storing it again changes nothing. */
 export function envelopePath(envelope: Buffer | string): string {
-  return `${UDF_DIR}/${createHash('sha256').update(envelope).digest('hex')}`;
+  return udfEnvelopePath(createHash('sha256').update(envelope).digest('hex'));
 }
 
 /** What a virtual_column entry with udf_backend DockerUDFSpecV1 binds a column to. */

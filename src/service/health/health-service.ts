@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ObjectStore } from '../../store/object-store.js';
-import { CATALOG_DIR } from '../catalog/layout.js';
+import { healthProbeKey } from '../catalog/layout.js';
 import type { StoreCheck } from './store-check.js';
 
 /**
@@ -8,7 +8,7 @@ import type { StoreCheck } from './store-check.js';
  * can be written and read back. Each replica probes its own key.
  */
 export class HealthService {
-  private readonly probeKey = `${CATALOG_DIR}/health/${randomUUID()}`;
+  private readonly probeKey = healthProbeKey(randomUUID());
 
   constructor(
     private readonly store: ObjectStore,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type ObjectInfo, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
-import { CATALOG_DIR } from '../catalog/layout.js';
+import { storeCheckKey } from '../catalog/layout.js';
 import type { ServiceLogger } from '../context/logger.js';
 
 // Whether the store keeps its word on conditional writes. Every race the service settles is
@@ -66,7 +66,7 @@ const landed = (put: Promise<ObjectInfo>): Promise<ObjectInfo | null> =>
  * probes it again each time it is asked.
  */
 export class StoreCheck {
-  private readonly keyPrefix = `${CATALOG_DIR}/store-check/${randomUUID()}-`;
+  private readonly processId = randomUUID();
   private probes = 0;
   private state: 'unchecked' | 'honoured' | 'broken' = 'unchecked';
   private running: Promise<StoreCheckResult> | null = null;
@@ -146,7 +146,7 @@ export class StoreCheck {
 
   /** One probe on a key of its own (see above); the key is deleted whatever happened. */
   private async probe(): Promise<StoreCheckResult> {
-    const key = `${this.keyPrefix}${++this.probes}`;
+    const key = storeCheckKey(this.processId, ++this.probes);
     try {
       return await probeOn(this.store, key);
     } catch (e) {

@@ -3,7 +3,7 @@ import { formatFieldPath, parseFieldPath, COMPUTED_COLUMN_METADATA, SQL_UDF_BACK
 import { invalidInput, unsupported } from '../../model/errors.js';
 import type { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
 import { displayId } from '../catalog/catalog.js';
-import { CATALOG_DIR } from '../catalog/layout.js';
+import { JOB_MARKERS_DIR } from '../catalog/layout.js';
 import { pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
 import type { DataTables } from '../data/data-tables.js';
 import { engineFailure } from '../errors/engine-errors.js';
@@ -21,8 +21,6 @@ import { pythonUdfOf, requirePythonUdfs } from '../data/python-udf-columns.js';
 // materialized views' refreshes (submitted by views/view-service.ts). Each is written (marker
 // first, then its transaction record, then Geneva's row) and handed to this replica's runner
 // (job-runner.ts, where the protocol is described).
-
-const MARKERS = `${CATALOG_DIR}/jobs/`;
 
 export interface JobSettings {
   /** How long a runner's hold on a job is trusted without renewal. */
@@ -46,7 +44,7 @@ export class JobService {
     createTable: (ctx: RequestContext, id: string[], arrowIpcStream: Buffer) => Promise<unknown>,
     logger?: ServiceLogger,
   ) {
-    this.markers = new UnfinishedMarkers(tables.catalog.store, MARKERS);
+    this.markers = new UnfinishedMarkers(tables.catalog.store, JOB_MARKERS_DIR);
     const { metrics } = tables.catalog;
     this.genevaJobs = new GenevaJobTable(tables, createTable, logger);
     const records = new JobRecords(log, this.markers, `runner-${randomUUID()}`, settings.leaseMs, () => this.runner.isStopping(), metrics, (record, job) =>

@@ -1,7 +1,7 @@
 import { type CredentialCache, type DataAccess, POLICY_WILDCARDS } from '../../vending/credential-vendor.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { parseLocation } from '../../store/location.js';
-import { CATALOG_DIR, VERSIONS_DIR } from '../catalog/layout.js';
+import { CATALOG_DIR, LATEST_HINT, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext, VendRecord } from '../context/request-context.js';
 import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
@@ -20,7 +20,7 @@ export const NO_CREDENTIALS_KEY = 'vended_credentials';
 /** Keys of a table directory that vended credentials may not write, relative to the directory. */
 export function protectedKeys(managedVersioning: boolean): string[] {
   const own = ['.lance-*', `${CATALOG_DIR}/*`];
-  return managedVersioning ? [...own, `${VERSIONS_DIR}/*.manifest`, `${VERSIONS_DIR}/latest_version_hint.json`] : own;
+  return managedVersioning ? [...own, `${VERSIONS_DIR}/*.manifest`, `${VERSIONS_DIR}/${LATEST_HINT}`] : own;
 }
 
 export interface VendTarget {

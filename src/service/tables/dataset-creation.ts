@@ -1,5 +1,5 @@
 import { PreconditionFailedError, type ObjectStore } from '../../store/object-store.js';
-import { CATALOG_DIR, type TableRef, tableDirKey } from '../catalog/layout.js';
+import { creationClaimKey, type TableRef } from '../catalog/layout.js';
 import { keepRenewed, leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { encodeRecord } from '../catalog/records.js';
 
@@ -10,8 +10,6 @@ import { encodeRecord } from '../catalog/records.js';
 // The holder renews the claim's lease while it writes (a large body on S3 may take long); a claim
 // whose lease ran out was left by a dead holder and is taken over by a replace-if-unchanged of
 // exactly that claim. The holder releases only its own claim.
-
-const CREATION_CLAIM = 'dataset-create.json';
 
 /** When a creation claim's lease ends; undefined for an unreadable claim, which is then treated as stale. */
 function claimLease(body: Buffer): string | undefined {
@@ -25,7 +23,7 @@ function claimLease(body: Buffer): string | undefined {
 
 /** Takes the claim to create a table's dataset; returns its release, or null while another request holds it. */
 export async function claimDatasetCreation(store: ObjectStore, ref: TableRef, requestId: string, leaseMs: number): Promise<(() => Promise<void>) | null> {
-  const key = `${tableDirKey(ref)}${CATALOG_DIR}/${CREATION_CLAIM}`;
+  const key = creationClaimKey(ref);
   const claim = () => encodeRecord({ request_id: requestId, lease_until: leaseUntil(leaseMs) });
   /** Puts the claim under `condition` and keeps it renewed; returns its release. */
   const hold = async (condition: { ifNoneMatch: '*' } | { ifMatch: string }) => {

@@ -1,5 +1,6 @@
 import type { LatestCommitted } from '../../engine/lance-engine.js';
-import { type CatalogDeps, type ResolvedNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { type ResolvedNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
 import { tableDirKey, tableRefOf } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';

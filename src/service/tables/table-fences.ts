@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { displayId } from '../catalog/catalog.js';
-import { CATALOG_DIR, deregisteredMarkerKey, type TableRef, tableDirKey, tableRecordKey } from '../catalog/layout.js';
+import { deregisteredMarkerKey, type TableRef, tableRecordKey, writeLeaseKey, writersDirKey } from '../catalog/layout.js';
 import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '../coordination/leases.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
@@ -15,7 +15,7 @@ import { faultPoint } from '../coordination/fault-points.js';
 //
 // Invariant: once a drop is acknowledged, no write made through the service can land in the
 // table, and nothing left in its directory is taken for a table again (its tombstone stays until
-// the name is taken anew, see TableService). A write racing a drop either lands before the drop
+// the name is taken anew, see name-claim.ts). A write racing a drop either lands before the drop
 // deletes anything (and goes with the table) or fails cleanly.
 //
 // Protocol. A writer puts a lease of its own under `_catalog/writers/` of the table directory and
@@ -28,8 +28,6 @@ import { faultPoint } from '../coordination/fault-points.js';
 // and waited for by the drop; a writer that saw it never starts. A writer whose lease runs out
 // (it stopped renewing: dead or stuck) is no longer waited for; should it wake, its release finds
 // its lease gone and reports the write as failed.
-
-const WRITERS_DIR = `${CATALOG_DIR}/writers/`;
 
 /**
  * The writer's look after it announced itself (a write lease, or a version-slot reservation):
@@ -100,7 +98,7 @@ export class TableFences {
 
   /** Puts the write lease of a writer of the table `ref` (see the protocol), renewed until release. */
   private async announce(ref: TableRef, requestId: string): Promise<WriteLease> {
-    const key = `${tableDirKey(ref)}${WRITERS_DIR}${randomUUID()}.json`;
+    const key = writeLeaseKey(ref, randomUUID());
     const lease = () => encodeRecord({ request_id: requestId, expires_at: leaseUntil(this.leaseMs) });
     // Not fsynced: the lease matters only while its writer lives, and a crash of the machine ends
     // the writer too (an unreadable lease is no live lease to a drop, see anyLive).
@@ -192,7 +190,7 @@ export class TableFences {
    */
   async finishDrop(state: TableState, data: StoreDir, begun: { renewal: Renewal }): Promise<void> {
     try {
-      await pollUntil(async () => !(await this.anyLive(this.store, `${state.dirKey}${WRITERS_DIR}`)) && !(await this.anyLive(data.store, new TableVersions(data).reservationsPrefix)), Date.now() + this.leaseMs);
+      await pollUntil(async () => !(await this.anyLive(this.store, writersDirKey(state.ref))) && !(await this.anyLive(data.store, new TableVersions(data).reservationsPrefix)), Date.now() + this.leaseMs);
       const leftovers = leftoverDir(state);
       if (leftovers !== null) await this.store.deletePrefix(leftovers, { keep: [deregisteredMarkerKey(state.ref)] });
       // In a retired directory the record goes last, as it does with the rest of any other: a drop

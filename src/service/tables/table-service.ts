@@ -1,8 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { type CommitCoordinator, EngineError } from '../../engine/lance-engine.js';
-import { claimDatasetCreation } from './dataset-creation.js';
-import { engineFailure, onEngine } from '../errors/engine-errors.js';
-import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type {
   CreateTableResponse,
   DeclareTableRequest,
@@ -16,656 +11,73 @@ import type {
   RenameTableRequest,
   RenameTableResponse,
 } from '../../model/tables.js';
-import { PreconditionFailedError } from '../../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, requireNamespace, requireUnlinkedNamespace, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
-import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
-import {
-  deregisteredMarkerKey,
-  namespaceDirKey,
-  namespaceHolding,
-  ownTableDirKey,
-  reservedMarkerKey,
-  type TableRef,
-  tableDirKey,
-  tableRecordKey,
-  tableRefOf,
-  validateNamespaceId,
-  VERSIONS_DIR,
-} from '../catalog/layout.js';
-import type { StoreDir } from '../catalog/locations.js';
-import { manifestFileName } from '../../engine/lance-format/manifest-names.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
-import { paginate } from '../catalog/page-token.js';
-import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import { faultPoint } from '../coordination/fault-points.js';
-import { keepRenewed, leaseUntil } from '../coordination/leases.js';
-import { latestCommitted, type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from './resolved-table.js';
-import { putDeregisterMarker, TableFences } from './table-fences.js';
-import { compareNames, ListingIndex } from '../catalog/listing-index.js';
 import type { RequestContext } from '../context/request-context.js';
-import {
-  dataDir,
-  incarnationOf,
-  isTombstone,
-  isVisible,
-  leftoverDir,
-  LinkedTableDir,
-  livesInNameDir,
-  type NameMarker,
-  readVersionManifest,
-  readTableState,
-  recordDir,
-  requireVisibleTable,
-  retiredMarker,
-  tableHasData,
-  tableNotFound,
-  type TableState,
-} from './table-state.js';
+import { type CoordinatorFor, createTable, type CreateTableInput } from './create-table.js';
+import { declareTable } from './declare-table.js';
+import { type DescribeFlags, describeTable, tableExists } from './describe-table.js';
+import { deregisterTable, dropTable } from './drop-table.js';
+import { listAllTables, listTables } from './list-tables.js';
+import { registerTable } from './register-table.js';
+import { renameTable } from './rename-table.js';
 
+export type { CreateTableInput } from './create-table.js';
+export type { DescribeFlags } from './describe-table.js';
 
-export interface CreateTableInput {
-  mode?: 'Create' | 'ExistOk' | 'Overwrite' | undefined;
-  /** Where the client expects the table: refused unless it is where the table lives or will (as DeclareTable's). */
-  location?: string | undefined;
-  properties?: Record<string, string> | undefined;
-  storageOptions?: Record<string, string> | undefined;
-  arrowIpcStream: Buffer;
-}
+// The tables API, one module per operation: declare-table.ts, create-table.ts, register-table.ts,
+// describe-table.ts (and TableExists), list-tables.ts, drop-table.ts (and DeregisterTable),
+// rename-table.ts. What they share: a name taken for a new table (name-claim.ts), where its data
+// lives (table-location.ts, table-state.ts), a table resolved once (resolved-table.ts), and writes
+// and drops meeting (table-fences.ts); the listing index hears of every change of a name
+// (catalog/listing-index.ts).
 
-export interface DescribeFlags {
-  withTableUri: boolean;
-  loadDetailedMetadata: boolean;
-  checkDeclared: boolean;
-}
-
-const tableAlreadyExists = (id: string[], why = 'already exists') =>
-  new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(id)} ${why}`);
-
-/** A replace-if-unchanged of a name's marker lost to another change of the name: 409, retry. */
-const retryOnLostRace = (id: string[]) => (e: unknown): never => {
-  if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed meanwhile; retry`, { cause: e });
-  throw e;
-};
-
+type ListRequest = PageRequest & { includeDeclared?: boolean | undefined };
 
 export class TableService {
-  /** Writes and drops of a table meet here (see table-fences.ts). */
-  private readonly fences: TableFences;
-  /** What listings read instead of every table's directory (see catalog/listing-index.ts). */
-  private readonly index: ListingIndex;
-
   constructor(
     private readonly deps: CatalogDeps,
     /** The commit path of a managed table, so that the engine's writes go through it (see TableVersionService.coordinatorFor). */
-    private readonly coordinatorFor: (ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean) => CommitCoordinator,
-  ) {
-    this.fences = new TableFences(deps.store, deps.settings.leaseMs);
-    this.index = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
+    private readonly coordinatorFor: CoordinatorFor,
+  ) {}
+
+  declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
+    return declareTable(this.deps, ctx, id, request);
   }
 
-  private get store() {
-    return this.deps.store;
+  create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
+    return createTable(this.deps, this.coordinatorFor, ctx, id, input);
   }
 
-  /** The engine's view of `dir`, with the options a client may add to its write (clientStorageOptions); never over the store's own. */
-  private datasetAt(dir: StoreDir, clientOptions: Record<string, string> = {}) {
-    return { location: dir.store.location(dir.key), storageOptions: { ...clientStorageOptions(clientOptions), ...dir.store.engineStorageOptions() } };
+  register(ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
+    return registerTable(this.deps, ctx, id, request);
   }
 
-  /**
-   * Takes the name for a new table: the record's create-if-absent inside `namespace`, live (the
-   * linearization point of every new table, see createInNamespace), or a replace-if-unchanged of
-   * exactly the record that a dead create, a dead drop or a deregister left. Whatever such a
-   * predecessor, or a drop, left is then deleted (see leftoverDir: never a deregistered table's
-   * data), before the new table writes anything; with `keepData` (registering the directory's own
-   * dataset) the name's directory stays as it is. Then the marker: gone when the new table lives
-   * in the name's directory or that directory is not retired, else kept retired (see
-   * table-state.ts). Returns the etag of the record written.
-   */
-  private async claimName(namespace: ResolvedNamespace, state: TableState, record: TableRecord, options: { undo?: () => Promise<void>; keepData?: boolean } = {}): Promise<string> {
-    const { ref } = state;
-    const id = [...ref.namespace, ref.name];
-    if (state.creating?.live) throw tableAlreadyExists(id, 'is being created by another request');
-    if (state.dropped && state.record && !state.creating && state.dropUnderWay) {
-      throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} is being dropped; retry`);
-    }
-    const key = tableRecordKey(ref);
-    const markerKey = deregisteredMarkerKey(ref);
-    let { marker, markerEtag } = state;
-    // A retired directory's marker of an earlier form says so explicitly before the record it hides is replaced.
-    if (state.retired && marker && !isTombstone(marker) && marker.retired === undefined) {
-      marker = { ...marker, incarnation: marker.incarnation ?? incarnationOf(state) ?? '', retired: true };
-      markerEtag = (await this.store.put(markerKey, encodeRecord(marker), { ifMatch: markerEtag ?? '' }).catch(retryOnLostRace(id))).etag;
-    }
-    const taken = state.record;
-    let etag: string;
-    try {
-      ({ etag } = await createInNamespace(
-        this.store,
-        namespace,
-        () => this.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }),
-        async () => {
-          await options.undo?.();
-          await this.store.delete(key);
-        },
-      ));
-    } catch (e) {
-      if (e instanceof PreconditionFailedError) throw tableAlreadyExists(id);
-      throw e;
-    }
-    faultPoint('claim:after-record');
-    const leftovers = leftoverDir(state);
-    if ((taken || state.dropped) && leftovers !== null && !(options.keepData && leftovers === state.dirKey)) {
-      await this.store.deletePrefix(leftovers, { keep: [key, markerKey] });
-    }
-    if (marker && markerEtag) await this.settleMarker(state, marker, markerEtag, record);
-    return etag;
+  describe(ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
+    return describeTable(this.deps, ctx, id, request, flags);
   }
 
-  /**
-   * The marker once `record` holds the name (see table-state.ts): deleted when the table lives in
-   * the name's directory or that directory is not retired; a drop's tombstone in a retired
-   * directory becomes its plain retired marker; a deregister's marker stays (it hides only the
-   * table it names).
-   */
-  private async settleMarker(state: TableState, marker: NameMarker, etag: string, record: TableRecord): Promise<void> {
-    const key = deregisteredMarkerKey(state.ref);
-    if (livesInNameDir(record) || !state.retired) await this.store.delete(key);
-    else if (isTombstone(marker)) await this.store.put(key, encodeRecord(retiredMarker()), { ifMatch: etag }).catch(retryOnLostRace([...state.ref.namespace, state.ref.name]));
+  exists(_ctx: RequestContext, id: string[], version: number | null | undefined): Promise<void> {
+    return tableExists(this.deps, id, version);
   }
 
-  /** A new table's record placed: in its own directory elsewhere when the name's directory is retired (see table-state.ts). */
-  private placed(state: TableState, record: TableRecord): TableRecord {
-    return state.retired ? { ...record, dir: ownTableDirKey(state.ref.namespace, record.incarnation ?? randomUUID()) } : record;
+  list(_ctx: RequestContext, ns: string[], page: ListRequest): Promise<ListTablesResponse> {
+    return listTables(this.deps, ns, page);
   }
 
-  async declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
-    const ref = tableRefOf(id);
-    // The namespace is read once here; the claim reads it once more, after its put (the protocol).
-    const namespace = await resolveNamespaceCreatingSystem(this.deps, ctx, ref.namespace);
-    const state = await readTableState(this.store, ref);
-    if (isVisible(state)) throw tableAlreadyExists(id);
-    const properties = request.properties ?? {};
-    const managed = await resolveManagedVersioning(this.deps, namespace, properties);
-    const record = this.placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
-    const own = recordDir(this.deps.locations, state.dirKey, record);
-    const location = own.store.location(own.key);
-    this.refuseOtherLocation(request.location, own, 'the catalog places declared tables');
-    await this.index.around('table', ref, async () => {
-      if (!livesInNameDir(record)) return void (await this.claimName(namespace, state, record));
-      await this.claimName(namespace, state, record, { undo: () => this.store.delete(reservedMarkerKey(ref)) });
-      // Lance's directory catalog recognizes a declared table by this marker (in the name's directory, which it lists).
-      await this.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
-        if (!(e instanceof PreconditionFailedError)) throw e;
-      });
-    }, { visible: true, data: false });
-    return {
-      location,
-      storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir: own, managedVersioning: managed }, request.vend_credentials),
-      properties,
-      managed_versioning: managed,
-    };
+  listAll(_ctx: RequestContext, delimiter: string, page: ListRequest): Promise<ListTablesResponse> {
+    return listAllTables(this.deps, delimiter, page);
   }
 
-  /**
-   * Creates a table from an Arrow IPC stream. A new name is held by a claim (see createNew) while
-   * the data is written. An existing table is overwritten (mode Overwrite) or, when only
-   * declared, filled in place by the one request holding its creation claim (see
-   * dataset-creation.ts: Lance would turn a losing concurrent create into an overwrite); both
-   * under a write lease, so that a drop waits for them.
-   */
-  async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
-    const ref = tableRefOf(id);
-    const namespace = await resolveNamespaceCreatingSystem(this.deps, ctx, ref.namespace);
-    const state = await readTableState(this.store, ref);
-    if (isVisible(state)) {
-      const dir = dataDir(this.deps.locations, state);
-      this.refuseOtherLocation(input.location, dir, 'an existing table keeps its location');
-      return this.createExisting(ctx, resolvedTable(this.deps, id, state, { dir, namespace }), namespace, input);
-    }
-    // A retired name's new table gets a directory of its own (see placed), which no client can name ahead.
-    this.refuseOtherLocation(input.location, state.retired ? null : this.deps.locations.own(state.dirKey), 'the catalog places new tables');
-    // The listing index hears of the new table (see catalog/listing-index.ts).
-    return this.index.around('table', ref, () => this.createNew(ctx, id, namespace, state, input), { visible: true, data: true });
+  drop(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
+    return dropTable(this.deps, id);
   }
 
-  /**
-   * A 400 for a location the client asked for (DeclareTable's body, CreateTable's query) that is
-   * not `dir`, where the table lives or will: the service decides where tables live, and an
-   * answer naming another place than the one asked for would send the client's data elsewhere.
-   */
-  private refuseOtherLocation(asked: string | null | undefined, dir: StoreDir | null, why: string): void {
-    if (asked === undefined || asked === null || asked.trim() === '') return;
-    const resolved = this.deps.locations.resolve(asked);
-    if (dir === null) throw invalidInput(`location ${JSON.stringify(asked)} cannot be asked for: the name's directory holds a deregistered table's data; ${why}`);
-    const location = dir.store.location(dir.key);
-    if (resolved.store.location(resolved.key) !== location) throw invalidInput(`location ${JSON.stringify(asked)} differs from the table's location ${location}; ${why}`);
+  deregister(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
+    return deregisterTable(this.deps, id);
   }
 
-  /** Fills a declared table, or overwrites a table (see create). */
-  private async createExisting(ctx: RequestContext, table: ResolvedTable, namespace: ResolvedNamespace, input: CreateTableInput): Promise<CreateTableResponse> {
-    const { id, state, dir } = table;
-    const { ref } = state;
-    const mode = input.mode ?? 'Create';
-    const hasData = await tableHasData(this.deps.locations, state);
-    const existingProperties = state.record?.value.properties ?? {};
-    if (hasData && mode === 'Create') throw tableAlreadyExists(id);
-    if (hasData && mode === 'ExistOk') {
-      const version = await this.deps.engine.datasetVersion(this.datasetAt(dir)).catch((e: unknown) => {
-        throw engineFailure(e, id);
-      });
-      return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: await table.managedVersioning() }, undefined) };
-    }
-    const overwrite = hasData;
-    let properties = mode === 'Overwrite' ? (input.properties ?? {}) : { ...existingProperties, ...input.properties };
-    const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(this.deps, namespace, properties));
-    // The engine commits under the write lease below: a drop waits for it.
-    const at = { ...this.datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: this.coordinatorFor(ctx, table, true) } : {}) };
-    const write = () => this.fences.whileWriting(state, ctx.requestId, async () => {
-      // Filling a declared table: only the holder of the creation claim may create its dataset.
-      const release = overwrite ? null : await claimDatasetCreation(this.store, ref, ctx.requestId, this.deps.settings.leaseMs);
-      if (!overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
-      try {
-        if (release && (await tableHasData(this.deps.locations, await readTableState(this.store, ref)))) throw tableAlreadyExists(id);
-        return (await this.deps.engine.createDataset(at, input.arrowIpcStream, overwrite ? 'overwrite' : 'create')).version;
-      } catch (e) {
-        throw engineFailure(e, id);
-      } finally {
-        await release?.();
-      }
-    });
-    // Filling a declared table gives it data: the listing index hears of it (see catalog/listing-index.ts).
-    const version = overwrite ? await write() : await this.index.around('table', ref, write, { visible: true, data: true });
-    // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
-    // The data is committed by now, so losing this race is reported with what the table keeps.
-    if (mode === 'Overwrite' && state.record) {
-      await this.store.put(tableRecordKey(ref), encodeRecord({ ...state.record.value, properties }), { ifMatch: state.record.etag }).catch((e: unknown) => {
-        if (!(e instanceof PreconditionFailedError)) throw e;
-        properties = state.record?.value.properties ?? {};
-      });
-    }
-    if (state.reserved) await this.store.delete(reservedMarkerKey(ref)).catch(() => undefined);
-    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
+  rename(_ctx: RequestContext, id: string[], request: RenameTableRequest): Promise<RenameTableResponse> {
+    return renameTable(this.deps, id, request);
   }
-
-  /**
-   * Creates a table under a new name.
-   *
-   * Invariant: a create that dies half-way leaves nothing that blocks the name. Until the data is
-   * committed the name is held by a claim: the table's record marked `creating`, with a lease that
-   * is renewed while the data is written, invisible to every reader. Once the data is in, the
-   * claim becomes the record (replace-if-unchanged): the table exists from then on. A claim whose
-   * lease ran out was left by a dead create; the next request to take the name replaces exactly
-   * that claim and deletes what the dead create wrote (see claimName).
-   */
-  private async createNew(ctx: RequestContext, id: string[], namespace: ResolvedNamespace, state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
-    const { ref } = state;
-    const { leaseMs } = this.deps.settings;
-    const properties = input.properties ?? {};
-    const managed = await resolveManagedVersioning(this.deps, namespace, properties);
-    const table = this.placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
-    // The claim names this create uniquely (request ids come from clients and may repeat); the
-    // commit path of a managed table finds the table it creates by that name.
-    const own: RequestContext = { ...ctx, requestId: `${ctx.requestId}/${randomUUID()}` };
-    const claim = (): TableRecord => ({ ...table, creating: { request_id: own.requestId, lease_until: leaseUntil(leaseMs) } });
-    const key = tableRecordKey(ref);
-    const claimedAt = Date.now();
-    let etag = await this.claimName(namespace, state, claim());
-    faultPoint('create:after-claim');
-    const renewal = keepRenewed(leaseMs, async () => {
-      ({ etag } = await this.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
-    }, claimedAt);
-    const dir = recordDir(this.deps.locations, state.dirKey, table);
-    let version: number;
-    try {
-      // The table as claimed, resolved once for the engine's commits: not under a write lease, so
-      // each commit looks again at it, and finds this create's claim (it names own.requestId).
-      const claimed = managed ? resolvedTable(this.deps, id, await requireVisibleTable(this.store, ref, { creatingRequest: own.requestId, linkChecked: true }), { dir, namespace }) : null;
-      const at = { ...this.datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: this.coordinatorFor(own, claimed, false) } : {}) };
-      ({ version } = await this.deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
-      faultPoint('create:after-data');
-      await renewal.stop();
-      await this.store.put(key, encodeRecord(table), { ifMatch: etag });
-    } catch (e) {
-      await renewal.stop().catch(() => undefined);
-      // Best effort: should this fail too (the store is down), the claim's lease runs out instead.
-      await this.abandonClaim(state, own.requestId).catch(() => undefined);
-      if (e instanceof PreconditionFailedError) {
-        throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)}: the create outlived its claim on the name and was taken over; retry`, { cause: e });
-      }
-      // Data found at the location while this create held the name came from a writer its claim
-      // does not stop (a create whose claim was taken over, still at work), not from a table of
-      // this name: "already exists" would be untrue (the clean-up above may have cleared it). A
-      // retry finds out whether the name is taken.
-      if (e instanceof EngineError && e.kind === 'already_exists') {
-        throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)}: another writer wrote a dataset at the table's location during the create; retry`, { cause: e });
-      }
-      throw engineFailure(e, id);
-    }
-    return { location: dir.store.location(dir.key), version, properties, storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
-  }
-
-  /**
-   * Deletes what a failed create wrote, if the name is still held by its claim: the name's
-   * directory, or in a retired one (see table-state.ts) the claim's own directory and the claim.
-   */
-  private async abandonClaim(state: TableState, requestId: string): Promise<void> {
-    const key = tableRecordKey(state.ref);
-    const current = await readRecord(this.store, key, TableRecord);
-    if (current?.value.creating?.request_id !== requestId) return;
-    const { dir } = current.value;
-    await this.store.deletePrefix(dir ?? state.dirKey);
-    if (dir !== undefined) await this.store.delete(key);
-  }
-
-  async register(ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
-    const ref = tableRefOf(id);
-    const mode = request.mode ?? 'Create';
-    // A relative location is one in the directory that holds the namespace's tables.
-    const dir = this.deps.locations.resolve(request.location, namespaceDirKey(ref.namespace));
-    // A place inside the root belongs to the namespace whose subtree holds it: registering it
-    // exposes (and drops) that namespace's data, so the caller must manage that namespace too.
-    const holder = dir.owned ? namespaceHolding(dir.key) : null;
-    if (holder && !(ctx.may?.('manage', holder) ?? false)) {
-      throw new NamespaceError(ErrorCode.PermissionDenied, `location ${JSON.stringify(request.location)} lies in namespace ${displayId(holder)}, which the caller may not manage`);
-    }
-    const namespace = await resolveNamespace(this.store, ref.namespace);
-    try {
-      await this.deps.engine.datasetVersion(this.datasetAt(dir));
-    } catch (e) {
-      if (e instanceof EngineError && e.kind !== 'internal') {
-        throw invalidInput(`location ${JSON.stringify(request.location)} is not a readable Lance dataset: ${e.message}`, e);
-      }
-      throw engineFailure(e, id);
-    }
-    const ownDir = tableDirKey(ref);
-    const isOwnDir = dir.store === this.store && dir.key === ownDir;
-    const properties = request.properties ?? {};
-    const record: TableRecord = {
-      properties,
-      created_at: new Date().toISOString(),
-      incarnation: randomUUID(),
-      // Recorded as resolved (a relative location means nothing once its namespace is renamed).
-      ...(isOwnDir ? {} : { location: dir.store.location(dir.key) }),
-      managed_versioning: await resolveManagedVersioning(this.deps, namespace, properties),
-    };
-    const state = await readTableState(this.store, ref);
-    if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
-    await this.index.around('table', ref, () => this.registerAt(namespace, state, record, isOwnDir), { visible: true, data: true });
-    return { location: dir.store.location(dir.key), properties };
-  }
-
-  private async registerAt(namespace: ResolvedNamespace, state: TableState, record: TableRecord, isOwnDir: boolean): Promise<void> {
-    const { ref } = state;
-    const id = [...ref.namespace, ref.name];
-    if (state.record && isVisible(state)) {
-      // Overwrite: replace exactly the record that was read.
-      try {
-        await this.store.put(tableRecordKey(ref), encodeRecord(record), { ifMatch: state.record.etag });
-      } catch (e) {
-        if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the register; retry`);
-        throw e;
-      }
-      if (state.marker && state.markerEtag) await this.settleMarker(state, state.marker, state.markerEtag, record);
-    } else {
-      // A free name, a deregistered table's among them (registering its directory again brings it back).
-      await this.claimName(namespace, state, record, { keepData: isOwnDir });
-    }
-    if (state.reserved) await this.store.delete(reservedMarkerKey(ref));
-  }
-
-  async describe(ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
-    const ref = tableRefOf(id);
-    // Detailed metadata needs the latest version (the engine checks its kept dataset against it).
-    const detailed = flags.loadDetailedMetadata ? await resolveTableWithLatest(this.deps, id) : null;
-    const table = detailed?.table ?? (await resolveTable(this.deps, id));
-    const { state, dir } = table;
-    const latest = detailed?.latest ? latestCommitted(detailed.latest, state) : undefined;
-    const properties = state.record?.value.properties ?? {};
-    const managedVersioning = await table.managedVersioning();
-    const response: DescribeTableResponse = {
-      location: dir.store.location(dir.key),
-      properties,
-      managed_versioning: managedVersioning,
-      storage_options: await this.deps.credentials.storageOptions(ctx, { id, dir, managedVersioning }, request.vend_credentials),
-    };
-    if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
-    if (detailed) response.is_only_declared = detailed.latest === null;
-    else if (flags.checkDeclared) response.is_only_declared = !(await tableHasData(this.deps.locations, state));
-    if (flags.loadDetailedMetadata) {
-      if (response.is_only_declared) {
-        throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
-      }
-      const asked = await this.askedVersion(id, dir, request);
-      // The manifest of the version the engine is expected to describe is read meanwhile.
-      const expected = asked ?? latest?.version;
-      const early = expected === undefined ? undefined : readVersionManifest(dir, expected).catch(() => null);
-      const { version, schema } = await this.deps.engine.describeDataset({ ...this.datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
-        if (e instanceof EngineError && e.kind === 'version_not_found') {
-          throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
-        }
-        throw engineFailure(e, id);
-      });
-      const manifest = (version === expected ? await early : null) ?? (await readVersionManifest(dir, version));
-      response.table = ref.name;
-      response.namespace = ref.namespace;
-      response.version = version;
-      response.schema = schema;
-      if (manifest) {
-        response.stats = { num_deleted_rows: manifest.numDeletedRows, num_fragments: manifest.numFragments };
-        response.metadata = manifest.tableMetadata;
-      }
-    }
-    return response;
-  }
-
-  /** The version a describe asks for: `version`, or the one `tag` points to (the spec allows one of the two). */
-  private async askedVersion(id: string[], dir: StoreDir, request: DescribeTableRequest): Promise<number | undefined> {
-    const { version, tag } = request;
-    if (tag === undefined || tag === null) return version ?? undefined;
-    if (version !== undefined && version !== null) throw invalidInput('give either version or tag, not both');
-    return onEngine(id, () => this.deps.engine.tags.version(this.datasetAt(dir), tag));
-  }
-
-  /** 404 unless the table is visible (and, when `version` is given, that version exists). */
-  async exists(_ctx: RequestContext, id: string[], version: number | null | undefined): Promise<void> {
-    const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.store, ref);
-    if (version === undefined || version === null) return;
-    const dir = dataDir(this.deps.locations, state);
-    const prefix = `${dir.key}${VERSIONS_DIR}/`;
-    const found = await Promise.all(['V1', 'V2'].map((s) => dir.store.head(`${prefix}${manifestFileName(version, s as 'V1' | 'V2')}`)));
-    if (!found.some(Boolean)) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
-  }
-
-  /** Names of the tables directly in `ns`, in the listing index's order (see compareNames): a page of the index (catalog/listing-index.ts). */
-  async list(_ctx: RequestContext, ns: string[], page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
-    validateNamespaceId(ns);
-    // Before the index is read (and settled) at all: nothing through a link.
-    requireUnlinkedNamespace(this.store, ns);
-    const { names, pageToken } = await this.index.listPage('table', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns, true), page.includeDeclared ?? true);
-    return { tables: names, page_token: pageToken };
-  }
-
-  /** Every table in every namespace, as full ids joined with `delimiter`, ordered by id. */
-  async listAll(_ctx: RequestContext, delimiter: string, page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
-    const after = this.deps.pageTokens.decode('all-tables', '', page.pageToken);
-    const afterId: string[] | undefined = after === undefined || after === '' ? undefined : (JSON.parse(after) as string[]);
-    const found: string[][] = [];
-    const want = page.limit === undefined || page.limit === null ? Infinity : page.limit + 1;
-    await this.walkTables([], page.includeDeclared ?? true, afterId, want, found);
-    const { page: ids, pageToken } = paginate(found, page.limit, (id) => JSON.stringify(id), (last) =>
-      this.deps.pageTokens.encode('all-tables', '', last),
-    );
-    return { tables: ids.map((id) => id.join(delimiter)), page_token: pageToken };
-  }
-
-  /**
-   * Depth-first over the namespace tree with the children of each namespace in name order (a table
-   * before a namespace of the same name), which is exactly the order of compareIds; so it can stop
-   * once `want` ids are found. Tables and child namespaces come from each namespace's listing index.
-   */
-  private async walkTables(ns: string[], includeDeclared: boolean, afterId: string[] | undefined, want: number, out: string[][]): Promise<void> {
-    // Within this namespace the token names the last id returned, or the subtree holding it: tables after its name.
-    const inside = afterId !== undefined && afterId.length > ns.length && ns.every((p, i) => afterId[i] === p);
-    // Both pages of this namespace at once. Child namespaces whose subtrees end before the token are
-    // skipped below, unread. Tables are not bounded: the walk takes what a namespace holds up to
-    // `want`, however many it skips.
-    const [{ names: children }, { names: tables }] = await Promise.all([
-      this.index.page('namespace', ns, undefined, Infinity),
-      this.index.page('table', ns, inside ? afterId[ns.length] : undefined, want - out.length, { includeDeclared, bounded: false }),
-    ]);
-    let t = 0;
-    for (const child of children) {
-      while (t < tables.length && compareNames(tables[t] ?? '', child) <= 0 && out.length < want) out.push([...ns, tables[t++] ?? '']);
-      if (out.length >= want) return;
-      const childId = [...ns, child];
-      // A subtree wholly before the token holds only ids before it.
-      if (afterId && compareIds(childId, afterId.slice(0, childId.length)) < 0) continue;
-      await this.walkTables(childId, includeDeclared, afterId, want, out);
-    }
-    while (t < tables.length && out.length < want) out.push([...ns, tables[t++] ?? '']);
-  }
-
-  /**
-   * Drops the table and deletes its directory. The tombstone goes first, so the table disappears
-   * at once and no write can start on it; the drop then waits for the writes under way and
-   * deletes the rest (see table-fences.ts). The tombstone stays, so that nothing a late writer
-   * leaves is taken for a table; the next create of the name clears the directory. Of concurrent
-   * drops one wins, the others answer 404. Data at a registered location stays: it may be shared
-   * with another registration or live outside the root, and is not the catalog's to delete; so
-   * does a deregistered table's (the name is free, the data no longer the catalog's: see
-   * table-state.ts). A table directory that is a symbolic link holds no table: its drop removes
-   * the link, never what it leads to (see LinkedTableDir); one under a namespace directory that is
-   * a link, or whose own directory is one, is a 404.
-   */
-  async drop(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
-    const ref = tableRefOf(id);
-    const state = await readTableState(this.store, ref).catch((e: unknown) => {
-      if (!(e instanceof LinkedTableDir)) throw e;
-      if (e.link !== tableDirKey(ref)) throw tableNotFound(id);
-      return null;
-    });
-    if (state === null) return this.dropLink(id, ref);
-    if (!isVisible(state)) throw tableNotFound(id);
-    const dir = dataDir(this.deps.locations, state);
-    await this.index.around('table', ref, async () => {
-      const begun = await this.fences.beginDrop(state);
-      if (!begun) throw tableNotFound(id);
-      faultPoint('drop:after-tombstone');
-      await this.fences.finishDrop(state, dir, begun);
-    }, { visible: false, data: false });
-    this.deps.engine.forget(dir.store.location(dir.key));
-    return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
-  }
-
-  /** Drops a name whose directory is a symbolic link: the link goes (LocalObjectStore.deletePrefix), what it leads to stays. */
-  private async dropLink(id: string[], ref: TableRef): Promise<DropTableResponse> {
-    const dirKey = tableDirKey(ref);
-    const location = this.store.location(dirKey);
-    await this.index.around('table', ref, () => this.store.deletePrefix(dirKey), { visible: false, data: false });
-    // A table swapped for the link may still be open in the engine.
-    this.deps.engine.forget(location);
-    return { id, location, properties: {} };
-  }
-
-  /**
-   * Hides the table and keeps its data, and frees the name: its marker names the table it hides,
-   * and retires the name's directory when the data lives there (see table-state.ts), so that the
-   * next table of the name is placed elsewhere. Registering the location again brings it back.
-   * Of concurrent deregisters and drops one wins, the others answer 404.
-   */
-  async deregister(_ctx: RequestContext, id: string[]): Promise<DropTableResponse> {
-    const ref = tableRefOf(id);
-    const state = await requireVisibleTable(this.store, ref);
-    const dir = dataDir(this.deps.locations, state);
-    await this.index.around('table', ref, async () => {
-      if (!(await putDeregisterMarker(this.store, state))) throw tableNotFound(id);
-    }, { visible: false, data: false });
-    this.deps.engine.forget(dir.store.location(dir.key));
-    return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
-  }
-
-  /**
-   * Renames (or moves) a table by renaming its directory, which is atomic on a local file system
-   * and refused when the destination exists. Object stores have no rename, so there it is a 406.
-   */
-  async rename(_ctx: RequestContext, id: string[], request: RenameTableRequest): Promise<RenameTableResponse> {
-    const ref = tableRefOf(id);
-    const targetNs = request.new_namespace_id ?? ref.namespace;
-    const target = tableRefOf([...targetNs, request.new_table_name]);
-    const renameDir = this.store.renameDir?.bind(this.store);
-    if (!renameDir) {
-      throw unsupported(
-        `rename is not supported on ${this.store.rootUri}: an object store cannot rename a directory atomically; deregister the table and register its location under the new name instead`,
-      );
-    }
-    const state = await requireVisibleTable(this.store, ref);
-    const targetNamespace = await resolveNamespace(this.store, targetNs);
-    const targetState = await readTableState(this.store, target);
-    // A retired directory (see table-state.ts) must not move, nor can the table be renamed into one.
-    for (const [s, which] of [[state, 'its name'], [targetState, 'the new name']] as const) {
-      if (s.retired) {
-        throw unsupported(
-          `rename of table ${displayId(id)} is not supported: the directory of ${which} holds a deregistered table's data, which stays where it is; deregister the table and register its location under the new name instead`,
-        );
-      }
-    }
-    // A dropped table's directory holds no table: it is cleared to make room.
-    if (targetState.dropped && !targetState.record) await this.store.deletePrefix(targetState.dirKey);
-    else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
-    // Both names change: the index hears of both (see catalog/listing-index.ts).
-    await this.index.around('table', ref, () => this.index.around('table', target, () => this.moveTable(state, target, targetNamespace, request.new_table_name, renameDir)), { visible: false, data: false });
-    return {};
-  }
-
-  private async moveTable(state: TableState, target: TableRef, targetNamespace: ResolvedNamespace, newName: string, renameDir: (from: string, to: string) => Promise<void>): Promise<void> {
-    await createInNamespace(
-      this.store,
-      targetNamespace,
-      async () => {
-        try {
-          await renameDir(state.dirKey, tableDirKey(target));
-        } catch (e) {
-          if (e instanceof PreconditionFailedError) throw tableAlreadyExists([...target.namespace, newName]);
-          throw e;
-        }
-      },
-      () => renameDir(tableDirKey(target), state.dirKey),
-    );
-    // Datasets kept open under the old directory name point at files that moved.
-    const moved = dataDir(this.deps.locations, state);
-    this.deps.engine.forget(moved.store.location(moved.key));
-  }
-}
-
-function compareIds(a: string[], b: string[]): number {
-  for (let i = 0; i < Math.min(a.length, b.length); i++) {
-    const c = compareNames(a[i] ?? '', b[i] ?? '');
-    if (c !== 0) return c;
-  }
-  return a.length - b.length;
-}
-
-/**
- * Storage options a client may pass for its write: timeouts and retries of the engine's own
- * connection. Every other key is ignored, whatever it is: nothing a client sends changes where the
- * engine connects, with which credentials, or how safely (endpoints, regions, keys, tokens,
- * proxies, plain HTTP, certificate checks); a client could otherwise send the service's signed
- * requests wherever it likes. Ignored rather than refused, because clients pass on their own
- * connection's options as a matter of course.
- */
-export const CLIENT_STORAGE_OPTIONS: ReadonlySet<string> = new Set([
-  'timeout',
-  'connect_timeout',
-  'pool_idle_timeout',
-  'pool_max_idle_per_host',
-  'client_max_retries',
-  'client_retry_timeout',
-  'download_retry_count',
-]);
-
-/** The entries of `options` a client may set (CLIENT_STORAGE_OPTIONS). */
-export function clientStorageOptions(options: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(options).filter(([key]) => CLIENT_STORAGE_OPTIONS.has(key.toLowerCase())));
 }

@@ -11,11 +11,10 @@ import {
   type TableRef,
   tableDirKey,
   tableRecordKey,
-  VERSIONS_DIR,
+  versionsDirKey,
 } from '../catalog/layout.js';
+import { TableVersions } from '../versions/dataset-versions.js';
 import type { Locations, StoreDir } from '../catalog/locations.js';
-import { readManifestSummary, type ManifestSummary } from '../../engine/lance-format/manifest.js';
-import { manifestFileName, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
 import { readRecord, TableRecord, type Versioned } from '../catalog/records.js';
 import { isCommitted } from '../transactions/transaction-log.js';
 import { leaseExpired } from '../coordination/leases.js';
@@ -130,7 +129,7 @@ async function readNameFiles(store: ObjectStore, ref: TableRef): Promise<NameFil
     record: names.has(TABLE_RECORD) ? read : null,
     reserved: names.has(RESERVED_MARKER),
     marker: names.has(DEREGISTERED_MARKER) ? await store.get(deregisteredMarkerKey(ref)) : null,
-    versionsDir: page.commonPrefixes.includes(`${dirKey}${VERSIONS_DIR}/`),
+    versionsDir: page.commonPrefixes.includes(versionsDirKey(dirKey)),
     occupied: page.objects.length > 0 || page.commonPrefixes.length > 0,
   };
 }
@@ -141,7 +140,7 @@ async function readNameFiles(store: ObjectStore, ref: TableRef): Promise<NameFil
  * (out of the root, or to another namespace's table, whose grants would not apply). Nothing is
  * read or written through it: to whoever needs the table it does not exist (a 404, see
  * requireVisibleTable), to whoever would take the name it is this 400, and a drop removes the
- * link, never what it leads to (TableService.drop).
+ * link, never what it leads to (dropTable in drop-table.ts).
  */
 export class LinkedTableDir extends NamespaceError {
   constructor(
@@ -190,7 +189,7 @@ export async function readTableState(store: ObjectStore, ref: TableRef, linkChec
   // (a client staging before its batch commit declares the table) do not make a table.
   // After a drop or a deregister, versions are never a table of the name's.
   const writtenByLance = record === null && !reserved && marker === null && !recordFile && files.versionsDir !== false
-    ? await hasCommittedVersion({ store, key: dirKey, owned: true })
+    ? await new TableVersions({ store, key: dirKey, owned: true }).hasCommitted()
     : false;
   return {
     ref,
@@ -274,29 +273,8 @@ export function recordDir(locations: Locations, nameDirKey: string, record: Tabl
   return record?.location === undefined ? locations.own(nameDirKey) : locations.resolve(record.location);
 }
 
-/** Whether a committed manifest exists under the dataset directory (staged ones do not count). */
-export async function hasCommittedVersion(dir: StoreDir): Promise<boolean> {
-  const prefix = `${dir.key}${VERSIONS_DIR}/`;
-  let startAfter: string | undefined;
-  for (;;) {
-    const page = await dir.store.list(prefix, { delimiter: '/', maxKeys: 100, ...(startAfter ? { startAfter } : {}) });
-    if (page.objects.some((o) => parseManifestFileName(o.key.slice(prefix.length)) !== null)) return true;
-    if (!page.nextStartAfter) return false;
-    startAfter = page.nextStartAfter;
-  }
-}
-
 /** Whether the table has data: for its own directory, skip the second LIST when there is no `_versions/`. */
 export async function tableHasData(locations: Locations, state: TableState): Promise<boolean> {
   if ((!state.record || livesInNameDir(state.record.value)) && !state.ownVersionsDir) return false;
-  return hasCommittedVersion(dataDir(locations, state));
-}
-
-/** The summary of one version's manifest (V2 name first, then V1), or null when it does not exist. */
-export async function readVersionManifest(dir: StoreDir, version: number): Promise<ManifestSummary | null> {
-  for (const scheme of ['V2', 'V1'] as const) {
-    const object = await dir.store.get(`${dir.key}${VERSIONS_DIR}/${manifestFileName(version, scheme)}`);
-    if (object) return readManifestSummary(object.body);
-  }
-  return null;
+  return new TableVersions(dataDir(locations, state)).hasCommitted();
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { listAll, PreconditionFailedError, type ObjectStore } from '../../store/object-store.js';
-import { CATALOG_DIR } from '../catalog/layout.js';
+import { idOfJsonKey, transactionRecordKey, TRANSACTIONS_DIR } from '../catalog/layout.js';
 import { encodeRecord, readRecord, type Versioned } from '../catalog/records.js';
 
 // Transaction records under <root>/_catalog/transactions/<id>.json. Every change to a record is a
@@ -77,13 +77,11 @@ export const TransactionRecord = z.object({
 });
 export type TransactionRecord = z.infer<typeof TransactionRecord>;
 
-const PREFIX = `${CATALOG_DIR}/transactions/`;
-
 export class TransactionLog {
   constructor(private readonly store: ObjectStore) {}
 
   private key(id: string): string {
-    return `${PREFIX}${id}.json`;
+    return transactionRecordKey(id);
   }
 
   newId(): string {
@@ -119,8 +117,8 @@ export class TransactionLog {
 
   /** Ids of every transaction record (for recovery at start-up). */
   async ids(): Promise<string[]> {
-    const listing = await listAll(this.store, PREFIX, { delimiter: '/' });
-    return listing.objects.map((o) => o.key.slice(PREFIX.length)).filter((k) => k.endsWith('.json')).map((k) => k.slice(0, -5));
+    const listing = await listAll(this.store, TRANSACTIONS_DIR, { delimiter: '/' });
+    return listing.objects.map((o) => idOfJsonKey(TRANSACTIONS_DIR, o.key)).filter((id) => id !== null);
   }
 }
 

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
-import { readManifestSummary, readTransactionSummary } from '../../engine/lance-format/manifest.js';
+import { readTransactionSummary } from '../../engine/lance-format/manifest.js';
 import { listAll } from '../../store/object-store.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { AlterTransactionAction } from '../../model/transactions.js';
-import { type CatalogDeps, displayId } from '../catalog/catalog.js';
-import { tableRefOf } from '../catalog/layout.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { displayId } from '../catalog/catalog.js';
+import { lanceTransactionKey, lanceTransactionsDirKey, tableRefOf } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
 import { dataDir, requireVisibleTable } from '../tables/table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
@@ -154,13 +155,11 @@ export class TransactionService {
     const versions = new TableVersions(dataDir(this.deps.locations, state));
     const notFound = () => new NamespaceError(ErrorCode.TransactionNotFound, `table ${displayId(table)} has no Lance commit ${JSON.stringify(ref)}`);
     const describeVersion = async (version: number) => {
-      const manifest = await versions.get(version);
-      if (!manifest) return null;
-      const object = await versions.store.get(manifest.key);
-      const summary = object ? readManifestSummary(object.body) : null;
+      const summary = await versions.readManifest(version);
+      if (!summary) return null;
       const properties: Record<string, string> = { version: String(version) };
-      if (summary?.transactionFile) {
-        const txn = await versions.store.get(`${versions.dir.key}_transactions/${summary.transactionFile}`);
+      if (summary.transactionFile) {
+        const txn = await versions.store.get(lanceTransactionKey(versions.dir.key, summary.transactionFile));
         if (txn) {
           const t = readTransactionSummary(txn.body);
           Object.assign(properties, { uuid: t.uuid, read_version: String(t.readVersion), operation: t.operation });
@@ -175,7 +174,7 @@ export class TransactionService {
     }
     // A uuid: its transaction file names the version it was read from; the commit is the first
     // later version whose manifest points at that file (normally read_version + 1).
-    const listing = await listAll(versions.store, `${versions.dir.key}_transactions/`, { delimiter: '/' });
+    const listing = await listAll(versions.store, lanceTransactionsDirKey(versions.dir.key), { delimiter: '/' });
     const file = listing.objects.find((o) => o.key.endsWith(`-${ref.toLowerCase()}.txn`));
     if (!file) throw notFound();
     const readVersion = Number(file.key.slice(file.key.lastIndexOf('/') + 1).split('-')[0]);

@@ -1,4 +1,3 @@
-import { ListingIndex } from '../catalog/listing-index.js';
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type {
@@ -10,7 +9,8 @@ import type {
   TableVersion,
 } from '../../model/versions.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
-import { type CatalogDeps, createInNamespace, displayId, requireMainBranch, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { createInNamespace, displayId, requireMainBranch, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint, pausePoint } from '../coordination/fault-points.js';
@@ -44,12 +44,7 @@ export class BatchCommits {
     private readonly slots: VersionSlots,
     private readonly recovery: BatchRecovery,
     private readonly leaseMs: number,
-  ) {
-    this.tableIndex = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
-  }
-
-  /** The listing index of table names: a batch declare announces its name there (settled by batch-recovery.ts). */
-  private readonly tableIndex: ListingIndex;
+  ) {}
 
   /** A version of an existing table, resolved once. */
   private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<PlannedVersion> {
@@ -287,7 +282,7 @@ export class BatchCommits {
       incarnation: randomUUID(),
     };
     // The listing index hears of the name once the batch is applied or undone (applyTableOps, undoTableOps).
-    await this.tableIndex.begin('table', ref, transactionId);
+    await this.deps.listingIndex.begin('table', ref, transactionId);
     try {
       await createInNamespace(this.deps.store, namespace, () => this.deps.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }), () => this.deps.store.delete(key));
     } catch (e) {

@@ -1,11 +1,10 @@
 import type { ServiceLogger } from '../context/logger.js';
 import { faultPoint, pausePoint } from '../coordination/fault-points.js';
-import { type CatalogDeps } from '../catalog/catalog.js';
-import { CATALOG_DIR, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { BATCH_MARKERS_DIR, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { putDeregisterMarker } from '../tables/table-fences.js';
 import { incarnationOf, isVisible, readTableState } from '../tables/table-state.js';
 import { encodeRecord, readRecord, TableRecord, type Versioned } from '../catalog/records.js';
-import { ListingIndex } from '../catalog/listing-index.js';
 import { leaseExpired } from '../coordination/leases.js';
 import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
 import type { BatchEntry, TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
@@ -35,8 +34,6 @@ export interface VersionSettings {
   pollMs?: number;
 }
 
-const BATCH_MARKERS = `${CATALOG_DIR}/batches/`;
-
 const ignorePrecondition = (e: unknown): void => {
   if (!(e instanceof PreconditionFailedError)) throw e;
 };
@@ -46,8 +43,6 @@ export class BatchRecovery {
   readonly coordinating = new Set<string>();
   /** One marker per unfinished batch, written before its record (see the invariant above). */
   readonly markers: UnfinishedMarkers;
-  /** The listing index of table names, which batch declares and deregisters change (see catalog/listing-index.ts). */
-  private readonly tableIndex: ListingIndex;
   private poller: Poller | undefined;
 
   constructor(
@@ -56,15 +51,14 @@ export class BatchRecovery {
     private readonly settings: VersionSettings,
     private readonly logger?: ServiceLogger,
   ) {
-    this.markers = new UnfinishedMarkers(deps.store, BATCH_MARKERS);
-    this.tableIndex = new ListingIndex(deps.store, deps.locations, deps.settings.leaseMs);
+    this.markers = new UnfinishedMarkers(deps.store, BATCH_MARKERS_DIR);
   }
 
   /** Applies the table operations of a committed batch. Idempotent. */
   private async applyTableOps(record: TransactionRecord): Promise<void> {
     for (const op of record.table_ops ?? []) {
       const ref = tableRefOf(op.table_id);
-      if (op.kind !== 'delete_versions') await this.tableIndex.begin('table', ref, record.id);
+      if (op.kind !== 'delete_versions') await this.deps.listingIndex.begin('table', ref, record.id);
       if (op.kind === 'declare') {
         const current = await readRecord(this.deps.store, tableRecordKey(ref), TableRecord);
         if (current?.value.pending_transaction === record.id) {
@@ -83,7 +77,7 @@ export class BatchRecovery {
         const state = await readTableState(this.deps.store, ref);
         if (isVisible(state) && (op.incarnation === undefined || incarnationOf(state) === op.incarnation)) await putDeregisterMarker(this.deps.store, state);
       }
-      if (op.kind !== 'delete_versions') await this.tableIndex.settleOp('table', ref, record.id);
+      if (op.kind !== 'delete_versions') await this.deps.listingIndex.settleOp('table', ref, record.id);
     }
   }
 
@@ -94,7 +88,7 @@ export class BatchRecovery {
       const key = tableRecordKey(tableRefOf(op.table_id));
       const current = await readRecord(this.deps.store, key, TableRecord);
       if (current?.value.pending_transaction === record.id) await this.deps.store.delete(key);
-      await this.tableIndex.settleOp('table', tableRefOf(op.table_id), record.id);
+      await this.deps.listingIndex.settleOp('table', tableRefOf(op.table_id), record.id);
     }
   }
 

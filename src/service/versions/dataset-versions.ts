@@ -1,16 +1,17 @@
 import pLimit from 'p-limit';
 import { z } from 'zod';
-import { readManifestSummary } from '../../engine/lance-format/manifest.js';
+import { type ManifestSummary, readManifestSummary } from '../../engine/lance-format/manifest.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
 import { type ObjectInfo, PreconditionFailedError, listAll, type StoredObject } from '../../store/object-store.js';
-import { VERSIONS_DIR } from '../catalog/layout.js';
+import { LATEST_HINT, latestHintKey, manifestKey, reservationKey, reservationsDirKey, versionsDirKey, versionSidecarKey, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
-import { type ManifestNamingScheme, manifestFileName, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
+import { type ManifestNamingScheme, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
 import { encodeRecord, parseRecord, readRecord, type Versioned } from '../catalog/records.js';
 
 // The versions of one Lance dataset as the store holds them: committed manifests under
 // `_versions/` (V1 and V2 names), Lance's latest-version hint, and the service's sidecars under
-// `_catalog/` in the dataset directory: version metadata and version-slot reservations.
+// `_catalog/` in the dataset directory: version metadata and version-slot reservations. Whether,
+// and under which name, a version is there is answered here only (get, readManifest, hasCommitted).
 
 export interface CommittedVersion {
   version: number;
@@ -45,11 +46,9 @@ export type Reservation = z.infer<typeof Reservation>;
 export const inRanges = (version: number, ranges: Array<{ start_version: number; end_version: number }>): boolean =>
   ranges.some((r) => version >= r.start_version && (r.end_version === -1 || version < r.end_version));
 
-const HINT = 'latest_version_hint.json';
 /** Sidecars read at once. */
 const SIDECAR_READS = 16;
 const FIRST_PAGE = 100;
-const pad = (v: number): string => String(v).padStart(20, '0');
 
 /** The version a hint file names; undefined for none, or one that cannot be read (a hint is never trusted further). */
 function parseHint(hint: StoredObject | null): number | undefined {
@@ -63,6 +62,9 @@ function parseHint(hint: StoredObject | null): number | undefined {
   }
 }
 
+/** The names a version may have, `preferred` first. */
+const schemesFrom = (preferred: ManifestNamingScheme): ManifestNamingScheme[] => (preferred === 'V2' ? ['V2', 'V1'] : ['V1', 'V2']);
+
 export class TableVersions {
   /** The version Lance's hint named when this handle last read it (undefined: not read, absent or unreadable). */
   private hintRead: number | undefined;
@@ -74,24 +76,24 @@ export class TableVersions {
   }
 
   get versionsPrefix(): string {
-    return `${this.dir.key}${VERSIONS_DIR}/`;
+    return versionsDirKey(this.dir.key);
   }
 
   finalKey(version: number, scheme: ManifestNamingScheme): string {
-    return `${this.versionsPrefix}${manifestFileName(version, scheme)}`;
+    return manifestKey(this.dir.key, version, scheme);
   }
 
   sidecarKey(version: number): string {
-    return `${this.dir.key}_catalog/versions/${pad(version)}.json`;
+    return versionSidecarKey(this.dir.key, version);
   }
 
   /** Where version-slot reservations live (a drop waits for the live ones, see table-fences.ts). */
   get reservationsPrefix(): string {
-    return `${this.dir.key}_catalog/reservations/`;
+    return reservationsDirKey(this.dir.key);
   }
 
   reservationKey(version: number): string {
-    return `${this.reservationsPrefix}${pad(version)}.json`;
+    return reservationKey(this.dir.key, version);
   }
 
   private parse(info: ObjectInfo): CommittedVersion | null {
@@ -116,14 +118,33 @@ export class TableVersions {
     return info ? { version, scheme, key: info.key, size: info.size, etag: info.etag, lastModified: info.lastModified } : null;
   }
 
-  /** The committed manifest of one version, or null. */
+  /** The committed manifest of one version (looked for under the `preferred` name first), or null. */
   async get(version: number, preferred: ManifestNamingScheme = 'V2'): Promise<CommittedVersion | null> {
-    const order: ManifestNamingScheme[] = preferred === 'V2' ? ['V2', 'V1'] : ['V1', 'V2'];
-    for (const scheme of order) {
+    for (const scheme of schemesFrom(preferred)) {
       const found = await this.getNamed(version, scheme);
       if (found) return found;
     }
     return null;
+  }
+
+  /** The summary of one version's manifest (read under the V2 name first), or null when the version does not exist. */
+  async readManifest(version: number): Promise<ManifestSummary | null> {
+    for (const scheme of schemesFrom('V2')) {
+      const object = await this.store.get(this.finalKey(version, scheme));
+      if (object) return readManifestSummary(object.body);
+    }
+    return null;
+  }
+
+  /** Whether any version is committed (staged manifests do not count): a page of `_versions/` at a time, until one is found. */
+  async hasCommitted(): Promise<boolean> {
+    let startAfter: string | undefined;
+    for (;;) {
+      const page = await this.store.list(this.versionsPrefix, { delimiter: '/', maxKeys: 100, ...(startAfter ? { startAfter } : {}) });
+      if (page.objects.some((o) => parseManifestFileName(o.key.slice(this.versionsPrefix.length)) !== null)) return true;
+      if (!page.nextStartAfter) return false;
+      startAfter = page.nextStartAfter;
+    }
   }
 
   /**
@@ -164,7 +185,7 @@ export class TableVersions {
   }
 
   private async hintedVersion(): Promise<number | undefined> {
-    this.hintRead = parseHint(await this.store.get(`${this.versionsPrefix}${HINT}`));
+    this.hintRead = parseHint(await this.store.get(latestHintKey(this.dir.key)));
     return this.hintRead;
   }
 
@@ -212,7 +233,7 @@ export class TableVersions {
    * never names a version before it is committed: it is written once the version is.
    */
   async writeHint(version: number): Promise<void> {
-    await this.store.put(`${this.versionsPrefix}${HINT}`, JSON.stringify({ version }), undefined, { durable: false, besideExisting: true }).catch(() => undefined);
+    await this.store.put(latestHintKey(this.dir.key), JSON.stringify({ version }), undefined, { durable: false, besideExisting: true }).catch(() => undefined);
   }
 
   async readSidecars(versions: number[]): Promise<Map<number, VersionSidecar>> {
@@ -314,7 +335,7 @@ export class TableVersions {
   /** Whether a key of this dataset's store is a staging name (see stagedKey). */
   isStagingKey(key: string): boolean {
     const name = key.startsWith(this.versionsPrefix) ? key.slice(this.versionsPrefix.length) : null;
-    return name !== null && name !== '' && !name.includes('/') && name !== HINT && !name.endsWith('.manifest') && parseManifestFileName(name) === null;
+    return name !== null && name !== '' && !name.includes('/') && name !== LATEST_HINT && !name.endsWith('.manifest') && parseManifestFileName(name) === null;
   }
 
   /**

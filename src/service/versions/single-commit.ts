@@ -1,5 +1,6 @@
 import type { CreateTableVersionEntry, CreateTableVersionResponse, TableVersion } from '../../model/versions.js';
-import { type CatalogDeps, displayId, requireMainBranch } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { displayId, requireMainBranch } from '../catalog/catalog.js';
 import { reservedMarkerKey } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';

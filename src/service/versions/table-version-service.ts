@@ -11,7 +11,8 @@ import type {
   DescribeTableVersionResponse,
   ListTableVersionsResponse,
 } from '../../model/versions.js';
-import { type CatalogDeps, displayId } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { displayId } from '../catalog/catalog.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import type { ServiceLogger } from '../context/logger.js';

@@ -1,0 +1,125 @@
+import { randomUUID } from 'node:crypto';
+import type { ObjectStore } from '../../store/object-store.js';
+import { readNamespace } from './catalog.js';
+import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, type TableRef } from './layout.js';
+import type { ListingSnapshots } from './listing-snapshot.js';
+import type { Locations } from './locations.js';
+import { leaseExpired, leaseUntil } from '../coordination/leases.js';
+import { faultPoint } from '../coordination/fault-points.js';
+import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
+
+// A name's entries in the listing index (listing-index.ts): announced by a pending entry before a
+// change of the child, settled to match the child's state after it.
+//
+// Invariant: a name without a pending entry has exactly the `v` (and `t`) its child's state calls
+// for. A name with a pending entry is read from the child's state itself.
+//
+// How it holds. Every operation that changes a child's state puts its pending entry first, changes
+// the state, then settles the name and only then deletes its pending entry; a crash anywhere leaves
+// the pending entry behind. Settling writes the entries the state calls for and then reads the state
+// again, repeating until the two agree: of two settlers racing, the later write is followed by a
+// read that sees the later state, so the last word always matches the state. A pending entry whose
+// lease ran out belongs to a dead operation (or one too slow to trust): a listing that meets it
+// settles the name and deletes it, unless the state shows a live create or drop, whose own settle is
+// still to come (listing-pages.ts). Pending entries are few (operations under way, and dead ones
+// until a listing meets them), so a listing reads all of them with one LIST, and reads state only
+// for the names on its page that have one.
+
+const SETTLE_ROUNDS = 5;
+
+/** What a change made of a child: visible or gone, with data or not. */
+export interface Made {
+  visible: boolean;
+  data: boolean;
+}
+
+/** A child's state as the index needs it. */
+export interface Truth extends Made {
+  /** A create or drop is under way: its own settle will come. */
+  busy: boolean;
+}
+
+export class IndexEntries {
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly locations: Locations,
+    private readonly leaseMs: number,
+    private readonly snapshots: ListingSnapshots,
+  ) {}
+
+  /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
+  async begin(kind: ChildKind, ref: TableRef, op: string = randomUUID()): Promise<string> {
+    const key = indexPendingKey(kind, ref, Date.parse(leaseUntil(this.leaseMs)), op);
+    // Snapshots taken before this change stop holding before it changes anything (listing-snapshot.ts).
+    await Promise.all([this.store.put(key, ''), this.snapshots.invalidate(ref.namespace, kind)]);
+    return key;
+  }
+
+  /**
+   * Makes the name's entries match its state (see the invariant above), then deletes the given
+   * pending keys. `made` is the state the caller's change just made, if it knows it: it saves the
+   * first read (the read after the write still checks it).
+   */
+  async settle(kind: ChildKind, ref: TableRef, pending: string[], made?: Made): Promise<void> {
+    faultPoint('index:before-settle');
+    let truth: Truth = made ? { ...made, busy: false } : await this.observe(kind, ref);
+    for (let round = 0; ; round++) {
+      await this.apply(kind, ref, truth);
+      // Written: read the state again, so that a change made meanwhile is not overwritten unseen.
+      const again = await this.observe(kind, ref);
+      if (again.visible === truth.visible && again.data === truth.data) break;
+      // Kept changing: the pending entries stay, and listings read the state.
+      if (round === SETTLE_ROUNDS - 1) return;
+      truth = again;
+    }
+    // Snapshots of the index no longer hold (listing-snapshot.ts): their stamp goes before the pending entry.
+    await this.snapshots.invalidate(ref.namespace, kind);
+    for (const key of pending) await this.store.delete(key);
+  }
+
+  /** Settles the name and deletes every pending entry of the operation `op` (a batch's transaction, which another process may finish). */
+  async settleOp(kind: ChildKind, ref: TableRef, op: string): Promise<void> {
+    const { objects } = await this.store.list(indexPendingNameDirKey(kind, ref), { delimiter: '/' });
+    await this.settle(kind, ref, objects.map((o) => o.key).filter((k) => isPendingOf(k, op)));
+  }
+
+  /** Runs `change` between `begin` and `settle`; the settle runs even when the change fails. */
+  async around<T>(kind: ChildKind, ref: TableRef, change: () => Promise<T>, made?: Made): Promise<T> {
+    const pending = await this.begin(kind, ref);
+    let changed = false;
+    try {
+      const result = await change();
+      changed = true;
+      return result;
+    } finally {
+      // The pending entry stays if this fails: listings read the state.
+      await this.settle(kind, ref, [pending], changed ? made : undefined).catch(() => undefined);
+    }
+  }
+
+  /** Writes the name's entries for `truth`; the two keys at once (the pending entry covers the moment between). */
+  private async apply(kind: ChildKind, ref: TableRef, truth: Truth): Promise<void> {
+    const visible = indexVisibleKey(kind, ref);
+    await Promise.all([
+      truth.visible ? this.store.put(visible, '') : this.store.delete(visible),
+      kind === 'table' ? (truth.visible && truth.data ? this.store.put(indexDataKey(ref), '') : this.store.delete(indexDataKey(ref))) : undefined,
+    ]);
+  }
+
+  /** The child's state: what a listing shows of a name with a pending entry, or of a declared table it checks for data. */
+  async observe(kind: ChildKind, ref: TableRef): Promise<Truth> {
+    if (kind === 'namespace') {
+      const record = await readNamespace(this.store, [...ref.namespace, ref.name]);
+      const dropping = record?.value.state === 'dropping' && !leaseExpired(record.value.dropping_until);
+      return { visible: record !== null, data: false, busy: dropping };
+    }
+    // A name whose directory is reached through a symbolic link holds no table (see LinkedTableDir).
+    const state = await readTableState(this.store, ref).catch((e: unknown) => {
+      if (e instanceof LinkedTableDir) return null;
+      throw e;
+    });
+    if (state === null) return { visible: false, data: false, busy: false };
+    const visible = isVisible(state);
+    return { visible, data: visible && (await tableHasData(this.locations, state)), busy: state.creating?.live === true || state.dropUnderWay };
+  }
+}

@@ -1,0 +1,41 @@
+import { randomUUID } from 'node:crypto';
+import type { DeclareTableRequest, DeclareTableResponse } from '../../model/tables.js';
+import { PreconditionFailedError } from '../../store/object-store.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { resolveManagedVersioning } from '../catalog/catalog.js';
+import { reservedMarkerKey, tableRefOf } from '../catalog/layout.js';
+import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
+import type { RequestContext } from '../context/request-context.js';
+import { claimName, placed, tableAlreadyExists } from './name-claim.js';
+import { refuseOtherLocation } from './table-location.js';
+import { isVisible, livesInNameDir, readTableState, recordDir } from './table-state.js';
+
+// DeclareTable: a table's name and location, without data yet.
+
+export async function declareTable(deps: CatalogDeps, ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
+  const ref = tableRefOf(id);
+  // The namespace is read once here; the claim reads it once more, after its put (the protocol).
+  const namespace = await resolveNamespaceCreatingSystem(deps, ctx, ref.namespace);
+  const state = await readTableState(deps.store, ref);
+  if (isVisible(state)) throw tableAlreadyExists(id);
+  const properties = request.properties ?? {};
+  const managed = await resolveManagedVersioning(deps, namespace, properties);
+  const record = placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
+  const own = recordDir(deps.locations, state.dirKey, record);
+  const location = own.store.location(own.key);
+  refuseOtherLocation(deps.locations, request.location, own, 'the catalog places declared tables');
+  await deps.listingIndex.around('table', ref, async () => {
+    if (!livesInNameDir(record)) return void (await claimName(deps.store, namespace, state, record));
+    await claimName(deps.store, namespace, state, record, { undo: () => deps.store.delete(reservedMarkerKey(ref)) });
+    // Lance's directory catalog recognizes a declared table by this marker (in the name's directory, which it lists).
+    await deps.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
+      if (!(e instanceof PreconditionFailedError)) throw e;
+    });
+  }, { visible: true, data: false });
+  return {
+    location,
+    storage_options: await deps.credentials.storageOptions(ctx, { id, dir: own, managedVersioning: managed }, request.vend_credentials),
+    properties,
+    managed_versioning: managed,
+  };
+}

@@ -1,0 +1,84 @@
+import { EngineError } from '../../engine/lance-engine.js';
+import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
+import type { DescribeTableRequest, DescribeTableResponse } from '../../model/tables.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { displayId } from '../catalog/catalog.js';
+import { tableRefOf } from '../catalog/layout.js';
+import type { StoreDir } from '../catalog/locations.js';
+import { engineFailure, onEngine } from '../errors/engine-errors.js';
+import type { RequestContext } from '../context/request-context.js';
+import { TableVersions } from '../versions/dataset-versions.js';
+import { latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
+import { datasetAt } from './table-location.js';
+import { dataDir, requireVisibleTable, tableHasData } from './table-state.js';
+
+// DescribeTable and TableExists.
+
+export interface DescribeFlags {
+  withTableUri: boolean;
+  loadDetailedMetadata: boolean;
+  checkDeclared: boolean;
+}
+
+export async function describeTable(deps: CatalogDeps, ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
+  const ref = tableRefOf(id);
+  // Detailed metadata needs the latest version (the engine checks its kept dataset against it).
+  const detailed = flags.loadDetailedMetadata ? await resolveTableWithLatest(deps, id) : null;
+  const table = detailed?.table ?? (await resolveTable(deps, id));
+  const { state, dir } = table;
+  const latest = detailed?.latest ? latestCommitted(detailed.latest, state) : undefined;
+  const properties = state.record?.value.properties ?? {};
+  const managedVersioning = await table.managedVersioning();
+  const response: DescribeTableResponse = {
+    location: dir.store.location(dir.key),
+    properties,
+    managed_versioning: managedVersioning,
+    storage_options: await deps.credentials.storageOptions(ctx, { id, dir, managedVersioning }, request.vend_credentials),
+  };
+  if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
+  if (detailed) response.is_only_declared = detailed.latest === null;
+  else if (flags.checkDeclared) response.is_only_declared = !(await tableHasData(deps.locations, state));
+  if (flags.loadDetailedMetadata) {
+    if (response.is_only_declared) {
+      throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
+    }
+    const asked = await askedVersion(deps, id, dir, request);
+    const versions = new TableVersions(dir);
+    // The manifest of the version the engine is expected to describe is read meanwhile.
+    const expected = asked ?? latest?.version;
+    const early = expected === undefined ? undefined : versions.readManifest(expected).catch(() => null);
+    const { version, schema } = await deps.engine.describeDataset({ ...datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
+      if (e instanceof EngineError && e.kind === 'version_not_found') {
+        throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
+      }
+      throw engineFailure(e, id);
+    });
+    const manifest = (version === expected ? await early : null) ?? (await versions.readManifest(version));
+    response.table = ref.name;
+    response.namespace = ref.namespace;
+    response.version = version;
+    response.schema = schema;
+    if (manifest) {
+      response.stats = { num_deleted_rows: manifest.numDeletedRows, num_fragments: manifest.numFragments };
+      response.metadata = manifest.tableMetadata;
+    }
+  }
+  return response;
+}
+
+/** The version a describe asks for: `version`, or the one `tag` points to (the spec allows one of the two). */
+async function askedVersion(deps: CatalogDeps, id: string[], dir: StoreDir, request: DescribeTableRequest): Promise<number | undefined> {
+  const { version, tag } = request;
+  if (tag === undefined || tag === null) return version ?? undefined;
+  if (version !== undefined && version !== null) throw invalidInput('give either version or tag, not both');
+  return onEngine(id, () => deps.engine.tags.version(datasetAt(dir), tag));
+}
+
+/** 404 unless the table is visible (and, when `version` is given, that version exists). */
+export async function tableExists(deps: CatalogDeps, id: string[], version: number | null | undefined): Promise<void> {
+  const ref = tableRefOf(id);
+  const state = await requireVisibleTable(deps.store, ref);
+  if (version === undefined || version === null) return;
+  const found = await new TableVersions(dataDir(deps.locations, state)).get(version);
+  if (!found) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
+}

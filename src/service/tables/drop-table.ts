@@ -1,0 +1,67 @@
+import type { DropTableResponse } from '../../model/tables.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
+import { faultPoint } from '../coordination/fault-points.js';
+import { putDeregisterMarker } from './table-fences.js';
+import { dataDir, isVisible, LinkedTableDir, readTableState, requireVisibleTable, tableNotFound } from './table-state.js';
+
+// DropTable and DeregisterTable: a name freed, its data deleted or kept.
+
+/**
+ * Drops the table and deletes its directory. The tombstone goes first, so the table disappears
+ * at once and no write can start on it; the drop then waits for the writes under way and
+ * deletes the rest (see table-fences.ts). The tombstone stays, so that nothing a late writer
+ * leaves is taken for a table; the next create of the name clears the directory. Of concurrent
+ * drops one wins, the others answer 404. Data at a registered location stays: it may be shared
+ * with another registration or live outside the root, and is not the catalog's to delete; so
+ * does a deregistered table's (the name is free, the data no longer the catalog's: see
+ * table-state.ts). A table directory that is a symbolic link holds no table: its drop removes
+ * the link, never what it leads to (see LinkedTableDir); one under a namespace directory that is
+ * a link, or whose own directory is one, is a 404.
+ */
+export async function dropTable(deps: CatalogDeps, id: string[]): Promise<DropTableResponse> {
+  const ref = tableRefOf(id);
+  const state = await readTableState(deps.store, ref).catch((e: unknown) => {
+    if (!(e instanceof LinkedTableDir)) throw e;
+    if (e.link !== tableDirKey(ref)) throw tableNotFound(id);
+    return null;
+  });
+  if (state === null) return dropLink(deps, id, ref);
+  if (!isVisible(state)) throw tableNotFound(id);
+  const dir = dataDir(deps.locations, state);
+  await deps.listingIndex.around('table', ref, async () => {
+    const begun = await deps.fences.beginDrop(state);
+    if (!begun) throw tableNotFound(id);
+    faultPoint('drop:after-tombstone');
+    await deps.fences.finishDrop(state, dir, begun);
+  }, { visible: false, data: false });
+  deps.engine.forget(dir.store.location(dir.key));
+  return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
+}
+
+/** Drops a name whose directory is a symbolic link: the link goes (LocalObjectStore.deletePrefix), what it leads to stays. */
+async function dropLink(deps: CatalogDeps, id: string[], ref: TableRef): Promise<DropTableResponse> {
+  const dirKey = tableDirKey(ref);
+  const location = deps.store.location(dirKey);
+  await deps.listingIndex.around('table', ref, () => deps.store.deletePrefix(dirKey), { visible: false, data: false });
+  // A table swapped for the link may still be open in the engine.
+  deps.engine.forget(location);
+  return { id, location, properties: {} };
+}
+
+/**
+ * Hides the table and keeps its data, and frees the name: its marker names the table it hides,
+ * and retires the name's directory when the data lives there (see table-state.ts), so that the
+ * next table of the name is placed elsewhere. Registering the location again brings it back.
+ * Of concurrent deregisters and drops one wins, the others answer 404.
+ */
+export async function deregisterTable(deps: CatalogDeps, id: string[]): Promise<DropTableResponse> {
+  const ref = tableRefOf(id);
+  const state = await requireVisibleTable(deps.store, ref);
+  const dir = dataDir(deps.locations, state);
+  await deps.listingIndex.around('table', ref, async () => {
+    if (!(await putDeregisterMarker(deps.store, state))) throw tableNotFound(id);
+  }, { visible: false, data: false });
+  deps.engine.forget(dir.store.location(dir.key));
+  return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
+}
