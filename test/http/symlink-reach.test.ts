@@ -130,6 +130,24 @@ describe('symbolic links below a local root', () => {
     expect(await exists(dir)).toBe(false);
   });
 
+  it('refuses a table whose _versions was swapped for a link: no manifest is read, written or deleted through it, and its drop removes only the link', async () => {
+    expect((await call('/v1/table/fs%24vl/create', peopleStream([1]), ARROW)).status).toBe(200);
+    expect((await call('/v1/table/fs%24vl/insert', peopleStream([2]), ARROW)).status).toBe(200);
+    const versions = path.join(root.root, 'fs', 'vl.lance', '_versions');
+    await rename(versions, path.join(outside.root, `aside-${randomUUID()}`));
+    await symlink(path.join(foreign, '_versions'), versions);
+    expectCode(await call('/v1/table/fs%24vl/count_rows'), 404, 4);
+    expectCode(await call('/v1/table/fs%24vl/version/list'), 404, 4);
+    expectCode(await call('/v1/table/fs%24vl/insert', peopleStream([9]), ARROW), 404, 4);
+    expectCode(await call('/v1/table/fs%24vl/version/delete', { ranges: [{ start_version: 1, end_version: -1 }] }), 404, 4);
+    expectCode(await call('/v1/table/fs%24vl/create', peopleStream([3]), ARROW), 400, 13);
+    const dropped = await call('/v1/table/fs%24vl/drop');
+    expect(dropped.status, dropped.text).toBe(200);
+    await expectForeignIntact();
+    expect(await exists(path.join(root.root, 'fs', 'vl.lance', '_versions'))).toBe(false);
+    expect((await call('/v1/table/fs%24vl/create', peopleStream([4]), ARROW)).status).toBe(200);
+  });
+
   it('refuses a re-created table whose own directory was swapped for a link, and drops nothing through it', async () => {
     expect((await call('/v1/table/fs%24re/create', peopleStream([1, 2]), ARROW)).status).toBe(200);
     expect((await call('/v1/table/fs%24re/deregister')).status).toBe(200);

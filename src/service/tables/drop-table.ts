@@ -1,6 +1,6 @@
 import type { DropTableResponse } from '../../model/tables.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
-import { type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
+import { type TableRef, tableDirKey, tableRefOf, versionsDirKey } from '../catalog/layout.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import { putDeregisterMarker } from './table-fences.js';
 import { dataDir, isVisible, LinkedTableDir, readTableState, requireVisibleTable, tableNotFound } from './table-state.js';
@@ -16,17 +16,25 @@ import { dataDir, isVisible, LinkedTableDir, readTableState, requireVisibleTable
  * with another registration or live outside the root, and is not the catalog's to delete; so
  * does a deregistered table's (the name is free, the data no longer the catalog's: see
  * table-state.ts). A table directory that is a symbolic link holds no table: its drop removes
- * the link, never what it leads to (see LinkedTableDir); one under a namespace directory that is
- * a link, or whose own directory is one, is a 404.
+ * the link, never what it leads to (see LinkedTableDir), and so does the drop of a table whose
+ * `_versions/` is one; one under a namespace directory that is a link, or whose own directory
+ * (or the `_versions/` in it) is one, is a 404.
  */
-export async function dropTable(deps: CatalogDeps, id: string[]): Promise<DropTableResponse> {
+export async function dropTable(deps: CatalogDeps, id: string[], linkRemoved = false): Promise<DropTableResponse> {
   const ref = tableRefOf(id);
+  const dirKey = tableDirKey(ref);
   const state = await readTableState(deps.store, ref).catch((e: unknown) => {
     if (!(e instanceof LinkedTableDir)) throw e;
-    if (e.link !== tableDirKey(ref)) throw tableNotFound(id);
-    return null;
+    if (e.link !== dirKey && (e.link !== versionsDirKey(dirKey) || linkRemoved)) throw tableNotFound(id);
+    return e.link;
   });
-  if (state === null) return dropLink(deps, id, ref);
+  if (state === dirKey) return dropLink(deps, id, ref);
+  if (typeof state === 'string') {
+    // The directory's `_versions/` alone is a link: the link goes (what it leads to stays), then
+    // the table is dropped as any other (once: a link planted again meanwhile is a 404).
+    await deps.store.deletePrefix(state);
+    return dropTable(deps, id, true);
+  }
   if (!isVisible(state)) throw tableNotFound(id);
   const dir = dataDir(deps.locations, state);
   await deps.listingIndex.around('table', ref, async () => {

@@ -145,16 +145,23 @@ async function readNameFiles(store: ObjectStore, ref: TableRef): Promise<NameFil
 export class LinkedTableDir extends NamespaceError {
   constructor(
     readonly ref: TableRef,
-    /** The key of the link: the table's directory itself, or a namespace directory above it. */
+    /** The key of the link: the table's directory itself, its `_versions/`, or a namespace directory above it. */
     readonly link: string,
   ) {
-    const where = link === tableDirKey(ref) ? 'is' : 'lies under';
-    super(ErrorCode.InvalidInput, `table ${displayId([...ref.namespace, ref.name])} cannot be used: its directory ${where} a symbolic link, and the catalog follows no link below its root`);
+    const dir = tableDirKey(ref);
+    const where = link === dir ? 'its directory is' : link.startsWith(dir) ? `its ${link.slice(dir.length, -1)} directory is` : 'its directory lies under';
+    super(ErrorCode.InvalidInput, `table ${displayId([...ref.namespace, ref.name])} cannot be used: ${where} a symbolic link, and the catalog follows no link below its root`);
   }
 }
 
-/** The link through which the table's directory is reached, or null: one realpath on a local disk, nothing on an object store. */
-const linkOf = (store: ObjectStore, ref: TableRef): string | null => store.linkOnPath?.(tableDirKey(ref)) ?? null;
+/**
+ * The link through which a table's directory, or the `_versions/` in it, is reached, or null: one
+ * realpath on a local disk (a walk of lstats where `_versions/` does not exist yet), nothing on an
+ * object store. `_versions/` is looked at too because the service itself writes and deletes
+ * manifests there (commits, version deletes): a link in its place would take them out of the root.
+ */
+const linkOfDataset = (store: ObjectStore, dirKey: string): string | null => store.linkOnPath?.(versionsDirKey(dirKey)) ?? null;
+const linkOf = (store: ObjectStore, ref: TableRef): string | null => linkOfDataset(store, tableDirKey(ref));
 
 /** A 404 when the table's directory is reached through a symbolic link (see LinkedTableDir): for a request that needs the table. */
 export function requireUnlinkedTable(store: ObjectStore, ref: TableRef): void {
@@ -172,7 +179,7 @@ export async function readTableState(store: ObjectStore, ref: TableRef, linkChec
   const files = await readNameFiles(store, ref);
   // A table placed in a directory of its own (a retired name's next table) is reached through no link either: one more realpath, for such tables only.
   const ownDir = files.record?.value.dir;
-  const ownLink = ownDir === undefined ? null : (store.linkOnPath?.(ownDir) ?? null);
+  const ownLink = ownDir === undefined ? null : linkOfDataset(store, ownDir);
   if (ownLink !== null) throw new LinkedTableDir(ref, ownLink);
   let { record } = files;
   const recordFile = record !== null;
