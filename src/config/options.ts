@@ -69,7 +69,7 @@ export const SERVER = group({
       flag: 'host', arg: '<addr>', kind: 'value', env: ['LANCE_NS_HOST'], file: 'host',
       schema: z.string().min(1), default: '127.0.0.1',
       help: 'address to listen on',
-      details: 'On a loopback address only requests addressed to a loopback name are answered (see [Browsers](../README.md#browsers)).',
+      details: 'On a loopback address only requests addressed to a loopback name are answered (see [Browsers](security.md#browsers-and-cors)).',
     }),
     port: option({
       flag: 'port', arg: '<n>', kind: 'value', env: ['LANCE_NS_PORT'], file: 'port',
@@ -94,7 +94,7 @@ export const SERVER = group({
       flag: 'cors-origin', arg: '<scheme://host[:port]>', kind: 'list', env: ['LANCE_NS_CORS_ORIGINS'], file: 'cors_origins',
       schema: z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'an origin is scheme://host[:port]')), default: [],
       help: 'an origin whose web pages may call the service (CORS)',
-      details: 'Requests from any other origin are refused (see [Browsers](../README.md#browsers)).',
+      details: 'Requests from any other origin are refused (see [Browsers](security.md#browsers-and-cors)).',
     }),
     logLevel: option({
       flag: 'log-level', arg: '<level>', kind: 'value', env: ['LANCE_NS_LOG_LEVEL'], file: 'log_level',
@@ -118,7 +118,7 @@ export const STORAGE = group({
       flag: 'allowed-location', arg: LOCATION, kind: 'list', env: ['LANCE_NS_ALLOWED_LOCATIONS'], file: 'allowed_locations',
       schema: z.array(z.string().min(1)), default: [],
       help: 'a place outside the root where tables may be registered',
-      details: 'A path, `file:///...` or `s3://bucket/prefix` (see [Allowed locations](../README.md#allowed-locations)).',
+      details: 'A path, `file:///...` or `s3://bucket/prefix` (see [Allowed locations](security.md#allowed-locations)).',
     }),
     storeCheckIntervalMs: option({
       flag: 'store-check-interval-ms', arg: '<ms>', kind: 'value', env: ['LANCE_NS_STORE_CHECK_INTERVAL_MS'], file: 'store_check_interval_ms',
