@@ -88,7 +88,7 @@ export const SERVER = group({
       // Absent: app.ts serves it when bound to a loopback address.
       schema: z.boolean().optional(), defaultText: 'true on a loopback address, false elsewhere',
       help: 'serve the read-only web console at /ui',
-      details: 'See [Web console](../README.md#web-console).',
+      details: 'See [Web console](console.md).',
     }),
     corsOrigins: option({
       flag: 'cors-origin', arg: '<scheme://host[:port]>', kind: 'list', env: ['LANCE_NS_CORS_ORIGINS'], file: 'cors_origins',
