@@ -290,7 +290,7 @@ export const ENGINE = group({
 export const UDF = group({
   title: 'Python UDFs',
   intro:
-    "Running Geneva's Python UDFs (virtual columns with `udf_backend` DockerUDFSpecV1, and their backfills). **A UDF is arbitrary code run by the service**, so only principals with the manage privilege may bind or run one (see [Python UDFs and Geneva](../README.md#python-udfs-and-geneva)).",
+    "Running Geneva's Python UDFs (virtual columns with `udf_backend` DockerUDFSpecV1, and their backfills). **A UDF is arbitrary code run by the service**, so only principals with the manage privilege may bind or run one (see [Python UDFs and Geneva](udfs.md)).",
   at: 'udf',
   options: {
     execution: option({
