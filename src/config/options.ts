@@ -124,7 +124,7 @@ export const STORAGE = group({
       flag: 'store-check-interval-ms', arg: '<ms>', kind: 'value', env: ['LANCE_NS_STORE_CHECK_INTERVAL_MS'], file: 'store_check_interval_ms',
       schema: z.coerce.number().int().min(0), default: 3_600_000,
       help: 'how often to check again that the store honours conditional writes (0: only at start-up)',
-      details: "The first check is at start-up (see [The store's word](../README.md#the-stores-word) and `src/service/health/store-check.ts`).",
+      details: "The first check is at start-up (see [The store's word](storage-layout.md#the-stores-word) and `src/service/health/store-check.ts`).",
     }),
     allowUnsafeStore: option({
       flag: 'allow-unsafe-store', kind: 'switch', env: ['LANCE_NS_ALLOW_UNSAFE_STORE'], file: 'allow_unsafe_store',
