@@ -202,14 +202,14 @@ export const CATALOG = group({
 
 /**
  * Items of one batch, by default: the largest batch answers within seconds on a local disk and
- * within a minute on S3 (measured by scripts/bench-batches.ts, see the README's Limits).
+ * within a minute on S3 (measured by scripts/bench-batches.ts, see docs/compatibility.md's Limits).
  */
 const DEFAULT_MAX_BATCH = 500;
 
 export const LIMITS = group({
   title: 'Limits',
   intro:
-    'Bounds on every input that can grow without bound, checked before anything is validated in depth or written (see [Limits](../README.md#limits) for what a request past each gets, and why).',
+    'Bounds on every input that can grow without bound, checked before anything is validated in depth or written (see [Limits](compatibility.md#limits) for what a request past each gets, and why).',
   options: {
     maxArrowBodyBytes: option({
       flag: 'max-arrow-body-bytes', arg: '<n>', kind: 'value', env: ['LANCE_NS_MAX_ARROW_BODY_BYTES'], file: 'max_arrow_body_bytes',
@@ -247,7 +247,7 @@ export const LIMITS = group({
       flag: 'max-batch-operations', arg: '<n>', kind: 'value', env: ['LANCE_NS_MAX_BATCH_OPERATIONS'], file: 'max_batch_operations',
       schema: positiveInt(), default: DEFAULT_MAX_BATCH,
       help: 'operations of one BatchCommitTables',
-      details: 'The default answers within seconds on a local disk and within a minute on S3 (see [Limits](../README.md#limits)).',
+      details: 'The default answers within seconds on a local disk and within a minute on S3 (see [Limits](compatibility.md#limits)).',
     }),
     maxBatchEntries: option({
       flag: 'max-batch-entries', arg: '<n>', kind: 'value', env: ['LANCE_NS_MAX_BATCH_ENTRIES'], file: 'max_batch_entries',
