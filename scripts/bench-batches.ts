@@ -1,6 +1,6 @@
 // Benchmark of the largest batches: how long one BatchCommitTables or BatchCreateTableVersions
-// takes, by its number of items, on a local root and on S3 (the README's Limits quotes it; the
-// default of --max-batch-operations and --max-batch-entries is sized from it).
+// takes, by its number of items, on a local root and on S3 (docs/benchmarks/batches-2026-11-27.md
+// records a run; the default of --max-batch-operations and --max-batch-entries is sized from it).
 //
 //   npx tsx scripts/bench-batches.ts [--backend local|rgw|both] [--sizes 100,500,1000] [--runs 1]
 //   npm run bench:batches -- --backend local

@@ -1,6 +1,7 @@
-// The benchmark's results as a page: docs/benchmarks.md with SVG charts (docs/benchmarks/*.svg)
-// of this service against the reference: the ratio per workload, throughput and latency per
-// workload, and the workloads measured at several catalog sizes. Written by scripts/bench.ts.
+// The benchmark's results as a run of record: docs/benchmarks/side-by-side.md with SVG charts
+// beside it (docs/benchmarks/*.svg) of this service against the reference: the ratio per workload,
+// throughput and latency per workload, and the workloads measured at several catalog sizes; and
+// the figures as results.json. Written by scripts/bench.ts; docs/benchmarks.md says how to read it.
 
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -184,16 +185,21 @@ function scaleChart(title: string, series: Array<{ n: number; ours: Figure; ref:
 
 const slug = (s: string): string => s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
 
-/** Writes `<docsDir>/benchmarks.md` and its charts under `<docsDir>/benchmarks/`; returns the page's path. */
-export async function writeBenchmarkPage(docsDir: string, results: Array<[StoreKind, RowResult[]]>, info: RunInfo, tables: string): Promise<string> {
-  const chartDir = path.join(docsDir, 'benchmarks');
-  await mkdir(chartDir, { recursive: true });
+/** The run of record's page, beside its charts and results.json. */
+const BENCHMARK_PAGE = 'side-by-side.md';
+
+/** Writes `<dir>/side-by-side.md`, its charts and results.json into `dir`; returns the page's path. */
+export async function writeBenchmarkPage(dir: string, results: Array<[StoreKind, RowResult[]]>, info: RunInfo, tables: string): Promise<string> {
+  await mkdir(dir, { recursive: true });
   const page: string[] = [
-    '# Benchmarks',
+    '# Side by side with the reference: the latest full run',
+    '',
+    '<!-- Written by `npm run bench` (scripts/bench-report.ts): a full run replaces it. -->',
     '',
     'This service against the reference Lance namespace server (pylance\'s `lance.namespace.RestAdapter`), ',
     'both on the same store, measured by `npm run bench` in one interleaved run (this service, then the reference, each round). ',
-    'Ratios above 1 mean this service is faster. Absolute figures on a shared 2-core machine are noise; the ratios are the point.',
+    'Ratios above 1 mean this service is faster. Absolute figures on a shared 2-core machine are noise; the ratios are the point. ',
+    'What each row measures, and how to read them: [Benchmarks](../benchmarks.md#side-by-side-with-the-reference-npm-run-bench).',
     '',
     `- run: ${info.date}${info.quick ? ' (`--quick` sizes)' : ''}, ${info.elapsed}`,
     `- machine: ${info.machine}, Node ${info.node}`,
@@ -201,8 +207,8 @@ export async function writeBenchmarkPage(docsDir: string, results: Array<[StoreK
     '',
   ];
   const chart = async (name: string, svg: string, alt: string) => {
-    await writeFile(path.join(chartDir, name), svg);
-    page.push(`![${alt}](benchmarks/${name})`, '');
+    await writeFile(path.join(dir, name), svg);
+    page.push(`![${alt}](${name})`, '');
   };
   for (const [store, rows] of results) {
     const where = STORE_NAMES[store];
@@ -244,9 +250,9 @@ export async function writeBenchmarkPage(docsDir: string, results: Array<[StoreK
       await chart(`${store}-scale-${slug(series)}.svg`, scaleChart(`${series}, ${where}, by catalog size`, points), `${series} by catalog size on ${where}`);
     }
   }
-  page.push('## The figures', '', tables.trim(), '', 'The same figures as data: [benchmarks/results.json](benchmarks/results.json).', '');
-  await writeFile(path.join(chartDir, 'results.json'), `${JSON.stringify({ info, results, tables }, null, 1)}\n`);
-  const file = path.join(docsDir, 'benchmarks.md');
+  page.push('## The figures', '', tables.trim(), '', 'The same figures as data: [results.json](results.json).', '');
+  await writeFile(path.join(dir, 'results.json'), `${JSON.stringify({ info, results, tables }, null, 1)}\n`);
+  const file = path.join(dir, BENCHMARK_PAGE);
   await writeFile(file, `${page.join('\n')}\n`);
   return file;
 }

@@ -2,8 +2,9 @@
 //
 //   npm run bench -- [--store local|s3|both] [--quick] [--only <row-substring>] [--page <dir>]
 //
-// A full run (both stores, no --quick, no --only) also writes docs/benchmarks.md with SVG charts
-// (bench-report.ts); --page <dir> writes that page for any run, into <dir>.
+// A full run (both stores, no --quick, no --only) also writes the run of record,
+// docs/benchmarks/side-by-side.md with SVG charts and results.json (bench-report.ts); --page <dir>
+// writes those for any run, into <dir>.
 //
 // Starts this service as its own Node process (dist/main.js, built from the sources first with
 // `npm run build`, as `npm start` runs it; logs at warn) and the
@@ -442,7 +443,7 @@ const WARM_UP_CALLS = 200;
  * take turns (bench_reference.py interleave). 150 appends per side run one after the other gave
  * plain Lance at 1.4x to 2.4x of this service's rate for one build. In blocks of 30 (0.1-0.3 s
  * each) what the machine does meanwhile slows every target alike; whole runs still differ with
- * its phase (the README lists the runs of the current build).
+ * its phase (docs/benchmarks/side-by-side-notes-2026-11-24.md lists the runs of one build).
  */
 const APPEND_BLOCK = 30;
 
@@ -1152,7 +1153,7 @@ async function main(): Promise<void> {
       `${elapsed} in all; figures are medians of interleaved rounds (this service, then the reference)\n`,
   );
   // The page shows a whole run: written after a full run of both stores, or wherever --page says.
-  const pageDir = values.page ?? (which === 'both' && !quick && !values.only ? path.join(repo, 'docs') : undefined);
+  const pageDir = values.page ?? (which === 'both' && !quick && !values.only ? path.join(repo, 'docs', 'benchmarks') : undefined);
   if (pageDir) {
     const info = { date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC', machine, node: process.version, loadBefore, loadAfter, elapsed, quick };
     log(`wrote ${await writeBenchmarkPage(pageDir, results, info, tables)}`);

@@ -69,7 +69,7 @@ export const SERVER = group({
       flag: 'host', arg: '<addr>', kind: 'value', env: ['LANCE_NS_HOST'], file: 'host',
       schema: z.string().min(1), default: '127.0.0.1',
       help: 'address to listen on',
-      details: 'On a loopback address only requests addressed to a loopback name are answered (see [Browsers](../README.md#browsers)).',
+      details: 'On a loopback address only requests addressed to a loopback name are answered (see [Browsers](security.md#browsers-and-cors)).',
     }),
     port: option({
       flag: 'port', arg: '<n>', kind: 'value', env: ['LANCE_NS_PORT'], file: 'port',
@@ -88,13 +88,13 @@ export const SERVER = group({
       // Absent: app.ts serves it when bound to a loopback address.
       schema: z.boolean().optional(), defaultText: 'true on a loopback address, false elsewhere',
       help: 'serve the read-only web console at /ui',
-      details: 'See [Web console](../README.md#web-console).',
+      details: 'See [Web console](console.md).',
     }),
     corsOrigins: option({
       flag: 'cors-origin', arg: '<scheme://host[:port]>', kind: 'list', env: ['LANCE_NS_CORS_ORIGINS'], file: 'cors_origins',
       schema: z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'an origin is scheme://host[:port]')), default: [],
       help: 'an origin whose web pages may call the service (CORS)',
-      details: 'Requests from any other origin are refused (see [Browsers](../README.md#browsers)).',
+      details: 'Requests from any other origin are refused (see [Browsers](security.md#browsers-and-cors)).',
     }),
     logLevel: option({
       flag: 'log-level', arg: '<level>', kind: 'value', env: ['LANCE_NS_LOG_LEVEL'], file: 'log_level',
@@ -118,13 +118,13 @@ export const STORAGE = group({
       flag: 'allowed-location', arg: LOCATION, kind: 'list', env: ['LANCE_NS_ALLOWED_LOCATIONS'], file: 'allowed_locations',
       schema: z.array(z.string().min(1)), default: [],
       help: 'a place outside the root where tables may be registered',
-      details: 'A path, `file:///...` or `s3://bucket/prefix` (see [Allowed locations](../README.md#allowed-locations)).',
+      details: 'A path, `file:///...` or `s3://bucket/prefix` (see [Allowed locations](security.md#allowed-locations)).',
     }),
     storeCheckIntervalMs: option({
       flag: 'store-check-interval-ms', arg: '<ms>', kind: 'value', env: ['LANCE_NS_STORE_CHECK_INTERVAL_MS'], file: 'store_check_interval_ms',
       schema: z.coerce.number().int().min(0), default: 3_600_000,
       help: 'how often to check again that the store honours conditional writes (0: only at start-up)',
-      details: "The first check is at start-up (see [The store's word](../README.md#the-stores-word) and `src/service/health/store-check.ts`).",
+      details: "The first check is at start-up (see [The store's word](storage-layout.md#the-stores-word) and `src/service/health/store-check.ts`).",
     }),
     allowUnsafeStore: option({
       flag: 'allow-unsafe-store', kind: 'switch', env: ['LANCE_NS_ALLOW_UNSAFE_STORE'], file: 'allow_unsafe_store',
@@ -202,14 +202,14 @@ export const CATALOG = group({
 
 /**
  * Items of one batch, by default: the largest batch answers within seconds on a local disk and
- * within a minute on S3 (measured by scripts/bench-batches.ts, see the README's Limits).
+ * within a minute on S3 (measured by scripts/bench-batches.ts, see docs/compatibility.md's Limits).
  */
 const DEFAULT_MAX_BATCH = 500;
 
 export const LIMITS = group({
   title: 'Limits',
   intro:
-    'Bounds on every input that can grow without bound, checked before anything is validated in depth or written (see [Limits](../README.md#limits) for what a request past each gets, and why).',
+    'Bounds on every input that can grow without bound, checked before anything is validated in depth or written (see [Limits](compatibility.md#limits) for what a request past each gets, and why).',
   options: {
     maxArrowBodyBytes: option({
       flag: 'max-arrow-body-bytes', arg: '<n>', kind: 'value', env: ['LANCE_NS_MAX_ARROW_BODY_BYTES'], file: 'max_arrow_body_bytes',
@@ -247,7 +247,7 @@ export const LIMITS = group({
       flag: 'max-batch-operations', arg: '<n>', kind: 'value', env: ['LANCE_NS_MAX_BATCH_OPERATIONS'], file: 'max_batch_operations',
       schema: positiveInt(), default: DEFAULT_MAX_BATCH,
       help: 'operations of one BatchCommitTables',
-      details: 'The default answers within seconds on a local disk and within a minute on S3 (see [Limits](../README.md#limits)).',
+      details: 'The default answers within seconds on a local disk and within a minute on S3 (see [Limits](compatibility.md#limits)).',
     }),
     maxBatchEntries: option({
       flag: 'max-batch-entries', arg: '<n>', kind: 'value', env: ['LANCE_NS_MAX_BATCH_ENTRIES'], file: 'max_batch_entries',
@@ -290,7 +290,7 @@ export const ENGINE = group({
 export const UDF = group({
   title: 'Python UDFs',
   intro:
-    "Running Geneva's Python UDFs (virtual columns with `udf_backend` DockerUDFSpecV1, and their backfills). **A UDF is arbitrary code run by the service**, so only principals with the manage privilege may bind or run one (see [Python UDFs and Geneva](../README.md#python-udfs-and-geneva)).",
+    "Running Geneva's Python UDFs (virtual columns with `udf_backend` DockerUDFSpecV1, and their backfills). **A UDF is arbitrary code run by the service**, so only principals with the manage privilege may bind or run one (see [Python UDFs and Geneva](udfs.md)).",
   at: 'udf',
   options: {
     execution: option({

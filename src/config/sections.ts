@@ -63,7 +63,7 @@ const Authentication = z
   })
   .refine((a) => a.apiKeys !== undefined || a.jwt !== undefined || a.oauth2 !== undefined, 'configure api_keys, jwt or oauth2')
   .optional()
-  .describe('Authentication; absent: none (see [Configuration file, authentication and rate limits](../README.md#configuration-file-authentication-and-rate-limits)).');
+  .describe('Authentication; absent: none (see [Authentication](security.md#authentication)).');
 
 const Grant = z.object({
   namespace: z.array(z.string().min(1)).describe('the namespace whose subtree the role covers (`[]`: the whole catalog)'),
@@ -78,7 +78,7 @@ const Authorization = z
   .refine((a) => Object.values(a.principals).every((roles) => roles.every((r) => r in a.roles)), 'every role a principal holds must be defined under roles')
   .optional()
   .describe(
-    'Roles (privileges on namespace subtrees) and the principals that hold them; absent: every authenticated principal may do everything (see [Authorization](../README.md#authorization)).',
+    'Roles (privileges on namespace subtrees) and the principals that hold them; absent: every authenticated principal may do everything (see [Authorization](security.md#authorization)).',
   );
 
 const RateLimit = defaulting(
@@ -91,7 +91,7 @@ const RateLimit = defaulting(
 )
   .optional()
   .describe(
-    'Requests per principal (callers without one: per address) and second, with bursts, counted by each replica on its own; absent: unlimited (see [Configuration file, authentication and rate limits](../README.md#configuration-file-authentication-and-rate-limits)).',
+    'Requests per principal (callers without one: per address) and second, with bursts, counted by each replica on its own; absent: unlimited (see [Rate limits](security.md#rate-limits)).',
   );
 
 const CredentialVending = z
@@ -108,7 +108,7 @@ const CredentialVending = z
   .refine((v) => v.durationSeconds - v.refreshBeforeSeconds >= 60, 'refresh_before_seconds must leave at least 60 seconds of duration_seconds')
   .optional()
   .describe(
-    'Short-lived credentials scoped to one table, for tables on S3, through STS AssumeRole; absent: nothing is vended (see [Credential vending](../README.md#credential-vending)).',
+    'Short-lived credentials scoped to one table, for tables on S3, through STS AssumeRole; absent: nothing is vended (see [Credential vending](security.md#credential-vending)).',
   );
 
 /** The file-only sections, under their Config property names, in the order the docs show them. */

@@ -47,7 +47,7 @@ interface Operation {
   inBody?: (body: unknown) => BodyPlace[];
 }
 
-/** The privilege each operation needs, and on what (the README's table is this one). */
+/** The privilege each operation needs, and on what (docs/security.md's table is this one). */
 export const OPERATIONS: Readonly<Record<string, Operation>> = {
   // read
   ListNamespaces: { privilege: 'read', target: 'namespace' },

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { invalidInput } from '../model/errors.js';
 
-/** Bounds on what one request may cost (documented in the README's Limits section). */
+/** Bounds on what one request may cost (documented in docs/compatibility.md, Limits). */
 export interface RequestLimits {
   /** Entries of one string map (properties, metadata, storage options, context). */
   maxMapEntries: number;

@@ -102,7 +102,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
     openapi: '3.1.0',
     info: { ...info, description: 'Lance Namespace REST service over Lance tables stored on a local disk or in an S3 bucket.' },
     servers: [{ url: '/' }],
-    // The spec's schemes; which of them a deployment accepts is its configuration (README, "auth").
+    // The spec's schemes; which of them a deployment accepts is its configuration (docs/security.md, Authentication).
     security: [{ OAuth2: [] }, { BearerAuth: [] }, { ApiKeyAuth: [] }],
     paths,
     components: {

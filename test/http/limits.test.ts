@@ -13,7 +13,7 @@ const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 const mapOf = (n: number, value = 'v'): Record<string, string> => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, value]));
 
 describe('documented defaults', () => {
-  it('are the ones the README lists', () => {
+  it('are the ones docs/compatibility.md lists', () => {
     const config = loadConfig([], {});
     expect(config).toMatchObject({
       maxJsonBodyBytes: 4 * 1024 * 1024,

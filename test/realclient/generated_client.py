@@ -1337,7 +1337,7 @@ def compare_schema(document: dict, schema: dict, annotation, where: str, problem
 
 
 # Fields the service adds to every error body beyond the spec's ErrorResponse (RFC 9457 problem
-# details, documented in the README's wire contract); clients ignore them.
+# details, documented in docs/compatibility.md's wire contract); clients ignore them.
 ERROR_EXTRAS = {"type", "title", "status"}
 
 

@@ -3,7 +3,7 @@ import { defineRoute, type HttpMethod, type RouteGroup, routeGroup } from '../ro
 
 // Operations of the Lance Namespace spec this service does not implement yet. Each answers the
 // spec's 406 Unsupported (code 0) with a message naming the operation, so that clients fail
-// clearly instead of on a 404. The README lists the same operations.
+// clearly instead of on a 404. docs/compatibility.md lists the same operations.
 
 interface Pending {
   operationId: string;
