@@ -50,7 +50,8 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
     route.paths.forEach((path, index) => {
-      const item = (paths[path] ??= {});
+      const item = paths[path] ?? {};
+      paths[path] = item;
       for (const method of route.methods) {
         // Every spec endpoint takes `delimiter` (the batch routes and ListAllTables name no id in
         // their path, but the spec and its generated clients still send it); health checks do not.
