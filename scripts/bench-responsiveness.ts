@@ -97,7 +97,13 @@ async function main(): Promise<void> {
     }
   };
   const workloads: Array<[string, () => Promise<string>]> = [
-    ['idle (1 s)', async () => (await new Promise((r) => setTimeout(r, 1000)), '-')],
+    [
+      'idle (1 s)',
+      async () => {
+        await new Promise((r) => setTimeout(r, 1000));
+        return '-';
+      },
+    ],
     [`largest accepted JSON (${(json.length / 2 ** 20).toFixed(1)} MiB) x5`, async () => {
       const statuses = [];
       for (let i = 0; i < 5; i++) statuses.push(await post(`/v1/table/ns%24json${n++}/declare`, json));

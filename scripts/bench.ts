@@ -217,7 +217,7 @@ function startPython(command: string, config: unknown): { first: Promise<Record<
     stderr = (stderr + chunk.toString('utf8')).slice(-4000);
   });
   const first = new Promise<Record<string, unknown>>((resolve, reject) => {
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+    readline.createInterface({ input: child.stdout }).on('line', (line) => {
       try {
         resolve(JSON.parse(line) as Record<string, unknown>);
       } catch {
@@ -738,6 +738,11 @@ async function appendsRow(bench: Bench, label: string, floorUri: string, nullRoo
   const paired: number[] = [];
   const perSecond = (ms: number[]) => ms.length / (ms.reduce((sum, x) => sum + x, 0) / 1000);
   let firstId = 1_000_000;
+  /** Moves the id counter on by `count` and returns it: each write's rows start past the previous write's. */
+  const nextIds = (count: number): number => {
+    firstId += count;
+    return firstId;
+  };
   const numbers = (value: unknown): number[] => (Array.isArray(value) ? value.filter((x): x is number => typeof x === 'number') : []);
   const appendsOf = (answer: Record<string, unknown>): number[] => numbers(answer.append_ms);
   const byTarget = (answer: Record<string, unknown>, field: string, name: string): number[] => {
@@ -746,9 +751,9 @@ async function appendsRow(bench: Bench, label: string, floorUri: string, nullRoo
   };
   const storage_options = lanceStorageOptions(servers.access);
   const appendThrough = (url: string, appends = sizes.appends, table_id = table) =>
-    runPython('write', { url, table_id, rows: 0, first_id: (firstId += 10_000), appends, storage_options });
-  const plainAppends = (appends = sizes.appends) => runPython('write', { uri: floorUri, rows: 0, first_id: (firstId += 10_000), appends, storage_options });
-  const nullAppends = (url: string, appends = sizes.appends) => runPython('write', { url, table_id: ['writes'], rows: 0, first_id: (firstId += 10_000), appends });
+    runPython('write', { url, table_id, rows: 0, first_id: nextIds(10_000), appends, storage_options });
+  const plainAppends = (appends = sizes.appends) => runPython('write', { uri: floorUri, rows: 0, first_id: nextIds(10_000), appends, storage_options });
+  const nullAppends = (url: string, appends = sizes.appends) => runPython('write', { url, table_id: ['writes'], rows: 0, first_id: nextIds(10_000), appends });
   // This service's appends and the floors' in one process, in blocks taken in turn: run one after
   // the other, 150 appends each, the ratio to plain Lance swung from 1.4x to 2.4x with whatever else
   // the machine did meanwhile (see APPEND_BLOCK).
@@ -775,7 +780,7 @@ async function appendsRow(bench: Bench, label: string, floorUri: string, nullRoo
       let appends: number[];
       if (side === 'ours') {
         const block = Math.min(APPEND_BLOCK, sizes.appends);
-        const answer = await runPython('interleave', { targets, appends: sizes.appends, block, first_id: (firstId += 100_000) });
+        const answer = await runPython('interleave', { targets, appends: sizes.appends, block, first_id: nextIds(100_000) });
         appends = byTarget(answer, 'append_ms', 'ours');
         floor.push(perSecond(byTarget(answer, 'append_ms', 'plain')));
         for (const [i, rates] of protocolFloor.entries()) rates.push(perSecond(byTarget(answer, 'append_ms', `null${i}`)));
@@ -1155,7 +1160,7 @@ async function main(): Promise<void> {
   // The page shows a whole run: written after a full run of both stores, or wherever --page says.
   const pageDir = values.page ?? (which === 'both' && !quick && !values.only ? path.join(repo, 'docs', 'benchmarks') : undefined);
   if (pageDir) {
-    const info = { date: new Date().toISOString().slice(0, 16).replace('T', ' ') + ' UTC', machine, node: process.version, loadBefore, loadAfter, elapsed, quick };
+    const info = { date: `${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`, machine, node: process.version, loadBefore, loadAfter, elapsed, quick };
     log(`wrote ${await writeBenchmarkPage(pageDir, results, info, tables)}`);
   }
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what the tiers need (Node packages, Node 24 itself among them,
-# Debian's radosgw for the S3 tier, Debian's chromium for the console's browser tests, a Python
-# venv with the real clients, another with geneva for the UDF worker, a third with PySpark and
-# lance-spark's jars), then runs every tier under vitest on Node 24.
+# The whole test suite: checks formatting and lint rules, installs what the tiers need (Node
+# packages, Node 24 itself among them, Debian's radosgw for the S3 tier, Debian's chromium for the
+# console's browser tests, a Python venv with the real clients, another with geneva for the UDF
+# worker, a third with PySpark and lance-spark's jars), then runs every tier under vitest on Node 24.
 #   npm test                       everything
 #   npm test -- test/http          only some files (arguments go to vitest)
 set -euo pipefail
@@ -15,6 +15,9 @@ case "$(node -v)" in
   v2[2-9].*|v[3-9][0-9].*) echo "tests run on Node $(node -v)" ;;
   *) echo "Node $(node -v) is too old: the service needs Node 22 or newer (npm install brings Node 24)" >&2; exit 1 ;;
 esac
+# Formatting, import order and lint rules (biome.jsonc), before the long installs: a second, and the
+# first thing to fail. `npm run format` fixes the first two.
+npm run lint --silent
 bash scripts/install-s3-test-deps.sh
 bash scripts/install-browser-test-deps.sh
 [ -x scripts/install-python-test-deps.sh ] && bash scripts/install-python-test-deps.sh

@@ -61,7 +61,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
   const file = readConfigFile(typeof configFile === 'string' ? configFile : env[CONFIG_FILE_OPTION.env[0]]);
   const input: Record<string, unknown> = {};
   for (const g of OPTION_GROUPS) {
-    const target: Record<string, unknown> = g.at === undefined ? input : (input[g.at] = {});
+    const target: Record<string, unknown> = g.at === undefined ? input : {};
+    if (g.at !== undefined) input[g.at] = target;
     const entries = Object.entries(g.options);
     for (const [key, o] of entries) target[key] = given(o, args, env, file);
     // Defaults after everything given, as one may derive from another option of its group.

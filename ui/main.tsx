@@ -65,6 +65,7 @@ function App() {
         <a class="brand" href="#/">
           Lance Namespace <span class="muted">console</span>
         </a>
+        {/* biome-ignore lint/a11y/useSemanticElements: a form with role=search is the search landmark; <search> would wrap it, styles and all */}
         <form
           class="search"
           role="search"

@@ -50,7 +50,7 @@ export function parseRoute(hash: string): Route {
   if (head === '/search') return { page: 'search', query: new URLSearchParams(query).get('q') ?? '' };
   const match = /^\/(ns|table|versions|transaction)\/(.+)$/.exec(head);
   const id = match ? decodeId(match[2] as string) : null;
-  if (match && id && id.every((part) => part !== '')) {
+  if (match && id?.every((part) => part !== '')) {
     const page = match[1] === 'ns' ? 'namespace' : (match[1] as 'table' | 'versions' | 'transaction');
     return { page, id };
   }

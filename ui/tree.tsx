@@ -23,8 +23,8 @@ function TreeNode({ id, current, initiallyOpen = false }: { id: string[]; curren
   const selected = current !== null && current.length === id.length && id.every((p, i) => p === current[i]);
   const name = id.length === 0 ? 'root' : (id[id.length - 1] as string);
   return (
-    <li class="tree-node" role="treeitem" aria-expanded={open}>
-      <button type="button" class="toggle" aria-label={open ? `close ${name}` : `open ${name}`} onClick={() => setOpen(!open)}>
+    <li class="tree-node">
+      <button type="button" class="toggle" aria-expanded={open} aria-label={open ? `close ${name}` : `open ${name}`} onClick={() => setOpen(!open)}>
         {open ? '▾' : '▸'}
       </button>
       <Link to={{ page: 'namespace', id }} class={selected ? 'selected' : undefined}>
@@ -48,7 +48,7 @@ function TreeChildren({ id, current }: { id: string[]; current: readonly string[
   };
   useEffect(() => void load(undefined), []);
   return (
-    <ul role="group">
+    <ul>
       {pages.names.map((child) => (
         <TreeNode key={child} id={[...id, child]} current={current} />
       ))}

@@ -58,16 +58,20 @@ function optionEntry(o: Option): string {
   return entry(flagText(o), o.kind === 'list' ? `${o.help} (repeat for more)` : o.help, [env, `file ${o.file}`, `default ${defaultText(o)}`]);
 }
 
+/** The two flags outside the option table. */
+const CONFIG_FILE_ENTRY = entry(
+  flagText(CONFIG_FILE_OPTION),
+  `${CONFIG_FILE_OPTION.help}: the options below under their file keys, and the sections ${Object.keys(FILE_SECTIONS).map(snakeCase).join(', ')}`,
+  [`env ${CONFIG_FILE_OPTION.env.join(', ')}`],
+);
+const HELP_ENTRY = `${'  --help'.padEnd(COLUMN)}print this and exit\n`;
+
 export const CONFIG_HELP = [
   'Usage: npm start -- [options]',
   '',
   'Each option is taken from its flag, else from its environment variables (the first one set), else from the',
   'configuration file under its file key, else its default. docs/configuration.md describes every one.',
   '',
-  entry(
-    flagText(CONFIG_FILE_OPTION),
-    `${CONFIG_FILE_OPTION.help}: the options below under their file keys, and the sections ${Object.keys(FILE_SECTIONS).map(snakeCase).join(', ')}`,
-    [`env ${CONFIG_FILE_OPTION.env.join(', ')}`],
-  ) + `${'  --help'.padEnd(COLUMN)}print this and exit\n`,
+  `${CONFIG_FILE_ENTRY}${HELP_ENTRY}`,
   ...OPTION_GROUPS.map((g) => `${g.title}:\n${Object.values(g.options).map(optionEntry).join('')}`),
 ].join('\n');

@@ -61,6 +61,7 @@ const MiB = 1024 * 1024;
 /** A location outside the root, or the root: a path, file:// or s3:// URI. */
 const LOCATION = '<path|s3://bucket/prefix>';
 
+// biome-ignore format: the option table, one option's spellings per line (flag, env, file key), then its schema and default
 export const SERVER = group({
   title: 'Server',
   intro: 'Where the service listens and who may reach it. With no options at all it serves `./data` on `127.0.0.1:2333`.',
@@ -105,6 +106,7 @@ export const SERVER = group({
   },
 });
 
+// biome-ignore format: the option table (see SERVER)
 export const STORAGE = group({
   title: 'Storage',
   intro: 'The catalog root, the other places tables may be, and how far the store is trusted.',
@@ -135,6 +137,7 @@ export const STORAGE = group({
   },
 });
 
+// biome-ignore format: the option table (see SERVER)
 export const S3 = group({
   title: 'S3',
   intro: 'How the service reaches an S3-compatible store (AWS, MinIO, Ceph RGW, ...) for an `s3://` root or allowed location.',
@@ -178,6 +181,7 @@ export const S3 = group({
   },
 });
 
+// biome-ignore format: the option table (see SERVER)
 export const CATALOG = group({
   title: 'Catalog behaviour',
   intro: 'Settings every replica serving one root should share.',
@@ -191,7 +195,7 @@ export const CATALOG = group({
       flag: 'transaction-lease-ms', arg: '<ms>', kind: 'value', env: ['LANCE_NS_TRANSACTION_LEASE_MS'], file: 'transaction_lease_ms',
       schema: positiveInt(), default: 30_000,
       help: 'after this an unfinished commit (a reservation, a batch before its commit point) is presumed dead',
-          }),
+    }),
     pageTokenSecret: option({
       flag: 'page-token-secret', arg: '<secret>', kind: 'value', env: ['LANCE_NS_PAGE_TOKEN_SECRET'], file: 'page_token_secret',
       schema: z.string().min(1), default: 'lance-namespace-page-token', defaultText: 'built in',
@@ -206,6 +210,7 @@ export const CATALOG = group({
  */
 const DEFAULT_MAX_BATCH = 500;
 
+// biome-ignore format: the option table (see SERVER)
 export const LIMITS = group({
   title: 'Limits',
   intro:
@@ -258,6 +263,7 @@ export const LIMITS = group({
   },
 });
 
+// biome-ignore format: the option table (see SERVER)
 export const ENGINE = group({
   title: 'Engine caches',
   intro: 'What the Lance engine keeps in memory across requests.',
@@ -287,6 +293,7 @@ export const ENGINE = group({
   },
 });
 
+// biome-ignore format: the option table (see SERVER)
 export const UDF = group({
   title: 'Python UDFs',
   intro:

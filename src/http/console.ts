@@ -63,7 +63,7 @@ function securityHeaders(reply: FastifyReply): FastifyReply {
 /** Serves the console at /ui (the page) and /ui/assets/* (its bundle). */
 export function useConsole(app: FastifyInstance, options: ConsoleOptions): void {
   const built = readConsole(options.dir);
-  app.get('/ui', async (request, reply) => {
+  app.get('/ui', async (_request, reply) => {
     if (!built) {
       const { status, body } = wireError(503, 17, 'the console is not built: run `npm run build` (it bundles ui/ into dist/ui/)', '/ui');
       return reply.code(status).type('application/json').send(body);

@@ -117,7 +117,8 @@ const FRAMEWORK_ERRORS: Record<string, { status: number; message: string }> = {
 /** Rust source locations of the engine's build (`/home/runner/work/.../table.rs:123:45`, `.cargo/registry/...`). */
 const RUST_SOURCE = /,?\s*(?:at\s+)?\S*\/[^\s/]+\.rs(?::\d+){0,2}/g;
 
-const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** `text` as a regular expression that matches it literally. */
+export const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /**
  * Removes internals from a message that goes into a body: the root's absolute path and URI (the

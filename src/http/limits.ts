@@ -35,7 +35,7 @@ const MAX_MAP_SEARCH_DEPTH = 4;
 export function checkMapLimits(value: unknown, limits: RequestLimits, where = '', depth = 0): void {
   if (typeof value !== 'object' || value === null || depth > MAX_MAP_SEARCH_DEPTH) return;
   if (Array.isArray(value)) {
-    value.forEach((item, i) => checkMapLimits(item, limits, `${where}[${i}]`, depth + 1));
+    for (const [i, item] of value.entries()) checkMapLimits(item, limits, `${where}[${i}]`, depth + 1);
     return;
   }
   for (const [field, inner] of Object.entries(value)) {

@@ -50,7 +50,8 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of routes) {
     route.paths.forEach((path, index) => {
-      const item = (paths[path] ??= {});
+      const item = paths[path] ?? {};
+      paths[path] = item;
       for (const method of route.methods) {
         // Every spec endpoint takes `delimiter` (the batch routes and ListAllTables name no id in
         // their path, but the spec and its generated clients still send it); health checks do not.
@@ -106,7 +107,12 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
     security: [{ OAuth2: [] }, { BearerAuth: [] }, { ApiKeyAuth: [] }],
     paths,
     components: {
-      schemas: Object.fromEntries(Object.entries(components.schemas).map(([k, v]) => [k, stripMeta(v)])),
+      // By name: the registry lists schemas in the order their modules were first imported, which an import reorder would change.
+      schemas: Object.fromEntries(
+        Object.entries(components.schemas)
+          .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+          .map(([k, v]) => [k, stripMeta(v)]),
+      ),
       securitySchemes: {
         OAuth2: { type: 'oauth2', flows: { clientCredentials: { tokenUrl: '/oauth/token', scopes: {} } } },
         BearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },

@@ -149,7 +149,8 @@ export function useRequestHooks(app: FastifyInstance, limits: RequestLimits, acc
         context: {},
         may: authorizer ? (privilege, namespace) => authorizer.may(principal, privilege, namespace) : everything,
         onVend: (record) => {
-          (request.vends ??= []).push(record);
+          request.vends ??= [];
+          request.vends.push(record);
         },
       };
       done();

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { z } from 'zod';
 import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
 import type { RequestContext } from '../service/context/request-context.js';
+import { escapeRegExp } from './errors.js';
 import type { BoundedList, LargeBodySlots } from './limits.js';
 import { parseRequestPart } from './zod-compilers.js';
 
@@ -136,7 +137,7 @@ export function parsePathId(raw: string, delimiter: string): string[] {
   if (raw === delimiter) return [];
   if (raw === '') throw invalidInput('the id in the path must not be empty (use the delimiter for the root namespace)');
   const parts = raw.split(delimiter);
-  const empty = parts.findIndex((p) => p === '');
+  const empty = parts.indexOf('');
   if (empty >= 0) throw invalidInput(`the id ${JSON.stringify(raw)} has an empty part at position ${empty}`);
   return parts;
 }
@@ -244,10 +245,9 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
 
 /** The methods each route path answers, for telling a wrong method (405) from an unknown path (404). */
 export function routeMethods(routes: readonly RouteSpec[]): (path: string) => HttpMethod[] {
-  const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   const patterns = routes.flatMap((route) =>
     route.paths.map((p) => ({
-      regex: new RegExp(`^${p.split(/\{[^}]+\}/).map(escape).join('[^/]+')}/?$`),
+      regex: new RegExp(`^${p.split(/\{[^}]+\}/).map(escapeRegExp).join('[^/]+')}/?$`),
       methods: route.methods,
     })),
   );

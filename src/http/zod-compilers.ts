@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { invalidInput } from '../model/errors.js';
 import { describeZodError } from './errors.js';
 import { compileResponseWriter, NO_FAST_PATH } from './zod-serializer.js';

@@ -8,10 +8,12 @@ export const ListTablesQuery = z.object({
   limit: QueryLimit.optional(),
   include_declared: QueryBoolean.optional(),
 });
+export type ListTablesQuery = z.infer<typeof ListTablesQuery>;
 
 export const ListTablesRequest = z
   .object({ ...RequestBase, page_token: PageToken.optional(), limit: PageLimit.optional(), include_declared: z.boolean().optional() })
   .meta({ id: 'ListTablesRequest' });
+export type ListTablesRequest = z.infer<typeof ListTablesRequest>;
 
 export const ListTablesResponse = z
   .object({ tables: z.array(z.string()), page_token: PageToken.optional() })

@@ -102,7 +102,7 @@ export class DirCache {
    * `after` unread.
    */
   async collect(dirPath: string, dirKey: string, namePrefix: string, after: string | undefined, delimited: boolean, out: CollectedPage): Promise<void> {
-    if (after !== undefined && after.endsWith('/') && dirKey.startsWith(after)) return; // all of it lies under `after`
+    if (after?.endsWith('/') && dirKey.startsWith(after)) return; // all of it lies under `after`
     if (after !== undefined && !after.startsWith(dirKey)) {
       if (compareKeys(after, dirKey) > 0) return; // every key here sorts before `after`
       after = undefined;
@@ -136,7 +136,7 @@ export class DirCache {
           if (isDir) out.prefixes.push(key);
           else out.keys.push(key);
         }
-      } else await this.collect(path.join(dirPath, entry.slice(0, -1)), key, '', after !== undefined && after.startsWith(key) ? after : undefined, false, out);
+      } else await this.collect(path.join(dirPath, entry.slice(0, -1)), key, '', after?.startsWith(key) ? after : undefined, false, out);
     }
   }
 
@@ -164,7 +164,7 @@ export class DirCache {
     }
     if (!st.isDirectory()) return NO_ENTRIES;
     const cached = this.dirs.get(dirPath);
-    if (cached && cached.trusted && cached.ino === st.ino && cached.mtimeNs === st.mtimeNs && cached.ctimeNs === st.ctimeNs) {
+    if (cached?.trusted && cached.ino === st.ino && cached.mtimeNs === st.mtimeNs && cached.ctimeNs === st.ctimeNs) {
       this.dirs.delete(dirPath); // most recently used last
       this.dirs.set(dirPath, cached);
       return { names: cached.names, kept: cached };

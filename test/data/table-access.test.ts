@@ -36,7 +36,13 @@ describe('engine resolver names', () => {
       named(resolved);
       return new Promise<void>((resolve) => (release = resolve));
     });
-    return { name, release: async () => (release(), done) };
+    return {
+      name,
+      release: async () => {
+        release();
+        return done;
+      },
+    };
   }
 
   it('names a location the same while it is in use, and forgets it once the last user is done', async () => {

@@ -1,13 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { encodeRecord } from '../../src/service/catalog/records.js';
-import { useTestApp } from '../support/app.js';
+import { tally, useTestApp } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
 
 // Races settled in the store: these try to break the create-if-absent and drop-vs-create
 // invariants with many concurrent callers, on every backend.
-
-const tally = (statuses: number[]) => statuses.reduce<Record<number, number>>((acc, s) => ({ ...acc, [s]: (acc[s] ?? 0) + 1 }), {});
 
 describe.each(backends())('races on $name', (backend) => {
   const fx = useTestApp(backend);

@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalObjectStore } from '../../src/store/local-store.js';
-import { startTestApp, type TestApp } from '../support/app.js';
+import { startTestApp, type TestApp, tally } from '../support/app.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { s3Backends, type TestRoot } from '../support/backends.js';
 import { FailingDisk } from '../support/failing-disk.js';
@@ -98,8 +98,9 @@ const succeeded = (a: Answer): boolean => a.status === 200;
 /** A 503 the engine's failure made (the service's own store calls say "the object store is unavailable"). */
 const engineOutage = (a: Answer): boolean => a.status === 503 && /^table \[.*\]: the store is unavailable/.test(String(a.json.error));
 
-function tally(answers: Answer[]): string {
-  const counts = answers.reduce<Record<string, number>>((acc, a) => ({ ...acc, [`${a.phase} ${a.status}`]: (acc[`${a.phase} ${a.status}`] ?? 0) + 1 }), {});
+/** How many answers of each phase and status, and how many 503s came from the engine. */
+function answerCounts(answers: Answer[]): string {
+  const counts = tally(answers.map((a) => `${a.phase} ${a.status}`));
   return `${JSON.stringify(counts)}, ${answers.filter(engineOutage).length} of the 503s from the engine`;
 }
 
@@ -158,7 +159,7 @@ describe.skipIf(!rgw)('radosgw cut off under 4 writers', () => {
       await writers.each(2, 'restored', succeeded);
     }
     await writers.stop();
-    console.log(`radosgw cut under ${WRITERS} writers: ${tally(writers.answers)}`);
+    console.log(`radosgw cut under ${WRITERS} writers: ${answerCounts(writers.answers)}`);
     expectOnlySuccessOrUnavailable(writers.answers, internals);
     expect(writers.answers.some(engineOutage)).toBe(true);
     await expectNothingAcknowledgedLost(root, writers);
@@ -213,7 +214,7 @@ describe('a local root on a disk that fails under 4 writers', () => {
     await writers.each(3, 'cut');
     await writers.stop();
     const ready = await t.call('GET', '/health/ready');
-    console.log(`disk failed under ${WRITERS} writers: ${tally(writers.answers)}; health ${ready.status} ${ready.text}`);
+    console.log(`disk failed under ${WRITERS} writers: ${answerCounts(writers.answers)}; health ${ready.status} ${ready.text}`);
     expectOnlySuccessOrUnavailable(writers.answers, [disk.mountPoint, disk.mountPoint.slice(1)]);
     expect(writers.answers.filter((a) => a.phase === 'cut' && a.status === 503).length).toBeGreaterThan(0);
     expect(ready.status).toBe(503);

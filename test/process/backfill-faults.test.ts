@@ -48,7 +48,10 @@ type Running = ServiceProcess;
 const liveByRoot = new Map<TestRoot, Set<ChildProcess>>();
 const liveOn = (root: TestRoot): Set<ChildProcess> => {
   let live = liveByRoot.get(root);
-  if (!live) liveByRoot.set(root, (live = new Set()));
+  if (!live) {
+    live = new Set();
+    liveByRoot.set(root, live);
+  }
   return live;
 };
 afterAll(() => {

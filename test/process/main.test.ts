@@ -65,6 +65,7 @@ describe('the service process', () => {
     await fetch(`${running.url}/v1/namespace/ns/create`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     const body = peopleStream([1, 2, 3]);
     const { hostname, port } = new URL(running.url);
+    const shuttingDown = running.waitForLog((l) => l.msg === 'shutting down: finishing in-flight requests');
     const response = new Promise<number>((resolve, reject) => {
       const req = http.request(
         { hostname, port, method: 'POST', path: '/v1/table/ns%24t/create', headers: { 'content-type': 'application/vnd.apache.arrow.stream', 'content-length': body.length } },
@@ -76,7 +77,7 @@ describe('the service process', () => {
       req.on('error', reject);
       // Half the body now; the rest only after the service has begun shutting down.
       req.write(body.subarray(0, 8));
-      void running!.waitForLog((l) => l.msg === 'shutting down: finishing in-flight requests').then(() => req.end(body.subarray(8)));
+      void shuttingDown.then(() => req.end(body.subarray(8)));
     });
     await running.waitForLog((l) => l.msg === 'incoming request' && (l.req as { url?: string } | undefined)?.url === '/v1/table/ns%24t/create'); // at debug
     running.child.kill('SIGTERM');

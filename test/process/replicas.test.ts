@@ -216,7 +216,10 @@ class Ledger {
 
   versionAcked(table: string, version: number, bytes: Buffer): void {
     let m = this.ackedVersions.get(table);
-    if (!m) this.ackedVersions.set(table, (m = new Map()));
+    if (!m) {
+      m = new Map();
+      this.ackedVersions.set(table, m);
+    }
     const before = m.get(version);
     if (before && !before.bytes.equals(bytes)) this.violations.push(`two commits acknowledged as version ${version} of ${table}`);
     m.set(version, { bytes, at: this.tick() });

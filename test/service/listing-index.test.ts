@@ -31,13 +31,17 @@ interface Counted {
 /** `inner`, counting its calls by method. */
 function counting(inner: ObjectStore): Counted {
   const calls: Record<string, number> = {};
-  const count = (name: string) => (calls[name] = (calls[name] ?? 0) + 1);
+  /** The answer of a call to `name`, counted. */
+  const counted = <T>(name: string, answer: T): T => {
+    calls[name] = (calls[name] ?? 0) + 1;
+    return answer;
+  };
   const store = storeDouble(inner, {
-    get: (k) => (count('get'), inner.get(k)),
-    head: (k) => (count('head'), inner.head(k)),
-    put: (k, b, c) => (count('put'), inner.put(k, b, c)),
-    delete: (k) => (count('delete'), inner.delete(k)),
-    list: ((p: string, o?: Parameters<ObjectStore['list']>[1]) => (count('list'), inner.list(p, o))) as ObjectStore['list'],
+    get: (k) => counted('get', inner.get(k)),
+    head: (k) => counted('head', inner.head(k)),
+    put: (k, b, c) => counted('put', inner.put(k, b, c)),
+    delete: (k) => counted('delete', inner.delete(k)),
+    list: ((p: string, o?: Parameters<ObjectStore['list']>[1]) => counted('list', inner.list(p, o))) as ObjectStore['list'],
   });
   return {
     store,
@@ -215,8 +219,13 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     await namespaces.create(ctx, ['ns', 'doomed'], {});
     let dead = false;
     const dying = storeDouble(root.store, {
-      put: (k: string, b: Buffer | string, c?: PutCondition) => (dead ? Promise.reject(new Error('died')) : root.store.put(k, b, c).then((r) => ((dead = k.endsWith('/made/.lance-namespace')), r))),
-      delete: (k: string) => (dead ? Promise.reject(new Error('died')) : root.store.delete(k).then(() => void (dead = k === 'ns/doomed/.lance-namespace'))),
+      put: (k: string, b: Buffer | string, c?: PutCondition) => (dead ? Promise.reject(new Error('died')) : root.store.put(k, b, c).then((r) => {
+              dead = k.endsWith('/made/.lance-namespace');
+              return r;
+            })),
+      delete: (k: string) => (dead ? Promise.reject(new Error('died')) : root.store.delete(k).then(() => {
+              dead = k === 'ns/doomed/.lance-namespace';
+            })),
     });
     const deps = root.deps(dying);
     const halfway = servicesOver(withSettings(deps, { leaseMs: -1 })).namespaces;
@@ -240,7 +249,10 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
       let dead = false;
       const fail = () => Promise.reject(new Error('the process died'));
       return storeDouble(root.store, {
-        put: (k: string, b: Buffer | string, c?: PutCondition) => (dead ? fail() : root.store.put(k, b, c).then((r) => ((dead = after(k)), r))),
+        put: (k: string, b: Buffer | string, c?: PutCondition) => (dead ? fail() : root.store.put(k, b, c).then((r) => {
+              dead = after(k);
+              return r;
+            })),
         delete: (k: string) => (dead ? fail() : root.store.delete(k)),
       });
     };

@@ -18,11 +18,16 @@ const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 /** `inner`, recording the key of every get, head and list. */
 function readLog(inner: ObjectStore): { store: ObjectStore; reads: string[] } {
   const reads: string[] = [];
+  /** The answer of a read, its key logged. */
+  const logged = <T>(key: string, answer: T): T => {
+    reads.push(key);
+    return answer;
+  };
   return {
     store: storeDouble(inner, {
-      get: (key) => (reads.push(key), inner.get(key)),
-      head: (key) => (reads.push(key), inner.head(key)),
-      list: ((prefix: string, options?: Parameters<ObjectStore['list']>[1]) => (reads.push(`list ${prefix}`), inner.list(prefix, options))) as ObjectStore['list'],
+      get: (key) => logged(key, inner.get(key)),
+      head: (key) => logged(key, inner.head(key)),
+      list: ((prefix: string, options?: Parameters<ObjectStore['list']>[1]) => logged(`list ${prefix}`, inner.list(prefix, options))) as ObjectStore['list'],
     }),
     reads,
   };

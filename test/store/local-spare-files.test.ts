@@ -8,7 +8,7 @@ import fsSync, { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { LocalObjectStore } from '../../src/store/local-store.js';
+import type { LocalObjectStore } from '../../src/store/local-store.js';
 import { PreconditionFailedError, type PutCondition, type PutOptions } from '../../src/store/object-store.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
 

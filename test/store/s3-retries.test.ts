@@ -65,7 +65,11 @@ describe('isRetryableS3Error', () => {
 describe('withRetries', () => {
   it('returns the first success without retrying', async () => {
     const attempts: number[] = [];
-    await expect(withRetries(5, async (attempt) => (attempts.push(attempt), 'ok'), 0)).resolves.toBe('ok');
+    const succeed = async (attempt: number) => {
+      attempts.push(attempt);
+      return 'ok';
+    };
+    await expect(withRetries(5, succeed, 0)).resolves.toBe('ok');
     expect(attempts).toEqual([0]);
   });
 
@@ -149,6 +153,7 @@ interface FakeRequest {
 }
 
 /** What the fake does with one request: answer it, or drop the connection without answering. */
+// biome-ignore lint/suspicious/noConfusingVoidType: a handler that answers returns what its answering call does, void
 type Handler = (req: FakeRequest, res: http.ServerResponse) => 'drop' | 'hang' | void;
 
 interface FakeServer {
@@ -388,12 +393,12 @@ describe('S3ObjectStore retried conditional puts', () => {
   // The first PUT is applied to the fake's state but its answer is lost (500, or the connection is
   // dropped); the retry then meets its own write and gets 412. The adapter must HEAD, recognise its
   // body's MD5 and report success.
-  const lostAnswers: Array<[string, (req: FakeRequest, res: http.ServerResponse) => 'drop' | void]> = [
+  const lostAnswers: Array<[string, Handler]> = [
     ['a 500 InternalError', (req, res) => sendError(req, res, 500, 'InternalError')],
     ['a dropped connection', () => 'drop'],
   ];
 
-  function landsThenLosesAnswer(s3: MiniS3, lose: (req: FakeRequest, res: http.ServerResponse) => 'drop' | void): Handler {
+  function landsThenLosesAnswer(s3: MiniS3, lose: Handler): Handler {
     let first = true;
     return (req, res) => {
       if (req.method === 'PUT' && first) {

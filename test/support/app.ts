@@ -118,3 +118,10 @@ export function useNamespaceFixture(backend: Backend, overrides: Partial<Config>
     post: (table: string, op: string, body?: unknown, query = '') => fx.t.call('POST', path(table, op, query), body),
   };
 }
+
+/** How many times each value occurs in `values`. */
+export function tally(values: readonly (string | number)[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const v of values) counts[v] = (counts[v] ?? 0) + 1;
+  return counts;
+}

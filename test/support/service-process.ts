@@ -96,7 +96,7 @@ export function startServiceProcess(options: { args: string[]; cwd?: string; fau
   const waitForLog = (match: (line: LogLine) => boolean) => new Promise<void>((resolve) => waiters.push({ match, resolve }));
   return new Promise((resolve, reject) => {
     const listening = /^Server listening at (http:\/\/127\.0\.0\.1:\d+)$/;
-    readline.createInterface({ input: child.stdout! }).on('line', (text) => {
+    readline.createInterface({ input: child.stdout }).on('line', (text) => {
       let line: LogLine;
       try {
         line = JSON.parse(text) as LogLine;

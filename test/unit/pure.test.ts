@@ -453,7 +453,12 @@ describe('RateLimiter', () => {
     let now = 0;
     const limiter = new RateLimiter({ requestsPerSecond: 2, burst: 3 }, () => now);
     const headers: Record<string, string> = {};
-    const reply = { header: (k: string, v: string) => ((headers[k] = v), reply) } as unknown as Parameters<RateLimiter['take']>[1];
+    const reply = {
+      header: (k: string, v: string) => {
+        headers[k] = v;
+        return reply;
+      },
+    } as unknown as Parameters<RateLimiter['take']>[1];
     for (let i = 0; i < 3; i++) limiter.take('p', reply);
     expect(() => limiter.take('p', reply)).toThrow(/too many requests/);
     expect(headers['retry-after']).toBe('1');

@@ -103,7 +103,10 @@ function Count({ label, list, lister }: { label: string; list: PagedList<string>
           {counting && !counting.error ? (
             <span class="muted small">
               counting… {formatCount(counting.counted)}{' '}
-              <button type="button" class="linkish" onClick={() => (controller.current?.abort(), setCounting(null))}>
+              <button type="button" class="linkish" onClick={() => {
+                  controller.current?.abort();
+                  setCounting(null);
+                }}>
                 stop
               </button>
             </span>

@@ -1,4 +1,3 @@
-import { z } from 'zod';
 import {
   CreateTableQuery,
   CreateTableResponse,
@@ -21,11 +20,8 @@ import {
 import type { TableService } from '../../service/tables/table-service.js';
 import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
-type ListTablesQuery = z.output<typeof ListTablesQuery>;
-type ListTablesBody = z.output<typeof ListTablesRequest>;
-
 /** Paging arguments of the table lists. */
-function listArgs(query: ListTablesQuery, body: ListTablesBody) {
+function listArgs(query: ListTablesQuery, body: ListTablesRequest) {
   const { page_token, limit, include_declared } = queryOrBody(query, body, ['page_token', 'limit', 'include_declared']);
   return { pageToken: page_token, limit, includeDeclared: include_declared };
 }

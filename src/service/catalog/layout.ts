@@ -41,6 +41,11 @@ export interface TableRef {
   name: string;
 }
 
+/** A C0 control character or DEL: no store or engine can name a path with one. */
+export const hasControlCharacter = (text: string): boolean =>
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+  /[\u0000-\u001f\u007f]/.test(text);
+
 // A name is one path segment; it must never climb out of its parent or collide with the
 // service's own files. Control characters, separators, '.'/'..' and leading dots are refused.
 function nameProblem(name: string): string | null {
@@ -49,8 +54,7 @@ function nameProblem(name: string): string | null {
   if (name === '.' || name === '..') return 'must not be "." or ".."';
   if (name.startsWith('.')) return 'must not start with "."';
   if (/[/\\]/.test(name)) return 'must not contain "/" or "\\"';
-  // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(name)) return 'must not contain control characters';
+  if (hasControlCharacter(name)) return 'must not contain control characters';
   if (name.includes('.~')) return 'must not contain ".~"';
   return null;
 }

@@ -3,6 +3,7 @@ import { invalidInput } from '../../model/errors.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { existingRealPath } from '../../store/local-file-io.js';
 import { parseLocation, type StoreFactory, type StoreLocation } from '../../store/location.js';
+import { hasControlCharacter } from './layout.js';
 
 /** A directory of a store: `key` is '' (the store root) or ends in '/'. */
 export interface StoreDir {
@@ -45,7 +46,7 @@ export class Locations {
     const trimmed = location.trim();
     if (trimmed === '') throw invalidInput('location must not be empty');
     // No store or engine can name such a path; refused here rather than halfway through an operation.
-    if (/[\u0000-\u001f\u007f]/.test(trimmed)) throw invalidInput(`location ${JSON.stringify(location)} must not contain control characters`);
+    if (hasControlCharacter(trimmed)) throw invalidInput(`location ${JSON.stringify(location)} must not contain control characters`);
     const isRelative = !/^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) && !path.isAbsolute(trimmed);
     if (isRelative) {
       const parts = trimmed.replace(/\/+$/, '').split('/');

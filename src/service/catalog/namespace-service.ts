@@ -14,7 +14,7 @@ import { createInNamespace, displayId, namespaceLink, namespaceNotFound, readNam
 import { childOfPrefix, isOwnTableDir, namespaceCatalogDirKey, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { dataDir, isVisible, leftoverDir, readTableState } from '../tables/table-state.js';
-import { encodeRecord, NamespaceRecord } from './records.js';
+import { encodeRecord, type NamespaceRecord } from './records.js';
 import type { RequestContext } from '../context/request-context.js';
 
 const CAS_RETRIES = 10;

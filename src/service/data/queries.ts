@@ -41,7 +41,7 @@ function fullTextOf(q: QueryTableRequest['full_text_query']): FullTextSpec | und
  */
 function vectorOf(v: QueryTableRequest['vector']): number[] | number[][] | undefined {
   if (v?.single_vector && v.single_vector.length > 0) return v.single_vector;
-  if (v?.multi_vector && v.multi_vector.some((row) => row.length > 0)) return v.multi_vector;
+  if (v?.multi_vector?.some((row) => row.length > 0)) return v.multi_vector;
   return undefined;
 }
 

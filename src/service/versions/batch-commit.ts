@@ -12,7 +12,7 @@ import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { createInNamespace, displayId, requireMainBranch, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
-import { encodeRecord, TableRecord } from '../catalog/records.js';
+import { encodeRecord, type TableRecord } from '../catalog/records.js';
 import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import type { RequestContext } from '../context/request-context.js';
 import { resolveTable } from '../tables/resolved-table.js';

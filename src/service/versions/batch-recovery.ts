@@ -184,7 +184,7 @@ export class BatchRecovery {
    */
   async recover(transactionId: string): Promise<boolean> {
     const found = await this.log.read(transactionId);
-    if (!found || !found.value.entries) return false;
+    if (!found?.value.entries) return false;
     const lease = await BatchLease.take(this.log, this.settings.leaseMs, found);
     if (!lease) {
       if (found.value.phase !== 'reserving') await this.finishBatch(BatchLease.helping(this.log, found));

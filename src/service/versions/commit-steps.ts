@@ -236,7 +236,7 @@ export async function writeManifest(p: PlannedVersion, transactionId?: string, e
       await writes.sidecarPlaced.catch(() => undefined);
       if (!(e instanceof PreconditionFailedError)) throw e;
       const existing = await versions.store.get(entry.final_key);
-      if (!existing || !existing.body.equals(staged.body)) {
+      if (!existing?.body.equals(staged.body)) {
         throw conflict(`table ${displayId(entry.table_id)}: version ${entry.version} was already committed with another manifest`);
       }
       committed = committedAs(entry, existing);
