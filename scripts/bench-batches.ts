@@ -70,7 +70,12 @@ interface Row {
 
 async function benchBackend(backend: BackendName, sizes: number[], runs: number, rows: Row[]): Promise<void> {
   const largest = Math.max(...sizes);
-  const service = await startBenchService(backend, log, 'lance-ns-bench-batches-', ['--max-batch-operations', String(largest), '--max-batch-entries', String(largest)]);
+  const service = await startBenchService(backend, log, 'lance-ns-bench-batches-', [
+    '--max-batch-operations',
+    String(largest),
+    '--max-batch-entries',
+    String(largest),
+  ]);
   await call(service, `/v1/namespace/${NAMESPACE}/create`, {});
   let serial = 0;
   const names = (n: number, prefix: string) => Array.from({ length: n }, () => `${prefix}${serial++}`);

@@ -17,8 +17,8 @@
 import { parseArgs } from 'node:util';
 import pLimit from 'p-limit';
 import { chromium, type Page } from 'playwright-core';
-import { manifestFileName } from '../src/engine/lance-format/manifest-names.js';
 import { nextManifestWithSchemaMetadata } from '../src/engine/lance-format/manifest.js';
+import { manifestFileName } from '../src/engine/lance-format/manifest-names.js';
 import { tableDirKey, VERSIONS_DIR } from '../src/service/catalog/layout.js';
 import { numbersStream } from '../test/support/jobs.js';
 import { type BenchService, checkAborted, cleanups, ms, now, runMain, secs, startBenchService } from './bench-support.js';
@@ -63,7 +63,10 @@ async function seed(service: BenchService, tables: number, versions: number): Pr
     Array.from({ length: versions - 1 }, (_, i) => i + 2).map((v) =>
       writes(() => {
         checkAborted();
-        return store.put(`${dir}${manifestFileName(v, 'V2')}`, nextManifestWithSchemaMetadata(first.body, { version: v, schemaMetadata: {}, timestampMillis: t0 + v * 1000 }));
+        return store.put(
+          `${dir}${manifestFileName(v, 'V2')}`,
+          nextManifestWithSchemaMetadata(first.body, { version: v, schemaMetadata: {}, timestampMillis: t0 + v * 1000 }),
+        );
       }),
     ),
   );
@@ -95,7 +98,11 @@ async function timed(rows: Row[], page: Page, metric: string, action: () => Prom
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ args: process.argv.slice(2), strict: true, options: { tables: { type: 'string', default: '10000' }, versions: { type: 'string', default: '100000' } } });
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    strict: true,
+    options: { tables: { type: 'string', default: '10000' }, versions: { type: 'string', default: '100000' } },
+  });
   const tables = Number(values.tables);
   const versions = Number(values.versions);
   await buildConsole();
@@ -107,7 +114,9 @@ async function main(): Promise<void> {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   await page.addInitScript(() => {
     // The browser's PerformanceObserver, typed here by hand (this file is compiled without the DOM's types).
-    type Observer = new (callback: (list: { getEntries(): Array<{ duration: number }> }) => void) => { observe(options: { type: string; buffered: boolean }): void };
+    type Observer = new (
+      callback: (list: { getEntries(): Array<{ duration: number }> }) => void,
+    ) => { observe(options: { type: string; buffered: boolean }): void };
     const w = globalThis as unknown as { __longTasks: number[]; PerformanceObserver: Observer };
     w.__longTasks = [];
     new w.PerformanceObserver((list) => {
@@ -127,7 +136,10 @@ async function main(): Promise<void> {
   });
   await timed(rows, page, `  count all (${Math.ceil(tables / 1000)} pages of 1,000)`, async () => {
     await page.getByTestId('count-tables').getByRole('button', { name: 'count all' }).click();
-    await page.getByTestId('count-tables').getByText(`${tables.toLocaleString('en')}`, { exact: true }).waitFor({ timeout: 120_000 });
+    await page
+      .getByTestId('count-tables')
+      .getByText(`${tables.toLocaleString('en')}`, { exact: true })
+      .waitFor({ timeout: 120_000 });
   });
 
   const versionRows = page.getByTestId('versions').locator('tbody tr');
@@ -145,8 +157,15 @@ async function main(): Promise<void> {
 
   await timed(rows, page, `search over ${(tables + 1).toLocaleString('en')} tables (ListAllTables pages)`, async () => {
     await page.goto(`${service.baseUrl}/ui#/search?q=t009999`);
-    await page.getByTestId('search-status').getByText(/all of them|match\.$/).waitFor({ timeout: 120_000 });
-    await page.waitForFunction(() => !(globalThis as unknown as { document: { body: { textContent: string } } }).document.body.textContent.includes('Searching'), undefined, { timeout: 120_000 });
+    await page
+      .getByTestId('search-status')
+      .getByText(/all of them|match\.$/)
+      .waitFor({ timeout: 120_000 });
+    await page.waitForFunction(
+      () => !(globalThis as unknown as { document: { body: { textContent: string } } }).document.body.textContent.includes('Searching'),
+      undefined,
+      { timeout: 120_000 },
+    );
   });
 
   const width = Math.max(...rows.map((r) => r.metric.length));

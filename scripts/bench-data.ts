@@ -43,7 +43,7 @@ import { LancedbEngine } from '../src/engine/lancedb/engine.js';
 import type { Table } from '../src/engine/lancedb/table-access.js';
 import { readTableState } from '../src/service/tables/table-state.js';
 import { TableVersions } from '../src/service/versions/dataset-versions.js';
-import { type BenchService, checkAborted, cleanups, ms, now, openDirect, runMain, secs, startBenchService, type Summary, summarize } from './bench-support.js';
+import { type BenchService, checkAborted, cleanups, ms, now, openDirect, runMain, type Summary, secs, startBenchService, summarize } from './bench-support.js';
 
 type BackendName = 'local' | 'rgw';
 
@@ -217,7 +217,9 @@ async function runBackend(backend: BackendName, rows: number, iterations: number
       {
         name: 'update',
         service: async (i, slot) => {
-          const r = (await call(service, 'POST', `${TABLE_PATH}/update`, { predicate: `id = ${updateId(slot, i)}`, updates: [['value', valueSql]] })) as { updated_rows?: unknown };
+          const r = (await call(service, 'POST', `${TABLE_PATH}/update`, { predicate: `id = ${updateId(slot, i)}`, updates: [['value', valueSql]] })) as {
+            updated_rows?: unknown;
+          };
           expectEqual('service updated_rows', r.updated_rows, 1);
         },
         adapter: async (i, slot) => {
@@ -305,7 +307,11 @@ async function runBackend(backend: BackendName, rows: number, iterations: number
           if (plan === '') throw new Error('adapter analyzePlan: empty plan');
         },
         engine: async (t, i) => {
-          const plan = await t.query().where(`id = ${queryId(i)}`).limit(QUERY_K).analyzePlan();
+          const plan = await t
+            .query()
+            .where(`id = ${queryId(i)}`)
+            .limit(QUERY_K)
+            .analyzePlan();
           if (plan === '') throw new Error('direct analyzePlan: empty plan');
         },
       },
@@ -370,7 +376,8 @@ async function runBackend(backend: BackendName, rows: number, iterations: number
           sides: {
             service: async () => {
               const state = await readTableState(service.app.store, ref);
-              if (!(await new TableVersions({ store: service.app.store, key: state.dirKey, owned: true }).hasCommitted())) throw new Error('resolve: no committed version');
+              if (!(await new TableVersions({ store: service.app.store, key: state.dirKey, owned: true }).hasCommitted()))
+                throw new Error('resolve: no committed version');
             },
             direct: async () => {},
             adapter: async () => {},
@@ -430,7 +437,7 @@ function printResult(r: BackendResult): void {
       plus(t.service.p50 - t.direct.p50),
     ]),
   );
-  out('  where the overhead goes, p50 (adapter: the service\'s engine adapter called in-process; reopened: direct, table opened per call):');
+  out("  where the overhead goes, p50 (adapter: the service's engine adapter called in-process; reopened: direct, table opened per call):");
   table(
     ['operation', 'adapter', 'reopened', 'HTTP + resolve (service - adapter)', 'adapter open (adapter - reopened)', 'reopen (reopened - direct)'],
     r.ops.map(({ name, timings: t }) => [

@@ -8,9 +8,9 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { timeRuns } from './bench-support.js';
-import { TableCredentials } from '../src/service/tables/credential-vending.js';
 import { NO_METRICS } from '../src/metrics/metrics.js';
+import { TableCredentials } from '../src/service/tables/credential-vending.js';
+import { timeRuns } from './bench-support.js';
 
 const count = Number(process.argv[2] ?? 1000);
 const src = path.resolve(import.meta.dirname, process.argv[3] ?? '../src');
@@ -32,7 +32,10 @@ for (let i = 0; i < count; i += 200) {
   await Promise.all(
     Array.from({ length: Math.min(200, count - i) }, async (_, j) => {
       const t = `ns/t${String(i + j).padStart(6, '0')}.lance/`;
-      await store.put(`${t}.lance-table.json`, JSON.stringify({ properties: {}, created_at: new Date().toISOString(), incarnation: randomUUID(), managed_versioning: false }));
+      await store.put(
+        `${t}.lance-table.json`,
+        JSON.stringify({ properties: {}, created_at: new Date().toISOString(), incarnation: randomUUID(), managed_versioning: false }),
+      );
       await store.put(`${t}.lance-reserved`, '');
     }),
   );

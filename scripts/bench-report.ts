@@ -100,7 +100,12 @@ function logAxis(values: number[], width: number): { x: (v: number) => number; t
 const tickText = (t: number): string => (t >= 1000 ? `${t / 1000}k` : t >= 1 ? String(t) : String(Number(t.toPrecision(1))));
 
 /** Horizontal bars, one group per workload, on a log axis. */
-function barChart(title: string, axisLabel: string, groups: Array<{ label: string; bars: Array<{ value: number; color: string; text: string }> }>, reference?: number): string {
+function barChart(
+  title: string,
+  axisLabel: string,
+  groups: Array<{ label: string; bars: Array<{ value: number; color: string; text: string }> }>,
+  reference?: number,
+): string {
   // Wide enough for the longest label (about 6.6 px a character at this size), within reason.
   const longest = Math.max(...groups.map((g) => g.label.length));
   const labelWidth = Math.min(600, Math.max(200, Math.ceil(longest * 6.6) + 16));
@@ -158,8 +163,14 @@ function scaleChart(title: string, series: Array<{ n: number; ours: Figure; ref:
   const bottom = 50;
   const plotWidth = width - left - right;
   const plotHeight = height - top - bottom;
-  const xs = logAxis(series.map((p) => p.n), plotWidth);
-  const ys = logAxis(series.flatMap((p) => [p.ours.value, p.ref.value]), plotHeight);
+  const xs = logAxis(
+    series.map((p) => p.n),
+    plotWidth,
+  );
+  const ys = logAxis(
+    series.flatMap((p) => [p.ours.value, p.ref.value]),
+    plotHeight,
+  );
   const unit = series[0]?.ours.unit ?? 'ms';
   const px = (n: number) => left + xs.x(n);
   const py = (v: number) => top + plotHeight - ys.x(v);
@@ -168,22 +179,40 @@ function scaleChart(title: string, series: Array<{ n: number; ours: Figure; ref:
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="10" y="20" font-size="14" font-weight="600" fill="${COLORS.text}">${escapeXml(title)}</text>`,
   ];
-  for (const t of xs.ticks) parts.push(`<line x1="${px(t)}" y1="${top}" x2="${px(t)}" y2="${top + plotHeight}" stroke="${COLORS.grid}"/><text x="${px(t)}" y="${top + plotHeight + 14}" text-anchor="middle" fill="${COLORS.muted}">${escapeXml(tickText(t))}</text>`);
-  for (const t of ys.ticks) parts.push(`<line x1="${left}" y1="${py(t)}" x2="${left + plotWidth}" y2="${py(t)}" stroke="${COLORS.grid}"/><text x="${left - 6}" y="${py(t) + 4}" text-anchor="end" fill="${COLORS.muted}">${escapeXml(tickText(t))}</text>`);
+  for (const t of xs.ticks)
+    parts.push(
+      `<line x1="${px(t)}" y1="${top}" x2="${px(t)}" y2="${top + plotHeight}" stroke="${COLORS.grid}"/><text x="${px(t)}" y="${top + plotHeight + 14}" text-anchor="middle" fill="${COLORS.muted}">${escapeXml(tickText(t))}</text>`,
+    );
+  for (const t of ys.ticks)
+    parts.push(
+      `<line x1="${left}" y1="${py(t)}" x2="${left + plotWidth}" y2="${py(t)}" stroke="${COLORS.grid}"/><text x="${left - 6}" y="${py(t) + 4}" text-anchor="end" fill="${COLORS.muted}">${escapeXml(tickText(t))}</text>`,
+    );
   parts.push(`<text x="${left + plotWidth / 2}" y="${height - 14}" text-anchor="middle" fill="${COLORS.muted}">catalog size (log)</text>`);
-  parts.push(`<text x="14" y="${top + plotHeight / 2}" transform="rotate(-90 14 ${top + plotHeight / 2})" text-anchor="middle" fill="${COLORS.muted}">${unit === 'ms' ? 'ms (log; lower is better)' : 'per second (log; higher is better)'}</text>`);
-  for (const [side, color, name] of [['ours', COLORS.ours, 'this service'], ['ref', COLORS.ref, 'reference']] as const) {
+  parts.push(
+    `<text x="14" y="${top + plotHeight / 2}" transform="rotate(-90 14 ${top + plotHeight / 2})" text-anchor="middle" fill="${COLORS.muted}">${unit === 'ms' ? 'ms (log; lower is better)' : 'per second (log; higher is better)'}</text>`,
+  );
+  for (const [side, color, name] of [
+    ['ours', COLORS.ours, 'this service'],
+    ['ref', COLORS.ref, 'reference'],
+  ] as const) {
     const points = series.map((p) => `${px(p.n).toFixed(1)},${py(p[side].value).toFixed(1)}`);
     parts.push(`<polyline points="${points.join(' ')}" fill="none" stroke="${color}" stroke-width="2"/>`);
     for (const p of series) parts.push(`<circle cx="${px(p.n).toFixed(1)}" cy="${py(p[side].value).toFixed(1)}" r="3.5" fill="${color}"/>`);
     const last = series[series.length - 1];
-    if (last) parts.push(`<text x="${(px(last.n) + 8).toFixed(1)}" y="${(py(last[side].value) + 4).toFixed(1)}" fill="${color}">${escapeXml(`${name} ${formatValue(last[side])}`)}</text>`);
+    if (last)
+      parts.push(
+        `<text x="${(px(last.n) + 8).toFixed(1)}" y="${(py(last[side].value) + 4).toFixed(1)}" fill="${color}">${escapeXml(`${name} ${formatValue(last[side])}`)}</text>`,
+      );
   }
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;
 }
 
-const slug = (s: string): string => s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+const slug = (s: string): string =>
+  s
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
 
 /** The run of record's page, beside its charts and results.json. */
 const BENCHMARK_PAGE = 'side-by-side.md';
@@ -196,7 +225,7 @@ export async function writeBenchmarkPage(dir: string, results: Array<[StoreKind,
     '',
     '<!-- Written by `npm run bench` (scripts/bench-report.ts): a full run replaces it. -->',
     '',
-    'This service against the reference Lance namespace server (pylance\'s `lance.namespace.RestAdapter`), ',
+    "This service against the reference Lance namespace server (pylance's `lance.namespace.RestAdapter`), ",
     'both on the same store, measured by `npm run bench` in one interleaved run (this service, then the reference, each round). ',
     'Ratios above 1 mean this service is faster. Absolute figures on a shared 2-core machine are noise; the ratios are the point. ',
     'What each row measures, and how to read them: [Benchmarks](../benchmarks.md#side-by-side-with-the-reference-npm-run-bench).',
@@ -217,24 +246,36 @@ export async function writeBenchmarkPage(dir: string, results: Array<[StoreKind,
     page.push(`## ${where[0]?.toUpperCase()}${where.slice(1)}`, '');
     await chart(
       `${store}-ratio.svg`,
-      barChart(`This service against the reference, ${where}: how many times faster`, 'times faster (log; the dashed line is 1×)', parts.map((m) => {
-        const r = speedup(m.ours, m.ref);
-        return { label: m.label, bars: [{ value: r, color: r >= 1 ? COLORS.faster : COLORS.slower, text: formatRatio(r) }] };
-      }), 1),
+      barChart(
+        `This service against the reference, ${where}: how many times faster`,
+        'times faster (log; the dashed line is 1×)',
+        parts.map((m) => {
+          const r = speedup(m.ours, m.ref);
+          return { label: m.label, bars: [{ value: r, color: r >= 1 ? COLORS.faster : COLORS.slower, text: formatRatio(r) }] };
+        }),
+        1,
+      ),
       `ratio per workload on ${where}`,
     );
-    for (const [unit, what, axis] of [['/s', 'throughput', 'per second (log; higher is better)'], ['ms', 'latency', 'milliseconds (log; lower is better)']] as const) {
+    for (const [unit, what, axis] of [
+      ['/s', 'throughput', 'per second (log; higher is better)'],
+      ['ms', 'latency', 'milliseconds (log; lower is better)'],
+    ] as const) {
       const same = parts.filter((m) => m.ours.unit === unit);
       if (same.length === 0) continue;
       await chart(
         `${store}-${what}.svg`,
-        barChart(`${what[0]?.toUpperCase()}${what.slice(1)}, ${where} (blue: this service, grey: reference)`, axis, same.map((m) => ({
-          label: m.label,
-          bars: [
-            { value: m.ours.value, color: COLORS.ours, text: formatValue(m.ours) },
-            { value: m.ref.value, color: COLORS.ref, text: formatValue(m.ref) },
-          ],
-        }))),
+        barChart(
+          `${what[0]?.toUpperCase()}${what.slice(1)}, ${where} (blue: this service, grey: reference)`,
+          axis,
+          same.map((m) => ({
+            label: m.label,
+            bars: [
+              { value: m.ours.value, color: COLORS.ours, text: formatValue(m.ours) },
+              { value: m.ref.value, color: COLORS.ref, text: formatValue(m.ref) },
+            ],
+          })),
+        ),
         `${what} per workload on ${where}`,
       );
     }

@@ -5,13 +5,13 @@
 //
 //   npx tsx scripts/bench-responsiveness.ts [--arrow-mib 240]
 
-import { readFile, mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker } from 'node:worker_threads';
 import { arrow } from '../src/engine/arrow.js';
-import { startServiceProcess, type ServiceProcess } from '../test/support/service-process.js';
+import { type ServiceProcess, startServiceProcess } from '../test/support/service-process.js';
 import { cleanups, ms, percentile, runMain } from './bench-support.js';
 
 const { values } = parseArgs({ options: { 'arrow-mib': { type: 'string' } } });
@@ -104,16 +104,22 @@ async function main(): Promise<void> {
         return '-';
       },
     ],
-    [`largest accepted JSON (${(json.length / 2 ** 20).toFixed(1)} MiB) x5`, async () => {
-      const statuses = [];
-      for (let i = 0; i < 5; i++) statuses.push(await post(`/v1/table/ns%24json${n++}/declare`, json));
-      return statuses.join(' ');
-    }],
-    [`a million properties (${(million.length / 2 ** 20).toFixed(1)} MiB) x3`, async () => {
-      const statuses = [];
-      for (let i = 0; i < 3; i++) statuses.push(await post(`/v1/table/ns%24million${n++}/declare`, million));
-      return statuses.join(' ');
-    }],
+    [
+      `largest accepted JSON (${(json.length / 2 ** 20).toFixed(1)} MiB) x5`,
+      async () => {
+        const statuses = [];
+        for (let i = 0; i < 5; i++) statuses.push(await post(`/v1/table/ns%24json${n++}/declare`, json));
+        return statuses.join(' ');
+      },
+    ],
+    [
+      `a million properties (${(million.length / 2 ** 20).toFixed(1)} MiB) x3`,
+      async () => {
+        const statuses = [];
+        for (let i = 0; i < 3; i++) statuses.push(await post(`/v1/table/ns%24million${n++}/declare`, million));
+        return statuses.join(' ');
+      },
+    ],
     [`largest Arrow body (${(big.length / 2 ** 20).toFixed(0)} MiB)`, async () => String(await post(`/v1/table/ns%24arrow${n++}/create`, big, ARROW))],
     [`three such Arrow bodies at once`, async () => (await Promise.all([0, 1, 2].map(() => post(`/v1/table/ns%24arrow${n++}/create`, big, ARROW)))).join(' ')],
   ];
@@ -122,7 +128,9 @@ async function main(): Promise<void> {
     const { outcome, probes } = await probed(service, work);
     const sorted = [...probes].sort((a, b) => a - b);
     const rss = await rssMib(service.child.pid);
-    rows.push(`| ${name} | ${outcome} | ${probes.length} | ${ms(percentile(sorted, 50))} / ${ms(percentile(sorted, 99))} / ${ms(sorted[sorted.length - 1] ?? Number.NaN)} | ${rss.toFixed(0)} |`);
+    rows.push(
+      `| ${name} | ${outcome} | ${probes.length} | ${ms(percentile(sorted, 50))} / ${ms(percentile(sorted, 99))} / ${ms(sorted[sorted.length - 1] ?? Number.NaN)} | ${rss.toFixed(0)} |`,
+    );
     process.stdout.write(`${rows[rows.length - 1]}\n`);
   }
   process.stdout.write(`\n${rows.join('\n')}\n`);

@@ -106,7 +106,12 @@ export interface BenchService {
 }
 
 /** `options`: more command-line options of the service (limits a benchmark goes past). */
-export async function startBenchService(backend: 'local' | 'rgw', log: (line: string) => void, tempPrefix: string, options: string[] = []): Promise<BenchService> {
+export async function startBenchService(
+  backend: 'local' | 'rgw',
+  log: (line: string) => void,
+  tempPrefix: string,
+  options: string[] = [],
+): Promise<BenchService> {
   let args: string[];
   if (backend === 'local') {
     const dir = await mkdtemp(path.join(os.tmpdir(), tempPrefix));
@@ -120,12 +125,18 @@ export async function startBenchService(backend: 'local' | 'rgw', log: (line: st
     checkAborted();
     log(`radosgw up at ${rgw.server.endpoint} in ${secs(now() - started)}`);
     args = [
-      '--root', `s3://lance-bench/run-${randomBytes(4).toString('hex')}`,
-      '--s3-endpoint', rgw.server.endpoint,
-      '--s3-region', rgw.server.region,
-      '--s3-access-key-id', rgw.server.accessKeyId,
-      '--s3-secret-access-key', rgw.server.secretAccessKey,
-      '--s3-create-bucket', 'true',
+      '--root',
+      `s3://lance-bench/run-${randomBytes(4).toString('hex')}`,
+      '--s3-endpoint',
+      rgw.server.endpoint,
+      '--s3-region',
+      rgw.server.region,
+      '--s3-access-key-id',
+      rgw.server.accessKeyId,
+      '--s3-secret-access-key',
+      rgw.server.secretAccessKey,
+      '--s3-create-bucket',
+      'true',
     ];
   }
   // An empty environment: nothing from the caller's shell (AWS_*, LANCE_NS_*) leaks in.

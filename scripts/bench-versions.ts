@@ -20,9 +20,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import pLimit from 'p-limit';
-
-import { tableDirKey, VERSIONS_DIR } from '../src/service/catalog/layout.js';
 import { manifestFileName } from '../src/engine/lance-format/manifest-names.js';
+import { tableDirKey, VERSIONS_DIR } from '../src/service/catalog/layout.js';
 import { manifestBytes } from '../test/support/manifests.js';
 import { type BenchService, checkAborted, cleanups, ms, now, runMain, secs, startBenchService, summarize } from './bench-support.js';
 

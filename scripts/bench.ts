@@ -43,7 +43,7 @@ import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client
 import pLimit from 'p-limit';
 
 import { freePort, startRgw } from '../test/support/s3-server.js';
-import { type Figure, formatRatio, type Outcome, type RowResult, type Scale, type Side, speedup, type StoreKind, writeBenchmarkPage } from './bench-report.js';
+import { type Figure, formatRatio, type Outcome, type RowResult, type Scale, type Side, type StoreKind, speedup, writeBenchmarkPage } from './bench-report.js';
 import { checkAborted, cleanups, ms, now, openDirect, percentile, runMain, secs } from './bench-support.js';
 
 // The SDK's notice that its 2027 releases need Node 22 is noise while versions are pinned exactly.
@@ -404,17 +404,19 @@ function failureText(e: unknown): string {
     }
     return `HTTP ${e.status}: ${message.replace(/\s+/g, ' ').slice(0, 90)}`;
   }
-  return e instanceof Error ? e.message.split('\n')[0]?.slice(0, 120) ?? '' : String(e);
+  return e instanceof Error ? (e.message.split('\n')[0]?.slice(0, 120) ?? '') : String(e);
 }
 
 /** Field paths of an answer with a value, two levels deep (`version.manifest_path`); arrays by their first element. */
 function fieldPaths(value: unknown, prefix = '', depth = 0): string[] {
   const item = Array.isArray(value) ? value[0] : value;
   if (typeof item !== 'object' || item === null || depth === 2) return [];
-  return Object.entries(item as Record<string, unknown>)
-    // An empty map or list says as little as a missing field.
-    .filter(([, v]) => v !== null && v !== undefined && !(typeof v === 'object' && Object.keys(v).length === 0))
-    .flatMap(([k, v]) => [`${prefix}${k}`, ...fieldPaths(v, `${prefix}${k}.`, depth + 1)]);
+  return (
+    Object.entries(item as Record<string, unknown>)
+      // An empty map or list says as little as a missing field.
+      .filter(([, v]) => v !== null && v !== undefined && !(typeof v === 'object' && Object.keys(v).length === 0))
+      .flatMap(([k, v]) => [`${prefix}${k}`, ...fieldPaths(v, `${prefix}${k}.`, depth + 1)])
+  );
 }
 
 /** What the reference's answer to the row's request lacks or adds, field by field. */
@@ -456,7 +458,13 @@ async function runRow(spec: RowSpec, rounds: number): Promise<RowResult[]> {
     else
       for (let i = 0; spec.probe && i < WARM_UP_CALLS; i++) {
         checkAborted();
-        if (!(await spec.probe(side).then(() => true, () => false))) break;
+        if (
+          !(await spec.probe(side).then(
+            () => true,
+            () => false,
+          ))
+        )
+          break;
       }
   }
   const figures: Record<Side, Figure[][]> = { ours: [], ref: [] };
@@ -541,12 +549,72 @@ interface Sizes {
 function sizesFor(store: StoreKind, quick: boolean): Sizes {
   if (store === 'local') {
     return quick
-      ? { rounds: 2, bigTables: 1_000, midTables: 200, historyVersions: 20, deepVersions: 500, dataRows: 10_000, creates: 40, declares: 10, describes: 300, listCalls: 3, appends: 5, lookups: 20, dataCalls: 10, pageSize: 100 }
-      : { rounds: 3, bigTables: 10_000, midTables: 1_000, historyVersions: 100, deepVersions: 10_000, dataRows: 100_000, creates: 200, declares: 50, describes: 2_000, listCalls: 10, appends: 150, lookups: 100, dataCalls: 30, pageSize: 100 };
+      ? {
+          rounds: 2,
+          bigTables: 1_000,
+          midTables: 200,
+          historyVersions: 20,
+          deepVersions: 500,
+          dataRows: 10_000,
+          creates: 40,
+          declares: 10,
+          describes: 300,
+          listCalls: 3,
+          appends: 5,
+          lookups: 20,
+          dataCalls: 10,
+          pageSize: 100,
+        }
+      : {
+          rounds: 3,
+          bigTables: 10_000,
+          midTables: 1_000,
+          historyVersions: 100,
+          deepVersions: 10_000,
+          dataRows: 100_000,
+          creates: 200,
+          declares: 50,
+          describes: 2_000,
+          listCalls: 10,
+          appends: 150,
+          lookups: 100,
+          dataCalls: 30,
+          pageSize: 100,
+        };
   }
   return quick
-    ? { rounds: 2, bigTables: 0, midTables: 100, historyVersions: 20, deepVersions: 0, dataRows: 10_000, creates: 16, declares: 16, describes: 100, listCalls: 2, appends: 4, lookups: 16, dataCalls: 5, pageSize: 25 }
-    : { rounds: 3, bigTables: 0, midTables: 1_000, historyVersions: 200, deepVersions: 0, dataRows: 100_000, creates: 80, declares: 80, describes: 500, listCalls: 40, appends: 15, lookups: 50, dataCalls: 15, pageSize: 100 };
+    ? {
+        rounds: 2,
+        bigTables: 0,
+        midTables: 100,
+        historyVersions: 20,
+        deepVersions: 0,
+        dataRows: 10_000,
+        creates: 16,
+        declares: 16,
+        describes: 100,
+        listCalls: 2,
+        appends: 4,
+        lookups: 16,
+        dataCalls: 5,
+        pageSize: 25,
+      }
+    : {
+        rounds: 3,
+        bigTables: 0,
+        midTables: 1_000,
+        historyVersions: 200,
+        deepVersions: 0,
+        dataRows: 100_000,
+        creates: 80,
+        declares: 80,
+        describes: 500,
+        listCalls: 40,
+        appends: 15,
+        lookups: 50,
+        dataCalls: 15,
+        pageSize: 100,
+      };
 }
 
 const tableName = (i: number): string => `t${String(i).padStart(6, '0')}`;
@@ -591,7 +659,12 @@ async function declareMany(servers: Servers, roots: Record<Side, string>, namesp
   await Promise.all(names.map((name) => limit(() => call(servers.url.ours, 'POST', `/v1/table/${idPath(namespace, name)}/declare`, {}))));
   log(`  this service: ${count(names.length)} tables declared in ${namespace} over HTTP in ${secs(now() - started)}`);
   const refStarted = now();
-  const rows = names.map((name) => ({ object_id: `${namespace}$${name}`, object_type: 'table', location: `${randomBytes(4).toString('hex')}_${namespace}$${name}`, metadata: null }));
+  const rows = names.map((name) => ({
+    object_id: `${namespace}$${name}`,
+    object_type: 'table',
+    location: `${randomBytes(4).toString('hex')}_${namespace}$${name}`,
+    metadata: null,
+  }));
   await runPython('fill', { root: roots.ref, storage_options: lanceStorageOptions(servers.access), rows });
   const markers = pLimit(servers.access.kind === 'local' ? 64 : 32);
   await Promise.all(rows.map((r) => markers(() => putObject(servers.access, roots.ref, `${r.location}/.lance-reserved`, 'reserved', s3))));
@@ -616,7 +689,9 @@ async function writeThrough(servers: Servers, table: string[], rows: number, app
       storage_options: lanceStorageOptions(servers.access),
     });
     uri[side] = String(answer.uri);
-    log(`  ${side === 'ours' ? 'this service' : 'reference'}: ${table.join('$')} written by pylance (${count(rows)} rows, ${appends + 1} versions) in ${secs(now() - started)}`);
+    log(
+      `  ${side === 'ours' ? 'this service' : 'reference'}: ${table.join('$')} written by pylance (${count(rows)} rows, ${appends + 1} versions) in ${secs(now() - started)}`,
+    );
   }
   return { uri };
 }
@@ -825,13 +900,25 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
   if (needs(createLabel) || needs(listBig)) {
     log(`fixture: namespace big with ${count(big)} declared tables`);
     for (const side of SIDES) await call(servers.url[side], 'POST', `/v1/namespace/big/create`, {});
-    await declareMany(servers, roots, 'big', Array.from({ length: big }, (_, i) => tableName(i)), s3);
+    await declareMany(
+      servers,
+      roots,
+      'big',
+      Array.from({ length: big }, (_, i) => tableName(i)),
+      s3,
+    );
   }
   const listMid = `list tables, ${count(mid)} tables, one call`;
   if (needs(listMid)) {
     log(`fixture: namespace mid with ${count(mid)} declared tables`);
     for (const side of SIDES) await call(servers.url[side], 'POST', `/v1/namespace/mid/create`, {});
-    await declareMany(servers, roots, 'mid', Array.from({ length: mid }, (_, i) => tableName(i)), s3);
+    await declareMany(
+      servers,
+      roots,
+      'mid',
+      Array.from({ length: mid }, (_, i) => tableName(i)),
+      s3,
+    );
   }
 
   let created = 0;
@@ -841,7 +928,11 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
     run: async (side) => {
       const base = servers.url[side];
       const batch = created++;
-      return [rate(await closedLoop(8, sizes.creates, (i) => call(base, 'POST', `/v1/namespace/${idPath('big', `n${batch}_${i}`)}/create`, {}).then(() => undefined)))];
+      return [
+        rate(
+          await closedLoop(8, sizes.creates, (i) => call(base, 'POST', `/v1/namespace/${idPath('big', `n${batch}_${i}`)}/create`, {}).then(() => undefined)),
+        ),
+      ];
     },
   });
 
@@ -853,7 +944,9 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
       const base = servers.url[side];
       const namespace = `empty${declared++}`;
       await call(base, 'POST', `/v1/namespace/${namespace}/create`, {});
-      return [rate(await closedLoop(1, sizes.declares, (i) => call(base, 'POST', `/v1/table/${idPath(namespace, tableName(i))}/declare`, {}).then(() => undefined)))];
+      return [
+        rate(await closedLoop(1, sizes.declares, (i) => call(base, 'POST', `/v1/table/${idPath(namespace, tableName(i))}/declare`, {}).then(() => undefined))),
+      ];
     },
   });
 
@@ -875,7 +968,14 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
 
   const appendsLabel = 'managed appends through pylance, 1 writer';
   if (needs(appendsLabel) || needs('create_table_version')) {
-    rows.push(await appendsRow(bench, appendsLabel, path.join(path.dirname(roots.ours), 'plain-lance', 'writes.lance'), path.join(path.dirname(roots.ours), 'null-namespace')));
+    rows.push(
+      await appendsRow(
+        bench,
+        appendsLabel,
+        path.join(path.dirname(roots.ours), 'plain-lance', 'writes.lance'),
+        path.join(path.dirname(roots.ours), 'null-namespace'),
+      ),
+    );
   }
 
   rows.push({
@@ -901,12 +1001,19 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
   if (needs(deepLabel)) {
     log(`fixture: bench$deep, ${count(sizes.deepVersions)} versions (pylance create, then Lance config commits)`);
     const { uri } = await writeThrough(servers, ['bench', 'deep'], 1_000, 0);
-    for (const side of SIDES) await runPython('commits', { uri: uri[side], count: sizes.deepVersions - 1, storage_options: lanceStorageOptions(servers.access) });
+    for (const side of SIDES)
+      await runPython('commits', { uri: uri[side], count: sizes.deepVersions - 1, storage_options: lanceStorageOptions(servers.access) });
   }
   rows.push({
     label: deepLabel,
     parts: ['describe detailed'],
-    run: async (side) => [latency(await closedLoop(1, sizes.lookups, () => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'deep')}/describe`, { load_detailed_metadata: true }).then(() => undefined)))],
+    run: async (side) => [
+      latency(
+        await closedLoop(1, sizes.lookups, () =>
+          call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'deep')}/describe`, { load_detailed_metadata: true }).then(() => undefined),
+        ),
+      ),
+    ],
     probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'deep')}/describe`, { load_detailed_metadata: true }),
   });
 
@@ -943,7 +1050,11 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
       probe: async (side) => {
         const table = `/v1/table/${idPath('bench', 'data')}`;
         const base = servers.url[side];
-        return { count_rows: await call(base, 'POST', `${table}/count_rows`, {}), describe: await call(base, 'POST', `${table}/describe`, { load_detailed_metadata: true }), stats: await call(base, 'POST', `${table}/stats`, {}) };
+        return {
+          count_rows: await call(base, 'POST', `${table}/count_rows`, {}),
+          describe: await call(base, 'POST', `${table}/describe`, { load_detailed_metadata: true }),
+          stats: await call(base, 'POST', `${table}/stats`, {}),
+        };
       },
     });
   }
@@ -962,7 +1073,13 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
     log(`fixture: namespaces mid and decl with ${count(mid)} declared tables each`);
     for (const ns of ['mid', 'decl']) {
       for (const side of SIDES) await call(servers.url[side], 'POST', `/v1/namespace/${ns}/create`, {});
-      await declareMany(servers, roots, ns, Array.from({ length: mid }, (_, i) => tableName(i)), s3);
+      await declareMany(
+        servers,
+        roots,
+        ns,
+        Array.from({ length: mid }, (_, i) => tableName(i)),
+        s3,
+      );
     }
   }
   let batch = 0;
@@ -972,8 +1089,12 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
     run: async (side) => {
       const base = servers.url[side];
       const b = batch++;
-      const creates = await closedLoop(8, sizes.creates, (i) => call(base, 'POST', `/v1/namespace/${idPath('decl', `n${b}_${i}`)}/create`, {}).then(() => undefined));
-      const declares = await closedLoop(8, sizes.declares, (i) => call(base, 'POST', `/v1/table/${idPath('decl', `d${b}_${i}`)}/declare`, {}).then(() => undefined));
+      const creates = await closedLoop(8, sizes.creates, (i) =>
+        call(base, 'POST', `/v1/namespace/${idPath('decl', `n${b}_${i}`)}/create`, {}).then(() => undefined),
+      );
+      const declares = await closedLoop(8, sizes.declares, (i) =>
+        call(base, 'POST', `/v1/table/${idPath('decl', `d${b}_${i}`)}/declare`, {}).then(() => undefined),
+      );
       return [rate(creates), rate(declares)];
     },
   });
@@ -986,7 +1107,10 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
   rows.push({
     label: listLabel,
     parts: ['one call', `pages of ${sizes.pageSize}`],
-    run: async (side) => [...(await listRow(bench, 'mid', mid, sizes.listCalls)(side)), ...(await listRow(bench, 'mid', mid, sizes.listCalls, sizes.pageSize)(side))],
+    run: async (side) => [
+      ...(await listRow(bench, 'mid', mid, sizes.listCalls)(side)),
+      ...(await listRow(bench, 'mid', mid, sizes.listCalls, sizes.pageSize)(side)),
+    ],
     probe: (side) => call(servers.url[side], 'GET', `/v1/namespace/mid/table/list?limit=${sizes.pageSize}`),
   });
 
@@ -1003,7 +1127,8 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
       const base = servers.url[side];
       const route = `/v1/table/${idPath('bench', 'history')}/version/describe`;
       const described = (await call(base, 'POST', route, {})).version as { version?: unknown } | undefined;
-      if (described?.version !== sizes.historyVersions) throw new UnusableAnswer(`describe_table_version without a version answered ${String(described?.version)}`);
+      if (described?.version !== sizes.historyVersions)
+        throw new UnusableAnswer(`describe_table_version without a version answered ${String(described?.version)}`);
       const one = await closedLoop(1, sizes.lookups, () => call(base, 'POST', route, {}).then(() => undefined));
       const eight = await closedLoop(8, sizes.lookups * 4, () => call(base, 'POST', route, {}).then(() => undefined));
       if (round === 0) lookupCalls[side] = await storeCalls(bench, side, 5, () => call(base, 'POST', route, {}));
@@ -1025,7 +1150,8 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
       run: async (side, round) => {
         const base = servers.url[side];
         const table = `/v1/table/${idPath('bench', 'data')}`;
-        const update = () => call(base, 'POST', `${table}/update`, { predicate: `id = ${updated++}`, updates: [['value', 'value * 2 + 1']] }).then(() => undefined);
+        const update = () =>
+          call(base, 'POST', `${table}/update`, { predicate: `id = ${updated++}`, updates: [['value', 'value * 2 + 1']] }).then(() => undefined);
         const counts = await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/count_rows`, {}).then(() => undefined));
         const updates = await closedLoop(1, sizes.dataCalls, update);
         if (round === 0) updateCalls[side] = await storeCalls(bench, side, 3, update);
@@ -1107,7 +1233,9 @@ function resultTable(kind: StoreKind, results: RowResult[], quick: boolean): str
   const lines: string[] = [];
   const out = (line: string) => lines.push(line);
   out('');
-  out(`| workload (${kind === 'local' ? 'local disk' : 'radosgw'}${quick ? ', --quick sizes' : ''}) | this service | reference | ratio (>1: this service faster) | note |`);
+  out(
+    `| workload (${kind === 'local' ? 'local disk' : 'radosgw'}${quick ? ', --quick sizes' : ''}) | this service | reference | ratio (>1: this service faster) | note |`,
+  );
   out('|---|---|---|---|---|');
   for (const r of results) {
     const ours = r.outcome.ours;
@@ -1117,7 +1245,15 @@ function resultTable(kind: StoreKind, results: RowResult[], quick: boolean): str
     const label = single || r.label.includes(r.parts[0] ?? '') ? r.label : `${r.label} (${r.parts.join(' / ')})`;
     const oursText = 'unavailable' in ours ? `n/a: ${ours.unavailable}` : cells(ours).map(show).join(' / ');
     const refText = 'unavailable' in ref ? `n/a: ${ref.unavailable}` : cells(ref).map(show).join(' / ');
-    const ratios = 'unavailable' in ours || 'unavailable' in ref ? '—' : cells(ours).map((f, i) => { const g = cells(ref)[i]; return g ? formatRatio(speedup(f, g)) : '—'; }).join(' / ');
+    const ratios =
+      'unavailable' in ours || 'unavailable' in ref
+        ? '—'
+        : cells(ours)
+            .map((f, i) => {
+              const g = cells(ref)[i];
+              return g ? formatRatio(speedup(f, g)) : '—';
+            })
+            .join(' / ');
     out(`| ${label} | ${oursText} | ${refText} | ${ratios} | ${r.note} |`);
   }
   return lines.join('\n');
@@ -1138,9 +1274,15 @@ async function main(): Promise<void> {
   log('building the service (npm run build)');
   const build = spawnSync('npm', ['run', 'build', '--silent'], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
   if (build.status !== 0) throw new Error(`npm run build failed (exit ${String(build.status ?? build.signal)}): ${build.stderr}`);
-  const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
+  const load = () =>
+    os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ');
   const loadBefore = load();
-  log(`${os.cpus().length} cores, load ${loadBefore}, node ${process.version}, stores ${stores.join(', ')}${quick ? ', quick' : ''}${values.only ? `, only "${values.only}"` : ''}`);
+  log(
+    `${os.cpus().length} cores, load ${loadBefore}, node ${process.version}, stores ${stores.join(', ')}${quick ? ', quick' : ''}${values.only ? `, only "${values.only}"` : ''}`,
+  );
   const results: Array<[StoreKind, RowResult[]]> = [];
   const started = now();
   for (const store of stores) {
@@ -1160,7 +1302,15 @@ async function main(): Promise<void> {
   // The page shows a whole run: written after a full run of both stores, or wherever --page says.
   const pageDir = values.page ?? (which === 'both' && !quick && !values.only ? path.join(repo, 'docs', 'benchmarks') : undefined);
   if (pageDir) {
-    const info = { date: `${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`, machine, node: process.version, loadBefore, loadAfter, elapsed, quick };
+    const info = {
+      date: `${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`,
+      machine,
+      node: process.version,
+      loadBefore,
+      loadAfter,
+      elapsed,
+      quick,
+    };
     log(`wrote ${await writeBenchmarkPage(pageDir, results, info, tables)}`);
   }
 }

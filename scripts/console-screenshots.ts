@@ -44,10 +44,15 @@ try {
       await settled(p);
     });
     await shoot('#/ns/bulk', 'namespace-paged.png', settled);
-    await shoot('#/table/sales/orders', 'table.png', async (p) => {
-      await p.getByTestId('indices').waitFor();
-      await settled(p);
-    }, true);
+    await shoot(
+      '#/table/sales/orders',
+      'table.png',
+      async (p) => {
+        await p.getByTestId('indices').waitFor();
+        await settled(p);
+      },
+      true,
+    );
     await shoot('#/versions/ops/metrics', 'versions.png', settled, true);
     await shoot('#/versions/sales/orders', 'versions-orders.png', settled);
     await shoot('#/transactions', 'jobs.png', async (p) => {

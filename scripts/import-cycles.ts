@@ -12,8 +12,13 @@ const files = (readdirSync(root, { recursive: true }) as string[]).filter((f) =>
 const edges = new Map<string, string[]>();
 for (const file of files) {
   const text = readFileSync(file, 'utf8');
-  const targets = [...text.matchAll(/^(?:import|export)\s[^;]*?from\s+'(\.[^']+)'/gms)].map((m) => path.resolve(path.dirname(file), (m[1] ?? '').replace(/\.js$/, '.ts')));
-  edges.set(file, targets.filter((t) => files.includes(t)));
+  const targets = [...text.matchAll(/^(?:import|export)\s[^;]*?from\s+'(\.[^']+)'/gms)].map((m) =>
+    path.resolve(path.dirname(file), (m[1] ?? '').replace(/\.js$/, '.ts')),
+  );
+  edges.set(
+    file,
+    targets.filter((t) => files.includes(t)),
+  );
 }
 
 // Depth-first search; a back edge to a module on the current path closes a circle.

@@ -1,14 +1,15 @@
 import { fileURLToPath } from 'node:url';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import { CredentialCache } from './vending/credential-vendor.js';
-import { StsCredentialVendor } from './vending/sts-credential-vendor.js';
 import type { Config } from './config.js';
-import { PrometheusMetrics } from './metrics/prometheus-metrics.js';
 import { LancedbEngine } from './engine/lancedb/engine.js';
 import type { PythonUdfOptions } from './engine/python-udf/python-udfs.js';
 import { isLoopbackAddress } from './http/browser-guard.js';
 import { buildHttpServer } from './http/server.js';
+import { PrometheusMetrics } from './metrics/prometheus-metrics.js';
 import { catalogDeps } from './service/catalog/catalog-deps.js';
+import { Locations } from './service/catalog/locations.js';
+import { NamespaceService } from './service/catalog/namespace-service.js';
+import { PageTokens } from './service/catalog/page-token.js';
 import { ColumnService } from './service/data/columns.js';
 import { DataTables } from './service/data/data-tables.js';
 import { IndexService } from './service/data/indices.js';
@@ -17,19 +18,18 @@ import { RowService } from './service/data/rows.js';
 import { TagService } from './service/data/tags.js';
 import { HealthService } from './service/health/health-service.js';
 import { StoreCheck } from './service/health/store-check.js';
-import { Locations } from './service/catalog/locations.js';
-import { NamespaceService } from './service/catalog/namespace-service.js';
-import { PageTokens } from './service/catalog/page-token.js';
+import { JobService } from './service/jobs/job-service.js';
 import { TableCredentials } from './service/tables/credential-vending.js';
 import { TableService } from './service/tables/table-service.js';
-import { TransactionService } from './service/transactions/transaction-service.js';
 import { TransactionLog } from './service/transactions/transaction-log.js';
-import { JobService } from './service/jobs/job-service.js';
-import { MaterializedViewService } from './service/views/view-service.js';
+import { TransactionService } from './service/transactions/transaction-service.js';
 import { TableVersionService } from './service/versions/table-version-service.js';
+import { MaterializedViewService } from './service/views/view-service.js';
 import { InstrumentedStore } from './store/instrumented-store.js';
 import type { ObjectStore } from './store/object-store.js';
 import { openStore, parseLocation, storeAt } from './store/open-store.js';
+import { CredentialCache } from './vending/credential-vendor.js';
+import { StsCredentialVendor } from './vending/sts-credential-vendor.js';
 
 export const SERVICE_VERSION = '0.1.0';
 
@@ -185,7 +185,8 @@ async function credentialCache(config: Config): Promise<CredentialCache | null> 
     endpoint: vending.stsEndpoint ?? s3.endpoint,
     region: s3.region,
     externalId: vending.externalId,
-    credentials: s3.accessKeyId && s3.secretAccessKey ? { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, sessionToken: s3.sessionToken } : undefined,
+    credentials:
+      s3.accessKeyId && s3.secretAccessKey ? { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey, sessionToken: s3.sessionToken } : undefined,
   });
   return new CredentialCache(vendor, { refreshBeforeMs: vending.refreshBeforeSeconds * 1000 });
 }

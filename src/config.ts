@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { readConfigFile, type ConfigFile } from './config/file.js';
+import { type ConfigFile, readConfigFile } from './config/file.js';
 import { CONFIG_HELP } from './config/help.js';
-import { CATALOG, CONFIG_FILE_OPTION, ENGINE, LIMITS, type Option, OPTION_GROUPS, S3, SERVER, shapeOf, STORAGE, UDF } from './config/options.js';
+import { CATALOG, CONFIG_FILE_OPTION, ENGINE, LIMITS, OPTION_GROUPS, type Option, S3, SERVER, STORAGE, shapeOf, UDF } from './config/options.js';
 import { FILE_SECTIONS } from './config/sections.js';
 
 export { CONFIG_HELP };
@@ -26,7 +26,11 @@ export type Config = z.infer<typeof Config>;
 type ParsedArgs = Record<string, string | boolean | string[] | undefined>;
 
 /** A comma-separated environment variable as a list (empty entries dropped). */
-const list = (v: string): string[] => v.split(',').map((e) => e.trim()).filter((e) => e !== '');
+const list = (v: string): string[] =>
+  v
+    .split(',')
+    .map((e) => e.trim())
+    .filter((e) => e !== '');
 
 const bool = (v: string | undefined): boolean | undefined => (v === undefined ? undefined : ['1', 'true', 'yes', 'on'].includes(v.toLowerCase()));
 

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { createApp } from './app.js';
-import { isLoopbackAddress } from './http/browser-guard.js';
 import { loadConfig } from './config.js';
+import { isLoopbackAddress } from './http/browser-guard.js';
 import { UnsafeStoreError } from './service/health/store-check.js';
 
 // The SDK's notice that its 2027 releases need Node 22 is noise while versions are pinned exactly.
@@ -20,7 +20,10 @@ if (!config.auth && !isLoopbackAddress(config.host) && !config.insecure) {
 const app = await createApp(config, logger).catch((e: unknown) => {
   if (!(e instanceof UnsafeStoreError)) throw e;
   // A store that ignores conditional writes would settle every race wrongly, without a word.
-  logger.fatal({ root: e.root, notHonoured: e.broken, ...(config.s3.endpoint && e.root.startsWith('s3://') ? { endpoint: config.s3.endpoint } : {}) }, e.message);
+  logger.fatal(
+    { root: e.root, notHonoured: e.broken, ...(config.s3.endpoint && e.root.startsWith('s3://') ? { endpoint: config.s3.endpoint } : {}) },
+    e.message,
+  );
   process.exit(2);
 });
 await app.server.listen({ host: config.host, port: config.port });

@@ -1,8 +1,8 @@
 import type { z } from 'zod';
-import type { GetTableStatsResponse, DescribeTableIndexStatsResponse } from '../src/model/columns.js';
+import type { DescribeTableIndexStatsResponse, GetTableStatsResponse } from '../src/model/columns.js';
 import type { ListTableIndicesResponse } from '../src/model/indices.js';
-import type { QueryTableRequest } from '../src/model/queries.js';
 import type { DescribeNamespaceResponse, ListNamespacesResponse } from '../src/model/namespaces.js';
+import type { QueryTableRequest } from '../src/model/queries.js';
 import type { DescribeTableResponse, ListTablesResponse } from '../src/model/tables.js';
 import type { ListTableTagsResponse } from '../src/model/tags.js';
 import type { TransactionResponse } from '../src/model/transactions.js';
@@ -14,8 +14,17 @@ import type { ListTableVersionsResponse } from '../src/model/versions.js';
 // the API again (fetch with cache: 'no-store').
 
 export type Transaction = z.infer<typeof TransactionResponse>;
-export type { DescribeNamespaceResponse, DescribeTableIndexStatsResponse, DescribeTableResponse, GetTableStatsResponse, ListNamespacesResponse };
-export type { ListTableIndicesResponse, ListTablesResponse, ListTableTagsResponse, ListTableVersionsResponse };
+export type {
+  DescribeNamespaceResponse,
+  DescribeTableIndexStatsResponse,
+  DescribeTableResponse,
+  GetTableStatsResponse,
+  ListNamespacesResponse,
+  ListTableIndicesResponse,
+  ListTablesResponse,
+  ListTableTagsResponse,
+  ListTableVersionsResponse,
+};
 export type TableVersion = ListTableVersionsResponse['versions'][number];
 export type IndexContent = ListTableIndicesResponse['indexes'][number];
 export type QueryTableBody = z.input<typeof QueryTableRequest>;
@@ -74,7 +83,8 @@ function readStored(): Credentials | null {
     const raw = sessionStorage.getItem(STORAGE_KEY);
     if (!raw) return null;
     const parsed = JSON.parse(raw) as Partial<Credentials>;
-    if ((parsed.kind === 'api-key' || parsed.kind === 'bearer') && typeof parsed.secret === 'string') return { kind: parsed.kind, secret: parsed.secret, remember: true };
+    if ((parsed.kind === 'api-key' || parsed.kind === 'bearer') && typeof parsed.secret === 'string')
+      return { kind: parsed.kind, secret: parsed.secret, remember: true };
   } catch {
     // Storage may be disabled; the credentials then live in memory only.
   }
@@ -119,7 +129,15 @@ function idPath(id: readonly string[]): { segment: string; query: Record<string,
 type Query = Record<string, string | number | boolean | undefined>;
 
 /** Sends one API request; an answer other than 2xx is thrown as the API gave it (ApiError). */
-async function send(operation: string, method: 'GET' | 'POST', path: string, query: Query, body: unknown, signal: AbortSignal | undefined, accept: string): Promise<Response> {
+async function send(
+  operation: string,
+  method: 'GET' | 'POST',
+  path: string,
+  query: Query,
+  body: unknown,
+  signal: AbortSignal | undefined,
+  accept: string,
+): Promise<Response> {
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(query)) if (value !== undefined) params.set(key, String(value));
   const headers: Record<string, string> = { accept };
@@ -129,7 +147,14 @@ async function send(operation: string, method: 'GET' | 'POST', path: string, que
   const url = `${path}${params.size > 0 ? `?${params}` : ''}`;
   let response: Response;
   try {
-    response = await fetch(url, { method, headers, body: method === 'POST' ? JSON.stringify(body ?? {}) : undefined, cache: 'no-store', signal, credentials: 'omit' });
+    response = await fetch(url, {
+      method,
+      headers,
+      body: method === 'POST' ? JSON.stringify(body ?? {}) : undefined,
+      cache: 'no-store',
+      signal,
+      credentials: 'omit',
+    });
   } catch (e) {
     if (signal?.aborted) throw e;
     throw new ApiError(0, null, `the service did not answer: ${(e as Error).message}`, operation, null);
@@ -174,16 +199,37 @@ export const api = {
   },
   listTables(id: readonly string[], { limit, pageToken, signal }: PageArgs): Promise<ListTablesResponse> {
     const { segment, query } = idPath(id);
-    return call('ListTables', 'GET', `/v1/namespace/${segment}/table/list`, { ...query, limit, page_token: pageToken, include_declared: true }, undefined, signal);
+    return call(
+      'ListTables',
+      'GET',
+      `/v1/namespace/${segment}/table/list`,
+      { ...query, limit, page_token: pageToken, include_declared: true },
+      undefined,
+      signal,
+    );
   },
   /** Every table of the catalog, as ids split on the unit separator (no name holds one). */
   async listAllTables({ limit, pageToken, signal }: PageArgs): Promise<{ tables: string[][]; pageToken: string | undefined }> {
-    const page = await call<ListTablesResponse>('ListAllTables', 'GET', '/v1/table', { delimiter: '\u001f', limit, page_token: pageToken, include_declared: true }, undefined, signal);
+    const page = await call<ListTablesResponse>(
+      'ListAllTables',
+      'GET',
+      '/v1/table',
+      { delimiter: '\u001f', limit, page_token: pageToken, include_declared: true },
+      undefined,
+      signal,
+    );
     return { tables: page.tables.map((t) => t.split('\u001f')), pageToken: page.page_token ?? undefined };
   },
   describeTable(id: readonly string[], detailed: boolean, signal?: AbortSignal): Promise<DescribeTableResponse> {
     const { segment, query } = idPath(id);
-    return call('DescribeTable', 'POST', `/v1/table/${segment}/describe`, { ...query, with_table_uri: true, check_declared: true, load_detailed_metadata: detailed }, {}, signal);
+    return call(
+      'DescribeTable',
+      'POST',
+      `/v1/table/${segment}/describe`,
+      { ...query, with_table_uri: true, check_declared: true, load_detailed_metadata: detailed },
+      {},
+      signal,
+    );
   },
   tableStats(id: readonly string[], signal?: AbortSignal): Promise<GetTableStatsResponse> {
     const { segment, query } = idPath(id);
@@ -204,7 +250,14 @@ export const api = {
   /** Versions newest first. */
   listVersions(id: readonly string[], { limit, pageToken, signal }: PageArgs): Promise<ListTableVersionsResponse> {
     const { segment, query } = idPath(id);
-    return call('ListTableVersions', 'GET', `/v1/table/${segment}/version/list`, { ...query, limit, page_token: pageToken, descending: true }, undefined, signal);
+    return call(
+      'ListTableVersions',
+      'GET',
+      `/v1/table/${segment}/version/list`,
+      { ...query, limit, page_token: pageToken, descending: true },
+      undefined,
+      signal,
+    );
   },
   countRows(id: readonly string[], version: number, signal?: AbortSignal): Promise<number> {
     const { segment, query } = idPath(id);

@@ -75,7 +75,10 @@ export function VersionChart({ versions, details }: { versions: TableVersion[]; 
       </svg>
       <figcaption>
         <span class="legend legend-rows">rows</span> <span class="legend legend-bytes">manifest bytes</span>
-        <span class="muted small"> — versions {points[0]?.version}–{points[n - 1]?.version} (those shown below)</span>
+        <span class="muted small">
+          {' '}
+          — versions {points[0]?.version}–{points[n - 1]?.version} (those shown below)
+        </span>
       </figcaption>
     </figure>
   );

@@ -87,7 +87,9 @@ export interface PagedList<T> {
 }
 
 /** The pages of one list; the view that uses it is keyed by what it lists, so that another list starts afresh. */
-export function usePagedList<T>(fetchPage: (token: string | undefined, signal: AbortSignal) => Promise<{ items: T[]; pageToken: string | undefined }>): PagedList<T> {
+export function usePagedList<T>(
+  fetchPage: (token: string | undefined, signal: AbortSignal) => Promise<{ items: T[]; pageToken: string | undefined }>,
+): PagedList<T> {
   // Page i starts at tokens[i] (undefined for the first) and after offsets[i] items (a page may hold fewer than the limit).
   const [tokens, setTokens] = useState<Array<string | undefined>>([undefined]);
   const [offsets, setOffsets] = useState<number[]>([0]);
@@ -238,7 +240,15 @@ export function ProgressBar({ done, total, label, compact = false }: { done: num
   const fraction = total > 0 ? Math.min(1, done / total) : 0;
   const percent = Math.floor(fraction * 1000) / 10;
   return (
-    <div class={compact ? 'progress compact' : 'progress'} role="progressbar" aria-label={label} aria-valuemin={0} aria-valuemax={total} aria-valuenow={done} data-testid="progress">
+    <div
+      class={compact ? 'progress compact' : 'progress'}
+      role="progressbar"
+      aria-label={label}
+      aria-valuemin={0}
+      aria-valuemax={total}
+      aria-valuenow={done}
+      data-testid="progress"
+    >
       <div class="progress-fill" style={{ width: `${percent}%` }} />
       <span class="progress-text">{percent}%</span>
     </div>

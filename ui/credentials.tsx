@@ -19,7 +19,9 @@ export function CredentialsPanel({ onClose }: { onClose: () => void }) {
   return (
     <form class="credentials" onSubmit={save} data-testid="credentials-panel">
       <p class="small">
-        {existing ? `Using ${existing.kind === 'api-key' ? 'an API key' : 'a bearer token'} (${existing.remember ? 'kept in this tab until it closes' : 'kept in memory until reload'}).` : 'No credentials: requests go without any.'}
+        {existing
+          ? `Using ${existing.kind === 'api-key' ? 'an API key' : 'a bearer token'} (${existing.remember ? 'kept in this tab until it closes' : 'kept in memory until reload'}).`
+          : 'No credentials: requests go without any.'}
       </p>
       <fieldset>
         <label>

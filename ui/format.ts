@@ -34,7 +34,10 @@ export function formatBytes(n: number): string {
 /** A time in ISO form (UTC, to the second): unambiguous whatever the reader's locale. */
 export function formatTime(millis: number | undefined): string {
   if (millis === undefined) return '—';
-  return new Date(millis).toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, 'Z');
+  return new Date(millis)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d{3}Z$/, 'Z');
 }
 
 /**

@@ -1,4 +1,4 @@
-import { type Data, type Table, tableFromIPC, TimeUnit, type Timestamp, type Vector } from 'apache-arrow';
+import { type Data, type Table, type Timestamp, TimeUnit, tableFromIPC, type Vector } from 'apache-arrow';
 
 // Rows of Geneva's job table (`__system$geneva_jobs`) out of QueryTable's Arrow IPC file. This
 // module, and apache-arrow with it, is loaded only when the jobs list is shown (a chunk of its own,

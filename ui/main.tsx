@@ -74,7 +74,14 @@ function App() {
             if (search.trim() !== '') navigate({ page: 'search', query: search.trim() });
           }}
         >
-          <input type="search" name="q" aria-label="find a table by name" placeholder="Find a table by name…" value={search} onInput={(e) => setSearch((e.target as HTMLInputElement).value)} />
+          <input
+            type="search"
+            name="q"
+            aria-label="find a table by name"
+            placeholder="Find a table by name…"
+            value={search}
+            onInput={(e) => setSearch((e.target as HTMLInputElement).value)}
+          />
         </form>
         <a href={href({ page: 'transactions' })}>Transactions &amp; jobs</a>
         <span class="read-only muted small" title="The console only reads: it calls no operation that changes anything.">

@@ -36,7 +36,11 @@ function TreeNode({ id, current, initiallyOpen = false }: { id: string[]; curren
 }
 
 function TreeChildren({ id, current }: { id: string[]; current: readonly string[] | null }) {
-  const [pages, setPages] = useState<{ names: string[]; next: string | undefined; loading: boolean; error?: unknown }>({ names: [], next: undefined, loading: true });
+  const [pages, setPages] = useState<{ names: string[]; next: string | undefined; loading: boolean; error?: unknown }>({
+    names: [],
+    next: undefined,
+    loading: true,
+  });
   const load = async (token: string | undefined) => {
     setPages((p) => ({ ...p, loading: true, error: undefined }));
     try {

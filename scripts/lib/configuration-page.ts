@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { type JsonSchema, sectionJsonSchema, snakeCase } from '../../src/config/file.js';
 import { defaultOf, flagText } from '../../src/config/help.js';
-import { CONFIG_FILE_OPTION, type Option, OPTION_GROUPS } from '../../src/config/options.js';
+import { CONFIG_FILE_OPTION, OPTION_GROUPS, type Option } from '../../src/config/options.js';
 import { FILE_SECTIONS } from '../../src/config/sections.js';
 
 // docs/configuration.md and the README's table of the options changed first, made from the option
@@ -80,7 +80,9 @@ function valueText(s: JsonSchema): string {
     }
     case 'object':
       if (s.properties) return 'mapping (its keys below)';
-      return typeof s.additionalProperties === 'object' && s.additionalProperties.type !== undefined ? `names, each with a ${valueText(s.additionalProperties)}` : 'mapping';
+      return typeof s.additionalProperties === 'object' && s.additionalProperties.type !== undefined
+        ? `names, each with a ${valueText(s.additionalProperties)}`
+        : 'mapping';
     default:
       return 'any';
   }
@@ -113,7 +115,13 @@ function sectionRows(s: JsonSchema, path: string): string[][] {
         const required = object.required?.includes(name) === true && field.defaultText === undefined;
         const given = field.default;
         const fallback =
-          typeof field.defaultText === 'string' ? field.defaultText : given !== undefined ? code(typeof given === 'string' ? given : JSON.stringify(given)) : required ? 'required' : 'none';
+          typeof field.defaultText === 'string'
+            ? field.defaultText
+            : given !== undefined
+              ? code(typeof given === 'string' ? given : JSON.stringify(given))
+              : required
+                ? 'required'
+                : 'none';
         rows.push([code(key), valueText(field), fallback, sentence(field.description ?? '')]);
         children(field, key);
       }
@@ -131,12 +139,18 @@ function sectionText(name: string, schema: z.ZodType): string {
   return [`### ${code(key)}`, '', json.description ?? '', '', table(['key', 'value', 'default', 'meaning'], sectionRows(json, key))].join('\n');
 }
 
-const anchor = (title: string): string => title.toLowerCase().replace(/[^a-z0-9 -]/g, '').replace(/ /g, '-');
+const anchor = (title: string): string =>
+  title
+    .toLowerCase()
+    .replace(/[^a-z0-9 -]/g, '')
+    .replace(/ /g, '-');
 
 /** docs/configuration.md. */
 export function configurationPage(): string {
   const groups = OPTION_GROUPS.map((g) =>
-    [`## ${g.title}`, '', g.intro, '', table(['flag', 'environment', 'file key', 'value', 'default', 'meaning'], Object.values(g.options).map(optionRow))].join('\n'),
+    [`## ${g.title}`, '', g.intro, '', table(['flag', 'environment', 'file key', 'value', 'default', 'meaning'], Object.values(g.options).map(optionRow))].join(
+      '\n',
+    ),
   );
   const sections = Object.entries(FILE_SECTIONS).map(([name, schema]) => sectionText(name, schema));
   return `# Configuration
@@ -177,7 +191,13 @@ export function readmeOptions(): string {
     if (o === undefined) throw new Error(`no option --${flag}`);
     return [code(flagText(o)), o.env.map(code).join(', '), code(o.file), defaultCell(o), o.help];
   });
-  rows.push([code(flagText(CONFIG_FILE_OPTION)), CONFIG_FILE_OPTION.env.map(code).join(', '), '—', 'none', `${CONFIG_FILE_OPTION.help}, which also configures authentication`]);
+  rows.push([
+    code(flagText(CONFIG_FILE_OPTION)),
+    CONFIG_FILE_OPTION.env.map(code).join(', '),
+    '—',
+    'none',
+    `${CONFIG_FILE_OPTION.help}, which also configures authentication`,
+  ]);
   return [README_BEGIN, table(['flag', 'environment', 'file key', 'default', 'meaning'], rows), README_END].join('\n');
 }
 

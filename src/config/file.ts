@@ -54,7 +54,10 @@ export function readConfigFile(file: string | undefined): ConfigFile {
   /** Refuses the keys of `value` that are not `known`, naming where they are. */
   const refuseUnknown = (where: string, value: object, known: readonly string[]): void => {
     const unknown = Object.keys(value).filter((k) => !known.includes(k));
-    if (unknown.length > 0) throw new Error(`unknown keys ${where ? `under ${where} ` : ''}in the configuration file ${file ?? ''}: ${unknown.join(', ')} (known: ${known.join(', ')})`);
+    if (unknown.length > 0)
+      throw new Error(
+        `unknown keys ${where ? `under ${where} ` : ''}in the configuration file ${file ?? ''}: ${unknown.join(', ')} (known: ${known.join(', ')})`,
+      );
   };
   /**
    * `value` as the Config spells it: the keys of every object `schema` gives properties for turned

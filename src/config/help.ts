@@ -1,6 +1,6 @@
-import { CONFIG_FILE_OPTION, type Option, OPTION_GROUPS } from './options.js';
-import { FILE_SECTIONS } from './sections.js';
 import { snakeCase } from './file.js';
+import { CONFIG_FILE_OPTION, OPTION_GROUPS, type Option } from './options.js';
+import { FILE_SECTIONS } from './sections.js';
 
 // `--help`, made from the option table.
 

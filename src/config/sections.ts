@@ -38,7 +38,7 @@ const Authentication = z
       })
       .refine((j) => (j.jwksUrl === undefined) !== (j.keys === undefined), 'give one of jwks_url and keys')
       .optional()
-      .describe('bearer JWTs in the `authorization` header, verified against the issuer\'s keys'),
+      .describe("bearer JWTs in the `authorization` header, verified against the issuer's keys"),
     oauth2: z
       .object({
         signingSecret: z.string().min(32, 'at least 32 characters').describe('HMAC key of the tokens it issues; the same on every replica'),
@@ -73,7 +73,9 @@ const Grant = z.object({
 const Authorization = z
   .object({
     roles: z.record(z.string().min(1), z.array(Grant)).describe('each role by name, with the privileges it grants'),
-    principals: z.record(z.string().min(1), z.array(z.string().min(1))).describe('each principal (API key principal, JWT claim, OAuth2 client) with the roles it holds'),
+    principals: z
+      .record(z.string().min(1), z.array(z.string().min(1)))
+      .describe('each principal (API key principal, JWT claim, OAuth2 client) with the roles it holds'),
   })
   .refine((a) => Object.values(a.principals).every((roles) => roles.every((r) => r in a.roles)), 'every role a principal holds must be defined under roles')
   .optional()
@@ -97,7 +99,13 @@ const RateLimit = defaulting(
 const CredentialVending = z
   .object({
     roleArn: z.string().min(1).describe("the role to assume; the service's own credentials must be allowed to"),
-    durationSeconds: z.coerce.number().int().min(900).max(43_200).default(3600).describe("lifetime of vended credentials (STS allows 900 to 43200, capped by the role's maximum)"),
+    durationSeconds: z.coerce
+      .number()
+      .int()
+      .min(900)
+      .max(43_200)
+      .default(3600)
+      .describe("lifetime of vended credentials (STS allows 900 to 43200, capped by the role's maximum)"),
     refreshBeforeSeconds: z.coerce.number().int().min(0).default(300).describe('cached credentials are handed out until this long before they expire'),
     stsEndpoint: z
       .url()

@@ -6,7 +6,10 @@ const require = createRequire(import.meta.url);
 export const arrow = require('apache-arrow') as typeof import('apache-arrow');
 
 /** `fields` with `extra` metadata (by field name) added to each named field's own. */
-export function withFieldMetadata(fields: ReadonlyArray<import('apache-arrow').Field>, extra: Readonly<Record<string, Record<string, string>>>): Array<import('apache-arrow').Field> {
+export function withFieldMetadata(
+  fields: ReadonlyArray<import('apache-arrow').Field>,
+  extra: Readonly<Record<string, Record<string, string>>>,
+): Array<import('apache-arrow').Field> {
   return fields.map((f) => {
     const more = extra[f.name];
     return more ? new arrow.Field(f.name, f.type, f.nullable, new Map([...f.metadata, ...Object.entries(more)])) : f;

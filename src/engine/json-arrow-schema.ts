@@ -1,6 +1,10 @@
 import type * as Arrow from 'apache-arrow';
 import type { z } from 'zod';
-import type { JsonArrowDataType as JsonArrowDataTypeModel, JsonArrowField as JsonArrowFieldModel, JsonArrowSchema as JsonArrowSchemaModel } from '../model/tables.js';
+import type {
+  JsonArrowDataType as JsonArrowDataTypeModel,
+  JsonArrowField as JsonArrowFieldModel,
+  JsonArrowSchema as JsonArrowSchemaModel,
+} from '../model/tables.js';
 import { arrow } from './arrow.js';
 
 // Arrow schema → the spec's JSON Arrow form (JsonArrowSchema / JsonArrowField / JsonArrowDataType),
@@ -134,7 +138,12 @@ function typeName(type: unknown): string {
   return LANCE_NAME_ALIASES[lower] ?? lower;
 }
 
-const TIME_UNITS: Record<string, Arrow.TimeUnit> = { s: arrow.TimeUnit.SECOND, ms: arrow.TimeUnit.MILLISECOND, us: arrow.TimeUnit.MICROSECOND, ns: arrow.TimeUnit.NANOSECOND };
+const TIME_UNITS: Record<string, Arrow.TimeUnit> = {
+  s: arrow.TimeUnit.SECOND,
+  ms: arrow.TimeUnit.MILLISECOND,
+  us: arrow.TimeUnit.MICROSECOND,
+  ns: arrow.TimeUnit.NANOSECOND,
+};
 
 /** Lance's `timestamp:<unit>:<zone or ->` (the JSON `timestamp` carries neither), or null for any other name. */
 function lanceTimestamp(input: unknown): Arrow.DataType | null {
@@ -172,7 +181,9 @@ function childField(value: unknown, where: string): Arrow.Field {
 function children(type: JsonArrowDataTypeInput, name: string, exactly?: number): Arrow.Field[] {
   const fields: unknown = type.fields;
   if (!Array.isArray(fields) || (exactly !== undefined && fields.length !== exactly)) {
-    throw new UnsupportedJsonTypeError(`data type ${name} needs "fields" with ${exactly === undefined ? 'its child fields' : `exactly ${exactly} child field`}`);
+    throw new UnsupportedJsonTypeError(
+      `data type ${name} needs "fields" with ${exactly === undefined ? 'its child fields' : `exactly ${exactly} child field`}`,
+    );
   }
   return fields.map((f: unknown) => childField(f, name));
 }
@@ -257,6 +268,12 @@ export function jsonTypeToLanceCast(type: JsonArrowDataTypeInput): string | Arro
 }
 
 /** A JSON Arrow schema as an apache-arrow Schema (types as jsonTypeToArrow reads them; fields nullable unless said otherwise). */
-export function jsonSchemaToArrow(schema: { fields: ReadonlyArray<{ name: string; type: unknown; nullable?: boolean | undefined; metadata?: Record<string, string> | undefined }> }): Arrow.Schema {
-  return new arrow.Schema(schema.fields.map((f) => new arrow.Field(f.name, jsonTypeToArrow(f.type), f.nullable ?? true, f.metadata ? new Map(Object.entries(f.metadata)) : undefined)));
+export function jsonSchemaToArrow(schema: {
+  fields: ReadonlyArray<{ name: string; type: unknown; nullable?: boolean | undefined; metadata?: Record<string, string> | undefined }>;
+}): Arrow.Schema {
+  return new arrow.Schema(
+    schema.fields.map(
+      (f) => new arrow.Field(f.name, jsonTypeToArrow(f.type), f.nullable ?? true, f.metadata ? new Map(Object.entries(f.metadata)) : undefined),
+    ),
+  );
 }

@@ -1,3 +1,4 @@
+import type { DatasetLocation } from './dataset-location.js';
 import type { JsonArrowSchema } from './json-arrow-schema.js';
 import type { ColumnOps } from './ports/columns.js';
 import type { IndexOps } from './ports/indices.js';
@@ -6,9 +7,15 @@ import type { RowOps } from './ports/rows.js';
 import type { TagOps } from './ports/tags.js';
 import type { UdfOps } from './ports/udfs.js';
 import type { ViewOps } from './ports/views.js';
-import type { DatasetLocation } from './dataset-location.js';
 
-export { type CommitCoordinator, type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind, type LatestCommitted } from './dataset-location.js';
+export {
+  type CommitCoordinator,
+  type CoordinatedVersion,
+  type DatasetLocation,
+  EngineError,
+  type EngineErrorKind,
+  type LatestCommitted,
+} from './dataset-location.js';
 
 // The Lance engine port: data operations on Lance datasets, addressed by location. The service
 // never sees SDK types; the adapter (engine/lancedb/) is the only code that imports
@@ -40,7 +47,10 @@ export interface LanceEngine {
    * each named top-level field; and that schema in the JSON form. EngineError('invalid_input')
    * when the bytes are not a schema message, or name a type the engine does not take.
    */
-  schemaStream(schemaMessage: Buffer, metadata?: { schema?: Record<string, string>; fields?: Record<string, Record<string, string>> }): { stream: Buffer; schema: JsonArrowSchema };
+  schemaStream(
+    schemaMessage: Buffer,
+    metadata?: { schema?: Record<string, string>; fields?: Record<string, Record<string, string>> },
+  ): { stream: Buffer; schema: JsonArrowSchema };
   readonly rows: RowOps;
   readonly columns: ColumnOps;
   readonly indices: IndexOps;

@@ -43,11 +43,20 @@ export function authenticator(options: AuthenticationOptions | undefined): Authe
   if (!options) return () => ANONYMOUS;
   const byHash = new Map((options.apiKeys ?? []).map((k) => [k.sha256, Object.freeze({ id: k.principal })]));
   const jwt = options.jwt;
-  const keySet: JWTVerifyGetKey | undefined = jwt ? (jwt.jwksUrl ? createRemoteJWKSet(new URL(jwt.jwksUrl)) : createLocalJWKSet({ keys: jwt.keys ?? [] })) : undefined;
+  const keySet: JWTVerifyGetKey | undefined = jwt
+    ? jwt.jwksUrl
+      ? createRemoteJWKSet(new URL(jwt.jwksUrl))
+      : createLocalJWKSet({ keys: jwt.keys ?? [] })
+    : undefined;
   const oauth2 = options.oauth2;
   const bearers = jwt !== undefined || oauth2 !== undefined;
-  const challenges = [...(bearers ? ['Bearer realm="lance-namespace"'] : []), ...(byHash.size > 0 ? ['ApiKey realm="lance-namespace", header="x-api-key"'] : [])].join(', ');
-  const ways = [...(bearers ? ['a bearer token in the authorization header'] : []), ...(byHash.size > 0 ? ['an API key in the x-api-key header'] : [])].join(' or ');
+  const challenges = [
+    ...(bearers ? ['Bearer realm="lance-namespace"'] : []),
+    ...(byHash.size > 0 ? ['ApiKey realm="lance-namespace", header="x-api-key"'] : []),
+  ].join(', ');
+  const ways = [...(bearers ? ['a bearer token in the authorization header'] : []), ...(byHash.size > 0 ? ['an API key in the x-api-key header'] : [])].join(
+    ' or ',
+  );
   const unauthenticated = (reply: FastifyReply, message: string): NamespaceError => {
     reply.header('www-authenticate', challenges);
     return new NamespaceError(ErrorCode.Unauthenticated, message);
@@ -61,11 +70,13 @@ export function authenticator(options: AuthenticationOptions | undefined): Authe
         // A token this service issued goes to its own key; any other to the configured issuer's.
         if (oauth2 && issuerOf(bearer) === BUILTIN_ISSUER) return verifyIssuedToken(bearer, oauth2, jwt?.clockSkewSeconds ?? DEFAULT_CLOCK_SKEW_S);
         if (!jwt || !keySet) return Promise.reject(Object.assign(new Error('not issued here'), { code: 'ERR_JWT_CLAIM_VALIDATION_FAILED' }));
-        return jwtVerify(bearer, keySet, { issuer: jwt.issuer, audience: jwt.audience, clockTolerance: jwt.clockSkewSeconds, requiredClaims: ['exp'] }).then(({ payload }) => {
-          const id = payload[jwt.principalClaim];
-          if (typeof id !== 'string' || id === '') throw unauthenticated(reply, `the token has no ${jwt.principalClaim} claim to name its principal`);
-          return id;
-        });
+        return jwtVerify(bearer, keySet, { issuer: jwt.issuer, audience: jwt.audience, clockTolerance: jwt.clockSkewSeconds, requiredClaims: ['exp'] }).then(
+          ({ payload }) => {
+            const id = payload[jwt.principalClaim];
+            if (typeof id !== 'string' || id === '') throw unauthenticated(reply, `the token has no ${jwt.principalClaim} claim to name its principal`);
+            return id;
+          },
+        );
       };
       return verified().then(
         (id) => Object.freeze({ id }),

@@ -62,7 +62,10 @@ export function readBody(request: FastifyRequest, payload: IncomingMessage, done
         else done(new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH());
         return;
       }
-      joinYielding(chunks, received).then((body) => done(null, body), (e: Error) => done(e));
+      joinYielding(chunks, received).then(
+        (body) => done(null, body),
+        (e: Error) => done(e),
+      );
     },
   };
   payload.on('data', on.data);

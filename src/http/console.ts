@@ -69,7 +69,10 @@ export function useConsole(app: FastifyInstance, options: ConsoleOptions): void 
       return reply.code(status).type('application/json').send(body);
     }
     // The page is tiny and names the current bundle: always revalidated, so a new build shows at once.
-    return securityHeaders(reply).header('cache-control', 'no-cache').type(TYPES['.html'] as string).send(built.index);
+    return securityHeaders(reply)
+      .header('cache-control', 'no-cache')
+      .type(TYPES['.html'] as string)
+      .send(built.index);
   });
   app.get<{ Params: { file: string } }>('/ui/assets/:file', async (request, reply) => {
     const file = built?.assets.get(request.params.file);

@@ -146,7 +146,9 @@ export function messageScrubber(rootForms: readonly string[]): (message: string)
   return (message) => {
     const out = message.replace(RUST_SOURCE, '');
     // A root named on its own is '.'; before a '/' it goes with the '/'.
-    return root ? out.replace(root, (_match, named: string | undefined, slash: string | undefined) => (named !== undefined && slash === undefined ? '.' : '')) : out;
+    return root
+      ? out.replace(root, (_match, named: string | undefined, slash: string | undefined) => (named !== undefined && slash === undefined ? '.' : ''))
+      : out;
   };
 }
 

@@ -40,7 +40,8 @@ export function checkMapLimits(value: unknown, limits: RequestLimits, where = ''
   }
   for (const [field, inner] of Object.entries(value)) {
     const path = where === '' ? field : `${where}.${field}`;
-    if (MAP_FIELDS.has(field) && typeof inner === 'object' && inner !== null && !Array.isArray(inner)) checkMapSize(inner as Record<string, unknown>, limits, path);
+    if (MAP_FIELDS.has(field) && typeof inner === 'object' && inner !== null && !Array.isArray(inner))
+      checkMapSize(inner as Record<string, unknown>, limits, path);
     else checkMapLimits(inner, limits, path, depth + 1);
   }
 }

@@ -43,7 +43,8 @@ export function useTokenEndpoint(app: FastifyInstance, options: OAuth2Options): 
       if (status === 401) reply.header('www-authenticate', 'Basic realm="lance-namespace"');
       return reply.code(status).header('cache-control', 'no-store').type('application/json').send({ error, error_description: description });
     };
-    if (mediaTypeOf(request.headers['content-type']) !== 'application/x-www-form-urlencoded') return fail(400, 'invalid_request', 'send the token request as application/x-www-form-urlencoded');
+    if (mediaTypeOf(request.headers['content-type']) !== 'application/x-www-form-urlencoded')
+      return fail(400, 'invalid_request', 'send the token request as application/x-www-form-urlencoded');
     const form = new URLSearchParams(Buffer.isBuffer(request.body) ? request.body.toString('utf8') : '');
     if (form.get('grant_type') !== 'client_credentials') return fail(400, 'unsupported_grant_type', 'only grant_type=client_credentials is supported');
     let clientId = form.get('client_id');

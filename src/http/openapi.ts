@@ -65,9 +65,7 @@ export function buildOpenApi(routes: readonly RouteSpec[], info: { title: string
         ];
         const errorResponse = { description: 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } };
         const responses: Record<string, unknown> =
-          route.response === 'unsupported'
-            ? { '406': { ...errorResponse, description: 'Not supported by this service (code 0); the message says why' } }
-            : {};
+          route.response === 'unsupported' ? { '406': { ...errorResponse, description: 'Not supported by this service (code 0); the message says why' } } : {};
         const success: JsonSchema =
           route.response === 'empty' || route.response === 'unsupported'
             ? { description: 'Success, no content' }

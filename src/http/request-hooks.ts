@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Metrics } from '../metrics/metrics.js';
 import { invalidInput } from '../model/errors.js';
 import { requireMainBranch } from '../service/catalog/catalog.js';
 import { ANONYMOUS, type Principal, type RequestContext, type VendRecord } from '../service/context/request-context.js';
-import type { Metrics } from '../metrics/metrics.js';
-import type { Authorizer } from './authorization.js';
-import type { RateLimiter } from './rate-limit.js';
 import { type Authenticate, authenticator } from './authentication.js';
+import type { Authorizer } from './authorization.js';
 import { checkListLimit, checkMapLimits, type RequestLimits } from './limits.js';
+import type { RateLimiter } from './rate-limit.js';
 import { parsePathId, type RouteConfig } from './route.js';
 
 // What every route's request goes through besides its handler, in Fastify's hook order:

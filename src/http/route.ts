@@ -247,7 +247,12 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
 export function routeMethods(routes: readonly RouteSpec[]): (path: string) => HttpMethod[] {
   const patterns = routes.flatMap((route) =>
     route.paths.map((p) => ({
-      regex: new RegExp(`^${p.split(/\{[^}]+\}/).map(escapeRegExp).join('[^/]+')}/?$`),
+      regex: new RegExp(
+        `^${p
+          .split(/\{[^}]+\}/)
+          .map(escapeRegExp)
+          .join('[^/]+')}/?$`,
+      ),
       methods: route.methods,
     })),
   );

@@ -1,45 +1,45 @@
-import { type AuthenticationOptions, authenticator } from './authentication.js';
-import { type AuthorizationOptions, Authorizer } from './authorization.js';
-import { useTokenEndpoint } from './oauth-token.js';
-import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
-import { type BrowserGuardOptions, checkBodyType, useBrowserGuard } from './browser-guard.js';
-import { type ConsoleOptions, useConsole } from './console.js';
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
-import type { HealthService } from '../service/health/health-service.js';
+import type { ScrapedMetrics } from '../metrics/metrics.js';
 import type { NamespaceService } from '../service/catalog/namespace-service.js';
-import type { TableService } from '../service/tables/table-service.js';
 import type { ColumnService } from '../service/data/columns.js';
 import type { IndexService } from '../service/data/indices.js';
 import type { QueryService } from '../service/data/queries.js';
 import type { RowService } from '../service/data/rows.js';
 import type { TagService } from '../service/data/tags.js';
+import type { HealthService } from '../service/health/health-service.js';
+import type { JobService } from '../service/jobs/job-service.js';
+import type { TableService } from '../service/tables/table-service.js';
 import type { TransactionService } from '../service/transactions/transaction-service.js';
 import type { TableVersionService } from '../service/versions/table-version-service.js';
-import type { JobService } from '../service/jobs/job-service.js';
 import type { MaterializedViewService } from '../service/views/view-service.js';
+import { type AuthenticationOptions, authenticator } from './authentication.js';
+import { type AuthorizationOptions, Authorizer } from './authorization.js';
 import { readBody, readJsonBody } from './body.js';
+import { type BrowserGuardOptions, checkBodyType, useBrowserGuard } from './browser-guard.js';
+import { type ConsoleOptions, useConsole } from './console.js';
 import { messageScrubber, toWireError, wireError } from './errors.js';
 import { LargeBodySlots, type RequestLimits } from './limits.js';
+import { useTokenEndpoint } from './oauth-token.js';
 import { buildOpenApi } from './openapi.js';
+import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 import { useRequestHooks } from './request-hooks.js';
-import { prefixedRoutes, routeMethods, type RouteGroup, type RouteGroupOptions } from './route.js';
-import { useZodCompilers } from './zod-compilers.js';
-import { healthRoutes } from './routes/health.js';
-import { namespaceRoutes } from './routes/namespaces.js';
-import { tableRoutes } from './routes/tables.js';
-import { unsupportedRoutes } from './routes/unsupported.js';
-import { transactionRoutes } from './routes/transactions.js';
-import { versionRoutes } from './routes/versions.js';
+import { prefixedRoutes, type RouteGroup, type RouteGroupOptions, routeMethods } from './route.js';
 import { columnRoutes } from './routes/columns.js';
+import { healthRoutes } from './routes/health.js';
 import { indexRoutes } from './routes/indices.js';
+import { jobRoutes } from './routes/jobs.js';
+import { namespaceRoutes } from './routes/namespaces.js';
 import { queryRoutes } from './routes/queries.js';
 import { rowRoutes } from './routes/rows.js';
+import { tableRoutes } from './routes/tables.js';
 import { tagRoutes } from './routes/tags.js';
-import { jobRoutes } from './routes/jobs.js';
+import { transactionRoutes } from './routes/transactions.js';
+import { unsupportedRoutes } from './routes/unsupported.js';
+import { versionRoutes } from './routes/versions.js';
 import { viewRoutes } from './routes/views.js';
-import type { ScrapedMetrics } from '../metrics/metrics.js';
+import { useZodCompilers } from './zod-compilers.js';
 
 export interface Services {
   namespaces: NamespaceService;
@@ -102,7 +102,7 @@ function rawPath(packet: unknown): string {
   if (!Buffer.isBuffer(packet)) return '/';
   const line = packet.subarray(0, 2048).toString('latin1').split('\r\n', 1)[0] ?? '';
   const path = line.split(' ')[1] ?? '/';
-  return path.length > 256 || !path.startsWith('/') ? '/' : path.split('?')[0] ?? '/';
+  return path.length > 256 || !path.startsWith('/') ? '/' : (path.split('?')[0] ?? '/');
 }
 
 export function routeGroups(services: Services): RouteGroup[] {
@@ -238,7 +238,11 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
     const wire = toWireError(error, path, scrub);
     if (wire.internal) request.log.error({ err: error }, 'request failed');
     // A rejection with a cause (an engine or store failure behind it) logs that cause in full, paths and all.
-    else request.log.info({ code: wire.body.code, error: wire.body.error, ...(error instanceof Error && error.cause !== undefined ? { err: error } : {}) }, 'request rejected');
+    else
+      request.log.info(
+        { code: wire.body.code, error: wire.body.error, ...(error instanceof Error && error.cause !== undefined ? { err: error } : {}) },
+        'request rejected',
+      );
     return reply.code(wire.status).type('application/json').send(wire.body);
   });
 

@@ -132,7 +132,8 @@ function compileKind(schema: z.ZodType, seen: Map<z.ZodType, Writer>): Writer {
   }
   if (schema instanceof z.ZodLiteral) {
     const values = schema.values as Set<unknown>;
-    const jsonable = (value: unknown) => value === null || typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
+    const jsonable = (value: unknown) =>
+      value === null || typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
     return (value) => (values.has(value) && jsonable(value) ? JSON.stringify(value) : NO_FAST_PATH);
   }
   return byZod(schema);

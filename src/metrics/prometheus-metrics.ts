@@ -22,7 +22,9 @@ function processMetrics(): Registry {
 
 /** Observations noted before they are handed to prom-client (see note). */
 const PENDING_MAX = 256;
-type Noted = { kind: 'http'; operation: string; status: number; seconds: number } | { kind: 'store'; operation: string; outcome: StoreOutcome; seconds: number };
+type Noted =
+  | { kind: 'http'; operation: string; status: number; seconds: number }
+  | { kind: 'store'; operation: string; outcome: StoreOutcome; seconds: number };
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -48,8 +50,19 @@ export class PrometheusMetrics implements ScrapedMetrics {
       buckets: LATENCY_BUCKETS,
       registers,
     });
-    this.httpRequests = new Counter({ name: 'lance_ns_http_requests_total', help: 'Answered requests by operation and HTTP status', labelNames: ['operation', 'status'], registers });
-    this.storeDuration = new Histogram({ name: 'lance_ns_store_request_duration_seconds', help: 'Object store calls by operation', labelNames: ['operation'], buckets: LATENCY_BUCKETS, registers });
+    this.httpRequests = new Counter({
+      name: 'lance_ns_http_requests_total',
+      help: 'Answered requests by operation and HTTP status',
+      labelNames: ['operation', 'status'],
+      registers,
+    });
+    this.storeDuration = new Histogram({
+      name: 'lance_ns_store_request_duration_seconds',
+      help: 'Object store calls by operation',
+      labelNames: ['operation'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
     this.storeCalls = new Counter({
       name: 'lance_ns_store_requests_total',
       help: 'Object store calls by operation and outcome (ok, not_found, precondition_failed, withdrawn, error)',
@@ -69,10 +82,27 @@ export class PrometheusMetrics implements ScrapedMetrics {
       labelNames: ['writer'],
       registers,
     });
-    this.vends = new Counter({ name: 'lance_ns_credential_vends_total', help: 'Credential vends by access and outcome (vended, cached, none, failed)', labelNames: ['access', 'outcome'], registers });
-    this.jobsFinished = new Counter({ name: 'lance_ns_jobs_finished_total', help: 'Backfill jobs this replica finished, by status', labelNames: ['status'], registers });
+    this.vends = new Counter({
+      name: 'lance_ns_credential_vends_total',
+      help: 'Credential vends by access and outcome (vended, cached, none, failed)',
+      labelNames: ['access', 'outcome'],
+      registers,
+    });
+    this.jobsFinished = new Counter({
+      name: 'lance_ns_jobs_finished_total',
+      help: 'Backfill jobs this replica finished, by status',
+      labelNames: ['status'],
+      registers,
+    });
     const figures = () => this.figures;
-    new Gauge({ name: 'lance_ns_jobs_running', help: 'Backfill jobs this replica is working on', registers, collect() { this.set(figures().jobsRunning?.() ?? 0); } });
+    new Gauge({
+      name: 'lance_ns_jobs_running',
+      help: 'Backfill jobs this replica is working on',
+      registers,
+      collect() {
+        this.set(figures().jobsRunning?.() ?? 0);
+      },
+    });
     const cache = (name: string, help: string, pick: (s: HandleCacheFigures) => number) =>
       new Gauge({
         name,

@@ -103,7 +103,7 @@ export const AlterVirtualColumnEntry = z
     description:
       'Binds or rebinds an existing top-level column to a SQL expression over other columns when `udf_backend` is "sql" ' +
       '(case-insensitive): `udf` holds the SQL expression (plain text, not base64), `input_columns` optionally names its inputs ' +
-      '(each must exist) and `field_metadata` is merged into the column\'s metadata; image, udf_name, udf_version, manifest and ' +
+      "(each must exist) and `field_metadata` is merged into the column's metadata; image, udf_name, udf_version, manifest and " +
       'manifest_checksum are ignored. The binding is kept in the field metadata: virtual_column="true", ' +
       'virtual_column.udf_backend="sql", virtual_column.expression=<sql>, virtual_column.inputs=<JSON array>, and the column is then ' +
       'filled by backfill_column. Such an alteration changes nothing else (no rename, nullable or data_type in the same entry, ' +
@@ -242,12 +242,10 @@ export const AddColumnsEntry = z
   .meta({ id: 'AddColumnsEntry', description: 'Exactly one of expression, computed or virtual_column.' });
 export type AddColumnsEntry = z.infer<typeof AddColumnsEntry>;
 
-export const AlterTableAddColumnsRequest = z
-  .object({ ...RequestBase, branch: Branch, new_columns: z.array(AddColumnsEntry) })
-  .meta({
-    id: 'AlterTableAddColumnsRequest',
-    description: 'One commit: the entries are either all expression columns or all computed columns.',
-  });
+export const AlterTableAddColumnsRequest = z.object({ ...RequestBase, branch: Branch, new_columns: z.array(AddColumnsEntry) }).meta({
+  id: 'AlterTableAddColumnsRequest',
+  description: 'One commit: the entries are either all expression columns or all computed columns.',
+});
 export type AlterTableAddColumnsRequest = z.infer<typeof AlterTableAddColumnsRequest>;
 
 export const AlterTableAddColumnsResponse = z.object({ version: Version }).meta({ id: 'AlterTableAddColumnsResponse' });
@@ -301,9 +299,7 @@ export const FragmentSummary = z
   .object({ min: Count, max: Count, mean: Count, p25: Count, p50: Count, p75: Count, p99: Count })
   .meta({ id: 'FragmentSummary', description: 'Rows per fragment.' });
 
-export const FragmentStats = z
-  .object({ num_fragments: Count, num_small_fragments: Count, lengths: FragmentSummary })
-  .meta({ id: 'FragmentStats' });
+export const FragmentStats = z.object({ num_fragments: Count, num_small_fragments: Count, lengths: FragmentSummary }).meta({ id: 'FragmentStats' });
 
 export const GetTableStatsResponse = z
   .object({

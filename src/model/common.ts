@@ -15,7 +15,12 @@ export const Context = z
 export const Properties = z.record(z.string(), z.string()).meta({ id: 'Properties' });
 
 /** A field a client (Geneva) sends that the service accepts and does not use. */
-export const Ignored = (description: string) => z.string().nullable().optional().meta({ description: `${description} Accepted and ignored.` });
+export const Ignored = (description: string) =>
+  z
+    .string()
+    .nullable()
+    .optional()
+    .meta({ description: `${description} Accepted and ignored.` });
 
 export const PageToken = z.string().nullable().meta({ id: 'PageToken', description: 'Opaque token; null, missing or empty means the end.' });
 
@@ -51,16 +56,14 @@ export function caseInsensitiveEnum<const T extends readonly [string, ...string[
 }
 
 /** Query-string boolean: `true`/`false` (any case), `1`/`0`. */
-export const QueryBoolean = z
-  .union([z.boolean(), z.string()])
-  .transform((v, ctx) => {
-    if (typeof v === 'boolean') return v;
-    const s = v.toLowerCase();
-    if (s === 'true' || s === '1') return true;
-    if (s === 'false' || s === '0' || s === '') return false;
-    ctx.addIssue({ code: 'custom', message: `must be true or false, got ${JSON.stringify(v)}` });
-    return z.NEVER;
-  });
+export const QueryBoolean = z.union([z.boolean(), z.string()]).transform((v, ctx) => {
+  if (typeof v === 'boolean') return v;
+  const s = v.toLowerCase();
+  if (s === 'true' || s === '1') return true;
+  if (s === 'false' || s === '0' || s === '') return false;
+  ctx.addIssue({ code: 'custom', message: `must be true or false, got ${JSON.stringify(v)}` });
+  return z.NEVER;
+});
 
 /** Query-string integer >= 0. */
 export const QueryLimit = z.union([z.number(), z.string()]).transform((v, ctx) => {

@@ -43,7 +43,10 @@ export const IndexTypeName = z
   .transform((v, ctx): IndexType => {
     const type = INDEX_TYPE_BY_KEY.get(typeKey(v));
     if (type === undefined) {
-      ctx.addIssue({ code: 'custom', message: `unknown index type ${JSON.stringify(v)}; one of ${INDEX_TYPES.join(', ')} (case-insensitive; FTS is also INVERTED)` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `unknown index type ${JSON.stringify(v)}; one of ${INDEX_TYPES.join(', ')} (case-insensitive; FTS is also INVERTED)`,
+      });
       return z.NEVER;
     }
     return type;
@@ -151,9 +154,7 @@ export const IndexContent = z
   .meta({ id: 'IndexContent' });
 export type IndexContent = z.infer<typeof IndexContent>;
 
-export const ListTableIndicesResponse = z
-  .object({ indexes: z.array(IndexContent), page_token: PageToken.optional() })
-  .meta({ id: 'ListTableIndicesResponse' });
+export const ListTableIndicesResponse = z.object({ indexes: z.array(IndexContent), page_token: PageToken.optional() }).meta({ id: 'ListTableIndicesResponse' });
 export type ListTableIndicesResponse = z.infer<typeof ListTableIndicesResponse>;
 
 /** DropTableIndex has no body in REST; one that is sent must agree with the path. */

@@ -9,27 +9,27 @@ const Count = (description: string) => z.number().int().min(1).nullable().option
 export const AlterTableBackfillColumnsRequest = z
   .object({
     ...RequestBase,
-    column: z.string().min(1).meta({ description: 'The column to fill: a top-level column bound to SQL (add_columns `computed` or alter_columns `virtual_column` with udf_backend "sql").' }),
+    column: z.string().min(1).meta({
+      description: 'The column to fill: a top-level column bound to SQL (add_columns `computed` or alter_columns `virtual_column` with udf_backend "sql").',
+    }),
     branch: z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' }),
-    where: z
-      .string()
-      .nullable()
-      .optional()
-      .meta({ description: 'SQL filter: only matching rows are filled (virtual SQL columns; a Lance computed column is always refreshed whole, so a filter on one is a 406).' }),
-    read_version: z
-      .number()
-      .int()
-      .min(0)
-      .nullable()
-      .optional()
-      .meta({ description: 'Version whose rows (matching `where`) the job plans its chunks over; default the latest when the job starts. Values are computed from each row\'s current inputs.' }),
+    where: z.string().nullable().optional().meta({
+      description:
+        'SQL filter: only matching rows are filled (virtual SQL columns; a Lance computed column is always refreshed whole, so a filter on one is a 406).',
+    }),
+    read_version: z.number().int().min(0).nullable().optional().meta({
+      description:
+        "Version whose rows (matching `where`) the job plans its chunks over; default the latest when the job starts. Values are computed from each row's current inputs.",
+    }),
     checkpoint_size: Count('Rows per chunk (checkpoint). Default: task_size, else 10,000; clamped to [min_checkpoint_size, max_checkpoint_size].'),
     min_checkpoint_size: Count('Lower bound of the chunk size.'),
     max_checkpoint_size: Count('Upper bound of the chunk size.'),
     task_size: Count('Rows per chunk when checkpoint_size is not given.'),
-    commit_granularity: Count('Chunks per commit (default 1): that many consecutive chunks are written in one Lance commit, and progress is checkpointed after each commit.'),
+    commit_granularity: Count(
+      'Chunks per commit (default 1): that many consecutive chunks are written in one Lance commit, and progress is checkpointed after each commit.',
+    ),
     num_frags: Count('Only the first num_frags fragments (by fragment id) holding matching rows are filled.'),
-    concurrency: Count('Accepted; chunks run one after another on the replica holding the job\'s lease.'),
+    concurrency: Count("Accepted; chunks run one after another on the replica holding the job's lease."),
     intra_applier_concurrency: Count('Accepted; see concurrency.'),
     batch_checkpoint_flush_interval_seconds: z.number().min(0).nullable().optional().meta({ description: 'Accepted; progress is flushed at every commit.' }),
     cluster: Ignored('Cluster name (Geneva).'),

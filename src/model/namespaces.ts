@@ -22,16 +22,12 @@ export const ListNamespacesRequest = z
   .object({ ...RequestBase, page_token: PageToken.optional(), limit: PageLimit.optional() })
   .meta({ id: 'ListNamespacesRequest' });
 
-export const ListNamespacesResponse = z
-  .object({ namespaces: z.array(z.string()), page_token: PageToken.optional() })
-  .meta({ id: 'ListNamespacesResponse' });
+export const ListNamespacesResponse = z.object({ namespaces: z.array(z.string()), page_token: PageToken.optional() }).meta({ id: 'ListNamespacesResponse' });
 export type ListNamespacesResponse = z.infer<typeof ListNamespacesResponse>;
 
 export const DescribeNamespaceRequest = z.object({ ...RequestBase }).meta({ id: 'DescribeNamespaceRequest' });
 
-export const DescribeNamespaceResponse = z
-  .object({ properties: Properties.nullable() })
-  .meta({ id: 'DescribeNamespaceResponse' });
+export const DescribeNamespaceResponse = z.object({ properties: Properties.nullable() }).meta({ id: 'DescribeNamespaceResponse' });
 export type DescribeNamespaceResponse = z.infer<typeof DescribeNamespaceResponse>;
 
 export const NamespaceExistsRequest = z.object({ ...RequestBase }).meta({ id: 'NamespaceExistsRequest' });

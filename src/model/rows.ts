@@ -33,14 +33,10 @@ export const UpdateTableResponse = z
   .meta({ id: 'UpdateTableResponse' });
 export type UpdateTableResponse = z.infer<typeof UpdateTableResponse>;
 
-export const DeleteFromTableRequest = z
-  .object({ ...RequestBase, branch: Branch, predicate: Predicate })
-  .meta({ id: 'DeleteFromTableRequest' });
+export const DeleteFromTableRequest = z.object({ ...RequestBase, branch: Branch, predicate: Predicate }).meta({ id: 'DeleteFromTableRequest' });
 export type DeleteFromTableRequest = z.infer<typeof DeleteFromTableRequest>;
 
-export const DeleteFromTableResponse = z
-  .object({ transaction_id: z.string().optional(), version: Version })
-  .meta({ id: 'DeleteFromTableResponse' });
+export const DeleteFromTableResponse = z.object({ transaction_id: z.string().optional(), version: Version }).meta({ id: 'DeleteFromTableResponse' });
 export type DeleteFromTableResponse = z.infer<typeof DeleteFromTableResponse>;
 
 export const InsertMode = caseInsensitiveEnum(['Append', 'Overwrite'], 'How the insert behaves (default Append).');

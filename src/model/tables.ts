@@ -15,9 +15,7 @@ export const ListTablesRequest = z
   .meta({ id: 'ListTablesRequest' });
 export type ListTablesRequest = z.infer<typeof ListTablesRequest>;
 
-export const ListTablesResponse = z
-  .object({ tables: z.array(z.string()), page_token: PageToken.optional() })
-  .meta({ id: 'ListTablesResponse' });
+export const ListTablesResponse = z.object({ tables: z.array(z.string()), page_token: PageToken.optional() }).meta({ id: 'ListTablesResponse' });
 export type ListTablesResponse = z.infer<typeof ListTablesResponse>;
 
 export const DeclareTableRequest = z
@@ -63,7 +61,9 @@ const JsonStringMap = z.string().transform((value, ctx): Record<string, string> 
 /** CreateTable carries its fields in the query string; the body is an Arrow IPC stream. */
 export const CreateTableQuery = z.object({
   mode: CreateTableMode.optional(),
-  location: z.string().optional().meta({ description: "Optional: the table's location as the client expects it; anything else than where the service puts the table is a 400, as on DeclareTable." }),
+  location: z.string().optional().meta({
+    description: "Optional: the table's location as the client expects it; anything else than where the service puts the table is a 400, as on DeclareTable.",
+  }),
   properties: JsonStringMap.optional().meta({ description: 'JSON object of string properties.' }),
   storage_options: JsonStringMap.optional().meta({ description: 'JSON object of write-time storage options.' }),
 });
@@ -149,9 +149,7 @@ export const DescribeTableResponse = z
   .meta({ id: 'DescribeTableResponse' });
 export type DescribeTableResponse = z.infer<typeof DescribeTableResponse>;
 
-export const TableExistsRequest = z
-  .object({ ...RequestBase, version: z.number().int().min(0).nullable().optional() })
-  .meta({ id: 'TableExistsRequest' });
+export const TableExistsRequest = z.object({ ...RequestBase, version: z.number().int().min(0).nullable().optional() }).meta({ id: 'TableExistsRequest' });
 
 export const TableIdRequest = z.object({ ...RequestBase }).meta({ id: 'TableIdRequest' });
 

@@ -40,22 +40,16 @@ export type ListTableTagsResponse = z.infer<typeof ListTableTagsResponse>;
 export const GetTableTagVersionRequest = z.object({ ...RequestBase, tag: TagName }).meta({ id: 'GetTableTagVersionRequest' });
 export type GetTableTagVersionRequest = z.infer<typeof GetTableTagVersionRequest>;
 
-export const GetTableTagVersionResponse = z
-  .object({ version: Version, branch: z.string().optional() })
-  .meta({ id: 'GetTableTagVersionResponse' });
+export const GetTableTagVersionResponse = z.object({ version: Version, branch: z.string().optional() }).meta({ id: 'GetTableTagVersionResponse' });
 export type GetTableTagVersionResponse = z.infer<typeof GetTableTagVersionResponse>;
 
-export const CreateTableTagRequest = z
-  .object({ ...RequestBase, tag: TagName, version: Version, branch: Branch })
-  .meta({ id: 'CreateTableTagRequest' });
+export const CreateTableTagRequest = z.object({ ...RequestBase, tag: TagName, version: Version, branch: Branch }).meta({ id: 'CreateTableTagRequest' });
 export type CreateTableTagRequest = z.infer<typeof CreateTableTagRequest>;
 
 export const CreateTableTagResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'CreateTableTagResponse' });
 export type CreateTableTagResponse = z.infer<typeof CreateTableTagResponse>;
 
-export const UpdateTableTagRequest = z
-  .object({ ...RequestBase, tag: TagName, version: Version, branch: Branch })
-  .meta({ id: 'UpdateTableTagRequest' });
+export const UpdateTableTagRequest = z.object({ ...RequestBase, tag: TagName, version: Version, branch: Branch }).meta({ id: 'UpdateTableTagRequest' });
 export type UpdateTableTagRequest = z.infer<typeof UpdateTableTagRequest>;
 
 export const UpdateTableTagResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'UpdateTableTagResponse' });

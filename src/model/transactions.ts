@@ -26,9 +26,7 @@ export const AlterTransactionAction = z
   .meta({ id: 'AlterTransactionAction' });
 export type AlterTransactionAction = z.infer<typeof AlterTransactionAction>;
 
-export const AlterTransactionRequest = z
-  .object({ ...RequestBase, actions: z.array(AlterTransactionAction).min(1) })
-  .meta({ id: 'AlterTransactionRequest' });
+export const AlterTransactionRequest = z.object({ ...RequestBase, actions: z.array(AlterTransactionAction).min(1) }).meta({ id: 'AlterTransactionRequest' });
 
 export const DescribeTransactionRequest = z.object({ ...RequestBase }).meta({ id: 'DescribeTransactionRequest' });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { caseInsensitiveEnum, Context, Identity, PageLimit, PageToken, QueryBoolean, QueryLimit, RequestBase } from './common.js';
+import { Context, caseInsensitiveEnum, Identity, PageLimit, PageToken, QueryBoolean, QueryLimit, RequestBase } from './common.js';
 
 export const ManifestNamingScheme = caseInsensitiveEnum(['V1', 'V2'], 'Naming scheme of manifest files under _versions/.');
 
@@ -31,9 +31,7 @@ const VersionFields = {
 export const CreateTableVersionRequest = z.object({ ...RequestBase, ...VersionFields }).meta({ id: 'CreateTableVersionRequest' });
 export type CreateTableVersionRequest = z.infer<typeof CreateTableVersionRequest>;
 
-export const CreateTableVersionResponse = z
-  .object({ transaction_id: z.string().optional(), version: TableVersion })
-  .meta({ id: 'CreateTableVersionResponse' });
+export const CreateTableVersionResponse = z.object({ transaction_id: z.string().optional(), version: TableVersion }).meta({ id: 'CreateTableVersionResponse' });
 export type CreateTableVersionResponse = z.infer<typeof CreateTableVersionResponse>;
 
 export const DescribeTableVersionRequest = z
@@ -76,9 +74,7 @@ export const BatchDeleteTableVersionsResponse = z
   .meta({ id: 'BatchDeleteTableVersionsResponse' });
 export type BatchDeleteTableVersionsResponse = z.infer<typeof BatchDeleteTableVersionsResponse>;
 
-export const CreateTableVersionEntry = z
-  .object({ id: z.array(z.string()).min(1), ...VersionFields })
-  .meta({ id: 'CreateTableVersionEntry' });
+export const CreateTableVersionEntry = z.object({ id: z.array(z.string()).min(1), ...VersionFields }).meta({ id: 'CreateTableVersionEntry' });
 export type CreateTableVersionEntry = z.infer<typeof CreateTableVersionEntry>;
 
 export const BatchCreateTableVersionsRequest = z
@@ -97,7 +93,13 @@ const TableId = z.array(z.string()).min(1);
 export const CommitTableOperation = z
   .object({
     declare_table: z
-      .object({ ...RequestBase, id: TableId, location: z.string().nullable().optional(), properties: z.record(z.string(), z.string()).nullable().optional(), vend_credentials: z.boolean().nullable().optional() })
+      .object({
+        ...RequestBase,
+        id: TableId,
+        location: z.string().nullable().optional(),
+        properties: z.record(z.string(), z.string()).nullable().optional(),
+        vend_credentials: z.boolean().nullable().optional(),
+      })
       .optional(),
     create_table_version: z.object({ ...RequestBase, id: TableId, ...VersionFields }).optional(),
     delete_table_versions: z.object({ ...RequestBase, id: TableId, ranges: z.array(VersionRange).min(1), branch: Branch }).optional(),
@@ -117,7 +119,12 @@ export type BatchCommitTablesRequest = z.infer<typeof BatchCommitTablesRequest>;
 export const CommitTableResult = z
   .object({
     declare_table: z
-      .object({ location: z.string(), properties: z.record(z.string(), z.string()).nullable(), managed_versioning: z.boolean(), storage_options: z.record(z.string(), z.string()).optional() })
+      .object({
+        location: z.string(),
+        properties: z.record(z.string(), z.string()).nullable(),
+        managed_versioning: z.boolean(),
+        storage_options: z.record(z.string(), z.string()).optional(),
+      })
       .optional(),
     create_table_version: z.object({ version: TableVersion }).optional(),
     delete_table_versions: z.object({ deleted_count: z.number().int().min(0) }).optional(),

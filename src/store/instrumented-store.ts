@@ -1,5 +1,15 @@
 import type { Metrics, StoreOutcome } from '../metrics/metrics.js';
-import { type DeleteOptions, type ListOptions, type ListPage, type ObjectInfo, type ObjectStore, PreconditionFailedError, type PutCondition, type PutOptions, type StoredObject } from './object-store.js';
+import {
+  type DeleteOptions,
+  type ListOptions,
+  type ListPage,
+  type ObjectInfo,
+  type ObjectStore,
+  PreconditionFailedError,
+  type PutCondition,
+  type PutOptions,
+  type StoredObject,
+} from './object-store.js';
 
 // A store that reports each call's operation, outcome and time to the metrics port, and otherwise
 // is the store it wraps (app.ts wraps every store the service uses).
@@ -38,7 +48,12 @@ export class InstrumentedStore implements ObjectStore {
   }
 
   /** Runs one call, reporting it; `absent` tells a null answer (nothing at the key) apart, `failed` names a failure's outcome. */
-  private async timed<T>(operation: string, call: () => Promise<T>, absent?: (value: T) => boolean, failed: (e: unknown) => StoreOutcome = outcomeOf): Promise<T> {
+  private async timed<T>(
+    operation: string,
+    call: () => Promise<T>,
+    absent?: (value: T) => boolean,
+    failed: (e: unknown) => StoreOutcome = outcomeOf,
+  ): Promise<T> {
     const start = performance.now();
     try {
       const value = await call();
@@ -51,11 +66,19 @@ export class InstrumentedStore implements ObjectStore {
   }
 
   get(key: string): Promise<StoredObject | null> {
-    return this.timed('get', () => this.inner.get(key), (v) => v === null);
+    return this.timed(
+      'get',
+      () => this.inner.get(key),
+      (v) => v === null,
+    );
   }
 
   head(key: string): Promise<ObjectInfo | null> {
-    return this.timed('head', () => this.inner.head(key), (v) => v === null);
+    return this.timed(
+      'head',
+      () => this.inner.head(key),
+      (v) => v === null,
+    );
   }
 
   put(key: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions): Promise<ObjectInfo> {
@@ -64,7 +87,12 @@ export class InstrumentedStore implements ObjectStore {
     options?.placeAfter?.catch((reason: unknown) => {
       withdrawal = { reason };
     });
-    return this.timed('put', () => this.inner.put(key, body, condition, options), undefined, (e) => outcomeOf(e, withdrawal));
+    return this.timed(
+      'put',
+      () => this.inner.put(key, body, condition, options),
+      undefined,
+      (e) => outcomeOf(e, withdrawal),
+    );
   }
 
   copy(fromKey: string, toKey: string, condition?: { ifNoneMatch: '*' }): Promise<ObjectInfo> {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import fsSync, { constants as fsc, promises as fs } from 'node:fs';
+import fsSync, { promises as fs, constants as fsc } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { errCode, ignoreFailure, LOCK_MARK, makeDirs, pruneEmptyDirs } from './local-file-io.js';
@@ -36,20 +36,22 @@ export class KeyLocks {
   /** Runs `fn` holding the lock of the key whose file is `target`, within this process and across processes. */
   async run<T>(target: string, fn: () => Promise<T>): Promise<T> {
     const previous = this.queues.get(target) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(async () => {
-      const lockPath = `${target}${LOCK_MARK}`;
-      await acquireLockFile(lockPath);
-      let placed = false;
-      try {
-        const result = await fn();
-        placed = true;
-        return result;
-      } finally {
-        ignoreFailure(() => fsSync.unlinkSync(lockPath));
-        // The lock made the key's directory if it had gone (a drop, a rename): a refused put leaves none.
-        if (!placed) pruneEmptyDirs(this.root, path.dirname(target));
-      }
-    });
+    const run = previous
+      .catch(() => undefined)
+      .then(async () => {
+        const lockPath = `${target}${LOCK_MARK}`;
+        await acquireLockFile(lockPath);
+        let placed = false;
+        try {
+          const result = await fn();
+          placed = true;
+          return result;
+        } finally {
+          ignoreFailure(() => fsSync.unlinkSync(lockPath));
+          // The lock made the key's directory if it had gone (a drop, a rename): a refused put leaves none.
+          if (!placed) pruneEmptyDirs(this.root, path.dirname(target));
+        }
+      });
     this.queues.set(target, run);
     try {
       return await run;

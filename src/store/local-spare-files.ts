@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import fsSync, { constants as fsc, type BigIntStats } from 'node:fs';
+import fsSync, { type BigIntStats, constants as fsc } from 'node:fs';
 import path from 'node:path';
 import { errCode, TEMP_MARK, writeWhole } from './local-file-io.js';
 

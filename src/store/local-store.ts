@@ -1,6 +1,22 @@
-import fsSync, { constants as fsc, promises as fs } from 'node:fs';
+import fsSync, { promises as fs, constants as fsc } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { type CollectedPage, DirCache } from './local-dir-cache.js';
+import {
+  asBuffer,
+  errCode,
+  existingRealPath,
+  ignoreFailure,
+  isInternalName,
+  objectInfo,
+  portError,
+  pruneEmptyDirs,
+  readWhole,
+  TEMP_MARK,
+} from './local-file-io.js';
+import { KeyLocks, LOCK_SUFFIX_BYTES } from './local-lock.js';
+import { SpareFiles } from './local-spare-files.js';
+import { syncDir, syncPlacedDir, TEMP_SUFFIX_BYTES, type TempContent, TempFiles } from './local-temp.js';
 import {
   type DeleteOptions,
   InvalidKeyError,
@@ -8,16 +24,11 @@ import {
   type ListPage,
   type ObjectInfo,
   type ObjectStore,
+  PreconditionFailedError,
   type PutCondition,
   type PutOptions,
-  PreconditionFailedError,
   type StoredObject,
 } from './object-store.js';
-import { type CollectedPage, DirCache } from './local-dir-cache.js';
-import { asBuffer, errCode, existingRealPath, ignoreFailure, isInternalName, objectInfo, portError, pruneEmptyDirs, readWhole, TEMP_MARK } from './local-file-io.js';
-import { KeyLocks, LOCK_SUFFIX_BYTES } from './local-lock.js';
-import { SpareFiles } from './local-spare-files.js';
-import { syncDir, syncPlacedDir, TEMP_SUFFIX_BYTES, type TempContent, TempFiles } from './local-temp.js';
 
 // Local-directory adapter: a key is a file under the root, its prefixes directories.
 //
@@ -394,7 +405,13 @@ export class LocalObjectStore implements ObjectStore {
     await fs.mkdir(path.dirname(to), { recursive: true });
     // rename(2) replaces an empty destination directory, so refuse any existing one first; table
     // directories are never empty, so a racing rename onto the same name fails with ENOTEMPTY.
-    if (await fs.stat(to).then(() => true, () => false)) throw new PreconditionFailedError(toPrefix, 'destination exists');
+    if (
+      await fs.stat(to).then(
+        () => true,
+        () => false,
+      )
+    )
+      throw new PreconditionFailedError(toPrefix, 'destination exists');
     try {
       await fs.rename(from, to);
     } catch (e) {

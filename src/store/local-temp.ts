@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import fsSync, { type BigIntStats, constants as fsc, promises as fs } from 'node:fs';
+import fsSync, { type BigIntStats, promises as fs, constants as fsc } from 'node:fs';
 import path from 'node:path';
 import { asBuffer, errCode, etagOf, ignoreFailure, makeDirs, objectInfo, pruneEmptyDirs, readWhole, TEMP_MARK, writeWhole } from './local-file-io.js';
 import { type ObjectInfo, PreconditionFailedError } from './object-store.js';
@@ -77,7 +77,9 @@ export class TempFiles {
     place: (tmp: string, st: BigIntStats) => Promise<void>,
   ): Promise<BigIntStats> {
     for (let attempt = 0; ; attempt++) {
-      const tmp = (content.sameAs && (await this.link(target, content.sameAs, asBuffer(content.body), durable))) || (await this.write(key, target, content.body, durable, content.besideExisting));
+      const tmp =
+        (content.sameAs && (await this.link(target, content.sameAs, asBuffer(content.body), durable))) ||
+        (await this.write(key, target, content.body, durable, content.besideExisting));
       if (placeAfter) {
         try {
           await placeAfter;

@@ -5,9 +5,9 @@ import {
   type ListPage,
   type ObjectInfo,
   type ObjectStore,
+  PreconditionFailedError,
   type PutCondition,
   type PutOptions,
-  PreconditionFailedError,
   type StoredObject,
 } from './object-store.js';
 

@@ -115,7 +115,10 @@ export interface ListPage<T extends ListedObject = ListedObject> {
 
 /** The condition of a conditional put did not hold: the key exists, or its etag changed. */
 export class PreconditionFailedError extends Error {
-  constructor(readonly key: string, detail: string) {
+  constructor(
+    readonly key: string,
+    detail: string,
+  ) {
     super(`precondition failed for ${key}: ${detail}`);
     this.name = 'PreconditionFailedError';
   }

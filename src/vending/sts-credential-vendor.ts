@@ -30,7 +30,12 @@ export function sessionPolicy(scope: CredentialScope): string {
   const statements: object[] = [
     { Effect: 'Allow', Action: scope.access === 'read-write' ? [...READ_ACTIONS, ...WRITE_ACTIONS] : READ_ACTIONS, Resource: [`${objects}*`] },
     // Listing with a prefix ending in '/' only: a bare "t.lance" prefix would list a sibling "t.lance2".
-    { Effect: 'Allow', Action: ['s3:ListBucket'], Resource: [`arn:aws:s3:::${scope.bucket}`], Condition: { StringLike: { 's3:prefix': [scope.prefix, `${scope.prefix}*`] } } },
+    {
+      Effect: 'Allow',
+      Action: ['s3:ListBucket'],
+      Resource: [`arn:aws:s3:::${scope.bucket}`],
+      Condition: { StringLike: { 's3:prefix': [scope.prefix, `${scope.prefix}*`] } },
+    },
   ];
   if (scope.access === 'read-write' && scope.protectedKeys.length > 0) {
     statements.push({ Effect: 'Deny', Action: WRITE_ACTIONS, Resource: scope.protectedKeys.map((k) => `${objects}${k}`) });

@@ -35,8 +35,16 @@ const SCREEN_MS = 30_000;
 
 // The screen is read again until it shows what is expected (or SCREEN_MS passes).
 const poll = <T>(read: () => Promise<T>, timeout = SCREEN_MS) => expect.poll(read, { timeout, interval: 50 });
-const text = (l: Locator) => () => l.first().textContent({ timeout: 1000 }).catch(() => null);
-const attr = (l: Locator, name: string) => () => l.first().getAttribute(name, { timeout: 1000 }).catch(() => null);
+const text = (l: Locator) => () =>
+  l
+    .first()
+    .textContent({ timeout: 1000 })
+    .catch(() => null);
+const attr = (l: Locator, name: string) => () =>
+  l
+    .first()
+    .getAttribute(name, { timeout: 1000 })
+    .catch(() => null);
 const count = (l: Locator) => () => l.count();
 
 describe.skipIf(missing)('web console in chromium', () => {
@@ -236,7 +244,9 @@ describe.skipIf(missing)('web console in chromium', () => {
     }));
     await insertJobHistory(app.call, history);
     // Newest first; at the same time, the greater id first.
-    const expected = [...history].sort((a, b) => (a.launchedAt === b.launchedAt ? b.jobId.localeCompare(a.jobId) : a.launchedAt < b.launchedAt ? 1 : -1)).map((r) => r.jobId);
+    const expected = [...history]
+      .sort((a, b) => (a.launchedAt === b.launchedAt ? b.jobId.localeCompare(a.jobId) : a.launchedAt < b.launchedAt ? 1 : -1))
+      .map((r) => r.jobId);
     const real = 3; // the held job and the two finished ones, launched after all of these
     const total = real + history.length;
     // The 50th newest is one of the seven launched together: the first page ends after all seven.

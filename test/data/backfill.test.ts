@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { committedVersions, useNamespaceFixture } from '../support/app.js';
 import { connectTable, readColumn } from '../support/arrow-data.js';
-import { numbersStream, waitForJob } from '../support/jobs.js';
 import { backends } from '../support/backends.js';
+import { numbersStream, waitForJob } from '../support/jobs.js';
 
 // Backfill jobs (AlterTableBackfillColumns) in process: a column bound to SQL through
 // alter_columns virtual_column (udf_backend "sql") is filled chunk by chunk, checked row by row
@@ -11,7 +11,6 @@ import { backends } from '../support/backends.js';
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 const BIG = 200_000;
-
 
 describe.each(backends())('backfill_column on $name', (backend) => {
   const { fx, path, post, engineOptions } = useNamespaceFixture(backend);
@@ -24,7 +23,9 @@ describe.each(backends())('backfill_column on $name', (backend) => {
     expect(created.status, created.text).toBe(200);
     const added = await post(name, 'add_columns', { new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] });
     expect(added.status, added.text).toBe(200);
-    const bound = await post(name, 'alter_columns', { alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: sql, input_columns: ['id', 'x'] } }] });
+    const bound = await post(name, 'alter_columns', {
+      alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: sql, input_columns: ['id', 'x'] } }],
+    });
     expect(bound.status, bound.text).toBe(200);
     return { name, location: String(created.json.location) };
   }
@@ -79,7 +80,7 @@ describe.each(backends())('backfill_column on $name', (backend) => {
     const res = await post(name, 'backfill_column', { column: 'v', checkpoint_size: 100 });
     expect(res.status, res.text).toBe(202);
     const jobId = String(res.json.job_id);
-    const running = await waitForJob(fx.t, jobId, (d) => Number(d.properties.chunks_done ?? 0) >= 2 || d.status !== 'Running' && d.status !== 'Queued');
+    const running = await waitForJob(fx.t, jobId, (d) => Number(d.properties.chunks_done ?? 0) >= 2 || (d.status !== 'Running' && d.status !== 'Queued'));
     expect(running.status).toBe('Running');
     const cancel = await fx.t.call('POST', `/v1/transaction/${jobId}/alter`, { actions: [{ setStatusAction: { status: 'Canceled' } }] });
     expect(cancel.status, cancel.text).toBe(200);
@@ -132,7 +133,10 @@ describe.each(backends())('backfill_column on $name', (backend) => {
     expect((await fx.t.call('POST', mpath('add_columns'), { new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] })).status).toBe(200);
     const bound = await fx.t.call('POST', mpath('alter_columns'), { alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: 'id * 3 + x' } }] });
     expect(bound.status, bound.text).toBe(200);
-    const before = { committed: await committedVersions(fx.t), version: Number(((await fx.t.call('POST', mpath('version/describe'), {})).json.version as { version: number }).version) };
+    const before = {
+      committed: await committedVersions(fx.t),
+      version: Number(((await fx.t.call('POST', mpath('version/describe'), {})).json.version as { version: number }).version),
+    };
     const res = await fx.t.call('POST', mpath('backfill_column'), { column: 'v', checkpoint_size: 1000 });
     expect(res.status, res.text).toBe(202);
     const done = await waitForJob(fx.t, String(res.json.job_id));
@@ -176,7 +180,7 @@ describe.each(backends())('backfill_column on $name', (backend) => {
     expect(noTable.status).toBe(404);
   });
 
-  it('backfills a column declared computed through add_columns with the engine\'s refresh', async () => {
+  it("backfills a column declared computed through add_columns with the engine's refresh", async () => {
     const name = `comp${++seq}`;
     const created = await fx.t.call('POST', path(name, 'create'), numbersStream(3000), ARROW);
     expect(created.status, created.text).toBe(200);

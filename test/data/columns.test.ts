@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
-import { schemaToJson, type JsonArrowSchema } from '../../src/engine/json-arrow-schema.js';
+import { type JsonArrowSchema, schemaToJson } from '../../src/engine/json-arrow-schema.js';
 import { formatFieldPath, parseFieldPath } from '../../src/model/columns.js';
 import { committedVersions, useTestApp } from '../support/app.js';
 import { connectTable } from '../support/arrow-data.js';
@@ -85,7 +85,13 @@ describe.each(backends())('columns and stats on $name', (backend) => {
   const field = (s: Snapshot, name: string) => s.schema.fields.find((f) => f.name === name);
 
   /** Expects an error response with the code, and that the dataset did not change. */
-  async function expectRefused(location: string, call: () => Promise<{ status: number; json: Record<string, unknown> }>, status: number, code: number, message?: RegExp) {
+  async function expectRefused(
+    location: string,
+    call: () => Promise<{ status: number; json: Record<string, unknown> }>,
+    status: number,
+    code: number,
+    message?: RegExp,
+  ) {
     const before = await snapshot(location);
     const res = await call();
     expect(res.status, JSON.stringify(res.json)).toBe(status);
@@ -123,7 +129,15 @@ describe.each(backends())('columns and stats on $name', (backend) => {
       expect(field(after, 's')?.type.fields?.map((f) => f.name)).toEqual(['xx', 'yz']);
       expect(field(after, 'id')?.nullable).toBe(true);
       // The values are the same values under the new names and types.
-      expect(after.rows).toEqual(before.rows.map((r) => ({ id: r.id, title: r.name, score: r.score, qty: r.qty, s: { xx: (r.s as { x: number }).x, yz: (r.s as Record<string, unknown>)['y.z'] } })));
+      expect(after.rows).toEqual(
+        before.rows.map((r) => ({
+          id: r.id,
+          title: r.name,
+          score: r.score,
+          qty: r.qty,
+          s: { xx: (r.s as { x: number }).x, yz: (r.s as Record<string, unknown>)['y.z'] },
+        })),
+      );
       // Describe serves the new schema in the JSON Arrow form.
       const described = await fx.t.call('POST', `${path}/describe`, { load_detailed_metadata: true });
       expect((described.json.schema as JsonArrowSchema).fields.map((f) => f.type.type)).toEqual(['int64', 'utf8', 'float32', 'int64', 'struct']);
@@ -167,7 +181,16 @@ describe.each(backends())('columns and stats on $name', (backend) => {
     it('refuses unknown columns (404 code 12) and impossible or malformed changes (400 code 13), changing nothing', async () => {
       const { path, location } = await newTable('alterbad');
       const alter = (alterations: unknown) => () => fx.t.call('POST', `${path}/alter_columns`, { alterations });
-      await expectRefused(location, alter([{ path: 'name', rename: 'ok' }, { path: 'nope', rename: 'x' }]), 404, 12, /nope/);
+      await expectRefused(
+        location,
+        alter([
+          { path: 'name', rename: 'ok' },
+          { path: 'nope', rename: 'x' },
+        ]),
+        404,
+        12,
+        /nope/,
+      );
       await expectRefused(location, alter([{ path: 's.nope', rename: 'x' }]), 404, 12, /s\.nope/);
       // A leaf name alone names only a top-level field.
       await expectRefused(location, alter([{ path: 'x', rename: 'y' }]), 404, 12);
@@ -178,7 +201,13 @@ describe.each(backends())('columns and stats on $name', (backend) => {
       await expectRefused(location, alter([{ path: 's.`x', rename: 'y' }]), 400, 13, /unterminated/);
       await expectRefused(location, alter([{ path: 'name' }]), 400, 13, /changes nothing/);
       await expectRefused(location, alter([{ path: 'name', rename: '' }]), 400, 13);
-      await expectRefused(location, () => fx.t.call('POST', `${path}/alter_columns`, { alterations: [{ path: 'name', rename: 'x' }], branch: 'dev' }), 406, 0, /branch/);
+      await expectRefused(
+        location,
+        () => fx.t.call('POST', `${path}/alter_columns`, { alterations: [{ path: 'name', rename: 'x' }], branch: 'dev' }),
+        406,
+        0,
+        /branch/,
+      );
     });
 
     it('answers 406 for virtual columns, naming the reason', async () => {
@@ -281,11 +310,38 @@ describe.each(backends())('columns and stats on $name', (backend) => {
       const add = (new_columns: unknown) => () => fx.t.call('POST', `${path}/add_columns`, { new_columns });
       await expectRefused(location, add([{ name: 'a', expression: 'id +* 2' }]), 400, 13, /sql parser error|Error parsing/);
       await expectRefused(location, add([{ name: 'a', computed: 'id +* 2' }]), 400, 13, /sql parser error|Error parsing/);
-      await expectRefused(location, add([{ name: 'ok', expression: 'id' }, { name: 'a', expression: 'nope * 2' }]), 404, 12, /nope/);
+      await expectRefused(
+        location,
+        add([
+          { name: 'ok', expression: 'id' },
+          { name: 'a', expression: 'nope * 2' },
+        ]),
+        404,
+        12,
+        /nope/,
+      );
       await expectRefused(location, add([{ name: 'a', computed: 'nope * 2' }]), 404, 12, /nope/);
       await expectRefused(location, add([{ name: 'name', expression: 'id' }]), 400, 13, /already exists/);
-      await expectRefused(location, add([{ name: 'a', expression: 'id' }, { name: 'a', expression: 'id' }]), 400, 13, /twice/);
-      await expectRefused(location, add([{ name: 'a', expression: 'id' }, { name: 'b', computed: 'id' }]), 400, 13, /same request/);
+      await expectRefused(
+        location,
+        add([
+          { name: 'a', expression: 'id' },
+          { name: 'a', expression: 'id' },
+        ]),
+        400,
+        13,
+        /twice/,
+      );
+      await expectRefused(
+        location,
+        add([
+          { name: 'a', expression: 'id' },
+          { name: 'b', computed: 'id' },
+        ]),
+        400,
+        13,
+        /same request/,
+      );
       await expectRefused(location, add([{ name: 'a' }]), 400, 13, /exactly one/);
       await expectRefused(location, add([{ name: 'a', expression: 'id', computed: 'id' }]), 400, 13, /exactly one/);
       const virtual = {
@@ -312,7 +368,12 @@ describe.each(backends())('columns and stats on $name', (backend) => {
       expect(first.json).toEqual({ version: v0 + 1, fields: { name: { a: '1', b: '2', c: '3' }, 's.`y.z`': { k: 'v' } } });
       const merged = await fx.t.call('POST', `${path}/update_field_metadata`, { updates: [{ path: 'name', metadata: { a: null, d: '4' } }] });
       expect(merged.json).toEqual({ version: v0 + 2, fields: { name: { b: '2', c: '3', d: '4' } } });
-      const replaced = await fx.t.call('POST', `${path}/update_field_metadata`, { updates: [{ path: 's.x', metadata: { only: 'this' }, replace: true }, { path: 'name', metadata: { z: '9' }, replace: true }] });
+      const replaced = await fx.t.call('POST', `${path}/update_field_metadata`, {
+        updates: [
+          { path: 's.x', metadata: { only: 'this' }, replace: true },
+          { path: 'name', metadata: { z: '9' }, replace: true },
+        ],
+      });
       expect(replaced.json).toEqual({ version: v0 + 3, fields: { 's.x': { only: 'this' }, name: { z: '9' } } });
       const after = await snapshot(location);
       expect(after.version).toBe(v0 + 3);
@@ -324,7 +385,16 @@ describe.each(backends())('columns and stats on $name', (backend) => {
     it('refuses unknown fields (404 code 12) and bad paths (400 code 13), changing nothing', async () => {
       const { path, location } = await newTable('metabad');
       const update = (updates: unknown) => () => fx.t.call('POST', `${path}/update_field_metadata`, { updates });
-      await expectRefused(location, update([{ path: 'name', metadata: { a: '1' } }, { path: 'nope', metadata: { a: '1' } }]), 404, 12, /nope/);
+      await expectRefused(
+        location,
+        update([
+          { path: 'name', metadata: { a: '1' } },
+          { path: 'nope', metadata: { a: '1' } },
+        ]),
+        404,
+        12,
+        /nope/,
+      );
       await expectRefused(location, update([{ path: 's.y.z', metadata: { a: '1' } }]), 404, 12);
       await expectRefused(location, update([{ path: 'a``b', metadata: { a: '1' } }]), 400, 13);
       await expectRefused(location, update([{ path: 'name', metadata: { a: 5 } }]), 400, 13);

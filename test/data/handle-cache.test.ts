@@ -33,7 +33,7 @@ describe.each(backends())('kept datasets on $name', (backend) => {
     return Number(res.text);
   }
 
-  it('serves another replica\'s append to the next read through the kept dataset', async () => {
+  it("serves another replica's append to the next read through the kept dataset", async () => {
     await create(fx.t, 'replica', [1, 2, 3]);
     expect(await count('replica')).toBe(3);
     const before = kept();
@@ -84,7 +84,11 @@ describe.each(backends())('kept datasets on $name', (backend) => {
       const slash = location.lastIndexOf('/');
       const lancedb = await import('@lancedb/lancedb');
       const db = await lancedb.connect(location.slice(0, slash), { storageOptions: engineOptions() });
-      const table = await db.createTable('lance_only', ids.map((id) => ({ id: BigInt(id), name: `n${id}` })), { mode });
+      const table = await db.createTable(
+        'lance_only',
+        ids.map((id) => ({ id: BigInt(id), name: `n${id}` })),
+        { mode },
+      );
       table.close();
       db.close();
     };
@@ -129,7 +133,7 @@ describe.each(backends())('kept datasets on $name', (backend) => {
     expect(kept().opens).toBe(before.opens + 1);
   });
 
-  it('forgets a dropped table\'s dataset on the replica that dropped it', async () => {
+  it("forgets a dropped table's dataset on the replica that dropped it", async () => {
     await create(fx.t, 'gone', [1]);
     expect(await count('gone')).toBe(1);
     const before = kept().entries;
@@ -177,7 +181,16 @@ describe.each(backends())('no kept datasets on $name', (backend) => {
   const { fx, path, post } = useNamespaceFixture(backend, { keptDatasets: 0 });
 
   it('opens the dataset for every request when keeping none', async () => {
-    expect((await fx.t.call('POST', path('k0', 'create'), Buffer.from(arrow.tableToIPC(new arrow.Table({ id: arrow.vectorFromArray(Int32Array.from([1])) }), 'stream')), ARROW)).status).toBe(200);
+    expect(
+      (
+        await fx.t.call(
+          'POST',
+          path('k0', 'create'),
+          Buffer.from(arrow.tableToIPC(new arrow.Table({ id: arrow.vectorFromArray(Int32Array.from([1])) }), 'stream')),
+          ARROW,
+        )
+      ).status,
+    ).toBe(200);
     expect((await post('k0', 'count_rows', {})).text).toBe('1');
     expect((await post('k0', 'count_rows', {})).text).toBe('1');
     expect(fx.t.app.engine.keptStats()).toMatchObject({ entries: 0, opens: 0 });

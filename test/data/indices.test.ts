@@ -80,7 +80,10 @@ describe.each(backends())('indices on $name', (backend) => {
       ['create_scalar_index', { column: 'cat', index_type: 'Bitmap', name: 'cat_bitmap' }],
       ['create_scalar_index', { column: 'tags', index_type: 'label_list' }],
       ['create_index', { column: 'text', index_type: 'inverted', with_position: true, language: 'french', lower_case: false, stem: false }],
-      ['create_index', { column: 'vec', index_type: 'ivf_pq', num_partitions: 2, num_sub_vectors: 2, num_bits: 8, distance_type: 'L2', max_iterations: 10, sample_rate: 64 }],
+      [
+        'create_index',
+        { column: 'vec', index_type: 'ivf_pq', num_partitions: 2, num_sub_vectors: 2, num_bits: 8, distance_type: 'L2', max_iterations: 10, sample_rate: 64 },
+      ],
       ['create_index', { column: 'vec', index_type: 'IVF_HNSW_SQ', name: 'vec_hnsw', m: 8, ef_construction: 40, distance_type: 'cosine', num_partitions: 1 }],
       ['create_index', { column: 'vec', index_type: 'IVF_FLAT', name: 'vec_flat', distance_type: 'dot', num_partitions: 2 }],
       ['create_index', { column: 'mv', index_type: 'IVF_PQ', num_partitions: 2, num_sub_vectors: 2, distance_type: 'cosine' }],

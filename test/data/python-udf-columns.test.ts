@@ -96,14 +96,16 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     expect(jobs.status, jobs.text).toBe(200);
     return waitForGenevaJobRow(String(jobs.json.location), root.store.engineStorageOptions(), jobId, status);
   }
-  const version = async (name: string) => Number((await app.call('POST', `/v1/table/ns%24${name}/describe?load_detailed_metadata=true`, {}, as('admin'))).json.version);
+  const version = async (name: string) =>
+    Number((await app.call('POST', `/v1/table/ns%24${name}/describe?load_detailed_metadata=true`, {}, as('admin'))).json.version);
 
   it('adds the column all-null with the binding Geneva writes, and stores the envelope at _udfs/<sha256>', async () => {
     const location = await table('added');
     const added = await post('added', 'add_columns', { new_columns: [udfColumn('t3', { field_metadata: { owner: 'fe' } })] });
     expect(added.status, added.text).toBe(200);
     const described = await app.call('POST', '/v1/table/ns%24added/describe?load_detailed_metadata=true', {}, as('admin'));
-    const fields = (described.json.schema as { fields: Array<{ name: string; nullable: boolean; type: { type: string }; metadata?: Record<string, string> }> }).fields;
+    const fields = (described.json.schema as { fields: Array<{ name: string; nullable: boolean; type: { type: string }; metadata?: Record<string, string> }> })
+      .fields;
     const field = fields.find((f) => f.name === 't3');
     const sha = createHash('sha256').update(envelopeBytes).digest('hex');
     expect(field).toMatchObject({ nullable: true, type: { type: 'int64' } });
@@ -163,7 +165,9 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     await table('crashing', 3000);
     // The UDF kills its worker the first time it runs (a crash, as an out-of-memory kill would be), then computes.
     const once = path.join(await mkdtemp(path.join(os.tmpdir(), 'udf-crash-')), 'crashed');
-    const crashing = (await envelopeOf('crash_once', `a * 3 if os.path.exists(${JSON.stringify(once)}) else (open(${JSON.stringify(once)}, 'w').close(), os._exit(9))[1]`)).toString('base64');
+    const crashing = (
+      await envelopeOf('crash_once', `a * 3 if os.path.exists(${JSON.stringify(once)}) else (open(${JSON.stringify(once)}, 'w').close(), os._exit(9))[1]`)
+    ).toString('base64');
     expect((await post('crashing', 'add_columns', { new_columns: [udfColumn('z', { udf: crashing, udf_name: 'crash_once' })] })).status).toBe(200);
     const started = await post('crashing', 'backfill_column', { column: 'z', checkpoint_size: 1000 });
     expect(started.status, started.text).toBe(202);
@@ -209,7 +213,9 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     // Geneva follows the job through its row: DONE, with the rows it checkpointed.
     const row = await jobRow(jobId, 'DONE');
     expect(row.column_name).toBe('v');
-    expect(row.metrics.map((m) => JSON.parse(m) as { name: string; n: number })).toContainEqual(expect.objectContaining({ name: 'rows_checkpointed', n: 2500 }));
+    expect(row.metrics.map((m) => JSON.parse(m) as { name: string; n: number })).toContainEqual(
+      expect.objectContaining({ name: 'rows_checkpointed', n: 2500 }),
+    );
   });
 });
 

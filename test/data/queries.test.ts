@@ -33,9 +33,7 @@ type Row = Record<string, unknown>;
 /** Plain rows: int64 as number, vectors as arrays. */
 function plain(rows: Row[]): Row[] {
   return rows.map((r) =>
-    Object.fromEntries(
-      Object.entries(r).map(([k, v]) => [k, typeof v === 'bigint' ? Number(v) : v instanceof Float32Array ? Array.from(v) : v]),
-    ),
+    Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'bigint' ? Number(v) : v instanceof Float32Array ? Array.from(v) : v])),
   );
 }
 
@@ -72,7 +70,12 @@ describe.each(backends())('queries on $name', (backend) => {
 
   /** Runs a query through the service; returns the status, the content type, and the decoded rows. */
   async function query(body: Record<string, unknown>, op = 'query', table = 't') {
-    const res = await fx.t.app.server.inject({ method: 'POST', url: `/v1/table/ns%24${table}/${op}`, payload: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+    const res = await fx.t.app.server.inject({
+      method: 'POST',
+      url: `/v1/table/ns%24${table}/${op}`,
+      payload: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+    });
     const failed = res.statusCode !== 200;
     const data = failed ? undefined : arrow.tableFromIPC(res.rawPayload);
     return {
@@ -133,9 +136,21 @@ describe.each(backends())('queries on $name', (backend) => {
     // The options act: the filter keeps c1 rows only, fast search skips the ten unindexed rows.
     const filtered = await query({ vector: { single_vector: q }, k: 20, vector_column: 'vec', filter: "cat = 'c1'", columns: { column_names: ['cat'] } });
     expect(new Set(filtered.rows.map((r) => r.cat))).toEqual(new Set(['c1']));
-    const exact = await query({ vector: { single_vector: vectorOf(ROWS + 3) }, k: 1, vector_column: 'vec', bypass_vector_index: true, columns: { column_names: ['id'] } });
+    const exact = await query({
+      vector: { single_vector: vectorOf(ROWS + 3) },
+      k: 1,
+      vector_column: 'vec',
+      bypass_vector_index: true,
+      columns: { column_names: ['id'] },
+    });
     expect(ids(exact.rows)).toEqual([ROWS + 3]);
-    const fast = await query({ vector: { single_vector: vectorOf(ROWS + 3) }, k: 5, vector_column: 'vec', fast_search: true, columns: { column_names: ['id'] } });
+    const fast = await query({
+      vector: { single_vector: vectorOf(ROWS + 3) },
+      k: 5,
+      vector_column: 'vec',
+      fast_search: true,
+      columns: { column_names: ['id'] },
+    });
     expect(ids(fast.rows).every((id) => id < ROWS)).toBe(true);
   });
 
@@ -194,9 +209,18 @@ describe.each(backends())('queries on $name', (backend) => {
       boolean: { must: [{ match: { terms: 'alpha', column: 'text' } }], should: [], must_not: [{ match: { terms: 'c1', column: 'cat' } }] },
     };
     expect(await fts({ structured_query: { query: boolean } })).toEqual(range(all).filter((i) => i % 2 === 1 && i % 4 !== 1));
-    const multi = { multi_match: { match_queries: [{ terms: 'delta', column: 'text' }, { terms: 'c1', column: 'cat' }] } };
+    const multi = {
+      multi_match: {
+        match_queries: [
+          { terms: 'delta', column: 'text' },
+          { terms: 'c1', column: 'cat' },
+        ],
+      },
+    };
     expect(await fts({ structured_query: { query: multi } })).toEqual(range(all).filter((i) => i % 3 === 0 || i % 4 === 1));
-    const boost = { boost: { positive: { match: { terms: 'alpha', column: 'text' } }, negative: { match: { terms: 'gamma', column: 'text' } }, negative_boost: 0.2 } };
+    const boost = {
+      boost: { positive: { match: { terms: 'alpha', column: 'text' } }, negative: { match: { terms: 'gamma', column: 'text' } }, negative_boost: 0.2 },
+    };
     expect(await fts({ structured_query: { query: boost } })).toEqual(
       await viaEngine((q) =>
         q.fullTextSearch(new lancedb.BoostQuery(new lancedb.MatchQuery('alpha', 'text'), new lancedb.MatchQuery('gamma', 'text'), { negativeBoost: 0.2 })),
@@ -208,7 +232,13 @@ describe.each(backends())('queries on $name', (backend) => {
     const v5 = await query({ k: 1000, version: 5, columns: { column_names: ['id'] } });
     expect(v5.status).toBe(200);
     expect(idSet(v5.rows)).toEqual(range(ROWS));
-    const none = await query({ vector: { single_vector: vectorOf(1) }, k: 3, vector_column: 'vec', filter: 'id < 0', columns: { column_names: ['id', 'cat'] } });
+    const none = await query({
+      vector: { single_vector: vectorOf(1) },
+      k: 3,
+      vector_column: 'vec',
+      filter: 'id < 0',
+      columns: { column_names: ['id', 'cat'] },
+    });
     expect(none.status).toBe(200);
     expect(none.rows).toEqual([]);
     expect(none.fields).toEqual(['id', 'cat', '_distance']);
@@ -231,7 +261,9 @@ describe.each(backends())('queries on $name', (backend) => {
     expect(analysis).toContain('AnalyzeExec');
     expect(analysis).toMatch(/output_rows=/);
 
-    const fts = await fx.t.call('POST', '/v1/table/ns%24t/explain_plan', { query: { vector: null, k: 3, full_text_query: { string_query: { query: 'alpha' } } } });
+    const fts = await fx.t.call('POST', '/v1/table/ns%24t/explain_plan', {
+      query: { vector: null, k: 3, full_text_query: { string_query: { query: 'alpha' } } },
+    });
     expect(JSON.parse(fts.text)).toContain('MatchQuery');
   });
 
@@ -257,11 +289,20 @@ describe.each(backends())('queries on $name', (backend) => {
     await expectError({ vector: null, k: 2 ** 40 }, 400, 13, /k/);
     await expectError({ vector: null, k: 3, distance_type: 'manhattan' }, 400, 13, /distance_type/);
     await expectError({ vector: { single_vector: [1], multi_vector: [[1]] }, k: 3 }, 400, 13, /single_vector or multi_vector/);
-    await expectError({ vector: null, k: 3, full_text_query: { string_query: { query: 'x' }, structured_query: { query: { match: { terms: 'x' } } } } }, 400, 13);
+    await expectError(
+      { vector: null, k: 3, full_text_query: { string_query: { query: 'x' }, structured_query: { query: { match: { terms: 'x' } } } } },
+      400,
+      13,
+    );
     await expectError({ vector: null, k: 3, full_text_query: { structured_query: { query: {} } } }, 400, 13, /exactly one/);
     await expectError({ vector: null, k: 3, full_text_query: { string_query: { query: 'alpha', columns: ['nope'] } } }, 404, 12, /nope/);
     await expectError({ vector: null, k: 3, full_text_query: { string_query: { query: 'alpha' } }, version: 1 }, 400, 13, /INVERTED index/);
-    await expectError({ vector: null, k: 3, full_text_query: { structured_query: { query: { match: { terms: 'alpha' } } } }, version: 1 }, 400, 13, /INVERTED index/);
+    await expectError(
+      { vector: null, k: 3, full_text_query: { structured_query: { query: { match: { terms: 'alpha' } } } }, version: 1 },
+      400,
+      13,
+      /INVERTED index/,
+    );
     // Hybrid vector + full-text search in one query is beyond the engine.
     await expectError({ vector: v, k: 3, vector_column: 'vec', full_text_query: { string_query: { query: 'alpha' } } }, 406, 0, /hybrid/);
     await expectError({ vector: null, k: 3, branch: 'dev' }, 406, 0, /branch/);

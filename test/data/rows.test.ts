@@ -96,7 +96,14 @@ describe.each(backends())('row operations on $name', (backend) => {
       const badCast = await post('upderr', 'update', { updates: [['id', "'abc'"]] });
       expect(badCast.status).toBe(400);
       expect(badCast.json.code).toBe(13);
-      for (const updates of [[], [['name']], [['name', "'a'"], ['name', "'b'"]]]) {
+      for (const updates of [
+        [],
+        [['name']],
+        [
+          ['name', "'a'"],
+          ['name', "'b'"],
+        ],
+      ]) {
         const res = await post('upderr', 'update', { updates });
         expect(res.status, JSON.stringify(updates)).toBe(400);
         expect(res.json.code).toBe(13);
@@ -146,7 +153,15 @@ describe.each(backends())('row operations on $name', (backend) => {
   describe('InsertIntoTable', () => {
     it('appends by default and overwrites with mode=overwrite (any case)', async () => {
       const location = await createTable('ins', 2);
-      const appended = await fx.t.call('POST', path('ins', 'insert'), namedStream([[7, 'seven'], [8, 'eight']]), ARROW);
+      const appended = await fx.t.call(
+        'POST',
+        path('ins', 'insert'),
+        namedStream([
+          [7, 'seven'],
+          [8, 'eight'],
+        ]),
+        ARROW,
+      );
       expect(appended.status).toBe(200);
       expect(appended.json).toEqual({ num_inserted_rows: 2, version: 2 });
       expect(await engineVersion(location)).toBe(2);
@@ -184,7 +199,16 @@ describe.each(backends())('row operations on $name', (backend) => {
 
     it('creates the dataset of a declared table and removes its declared marker', async () => {
       expect((await post('declins', 'declare', { properties: { kept: 'yes' } })).status).toBe(200);
-      const res = await fx.t.call('POST', path('declins', 'insert'), namedStream([[1, 'one'], [2, 'two'], [3, 'three']]), ARROW);
+      const res = await fx.t.call(
+        'POST',
+        path('declins', 'insert'),
+        namedStream([
+          [1, 'one'],
+          [2, 'two'],
+          [3, 'three'],
+        ]),
+        ARROW,
+      );
       expect(res.status).toBe(200);
       expect(res.json).toEqual({ num_inserted_rows: 3, version: 1 });
       const location = fx.root.store.location('ns/declins.lance');
@@ -209,7 +233,12 @@ describe.each(backends())('row operations on $name', (backend) => {
       expect(res.json.code).toBe(14);
     }
     expect(landed.length).toBeGreaterThanOrEqual(1);
-    expect(results.filter((r) => r.status === 200).map((r) => Number(r.json.version)).sort()).toEqual(landed.map((_, k) => k + 1));
+    expect(
+      results
+        .filter((r) => r.status === 200)
+        .map((r) => Number(r.json.version))
+        .sort(),
+    ).toEqual(landed.map((_, k) => k + 1));
     const location = fx.root.store.location('ns/declrace.lance');
     expect(await engineVersion(location)).toBe(landed.length);
     expect((await rowsOf(location)).map((r) => r.id)).toEqual(landed);
@@ -241,7 +270,15 @@ describe.each(backends())('row operations on $name', (backend) => {
 
     it('updates matched rows, inserts new ones and deletes unmatched ones as asked', async () => {
       const location = await createTable('mrg', 4);
-      const upsert = await merge('mrg', '?on=id&when_matched_update_all=true&when_not_matched_insert_all=true', namedStream([[3, 'three'], [4, 'four'], [5, 'five']]));
+      const upsert = await merge(
+        'mrg',
+        '?on=id&when_matched_update_all=true&when_not_matched_insert_all=true',
+        namedStream([
+          [3, 'three'],
+          [4, 'four'],
+          [5, 'five'],
+        ]),
+      );
       expect(upsert.status).toBe(200);
       expect(upsert.json).toEqual({ num_updated_rows: 2, num_inserted_rows: 1, num_deleted_rows: 0, version: 2 });
       expect(await engineVersion(location)).toBe(2);
@@ -253,7 +290,14 @@ describe.each(backends())('row operations on $name', (backend) => {
         { id: 5, name: 'five' },
       ]);
       // Filtered update: only the matched rows where the condition holds.
-      const filtered = await merge('mrg', `?on=id&when_matched_update_all_filt=${encodeURIComponent('target.id = 1')}`, namedStream([[1, 'uno'], [2, 'dos']]));
+      const filtered = await merge(
+        'mrg',
+        `?on=id&when_matched_update_all_filt=${encodeURIComponent('target.id = 1')}`,
+        namedStream([
+          [1, 'uno'],
+          [2, 'dos'],
+        ]),
+      );
       expect(filtered.json).toEqual({ num_updated_rows: 1, num_inserted_rows: 0, num_deleted_rows: 0, version: 3 });
       expect((await rowsOf(location)).map((r) => r.name)).toEqual(['uno', 'name-2', 'three', 'four', 'five']);
       // Delete the rows the source does not have, where the condition holds.
@@ -277,7 +321,10 @@ describe.each(backends())('row operations on $name', (backend) => {
     it('refuses a missing or unknown key, a merge that does nothing, bad SQL and bad options, changing nothing', async () => {
       const location = await createTable('mrgerr', 3);
       const before = await snapshot(location);
-      const data = namedStream([[1, 'a'], [9, 'z']]);
+      const data = namedStream([
+        [1, 'a'],
+        [9, 'z'],
+      ]);
       const noOn = await merge('mrgerr', '?when_matched_update_all=true', data);
       expect(noOn.status).toBe(400);
       expect(noOn.json.code).toBe(13);
@@ -295,13 +342,24 @@ describe.each(backends())('row operations on $name', (backend) => {
       expect(badFilter.status).toBe(400);
       expect(badFilter.json.code).toBe(13);
       expect(String(badFilter.json.error)).toContain('sql parser error');
-      const duplicateKeys = await merge('mrgerr', '?on=id&when_matched_update_all=true', namedStream([[2, 'a'], [2, 'b']]));
+      const duplicateKeys = await merge(
+        'mrgerr',
+        '?on=id&when_matched_update_all=true',
+        namedStream([
+          [2, 'a'],
+          [2, 'b'],
+        ]),
+      );
       expect(duplicateKeys.status).toBe(400);
       expect(duplicateKeys.json.code).toBe(13);
       const wrongSchema = await merge('mrgerr', '?on=id&when_not_matched_insert_all=true', otherStream());
       expect(wrongSchema.status).toBe(400);
       expect(wrongSchema.json.code).toBe(13);
-      for (const query of ['?on=id&when_matched_update_all=maybe', '?on=id&when_matched_update_all=true&timeout=soon', '?on=id&when_matched_update_all=true&timeout=0s']) {
+      for (const query of [
+        '?on=id&when_matched_update_all=maybe',
+        '?on=id&when_matched_update_all=true&timeout=soon',
+        '?on=id&when_matched_update_all=true&timeout=0s',
+      ]) {
         const res = await merge('mrgerr', query, data);
         expect(res.status, query).toBe(400);
         expect(res.json.code).toBe(13);
@@ -317,7 +375,14 @@ describe.each(backends())('row operations on $name', (backend) => {
       expect((await post('declmrg', 'declare', {})).status).toBe(200);
       expect((await merge('declmrg', '?on=nope&when_not_matched_insert_all=true', namedStream([[1, 'a']]))).json.code).toBe(12);
       expect(await fx.root.store.head('ns/declmrg.lance/.lance-reserved')).not.toBeNull();
-      const res = await merge('declmrg', '?on=id&when_matched_update_all=true&when_not_matched_insert_all=true', namedStream([[1, 'a'], [2, 'b']]));
+      const res = await merge(
+        'declmrg',
+        '?on=id&when_matched_update_all=true&when_not_matched_insert_all=true',
+        namedStream([
+          [1, 'a'],
+          [2, 'b'],
+        ]),
+      );
       expect(res.status).toBe(200);
       expect(res.json).toEqual({ num_updated_rows: 0, num_inserted_rows: 2, num_deleted_rows: 0, version: 1 });
       const location = fx.root.store.location('ns/declmrg.lance');

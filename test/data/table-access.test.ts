@@ -25,7 +25,8 @@ describe('engine resolver names', () => {
   });
 
   const at = (location: string, storageOptions: Record<string, string> = {}): DatasetLocation => ({ location, storageOptions });
-  const describeStatus = async (resolverUri: string, handle: string) => (await fetch(`${resolverUri}/v1/table/${handle}/describe`, { method: 'POST', body: '{}' })).status;
+  const describeStatus = async (resolverUri: string, handle: string) =>
+    (await fetch(`${resolverUri}/v1/table/${handle}/describe`, { method: 'POST', body: '{}' })).status;
 
   /** Holds `where` registered until the returned release is called; resolves with its name once registered. */
   function hold(where: DatasetLocation): { name: Promise<{ resolverUri: string; handle: string }>; release: () => Promise<void> } {

@@ -123,7 +123,12 @@ describe.each(backends())('tags on $name', (backend) => {
 
   it('lists tags in byte order a page at a time with signed page tokens', async () => {
     const location = await createTable('t4', 3);
-    for (const [tag, version] of [['b', 1], ['a', 2], ['c', 3], ['B', 1]] as const) {
+    for (const [tag, version] of [
+      ['b', 1],
+      ['a', 2],
+      ['c', 3],
+      ['B', 1],
+    ] as const) {
       expect((await post('t4', 'tags/create', { tag, version })).status).toBe(200);
     }
     const all = await engineTags(location);

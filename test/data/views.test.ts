@@ -7,7 +7,7 @@ import { type TestApp, useTestApp } from '../support/app.js';
 import { connectTable } from '../support/arrow-data.js';
 import { type Backend, backends, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { numbersStream, waitForJob } from '../support/jobs.js';
-import { genevaQuery, makeUdfEnvelopes, META, schemaMessage, udfEntry, viewRows } from '../support/views.js';
+import { genevaQuery, META, makeUdfEnvelopes, schemaMessage, udfEntry, viewRows } from '../support/views.js';
 
 // Materialized views of kind query (CreateMaterializedView, RefreshMaterializedView) in process,
 // as Geneva 0.17 sends them: validation and its 4xx / 406 answers without UDF workers; with them
@@ -18,13 +18,32 @@ const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 const udfsAvailable = existsSync(DEFAULT_UDF_PYTHON);
 
 /** A made-up envelope (never run): enough for the checks made before a UDF runs. */
-const FAKE_ENVELOPE = JSON.stringify({ image: 'test-image', tag: 'latest', workspace_checksum: null, udf_pickle: Buffer.from('not a pickle').toString('base64'), udf_checksum: 'x' });
+const FAKE_ENVELOPE = JSON.stringify({
+  image: 'test-image',
+  tag: 'latest',
+  workspace_checksum: null,
+  udf_pickle: Buffer.from('not a pickle').toString('base64'),
+  udf_checksum: 'x',
+});
 
 /** A chunker (or, with kind udtf, a udtf) view's udtf_spec as Geneva sends it: base64 of the spec's JSON and the SHA-256 of that base64. */
 function specEntry(spec: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const udtf = Buffer.from(spec, 'utf8').toString('base64');
-  const { name = 'x', version = 'x', input_columns = null } = spec.startsWith('{"') ? (JSON.parse(spec) as { name?: string; version?: string; input_columns?: string[] }) : {};
-  return { kind: 'chunker', udtf, udtf_sha: createHash('sha256').update(udtf).digest('hex'), udtf_name: name, udtf_version: version, input_columns, batch: false, ...overrides };
+  const {
+    name = 'x',
+    version = 'x',
+    input_columns = null,
+  } = spec.startsWith('{"') ? (JSON.parse(spec) as { name?: string; version?: string; input_columns?: string[] }) : {};
+  return {
+    kind: 'chunker',
+    udtf,
+    udtf_sha: createHash('sha256').update(udtf).digest('hex'),
+    udtf_name: name,
+    udtf_version: version,
+    input_columns,
+    batch: false,
+    ...overrides,
+  };
 }
 
 /** The output schema of the test chunker `pieces` (test/support/geneva_udfs.py): label string, k int64. */
@@ -86,7 +105,15 @@ function plainViewCases(fixture: () => { root: TestRoot; t: TestApp }, prefix: s
     const view = `${prefix}plain`;
     const created = await call('create', view, {
       kind: 'query',
-      source_query: genevaQuery(src, { filter: 'id % 2 = 0', columns: [['id', 'id'], ['x2', 'x * 2']], offset: 40, limit: 30 }),
+      source_query: genevaQuery(src, {
+        filter: 'id % 2 = 0',
+        columns: [
+          ['id', 'id'],
+          ['x2', 'x * 2'],
+        ],
+        offset: 40,
+        limit: 30,
+      }),
       output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['x2', new arrow.Int64()]]),
       with_no_data: false,
     });
@@ -146,7 +173,11 @@ describe('materialized views under authorization', () => {
     ...(udfsAvailable ? { udf: { execution: 'local' as const, workers: 1 } } : {}),
     auth: { apiKeys: principals.map((p) => ({ principal: p, sha256: sha256(`${p}-key`) })) },
     authorization: {
-      roles: { everything: [{ namespace: [], privilege: 'manage' }], 'ns-writer': [{ namespace: ['ns'], privilege: 'write' }], 'root-reader': [{ namespace: [], privilege: 'read' }] },
+      roles: {
+        everything: [{ namespace: [], privilege: 'manage' }],
+        'ns-writer': [{ namespace: ['ns'], privilege: 'write' }],
+        'root-reader': [{ namespace: [], privilege: 'read' }],
+      },
       principals: { admin: ['everything'], writer: ['ns-writer'], rooted: ['ns-writer', 'root-reader'] },
     },
   });
@@ -158,7 +189,7 @@ describe('materialized views under authorization', () => {
     expect((await fx.t.call('POST', '/v1/table/asrc/create', numbersStream(10), { ...ARROW, ...as('admin') })).status).toBe(200);
   });
 
-  it('needs write on the view\'s namespace and read on the source\'s (403 code 15 otherwise)', async () => {
+  it("needs write on the view's namespace and read on the source's (403 code 15 otherwise)", async () => {
     const body = { kind: 'query', source_query: genevaQuery('asrc', { columns: ['id'] }), output_schema: schema };
     const noRead = await create('writer', 'ns%24v1', body);
     expect(noRead.status, noRead.text).toBe(403);
@@ -171,7 +202,7 @@ describe('materialized views under authorization', () => {
     expect(refreshed.status, refreshed.text).toBe(202);
   });
 
-  it.skipIf(!udfsAvailable)('needs manage on the view\'s namespace for a view with UDF columns (403 code 15)', async () => {
+  it.skipIf(!udfsAvailable)("needs manage on the view's namespace for a view with UDF columns (403 code 15)", async () => {
     const body = {
       kind: 'query',
       source_query: genevaQuery('asrc', { columns: { id: 'id' } }, [udfEntry('double', FAKE_ENVELOPE, 'd', 1, ['x'])]),
@@ -201,7 +232,12 @@ describe.each(backends())('materialized views on $name', (backend) => {
 
     it('creates the view table with its schema and the metadata Geneva reads (201, its version)', async () => {
       const src = await source();
-      const res = await create('plain1', { kind: 'query', source_query: genevaQuery(src, { filter: 'id < 10', columns: { id: 'id', x2: 'x * 2' } }), output_schema: plainSchema, with_no_data: true });
+      const res = await create('plain1', {
+        kind: 'query',
+        source_query: genevaQuery(src, { filter: 'id < 10', columns: { id: 'id', x2: 'x * 2' } }),
+        output_schema: plainSchema,
+        with_no_data: true,
+      });
       expect(res.status, res.text).toBe(201);
       expect(res.json).toEqual({ version: 1 });
       const described = await fx.t.call('POST', '/v1/table/plain1/describe', { load_detailed_metadata: true });
@@ -216,14 +252,22 @@ describe.each(backends())('materialized views on $name', (backend) => {
       });
       expect(JSON.parse(schema.metadata['geneva::view::query'] ?? '{}')).toMatchObject({ source_table: src, base: { filter: 'id < 10' } });
       // A second create of the same name is a 409 and changes nothing.
-      const again = await create('plain1', { kind: 'query', source_query: genevaQuery(src, {}), output_schema: schemaMessage([...META, ['id', new arrow.Int64()]]) });
+      const again = await create('plain1', {
+        kind: 'query',
+        source_query: genevaQuery(src, {}),
+        output_schema: schemaMessage([...META, ['id', new arrow.Int64()]]),
+      });
       expect(again.status, again.text).toBe(409);
       expect(again.json.code).toBe(5);
     });
 
     it('stores the columns it read when the query selects none, as Geneva does', async () => {
       const src = await source(10);
-      const res = await create('all1', { kind: 'query', source_query: genevaQuery(src, {}), output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['x', new arrow.Int64()]]) });
+      const res = await create('all1', {
+        kind: 'query',
+        source_query: genevaQuery(src, {}),
+        output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['x', new arrow.Int64()]]),
+      });
       expect(res.status, res.text).toBe(201);
       const described = await fx.t.call('POST', '/v1/table/all1/describe', { load_detailed_metadata: true });
       const metadata = (described.json.schema as { metadata: Record<string, string> }).metadata;
@@ -240,7 +284,11 @@ describe.each(backends())('materialized views on $name', (backend) => {
         ['not JSON', { ...good, source_query: '{not json' }, /source_query: not JSON/],
         ['no source', { ...good, source_query: genevaQuery('', { columns: ['id'] }) }, /source_table/],
         ['a selected column not in the schema', { ...good, source_query: genevaQuery(src, { columns: ['id', 'x'] }) }, /"x" is not a field of output_schema/],
-        ['a field nothing fills', { ...good, output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['y', new arrow.Int64()]]) }, /neither selected/],
+        [
+          'a field nothing fills',
+          { ...good, output_schema: schemaMessage([...META, ['id', new arrow.Int64()], ['y', new arrow.Int64()]]) },
+          /neither selected/,
+        ],
         ['a bad filter', { ...good, source_query: genevaQuery(src, { columns: ['id'], filter: 'id <<< 3' }) }, /id <<< 3/],
         ['udtf_spec with kind query', { ...good, udtf_spec: { kind: 'udtf', udtf: 'e30=', udtf_sha: 'x', udtf_name: 'u', udtf_version: '1' } }, /udtf_spec/],
       ];
@@ -265,7 +313,10 @@ describe.each(backends())('materialized views on $name', (backend) => {
       const src = await source(10);
       for (const [what, body] of [
         ['auto_refresh', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }), output_schema: schema, auto_refresh: true }],
-        ['a vector search', { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }, [], { base: { vector: [1, 2], columns: ['id'] } }), output_schema: schema }],
+        [
+          'a vector search',
+          { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }, [], { base: { vector: [1, 2], columns: ['id'] } }), output_schema: schema },
+        ],
       ] as const) {
         const res = await create(`k${++seq}`, body);
         expect(res.status, `${what}: ${res.text}`).toBe(406);
@@ -285,11 +336,21 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(String(res.json.error)).toMatch(/udf_execution local or ray/);
       expect((await fx.t.call('POST', '/v1/table/udfoff/exists', {})).status).toBe(404);
       // A chunker is user code too.
-      const chunker = await create('chunkoff', { kind: 'chunker', source_query: genevaQuery(src, {}), output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(FAKE_CHUNKER) });
+      const chunker = await create('chunkoff', {
+        kind: 'chunker',
+        source_query: genevaQuery(src, {}),
+        output_schema: CHUNK_SCHEMA,
+        udtf_spec: specEntry(FAKE_CHUNKER),
+      });
       expect(chunker.status, chunker.text).toBe(406);
       expect(String(chunker.json.error)).toMatch(/udf_execution local or ray/);
       expect((await fx.t.call('POST', '/v1/table/chunkoff/exists', {})).status).toBe(404);
-      const udtf = await create('udtfoff', { kind: 'udtf', source_query: genevaQuery(src, {}), output_schema: DECADES_SCHEMA, udtf_spec: specEntry('{}', { kind: 'udtf' }) });
+      const udtf = await create('udtfoff', {
+        kind: 'udtf',
+        source_query: genevaQuery(src, {}),
+        output_schema: DECADES_SCHEMA,
+        udtf_spec: specEntry('{}', { kind: 'udtf' }),
+      });
       expect(udtf.status, udtf.text).toBe(406);
       expect(String(udtf.json.error)).toMatch(/udf_execution local or ray/);
     });
@@ -302,7 +363,11 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect(notView.status, notView.text).toBe(400);
       expect(String(notView.json.error)).toMatch(/not a materialized view/);
       expect((await refresh('no_such_view')).status).toBe(404);
-      const view = await create(`lim${++seq}`, { kind: 'query', source_query: genevaQuery(src, { columns: ['id'] }), output_schema: schemaMessage([...META, ['id', new arrow.Int64()]]) });
+      const view = await create(`lim${++seq}`, {
+        kind: 'query',
+        source_query: genevaQuery(src, { columns: ['id'] }),
+        output_schema: schemaMessage([...META, ['id', new arrow.Int64()]]),
+      });
       expect(view.status, view.text).toBe(201);
       const limited = await refresh(`lim${seq}`, { output_limit: 3 });
       expect(limited.status, limited.text).toBe(400);
@@ -348,7 +413,11 @@ describe.each(backends())('materialized views on $name', (backend) => {
         ['a udf_pickle not base64', JSON.stringify({ image: 'test-image', udf_pickle: 'not*base64' }), /has no udf_pickle/],
       ] as const) {
         const view = `badudf${++seq}`;
-        const res = await call('create', view, { kind: 'query', source_query: genevaQuery(src.name, { columns: { id: 'id' } }, [udfEntry('double', payload, 'd', 1, ['x'])]), output_schema: schema });
+        const res = await call('create', view, {
+          kind: 'query',
+          source_query: genevaQuery(src.name, { columns: { id: 'id' } }, [udfEntry('double', payload, 'd', 1, ['x'])]),
+          output_schema: schema,
+        });
         expect(res.status, `${what}: ${res.text}`).toBe(400);
         expect(String(res.json.error), what).toMatch(message);
         expect((await fx.t.call('POST', `/v1/table/${view}/exists`, {})).status, what).toBe(404);
@@ -357,7 +426,9 @@ describe.each(backends())('materialized views on $name', (backend) => {
 
     it('recomputes the view from its source (filter, SQL and UDF columns), then again after the source changed', { timeout: 120_000 }, async () => {
       const src = await source(1000);
-      const query = genevaQuery(src.name, { filter: 'id % 3 = 0', columns: { id: 'id', x3: 'x * 3' } }, [udfEntry('double', envelopes.double ?? '', 'd', 1, ['x'])]);
+      const query = genevaQuery(src.name, { filter: 'id % 3 = 0', columns: { id: 'id', x3: 'x * 3' } }, [
+        udfEntry('double', envelopes.double ?? '', 'd', 1, ['x']),
+      ]);
       const created = await call('create', 'mv1', { kind: 'query', source_query: query, output_schema: udfSchema, with_no_data: false });
       expect(created.status, created.text).toBe(201);
       expect(typeof created.json.job_id).toBe('string');
@@ -369,12 +440,17 @@ describe.each(backends())('materialized views on $name', (backend) => {
         const byId = await rowIds(src.location);
         const rows = (await viewRows(location, options())).sort((a, b) => Number(a.id) - Number(b.id));
         expect(rows.map((r) => r.id)).toEqual(ids);
-        const wrong = rows.filter((r) => r.__source_row_id !== byId.get(Number(r.id)) || r.__is_set !== true || r.d !== (Number(r.id) % 97) * 2 || r.x3 !== (Number(r.id) % 97) * 3);
+        const wrong = rows.filter(
+          (r) => r.__source_row_id !== byId.get(Number(r.id)) || r.__is_set !== true || r.d !== (Number(r.id) % 97) * 2 || r.x3 !== (Number(r.id) % 97) * 3,
+        );
         expect(wrong.slice(0, 3)).toEqual([]);
       };
       await check(Array.from({ length: 334 }, (_, i) => i * 3));
       // The view's schema keeps its metadata, with the refresh's source version.
-      const described = (await fx.t.call('POST', '/v1/table/mv1/describe', { load_detailed_metadata: true })).json.schema as { fields: Array<{ name: string; metadata?: Record<string, string> }>; metadata: Record<string, string> };
+      const described = (await fx.t.call('POST', '/v1/table/mv1/describe', { load_detailed_metadata: true })).json.schema as {
+        fields: Array<{ name: string; metadata?: Record<string, string> }>;
+        metadata: Record<string, string>;
+      };
       expect(described.metadata['geneva::view::base_table_version']).toBe('1');
       expect(described.fields[0]?.metadata?.['geneva::mv::last_refreshed_version']).toBe('1');
       expect(described.fields.find((f) => f.name === 'd')?.metadata).toMatchObject({ virtual_column: 'true', 'virtual_column.udf_backend': 'DockerUDFSpecV1' });
@@ -402,16 +478,31 @@ describe.each(backends())('materialized views on $name', (backend) => {
 
     plainViewCases(() => fx, 'w');
 
-    it('creates a chunker view with the metadata Geneva writes, refreshes it (1:N rows, inherited columns, output_limit), again after the source changed', { timeout: 120_000 }, async () => {
+    it('creates a chunker view with the metadata Geneva writes, refreshes it (1:N rows, inherited columns, output_limit), again after the source changed', {
+      timeout: 120_000,
+    }, async () => {
       const src = await source(100);
       const spec = envelopes.pieces ?? '';
       // The chunker reads `a`: here the query's projection of the source's id.
-      const body = { kind: 'chunker', source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(spec) };
+      const body = {
+        kind: 'chunker',
+        source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id', x: 'x' } }),
+        output_schema: CHUNK_SCHEMA,
+        udtf_spec: specEntry(spec),
+      };
       const created = await call('create', 'chunks1', body);
       expect(created.status, created.text).toBe(201);
-      const described = (await fx.t.call('POST', '/v1/table/chunks1/describe', { load_detailed_metadata: true })).json.schema as { fields: Array<{ name: string }>; metadata: Record<string, string> };
+      const described = (await fx.t.call('POST', '/v1/table/chunks1/describe', { load_detailed_metadata: true })).json.schema as {
+        fields: Array<{ name: string }>;
+        metadata: Record<string, string>;
+      };
       expect(described.fields.map((f) => f.name)).toEqual(['__source_row_id', '__child_index', 'x', 'label', 'k']);
-      expect(described.metadata).toMatchObject({ 'geneva::view::version': 'chunker', 'geneva::view::chunker': spec, 'geneva::view::base_table': src.name, 'geneva::view::base_table_version': '1' });
+      expect(described.metadata).toMatchObject({
+        'geneva::view::version': 'chunker',
+        'geneva::view::chunker': spec,
+        'geneva::view::base_table': src.name,
+        'geneva::view::base_table_version': '1',
+      });
       const location = String((await fx.t.call('POST', '/v1/table/chunks1/describe', {})).json.location);
       const refreshed = async (request: Record<string, unknown> = {}) => {
         const res = await call('refresh', 'chunks1', request);
@@ -421,10 +512,17 @@ describe.each(backends())('materialized views on $name', (backend) => {
         return done.properties;
       };
       const expected = (ids: number[], byId: Map<number, number>) =>
-        ids.flatMap((id) => Array.from({ length: id % 3 }, (_, k) => ({ __source_row_id: byId.get(id), __child_index: k, x: id % 97, label: `${id}.${k}`, k })));
+        ids.flatMap((id) =>
+          Array.from({ length: id % 3 }, (_, k) => ({ __source_row_id: byId.get(id), __child_index: k, x: id % 97, label: `${id}.${k}`, k })),
+        );
       const rows = async () =>
-        (await viewRows(location, options())).sort((a, b) => Number(a.__source_row_id) - Number(b.__source_row_id) || Number(a.__child_index) - Number(b.__child_index));
-      const first = expected(Array.from({ length: 20 }, (_, i) => i), await rowIds(src.location));
+        (await viewRows(location, options())).sort(
+          (a, b) => Number(a.__source_row_id) - Number(b.__source_row_id) || Number(a.__child_index) - Number(b.__child_index),
+        );
+      const first = expected(
+        Array.from({ length: 20 }, (_, i) => i),
+        await rowIds(src.location),
+      );
       expect(await refreshed()).toMatchObject({ rows_refreshed: String(first.length), src_version: '1' });
       expect(await rows()).toEqual(first);
       expect(await refreshed({ output_limit: 5 })).toMatchObject({ rows_refreshed: '5' });
@@ -433,21 +531,34 @@ describe.each(backends())('materialized views on $name', (backend) => {
       expect((await fx.t.call('POST', `/v1/table/${src.name}/delete`, { predicate: 'id < 10' })).status).toBe(200);
       expect((await fx.t.call('POST', `/v1/table/${src.name}/insert`, numbersStream(5, 5), ARROW)).status).toBe(200);
       const ids = [...Array.from({ length: 10 }, (_, i) => i + 10), 5, 6, 7, 8, 9];
-      const again = expected(ids, await rowIds(src.location)).sort((a, b) => Number(a.__source_row_id) - Number(b.__source_row_id) || a.__child_index - b.__child_index);
+      const again = expected(ids, await rowIds(src.location)).sort(
+        (a, b) => Number(a.__source_row_id) - Number(b.__source_row_id) || a.__child_index - b.__child_index,
+      );
       expect(await refreshed()).toMatchObject({ rows_refreshed: String(again.length), src_version: '3' });
       expect(await rows()).toEqual(again);
-      const after = (await fx.t.call('POST', '/v1/table/chunks1/describe', { load_detailed_metadata: true })).json.schema as { metadata: Record<string, string> };
+      const after = (await fx.t.call('POST', '/v1/table/chunks1/describe', { load_detailed_metadata: true })).json.schema as {
+        metadata: Record<string, string>;
+      };
       expect(after.metadata).toMatchObject({ 'geneva::view::version': 'chunker', 'geneva::view::base_table_version': '3' });
     });
 
-    it('creates a udtf view with the metadata Geneva writes and refreshes it (the UDTF over the source query, per partition value); bad ones are 400', { timeout: 120_000 }, async () => {
+    it('creates a udtf view with the metadata Geneva writes and refreshes it (the UDTF over the source query, per partition value); bad ones are 400', {
+      timeout: 120_000,
+    }, async () => {
       const src = await source(100);
       const spec = envelopes.decades ?? '';
       // The UDTF reads `a`: here the query's projection of the source's id.
-      const body = { kind: 'udtf', source_query: genevaQuery(src.name, { filter: 'id < 50', columns: { a: 'id' } }), output_schema: DECADES_SCHEMA, udtf_spec: specEntry(spec, { kind: 'udtf' }) };
+      const body = {
+        kind: 'udtf',
+        source_query: genevaQuery(src.name, { filter: 'id < 50', columns: { a: 'id' } }),
+        output_schema: DECADES_SCHEMA,
+        udtf_spec: specEntry(spec, { kind: 'udtf' }),
+      };
       const created = await call('create', 'decades1', body);
       expect(created.status, created.text).toBe(201);
-      const described = (await fx.t.call('POST', '/v1/table/decades1/describe', { load_detailed_metadata: true })).json.schema as { metadata: Record<string, string> };
+      const described = (await fx.t.call('POST', '/v1/table/decades1/describe', { load_detailed_metadata: true })).json.schema as {
+        metadata: Record<string, string>;
+      };
       expect(described.metadata).toMatchObject({ 'geneva::view::version': 'udtf', 'geneva::view::udtf': spec, 'geneva::view::base_table': src.name });
       const location = String((await fx.t.call('POST', '/v1/table/decades1/describe', {})).json.location);
       const rows = async () => (await viewRows(location, options())).map((r) => [r.decade, r.n, r.total]).sort((a, b) => Number(a[0]) - Number(b[0]));
@@ -461,13 +572,21 @@ describe.each(backends())('materialized views on $name', (backend) => {
       const limited = await call('refresh', 'decades1', { output_limit: 2 });
       expect(limited.status, limited.text).toBe(400);
       // Partitioned by the source's x (id % 97): each run sees one id below 20, so one row per id.
-      const byX = await call('create', 'decades2', { ...body, udtf_spec: specEntry(envelopes.decades_by_x ?? '', { kind: 'udtf' }), source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id' } }) });
+      const byX = await call('create', 'decades2', {
+        ...body,
+        udtf_spec: specEntry(envelopes.decades_by_x ?? '', { kind: 'udtf' }),
+        source_query: genevaQuery(src.name, { filter: 'id < 20', columns: { a: 'id' } }),
+      });
       expect(byX.status, byX.text).toBe(201);
       const second = await call('refresh', 'decades2', {});
       const secondDone = await waitForJob(fx.t, String(second.json.job_id));
       expect(secondDone.status, JSON.stringify(secondDone.properties)).toBe('Succeeded');
       expect(secondDone.properties.rows_refreshed).toBe('20');
-      const partitioned = (await viewRows(String((await fx.t.call('POST', '/v1/table/decades2/describe', {})).json.location), options())).map((r) => [r.decade, r.n, r.total]);
+      const partitioned = (await viewRows(String((await fx.t.call('POST', '/v1/table/decades2/describe', {})).json.location), options())).map((r) => [
+        r.decade,
+        r.n,
+        r.total,
+      ]);
       expect(partitioned.sort((a, b) => Number(a[2]) - Number(b[2]))).toEqual(Array.from({ length: 20 }, (_, id) => [Math.floor(id / 10), 1, id]));
       for (const [what, bad, message] of [
         ['another schema', { ...body, output_schema: schemaMessage([['decade', new arrow.Int64()]]) }, /UDTF's output schema/],
@@ -479,19 +598,38 @@ describe.each(backends())('materialized views on $name', (backend) => {
       }
     });
 
-    it('refuses bad chunker views with 400 and creates nothing; a raising chunker fails its job and leaves the view as it was', { timeout: 60_000 }, async () => {
+    it('refuses bad chunker views with 400 and creates nothing; a raising chunker fails its job and leaves the view as it was', {
+      timeout: 60_000,
+    }, async () => {
       const src = await source(20);
       const spec = envelopes.pieces ?? '';
-      const good = { kind: 'chunker', source_query: genevaQuery(src.name, { columns: { a: 'id', x: 'x' } }), output_schema: CHUNK_SCHEMA, udtf_spec: specEntry(spec) };
+      const good = {
+        kind: 'chunker',
+        source_query: genevaQuery(src.name, { columns: { a: 'id', x: 'x' } }),
+        output_schema: CHUNK_SCHEMA,
+        udtf_spec: specEntry(spec),
+      };
       const cases: Array<[string, Record<string, unknown>, RegExp]> = [
         ['no udtf_spec', { ...good, udtf_spec: null }, /udtf_spec/],
         ['a udtf entry', { ...good, udtf_spec: specEntry(spec, { kind: 'udtf' }) }, /udtf_spec.kind/],
         ['a wrong sha', { ...good, udtf_spec: specEntry(spec, { udtf_sha: '0'.repeat(64) }) }, /udtf_sha/],
         ['a spec that is not JSON', { ...good, udtf_spec: specEntry('{nope') }, /udtf_spec.udtf: not JSON/],
-        ['the meta columns of a query view', { ...good, output_schema: schemaMessage([...META, ['x', new arrow.Int64()], ...PIECES_OUTPUTS]) }, /__child_index/],
-        ['outputs that are not the chunker\'s', { ...good, output_schema: schemaMessage([...CHUNK_META, ['x', new arrow.Int64()], ['label', new arrow.Utf8()]]) }, /chunker's outputs/],
+        [
+          'the meta columns of a query view',
+          { ...good, output_schema: schemaMessage([...META, ['x', new arrow.Int64()], ...PIECES_OUTPUTS]) },
+          /__child_index/,
+        ],
+        [
+          "outputs that are not the chunker's",
+          { ...good, output_schema: schemaMessage([...CHUNK_META, ['x', new arrow.Int64()], ['label', new arrow.Utf8()]]) },
+          /chunker's outputs/,
+        ],
         ['an input the query does not project', { ...good, source_query: genevaQuery(src.name, { columns: { x: 'x' } }) }, /input_columns.*"a"/],
-        ['an inherited column the query does not project', { ...good, source_query: genevaQuery(src.name, { columns: { a: 'id' } }) }, /"x" is neither selected/],
+        [
+          'an inherited column the query does not project',
+          { ...good, source_query: genevaQuery(src.name, { columns: { a: 'id' } }) },
+          /"x" is neither selected/,
+        ],
       ];
       for (const [what, body, message] of cases) {
         const name = `badchunks${++seq}`;
@@ -505,7 +643,7 @@ describe.each(backends())('materialized views on $name', (backend) => {
       await failedRefresh('chunksfail', /cannot chunk row a=7/);
     });
 
-    it('fails the job with the UDF\'s error, and leaves the view as it was', { timeout: 60_000 }, async () => {
+    it("fails the job with the UDF's error, and leaves the view as it was", { timeout: 60_000 }, async () => {
       const src = await source(50);
       const created = await call('create', 'mvfail', {
         kind: 'query',

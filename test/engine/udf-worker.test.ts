@@ -9,8 +9,8 @@ import type { Materialization } from '../../src/engine/ports/views.js';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import type { UdfWorkerLog } from '../../src/engine/python-udf/worker-process.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
-import { DataTables } from '../../src/service/data/data-tables.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
+import { DataTables } from '../../src/service/data/data-tables.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
@@ -18,7 +18,7 @@ import { connectTable } from '../support/arrow-data.js';
 import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { localCatalogDeps, withSettings } from '../support/local-catalog.js';
 import { type RayCluster, startRayCluster } from '../support/ray-cluster.js';
-import { genevaQuery, makeUdfEnvelopes, META, schemaMessage, viewRows } from '../support/views.js';
+import { genevaQuery, META, makeUdfEnvelopes, schemaMessage, viewRows } from '../support/views.js';
 
 // The Python UDF adapter (src/engine/python-udf/, worker/udf_worker.py) against real Geneva UDF
 // envelopes, built by test/support/geneva_udfs.py with the pinned Geneva, over real Lance datasets:
@@ -32,7 +32,21 @@ if (!available) console.warn(`skipping the UDF worker tests: no ${DEFAULT_UDF_PY
 const ctx: RequestContext = { requestId: 'udf-test', principal: null, context: {} };
 const FRAGMENT = 2n ** 32n;
 
-type UdfName = 'double' | 'plus' | 'describe_row' | 'raises' | 'chatty' | 'wrong_type' | 'too_short' | 'sleeps' | 'pieces' | 'pieces_raise' | 'decades' | 'decades_by_v' | 'decades_by_x' | 'decades_raise';
+type UdfName =
+  | 'double'
+  | 'plus'
+  | 'describe_row'
+  | 'raises'
+  | 'chatty'
+  | 'wrong_type'
+  | 'too_short'
+  | 'sleeps'
+  | 'pieces'
+  | 'pieces_raise'
+  | 'decades'
+  | 'decades_by_v'
+  | 'decades_by_x'
+  | 'decades_raise';
 
 /** Rows {a, b = a * 10, v = -1, s = null} for a in [from, from + n). */
 function rowsStream(n: number, from = 0): Buffer {
@@ -222,7 +236,13 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       expect(done).toEqual({ rows: 5, version: 2, fragments: 2 });
       const table = await connectTable(view.location, view.storageOptions);
       try {
-        const rows = ((await table.query().toArray()) as Array<Record<string, unknown>>).map((r) => ({ ...r, __source_row_id: Number(r.__source_row_id), a: Number(r.a), b: Number(r.b), a10: Number(r.a10) }));
+        const rows = ((await table.query().toArray()) as Array<Record<string, unknown>>).map((r) => ({
+          ...r,
+          __source_row_id: Number(r.__source_row_id),
+          a: Number(r.a),
+          b: Number(r.b),
+          a10: Number(r.a10),
+        }));
         const ids = [2, 4, 6, 8, 10];
         expect(rows.sort((x, y) => x.a - y.a)).toEqual(
           ids.map((a) => ({ __source_row_id: a < 10 ? a : 2 ** 32 + a - 10, __is_set: true, a, b: a * 20, a10: a + 10, s: `a,b,v,s:${a}` })),
@@ -283,15 +303,19 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       // output_limit: the first view rows in the source's order.
       expect(await udfs.materialize(source, view, m, { ...chunker, outputLimit: 4 })).toMatchObject({ rows: 4, version: 3 });
       expect(await rowsOf()).toEqual(expected.slice(0, 4));
-      const raising = await udfs.materialize(source, view, m, { ...chunker, udfPath: await putUdf(fx.root, `${name}.lance/`, 'pieces_raise') }).catch((e: unknown) => e);
+      const raising = await udfs
+        .materialize(source, view, m, { ...chunker, udfPath: await putUdf(fx.root, `${name}.lance/`, 'pieces_raise') })
+        .catch((e: unknown) => e);
       expect(raising).toBeInstanceOf(UdfFailure);
       expect((raising as UdfFailure).message).toMatch(/ValueError: cannot chunk row a=7/);
       expect(await engine.datasetVersion(view)).toBe(3);
       // A UDF envelope where a chunker is expected is a UdfFailure too.
-      expect(await udfs.materialize(source, view, m, { ...chunker, udfPath: await putUdf(fx.root, `${name}.lance/`, 'double') }).catch((e: unknown) => e)).toBeInstanceOf(UdfFailure);
+      expect(
+        await udfs.materialize(source, view, m, { ...chunker, udfPath: await putUdf(fx.root, `${name}.lance/`, 'double') }).catch((e: unknown) => e),
+      ).toBeInstanceOf(UdfFailure);
     });
 
-    it('materializes a udtf view: the UDTF handed a Geneva query over the source at the version (per partition value), its rows the view\'s; a raising UDTF commits nothing', async () => {
+    it("materializes a udtf view: the UDTF handed a Geneva query over the source at the version (per partition value), its rows the view's; a raising UDTF commits nothing", async () => {
       const { at: source } = await fresh();
       // A fourth version: rows 20..29 with v = 1.
       expect((await engine.rows.update(source, [['v', '1']], 'a >= 20')).version).toBe(4);
@@ -301,11 +325,28 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
         ['n', new arrow.Int64()],
         ['total', new arrow.Int64()],
       ]);
-      const m: Materialization = { sourceVersion: 2, filter: null, columns: [], offset: null, limit: null, udfs: [], schemaMetadata: { 'geneva::view::version': 'udtf' }, fieldMetadata: {}, maxRowsPerFile: null };
+      const m: Materialization = {
+        sourceVersion: 2,
+        filter: null,
+        columns: [],
+        offset: null,
+        limit: null,
+        udfs: [],
+        schemaMetadata: { 'geneva::view::version': 'udtf' },
+        fieldMetadata: {},
+        maxRowsPerFile: null,
+      };
       const run = async (udtf: UdfName, version: number, partitionBy: string | null = null) =>
-        udfs.materialize(source, view, { ...m, sourceVersion: version }, { kind: 'udtf', udfPath: await putUdf(fx.root, `${name}.lance/`, udtf), sourceQuery: genevaQuery(`t${seq}`, { filter: 'a >= 5' }), partitionBy });
+        udfs.materialize(
+          source,
+          view,
+          { ...m, sourceVersion: version },
+          { kind: 'udtf', udfPath: await putUdf(fx.root, `${name}.lance/`, udtf), sourceQuery: genevaQuery(`t${seq}`, { filter: 'a >= 5' }), partitionBy },
+        );
       const rowsOf = async () =>
-        (await viewRows(view.location, view.storageOptions)).map((r) => [Number(r.decade), Number(r.n), Number(r.total)]).sort((x, y) => (x[0] ?? 0) - (y[0] ?? 0) || (x[1] ?? 0) - (y[1] ?? 0));
+        (await viewRows(view.location, view.storageOptions))
+          .map((r) => [Number(r.decade), Number(r.n), Number(r.total)])
+          .sort((x, y) => (x[0] ?? 0) - (y[0] ?? 0) || (x[1] ?? 0) - (y[1] ?? 0));
       // Version 2 has a = 0..19: rows 5..19.
       expect(await run('decades', 2)).toMatchObject({ rows: 2, version: 2 });
       expect(await rowsOf()).toEqual([
@@ -330,14 +371,17 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       const version = await engine.datasetVersion(at);
       expect(await udfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'a > 1000' })).toEqual({ rows: 0, version: version + 1 });
       expect((await readAll(at)).every((r) => r.v === -1)).toBe(true);
-      const fails = (fill: Partial<UdfFill>) => udfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'true', ...fill }).catch((e: unknown) => e);
+      const fails = (fill: Partial<UdfFill>) =>
+        udfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'true', ...fill }).catch((e: unknown) => e);
       expect(await fails({ column: 'nope' })).toMatchObject({ kind: 'column_not_found' });
       expect(await fails({ inputColumns: ['nope'] })).toMatchObject({ kind: 'column_not_found' });
       expect(await fails({ filter: 'a >>> 1' })).toMatchObject({ kind: 'invalid_input' });
       expect(await fails({ udfPath: `_udfs/${'0'.repeat(64)}` })).toBeInstanceOf(UdfFailure);
       expect(await fails({ inputColumns: ['v'] })).toMatchObject({ kind: 'invalid_input' });
       const missing: DatasetLocation = { location: fx.root.store.location('missing.lance'), storageOptions: {} };
-      expect(await udfs.fill(missing, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'true' }).catch((e: unknown) => e)).toMatchObject({ kind: 'not_a_dataset' });
+      expect(await udfs.fill(missing, { column: 'v', udfPath: udf.double, inputColumns: null, filter: 'true' }).catch((e: unknown) => e)).toMatchObject({
+        kind: 'not_a_dataset',
+      });
       expect(await engine.datasetVersion(at)).toBe(version + 1);
     });
 
@@ -393,7 +437,10 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
      * `a >= 10` whose commit meets `meanwhile` (another writer's commit, through the same
      * coordinator, of the version the fill was about to take). Returns the fill's outcome.
      */
-    async function fillMeeting(name: string, meanwhile: (at: DatasetLocation) => Promise<unknown>): Promise<{ outcome: unknown; at: DatasetLocation; creates: number[] }> {
+    async function fillMeeting(
+      name: string,
+      meanwhile: (at: DatasetLocation) => Promise<unknown>,
+    ): Promise<{ outcome: unknown; at: DatasetLocation; creates: number[] }> {
       const root = fx.root;
       const deps = withSettings(localCatalogDeps(root.store, root.root, engine), { managedVersioningDefault: true, leaseMs: 30_000 });
       const versions = new TableVersionService(deps, new TransactionLog(root.store), { leaseMs: 30_000 });
@@ -414,7 +461,8 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
                 describe: (v) => coordinator.describe(v),
                 list: () => coordinator.list(),
                 create: async (request) => {
-                  if (creates.push(request.version) === 1) await meanwhile({ location: table.at.location, storageOptions: table.at.storageOptions, coordinator });
+                  if (creates.push(request.version) === 1)
+                    await meanwhile({ location: table.at.location, storageOptions: table.at.storageOptions, coordinator });
                   return coordinator.create(request);
                 },
               },
@@ -467,7 +515,9 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       }
       const elapsed = performance.now() - started;
       expect((await readAll(at)).filter((r) => r.v !== r.a * 2)).toEqual([]);
-      console.log(`UDF fill of 100,000 rows in 10 fills of 10,000 (scalar a * 2, one fill after another): ${elapsed.toFixed(0)} ms, ${Math.round(100_000 / (elapsed / 1000)).toLocaleString('en')} rows/s`);
+      console.log(
+        `UDF fill of 100,000 rows in 10 fills of 10,000 (scalar a * 2, one fill after another): ${elapsed.toFixed(0)} ms, ${Math.round(100_000 / (elapsed / 1000)).toLocaleString('en')} rows/s`,
+      );
     });
   });
 
@@ -492,7 +542,12 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
       if (!rayUdfs) throw new Error('no UDFs on the Ray engine');
       const { at, udf } = await threeFragments(fx.root, `ray${++seq}`);
       const selected = (r: Row) => r.a >= 5 && r.a < 25 && r.a % 3 !== 0;
-      const filled = await rayUdfs.fill(at, { column: 'v', udfPath: udf.double, inputColumns: null, filter: `_rowid >= 5 AND _rowid < ${2n * FRAGMENT + 5n} AND a % 3 <> 0` });
+      const filled = await rayUdfs.fill(at, {
+        column: 'v',
+        udfPath: udf.double,
+        inputColumns: null,
+        filter: `_rowid >= 5 AND _rowid < ${2n * FRAGMENT + 5n} AND a % 3 <> 0`,
+      });
       expect(filled.rows).toBe(13);
       expect((await readAll(at)).filter((r) => r.v !== (selected(r) ? r.a * 2 : -1))).toEqual([]);
       const failure = await rayUdfs.fill(at, { column: 'v', udfPath: udf.raises, inputColumns: null, filter: 'true' }).catch((e: unknown) => e);

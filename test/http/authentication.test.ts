@@ -4,12 +4,12 @@
 // the health checks and the OpenAPI document stay open.
 
 import { createHash } from 'node:crypto';
-import { Writable } from 'node:stream';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import { exportJWK, generateKeyPair, type JWK, SignJWT, UnsecuredJWT } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../src/app.js';
 import { startTestApp, type TestApp, testConfig } from '../support/app.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
@@ -24,7 +24,14 @@ describe('authentication by API key', () => {
 
   beforeAll(async () => {
     root = await localBackend.newRoot();
-    app = await startTestApp(root, { auth: { apiKeys: [{ principal: 'etl', sha256: sha256(key) }, { principal: 'ops', sha256: sha256('other') }] } });
+    app = await startTestApp(root, {
+      auth: {
+        apiKeys: [
+          { principal: 'etl', sha256: sha256(key) },
+          { principal: 'ops', sha256: sha256('other') },
+        ],
+      },
+    });
     expect((await app.call('POST', '/v1/namespace/keep/create', {}, { 'x-api-key': key })).status).toBe(200);
   });
   afterAll(async () => {
@@ -33,7 +40,13 @@ describe('authentication by API key', () => {
   });
 
   it('refuses requests without a valid key with 401 code 16 and a challenge, changing nothing', async () => {
-    const attempts: Array<Record<string, string>> = [{}, { 'x-api-key': '' }, { 'x-api-key': 'wrong' }, { 'x-api-key': sha256(key) }, { authorization: `Bearer ${key}` }];
+    const attempts: Array<Record<string, string>> = [
+      {},
+      { 'x-api-key': '' },
+      { 'x-api-key': 'wrong' },
+      { 'x-api-key': sha256(key) },
+      { authorization: `Bearer ${key}` },
+    ];
     for (const headers of attempts) {
       const res = await app.call('POST', '/v1/namespace/keep/drop', {}, headers);
       expect(res.status, JSON.stringify(headers)).toBe(401);
@@ -51,7 +64,11 @@ describe('authentication by API key', () => {
     const openapi = await app.call('GET', '/openapi.json');
     expect(openapi.status).toBe(200);
     // The document says so: the spec's three schemes, none needed for the health checks.
-    const doc = openapi.json as { security: unknown; components: { securitySchemes: Record<string, unknown> }; paths: Record<string, Record<string, { security?: unknown }>> };
+    const doc = openapi.json as {
+      security: unknown;
+      components: { securitySchemes: Record<string, unknown> };
+      paths: Record<string, Record<string, { security?: unknown }>>;
+    };
     expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(['ApiKeyAuth', 'BearerAuth', 'OAuth2']);
     expect(doc.components.securitySchemes.OAuth2).toMatchObject({ flows: { clientCredentials: { tokenUrl: '/oauth/token' } } });
     expect(doc.paths['/health/live']?.get?.security).toEqual([]);
@@ -71,7 +88,11 @@ describe('authentication by bearer JWT', () => {
   const audience = 'lance-namespace';
 
   const token = (claims: { sub?: string; iss?: string; aud?: string; expiresIn?: string | number | null }, key = signingKey) => {
-    let jwt = new SignJWT(claims.sub === undefined ? {} : { sub: claims.sub }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setIssuer(claims.iss ?? issuer).setAudience(claims.aud ?? audience).setIssuedAt();
+    let jwt = new SignJWT(claims.sub === undefined ? {} : { sub: claims.sub })
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+      .setIssuer(claims.iss ?? issuer)
+      .setAudience(claims.aud ?? audience)
+      .setIssuedAt();
     if (claims.expiresIn !== null) jwt = jwt.setExpirationTime(claims.expiresIn ?? '5m');
     return jwt.sign(key);
   };
@@ -104,7 +125,9 @@ describe('authentication by bearer JWT', () => {
     expect((await remote.call('POST', '/v1/namespace/jwt/exists', {}, await bearer(token({ sub: 'bob' })))).status).toBe(200);
     expect((await local.call('POST', '/v1/namespace/jwt/exists', {}, { 'x-api-key': 'k' })).status).toBe(200);
     // Within the clock skew an expired token still passes.
-    expect((await local.call('POST', '/v1/namespace/jwt/exists', {}, await bearer(token({ sub: 'alice', expiresIn: Math.floor(Date.now() / 1000) - 10 })))).status).toBe(200);
+    expect(
+      (await local.call('POST', '/v1/namespace/jwt/exists', {}, await bearer(token({ sub: 'alice', expiresIn: Math.floor(Date.now() / 1000) - 10 })))).status,
+    ).toBe(200);
   });
 
   it('refuses expired, foreign, misaddressed, unsigned and unnamed tokens with 401 code 16, changing nothing', async () => {
@@ -169,7 +192,13 @@ describe('the OAuth2 client-credentials endpoint', () => {
       ['unknown client', form({ grant_type: 'client_credentials', client_id: 'who', client_secret: secret }), FORM, 401, 'invalid_client'],
       ['no secret', form({ grant_type: 'client_credentials', client_id: 'etl' }), FORM, 401, 'invalid_client'],
       ['password grant', form({ grant_type: 'password', username: 'etl', password: secret }), FORM, 400, 'unsupported_grant_type'],
-      ['JSON body', Buffer.from(JSON.stringify({ grant_type: 'client_credentials', client_id: 'etl', client_secret: secret })), { 'content-type': 'application/json' }, 400, 'invalid_request'],
+      [
+        'JSON body',
+        Buffer.from(JSON.stringify({ grant_type: 'client_credentials', client_id: 'etl', client_secret: secret })),
+        { 'content-type': 'application/json' },
+        400,
+        'invalid_request',
+      ],
     ];
     for (const [label, body, headers, status, error] of cases) {
       const res = await app.call('POST', '/oauth/token', body, headers);
@@ -178,8 +207,20 @@ describe('the OAuth2 client-credentials endpoint', () => {
       expect(res.json.access_token, label).toBeUndefined();
     }
     // A token signed with another secret, or expired, is no token.
-    const forged = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setIssuer('lance-namespace-service').setAudience('lance-namespace-service').setSubject('etl-job').setExpirationTime('5m').sign(new TextEncoder().encode('x'.repeat(40)));
-    const expired = await new SignJWT({}).setProtectedHeader({ alg: 'HS256' }).setIssuer('lance-namespace-service').setAudience('lance-namespace-service').setSubject('etl-job').setExpirationTime(Math.floor(Date.now() / 1000) - 600).sign(new TextEncoder().encode(oauth2.signingSecret));
+    const forged = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuer('lance-namespace-service')
+      .setAudience('lance-namespace-service')
+      .setSubject('etl-job')
+      .setExpirationTime('5m')
+      .sign(new TextEncoder().encode('x'.repeat(40)));
+    const expired = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuer('lance-namespace-service')
+      .setAudience('lance-namespace-service')
+      .setSubject('etl-job')
+      .setExpirationTime(Math.floor(Date.now() / 1000) - 600)
+      .sign(new TextEncoder().encode(oauth2.signingSecret));
     for (const token of [forged, expired]) {
       const res = await app.call('POST', '/v1/namespace/oauth2/create', {}, { authorization: `Bearer ${token}` });
       expect(res.status).toBe(401);
@@ -196,7 +237,12 @@ describe('rate limits per principal', () => {
   beforeAll(async () => {
     root = await localBackend.newRoot();
     app = await startTestApp(root, {
-      auth: { apiKeys: [{ principal: 'a', sha256: sha256('key-a') }, { principal: 'b', sha256: sha256('key-b') }] },
+      auth: {
+        apiKeys: [
+          { principal: 'a', sha256: sha256('key-a') },
+          { principal: 'b', sha256: sha256('key-b') },
+        ],
+      },
       rateLimit: { requestsPerSecond: 0.01, burst: 3 },
     });
   });
@@ -225,7 +271,12 @@ describe('secrets stay out of logs and answers', () => {
     const lines: string[] = [];
     const sink = new Writable({
       write(chunk: Buffer, _encoding, callback) {
-        lines.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
+        lines.push(
+          ...chunk
+            .toString('utf8')
+            .split('\n')
+            .filter((l) => l !== ''),
+        );
         callback();
       },
     });
@@ -234,7 +285,11 @@ describe('secrets stay out of logs and answers', () => {
       logLevel: 'debug',
       auth: {
         apiKeys: [{ principal: 'etl', sha256: sha256(secrets.key) }],
-        oauth2: { signingSecret: 'signing-SECRET-5'.padEnd(40, 'x'), tokenTtlSeconds: 600, clients: [{ clientId: 'c', secretSha256: sha256(secrets.client), principal: 'c' }] },
+        oauth2: {
+          signingSecret: 'signing-SECRET-5'.padEnd(40, 'x'),
+          tokenTtlSeconds: 600,
+          clients: [{ clientId: 'c', secretSha256: sha256(secrets.client), principal: 'c' }],
+        },
       },
     });
     const app = await createApp(config, pino({ level: 'debug' }, sink));
@@ -260,7 +315,9 @@ describe('secrets stay out of logs and answers', () => {
         expect(logged, `a log line holds ${secret}`).not.toContain(secret);
         for (const answer of answers.slice(0, 3).concat(answers.slice(4))) expect(answer, `an answer holds ${secret}`).not.toContain(secret);
       }
-      const audits = lines.map((l) => JSON.parse(l) as { audit?: { operation: string; status: number; principal: string | null; id: unknown } }).filter((l) => l.audit);
+      const audits = lines
+        .map((l) => JSON.parse(l) as { audit?: { operation: string; status: number; principal: string | null; id: unknown } })
+        .filter((l) => l.audit);
       // The refused drops are audited with no principal, and with their id parsed like any other's.
       expect(audits.filter((a) => a.audit?.operation === 'DropNamespace').map((a) => [a.audit?.status, a.audit?.principal, a.audit?.id])).toEqual([
         [401, null, ['n']],

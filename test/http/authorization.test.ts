@@ -37,7 +37,8 @@ describe('authorization', () => {
       },
     });
     for (const ns of ['sales', 'sales%24eu', 'hr']) expect((await app.call('POST', `/v1/namespace/${ns}/create`, {}, as('admin'))).status).toBe(200);
-    for (const t of ['sales%24t', 'hr%24secret']) expect((await app.call('POST', `/v1/table/${t}/create`, peopleStream([1]), { ...ARROW, ...as('admin') })).status).toBe(200);
+    for (const t of ['sales%24t', 'hr%24secret'])
+      expect((await app.call('POST', `/v1/table/${t}/create`, peopleStream([1]), { ...ARROW, ...as('admin') })).status).toBe(200);
   });
   afterAll(async () => {
     await app?.close();
@@ -93,10 +94,16 @@ describe('authorization', () => {
     await denied('writer', 'POST', '/v1/table/hr%24secret/insert', peopleStream([3]), ARROW);
     // A batch needs each operation's privilege on each table's namespace: a writer declares in its
     // subtree, not elsewhere, and may not delete versions or deregister (manage).
-    await denied('writer', 'POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['sales', 'x'] } }, { declare_table: { id: ['hr', 'x'] } }] });
+    await denied('writer', 'POST', '/v1/table/batch-commit', {
+      operations: [{ declare_table: { id: ['sales', 'x'] } }, { declare_table: { id: ['hr', 'x'] } }],
+    });
     await denied('writer', 'POST', '/v1/table/batch-commit', { operations: [{ deregister_table: { id: ['sales', 't'] } }] });
-    await denied('writer', 'POST', '/v1/table/batch-commit', { operations: [{ delete_table_versions: { id: ['sales', 't'], ranges: [{ start_version: 1, end_version: 2 }] } }] });
-    await denied('writer', 'POST', '/v1/table/version/batch-create', { entries: [{ id: ['hr', 'secret'], version: 2, manifest_path: '_versions/2.manifest-x' }] });
+    await denied('writer', 'POST', '/v1/table/batch-commit', {
+      operations: [{ delete_table_versions: { id: ['sales', 't'], ranges: [{ start_version: 1, end_version: 2 }] } }],
+    });
+    await denied('writer', 'POST', '/v1/table/version/batch-create', {
+      entries: [{ id: ['hr', 'secret'], version: 2, manifest_path: '_versions/2.manifest-x' }],
+    });
     expect((await app.call('POST', '/v1/table/hr%24x/exists', {}, as('admin'))).status).toBe(404);
     const declared = await app.call('POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['sales', 'batched'] } }] }, as('writer'));
     expect(declared.status, declared.text).toBe(200);
@@ -118,7 +125,7 @@ describe('authorization', () => {
     expect((await app.call('POST', '/v1/table/sales%24t/exists', {}, as('admin'))).status).toBe(200);
   });
 
-  it("lets a register take a place inside the root only in a namespace the caller manages", async () => {
+  it('lets a register take a place inside the root only in a namespace the caller manages', async () => {
     // hr's table, reached through sales by an absolute location or a relative one that climbs: refused.
     const hrTable = `${root.root}/hr/secret.lance`;
     const res = await app.call('POST', '/v1/table/sales%24stolen/register', { location: hrTable }, as('sales-admin'));
@@ -149,7 +156,9 @@ describe('authorization', () => {
 
   it('maps every operation the service serves to a privilege, but the open ones, which authentication lets through by their path', async () => {
     const openapi = (await app.call('GET', '/openapi.json')).json as { paths: Record<string, Record<string, { operationId?: string; security?: unknown[] }>> };
-    const served = Object.entries(openapi.paths).flatMap(([path, methods]) => Object.values(methods).map((m) => ({ path, operationId: m.operationId, open: m.security?.length === 0 })));
+    const served = Object.entries(openapi.paths).flatMap(([path, methods]) =>
+      Object.values(methods).map((m) => ({ path, operationId: m.operationId, open: m.security?.length === 0 })),
+    );
     expect(served.length).toBeGreaterThan(50);
     const open = served.filter((s) => s.open);
     expect(open.map((s) => s.operationId).sort()).toEqual(['Live', 'Ready']);

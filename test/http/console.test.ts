@@ -65,7 +65,7 @@ describe('console files', () => {
     expect(missing.headers['cache-control']).toBeUndefined();
   });
 
-  it('serves the chunks the script loads on demand (the jobs list\'s Arrow reader), as immutable assets too', async () => {
+  it("serves the chunks the script loads on demand (the jobs list's Arrow reader), as immutable assets too", async () => {
     const script = assetsOf((await app.call('GET', '/ui')).text).find((a) => a.endsWith('.js')) as string;
     const source = (await app.call('GET', script)).text;
     // esbuild's relative imports: `import("./chunk-X.js")` (on demand) and `from"./chunk-X.js"` / `import"./chunk-X.js"`.
@@ -87,7 +87,12 @@ describe('console files', () => {
     const page = await app.call('GET', '/ui');
     const csp = String(page.headers['content-security-policy']);
     expect(csp).toBe(CONSOLE_CSP);
-    const directives = new Map(csp.split(';').map((d) => d.trim().split(/\s+/)).map(([name, ...sources]) => [name as string, sources]));
+    const directives = new Map(
+      csp
+        .split(';')
+        .map((d) => d.trim().split(/\s+/))
+        .map(([name, ...sources]) => [name as string, sources]),
+    );
     expect(directives.get('default-src')).toEqual(["'none'"]);
     for (const name of ['script-src', 'style-src', 'connect-src']) expect(directives.get(name), name).toEqual(["'self'"]);
     expect(directives.get('frame-ancestors')).toEqual(["'none'"]);

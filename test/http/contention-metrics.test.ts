@@ -41,7 +41,9 @@ describe.each(backends())('store call outcomes under contention on $name', (back
           return rel;
         }),
       );
-      const answers = await Promise.all(staged.map((manifest_path) => fx.t.call('POST', '/v1/table/c%24t/version/create', { version, manifest_path, naming_scheme: 'V2' })));
+      const answers = await Promise.all(
+        staged.map((manifest_path) => fx.t.call('POST', '/v1/table/c%24t/version/create', { version, manifest_path, naming_scheme: 'V2' })),
+      );
       expect(answers.filter((a) => a.status === 200)).toHaveLength(1);
       expect(answers.filter((a) => a.status === 409).every((a) => a.json.code === 14)).toBe(true);
       lost += answers.filter((a) => a.status === 409).length;
@@ -58,7 +60,9 @@ describe.each(backends())('store call outcomes under contention on $name', (back
     expect((await fx.t.call('POST', '/v1/namespace/m/create', { properties: { managed_versioning: 'true' } })).status).toBe(200);
     expect((await fx.t.call('POST', '/v1/table/m%24t/create', numbersStream(10), ARROW)).status).toBe(200);
     const before = await puts();
-    const answers = await Promise.all(Array.from({ length: WRITERS }, (_, i) => fx.t.call('POST', '/v1/table/m%24t/insert', numbersStream(10, 10 * (i + 1)), ARROW)));
+    const answers = await Promise.all(
+      Array.from({ length: WRITERS }, (_, i) => fx.t.call('POST', '/v1/table/m%24t/insert', numbersStream(10, 10 * (i + 1)), ARROW)),
+    );
     expect(answers.map((a) => a.status)).toEqual(Array.from({ length: WRITERS }, () => 200));
     await fx.t.app.settled();
     const after = await puts();

@@ -18,12 +18,20 @@ describe('credential vending on a local root', () => {
     root = await localBackend.newRoot();
     const sink = new Writable({
       write(chunk: Buffer, _encoding, callback) {
-        lines.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
+        lines.push(
+          ...chunk
+            .toString('utf8')
+            .split('\n')
+            .filter((l) => l !== ''),
+        );
         callback();
       },
     });
     // The STS endpoint is never called for a local table.
-    const config = testConfig(root, { logLevel: 'info', credentialVending: { roleArn: 'arn:aws:iam:::role/vend', durationSeconds: 900, refreshBeforeSeconds: 300, stsEndpoint: 'http://127.0.0.1:9' } });
+    const config = testConfig(root, {
+      logLevel: 'info',
+      credentialVending: { roleArn: 'arn:aws:iam:::role/vend', durationSeconds: 900, refreshBeforeSeconds: 300, stsEndpoint: 'http://127.0.0.1:9' },
+    });
     app = await createApp(config, pino({ level: 'info' }, sink));
   });
   afterAll(async () => {
@@ -49,7 +57,9 @@ describe('credential vending on a local root', () => {
     expect(unasked.json.storage_options?.vended_credentials).toMatch(/^none: /);
     expect(declined.json.storage_options).toEqual({});
     for (const r of [asked, unasked]) expect(Object.keys(r.json.storage_options ?? {})).toEqual(['vended_credentials']);
-    const audits = lines.map((l) => JSON.parse(l) as { audit?: { operation: string; vends?: Array<{ outcome: string }> } }).flatMap((l) => (l.audit ? [l.audit] : []));
+    const audits = lines
+      .map((l) => JSON.parse(l) as { audit?: { operation: string; vends?: Array<{ outcome: string }> } })
+      .flatMap((l) => (l.audit ? [l.audit] : []));
     expect(audits.map((a) => [a.operation, a.vends?.map((v) => v.outcome)])).toEqual([
       ['DescribeTable', ['none']],
       ['DescribeTable', ['none']],

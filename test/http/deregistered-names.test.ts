@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { encodeRecord } from '../../src/service/catalog/records.js';
 import { listAll } from '../../src/store/object-store.js';
 import { useNamespaceFixture } from '../support/app.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
-import { encodeRecord } from '../../src/service/catalog/records.js';
 
 // The edges of a deregistered name (the invariant in
 // src/service/tables/table-state.ts): what else meets a name whose directory holds a deregistered
@@ -14,9 +14,14 @@ const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 describe.each(backends())('deregistered names on $name', (backend) => {
   const { fx, path } = useNamespaceFixture(backend);
   const create = (table: string, ids: number[]) => fx.t.call('POST', path(table, 'create'), peopleStream(ids), ARROW);
-  const marker = async (table: string) => JSON.parse((await fx.root.store.get(`ns/${table}.lance/.lance-deregistered`))?.body.toString() ?? 'null') as Record<string, unknown> | null;
+  const marker = async (table: string) =>
+    JSON.parse((await fx.root.store.get(`ns/${table}.lance/.lance-deregistered`))?.body.toString() ?? 'null') as Record<string, unknown> | null;
   /** The dataset files under a key with their etags (not the name's own files: its record and markers). */
-  const files = async (key: string) => (await listAll(fx.root.store, key, { details: true })).objects.filter((o) => !o.key.includes('/.lance-')).map((o) => `${o.key} ${o.etag}`).sort();
+  const files = async (key: string) =>
+    (await listAll(fx.root.store, key, { details: true })).objects
+      .filter((o) => !o.key.includes('/.lance-'))
+      .map((o) => `${o.key} ${o.etag}`)
+      .sort();
 
   it('a table declared over deregistered data lives elsewhere: listings see its data once Lance writes it there', async () => {
     await create('decl', [1]);
@@ -67,7 +72,7 @@ describe.each(backends())('deregistered names on $name', (backend) => {
     expect((await fx.t.call('POST', path('batched', 'declare'), {})).status).toBe(200);
   });
 
-  it('a registered table deregistered leaves its name\'s directory free: the next table of the name lives in it again, in a batch too', async () => {
+  it("a registered table deregistered leaves its name's directory free: the next table of the name lives in it again, in a batch too", async () => {
     const source = await create('src', [1]);
     expect((await fx.t.call('POST', path('alias', 'register'), { location: source.json.location })).status).toBe(200);
     expect((await fx.t.call('POST', path('alias', 'deregister'), {})).status).toBe(200);

@@ -66,7 +66,7 @@ describe.each(backends())('drop vs. in-flight writes on $name', (backend) => {
     expect(revived, 'rounds in which the dropped table was visible again').toEqual([]);
   });
 
-  it('a batch commit declares a dropped table\'s name afresh, and clears what the drop left', async () => {
+  it("a batch commit declares a dropped table's name afresh, and clears what the drop left", async () => {
     await fx.t.call('POST', '/v1/namespace/again/create', {});
     expect((await fx.t.call('POST', '/v1/table/again%24t/create', peopleStream([1]), ARROW)).status).toBe(200);
     expect((await fx.t.call('POST', '/v1/table/again%24t/drop', {})).status).toBe(200);

@@ -59,7 +59,12 @@ describe.each(backends())('empty query vectors on $name', (backend) => {
   });
 
   async function ids(body: Record<string, unknown>): Promise<number[]> {
-    const res = await fx.t.app.server.inject({ method: 'POST', url: '/v1/table/ns%24t/query', payload: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+    const res = await fx.t.app.server.inject({
+      method: 'POST',
+      url: '/v1/table/ns%24t/query',
+      payload: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+    });
     expect(res.statusCode, res.body).toBe(200);
     const table = arrow.tableFromIPC(res.rawPayload);
     expect(table.schema.fields.map((f) => f.name)).not.toContain('_distance');

@@ -1,5 +1,4 @@
-import fs from 'node:fs';
-import { promises as fsp } from 'node:fs';
+import fs, { promises as fsp } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -110,7 +109,9 @@ describe.each(backends())('a root whose last segment is a word, on $name', (back
     const outside = `${root}alog/x.lance`;
     const stray = await fx.t.call('POST', '/v1/table/cat%24stray/register', { location: outside });
     expect(stray.status).toBe(400);
-    expect(stray.json.error).toBe(`location ${JSON.stringify(outside)} is outside the catalog root and every allowed location (see allowed locations in the README)`);
+    expect(stray.json.error).toBe(
+      `location ${JSON.stringify(outside)} is outside the catalog root and every allowed location (see allowed locations in the README)`,
+    );
     const missing = await fx.t.call('POST', '/v1/table/cat%24category/describe', {});
     expect(missing.status).toBe(404);
     expect(String(missing.json.error)).toContain('["cat","category"]');

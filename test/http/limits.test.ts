@@ -1,5 +1,5 @@
-import http from 'node:http';
 import { once } from 'node:events';
+import http from 'node:http';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type Config, loadConfig } from '../../src/config.js';
 import { listenTestApp, startTestApp, type TestApp, useTestApp } from '../support/app.js';

@@ -49,7 +49,9 @@ describe('metrics', () => {
     expect((await t.call('POST', '/v1/table/m%24v/version/create', { version: 1, manifest_path: await stage() })).status).toBe(409);
     // A backfill job, worked to its end.
     expect((await t.call('POST', '/v1/table/m%24rows/add_columns', { new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] })).status).toBe(200);
-    const bound = await t.call('POST', '/v1/table/m%24rows/alter_columns', { alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: 'id * 2', input_columns: ['id'] } }] });
+    const bound = await t.call('POST', '/v1/table/m%24rows/alter_columns', {
+      alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: 'id * 2', input_columns: ['id'] } }],
+    });
     expect(bound.status, bound.text).toBe(200);
     const job = await t.call('POST', '/v1/table/m%24rows/backfill_column', { column: 'v' });
     expect(job.status, job.text).toBe(202);

@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
 import type { AddressInfo } from 'node:net';
+import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../support/app.js';
 import { backends } from '../support/backends.js';
 import { rawRequest } from '../support/raw-http.js';

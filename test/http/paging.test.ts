@@ -26,13 +26,25 @@ describe('paging with limit=0', () => {
   const list = (json: Record<string, unknown>, field: string) => (json[field] as unknown[] | undefined) ?? [];
   const listings: Listing[] = [
     { name: 'ListNamespaces', call: (l, t) => fx.t.call('GET', `/v1/namespace/ns/list${q(l, t)}`), items: (j) => list(j, 'namespaces') },
-    { name: 'ListNamespaces (POST body)', call: (l, t) => fx.t.call('POST', '/v1/namespace/ns/list', { limit: l, ...(t !== undefined ? { page_token: t } : {}) }), items: (j) => list(j, 'namespaces') },
+    {
+      name: 'ListNamespaces (POST body)',
+      call: (l, t) => fx.t.call('POST', '/v1/namespace/ns/list', { limit: l, ...(t !== undefined ? { page_token: t } : {}) }),
+      items: (j) => list(j, 'namespaces'),
+    },
     { name: 'ListTables', call: (l, t) => fx.t.call('GET', `/v1/namespace/ns/table/list${q(l, t)}`), items: (j) => list(j, 'tables') },
     { name: 'ListAllTables', call: (l, t) => fx.t.call('GET', `/v1/table${q(l, t)}`), items: (j) => list(j, 'tables') },
     { name: 'ListTableVersions', call: (l, t) => post('t', 'version/list', undefined, q(l, t)), items: (j) => list(j, 'versions') },
-    { name: 'ListTableVersions (descending)', call: (l, t) => post('t', 'version/list', undefined, `${q(l, t)}&descending=true`), items: (j) => list(j, 'versions') },
+    {
+      name: 'ListTableVersions (descending)',
+      call: (l, t) => post('t', 'version/list', undefined, `${q(l, t)}&descending=true`),
+      items: (j) => list(j, 'versions'),
+    },
     { name: 'ListTableTags', call: (l, t) => post('t', 'tags/list', undefined, q(l, t)), items: (j) => Object.keys((j.tags as object | undefined) ?? {}) },
-    { name: 'ListTableIndices', call: (l, t) => post('t', 'index/list', { limit: l, ...(t !== undefined ? { page_token: t } : {}) }), items: (j) => list(j, 'indexes') },
+    {
+      name: 'ListTableIndices',
+      call: (l, t) => post('t', 'index/list', { limit: l, ...(t !== undefined ? { page_token: t } : {}) }),
+      items: (j) => list(j, 'indexes'),
+    },
     { name: 'ListTableIndices (GET)', call: (l, t) => fx.t.call('GET', path('t', 'index/list', q(l, t))), items: (j) => list(j, 'indexes') },
   ];
 

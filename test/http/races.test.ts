@@ -11,7 +11,9 @@ describe.each(backends())('races on $name', (backend) => {
   const fx = useTestApp(backend);
 
   it('50 concurrent creates of one namespace: exactly one succeeds, the rest get 409 code 2', async () => {
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => fx.t.call('POST', '/v1/namespace/contested/create', { properties: { who: String(i) } })));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => fx.t.call('POST', '/v1/namespace/contested/create', { properties: { who: String(i) } })),
+    );
     expect(tally(results.map((r) => r.status))).toEqual({ 200: 1, 409: 49 });
     expect(results.filter((r) => r.status === 409).every((r) => r.json.code === 2)).toBe(true);
     const winner = results.find((r) => r.status === 200);
@@ -20,7 +22,9 @@ describe.each(backends())('races on $name', (backend) => {
 
   it('50 concurrent declares of one table: exactly one succeeds, the rest get 409 code 5', async () => {
     await fx.t.call('POST', '/v1/namespace/tr/create', {});
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => fx.t.call('POST', '/v1/table/tr%24one/declare', { properties: { who: String(i) } })));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => fx.t.call('POST', '/v1/table/tr%24one/declare', { properties: { who: String(i) } })),
+    );
     expect(tally(results.map((r) => r.status))).toEqual({ 200: 1, 409: 49 });
     expect(results.filter((r) => r.status === 409).every((r) => r.json.code === 5)).toBe(true);
     const winner = results.find((r) => r.status === 200);
@@ -90,7 +94,10 @@ describe.each(backends())('races on $name', (backend) => {
     await fx.t.call('POST', '/v1/namespace/stuck/create', { properties: { a: 'b' } });
     // What a drop leaves when it is killed right after its first step: a mark whose lease runs out soon.
     const until = Date.now() + 400;
-    await fx.root.store.put('stuck/.lance-namespace', encodeRecord({ properties: { a: 'b' }, state: 'dropping', dropping_until: new Date(until).toISOString() }));
+    await fx.root.store.put(
+      'stuck/.lance-namespace',
+      encodeRecord({ properties: { a: 'b' }, state: 'dropping', dropping_until: new Date(until).toISOString() }),
+    );
     const child = await fx.t.call('POST', '/v1/table/stuck%24t/declare', {});
     // The creator waited for the drop's outcome; the dead drop decided nothing, so the child stays.
     expect(child.status, child.text).toBe(200);

@@ -13,7 +13,7 @@ import { backends, localBackend, type TestRoot } from '../support/backends.js';
 
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 
-describe.each(backends())('only the catalog\'s own places are reached on $name', (backend) => {
+describe.each(backends())("only the catalog's own places are reached on $name", (backend) => {
   let root: TestRoot;
   let outside: TestRoot;
   let app: TestApp;

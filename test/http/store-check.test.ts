@@ -22,7 +22,10 @@ describe('/health/ready when a later store check finds conditions ignored', () =
     s3.careless = false;
     const sink = new Writable({
       write(chunk: Buffer, _encoding, callback) {
-        for (const text of chunk.toString('utf8').split('\n').filter((l) => l !== '')) {
+        for (const text of chunk
+          .toString('utf8')
+          .split('\n')
+          .filter((l) => l !== '')) {
           const line = JSON.parse(text) as LogLine;
           lines.push(line);
           for (const w of waiters.filter((w) => w.match(line))) w.resolve();
@@ -31,7 +34,20 @@ describe('/health/ready when a later store check finds conditions ignored', () =
       },
     });
     const config = loadConfig(
-      ['--root', `s3://${s3.bucket}/cat`, '--s3-endpoint', s3.endpoint, '--s3-access-key-id', 'k', '--s3-secret-access-key', 's', '--store-check-interval-ms', '20', '--log-level', 'info'],
+      [
+        '--root',
+        `s3://${s3.bucket}/cat`,
+        '--s3-endpoint',
+        s3.endpoint,
+        '--s3-access-key-id',
+        'k',
+        '--s3-secret-access-key',
+        's',
+        '--store-check-interval-ms',
+        '20',
+        '--log-level',
+        'info',
+      ],
       {},
     );
     app = await createApp(config, pino({ level: 'info' }, sink));

@@ -56,7 +56,9 @@ class Writers {
   each(count: number, phase: Phase, which: (a: Answer) => boolean = () => true): Promise<void> {
     const { cycle } = this;
     const done = () =>
-      Array.from({ length: WRITERS }, (_, w) => this.answers.filter((a) => a.writer === w && a.phase === phase && a.cycle === cycle && which(a)).length).every((n) => n >= count);
+      Array.from({ length: WRITERS }, (_, w) => this.answers.filter((a) => a.writer === w && a.phase === phase && a.cycle === cycle && which(a)).length).every(
+        (n) => n >= count,
+      );
     return new Promise((resolve) => {
       const check = () => {
         if (!done()) return;
@@ -120,7 +122,10 @@ async function expectNothingAcknowledgedLost(root: TestRoot, writers: Writers): 
   const options = root.store.engineStorageOptions();
   for (const [name, ids] of writers.acknowledged) {
     const present = new Set((await readRows(root.store.location(`ns/${name}.lance`), options)).map((r) => Number(r.id)));
-    expect(ids.filter((id) => !present.has(id)), name).toEqual([]);
+    expect(
+      ids.filter((id) => !present.has(id)),
+      name,
+    ).toEqual([]);
   }
 }
 

@@ -20,10 +20,17 @@ const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 /** Every file under `dir`, relative to it, sorted (links listed, never followed). */
 async function filesUnder(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { recursive: true, withFileTypes: true });
-  return entries.filter((e) => !e.isDirectory()).map((e) => path.relative(dir, path.join(e.parentPath, e.name))).sort();
+  return entries
+    .filter((e) => !e.isDirectory())
+    .map((e) => path.relative(dir, path.join(e.parentPath, e.name)))
+    .sort();
 }
 
-const exists = (p: string) => lstat(p).then(() => true, () => false);
+const exists = (p: string) =>
+  lstat(p).then(
+    () => true,
+    () => false,
+  );
 
 describe('symbolic links below a local root', () => {
   let root: TestRoot;
@@ -205,7 +212,7 @@ describe('symbolic links below a local root', () => {
     expect(await exists(target)).toBe(true);
   });
 
-  it('follows no link that stays inside the root either: a name never aliases another namespace\'s table', async () => {
+  it("follows no link that stays inside the root either: a name never aliases another namespace's table", async () => {
     expect((await call('/v1/table/a%24secret/create', peopleStream([1, 2]), ARROW)).status).toBe(200);
     const secret = path.join(root.root, 'a', 'secret.lance');
     const before = await filesUnder(secret);

@@ -240,7 +240,7 @@ describe.each(backends())('tables on $name', (backend) => {
     expect(again.json.code).toBe(4);
     // The name is free again, and the new table clears the tombstone.
     expect((await create('ns$gone', [2])).status).toBe(200);
-    expect((await fx.root.store.head('ns/gone.lance/.lance-deregistered'))).toBeNull();
+    expect(await fx.root.store.head('ns/gone.lance/.lance-deregistered')).toBeNull();
   });
 
   it('renames atomically on a local root and answers 406 on an object store', async () => {

@@ -103,7 +103,10 @@ describe.each(backends())('transactions on $name', (backend) => {
     // The form where the body names the table and the path only the commit.
     const bodyForm = await fx.t.call('POST', '/v1/transaction/2/describe', { id: ['lc', 'events'] });
     expect(bodyForm.json).toEqual(v2.json);
-    expect((await alter(`lc$events$${uuid}`, [set('reviewed', 'yes')])).json).toMatchObject({ status: 'Succeeded', properties: { reviewed: 'yes', version: '2' } });
+    expect((await alter(`lc$events$${uuid}`, [set('reviewed', 'yes')])).json).toMatchObject({
+      status: 'Succeeded',
+      properties: { reviewed: 'yes', version: '2' },
+    });
     expect((await fx.t.call('POST', '/v1/transaction/lc%24events%242/describe', {})).json.properties).toMatchObject({ reviewed: 'yes', uuid });
     expect((await alter('lc$events$2', [status('Failed')])).json.code).toBe(14);
     const v1 = await fx.t.call('POST', '/v1/transaction/lc%24events%241/describe', {});

@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { manifestFileName, parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { listAll } from '../../src/store/object-store.js';
 import { committedVersions, useTestApp } from '../support/app.js';
-import { manifestBytes } from '../support/manifests.js';
 import { backends } from '../support/backends.js';
+import { manifestBytes } from '../support/manifests.js';
 
 // Table versions over HTTP: the service as commit coordinator. Manifests here are minimal Lance
 // manifest files: the service checks only that a staged manifest parses and names its version.
@@ -94,7 +94,13 @@ describe.each(backends())('table versions on $name', (backend) => {
     await fx.t.call('POST', `/v1/table/${t.ns}%24other/declare`, {});
     const elsewhere = `${t.ns}/other.lance/_versions/1.manifest-x`;
     await fx.root.store.put(elsewhere, 'x');
-    for (const manifest_path of [fx.root.store.objectPath(elsewhere), '../other.lance/_versions/1.manifest-x', '_versions/../../other.lance/x', '/etc/passwd', 'data/../../x']) {
+    for (const manifest_path of [
+      fx.root.store.objectPath(elsewhere),
+      '../other.lance/_versions/1.manifest-x',
+      '_versions/../../other.lance/x',
+      '/etc/passwd',
+      'data/../../x',
+    ]) {
       const res = await fx.t.call('POST', `${t.path}/version/create`, { version: 1, manifest_path });
       expect(res.status, manifest_path).toBe(400);
       expect(res.json.code, manifest_path).toBe(13);
@@ -160,7 +166,12 @@ describe.each(backends())('table versions on $name', (backend) => {
   it('deletes version records in [start, end) ranges, -1 meaning through the latest', async () => {
     const t = await table();
     for (let v = 1; v <= 6; v++) await t.commit(v);
-    const res = await fx.t.call('POST', `${t.path}/version/delete`, { ranges: [{ start_version: 1, end_version: 3 }, { start_version: 5, end_version: 6 }] });
+    const res = await fx.t.call('POST', `${t.path}/version/delete`, {
+      ranges: [
+        { start_version: 1, end_version: 3 },
+        { start_version: 5, end_version: 6 },
+      ],
+    });
     expect(res.json).toEqual({ deleted_count: 3 });
     expect(((await fx.t.call('GET', `${t.path}/version/list`)).json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([3, 4, 6]);
     const bad = await fx.t.call('POST', `${t.path}/version/delete`, { ranges: [{ start_version: 5, end_version: 2 }] });
@@ -283,7 +294,13 @@ describe.each(backends())('batch commit of tables on $name', (backend) => {
     });
     expect(res.status).toBe(200);
     const results = res.json.results as Array<Record<string, Record<string, unknown>>>;
-    expect(results.map((r) => Object.keys(r)[0])).toEqual(['declare_table', 'create_table_version', 'create_table_version', 'delete_table_versions', 'deregister_table']);
+    expect(results.map((r) => Object.keys(r)[0])).toEqual([
+      'declare_table',
+      'create_table_version',
+      'create_table_version',
+      'delete_table_versions',
+      'deregister_table',
+    ]);
     expect(results[0]?.declare_table).toMatchObject({ properties: { k: 'v' }, managed_versioning: false });
     expect(results[3]?.delete_table_versions).toEqual({ deleted_count: 2 });
     expect((await fx.t.call('POST', '/v1/table/bc%24fresh/describe', {})).json.properties).toEqual({ k: 'v' });
@@ -315,7 +332,9 @@ describe.each(backends())('batch commit of tables on $name', (backend) => {
     expect((await fx.root.store.list('bf/newbie.lance/_catalog/', {})).objects).toEqual([]);
     // The name is free again.
     expect((await fx.t.call('POST', '/v1/table/bf%24newbie/declare', {})).status).toBe(200);
-    const bad = await fx.t.call('POST', '/v1/table/batch-commit', { operations: [{ declare_table: { id: ['bf', 'x'] }, deregister_table: { id: ['bf', 'keep'] } }] });
+    const bad = await fx.t.call('POST', '/v1/table/batch-commit', {
+      operations: [{ declare_table: { id: ['bf', 'x'] }, deregister_table: { id: ['bf', 'keep'] } }],
+    });
     expect(bad.status).toBe(400);
     expect(bad.json.code).toBe(13);
   });
@@ -399,7 +418,9 @@ describe.each(backends())('CreateTableVersion consumes only staged manifests on 
       expect(after === null ? null : after.equals(before.get(key) ?? Buffer.alloc(0)), `${what} is unchanged`).toBe(before.get(key) === null ? null : true);
     }
     // The batch paths check the same before they write a record or claim anything.
-    const batch = await fx.t.call('POST', '/v1/table/version/batch-create', { entries: [{ id: ['sg', 't'], version: 2, manifest_path: dataFile.slice(dir.length) }] });
+    const batch = await fx.t.call('POST', '/v1/table/version/batch-create', {
+      entries: [{ id: ['sg', 't'], version: 2, manifest_path: dataFile.slice(dir.length) }],
+    });
     expect(batch.status, batch.text).toBe(400);
     expect(batch.json.code).toBe(13);
     const commit = await fx.t.call('POST', '/v1/table/batch-commit', {

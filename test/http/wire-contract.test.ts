@@ -94,10 +94,15 @@ describe('wire contract', () => {
   });
 
   it('takes context from x-namespace-ctx-* headers and the body, echoes it and the request id', async () => {
-    const res = await fx.t.call('POST', '/v1/namespace/ctx/create', { context: { team: 'data', trace: 'body' } }, {
-      'x-namespace-ctx-trace': 'header',
-      'x-request-id': 'req-123',
-    });
+    const res = await fx.t.call(
+      'POST',
+      '/v1/namespace/ctx/create',
+      { context: { team: 'data', trace: 'body' } },
+      {
+        'x-namespace-ctx-trace': 'header',
+        'x-request-id': 'req-123',
+      },
+    );
     expect(res.status).toBe(200);
     expect(res.headers['x-request-id']).toBe('req-123');
     expect(res.headers['x-namespace-ctx-team']).toBe('data');
@@ -114,7 +119,25 @@ describe('wire contract', () => {
     expect(doc.json.openapi).toBe('3.1.0');
     const paths = doc.json.paths as Record<string, Record<string, { operationId: string; requestBody?: unknown }>>;
     const operationIds = Object.values(paths).flatMap((item) => Object.values(item).map((op) => op.operationId));
-    for (const id of ['CreateNamespace', 'ListNamespaces', 'DescribeNamespace', 'DropNamespace', 'NamespaceExists', 'ListTables', 'ListAllTables', 'DeclareTable', 'CreateTable', 'RegisterTable', 'DescribeTable', 'TableExists', 'DropTable', 'DeregisterTable', 'RenameTable', 'CreateTableVersion', 'AlterTransaction']) {
+    for (const id of [
+      'CreateNamespace',
+      'ListNamespaces',
+      'DescribeNamespace',
+      'DropNamespace',
+      'NamespaceExists',
+      'ListTables',
+      'ListAllTables',
+      'DeclareTable',
+      'CreateTable',
+      'RegisterTable',
+      'DescribeTable',
+      'TableExists',
+      'DropTable',
+      'DeregisterTable',
+      'RenameTable',
+      'CreateTableVersion',
+      'AlterTransaction',
+    ]) {
       expect(operationIds, id).toContain(id);
     }
     expect(new Set(operationIds).size).toBe(operationIds.length);

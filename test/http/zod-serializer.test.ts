@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { compileResponseWriter, NO_FAST_PATH } from '../../src/http/zod-serializer.js';
-import { routeGroups, type Services } from '../../src/http/server.js';
 import { prefixedRoutes } from '../../src/http/route.js';
-import { ListTablesResponse, DescribeTableResponse } from '../../src/model/tables.js';
+import { routeGroups, type Services } from '../../src/http/server.js';
+import { compileResponseWriter, NO_FAST_PATH } from '../../src/http/zod-serializer.js';
+import { DescribeTableResponse, ListTablesResponse } from '../../src/model/tables.js';
 
 /**
  * The writer's contract: text only where zod's parse succeeds, and then exactly JSON.stringify of
@@ -41,7 +41,10 @@ describe('the compiled response writer', () => {
     checked: z.string().min(2).optional(),
     union: z.union([z.string(), z.number()]).optional(),
     withDefault: z.string().default('d'),
-    transformed: z.string().transform((v) => v.toUpperCase()).optional(),
+    transformed: z
+      .string()
+      .transform((v) => v.toUpperCase())
+      .optional(),
     loose: z.looseObject({ t: z.string() }).optional(),
     int: z.int().optional(),
     email: z.email().optional(),
@@ -74,7 +77,15 @@ describe('the compiled response writer', () => {
     expect(expectLikeZod(shapes, { ...valid, opt: 'here', nullable: 'v', anything: undefined })).toBe('written');
     expect(expectLikeZod(ListTablesResponse, { tables: ['t1', 't0'], page_token: null })).toBe('written');
     expect(expectLikeZod(ListTablesResponse, { tables: [], page_token: 'x' })).toBe('written');
-    expect(expectLikeZod(DescribeTableResponse, { location: '/l', properties: null, managed_versioning: true, version: 3, stats: { num_deleted_rows: 0, num_fragments: 1 } })).toBe('written');
+    expect(
+      expectLikeZod(DescribeTableResponse, {
+        location: '/l',
+        properties: null,
+        managed_versioning: true,
+        version: 3,
+        stats: { num_deleted_rows: 0, num_fragments: 1 },
+      }),
+    ).toBe('written');
   });
 
   it('declines every value zod would refuse', () => {

@@ -17,7 +17,6 @@ const LEASE_MS = 1000;
 const ROWS = 200_000;
 const CHUNK = 20_000;
 
-
 /** Rows {id: int64, x: int64 = id % 97} for ids [0, n). */
 function numbersStream(n: number): Buffer {
   const ids = new BigInt64Array(n);
@@ -28,7 +27,6 @@ function numbersStream(n: number): Buffer {
   }
   return Buffer.from(arrow.tableToIPC(new arrow.Table({ id: arrow.vectorFromArray(ids), x: arrow.vectorFromArray(xs) }), 'stream'));
 }
-
 
 /** Polls DescribeTransaction until the job reaches a terminal status (or the deadline passes). */
 async function waitForJob(running: Pick<Running, 'call'>, jobId: string, timeoutMs = 120_000): Promise<{ status: string; properties: Record<string, string> }> {
@@ -100,7 +98,9 @@ async function boundTable(running: Running): Promise<string> {
   expect(created.status, created.text).toBe(200);
   const added = await running.call('POST', '/v1/table/ns%24t/add_columns', { new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] });
   expect(added.status, added.text).toBe(200);
-  const bound = await running.call('POST', '/v1/table/ns%24t/alter_columns', { alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: 'id * 3 + x' } }] });
+  const bound = await running.call('POST', '/v1/table/ns%24t/alter_columns', {
+    alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: 'id * 3 + x' } }],
+  });
   expect(bound.status, bound.text).toBe(200);
   return String(created.json.location);
 }
@@ -236,7 +236,9 @@ describe.concurrent('view refreshes across crashes', () => {
     const root = await backend.newRoot();
     try {
       const crashing = await startService(root, 'refresh:after-commit');
-      expect((await crashing.call('POST', '/v1/table/src/create', numbersStream(ROWS), { 'content-type': 'application/vnd.apache.arrow.stream' })).status).toBe(200);
+      expect((await crashing.call('POST', '/v1/table/src/create', numbersStream(ROWS), { 'content-type': 'application/vnd.apache.arrow.stream' })).status).toBe(
+        200,
+      );
       const created = await crashing.call('POST', '/v1/materialized_view/v/create', {
         kind: 'query',
         source_query: genevaQuery('src', { filter: 'x = 5', columns: { id: 'id', y: 'x + id' } }),
@@ -249,7 +251,12 @@ describe.concurrent('view refreshes across crashes', () => {
       const jobId = String(refresh.json.job_id);
       expect(await crashing.exited).toEqual({ code: null, signal: 'SIGKILL' });
       const expected = Array.from({ length: ROWS }, (_, id) => id).filter((id) => id % 97 === 5);
-      const viewIds = async () => ((await readRows(location, root.store.engineStorageOptions())) as Array<{ id: number; y: bigint; __source_row_id: bigint }>).map((r) => [r.id, Number(r.y), Number(r.__source_row_id)]);
+      const viewIds = async () =>
+        ((await readRows(location, root.store.engineStorageOptions())) as Array<{ id: number; y: bigint; __source_row_id: bigint }>).map((r) => [
+          r.id,
+          Number(r.y),
+          Number(r.__source_row_id),
+        ]);
       const committed = await viewIds();
       expect(committed).toEqual(expected.map((id) => [id, id + 5, id]));
       expect((await storedJob(root, jobId)).status).toBe('Running');

@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
-import { afterAll, beforeAll, describe, expect, type ExpectStatic, it } from 'vitest';
+import { afterAll, beforeAll, describe, type ExpectStatic, expect, it } from 'vitest';
 import { nextManifestWithSchemaMetadata } from '../../src/engine/lance-format/manifest.js';
 import { parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { listAll } from '../../src/store/object-store.js';
@@ -47,7 +47,6 @@ type Running = ServiceProcess;
 /** Starts the service process over the test root with the short lease. */
 const startService = (live: Set<ChildProcess>, root: TestRoot, faultPoint?: string): Promise<Running> =>
   startServiceProcess({ args: rootArgs(root, LEASE_MS), live, ...(faultPoint ? { faultPoint } : {}) });
-
 
 const tableId = (t: string) => `ns$${t}`;
 const tableDir = (t: string) => `ns/${t}.lance/`;
@@ -116,7 +115,9 @@ async function makeTemplate(expect: ExpectStatic, backend: Backend): Promise<Tes
     const setup = await startService(live, root);
     expect((await setup.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
     for (const [i, t] of TABLES.entries()) {
-      const res = await setup.call('POST', `/v1/table/${encodeURIComponent(tableId(t))}/create`, peopleStream([i * 10, i * 10 + 1]), { 'content-type': 'application/vnd.apache.arrow.stream' });
+      const res = await setup.call('POST', `/v1/table/${encodeURIComponent(tableId(t))}/create`, peopleStream([i * 10, i * 10 + 1]), {
+        'content-type': 'application/vnd.apache.arrow.stream',
+      });
       expect(res.status, res.text).toBe(200);
       expect(res.json.version).toBe(1);
     }

@@ -68,7 +68,8 @@ describe.each(backends())('a batch that outlasts its lease, on two replicas, on 
   }, 60_000);
 
   const pauses = (point: string) => coordinator.stderr().split(`pause point ${point}:`).length - 1;
-  const record = async (id: string): Promise<TxRecord> => JSON.parse((await root.store.get(`_catalog/transactions/${id}.json`))?.body.toString('utf8') ?? '{}') as TxRecord;
+  const record = async (id: string): Promise<TxRecord> =>
+    JSON.parse((await root.store.get(`_catalog/transactions/${id}.json`))?.body.toString('utf8') ?? '{}') as TxRecord;
   const onlyNewRecord = async (before: Set<string>): Promise<TxRecord> => {
     const keys = (await listAll(root.store, '_catalog/transactions/')).objects.map((o) => o.key).filter((k) => !before.has(k));
     expect(keys).toHaveLength(1);

@@ -26,9 +26,11 @@ const lancedb = require('@lancedb/lancedb') as typeof import('@lancedb/lancedb')
 const LEASE_MS = 1000;
 const SEED = [0, 1, 2];
 
-const cases = ['lancedb', 'pylance'].flatMap((client) => ['commit:before-sidecar', 'commit:before-place'].map((point) => ({ client, point, committed: point === 'commit:before-sidecar' })));
+const cases = ['lancedb', 'pylance'].flatMap((client) =>
+  ['commit:before-sidecar', 'commit:before-place'].map((point) => ({ client, point, committed: point === 'commit:before-sidecar' })),
+);
 
-describe.each(backends())('a real client\'s commit cut off by a dying replica, on $name', (backend: Backend) => {
+describe.each(backends())("a real client's commit cut off by a dying replica, on $name", (backend: Backend) => {
   const crash = useCrashRoot(backend, LEASE_MS);
   const live = new Set<ChildProcess>();
   beforeAll(async () => {

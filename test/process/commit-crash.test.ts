@@ -35,7 +35,7 @@ describe.each(backends())('create_table_version killed half-way on $name', (back
       await expect(dying.call('POST', `${path}/version/create`, request)).rejects.toThrow();
       expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
       const committed = point === 'commit:before-sidecar';
-      expect(await store.head(`${dir}_versions/${'18446744073709551613'}.manifest`) !== null).toBe(committed);
+      expect((await store.head(`${dir}_versions/${'18446744073709551613'}.manifest`)) !== null).toBe(committed);
       expect(await store.head(`${dir}_catalog/versions/00000000000000000002.json`)).toBeNull();
       const listed = await crash.watcher().call('GET', `${path}/version/list`);
       expect((listed.json.versions as Array<{ version: number }>).map((v) => v.version).sort()).toEqual(committed ? [1, 2] : [1]);

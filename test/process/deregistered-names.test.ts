@@ -48,7 +48,10 @@ describe.each(backends())('deregistered names, two processes on $name', (backend
 
   beforeAll(async () => {
     root = await backend.newRoot();
-    [one, two] = await Promise.all([startServiceProcess({ args: rootArgs(root, LEASE_MS), live }), startServiceProcess({ args: rootArgs(root, LEASE_MS), live })]);
+    [one, two] = await Promise.all([
+      startServiceProcess({ args: rootArgs(root, LEASE_MS), live }),
+      startServiceProcess({ args: rootArgs(root, LEASE_MS), live }),
+    ]);
     expect((await one.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
   });
   afterAll(async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { listAll } from '../../src/store/object-store.js';
 import { parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
+import { listAll } from '../../src/store/object-store.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { type ServiceProcess, useCrashRoot } from '../support/service-process.js';
@@ -18,7 +18,11 @@ const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 const ids = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
 
 /** Waits (bounded) until a plain create of the table succeeds; returns its answer. */
-async function createOnceFree(replica: ServiceProcess, table: string, body: Buffer): Promise<{ status: number; json: Record<string, unknown>; blockedFor: number }> {
+async function createOnceFree(
+  replica: ServiceProcess,
+  table: string,
+  body: Buffer,
+): Promise<{ status: number; json: Record<string, unknown>; blockedFor: number }> {
   const started = Date.now();
   for (;;) {
     const res = await replica.call('POST', `/v1/table/ns%24${table}/create`, body, ARROW);
@@ -38,7 +42,9 @@ async function expectInvisible(replica: ServiceProcess, table: string): Promise<
 
 async function committedVersions(root: TestRoot, table: string): Promise<number[]> {
   const prefix = `ns/${table}.lance/_versions/`;
-  return (await listAll(root.store, prefix)).objects.map((o) => parseManifestFileName(o.key.slice(prefix.length))?.version).filter((v): v is number => v !== undefined);
+  return (await listAll(root.store, prefix)).objects
+    .map((o) => parseManifestFileName(o.key.slice(prefix.length))?.version)
+    .filter((v): v is number => v !== undefined);
 }
 
 describe.each(backends())('CreateTable killed half-way on $name', (backend: Backend) => {
@@ -64,7 +70,7 @@ describe.each(backends())('CreateTable killed half-way on $name', (backend: Back
     });
   }
 
-  it('a drop killed after its tombstone: the table stays dropped, and the name is free once the drop\'s lease ends', async () => {
+  it("a drop killed after its tombstone: the table stays dropped, and the name is free once the drop's lease ends", async () => {
     const created = await crash.watcher().call('POST', '/v1/table/ns%24dropme/create', peopleStream([1, 2]), ARROW);
     expect(created.status, created.text).toBe(200);
     const dying = await crash.start('drop:after-tombstone');
@@ -80,36 +86,40 @@ describe.each(backends())('CreateTable killed half-way on $name', (backend: Back
     expect((await readRows(String(again.json.location), crash.root().store.engineStorageOptions())).map((r) => r.id)).toEqual([30]);
   });
 
-  it.runIf(backend.name === 'local')('killed at random moments during 30 MB creates: never a bare table, never a name blocked past the lease', async () => {
-    const big = peopleStream(ids(0, 1_500_000));
-    expect(big.length).toBeGreaterThan(30 * 1024 * 1024);
-    for (let round = 0; round < 4; round++) {
-      const table = `big${round}`;
-      const dying = await crash.start();
-      const sent = dying.call('POST', `/v1/table/ns%24${table}/create`, big, ARROW).catch(() => null);
-      // Kill once the claim is there, a varying time into the write.
-      const claim = `ns/${table}.lance/.lance-table.json`;
-      for (let i = 0; i < 400 && !(await crash.root().store.head(claim)); i++) await new Promise((resolve) => setTimeout(resolve, 5));
-      await new Promise((resolve) => setTimeout(resolve, round * 60));
-      dying.child.kill('SIGKILL');
-      const answered = await sent;
-      await dying.exited;
-      const described = await crash.watcher().call('POST', `/v1/table/ns%24${table}/describe?check_declared=true`, {});
-      if (answered?.status === 200) {
-        // Acknowledged: the table must be whole.
-        expect(described.status).toBe(200);
-        expect(described.json.is_only_declared).toBe(false);
-        continue;
+  it.runIf(backend.name === 'local')(
+    'killed at random moments during 30 MB creates: never a bare table, never a name blocked past the lease',
+    async () => {
+      const big = peopleStream(ids(0, 1_500_000));
+      expect(big.length).toBeGreaterThan(30 * 1024 * 1024);
+      for (let round = 0; round < 4; round++) {
+        const table = `big${round}`;
+        const dying = await crash.start();
+        const sent = dying.call('POST', `/v1/table/ns%24${table}/create`, big, ARROW).catch(() => null);
+        // Kill once the claim is there, a varying time into the write.
+        const claim = `ns/${table}.lance/.lance-table.json`;
+        for (let i = 0; i < 400 && !(await crash.root().store.head(claim)); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+        await new Promise((resolve) => setTimeout(resolve, round * 60));
+        dying.child.kill('SIGKILL');
+        const answered = await sent;
+        await dying.exited;
+        const described = await crash.watcher().call('POST', `/v1/table/ns%24${table}/describe?check_declared=true`, {});
+        if (answered?.status === 200) {
+          // Acknowledged: the table must be whole.
+          expect(described.status).toBe(200);
+          expect(described.json.is_only_declared).toBe(false);
+          continue;
+        }
+        // Not acknowledged: either it made it whole before the kill, or it is invisible and the name frees up.
+        if (described.status === 200) {
+          expect(described.json.is_only_declared).toBe(false);
+          continue;
+        }
+        await expectInvisible(crash.watcher(), table);
+        const again = await createOnceFree(crash.watcher(), table, peopleStream([1]));
+        expect(again.status, JSON.stringify(again.json)).toBe(200);
+        expect((await readRows(String(again.json.location), crash.root().store.engineStorageOptions())).map((r) => r.id)).toEqual([1]);
       }
-      // Not acknowledged: either it made it whole before the kill, or it is invisible and the name frees up.
-      if (described.status === 200) {
-        expect(described.json.is_only_declared).toBe(false);
-        continue;
-      }
-      await expectInvisible(crash.watcher(), table);
-      const again = await createOnceFree(crash.watcher(), table, peopleStream([1]));
-      expect(again.status, JSON.stringify(again.json)).toBe(200);
-      expect((await readRows(String(again.json.location), crash.root().store.engineStorageOptions())).map((r) => r.id)).toEqual([1]);
-    }
-  }, 180_000); // four 30 MB creates, each killed once and redone: minutes on a loaded 2-core machine
+    },
+    180_000,
+  ); // four 30 MB creates, each killed once and redone: minutes on a loaded 2-core machine
 });

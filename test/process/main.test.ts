@@ -8,7 +8,6 @@ import { peopleStream } from '../support/arrow-data.js';
 import { type CarelessS3, startCarelessS3 } from '../support/careless-s3.js';
 import { type LogLine, type ServiceProcess, startServiceProcess } from '../support/service-process.js';
 
-
 type Running = ServiceProcess;
 
 /** Starts the service as `npm start` would (through tsx, without a build), on a free port. */
@@ -18,11 +17,15 @@ const startService = (cwd: string, args: string[]): Promise<Running> => startSer
 const runToExit = (cwd: string, args: string[]) =>
   new Promise<{ code: number | null; out: string }>((resolve) => {
     let out = '';
-    const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(import.meta.dirname, '../../src/main.ts'), '--port', '0', ...args], {
-      cwd,
-      env: { ...process.env, NODE_OPTIONS: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', import.meta.resolve('tsx'), path.join(import.meta.dirname, '../../src/main.ts'), '--port', '0', ...args],
+      {
+        cwd,
+        env: { ...process.env, NODE_OPTIONS: '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     child.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
     child.on('exit', (code) => resolve({ code, out }));
   });
@@ -68,7 +71,13 @@ describe('the service process', () => {
     const shuttingDown = running.waitForLog((l) => l.msg === 'shutting down: finishing in-flight requests');
     const response = new Promise<number>((resolve, reject) => {
       const req = http.request(
-        { hostname, port, method: 'POST', path: '/v1/table/ns%24t/create', headers: { 'content-type': 'application/vnd.apache.arrow.stream', 'content-length': body.length } },
+        {
+          hostname,
+          port,
+          method: 'POST',
+          path: '/v1/table/ns%24t/create',
+          headers: { 'content-type': 'application/vnd.apache.arrow.stream', 'content-length': body.length },
+        },
         (res) => {
           res.resume();
           res.on('end', () => resolve(res.statusCode ?? 0));
@@ -103,7 +112,16 @@ describe('the service process on a store that does not honour conditional writes
     await s3?.close();
     await rm(cwd, { recursive: true, force: true });
   });
-  const onS3 = (prefix: string) => ['--root', `s3://${s3.bucket}/${prefix}`, '--s3-endpoint', s3.endpoint, '--s3-access-key-id', 'careless', '--s3-secret-access-key', SECRET];
+  const onS3 = (prefix: string) => [
+    '--root',
+    `s3://${s3.bucket}/${prefix}`,
+    '--s3-endpoint',
+    s3.endpoint,
+    '--s3-access-key-id',
+    'careless',
+    '--s3-secret-access-key',
+    SECRET,
+  ];
 
   it('refuses to start, naming the store (no credentials) and what it did not honour, and leaves no key behind', async () => {
     const { code, out } = await runToExit(cwd, onS3('cat'));
@@ -125,7 +143,9 @@ describe('the service process on a store that does not honour conditional writes
     running = await startService(cwd, [...onS3('allowed'), '--allow-unsafe-store']);
     const warnings = running.lines.filter((l) => l.level === 40).map((l) => String(l.msg));
     expect(warnings[0]).toMatch(/^--allow-unsafe-store is set: a store that does not honour conditional writes will be served/);
-    expect(warnings[1]).toMatch(new RegExp(`^the store s3://${s3.bucket}/allowed does not honour conditional writes \\(.*\\).*serving it anyway \\(--allow-unsafe-store\\)$`));
+    expect(warnings[1]).toMatch(
+      new RegExp(`^the store s3://${s3.bucket}/allowed does not honour conditional writes \\(.*\\).*serving it anyway \\(--allow-unsafe-store\\)$`),
+    );
     expect((await running.call('GET', '/health/ready')).status).toBe(200);
     expect((await running.call('POST', '/v1/namespace/n/create', {})).status).toBe(200);
     expect(running.lines.some((l) => JSON.stringify(l).includes(SECRET))).toBe(false);

@@ -45,9 +45,7 @@ describe.each(backends())('Restrict drop vs. creators, two processes on $name', 
       const drop = pause(-lead).then(() => dropperSide.call('POST', `/v1/namespace/${ns}/drop`, {}));
       const creates = Array.from({ length: CREATORS }, (_, i) =>
         pause(lead).then(() =>
-          i % 2 === 0
-            ? creatorSide.call('POST', `/v1/table/${ns}%24t${i}/declare`, {})
-            : creatorSide.call('POST', `/v1/namespace/${ns}%24n${i}/create`, {}),
+          i % 2 === 0 ? creatorSide.call('POST', `/v1/table/${ns}%24t${i}/declare`, {}) : creatorSide.call('POST', `/v1/namespace/${ns}%24n${i}/create`, {}),
         ),
       );
       const [dropped, ...created] = await Promise.all([drop, ...creates]);

@@ -16,8 +16,14 @@ export const writerSchema = new arrow.Schema([new arrow.Field('id', new arrow.In
 
 export function writerRows(ids: number[], writer: string): import('apache-arrow').Table {
   return new arrow.Table(writerSchema, {
-    id: arrow.vectorFromArray(ids.map((n) => BigInt(n)), new arrow.Int64()),
-    writer: arrow.vectorFromArray(ids.map(() => writer), new arrow.Utf8()),
+    id: arrow.vectorFromArray(
+      ids.map((n) => BigInt(n)),
+      new arrow.Int64(),
+    ),
+    writer: arrow.vectorFromArray(
+      ids.map(() => writer),
+      new arrow.Utf8(),
+    ),
   });
 }
 
@@ -53,7 +59,12 @@ export interface PylanceWriter {
 }
 
 /** Starts a pylance writer process over `root` (its S3 keys in the environment); `live` tracks it until it exits. */
-export function startPylanceWriter(config: PylanceWriterConfig, root: TestRoot, onAppend: (report: AppendReport) => void, live?: Set<ChildProcess>): PylanceWriter {
+export function startPylanceWriter(
+  config: PylanceWriterConfig,
+  root: TestRoot,
+  onAppend: (report: AppendReport) => void,
+  live?: Set<ChildProcess>,
+): PylanceWriter {
   const env = { ...process.env, ...clientCredentialEnv(root), NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost' };
   const child = spawn(`${VENV_BIN}python`, [WRITER, JSON.stringify(config)], { cwd: REPO, env, stdio: ['pipe', 'pipe', 'pipe'] });
   live?.add(child);
@@ -71,7 +82,13 @@ export function startPylanceWriter(config: PylanceWriterConfig, root: TestRoot, 
       return; // not ours (a library printing to stdout)
     }
     if (m.kind === 'ready') markReady();
-    else if (m.kind === 'append') onAppend({ first: m.first ?? 0, count: m.count ?? 0, ...(m.version !== undefined ? { version: m.version } : {}), ...(m.error !== undefined ? { error: m.error } : {}) });
+    else if (m.kind === 'append')
+      onAppend({
+        first: m.first ?? 0,
+        count: m.count ?? 0,
+        ...(m.version !== undefined ? { version: m.version } : {}),
+        ...(m.error !== undefined ? { error: m.error } : {}),
+      });
     else if (m.kind === 'error') error = m.message;
   });
   const done = new Promise<void>((resolve, reject) =>

@@ -211,7 +211,8 @@ class Ledger {
   notFound(e: Entity, sentAt: number, what: string): void {
     // A drop in the ledger was sent before this answer arrived.
     const dropped = e.dropSentAt !== undefined;
-    if (e.ackedAt !== undefined && e.ackedAt < sentAt && !dropped) this.violations.push(`${what}: 404 for ${e.kind} ${e.id.join('$')}, acknowledged at ${e.ackedAt}, asked at ${sentAt}`);
+    if (e.ackedAt !== undefined && e.ackedAt < sentAt && !dropped)
+      this.violations.push(`${what}: 404 for ${e.kind} ${e.id.join('$')}, acknowledged at ${e.ackedAt}, asked at ${sentAt}`);
   }
 
   versionAcked(table: string, version: number, bytes: Buffer): void {
@@ -278,10 +279,28 @@ class ReplicaRun {
     await must('base', this.call('POST', '/v1/namespace/base/create', { properties: { managed_versioning: 'true' } }));
     for (const ns of ['vers', 'plain', 'jobs']) await must(ns, this.call('POST', `/v1/namespace/${ns}/create`, {}));
     for (const t of VERSION_TABLES) await must(t, this.call('POST', `/v1/table/${enc(['vers', t])}/declare`, {}));
-    await must('jobs$bf', this.call('POST', `/v1/table/${enc(['jobs', 'bf'])}/create`, numbersStream(BF_ROWS), { 'content-type': 'application/vnd.apache.arrow.stream' }));
-    await must('add v', this.call('POST', `/v1/table/${enc(['jobs', 'bf'])}/add_columns`, { new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] }));
-    await must('bind v', this.call('POST', `/v1/table/${enc(['jobs', 'bf'])}/alter_columns`, { alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: 'id * 3 + x' } }] }));
-    for (const [kind, id] of [['namespace', ['base']], ['namespace', ['vers']], ['namespace', ['plain']], ['namespace', ['jobs']], ['table', ['jobs', 'bf']], ...VERSION_TABLES.map((t) => ['table', ['vers', t]])] as Array<[Entity['kind'], string[]]>) {
+    await must(
+      'jobs$bf',
+      this.call('POST', `/v1/table/${enc(['jobs', 'bf'])}/create`, numbersStream(BF_ROWS), { 'content-type': 'application/vnd.apache.arrow.stream' }),
+    );
+    await must(
+      'add v',
+      this.call('POST', `/v1/table/${enc(['jobs', 'bf'])}/add_columns`, { new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] }),
+    );
+    await must(
+      'bind v',
+      this.call('POST', `/v1/table/${enc(['jobs', 'bf'])}/alter_columns`, {
+        alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: 'id * 3 + x' } }],
+      }),
+    );
+    for (const [kind, id] of [
+      ['namespace', ['base']],
+      ['namespace', ['vers']],
+      ['namespace', ['plain']],
+      ['namespace', ['jobs']],
+      ['table', ['jobs', 'bf']],
+      ...VERSION_TABLES.map((t) => ['table', ['vers', t]]),
+    ] as Array<[Entity['kind'], string[]]>) {
       const e = this.ledger.entity(kind, id);
       e.created = 1;
       e.ackedAt = this.ledger.tick();
@@ -347,7 +366,8 @@ class ReplicaRun {
     for (const e of expected) {
       const name = e.id[e.id.length - 1] as string;
       const dropped = e.dropSentAt !== undefined;
-      if (e.ackedAt !== undefined && e.ackedAt < startedAt && !dropped && !listed.has(name)) this.ledger.violations.push(`list: ${e.kind} ${e.id.join('$')} missing (acknowledged at ${e.ackedAt}, listed at ${startedAt})`);
+      if (e.ackedAt !== undefined && e.ackedAt < startedAt && !dropped && !listed.has(name))
+        this.ledger.violations.push(`list: ${e.kind} ${e.id.join('$')} missing (acknowledged at ${e.ackedAt}, listed at ${startedAt})`);
     }
     const known = new Set(expected.map((e) => e.id[e.id.length - 1]));
     // The service creates __system itself, for the backfill job's row in Geneva's job table.
@@ -404,7 +424,9 @@ class ReplicaRun {
         const [s] = staged as [(typeof staged)[number]];
         a = await this.call('POST', `/v1/table/${enc(['vers', s.table])}/version/create`, { version: s.version, manifest_path: s.manifestPath });
       } else if (kind === 'batch') {
-        a = await this.call('POST', '/v1/table/version/batch-create', { entries: staged.map((s) => ({ id: ['vers', s.table], version: s.version, manifest_path: s.manifestPath })) });
+        a = await this.call('POST', '/v1/table/version/batch-create', {
+          entries: staged.map((s) => ({ id: ['vers', s.table], version: s.version, manifest_path: s.manifestPath })),
+        });
       } else {
         const operations = [
           { declare_table: { id: declared } },
@@ -446,7 +468,8 @@ class ReplicaRun {
     if (!versions) return;
     const listed = new Set(versions.map((v) => v.version));
     for (const [v, { at }] of this.ledger.ackedVersions.get(table) ?? []) {
-      if (at < startedAt && !listed.has(v)) this.ledger.violations.push(`version list of ${table}: version ${v} missing (acknowledged at ${at}, listed at ${startedAt})`);
+      if (at < startedAt && !listed.has(v))
+        this.ledger.violations.push(`version list of ${table}: version ${v} missing (acknowledged at ${at}, listed at ${startedAt})`);
     }
   }
 
@@ -515,15 +538,25 @@ class ReplicaRun {
     if (started.status !== 202) throw new Error(`backfill_column: ${started.status} ${started.text}`);
     this.jobId = String(started.json.job_id);
     const taken = (p: ServiceProcess) => p.lines.some((l) => l.msg === 'backfill job taken' && l.job === this.jobId);
-    const slot = await until('the job to be taken', async () => {
-      const s = this.slots.findIndex(taken);
-      return s >= 0 ? s : undefined;
-    }, 30_000, 10);
+    const slot = await until(
+      'the job to be taken',
+      async () => {
+        const s = this.slots.findIndex(taken);
+        return s >= 0 ? s : undefined;
+      },
+      30_000,
+      10,
+    );
     phaseTwo();
-    const chunksDone = await until('the job\'s first checkpoint', async () => {
-      const job = await this.storedJob();
-      return job.job.chunks_done >= 1 || job.status !== 'Running' ? job.job.chunks_done : undefined;
-    }, 60_000, 10);
+    const chunksDone = await until(
+      "the job's first checkpoint",
+      async () => {
+        const job = await this.storedJob();
+        return job.job.chunks_done >= 1 || job.status !== 'Running' ? job.job.chunks_done : undefined;
+      },
+      60_000,
+      10,
+    );
     const victim = this.slots[slot] as ServiceProcess;
     await this.spreader.nextSentTo(slot);
     victim.child.kill('SIGKILL');
@@ -549,11 +582,25 @@ class ReplicaRun {
 
   private startPythonWriter(index: number): PylanceWriter {
     const writer = `py${index}`;
-    const config = { url: this.spreader.url, table_id: ['base', 'shared'], writer, first_id: 1000 * (index + 1), phases: PY_PHASES, rows_per_append: ROWS_PER_APPEND };
+    const config = {
+      url: this.spreader.url,
+      table_id: ['base', 'shared'],
+      writer,
+      first_id: 1000 * (index + 1),
+      phases: PY_PHASES,
+      rows_per_append: ROWS_PER_APPEND,
+    };
     return startPylanceWriter(
       config,
       this.root,
-      (r) => this.ledger.appends.push({ writer, ids: range(r.first, r.count), at: this.ledger.tick(), ...(r.version !== undefined ? { version: r.version } : {}), ...(r.error !== undefined ? { error: r.error } : {}) }),
+      (r) =>
+        this.ledger.appends.push({
+          writer,
+          ids: range(r.first, r.count),
+          at: this.ledger.tick(),
+          ...(r.version !== undefined ? { version: r.version } : {}),
+          ...(r.error !== undefined ? { error: r.error } : {}),
+        }),
       this.live,
     );
   }
@@ -628,23 +675,33 @@ class ReplicaRun {
 
   /** Waits for the job to end and for every replica to have finished what the dead one left. */
   private async settle(): Promise<void> {
-    await until('the job to finish', async () => {
-      const a = await this.call('POST', `/v1/transaction/${this.jobId}/describe`, {});
-      return ['Succeeded', 'Failed', 'Canceled'].includes(String(a.json.status)) ? true : undefined;
-    }, 120_000, 100);
-    await until('no unfinished batch and no reserved version slot', async () => {
-      const left = [...(await listAll(this.root.store, '_catalog/batches/')).objects];
-      for (const t of VERSION_TABLES) {
-        for (const o of (await listAll(this.root.store, `${tableDirKey({ namespace: ['vers'], name: t })}_catalog/reservations/`)).objects) {
-          // A single writer killed after its answer leaves its hold behind (service/versions/after-answer.ts): once expired it holds nothing up.
-          const held = await this.root.store.get(o.key);
-          const hold = held ? (JSON.parse(held.body.toString('utf8')) as { transaction_id?: string; expires_at?: string }) : null;
-          if (hold && !hold.transaction_id && Date.parse(hold.expires_at ?? '') < Date.now()) continue;
-          left.push(o);
+    await until(
+      'the job to finish',
+      async () => {
+        const a = await this.call('POST', `/v1/transaction/${this.jobId}/describe`, {});
+        return ['Succeeded', 'Failed', 'Canceled'].includes(String(a.json.status)) ? true : undefined;
+      },
+      120_000,
+      100,
+    );
+    await until(
+      'no unfinished batch and no reserved version slot',
+      async () => {
+        const left = [...(await listAll(this.root.store, '_catalog/batches/')).objects];
+        for (const t of VERSION_TABLES) {
+          for (const o of (await listAll(this.root.store, `${tableDirKey({ namespace: ['vers'], name: t })}_catalog/reservations/`)).objects) {
+            // A single writer killed after its answer leaves its hold behind (service/versions/after-answer.ts): once expired it holds nothing up.
+            const held = await this.root.store.get(o.key);
+            const hold = held ? (JSON.parse(held.body.toString('utf8')) as { transaction_id?: string; expires_at?: string }) : null;
+            if (hold && !hold.transaction_id && Date.parse(hold.expires_at ?? '') < Date.now()) continue;
+            left.push(o);
+          }
         }
-      }
-      return left.length === 0 ? true : undefined;
-    }, 60_000, 100);
+        return left.length === 0 ? true : undefined;
+      },
+      60_000,
+      100,
+    );
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -678,7 +735,8 @@ class ReplicaRun {
       } else if (e.created === 0 && e.inDoubt === 0) {
         if (exists) this.ledger.violations.push(`${name}: exists, but no create of it was acknowledged or in doubt`);
         // A 409 for a name that ends up free is explained only by a create that held it and failed.
-        if (e.conflicts > 0 && e.failedClaims.length === 0) this.ledger.violations.push(`${name}: ${e.conflicts} creates answered 409, but nobody created it: ${e.conflictTexts.join(' | ')}`);
+        if (e.conflicts > 0 && e.failedClaims.length === 0)
+          this.ledger.violations.push(`${name}: ${e.conflicts} creates answered 409, but nobody created it: ${e.conflictTexts.join(' | ')}`);
       }
     }
   }
@@ -699,14 +757,18 @@ class ReplicaRun {
       final.set(t, byVersion);
       const latest = Math.max(0, ...byVersion.keys());
       const listed = ((await this.listAll(`/v1/table/${enc(['vers', t])}/version/list`, 'versions')) ?? []) as Array<{ version: number }>;
-      expect(listed.map((v) => v.version).sort((a, b) => a - b), `versions of ${t}`).toEqual(range(1, latest));
+      expect(
+        listed.map((v) => v.version).sort((a, b) => a - b),
+        `versions of ${t}`,
+      ).toEqual(range(1, latest));
       for (const [v, { bytes }] of this.ledger.ackedVersions.get(t) ?? []) {
         if (!byVersion.get(v)?.equals(bytes)) this.ledger.violations.push(`${t}: acknowledged version ${v} lost or overwritten`);
       }
       const inDoubt = this.ledger.inDoubtCommits.flatMap((c) => c.entries).filter((x) => x.table === t);
       for (const [v, bytes] of byVersion) {
         const acked = this.ledger.ackedVersions.get(t)?.get(v)?.bytes.equals(bytes);
-        if (!acked && !inDoubt.some((x) => x.version === v && x.bytes.equals(bytes))) this.ledger.violations.push(`${t}: version ${v} holds a manifest nobody committed`);
+        if (!acked && !inDoubt.some((x) => x.version === v && x.bytes.equals(bytes)))
+          this.ledger.violations.push(`${t}: version ${v} holds a manifest nobody committed`);
       }
     }
     for (const c of this.ledger.inDoubtCommits) {
@@ -715,7 +777,10 @@ class ReplicaRun {
         const e = this.ledger.entity('table', c.declared);
         landed.push(e.created === 1 || (await this.call('POST', `/v1/table/${enc(c.declared)}/exists`, {})).status === 200);
       }
-      if (new Set(landed).size > 1) this.ledger.violations.push(`in-doubt commit ${JSON.stringify(c.entries.map((x) => `${x.table}@${x.version}`))}${c.declared ? ` + declare ${c.declared.join('$')}` : ''} took effect in part: ${landed.join(', ')}`);
+      if (new Set(landed).size > 1)
+        this.ledger.violations.push(
+          `in-doubt commit ${JSON.stringify(c.entries.map((x) => `${x.table}@${x.version}`))}${c.declared ? ` + declare ${c.declared.join('$')}` : ''} took effect in part: ${landed.join(', ')}`,
+        );
     }
   }
 
@@ -733,7 +798,7 @@ class ReplicaRun {
     const listed = ((await this.listAll(`/v1/table/${enc(['base', 'shared'])}/version/list`, 'versions')) ?? []) as Array<{ version: number }>;
     const versions = listed.map((v) => v.version).sort((a, b) => a - b);
     const latest = versions[versions.length - 1] ?? 0;
-    expect(versions, 'the managed table\'s history').toEqual(range(1, latest));
+    expect(versions, "the managed table's history").toEqual(range(1, latest));
 
     const table = await connectTable(String(described.json.location), this.root.store.engineStorageOptions());
     try {
@@ -751,7 +816,10 @@ class ReplicaRun {
         const had = new Set(before);
         if (now.length !== new Set(now).size) this.ledger.violations.push(`shared@${v}: a row twice`);
         if (before.some((id) => !now.includes(id))) this.ledger.violations.push(`shared@${v}: rows of version ${v - 1} gone`);
-        addedBy.set(v, now.filter((id) => !had.has(id)).sort((a, b) => a - b));
+        addedBy.set(
+          v,
+          now.filter((id) => !had.has(id)).sort((a, b) => a - b),
+        );
         before = now;
       }
       const key = (ids: number[]) => ids.join(',');
@@ -759,7 +827,10 @@ class ReplicaRun {
       for (const a of appends) {
         const landedAt = [...addedBy].filter(([, ids]) => key(ids) === key(a.ids)).map(([v]) => v);
         if (a.version !== undefined) {
-          if (key(addedBy.get(a.version) ?? []) !== key(a.ids)) this.ledger.violations.push(`append of ${a.writer} acknowledged as version ${a.version}, which added ${key(addedBy.get(a.version) ?? [])} instead of ${key(a.ids)}`);
+          if (key(addedBy.get(a.version) ?? []) !== key(a.ids))
+            this.ledger.violations.push(
+              `append of ${a.writer} acknowledged as version ${a.version}, which added ${key(addedBy.get(a.version) ?? [])} instead of ${key(a.ids)}`,
+            );
           claimed.add(a.version);
         } else if (landedAt.length > 1) this.ledger.violations.push(`in-doubt append of ${a.writer} landed ${landedAt.length} times`);
         else if (landedAt.length === 0 && a.ids.some((id) => before.includes(id))) this.ledger.violations.push(`in-doubt append of ${a.writer} landed in part`);
@@ -832,7 +903,9 @@ describe.each(backends())('three replicas on one root ($name), one SIGKILLed and
     await run.root.dispose();
   });
 
-  it('a mixed workload: nothing acknowledged is lost, no duplicate name, no stale "not found", the job finishes once', { timeout: RUN_TIMEOUT_MS }, async () => {
+  it('a mixed workload: nothing acknowledged is lost, no duplicate name, no stale "not found", the job finishes once', {
+    timeout: RUN_TIMEOUT_MS,
+  }, async () => {
     if (!run) throw new Error('no run');
     await run.run();
   });

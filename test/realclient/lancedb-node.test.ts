@@ -44,8 +44,14 @@ function arrowTable(rows: Row[]): import('apache-arrow').Table {
     length: rows.length,
     nullCount: 0,
     children: [
-      arrow.vectorFromArray(rows.map((r) => r.id), new arrow.Int64()).data[0],
-      arrow.vectorFromArray(rows.map((r) => r.name), new arrow.Utf8()).data[0],
+      arrow.vectorFromArray(
+        rows.map((r) => r.id),
+        new arrow.Int64(),
+      ).data[0],
+      arrow.vectorFromArray(
+        rows.map((r) => r.name),
+        new arrow.Utf8(),
+      ).data[0],
       arrow.makeData({
         type: vecType,
         length: rows.length,

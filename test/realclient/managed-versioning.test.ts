@@ -9,8 +9,8 @@ import { TableVersions } from '../../src/service/versions/dataset-versions.js';
 import { listAll } from '../../src/store/object-store.js';
 import { committedVersions } from '../support/app.js';
 import { backends } from '../support/backends.js';
-import { useLancedbRestClient } from '../support/lancedb-client.js';
 import { clientCredentialEnv } from '../support/client-credentials.js';
+import { useLancedbRestClient } from '../support/lancedb-client.js';
 import type { WorkerConfig, WorkerMessage } from './append-worker.js';
 
 // The service as commit coordinator, driven by the real @lancedb/lancedb REST namespace client.
@@ -34,8 +34,14 @@ const schema = new arrow.Schema([new arrow.Field('id', new arrow.Int64(), false)
 
 function seedTable(ids: number[]): import('apache-arrow').Table {
   return new arrow.Table(schema, {
-    id: arrow.vectorFromArray(ids.map((n) => BigInt(n)), new arrow.Int64()),
-    writer: arrow.vectorFromArray(ids.map(() => 'seed'), new arrow.Utf8()),
+    id: arrow.vectorFromArray(
+      ids.map((n) => BigInt(n)),
+      new arrow.Int64(),
+    ),
+    writer: arrow.vectorFromArray(
+      ids.map(() => 'seed'),
+      new arrow.Utf8(),
+    ),
   });
 }
 

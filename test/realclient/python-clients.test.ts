@@ -19,7 +19,9 @@ describe.each(clientRoots().map((backend) => ({ name: backend.name, backend })))
     '%s',
     async (file) => {
       const { server, root, home } = client;
-      const result = await runPytest(`test/realclient/${file}`, { HOME: home, LANCE_NS_URL: server.url, LANCE_NS_ROOT: root.root }, PYTEST_TIMEOUT_MS, { withoutAws: true });
+      const result = await runPytest(`test/realclient/${file}`, { HOME: home, LANCE_NS_URL: server.url, LANCE_NS_ROOT: root.root }, PYTEST_TIMEOUT_MS, {
+        withoutAws: true,
+      });
       expect(result.code, describeRun('pytest', result)).toBe(0);
     },
     PYTEST_TIMEOUT_MS + 30_000,

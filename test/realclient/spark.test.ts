@@ -26,14 +26,17 @@ describe.each(clientRoots().map((backend) => ({ name: backend.name, backend })))
   /** Runs Spark SQL statements in one Spark session; each statement's rows or error. */
   async function spark(statements: string[]): Promise<Answer[]> {
     const env = { HOME: client.home, LANCE_NS_URL: client.server.url, LANCE_SPARK_JARS: `${SPARK_VENV}lance-spark-jars`, SPARK_LOCAL_IP: '127.0.0.1' };
-    const result = await runPythonScript('test/realclient/spark_client.py', [JSON.stringify(statements)], env, RUN_TIMEOUT_MS, { withoutAws: true, venvBin: `${SPARK_VENV}bin/` });
+    const result = await runPythonScript('test/realclient/spark_client.py', [JSON.stringify(statements)], env, RUN_TIMEOUT_MS, {
+      withoutAws: true,
+      venvBin: `${SPARK_VENV}bin/`,
+    });
     expect(result.code, describeRun('spark_client.py', result)).toBe(0);
     const last = result.stdout.trim().split('\n').pop() ?? '[]';
     return JSON.parse(last) as Answer[];
   }
 
   it(
-    'CREATE TABLE, INSERT, DROP TABLE, CREATE TABLE of the same name, DROP NAMESPACE: all succeed, and the dropped tables\' data stays',
+    "CREATE TABLE, INSERT, DROP TABLE, CREATE TABLE of the same name, DROP NAMESPACE: all succeed, and the dropped tables' data stays",
     async () => {
       const { server, root } = client;
       const t = 'lance.sparkns.t';
@@ -70,7 +73,14 @@ describe.each(clientRoots().map((backend) => ({ name: backend.name, backend })))
       const answers = [...first, ...second];
       expect(answers.filter((a) => a.error !== undefined)).toEqual([]);
       const rowsOf = (sql: string) => answers.filter((a) => a.sql === sql).map((a) => a.rows);
-      expect(rowsOf(`SELECT id, name FROM ${t} ORDER BY id`)).toEqual([[[1, 'a'], [2, 'b']], ...(sameSession ? [[[3, 'c']]] : []), [[3, 'c']]]);
+      expect(rowsOf(`SELECT id, name FROM ${t} ORDER BY id`)).toEqual([
+        [
+          [1, 'a'],
+          [2, 'b'],
+        ],
+        ...(sameSession ? [[[3, 'c']]] : []),
+        [[3, 'c']],
+      ]);
       expect(rowsOf('SHOW TABLES IN lance.sparkns')).toEqual([[]]);
       expect(rowsOf('SHOW NAMESPACES IN lance')).toEqual([[]]);
       for (const ns of ['sparkns', 'sparkcascade']) expect((await server.call('POST', `/v1/namespace/${ns}/exists`, {})).status).toBe(404);
@@ -82,12 +92,16 @@ describe.each(clientRoots().map((backend) => ({ name: backend.name, backend })))
       expect((await readRows(root.store.location('sparkns/t.lance'), engineOptions)).map((r) => r.id)).toEqual([1, 2]);
       expect((await readRows(root.store.location('sparkcascade/t.lance'), engineOptions)).map((r) => r.id)).toEqual([1]);
       const { store } = root;
-      const ownDirs = async (ns: string) => (await listAll(store, `${ns}/`, { delimiter: '/' })).commonPrefixes.filter((p) => p.startsWith(`${ns}/.lance-table-`));
+      const ownDirs = async (ns: string) =>
+        (await listAll(store, `${ns}/`, { delimiter: '/' })).commonPrefixes.filter((p) => p.startsWith(`${ns}/.lance-table-`));
       expect(await ownDirs('sparkcascade')).toEqual([]);
       const own = await ownDirs('sparkns');
       expect(own).toHaveLength(1);
       expect((await server.call('POST', '/v1/namespace/sparkns/create', {})).status).toBe(200);
-      for (const [name, location, rows] of [['first', 't.lance', 2], ['second', (own[0] ?? '').slice('sparkns/'.length), 1]] as const) {
+      for (const [name, location, rows] of [
+        ['first', 't.lance', 2],
+        ['second', (own[0] ?? '').slice('sparkns/'.length), 1],
+      ] as const) {
         const registered = await server.call('POST', `/v1/table/sparkns%24${name}/register`, { location });
         expect(registered.status, registered.text).toBe(200);
         expect((await server.call('POST', `/v1/table/sparkns%24${name}/count_rows`, {})).json).toEqual({ value: rows });

@@ -10,8 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../../src/app.js';
 import { testConfig } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
-import { lancedb } from '../support/lancedb-client.js';
 import { s3Backends, type TestRoot } from '../support/backends.js';
+import { lancedb } from '../support/lancedb-client.js';
 import { describeRun, INSTALL_TIMEOUT_MS, installPythonTestDeps, runPytest } from '../support/python.js';
 
 // Pylance with nothing but the service URL and a token writes and reads a
@@ -50,26 +50,44 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
     });
     return { status: res.statusCode, json: JSON.parse(res.body || '{}') as Record<string, unknown>, text: res.body };
   };
-  const audits = (): Audit[] => lines.map((l) => JSON.parse(l) as { audit?: Audit }).flatMap((l) => (l.audit ? [{ ...l.audit, vend: l.audit.vends?.[0] }] : []));
+  const audits = (): Audit[] =>
+    lines.map((l) => JSON.parse(l) as { audit?: Audit }).flatMap((l) => (l.audit ? [{ ...l.audit, vend: l.audit.vends?.[0] }] : []));
 
   beforeAll(async () => {
     await installPythonTestDeps();
     root = await (rgw?.newRoot() ?? Promise.reject(new Error('no radosgw')));
     const sink = new Writable({
       write(chunk: Buffer, _encoding, callback) {
-        lines.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
+        lines.push(
+          ...chunk
+            .toString('utf8')
+            .split('\n')
+            .filter((l) => l !== ''),
+        );
         callback();
       },
     });
     const clients = ['admin', 'writer', 'reader', 'outsider'];
     const config = testConfig(root, {
       logLevel: 'info',
-      auth: { oauth2: { signingSecret: 'vending-test-signing-secret'.padEnd(40, '-'), tokenTtlSeconds: 3600, clients: clients.map((c) => ({ clientId: c, secretSha256: sha256(SECRET(c)), principal: c })) } },
+      auth: {
+        oauth2: {
+          signingSecret: 'vending-test-signing-secret'.padEnd(40, '-'),
+          tokenTtlSeconds: 3600,
+          clients: clients.map((c) => ({ clientId: c, secretSha256: sha256(SECRET(c)), principal: c })),
+        },
+      },
       authorization: {
         roles: {
           admin: [{ namespace: [], privilege: 'manage' }],
-          writer: [{ namespace: ['vend'], privilege: 'write' }, { namespace: ['vendm'], privilege: 'write' }],
-          reader: [{ namespace: ['vend'], privilege: 'read' }, { namespace: ['vendm'], privilege: 'read' }],
+          writer: [
+            { namespace: ['vend'], privilege: 'write' },
+            { namespace: ['vendm'], privilege: 'write' },
+          ],
+          reader: [
+            { namespace: ['vend'], privilege: 'read' },
+            { namespace: ['vendm'], privilege: 'read' },
+          ],
           outsider: [{ namespace: ['elsewhere'], privilege: 'manage' }],
         },
         principals: { admin: ['admin'], writer: ['writer'], reader: ['reader'], outsider: ['outsider'] },
@@ -118,7 +136,9 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
       }
       // Every vend was audited, with the access it granted; a burst of describes cost few STS calls.
       const vends = audits().filter((a) => a.vend);
-      expect(vends.some((a) => a.operation === 'DeclareTable' && a.principal === 'writer' && a.vend?.access === 'read-write' && a.vend.outcome === 'vended')).toBe(true);
+      expect(
+        vends.some((a) => a.operation === 'DeclareTable' && a.principal === 'writer' && a.vend?.access === 'read-write' && a.vend.outcome === 'vended'),
+      ).toBe(true);
       expect(vends.some((a) => a.operation === 'DescribeTable' && a.principal === 'reader' && a.vend?.access === 'read')).toBe(true);
       expect(vends.filter((a) => a.vend?.outcome === 'cached').length).toBeGreaterThan(0);
     },
@@ -139,7 +159,9 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
       db.close();
       for (const [k, v] of saved) process.env[k] = v;
     }
-    expect(audits().some((a) => a.principal === 'writer' && JSON.stringify(a.id) === JSON.stringify(['vend', 'from_node']) && a.vend?.outcome === 'vended')).toBe(true);
+    expect(
+      audits().some((a) => a.principal === 'writer' && JSON.stringify(a.id) === JSON.stringify(['vend', 'from_node']) && a.vend?.outcome === 'vended'),
+    ).toBe(true);
   });
 
   it('vends per table and access level from a cache, never the service keys, and audits refused and declined requests', async () => {
@@ -180,7 +202,11 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
   it('vends for each table a batch commit declares, when its operation asks', async () => {
     lines.length = 0;
     const res = await call('admin', '/v1/table/batch-commit', {
-      operations: [{ declare_table: { id: ['vend', 'b1'], vend_credentials: true } }, { declare_table: { id: ['vend', 'b2'] } }, { declare_table: { id: ['vend', 'b3'], vend_credentials: false } }],
+      operations: [
+        { declare_table: { id: ['vend', 'b1'], vend_credentials: true } },
+        { declare_table: { id: ['vend', 'b2'] } },
+        { declare_table: { id: ['vend', 'b3'], vend_credentials: false } },
+      ],
     });
     expect(res.status, res.text).toBe(200);
     const results = res.json.results as Array<{ declare_table: { storage_options: Record<string, string> } }>;
@@ -217,9 +243,11 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
         return (e as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode ?? -1;
       }
     };
-    const put = (v: Awaited<ReturnType<typeof vended>>, key: string) => status(() => v.client.send(new PutObjectCommand({ Bucket: v.bucket, Key: key, Body: 'x' })));
+    const put = (v: Awaited<ReturnType<typeof vended>>, key: string) =>
+      status(() => v.client.send(new PutObjectCommand({ Bucket: v.bucket, Key: key, Body: 'x' })));
     const del = (v: Awaited<ReturnType<typeof vended>>, key: string) => status(() => v.client.send(new DeleteObjectCommand({ Bucket: v.bucket, Key: key })));
-    const list = (v: Awaited<ReturnType<typeof vended>>, prefix: string) => status(() => v.client.send(new ListObjectsV2Command({ Bucket: v.bucket, Prefix: prefix })));
+    const list = (v: Awaited<ReturnType<typeof vended>>, prefix: string) =>
+      status(() => v.client.send(new ListObjectsV2Command({ Bucket: v.bucket, Prefix: prefix })));
 
     const writer = await vended('writer', 'vend$fresh');
     const sibling = await vended('admin', 'vend$sibling');

@@ -118,7 +118,9 @@ describe.each(catalogRootKinds)('batches whose coordinator died (%s)', (kind) =>
         polled = true;
       },
     );
-    const outcome = await services(store, 1).versions.batchCommit(ctx, declareT).catch((e: unknown) => e);
+    const outcome = await services(store, 1)
+      .versions.batchCommit(ctx, declareT)
+      .catch((e: unknown) => e);
     expect(polled).toBe(true);
     expect(outcome).toBeInstanceOf(NamespaceError);
     expect((outcome as NamespaceError).code).toBe(ErrorCode.ConcurrentModification);
@@ -153,7 +155,9 @@ describe.each(catalogRootKinds)('batches whose coordinator died (%s)', (kind) =>
       },
     });
     const ops = ['t1', 't2', 't3'].map((name) => ({ declare_table: { id: ['ns', name] } }));
-    const outcome = await services(store, LEASE).versions.batchCommit(ctx, ops).catch((e: unknown) => e);
+    const outcome = await services(store, LEASE)
+      .versions.batchCommit(ctx, ops)
+      .catch((e: unknown) => e);
     expect(outcome).toBeInstanceOf(NamespaceError);
     expect((outcome as NamespaceError).code).toBe(ErrorCode.ConcurrentModification);
     // It noticed before its next claim: t3 was never claimed, and nothing it claimed is left.

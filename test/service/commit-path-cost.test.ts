@@ -61,7 +61,10 @@ describe('the cost of one create_table_version on a local root', () => {
   const root = useLocalRoot('lance-ns-commit-cost-');
   afterEach(() => vi.restoreAllMocks());
 
-  async function commitCost(withDataOf: number, extra: { naming_scheme?: 'V2' } | 'as Lance' = {}): Promise<{ calls: string[]; fsyncs: number; chain: number }> {
+  async function commitCost(
+    withDataOf: number,
+    extra: { naming_scheme?: 'V2' } | 'as Lance' = {},
+  ): Promise<{ calls: string[]; fsyncs: number; chain: number }> {
     const { store, calls } = counting(root.store);
     const deps = localCatalogDeps(store, root.dir);
     const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: 30_000 });
@@ -81,7 +84,10 @@ describe('the cost of one create_table_version on a local root', () => {
     const staged = await stage(withDataOf + 1);
     // Lance's clients send what their store reported of the staged file (and name their scheme).
     const info = await root.store.head(`t.lance/${staged}`);
-    const said = extra === 'as Lance' ? { e_tag: info?.etag ?? '', manifest_size: info?.size ?? 0, naming_scheme: 'V2' as const } : { e_tag: 'e', manifest_size: 10, ...extra };
+    const said =
+      extra === 'as Lance'
+        ? { e_tag: info?.etag ?? '', manifest_size: info?.size ?? 0, naming_scheme: 'V2' as const }
+        : { e_tag: 'e', manifest_size: 10, ...extra };
     calls.length = 0;
     const fsyncs = countFsyncs();
     await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, ...said });

@@ -111,7 +111,9 @@ describe.each(catalogRootKinds)('the sidecar of a version follows its manifest (
   /** Temporary files left in the table's version directories (a local disk only; never listed). */
   const leftovers = (): string[] =>
     kind === 'local'
-      ? ['t.lance/_versions', 't.lance/_catalog/versions'].flatMap((d) => (fs.existsSync(root.store.location(d)) ? fs.readdirSync(root.store.location(d)) : []).filter((n) => n.includes('~tmp~')))
+      ? ['t.lance/_versions', 't.lance/_catalog/versions'].flatMap((d) =>
+          (fs.existsSync(root.store.location(d)) ? fs.readdirSync(root.store.location(d)) : []).filter((n) => n.includes('~tmp~')),
+        )
       : [];
 
   it('of two writers of one version that both write before holding the slot, one commits and the other places nothing', async () => {
@@ -141,10 +143,14 @@ describe.each(catalogRootKinds)('the sidecar of a version follows its manifest (
     });
     expect(await root.store.head(table.finalKey(3, 'V2'))).toBeNull();
     expect(await root.store.head(table.sidecarKey(3))).toBeNull();
-    expect(JSON.parse((await root.store.get('t.lance/_versions/latest_version_hint.json'))?.body.toString() ?? '{}')).toEqual(kind === 'local' ? { version: 1 } : {});
+    expect(JSON.parse((await root.store.get('t.lance/_versions/latest_version_hint.json'))?.body.toString() ?? '{}')).toEqual(
+      kind === 'local' ? { version: 1 } : {},
+    );
     expect(leftovers()).toEqual([]);
     // And the next version, asked for the same way, commits.
-    expect((await versions.create(ctx, ['t'], { version: 2, manifest_path: '_versions/2.manifest-b', e_tag: 'b', naming_scheme: 'V2' })).version.e_tag).toBe('b');
+    expect((await versions.create(ctx, ['t'], { version: 2, manifest_path: '_versions/2.manifest-b', e_tag: 'b', naming_scheme: 'V2' })).version.e_tag).toBe(
+      'b',
+    );
     expect(leftovers()).toEqual([]);
   });
 });
@@ -180,7 +186,7 @@ describe.each(catalogRootKinds)('a version with nothing to keep beside its manif
     // Deleted after the answer (after-answer.ts).
     await versions.settled();
     expect(await root.store.head(`t.lance/${request.manifest_path}`)).toBeNull();
-    expect(await root.store.head(table.sidecarKey(1)) === null).toBe(kind === 'local');
+    expect((await root.store.head(table.sidecarKey(1))) === null).toBe(kind === 'local');
     if (kind === 'local') expect(fs.statSync(root.store.location(table.finalKey(1, 'V2'))).ino).toBe(stagedIno);
     const { version: described } = await versions.describe(ctx, ['t'], 1);
     const [listed] = (await versions.list(ctx, ['t'], {})).versions;
@@ -199,8 +205,10 @@ describe.each(catalogRootKinds)('a version with nothing to keep beside its manif
     expect((await versions.create(ctx, ['t'], { version: 1, ...withoutSize })).version).toMatchObject({ version: 1, e_tag: created.e_tag });
     await expect(versions.create(ctx, ['t'], { version: 1, ...request, e_tag: '"someone-else"', manifest_size: 1 })).rejects.toMatchObject({
       code: ErrorCode.ConcurrentModification,
-    });    // Another e_tag is another writer's manifest, even of the same size.
-    await expect(versions.create(ctx, ['t'], { version: 1, ...request, e_tag: '"someone-else"' })).rejects.toMatchObject({ code: ErrorCode.ConcurrentModification });
+    }); // Another e_tag is another writer's manifest, even of the same size.
+    await expect(versions.create(ctx, ['t'], { version: 1, ...request, e_tag: '"someone-else"' })).rejects.toMatchObject({
+      code: ErrorCode.ConcurrentModification,
+    });
   });
 
   it('a staged file replaced after the service read it: the bytes validated are committed, and the client keeps its e_tag', async () => {

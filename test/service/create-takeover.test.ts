@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LanceEngine } from '../../src/engine/lance-engine.js';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
-import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { tableRecordKey } from '../../src/service/catalog/layout.js';
+import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
@@ -21,7 +21,8 @@ const ctxOf = (requestId: string): RequestContext => ({ requestId, principal: nu
 const LEASE_MS = 300;
 const ref = { namespace: ['ns'], name: 't' };
 
-const claimOf = (record: string | undefined) => (record ? (JSON.parse(record) as { creating?: { request_id: string; lease_until: string } }).creating : undefined);
+const claimOf = (record: string | undefined) =>
+  record ? (JSON.parse(record) as { creating?: { request_id: string; lease_until: string } }).creating : undefined;
 
 const deferred = () => {
   let resolve: () => void = () => undefined;
@@ -42,7 +43,8 @@ describe('CreateTable whose claim is taken over while it writes', () => {
     const takenOver = deferred();
     const store = storeDouble(root.store, {
       put: async (key, body, condition, options) => {
-        const renewalOfA = key === tableRecordKey(ref) && condition !== undefined && 'ifMatch' in condition && claimOf(String(body))?.request_id.startsWith('A/') === true;
+        const renewalOfA =
+          key === tableRecordKey(ref) && condition !== undefined && 'ifMatch' in condition && claimOf(String(body))?.request_id.startsWith('A/') === true;
         if (renewalOfA) await takenOver.promise;
         return root.store.put(key, body, condition, options);
       },

@@ -31,7 +31,12 @@ describe.each(catalogRootKinds)('create in a namespace vs. a Restrict drop (%s)'
 
   const services = (store: ObjectStore) => {
     const deps = root.deps(store);
-    return { namespaces: new NamespaceService(deps), tables: new TableService(deps, () => { throw new Error('no managed tables here'); }) };
+    return {
+      namespaces: new NamespaceService(deps),
+      tables: new TableService(deps, () => {
+        throw new Error('no managed tables here');
+      }),
+    };
   };
 
   it('a drop that completes between the creator’s parent check and its create makes the creator undo itself', async () => {
@@ -52,7 +57,9 @@ describe.each(catalogRootKinds)('create in a namespace vs. a Restrict drop (%s)'
     let dropError: unknown;
     // The drop runs right before the reserved marker is written: the table record already exists.
     const store = pausingStore(root.store, 'ns/t.lance/.lance-reserved', async () => {
-      dropError = await services(root.store).namespaces.drop(ctx, ['ns'], {}).catch((e: unknown) => e);
+      dropError = await services(root.store)
+        .namespaces.drop(ctx, ['ns'], {})
+        .catch((e: unknown) => e);
     });
     await services(store).tables.declare(ctx, ['ns', 't'], {});
     expect(dropError).toBeInstanceOf(NamespaceError);

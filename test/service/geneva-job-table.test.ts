@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
-import { DataTables } from '../../src/service/data/data-tables.js';
-import { GENEVA_JOBS_TABLE, GenevaJobTable } from '../../src/service/jobs/geneva-job-table.js';
-import type { BackfillJob } from '../../src/service/jobs/backfill-plan.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
+import { DataTables } from '../../src/service/data/data-tables.js';
+import type { BackfillJob } from '../../src/service/jobs/backfill-plan.js';
+import { GENEVA_JOBS_TABLE, GenevaJobTable } from '../../src/service/jobs/geneva-job-table.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog, type TransactionRecord } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
@@ -66,7 +66,12 @@ describe('Geneva job table', () => {
     const described = await tables.describe(ctx, [...GENEVA_JOBS_TABLE], {}, { withTableUri: false, loadDetailedMetadata: false, checkDeclared: false });
     const table = await connectTable(described.location ?? '', {});
     try {
-      const rows = (await table.query().where(`job_id = '${id}'`).toArray()) as Array<{ status: string; events: { toArray(): string[] }; table_name: string; column_name: string }>;
+      const rows = (await table.query().where(`job_id = '${id}'`).toArray()) as Array<{
+        status: string;
+        events: { toArray(): string[] };
+        table_name: string;
+        column_name: string;
+      }>;
       return rows.map((r) => ({ status: r.status, events: r.events.toArray(), table_name: r.table_name, column_name: r.column_name }));
     } finally {
       table.close();

@@ -1,19 +1,19 @@
 import { describe, expect, it } from 'vitest';
+import { NO_METRICS } from '../../src/metrics/metrics.js';
 import { type CatalogDeps, catalogDeps } from '../../src/service/catalog/catalog-deps.js';
-import { Locations } from '../../src/service/catalog/locations.js';
 import { compareNames } from '../../src/service/catalog/layout.js';
 import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.js';
+import { Locations } from '../../src/service/catalog/locations.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
+import { TableCredentials } from '../../src/service/tables/credential-vending.js';
 import { TableService } from '../../src/service/tables/table-service.js';
-import { parseLocation, storeAt } from '../../src/store/open-store.js';
 import { listAll, type ObjectStore, type PutCondition } from '../../src/store/object-store.js';
+import { parseLocation, storeAt } from '../../src/store/open-store.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { catalogRootKinds, noEngine, useCatalogRoot, withSettings } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
-import { TableCredentials } from '../../src/service/tables/credential-vending.js';
-import { NO_METRICS } from '../../src/metrics/metrics.js';
 
 // The listing index (src/service/catalog/listing-index.ts): a page costs what the page costs, and the
 // index never shows a table that is not there nor hides one that is, through crashes (a store that
@@ -54,7 +54,12 @@ function counting(inner: ObjectStore): Counted {
 }
 
 function servicesOver(deps: CatalogDeps) {
-  return { namespaces: new NamespaceService(deps), tables: new TableService(deps, () => { throw new Error('no managed tables here'); }) };
+  return {
+    namespaces: new NamespaceService(deps),
+    tables: new TableService(deps, () => {
+      throw new Error('no managed tables here');
+    }),
+  };
 }
 
 async function pagesOf(tables: TableService, ns: string[], limit: number, includeDeclared = true): Promise<string[][]> {
@@ -219,13 +224,19 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     await namespaces.create(ctx, ['ns', 'doomed'], {});
     let dead = false;
     const dying = storeDouble(root.store, {
-      put: (k: string, b: Buffer | string, c?: PutCondition) => (dead ? Promise.reject(new Error('died')) : root.store.put(k, b, c).then((r) => {
+      put: (k: string, b: Buffer | string, c?: PutCondition) =>
+        dead
+          ? Promise.reject(new Error('died'))
+          : root.store.put(k, b, c).then((r) => {
               dead = k.endsWith('/made/.lance-namespace');
               return r;
-            })),
-      delete: (k: string) => (dead ? Promise.reject(new Error('died')) : root.store.delete(k).then(() => {
+            }),
+      delete: (k: string) =>
+        dead
+          ? Promise.reject(new Error('died'))
+          : root.store.delete(k).then(() => {
               dead = k === 'ns/doomed/.lance-namespace';
-            })),
+            }),
     });
     const deps = root.deps(dying);
     const halfway = servicesOver(withSettings(deps, { leaseMs: -1 })).namespaces;
@@ -249,10 +260,13 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
       let dead = false;
       const fail = () => Promise.reject(new Error('the process died'));
       return storeDouble(root.store, {
-        put: (k: string, b: Buffer | string, c?: PutCondition) => (dead ? fail() : root.store.put(k, b, c).then((r) => {
-              dead = after(k);
-              return r;
-            })),
+        put: (k: string, b: Buffer | string, c?: PutCondition) =>
+          dead
+            ? fail()
+            : root.store.put(k, b, c).then((r) => {
+                dead = after(k);
+                return r;
+              }),
         delete: (k: string) => (dead ? fail() : root.store.delete(k)),
       });
     };
@@ -260,10 +274,20 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     await live.declare(ctx, ['ns', 'gone'], {});
     // A whole listing keeps the index's snapshot: the operations below must take it with them before they change anything.
     expect((await live.list(ctx, ['ns'], {})).tables).toEqual(['gone']);
-    const declaring = servicesOver(withLease(dying((k) => k.endsWith('.lance-reserved')), -1)).tables;
+    const declaring = servicesOver(
+      withLease(
+        dying((k) => k.endsWith('.lance-reserved')),
+        -1,
+      ),
+    ).tables;
     // The table is declared before the store stops: the declare is acknowledged, its pending entry stays.
     await declaring.declare(ctx, ['ns', 'kept'], {});
-    const dropping = servicesOver(withLease(dying((k) => k.endsWith('.lance-deregistered')), -1)).tables;
+    const dropping = servicesOver(
+      withLease(
+        dying((k) => k.endsWith('.lance-deregistered')),
+        -1,
+      ),
+    ).tables;
     await dropping.drop(ctx, ['ns', 'gone']).catch(() => undefined);
     const entries = async () => (await listAll(root.store, 'ns/_catalog/')).objects.map((o) => o.key.slice('ns/_catalog/'.length));
     const before = await entries();
@@ -380,7 +404,11 @@ describe.each(backends())('listing index under concurrent changes on $name', (ba
       stop = true;
       await Promise.all(workers);
       // Once quiet, the listing is exactly what exists.
-      const exists = async (t: string) => tables.exists(ctx, ['ns', t], undefined).then(() => true, () => false);
+      const exists = async (t: string) =>
+        tables.exists(ctx, ['ns', t], undefined).then(
+          () => true,
+          () => false,
+        );
       for (const service of [tables, elsewhere.tables]) {
         const listed = (await service.list(ctx, ['ns'], {})).tables;
         for (const t of everCreated) expect(listed.includes(t), t).toBe(await exists(t));

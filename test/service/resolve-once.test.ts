@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { RequestContext } from '../../src/service/context/request-context.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { resolveTable } from '../../src/service/tables/resolved-table.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
@@ -48,7 +48,12 @@ describe.each(catalogRootKinds)('one resolution per request (%s)', (kind) => {
     const { store, reads } = readLog(root.store);
     await services(store).tables.declare(ctx, ['a', 'b', 't'], {});
     // ['a','b'] resolved, then 'a' and the root for the managed flag, then ['a','b'] after the put.
-    expect(reads.filter((k) => k.endsWith('.lance-namespace'))).toEqual(['a/b/.lance-namespace', 'a/.lance-namespace', '.lance-namespace', 'a/b/.lance-namespace']);
+    expect(reads.filter((k) => k.endsWith('.lance-namespace'))).toEqual([
+      'a/b/.lance-namespace',
+      'a/.lance-namespace',
+      '.lance-namespace',
+      'a/b/.lance-namespace',
+    ]);
   });
 
   it('the engine’s version callbacks work on the resolved table: no callback reads its record or lists its directory again', async () => {

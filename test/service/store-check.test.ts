@@ -97,7 +97,9 @@ describe('the store check', () => {
     const warnings = log.lines.filter((l) => l.level === 'warn').map((l) => l.msg);
     expect(warnings).toHaveLength(2);
     expect(warnings[0]).toMatch(/^--allow-unsafe-store is set/);
-    expect(warnings[1]).toMatch(/^the store memory:\/\/careless does not honour conditional writes \(.*If-None-Match.*\).*serving it anyway \(--allow-unsafe-store\)$/);
+    expect(warnings[1]).toMatch(
+      /^the store memory:\/\/careless does not honour conditional writes \(.*If-None-Match.*\).*serving it anyway \(--allow-unsafe-store\)$/,
+    );
     expect(await keysLeft(memory)).toEqual([]);
   });
 
@@ -126,7 +128,9 @@ describe('the store check', () => {
     how.ifMatch = true;
     await vi.advanceTimersByTimeAsync(60_000);
     expect(await check.unready()).toBe('the store does not honour conditional writes');
-    expect(log.lines.filter((l) => l.level === 'error').map((l) => l.msg)).toEqual([expect.stringMatching(/^the store memory:\/\/turns does not honour conditional writes \(.*stale etag.*\).*not ready from now on/)]);
+    expect(log.lines.filter((l) => l.level === 'error').map((l) => l.msg)).toEqual([
+      expect.stringMatching(/^the store memory:\/\/turns does not honour conditional writes \(.*stale etag.*\).*not ready from now on/),
+    ]);
     // Honest again: writes may have been lost meanwhile, so it stays not ready (and says so).
     how.ifMatch = false;
     await vi.advanceTimersByTimeAsync(60_000);

@@ -1,21 +1,21 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
+import { NO_METRICS } from '../../src/metrics/metrics.js';
 import { catalogDeps } from '../../src/service/catalog/catalog-deps.js';
-import { DataTables } from '../../src/service/data/data-tables.js';
-import { RowService } from '../../src/service/data/rows.js';
 import { Locations } from '../../src/service/catalog/locations.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
+import { DataTables } from '../../src/service/data/data-tables.js';
+import { RowService } from '../../src/service/data/rows.js';
+import { TableCredentials } from '../../src/service/tables/credential-vending.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
-import { type ObjectStore, type PutCondition, PreconditionFailedError } from '../../src/store/object-store.js';
+import { type ObjectStore, PreconditionFailedError, type PutCondition } from '../../src/store/object-store.js';
 import { parseLocation, storeAt } from '../../src/store/open-store.js';
-import { storeDouble } from '../support/store-double.js';
 import { startTestApp } from '../support/app.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { backends, type TestRoot } from '../support/backends.js';
-import { TableCredentials } from '../../src/service/tables/credential-vending.js';
-import { NO_METRICS } from '../../src/metrics/metrics.js';
+import { storeDouble } from '../support/store-double.js';
 
 // UpdateTable commits rows through the engine, then records its `properties` in the table record
 // with a replace-if-unchanged. Losing that race (here: a store double that refuses the record's
@@ -63,14 +63,27 @@ describe.each(backends())('an update whose properties keep losing races on $name
   const rowsOver = (store: ObjectStore, boundMs?: number) => {
     const location = parseLocation(root.root);
     if (!location) throw new Error(`bad root ${root.root}`);
-    const deps = catalogDeps({ store, engine, locations: new Locations(store, location, (at) => storeAt(at, root.s3)), pageTokens: new PageTokens('k'), settings: { managedVersioningDefault: false, leaseMs: 30_000 }, credentials: new TableCredentials(null), metrics: NO_METRICS });
+    const deps = catalogDeps({
+      store,
+      engine,
+      locations: new Locations(store, location, (at) => storeAt(at, root.s3)),
+      pageTokens: new PageTokens('k'),
+      settings: { managedVersioningDefault: false, leaseMs: 30_000 },
+      credentials: new TableCredentials(null),
+      metrics: NO_METRICS,
+    });
     const warnings: string[] = [];
     const logger = { info: () => undefined, error: () => undefined, warn: (_: object, msg: string) => void warnings.push(msg) };
-    const service = new RowService(new DataTables(deps, new TableVersionService(deps, new TransactionLog(store), { leaseMs: 1000 })), logger, boundMs === undefined ? {} : { recordPropertiesBoundMs: boundMs });
+    const service = new RowService(
+      new DataTables(deps, new TableVersionService(deps, new TransactionLog(store), { leaseMs: 1000 })),
+      logger,
+      boundMs === undefined ? {} : { recordPropertiesBoundMs: boundMs },
+    );
     return { service, warnings };
   };
   const names = async () => (await readRows(root.store.location('up/t.lance'), root.store.engineStorageOptions())).map((r) => r.name);
-  const recorded = async () => (JSON.parse((await root.store.get(RECORD))?.body.toString('utf8') ?? '{}') as { properties?: Record<string, string> }).properties;
+  const recorded = async () =>
+    (JSON.parse((await root.store.get(RECORD))?.body.toString('utf8') ?? '{}') as { properties?: Record<string, string> }).properties;
 
   it('records them after more lost races than the old limit of 5, and answers with the committed version', async () => {
     const { store, refused } = losingStore(root.store, RECORD, 12);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { RequestContext } from '../../src/service/context/request-context.js';
 import { encodeRecord } from '../../src/service/catalog/records.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersions } from '../../src/service/versions/dataset-versions.js';

@@ -34,12 +34,12 @@ describe('LocalObjectStore spare files', () => {
     const inodes = new Set<bigint | number>();
     for (let i = 0; i < 6; i++) {
       const key = `t/_catalog/reservations/${i % 2 === 0 ? 'a' : 'b'}.json`;
-      const { etag } = await store.put(key, `{"round": ${i}${' '.repeat(i * 7 % 5)}}`, ...claim);
+      const { etag } = await store.put(key, `{"round": ${i}${' '.repeat((i * 7) % 5)}}`, ...claim);
       expect(etags.has(etag)).toBe(false);
       etags.add(etag);
       inodes.add(inode(key));
       expect((await store.head(key))?.etag).toBe(etag);
-      expect((await store.get(key))?.body.toString()).toBe(`{"round": ${i}${' '.repeat(i * 7 % 5)}}`);
+      expect((await store.get(key))?.body.toString()).toBe(`{"round": ${i}${' '.repeat((i * 7) % 5)}}`);
       await store.delete(key, { keepDirectory: true });
       await nextTick();
     }
@@ -156,11 +156,15 @@ describe('LocalObjectStore spare files', () => {
     const start = path.join(root.root, 'start');
     const claimer = fileURLToPath(new URL('./slot-claimer.ts', import.meta.url));
     const run = (claims: string) => {
-      const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), claimer, root.root, 't/_catalog/reservations/', claims, start], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), claimer, root.root, 't/_catalog/reservations/', claims, start], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       let out = '';
       child.stdout.on('data', (d: Buffer) => (out += d.toString()));
       return new Promise<{ wins: number; violations: string[] }>((resolve, reject) =>
-        child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as { wins: number; violations: string[] }) : reject(new Error(`claimer exited ${code}`)))),
+        child.on('exit', (code) =>
+          code === 0 ? resolve(JSON.parse(out) as { wins: number; violations: string[] }) : reject(new Error(`claimer exited ${code}`)),
+        ),
       );
     };
     const claimers = Array.from({ length: 3 }, () => run('40'));

@@ -13,13 +13,13 @@ import { LocalObjectStore } from '../../src/store/local-store.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import {
   compareKeys,
-  listAll,
   type ListedObject,
   type ListOptions,
+  listAll,
   type ObjectStore,
+  PreconditionFailedError,
   type PutCondition,
   type PutOptions,
-  PreconditionFailedError,
 } from '../../src/store/object-store.js';
 import { localBackend, memoryBackend, storeBackends, type TestRoot } from '../support/backends.js';
 
@@ -62,19 +62,7 @@ async function pages(store: ObjectStore, prefix: string, options: ListOptions): 
 // '-' (2D) < '/' (2F) < 'B' (42) < 'a' (61), so 'l/a-b' sorts before the prefix 'l/a/'.
 const WIDE_A = '\uFF21';
 const EMOJI = '\u{1F600}';
-const LISTING_KEYS = [
-  'l/B',
-  'l/a-b',
-  'l/a/1',
-  'l/a/2/deep',
-  'l/z',
-  `l/${WIDE_A}`,
-  `l/${EMOJI}`,
-  `l/${EMOJI}dir/k`,
-  'l/é/x',
-  'lz',
-  'other/x',
-];
+const LISTING_KEYS = ['l/B', 'l/a-b', 'l/a/1', 'l/a/2/deep', 'l/z', `l/${WIDE_A}`, `l/${EMOJI}`, `l/${EMOJI}dir/k`, 'l/é/x', 'lz', 'other/x'];
 
 describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
   let root: TestRoot;
@@ -160,19 +148,22 @@ describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
       expect(v3.etag).toBe((await store.head('state.json'))?.etag);
     });
 
-    it.each([{ durable: false }, { durable: false, shortLived: true }])('a put with %o keeps its condition: created once, replaced only from its etag', async (options) => {
-      // Twice: a short-lived create's second round may reuse the file of the first.
-      for (const round of [1, 2]) {
-        const created = await store.put('r/1.json', `held ${round}`, { ifNoneMatch: '*' }, options);
-        await expect(store.put('r/1.json', 'again', { ifNoneMatch: '*' }, options)).rejects.toBeInstanceOf(PreconditionFailedError);
-        expect(await bodyOf(store, 'r/1.json')).toBe(`held ${round}`);
-        await expect(store.put('r/1.json', 'stale', { ifMatch: '"not-it"' }, options)).rejects.toBeInstanceOf(PreconditionFailedError);
-        const replaced = await store.put('r/1.json', 'taken over', { ifMatch: created.etag }, options);
-        expect((await store.head('r/1.json'))?.etag).toBe(replaced.etag);
-        expect(await bodyOf(store, 'r/1.json')).toBe('taken over');
-        await store.delete('r/1.json', { keepDirectory: true });
-      }
-    });
+    it.each([{ durable: false }, { durable: false, shortLived: true }])(
+      'a put with %o keeps its condition: created once, replaced only from its etag',
+      async (options) => {
+        // Twice: a short-lived create's second round may reuse the file of the first.
+        for (const round of [1, 2]) {
+          const created = await store.put('r/1.json', `held ${round}`, { ifNoneMatch: '*' }, options);
+          await expect(store.put('r/1.json', 'again', { ifNoneMatch: '*' }, options)).rejects.toBeInstanceOf(PreconditionFailedError);
+          expect(await bodyOf(store, 'r/1.json')).toBe(`held ${round}`);
+          await expect(store.put('r/1.json', 'stale', { ifMatch: '"not-it"' }, options)).rejects.toBeInstanceOf(PreconditionFailedError);
+          const replaced = await store.put('r/1.json', 'taken over', { ifMatch: created.etag }, options);
+          expect((await store.head('r/1.json'))?.etag).toBe(replaced.etag);
+          expect(await bodyOf(store, 'r/1.json')).toBe('taken over');
+          await store.delete('r/1.json', { keepDirectory: true });
+        }
+      },
+    );
 
     it('a put placed after another is invisible until that one settles, and places nothing if it fails', async () => {
       let allow = () => {};
@@ -198,7 +189,9 @@ describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
       const placed = await store.put('same/final', 'validated', { ifNoneMatch: '*' }, { sameAs: { key: 'same/staged', etag: source.etag } });
       expect(await bodyOf(store, 'same/final')).toBe('validated');
       expect((await store.head('same/final'))?.etag).toBe(placed.etag);
-      await expect(store.put('same/final', 'validated', { ifNoneMatch: '*' }, { sameAs: { key: 'same/staged', etag: source.etag } })).rejects.toBeInstanceOf(PreconditionFailedError);
+      await expect(store.put('same/final', 'validated', { ifNoneMatch: '*' }, { sameAs: { key: 'same/staged', etag: source.etag } })).rejects.toBeInstanceOf(
+        PreconditionFailedError,
+      );
       // Changed after it was read: the body read is what lands, never the object's new bytes.
       await store.put('same/staged', 'changed since');
       await store.put('same/other', 'validated', { ifNoneMatch: '*' }, { sameAs: { key: 'same/staged', etag: source.etag } });
@@ -211,9 +204,7 @@ describe.each(storeBackends())('ObjectStore contract on $name', (backend) => {
     });
 
     it('of 30 concurrent create-if-absent puts exactly one wins and its body is stored', async () => {
-      const results = await Promise.allSettled(
-        Array.from({ length: 30 }, (_, i) => store.put('race/1.manifest', `writer-${i}`, { ifNoneMatch: '*' })),
-      );
+      const results = await Promise.allSettled(Array.from({ length: 30 }, (_, i) => store.put('race/1.manifest', `writer-${i}`, { ifNoneMatch: '*' })));
       const winners = fulfilledIndexes(results);
       expect(winners).toHaveLength(1);
       const reasons = rejectionReasons(results);
@@ -589,18 +580,7 @@ describe('LocalObjectStore specifics', () => {
 
   it('rejects keys that are absolute, empty-segmented or climb out of the root', async () => {
     const outside = path.join(path.dirname(root.root), `escape-${path.basename(root.root)}`);
-    const bad = [
-      `../${path.basename(outside)}`,
-      'a/../../x',
-      'a/..',
-      '..',
-      'a/./b',
-      '/etc/passwd',
-      'a//b',
-      'a/.',
-      '.',
-      'a/b\0c',
-    ];
+    const bad = [`../${path.basename(outside)}`, 'a/../../x', 'a/..', '..', 'a/./b', '/etc/passwd', 'a//b', 'a/.', '.', 'a/b\0c'];
     for (const key of bad) {
       await expect(store.put(key, 'x'), key).rejects.toThrow(/invalid store key/);
       await expect(store.get(key), key).rejects.toThrow(/invalid store key/);
@@ -823,10 +803,7 @@ describe.each([localBackend, memoryBackend])('renameDir on $name', (backend) => 
     expect(store.renameDir).toBeTypeOf('function');
     await putAll(store, ['ns/src.lance/_versions/1.manifest', 'ns/src.lance/data/a.lance', 'ns/other.lance/x']);
     await store.renameDir?.('ns/src.lance/', 'moved/deeper/dst.lance/');
-    expect(keysOf((await store.list('moved/')).objects)).toEqual([
-      'moved/deeper/dst.lance/_versions/1.manifest',
-      'moved/deeper/dst.lance/data/a.lance',
-    ]);
+    expect(keysOf((await store.list('moved/')).objects)).toEqual(['moved/deeper/dst.lance/_versions/1.manifest', 'moved/deeper/dst.lance/data/a.lance']);
     expect(await bodyOf(store, 'moved/deeper/dst.lance/data/a.lance')).toBe('body of ns/src.lance/data/a.lance');
     expect((await store.list('ns/', { delimiter: '/' })).commonPrefixes).toEqual(['ns/other.lance/']);
 

@@ -28,7 +28,11 @@ describe('parseListObjectsResult', () => {
   });
 
   it('reads an empty, complete page', () => {
-    expect(parseListObjectsResult(answer('<KeyCount>0</KeyCount><IsTruncated>false</IsTruncated>'))).toEqual({ objects: [], commonPrefixes: [], isTruncated: false });
+    expect(parseListObjectsResult(answer('<KeyCount>0</KeyCount><IsTruncated>false</IsTruncated>'))).toEqual({
+      objects: [],
+      commonPrefixes: [],
+      isTruncated: false,
+    });
   });
 
   it('refuses an answer that is not a listing', () => {

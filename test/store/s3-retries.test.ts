@@ -369,7 +369,9 @@ describe('S3ObjectStore against a failing endpoint', () => {
 
   it('does not retry 403, 404 or 412', async () => {
     const denied = await fake((req, res) => sendError(req, res, 403, 'AccessDenied'));
-    const deniedErr = await storeAt(denied.endpoint).get('k').catch((e: unknown) => e);
+    const deniedErr = await storeAt(denied.endpoint)
+      .get('k')
+      .catch((e: unknown) => e);
     expect(deniedErr).not.toBeInstanceOf(StoreUnavailableError);
     expect(deniedErr).toMatchObject({ name: 'AccessDenied', $metadata: { httpStatusCode: 403 } });
     expect(methods(denied)).toEqual(['GET']);

@@ -11,7 +11,14 @@ describe('signRequest', () => {
   it("reproduces AWS's example signature for a bucket listing", () => {
     const headers: Record<string, string> = {};
     signRequest(
-      { method: 'GET', host: 'examplebucket.s3.amazonaws.com', path: '/', query: canonicalQuery({ prefix: 'J', 'max-keys': '2' }), headers, payloadSha256: EMPTY_BODY_SHA256 },
+      {
+        method: 'GET',
+        host: 'examplebucket.s3.amazonaws.com',
+        path: '/',
+        query: canonicalQuery({ prefix: 'J', 'max-keys': '2' }),
+        headers,
+        payloadSha256: EMPTY_BODY_SHA256,
+      },
       EXAMPLE_CREDENTIALS,
       'us-east-1',
       new Date('2013-05-24T00:00:00Z'),
@@ -25,7 +32,12 @@ describe('signRequest', () => {
   it('signs the session token when there is one, and a changed request changes the signature', () => {
     const sign = (path: string, sessionToken?: string) => {
       const headers: Record<string, string> = {};
-      signRequest({ method: 'GET', host: 'h', path, query: '', headers, payloadSha256: EMPTY_BODY_SHA256 }, { ...EXAMPLE_CREDENTIALS, ...(sessionToken ? { sessionToken } : {}) }, 'us-east-1', new Date(0));
+      signRequest(
+        { method: 'GET', host: 'h', path, query: '', headers, payloadSha256: EMPTY_BODY_SHA256 },
+        { ...EXAMPLE_CREDENTIALS, ...(sessionToken ? { sessionToken } : {}) },
+        'us-east-1',
+        new Date(0),
+      );
       return headers;
     };
     const withToken = sign('/b/k', 'tok');

@@ -53,7 +53,8 @@ if (claimsText === 'read') {
       reads++;
       const body = read.body.toString('utf8');
       const now = await store.head(shared);
-      if (now?.etag === read.etag && !/^\{"holder":\d+,"nonce":"[0-9a-f]*"\}$/.test(body)) violations.push(`${read.etag}, still shown, came with ${JSON.stringify(body)}`);
+      if (now?.etag === read.etag && !/^\{"holder":\d+,"nonce":"[0-9a-f]*"\}$/.test(body))
+        violations.push(`${read.etag}, still shown, came with ${JSON.stringify(body)}`);
     }
     if (reads % 64 === 0) await new Promise((r) => setImmediate(r));
   }

@@ -35,7 +35,11 @@ export async function readRows(location: string, storageOptions: Record<string, 
 }
 
 /** id, x and one column of every row as numbers (null stays null), ordered by id, read straight through the engine. */
-export async function readColumn(location: string, options: Record<string, string>, column: string): Promise<Array<{ id: number; x: number; v: number | null }>> {
+export async function readColumn(
+  location: string,
+  options: Record<string, string>,
+  column: string,
+): Promise<Array<{ id: number; x: number; v: number | null }>> {
   const table = await connectTable(location, options);
   try {
     const data = await table.query().select(['id', 'x', column]).toArrow();

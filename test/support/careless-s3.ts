@@ -27,7 +27,12 @@ function reply(res: http.ServerResponse, status: number, headers: Record<string,
 }
 
 const noSuchKey = (res: http.ServerResponse, head: boolean) =>
-  reply(res, 404, { 'content-type': 'application/xml' }, head ? '' : '<?xml version="1.0"?><Error><Code>NoSuchKey</Code><Message>no such key</Message></Error>');
+  reply(
+    res,
+    404,
+    { 'content-type': 'application/xml' },
+    head ? '' : '<?xml version="1.0"?><Error><Code>NoSuchKey</Code><Message>no such key</Message></Error>',
+  );
 
 export async function startCarelessS3(bucket = 'careless'): Promise<CarelessS3> {
   const objects = new MemoryObjectStore(bucket);
@@ -45,7 +50,8 @@ export async function startCarelessS3(bucket = 'careless'): Promise<CarelessS3> 
     const key = rest.map(decodeURIComponent).join('/');
     if (key === '') {
       if (req.method === 'HEAD') return reply(res, 200);
-      if (req.method === 'GET' && url.searchParams.get('list-type') === '2') return reply(res, 200, { 'content-type': 'application/xml' }, await listXml(objects, url.searchParams));
+      if (req.method === 'GET' && url.searchParams.get('list-type') === '2')
+        return reply(res, 200, { 'content-type': 'application/xml' }, await listXml(objects, url.searchParams));
       return reply(res, 501, {}, '<Error><Code>NotImplemented</Code></Error>');
     }
     if (req.method === 'PUT') {
@@ -98,9 +104,13 @@ async function listXml(objects: MemoryObjectStore, query: URLSearchParams): Prom
     maxKeys: Number(query.get('max-keys') ?? 1000),
   });
   const contents = page.objects.map(
-    (o) => `<Contents><Key>${xmlText(o.key)}</Key><Size>${o.size}</Size><ETag>${xmlText(o.etag)}</ETag><LastModified>${o.lastModified.toISOString()}</LastModified></Contents>`,
+    (o) =>
+      `<Contents><Key>${xmlText(o.key)}</Key><Size>${o.size}</Size><ETag>${xmlText(o.etag)}</ETag><LastModified>${o.lastModified.toISOString()}</LastModified></Contents>`,
   );
   const prefixes = page.commonPrefixes.map((p) => `<CommonPrefixes><Prefix>${xmlText(p)}</Prefix></CommonPrefixes>`);
-  const more = page.nextStartAfter !== undefined ? `<IsTruncated>true</IsTruncated><NextContinuationToken>${xmlText(page.nextStartAfter)}</NextContinuationToken>` : '<IsTruncated>false</IsTruncated>';
+  const more =
+    page.nextStartAfter !== undefined
+      ? `<IsTruncated>true</IsTruncated><NextContinuationToken>${xmlText(page.nextStartAfter)}</NextContinuationToken>`
+      : '<IsTruncated>false</IsTruncated>';
   return `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>${more}${contents.join('')}${prefixes.join('')}</ListBucketResult>`;
 }

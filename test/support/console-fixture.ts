@@ -38,7 +38,10 @@ export function ordersStream(from: number, n: number): Buffer {
   const table = new arrow.Table({
     id: arrow.vectorFromArray(BigInt64Array.from(ids.map(BigInt))),
     customer: arrow.vectorFromArray(
-      ids.map((i) => ({ name: `customer ${i % 17}`, address: { city: ['Lyon', 'Porto', 'Graz'][i % 3] as string, country: ['FR', 'PT', 'AT'][i % 3] as string } })),
+      ids.map((i) => ({
+        name: `customer ${i % 17}`,
+        address: { city: ['Lyon', 'Porto', 'Graz'][i % 3] as string, country: ['FR', 'PT', 'AT'][i % 3] as string },
+      })),
       customer,
     ),
     lines: arrow.vectorFromArray(
@@ -77,7 +80,13 @@ export async function seedCatalog(call: Call): Promise<SeededCatalog> {
   await ns('bulk', { purpose: 'a namespace with more tables than a page' });
 
   const table = (id: string) => `/v1/table/${id}`;
-  await ok(call, 'POST', `${table('sales$orders')}/create?properties=${encodeURIComponent(JSON.stringify({ owner: 'sales-team', tier: 'gold' }))}`, ordersStream(0, ORDER_ROWS / 3), ARROW);
+  await ok(
+    call,
+    'POST',
+    `${table('sales$orders')}/create?properties=${encodeURIComponent(JSON.stringify({ owner: 'sales-team', tier: 'gold' }))}`,
+    ordersStream(0, ORDER_ROWS / 3),
+    ARROW,
+  );
   await ok(call, 'POST', `${table('sales$orders')}/insert`, ordersStream(ORDER_ROWS / 3, ORDER_ROWS / 3), ARROW);
   await ok(call, 'POST', `${table('sales$orders')}/tags/create`, { tag: 'first-load', version: 2 });
   await ok(call, 'POST', `${table('sales$orders')}/insert`, ordersStream((2 * ORDER_ROWS) / 3, ORDER_ROWS / 3), ARROW);
@@ -101,12 +110,16 @@ export async function seedCatalog(call: Call): Promise<SeededCatalog> {
   // The backfill job's table: a plain column bound to SQL, to be filled in many chunks.
   await ok(call, 'POST', `${table('ml$events')}/create`, numbersStream(JOB_ROWS), ARROW);
   await ok(call, 'POST', `${table('ml$events')}/add_columns`, { new_columns: [{ name: 'score', expression: 'CAST(NULL AS BIGINT)' }] });
-  await ok(call, 'POST', `${table('ml$events')}/alter_columns`, { alterations: [{ path: 'score', virtual_column: { udf_backend: 'sql', udf: 'id * 3 + x', input_columns: ['id', 'x'] } }] });
+  await ok(call, 'POST', `${table('ml$events')}/alter_columns`, {
+    alterations: [{ path: 'score', virtual_column: { udf_backend: 'sql', udf: 'id * 3 + x', input_columns: ['id', 'x'] } }],
+  });
 
   // Jobs that ran to their end, on a small table: the whole column, then the rows of a filter.
   await ok(call, 'POST', `${table('ml$clicks')}/create`, numbersStream(2000), ARROW);
   await ok(call, 'POST', `${table('ml$clicks')}/add_columns`, { new_columns: [{ name: 'weight', expression: 'CAST(NULL AS BIGINT)' }] });
-  await ok(call, 'POST', `${table('ml$clicks')}/alter_columns`, { alterations: [{ path: 'weight', virtual_column: { udf_backend: 'sql', udf: 'x * 2', input_columns: ['x'] } }] });
+  await ok(call, 'POST', `${table('ml$clicks')}/alter_columns`, {
+    alterations: [{ path: 'weight', virtual_column: { udf_backend: 'sql', udf: 'x * 2', input_columns: ['x'] } }],
+  });
   const finishedJobs: string[] = [];
   for (const request of [{ column: 'weight' }, { column: 'weight', where: 'x < 10' }]) {
     const jobId = String((await ok(call, 'POST', `${table('ml$clicks')}/backfill_column`, request)).job_id);
@@ -191,7 +204,8 @@ export function jobHistoryStream(rows: JobHistoryRow[]): Buffer {
   };
   const children = schema.fields.map((field) => {
     const values = columns[field.name];
-    if (values instanceof BigInt64Array) return arrow.makeData({ type: field.type as InstanceType<typeof arrow.Timestamp>, length: values.length, data: values });
+    if (values instanceof BigInt64Array)
+      return arrow.makeData({ type: field.type as InstanceType<typeof arrow.Timestamp>, length: values.length, data: values });
     return arrow.vectorFromArray(values as unknown[], field.type).data[0] as InstanceType<typeof arrow.Data>;
   });
   const batch = new arrow.RecordBatch(schema, arrow.makeData({ type: new arrow.Struct(schema.fields), length: rows.length, children }));
@@ -252,7 +266,10 @@ async function rowsCheckpointed(url: string, jobId: string): Promise<number> {
     body: JSON.stringify({ k: 1, filter: `job_id = '${jobId}'`, columns: { column_names: ['metrics'] } }),
   });
   if (!res.ok) return 0;
-  const metrics: unknown = arrow.tableFromIPC(new Uint8Array(await res.arrayBuffer())).getChild('metrics')?.get(0);
+  const metrics: unknown = arrow
+    .tableFromIPC(new Uint8Array(await res.arrayBuffer()))
+    .getChild('metrics')
+    ?.get(0);
   for (const entry of (metrics as { toArray(): string[] } | null)?.toArray() ?? []) {
     const metric = JSON.parse(entry) as { name: string; n: number };
     if (metric.name === 'rows_checkpointed') return metric.n;

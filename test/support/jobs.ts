@@ -16,7 +16,6 @@ export function numbersStream(n: number, from = 0): Buffer {
   return Buffer.from(arrow.tableToIPC(table, 'stream'));
 }
 
-
 /** Polls DescribeTransaction until `done` holds (or the deadline passes); returns the last answer. */
 export async function waitForJob(
   t: Pick<TestApp, 'call'>,
@@ -50,7 +49,11 @@ export async function waitForGenevaJobRow(location: string, storageOptions: Reco
   const jobTable = await connectTable(location, storageOptions);
   try {
     for (let i = 0; ; i++) {
-      const rows = (await jobTable.query().where(`job_id = '${jobId}'`).toArray()) as Array<{ status: string; column_name: string; metrics: { toArray(): string[] } }>;
+      const rows = (await jobTable.query().where(`job_id = '${jobId}'`).toArray()) as Array<{
+        status: string;
+        column_name: string;
+        metrics: { toArray(): string[] };
+      }>;
       const row = rows[0];
       if (rows.length === 1 && row?.status === status) return { status: row.status, column_name: row.column_name, metrics: row.metrics.toArray() };
       if (i > 400) throw new Error(`job ${jobId}: its rows in __system$geneva_jobs are ${JSON.stringify(rows.map((r) => r.status))}, not one ${status}`);

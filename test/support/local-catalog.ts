@@ -1,18 +1,18 @@
-import { REMOVE_ROOT } from './backends.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach } from 'vitest';
 import { EngineError, type LanceEngine } from '../../src/engine/lance-engine.js';
+import { NO_METRICS } from '../../src/metrics/metrics.js';
 import { type CatalogDeps, catalogDeps as withSharedHelpers } from '../../src/service/catalog/catalog-deps.js';
 import { Locations } from '../../src/service/catalog/locations.js';
 import { PageTokens } from '../../src/service/catalog/page-token.js';
+import { TableCredentials } from '../../src/service/tables/credential-vending.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
-import { storeAt, type StoreLocation } from '../../src/store/open-store.js';
-import { TableCredentials } from '../../src/service/tables/credential-vending.js';
-import { NO_METRICS } from '../../src/metrics/metrics.js';
+import { type StoreLocation, storeAt } from '../../src/store/open-store.js';
+import { REMOVE_ROOT } from './backends.js';
 
 // Service-level tests over a catalog in a temporary local directory or in memory, without HTTP.
 
@@ -82,11 +82,21 @@ export const catalogRootKinds = ['memory', 'local'] as const;
 export function useCatalogRoot(kind: (typeof catalogRootKinds)[number]): CatalogRoot {
   if (kind === 'local') {
     const local = useLocalRoot('lance-ns-catalog-');
-    return { get store() { return local.store; }, deps: (store) => localCatalogDeps(store, local.dir) };
+    return {
+      get store() {
+        return local.store;
+      },
+      deps: (store) => localCatalogDeps(store, local.dir),
+    };
   }
   const memory = {} as { store: MemoryObjectStore };
   beforeEach(() => {
     memory.store = new MemoryObjectStore();
   });
-  return { get store() { return memory.store; }, deps: memoryCatalogDeps };
+  return {
+    get store() {
+      return memory.store;
+    },
+    deps: memoryCatalogDeps,
+  };
 }

@@ -59,12 +59,26 @@ function clientEnv(env: NodeJS.ProcessEnv, withoutAws = false): NodeJS.ProcessEn
 }
 
 /** Runs a pytest file of the repository with the venv's Python in a client's environment (see clientEnv). */
-export function runPytest(file: string, env: NodeJS.ProcessEnv, timeoutMs: number, options: { withoutAws?: boolean; venvBin?: string } = {}): Promise<RunResult> {
-  return run(`${options.venvBin ?? VENV_BIN}python`, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', file], { env: clientEnv(env, options.withoutAws), timeoutMs });
+export function runPytest(
+  file: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+  options: { withoutAws?: boolean; venvBin?: string } = {},
+): Promise<RunResult> {
+  return run(`${options.venvBin ?? VENV_BIN}python`, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', file], {
+    env: clientEnv(env, options.withoutAws),
+    timeoutMs,
+  });
 }
 
 /** Runs a Python program of the repository with `venvBin`'s Python in a client's environment (see clientEnv). */
-export function runPythonScript(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number, options: { withoutAws?: boolean; venvBin: string }): Promise<RunResult> {
+export function runPythonScript(
+  file: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs: number,
+  options: { withoutAws?: boolean; venvBin: string },
+): Promise<RunResult> {
   return run(`${options.venvBin}python`, [file, ...args], { env: clientEnv(env, options.withoutAws), timeoutMs });
 }
 
@@ -118,7 +132,10 @@ export const VENDING = { credentialVending: { roleArn: 'arn:aws:iam:::role/vend'
  * of `backend` listening on a loopback port (vending credentials on S3, so that clients there
  * read and write only with what it vends) and an empty HOME for the clients; gone after the block.
  */
-export function useClientServer(backend: Backend, installScript = INSTALL_SCRIPT): { readonly root: TestRoot; readonly server: TestApp & { url: string }; readonly home: string } {
+export function useClientServer(
+  backend: Backend,
+  installScript = INSTALL_SCRIPT,
+): { readonly root: TestRoot; readonly server: TestApp & { url: string }; readonly home: string } {
   let root: TestRoot | undefined;
   let server: (TestApp & { url: string }) | undefined;
   let home = '';

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
-import { afterAll, beforeAll, expect, type ExpectStatic } from 'vitest';
+import { afterAll, beforeAll, type ExpectStatic, expect } from 'vitest';
 import type { Backend, TestRoot } from './backends.js';
 
 const repo = path.resolve(import.meta.dirname, '../..');
@@ -19,7 +19,12 @@ export interface ServiceProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** Resolves at the first log line (from now on) that matches. */
   waitForLog(match: (line: LogLine) => boolean): Promise<void>;
-  call(method: 'GET' | 'POST', pathAndQuery: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; text: string; json: Record<string, unknown> }>;
+  call(
+    method: 'GET' | 'POST',
+    pathAndQuery: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; text: string; json: Record<string, unknown> }>;
 }
 
 /** One request to a service at `url`: a JSON body (or a Buffer as is); the answer's text, and its JSON object when it is one. */
@@ -31,7 +36,11 @@ export async function callUrl(
   headers: Record<string, string> = {},
 ): Promise<{ status: number; text: string; json: Record<string, unknown>; headers: Headers }> {
   const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body);
-  const res = await fetch(`${url}${pathAndQuery}`, { method, headers: { 'content-type': 'application/json', ...headers }, ...(payload !== undefined ? { body: payload } : {}) });
+  const res = await fetch(`${url}${pathAndQuery}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    ...(payload !== undefined ? { body: payload } : {}),
+  });
   const text = await res.text();
   let json: Record<string, unknown> = {};
   try {
@@ -67,7 +76,13 @@ export interface PausePoints {
  * LANCE_NS_PAUSE_MS (src/service/coordination/fault-points.ts); `live` tracks the child until it exits, so a
  * test can kill whatever is left.
  */
-export function startServiceProcess(options: { args: string[]; cwd?: string; faultPoint?: string; pause?: PausePoints; live?: Set<ChildProcess> }): Promise<ServiceProcess> {
+export function startServiceProcess(options: {
+  args: string[];
+  cwd?: string;
+  faultPoint?: string;
+  pause?: PausePoints;
+  live?: Set<ChildProcess>;
+}): Promise<ServiceProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env, NODE_OPTIONS: '' };
   delete env.LANCE_NS_FAULT_POINT;
   delete env.LANCE_NS_PAUSE_POINTS;
@@ -77,11 +92,15 @@ export function startServiceProcess(options: { args: string[]; cwd?: string; fau
     env.LANCE_NS_PAUSE_POINTS = options.pause.points.join(',');
     env.LANCE_NS_PAUSE_MS = String(options.pause.ms);
   }
-  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), '--host', '127.0.0.1', '--port', '0', ...options.args], {
-    cwd: options.cwd ?? repo,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts'), '--host', '127.0.0.1', '--port', '0', ...options.args],
+    {
+      cwd: options.cwd ?? repo,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   options.live?.add(child);
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));

@@ -55,12 +55,23 @@ export function isRead(method: string, path: string): boolean {
   return method === 'GET' || method === 'HEAD' || READ_PATH.test(path.split('?')[0] ?? '');
 }
 
-type Attempt = { kind: 'answered'; status: number; headers: http.IncomingHttpHeaders; body: Buffer } | { kind: 'refused' } | { kind: 'broken'; message: string };
+type Attempt =
+  | { kind: 'answered'; status: number; headers: http.IncomingHttpHeaders; body: Buffer }
+  | { kind: 'refused' }
+  | { kind: 'broken'; message: string };
 
 export async function startSpreader(slots: number): Promise<Spreader> {
   const targets: Array<string | undefined> = Array.from({ length: slots }, () => undefined);
   const inFlight = Array.from({ length: slots }, () => 0);
-  const stats: SpreaderStats = { requests: 0, answeredBy: inFlight.map(() => 0), retriedRefused: 0, retriedReads: 0, inDoubt: [], inDoubtResent: [], unreachable: 0 };
+  const stats: SpreaderStats = {
+    requests: 0,
+    answeredBy: inFlight.map(() => 0),
+    retriedRefused: 0,
+    retriedReads: 0,
+    inDoubt: [],
+    inDoubtResent: [],
+    unreachable: 0,
+  };
   const inDoubtKeys = new Set<string>();
   let sentWaiters: Array<{ slot: number; resolve: () => void }> = [];
   let turn = 0;
@@ -82,7 +93,9 @@ export async function startSpreader(slots: number): Promise<Spreader> {
         resolve(a);
       };
       out.on('socket', (socket) => socket.on('connect', () => (connected = true)));
-      out.on('error', (e: NodeJS.ErrnoException) => settle(!connected && e.code === 'ECONNREFUSED' ? { kind: 'refused' } : { kind: 'broken', message: e.message }));
+      out.on('error', (e: NodeJS.ErrnoException) =>
+        settle(!connected && e.code === 'ECONNREFUSED' ? { kind: 'refused' } : { kind: 'broken', message: e.message }),
+      );
       out.on('response', (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -128,7 +141,11 @@ export async function startSpreader(slots: number): Promise<Spreader> {
       }
     }
     stats.unreachable++;
-    return { status: 503, headers: { 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify({ code: 18, error: 'no replica reachable', status: 503 })) };
+    return {
+      status: 503,
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify({ code: 18, error: 'no replica reachable', status: 503 })),
+    };
   };
 
   const server = http.createServer((req, res) => {

@@ -32,9 +32,24 @@ export interface UdfEntry {
 }
 
 /** A GenevaQuery JSON as Geneva's create_materialized_view sends it (nulls where Geneva sends nulls). */
-export function genevaQuery(source: string, base: { filter?: string; columns?: unknown; limit?: number; offset?: number }, udfs: UdfEntry[] = [], extra: Record<string, unknown> = {}): string {
+export function genevaQuery(
+  source: string,
+  base: { filter?: string; columns?: unknown; limit?: number; offset?: number },
+  udfs: UdfEntry[] = [],
+  extra: Record<string, unknown> = {},
+): string {
   return JSON.stringify({
-    base: { vector_column: null, vector: null, filter: base.filter ?? null, full_text_query: null, limit: base.limit ?? null, offset: base.offset ?? null, columns: base.columns ?? null, with_row_id: null, order_by: null },
+    base: {
+      vector_column: null,
+      vector: null,
+      filter: base.filter ?? null,
+      full_text_query: null,
+      limit: base.limit ?? null,
+      offset: base.offset ?? null,
+      columns: base.columns ?? null,
+      with_row_id: null,
+      order_by: null,
+    },
     shuffle: null,
     shuffle_seed: null,
     fragment_ids: null,
@@ -53,7 +68,6 @@ export const udfEntry = (name: string, payload: string, output: string, index: n
   udf: { name, backend: 'DockerUDFSpecV1', udf_payload: payload, runner_payload: '{"image": "test-image:latest"}' },
 });
 
-
 /**
  * The test UDF, chunker and UDTF envelopes of test/support/geneva_udfs.py, built with the pinned
  * Geneva: by name, the envelope's sha256 (its name under a dataset's `_udfs/`) and its text.
@@ -61,10 +75,14 @@ export const udfEntry = (name: string, payload: string, output: string, index: n
 export async function makeUdfEnvelopes(): Promise<Record<string, { sha: string; body: string }>> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'udf-envelopes-'));
   try {
-    const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', dir], { timeoutMs: 60_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+    const made = await run(DEFAULT_UDF_PYTHON, ['test/support/geneva_udfs.py', dir], {
+      timeoutMs: 60_000,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+    });
     if (made.code !== 0) throw new Error(describeRun('geneva_udfs.py', made));
     const envelopes: Record<string, { sha: string; body: string }> = {};
-    for (const [name, sha] of Object.entries(JSON.parse(made.stdout) as Record<string, string>)) envelopes[name] = { sha, body: await readFile(path.join(dir, sha), 'utf8') };
+    for (const [name, sha] of Object.entries(JSON.parse(made.stdout) as Record<string, string>))
+      envelopes[name] = { sha, body: await readFile(path.join(dir, sha), 'utf8') };
     return envelopes;
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -3,9 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configurationPage, EXAMPLE_FILE, PAGE, README, README_BEGIN, README_END, readmeOptions } from '../../scripts/lib/configuration-page.js';
-import { CONFIG_HELP, loadConfig } from '../../src/config.js';
 import { FILE_KEYS } from '../../src/config/file.js';
 import { CONFIG_FILE_OPTION, OPTION_GROUPS } from '../../src/config/options.js';
+import { CONFIG_HELP, loadConfig } from '../../src/config.js';
 
 const repo = path.join(import.meta.dirname, '../..');
 const read = (file: string): string => readFileSync(path.join(repo, file), 'utf8');

@@ -1,11 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { CredentialCache, type CredentialScope, type CredentialVendor } from '../../src/vending/credential-vendor.js';
-import { sessionPolicy } from '../../src/vending/sts-credential-vendor.js';
 import { NamespaceError } from '../../src/model/errors.js';
 import type { RequestContext, VendRecord } from '../../src/service/context/request-context.js';
 import { NO_CREDENTIALS_KEY, protectedKeys, TableCredentials } from '../../src/service/tables/credential-vending.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
 import { S3ObjectStore } from '../../src/store/s3/s3-store.js';
+import { CredentialCache, type CredentialScope, type CredentialVendor } from '../../src/vending/credential-vendor.js';
+import { sessionPolicy } from '../../src/vending/sts-credential-vendor.js';
 
 // Credential vending without a network: the session policy each vend sends, the cache in front
 // of the vendor, and which responses carry credentials, of which access level, or say why not.
@@ -39,19 +39,31 @@ function countingVendor(now: () => number, ttlMs = 3_600_000) {
   };
 }
 
-const scope = (prefix: string, access: CredentialScope['access'] = 'read'): CredentialScope => ({ bucket: 'bkt', prefix, access, protectedKeys: protectedKeys(false) });
+const scope = (prefix: string, access: CredentialScope['access'] = 'read'): CredentialScope => ({
+  bucket: 'bkt',
+  prefix,
+  access,
+  protectedKeys: protectedKeys(false),
+});
 
 describe('session policy', () => {
   it('reads the directory and lists only under it, for a reader', () => {
     const policy = JSON.parse(sessionPolicy(scope('root/ns/t.lance/'))) as { Statement: Array<Record<string, unknown>> };
     expect(policy.Statement).toEqual([
       { Effect: 'Allow', Action: ['s3:GetObject'], Resource: ['arn:aws:s3:::bkt/root/ns/t.lance/*'] },
-      { Effect: 'Allow', Action: ['s3:ListBucket'], Resource: ['arn:aws:s3:::bkt'], Condition: { StringLike: { 's3:prefix': ['root/ns/t.lance/', 'root/ns/t.lance/*'] } } },
+      {
+        Effect: 'Allow',
+        Action: ['s3:ListBucket'],
+        Resource: ['arn:aws:s3:::bkt'],
+        Condition: { StringLike: { 's3:prefix': ['root/ns/t.lance/', 'root/ns/t.lance/*'] } },
+      },
     ]);
   });
 
   it("writes the directory but never the service's records, for a writer; with managed versioning not the committed manifests either", () => {
-    const policy = JSON.parse(sessionPolicy({ ...scope('ns/t.lance/', 'read-write'), protectedKeys: protectedKeys(true) })) as { Statement: Array<Record<string, unknown>> };
+    const policy = JSON.parse(sessionPolicy({ ...scope('ns/t.lance/', 'read-write'), protectedKeys: protectedKeys(true) })) as {
+      Statement: Array<Record<string, unknown>>;
+    };
     expect(policy.Statement[0]?.Action).toEqual(['s3:GetObject', 's3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload', 's3:ListMultipartUploadParts']);
     expect(policy.Statement[2]).toEqual({
       Effect: 'Deny',
@@ -104,13 +116,31 @@ describe('credential cache', () => {
 });
 
 describe('which responses carry credentials', () => {
-  const s3 = new S3ObjectStore({ bucket: 'bkt', prefix: 'root', region: 'us-east-1', endpoint: 'http://127.0.0.1:1', accessKeyId: 'SERVICE-KEY', secretAccessKey: 'SERVICE-SECRET', forcePathStyle: true });
+  const s3 = new S3ObjectStore({
+    bucket: 'bkt',
+    prefix: 'root',
+    region: 'us-east-1',
+    endpoint: 'http://127.0.0.1:1',
+    accessKeyId: 'SERVICE-KEY',
+    secretAccessKey: 'SERVICE-SECRET',
+    forcePathStyle: true,
+  });
   const local = new LocalObjectStore('/tmp/lance-ns-vending-unit');
   afterAll(() => s3.close());
-  const table = (key = 'ns/t.lance/', store: S3ObjectStore | LocalObjectStore = s3) => ({ id: ['ns', 't'], dir: { store, key, owned: true }, managedVersioning: false });
+  const table = (key = 'ns/t.lance/', store: S3ObjectStore | LocalObjectStore = s3) => ({
+    id: ['ns', 't'],
+    dir: { store, key, owned: true },
+    managedVersioning: false,
+  });
   const context = (mayWrite: boolean) => {
     const records: VendRecord[] = [];
-    const ctx: RequestContext = { requestId: 'r', principal: { id: 'p' }, context: {}, may: (privilege) => privilege === 'read' || mayWrite, onVend: (r) => records.push(r) };
+    const ctx: RequestContext = {
+      requestId: 'r',
+      principal: { id: 'p' },
+      context: {},
+      may: (privilege) => privilege === 'read' || mayWrite,
+      onVend: (r) => records.push(r),
+    };
     return { ctx, records };
   };
   const setup = () => {

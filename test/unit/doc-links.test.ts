@@ -101,7 +101,17 @@ describe('the documentation', () => {
   };
 
   it('anchors are made as GitHub makes them', () => {
-    const page = ['# Lance Namespace Service', "### The store's word", '## `npm run bench:console`', '```', '# not a heading', '```', '## Limits', '## Limits', '### [Spark](x.md) & co.'].join('\n');
+    const page = [
+      '# Lance Namespace Service',
+      "### The store's word",
+      '## `npm run bench:console`',
+      '```',
+      '# not a heading',
+      '```',
+      '## Limits',
+      '## Limits',
+      '### [Spark](x.md) & co.',
+    ].join('\n');
     expect(headingAnchors(page)).toEqual(['lance-namespace-service', 'the-stores-word', 'npm-run-benchconsole', 'limits', 'limits-1', 'spark--co']);
   });
 

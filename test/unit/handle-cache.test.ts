@@ -70,7 +70,12 @@ function setup(limits = { maxEntries: 8, maxBytes: 1 << 30 }) {
   const store = new FakeStore();
   const cache = new HandleCache<FakeHandle>(limits, badHandle);
   const read = (location: string, incarnation: string | null = 'inc') =>
-    cache.use(location, store.latest(location, incarnation), () => store.open(location), async (h) => h.read());
+    cache.use(
+      location,
+      store.latest(location, incarnation),
+      () => store.open(location),
+      async (h) => h.read(),
+    );
   return { store, cache, read };
 }
 
@@ -87,7 +92,13 @@ describe('kept dataset handles', () => {
   it('brings a kept handle forward to the version each request checked, never backwards, one checkout at a time', async () => {
     const { store, cache } = setup();
     store.datasets.set('a', { version: 1, generation: 1 });
-    const read = (latest: LatestCommitted) => cache.use('a', latest, () => store.open('a'), async (h) => h.read());
+    const read = (latest: LatestCommitted) =>
+      cache.use(
+        'a',
+        latest,
+        () => store.open('a'),
+        async (h) => h.read(),
+      );
     await read(store.latest('a'));
     store.datasets.set('a', { version: 2, generation: 1 });
     const at2 = store.latest('a');
@@ -145,13 +156,18 @@ describe('kept dataset handles', () => {
     await read('a'); // a is now the most recently used
     let inUse: FakeHandle | undefined;
     let finish = () => {};
-    const long = cache.use('b', store.latest('b'), () => store.open('b'), async (h) => {
-      inUse = h;
-      await new Promise<void>((resolve) => {
-        finish = resolve;
-      });
-      return h.read();
-    });
+    const long = cache.use(
+      'b',
+      store.latest('b'),
+      () => store.open('b'),
+      async (h) => {
+        inUse = h;
+        await new Promise<void>((resolve) => {
+          finish = resolve;
+        });
+        return h.read();
+      },
+    );
     await read('c'); // evicts a: b was used more recently
     expect(cache.stats().entries).toBe(2);
     await read('a'); // evicts b, which is still in use
@@ -199,9 +215,14 @@ describe('kept dataset handles', () => {
     const { store, cache } = setup();
     store.datasets.set('a', { version: 1, generation: 1 });
     const use = (fail: Error) =>
-      cache.use('a', store.latest('a'), () => store.open('a'), async () => {
-        throw fail;
-      });
+      cache.use(
+        'a',
+        store.latest('a'),
+        () => store.open('a'),
+        async () => {
+          throw fail;
+        },
+      );
     await expect(use(new Error('bad input'))).rejects.toThrow();
     expect(cache.stats().entries).toBe(1);
     await expect(use(new Error('bad'))).rejects.toThrow();
@@ -209,7 +230,7 @@ describe('kept dataset handles', () => {
     expect(store.closed).toBe(1);
   });
 
-  it('adopts a writer\'s handle unless the kept one is as new, and reads then need no reload', async () => {
+  it("adopts a writer's handle unless the kept one is as new, and reads then need no reload", async () => {
     const { store, cache, read } = setup();
     store.datasets.set('a', { version: 1, generation: 1 });
     await read('a');

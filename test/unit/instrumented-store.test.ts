@@ -20,15 +20,24 @@ describe('InstrumentedStore outcomes', () => {
     await store.put('k', 'a', { ifNoneMatch: '*' });
     await expect(store.put('k', 'b', { ifNoneMatch: '*' })).rejects.toBeInstanceOf(PreconditionFailedError);
     await expect(store.put('k', 'b', { ifMatch: '"stale"' })).rejects.toBeInstanceOf(PreconditionFailedError);
-    expect(outcomes).toEqual([['put', 'ok'], ['put', 'precondition_failed'], ['put', 'precondition_failed']]);
+    expect(outcomes).toEqual([
+      ['put', 'ok'],
+      ['put', 'precondition_failed'],
+      ['put', 'precondition_failed'],
+    ]);
   });
 
   it('a put withdrawn by its caller is withdrawn, or precondition_failed when the write it followed lost its condition', async () => {
     const { metrics, outcomes } = recording();
     const store = new InstrumentedStore(new MemoryObjectStore(), metrics);
     await expect(store.put('a', 'x', undefined, { placeAfter: Promise.reject(new Error('the commit did not go ahead')) })).rejects.toThrow('did not go ahead');
-    await expect(store.put('b', 'x', undefined, { placeAfter: Promise.reject(new PreconditionFailedError('m', 'object exists')) })).rejects.toBeInstanceOf(PreconditionFailedError);
-    expect(outcomes).toEqual([['put', 'withdrawn'], ['put', 'precondition_failed']]);
+    await expect(store.put('b', 'x', undefined, { placeAfter: Promise.reject(new PreconditionFailedError('m', 'object exists')) })).rejects.toBeInstanceOf(
+      PreconditionFailedError,
+    );
+    expect(outcomes).toEqual([
+      ['put', 'withdrawn'],
+      ['put', 'precondition_failed'],
+    ]);
     expect(await store.head('a')).toBeNull();
   });
 
@@ -43,6 +52,9 @@ describe('InstrumentedStore outcomes', () => {
     const store = new InstrumentedStore(failing, metrics);
     await expect(store.put('a', 'x')).rejects.toThrow('disk on fire');
     await expect(store.put('b', 'x', undefined, { placeAfter: Promise.reject(new Error('withdrawn')) })).rejects.toThrow('disk on fire');
-    expect(outcomes).toEqual([['put', 'error'], ['put', 'error']]);
+    expect(outcomes).toEqual([
+      ['put', 'error'],
+      ['put', 'error'],
+    ]);
   });
 });

@@ -8,7 +8,10 @@ function batch(from: number, n: number): import('apache-arrow').Table {
   const ids = BigInt64Array.from({ length: n }, (_, i) => BigInt(from + i));
   return new arrow.Table({
     id: arrow.vectorFromArray(ids),
-    name: arrow.vectorFromArray(Array.from({ length: n }, (_, i) => (i % 7 === 0 ? null : `row-${from + i}`)), new arrow.Utf8()),
+    name: arrow.vectorFromArray(
+      Array.from({ length: n }, (_, i) => (i % 7 === 0 ? null : `row-${from + i}`)),
+      new arrow.Utf8(),
+    ),
     tag: arrow.vectorFromArray(Array.from({ length: n }, (_, i) => ['a', 'b', 'c'][i % 3] ?? 'a')),
   });
 }
@@ -47,7 +50,11 @@ describe('Arrow IPC stream to file', () => {
   });
 
   it('refuses an empty body, bytes that are not a stream and a stream without columns as invalid input', async () => {
-    const refusal = (body: Buffer) => arrowStreamToIpcFile(body).then(() => null, (e: unknown) => e);
+    const refusal = (body: Buffer) =>
+      arrowStreamToIpcFile(body).then(
+        () => null,
+        (e: unknown) => e,
+      );
     for (const body of [Buffer.alloc(0), Buffer.from('not arrow at all'), Buffer.from(arrow.tableToIPC(new arrow.Table({}), 'stream'))]) {
       const e = await refusal(body);
       expect(e).toBeInstanceOf(EngineError);

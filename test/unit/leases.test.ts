@@ -29,11 +29,15 @@ describe('keepRenewed', () => {
   it('times each renewal from when the one before it began, so a slow renewal is followed at once', async () => {
     const began: number[] = [];
     const stamped = Date.now();
-    const renewal = keepRenewed(300, async () => {
-      began.push(Date.now() - stamped);
-      // The first renewal's put takes 150 ms, longer than the 100 ms between renewals.
-      if (began.length === 1) await new Promise((r) => setTimeout(r, 150));
-    }, stamped);
+    const renewal = keepRenewed(
+      300,
+      async () => {
+        began.push(Date.now() - stamped);
+        // The first renewal's put takes 150 ms, longer than the 100 ms between renewals.
+        if (began.length === 1) await new Promise((r) => setTimeout(r, 150));
+      },
+      stamped,
+    );
     await vi.advanceTimersByTimeAsync(100);
     expect(began).toEqual([100]);
     // Due at 200, it begins once the first ends, at 250 (a timer of 0 ms waits 1 ms).

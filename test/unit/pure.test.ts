@@ -2,25 +2,25 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isLoopbackAddress } from '../../src/http/browser-guard.js';
-import { RateLimiter } from '../../src/http/rate-limit.js';
 import { loadConfig } from '../../src/config.js';
+import { EngineError } from '../../src/engine/lance-engine.js';
+import { readManifestSummary } from '../../src/engine/lance-format/manifest.js';
+import { manifestFileName, parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
+import { classify } from '../../src/engine/lancedb/table-access.js';
+import { MergeTimedOut } from '../../src/engine/ports/rows.js';
+import { isLoopbackAddress } from '../../src/http/browser-guard.js';
 import { httpStatusOfCode, messageScrubber, toWireError, wireError } from '../../src/http/errors.js';
+import { RateLimiter } from '../../src/http/rate-limit.js';
 import { parsePathId } from '../../src/http/route.js';
 import { caseInsensitiveEnum } from '../../src/model/common.js';
 import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
-import { EngineError } from '../../src/engine/lance-engine.js';
-import { MergeTimedOut } from '../../src/engine/ports/rows.js';
-import { engineFailure, namespaceErrorOf, onEngine } from '../../src/service/errors/engine-errors.js';
 import { tableRefOf, validateNamespaceId } from '../../src/service/catalog/layout.js';
-import { classify } from '../../src/engine/lancedb/table-access.js';
 import { Locations } from '../../src/service/catalog/locations.js';
-import { manifestFileName, parseManifestFileName } from '../../src/engine/lance-format/manifest-names.js';
-import { readManifestSummary } from '../../src/engine/lance-format/manifest.js';
 import { PageTokens, paginate } from '../../src/service/catalog/page-token.js';
+import { engineFailure, namespaceErrorOf, onEngine } from '../../src/service/errors/engine-errors.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
-import { parseLocation, storeAt } from '../../src/store/open-store.js';
 import { PreconditionFailedError, StoreUnavailableError } from '../../src/store/object-store.js';
+import { parseLocation, storeAt } from '../../src/store/open-store.js';
 
 describe('path ids', () => {
   it('splits by the delimiter and maps the bare delimiter to the root', () => {
@@ -121,7 +121,15 @@ describe('manifest files', () => {
     const fragment = (rows: number, deleted?: number) => bytes(2, Buffer.concat([num(1, 7), num(4, rows), ...(deleted ? [bytes(3, num(4, deleted))] : [])]));
     const fragments = Array.from({ length: 1000 }, (_, i) => fragment(300 + i, i === 10 ? 25 : undefined));
     const version = 2 ** 40 + 3; // beyond 32 bits: exact in a number
-    const file = manifestFile(Buffer.concat([bytes(1, Buffer.from('schema')), ...fragments, num(3, version), bytes(7, Buffer.concat([num(1, 1_700_000_000), num(2, 5_000_000)])), bytes(19, Buffer.concat([bytes(1, Buffer.from('k')), bytes(2, Buffer.from('v'))]))]));
+    const file = manifestFile(
+      Buffer.concat([
+        bytes(1, Buffer.from('schema')),
+        ...fragments,
+        num(3, version),
+        bytes(7, Buffer.concat([num(1, 1_700_000_000), num(2, 5_000_000)])),
+        bytes(19, Buffer.concat([bytes(1, Buffer.from('k')), bytes(2, Buffer.from('v'))])),
+      ]),
+    );
     expect(readManifestSummary(file)).toMatchObject({
       version,
       numFragments: 1000,
@@ -196,7 +204,9 @@ describe('error mapping', () => {
     expect(toWireError(new Error('surprise'), '/x')).toMatchObject({ status: 500, body: { code: 18 }, internal: true });
   });
   it('translates engine failures once, where the table is known, and store causes of internal failures at the edge', async () => {
-    const mapped = await onEngine(['ns', 't'], () => Promise.reject(new EngineError('version_not_found', 'manifest _versions/9.manifest missing')), { version: 9 }).catch((e: unknown) => e);
+    const mapped = await onEngine(['ns', 't'], () => Promise.reject(new EngineError('version_not_found', 'manifest _versions/9.manifest missing')), {
+      version: 9,
+    }).catch((e: unknown) => e);
     expect(mapped).toBeInstanceOf(NamespaceError);
     expect(mapped).toMatchObject({ code: 11, message: 'table ["ns","t"] has no version 9' });
     // Mapped once: mapping again changes nothing, and the wire carries it as it is.
@@ -205,7 +215,9 @@ describe('error mapping', () => {
     expect(engineFailure(new MergeTimedOut('merge ran out of time'), ['t'])).toMatchObject({ code: 17 });
     // An engine failure nobody mapped is internal; one caused by an unavailable store is a 503.
     expect(namespaceErrorOf(new EngineError('conflict', 'x'))).toMatchObject({ code: 18, message: 'Lance engine error: x' });
-    const outage = new NamespaceError(ErrorCode.Internal, 'engine failed', { cause: new EngineError('internal', 'io', { cause: new StoreUnavailableError('disk full') }) });
+    const outage = new NamespaceError(ErrorCode.Internal, 'engine failed', {
+      cause: new EngineError('internal', 'io', { cause: new StoreUnavailableError('disk full') }),
+    });
     expect(namespaceErrorOf(outage)).toMatchObject({ code: 17, message: 'the object store is unavailable: disk full' });
     // A specific code is kept whatever its cause.
     const notFound = new NamespaceError(ErrorCode.TableNotFound, 'gone', { cause: new StoreUnavailableError('disk full') });
@@ -229,7 +241,8 @@ const STORE_OUTAGES: Record<string, string> = {
     'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:34711/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 548.272227ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - HTTP error: error sending request, /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:1490:92  Caused by: client error (SendRequest)                  Caused by: connection error                    Caused by: Connection reset by peer (os error 104)',
   closed:
     'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:41617/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 534.782196ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - HTTP error: error sending request  Caused by: client error (SendRequest)                  Caused by: connection closed before message completed',
-  stalled: 'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:35281/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 8.400499703s, after 3 retries, max_retries: 3, retry_timeout: 180s  - HTTP error: error sending request  Caused by: operation timed out',
+  stalled:
+    'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:35281/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 8.400499703s, after 3 retries, max_retries: 3, retry_timeout: 180s  - HTTP error: error sending request  Caused by: operation timed out',
   http500:
     'lance error: LanceError(IO): Generic S3 error: Error performing list request: Error performing GET http://127.0.0.1:40603/relbucket?list-type=2&prefix=cat%2Fns%2Ft.lance%2F_versions%2F in 344.37662ms, after 3 retries, max_retries: 3, retry_timeout: 180s  - Server returned non-2xx status code: 500 Internal Server Error: <?xml version="1.0"?><Error><Code>InternalError</Code><Message>x</Message></Error>, /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:1490:92',
   http503:
@@ -242,7 +255,8 @@ const STORE_OUTAGES: Record<string, string> = {
   unverified:
     'Commit result for version 1 is unknown: the commit may or may not have been applied; check the table state before retrying: dataset creation reported a conflict but the manifest could not be read back for verification',
   // The AWS SDK's words when credentials come from IMDS or STS and those cannot be reached (lance issue 2166).
-  credentials: 'lance error: LanceError(IO): Failed to get AWS credentials: failed to load IMDS session token: dispatch failure: timeout: error trying to connect: HTTP connect timeout occurred after 1s',
+  credentials:
+    'lance error: LanceError(IO): Failed to get AWS credentials: failed to load IMDS session token: dispatch failure: timeout: error trying to connect: HTTP connect timeout occurred after 1s',
 };
 
 describe('engine failures of an unreachable store', () => {
@@ -257,7 +271,11 @@ describe('engine failures of an unreachable store', () => {
         expect(JSON.stringify(wire.body), what).not.toMatch(/127\.0\.0\.1|no-such-host|relbucket|\/tmp\/|\.rs\b|cargo|LanceError|os error|IMDS|Caused by/);
       }
     }
-    const full = classify(new Error('lance error: LanceError(IO): No space left on device (os error 28), /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:984:21'));
+    const full = classify(
+      new Error(
+        'lance error: LanceError(IO): No space left on device (os error 28), /usr/local/cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-io-12.0.0/src/object_store.rs:984:21',
+      ),
+    );
     expect(full.kind).toBe('store_full');
     expect(engineFailure(full, ['ns', 't'])).toMatchObject({ code: 17, message: 'table ["ns","t"]: the store is full' });
   });
@@ -265,7 +283,10 @@ describe('engine failures of an unreachable store', () => {
   it('leave what is not an outage as it was', () => {
     const kinds: Array<[string, string]> = [
       ['Dataset at path ns/t.lance was not found: Not found: cat/ns/t.lance/_versions', 'not_a_dataset'],
-      ['Retryable commit conflict for version 42: This Project transaction was preempted by concurrent transaction Project at version 42. Please retry.', 'conflict'],
+      [
+        'Retryable commit conflict for version 42: This Project transaction was preempted by concurrent transaction Project at version 42. Please retry.',
+        'conflict',
+      ],
       ['Generic S3 error: ... 404 Not Found: <Code>NoSuchBucket</Code>', 'not_a_dataset'],
       ['Failed to get AWS credentials: the credential provider was not enabled', 'not_a_dataset'],
       ['Invalid input, the table name must not be empty', 'invalid_input'],
@@ -353,10 +374,19 @@ describe('configuration file', () => {
   };
   const key = 'a'.repeat(64);
 
-  it('reads YAML and JSON under the options\' names, below the command line and the environment', () => {
-    const yaml = write('c.yaml', `root: s3://b/p\nport: 9100\ns3_endpoint: http://127.0.0.1:9\nmanaged_versioning: true\nallowed_locations: [/srv/a, s3://x/y]\ncors_origins: https://c.example\nauth:\n  api_keys:\n    - principal: etl\n      sha256: ${key}\n`);
+  it("reads YAML and JSON under the options' names, below the command line and the environment", () => {
+    const yaml = write(
+      'c.yaml',
+      `root: s3://b/p\nport: 9100\ns3_endpoint: http://127.0.0.1:9\nmanaged_versioning: true\nallowed_locations: [/srv/a, s3://x/y]\ncors_origins: https://c.example\nauth:\n  api_keys:\n    - principal: etl\n      sha256: ${key}\n`,
+    );
     const c = loadConfig(['--config', yaml], {});
-    expect(c).toMatchObject({ root: 's3://b/p', port: 9100, managedVersioning: true, allowedLocations: ['/srv/a', 's3://x/y'], corsOrigins: ['https://c.example'] });
+    expect(c).toMatchObject({
+      root: 's3://b/p',
+      port: 9100,
+      managedVersioning: true,
+      allowedLocations: ['/srv/a', 's3://x/y'],
+      corsOrigins: ['https://c.example'],
+    });
     expect(c.s3).toMatchObject({ endpoint: 'http://127.0.0.1:9', forcePathStyle: true });
     expect(c.auth).toEqual({ apiKeys: [{ principal: 'etl', sha256: key }] });
     expect(loadConfig(['--config', yaml, '--port', '1'], { LANCE_NS_PORT: '2' }).port).toBe(1);
@@ -368,7 +398,10 @@ describe('configuration file', () => {
   it('checks the store every hour by default and refuses an unsafe one unless allowed (flag, environment or file)', () => {
     expect(loadConfig([], {})).toMatchObject({ storeCheckIntervalMs: 3_600_000, allowUnsafeStore: false });
     expect(loadConfig(['--store-check-interval-ms', '0', '--allow-unsafe-store'], {})).toMatchObject({ storeCheckIntervalMs: 0, allowUnsafeStore: true });
-    expect(loadConfig([], { LANCE_NS_STORE_CHECK_INTERVAL_MS: '60000', LANCE_NS_ALLOW_UNSAFE_STORE: 'true' })).toMatchObject({ storeCheckIntervalMs: 60_000, allowUnsafeStore: true });
+    expect(loadConfig([], { LANCE_NS_STORE_CHECK_INTERVAL_MS: '60000', LANCE_NS_ALLOW_UNSAFE_STORE: 'true' })).toMatchObject({
+      storeCheckIntervalMs: 60_000,
+      allowUnsafeStore: true,
+    });
     const file = write('s.yaml', 'store_check_interval_ms: 5000\nallow_unsafe_store: true\n');
     expect(loadConfig(['--config', file], {})).toMatchObject({ storeCheckIntervalMs: 5000, allowUnsafeStore: true });
     expect(() => loadConfig(['--store-check-interval-ms=-1'], {})).toThrow(/storeCheckIntervalMs/);
@@ -378,16 +411,37 @@ describe('configuration file', () => {
     expect(() => loadConfig(['--config', write('u.yaml', 'rooot: x\n')], {})).toThrow(/unknown keys.*rooot/);
     expect(() => loadConfig(['--config', write('a.yaml', 'auth:\n  oauth: {}\n')], {})).toThrow(/unknown keys under auth/);
     expect(() => loadConfig(['--config', write('j.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n')], {})).toThrow(/jwks_url and keys/);
-    expect(() => loadConfig(['--config', write('j2.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n    jwks_url: https://i/k\n    secret: x\n')], {})).toThrow(/unknown keys under auth.jwt/);
-    const jwt = loadConfig(['--config', write('j3.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n    jwks_url: https://i/jwks\n    clock_skew_seconds: 5\n')], {}).auth?.jwt;
+    expect(() =>
+      loadConfig(['--config', write('j2.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n    jwks_url: https://i/k\n    secret: x\n')], {}),
+    ).toThrow(/unknown keys under auth.jwt/);
+    const jwt = loadConfig(
+      ['--config', write('j3.yaml', 'auth:\n  jwt:\n    issuer: i\n    audience: a\n    jwks_url: https://i/jwks\n    clock_skew_seconds: 5\n')],
+      {},
+    ).auth?.jwt;
     expect(jwt).toMatchObject({ issuer: 'i', audience: 'a', jwksUrl: 'https://i/jwks', clockSkewSeconds: 5, principalClaim: 'sub' });
-    const oauth2 = loadConfig(['--config', write('o.yaml', `auth:\n  oauth2:\n    signing_secret: ${'s'.repeat(32)}\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`)], {}).auth?.oauth2;
+    const oauth2 = loadConfig(
+      [
+        '--config',
+        write('o.yaml', `auth:\n  oauth2:\n    signing_secret: ${'s'.repeat(32)}\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`),
+      ],
+      {},
+    ).auth?.oauth2;
     expect(oauth2).toEqual({ signingSecret: 's'.repeat(32), tokenTtlSeconds: 3600, clients: [{ clientId: 'etl', secretSha256: key, principal: 'etl' }] });
-    const authz = loadConfig(['--config', write('z.yaml', 'authorization:\n  roles:\n    r: [{ namespace: [a], privilege: read }]\n  principals:\n    p: [r]\n')], {}).authorization;
+    const authz = loadConfig(
+      ['--config', write('z.yaml', 'authorization:\n  roles:\n    r: [{ namespace: [a], privilege: read }]\n  principals:\n    p: [r]\n')],
+      {},
+    ).authorization;
     expect(authz).toEqual({ roles: { r: [{ namespace: ['a'], privilege: 'read' }] }, principals: { p: ['r'] } });
-    expect(() => loadConfig(['--config', write('z2.yaml', 'authorization:\n  roles: {}\n  principals:\n    p: [missing]\n')], {})).toThrow(/defined under roles/);
-    expect(() => loadConfig(['--config', write('z3.yaml', 'authorization:\n  roles:\n    r: [{ namespace: [a], privilege: own }]\n  principals: {}\n')], {})).toThrow(/privilege/);
-    expect(loadConfig(['--config', write('r.yaml', 'rate_limit:\n  requests_per_second: 20\n  burst: 40\n')], {}).rateLimit).toEqual({ requestsPerSecond: 20, burst: 40 });
+    expect(() => loadConfig(['--config', write('z2.yaml', 'authorization:\n  roles: {}\n  principals:\n    p: [missing]\n')], {})).toThrow(
+      /defined under roles/,
+    );
+    expect(() =>
+      loadConfig(['--config', write('z3.yaml', 'authorization:\n  roles:\n    r: [{ namespace: [a], privilege: own }]\n  principals: {}\n')], {}),
+    ).toThrow(/privilege/);
+    expect(loadConfig(['--config', write('r.yaml', 'rate_limit:\n  requests_per_second: 20\n  burst: 40\n')], {}).rateLimit).toEqual({
+      requestsPerSecond: 20,
+      burst: 40,
+    });
     expect(loadConfig(['--config', write('r2.yaml', 'rate_limit:\n  requests_per_second: 5\n')], {}).rateLimit).toEqual({ requestsPerSecond: 5, burst: 5 });
     expect(() => loadConfig(['--config', write('r3.yaml', 'rate_limit:\n  rps: 5\n')], {})).toThrow(/unknown keys under rate_limit/);
     expect(loadConfig(['--config', write('v.yaml', 'credential_vending:\n  role_arn: arn:aws:iam::1:role/r\n')], {}).credentialVending).toEqual({
@@ -397,12 +451,28 @@ describe('configuration file', () => {
       stsEndpoint: undefined,
       externalId: undefined,
     });
-    const vending = loadConfig(['--config', write('v2.yaml', 'credential_vending:\n  role_arn: r\n  duration_seconds: 900\n  refresh_before_seconds: 60\n  sts_endpoint: http://127.0.0.1:7480\n  external_id: x\n')], {}).credentialVending;
+    const vending = loadConfig(
+      [
+        '--config',
+        write(
+          'v2.yaml',
+          'credential_vending:\n  role_arn: r\n  duration_seconds: 900\n  refresh_before_seconds: 60\n  sts_endpoint: http://127.0.0.1:7480\n  external_id: x\n',
+        ),
+      ],
+      {},
+    ).credentialVending;
     expect(vending).toEqual({ roleArn: 'r', durationSeconds: 900, refreshBeforeSeconds: 60, stsEndpoint: 'http://127.0.0.1:7480', externalId: 'x' });
     expect(() => loadConfig(['--config', write('v3.yaml', 'credential_vending:\n  role: r\n')], {})).toThrow(/unknown keys under credential_vending/);
     expect(() => loadConfig(['--config', write('v4.yaml', 'credential_vending:\n  role_arn: r\n  duration_seconds: 60\n')], {})).toThrow(/durationSeconds/);
-    expect(() => loadConfig(['--config', write('v5.yaml', 'credential_vending:\n  role_arn: r\n  duration_seconds: 900\n  refresh_before_seconds: 900\n')], {})).toThrow(/leave at least 60 seconds/);
-    expect(() => loadConfig(['--config', write('o2.yaml', `auth:\n  oauth2:\n    signing_secret: short\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`)], {})).toThrow(/32/);
+    expect(() =>
+      loadConfig(['--config', write('v5.yaml', 'credential_vending:\n  role_arn: r\n  duration_seconds: 900\n  refresh_before_seconds: 900\n')], {}),
+    ).toThrow(/leave at least 60 seconds/);
+    expect(() =>
+      loadConfig(
+        ['--config', write('o2.yaml', `auth:\n  oauth2:\n    signing_secret: short\n    clients:\n      - client_id: etl\n        secret_sha256: ${key}\n`)],
+        {},
+      ),
+    ).toThrow(/32/);
     expect(() => loadConfig(['--config', write('l.yaml', '- a\n- b\n')], {})).toThrow(/mapping/);
     expect(() => loadConfig(['--config', write('b.yaml', 'root: [\n')], {})).toThrow(/cannot read/);
     expect(() => loadConfig(['--config', '/nonexistent/c.yaml'], {})).toThrow(/cannot read/);
@@ -418,7 +488,10 @@ describe('configuration', () => {
     expect(() => loadConfig(['--port', 'x'], {})).toThrow(/port/);
     expect(() => loadConfig(['--bogus'], {})).toThrow();
     expect(loadConfig([], {}).allowedLocations).toEqual([]);
-    expect(loadConfig(['--allowed-location', '/a', '--allowed-location', 's3://b/p'], { LANCE_NS_ALLOWED_LOCATIONS: '/x' }).allowedLocations).toEqual(['/a', 's3://b/p']);
+    expect(loadConfig(['--allowed-location', '/a', '--allowed-location', 's3://b/p'], { LANCE_NS_ALLOWED_LOCATIONS: '/x' }).allowedLocations).toEqual([
+      '/a',
+      's3://b/p',
+    ]);
     expect(loadConfig([], { LANCE_NS_ALLOWED_LOCATIONS: ' /x , s3://y/z ,' }).allowedLocations).toEqual(['/x', 's3://y/z']);
     expect(loadConfig([], {}).insecure).toBe(false);
     expect(loadConfig(['--insecure'], {}).insecure).toBe(true);
@@ -432,16 +505,34 @@ describe('configuration', () => {
   });
 
   it('keeps 256 datasets open (256 MiB of manifests) by default; 0 keeps none; negative counts are refused', () => {
-    expect(loadConfig([], {})).toMatchObject({ keptDatasets: 256, keptDatasetBytes: 256 * 1024 * 1024, lanceIndexCacheBytes: 1024 ** 3, lanceMetadataCacheBytes: 256 * 1024 * 1024 });
-    expect(loadConfig(['--lance-index-cache-bytes', '5'], { LANCE_NS_LANCE_METADATA_CACHE_BYTES: '7' })).toMatchObject({ lanceIndexCacheBytes: 5, lanceMetadataCacheBytes: 7 });
-    expect(loadConfig(['--kept-datasets', '0'], { LANCE_NS_KEPT_DATASETS: '9', LANCE_NS_KEPT_DATASET_BYTES: '1024' })).toMatchObject({ keptDatasets: 0, keptDatasetBytes: 1024 });
+    expect(loadConfig([], {})).toMatchObject({
+      keptDatasets: 256,
+      keptDatasetBytes: 256 * 1024 * 1024,
+      lanceIndexCacheBytes: 1024 ** 3,
+      lanceMetadataCacheBytes: 256 * 1024 * 1024,
+    });
+    expect(loadConfig(['--lance-index-cache-bytes', '5'], { LANCE_NS_LANCE_METADATA_CACHE_BYTES: '7' })).toMatchObject({
+      lanceIndexCacheBytes: 5,
+      lanceMetadataCacheBytes: 7,
+    });
+    expect(loadConfig(['--kept-datasets', '0'], { LANCE_NS_KEPT_DATASETS: '9', LANCE_NS_KEPT_DATASET_BYTES: '1024' })).toMatchObject({
+      keptDatasets: 0,
+      keptDatasetBytes: 1024,
+    });
     expect(() => loadConfig([], { LANCE_NS_KEPT_DATASETS: '-1' })).toThrow(/keptDatasets/);
   });
 
   it('runs no Python UDFs unless asked; ray needs an address; options, environment and file as for the rest', () => {
     expect(loadConfig([], {}).udf).toEqual({ execution: 'off', workers: 1 });
-    expect(loadConfig(['--udf-execution', 'local', '--udf-workers', '3'], { LANCE_NS_UDF_PYTHON: '/opt/py' }).udf).toEqual({ execution: 'local', workers: 3, python: '/opt/py' });
-    expect(loadConfig([], { LANCE_NS_UDF_EXECUTION: 'ray', LANCE_NS_RAY_ADDRESS: '10.0.0.5:6379' }).udf).toMatchObject({ execution: 'ray', rayAddress: '10.0.0.5:6379' });
+    expect(loadConfig(['--udf-execution', 'local', '--udf-workers', '3'], { LANCE_NS_UDF_PYTHON: '/opt/py' }).udf).toEqual({
+      execution: 'local',
+      workers: 3,
+      python: '/opt/py',
+    });
+    expect(loadConfig([], { LANCE_NS_UDF_EXECUTION: 'ray', LANCE_NS_RAY_ADDRESS: '10.0.0.5:6379' }).udf).toMatchObject({
+      execution: 'ray',
+      rayAddress: '10.0.0.5:6379',
+    });
     expect(() => loadConfig(['--udf-execution', 'ray'], {})).toThrow(/udf_execution ray needs ray_address/);
     expect(() => loadConfig(['--udf-execution', 'docker'], {})).toThrow(/udf/);
     expect(() => loadConfig(['--udf-workers', '0'], {})).toThrow(/udf/);

@@ -1,5 +1,5 @@
 import { useRef, useState } from 'preact/hooks';
-import { api, ApiError } from '../api.js';
+import { ApiError, api } from '../api.js';
 import { ErrorBox, Link, Loading, ProgressBar, StatusBadge, usePolled } from '../components.js';
 import { formatCount, formatTime, timestampLiteral } from '../format.js';
 import type { JobRow } from '../job-rows.js';
@@ -30,7 +30,8 @@ const isActive = (row: JobRow) => row.status === 'PENDING' || row.status === 'RU
 /** Whether a job on screen runs (the list is then asked again). */
 const isLive = (view: JobsView) => view.running.length > 0 || view.rows.some(isActive);
 
-const newestFirst = (a: JobRow, b: JobRow) => (a.launchedAt === b.launchedAt ? (a.jobId < b.jobId ? 1 : -1) : (a.launchedAt ?? 0n) < (b.launchedAt ?? 0n) ? 1 : -1);
+const newestFirst = (a: JobRow, b: JobRow) =>
+  a.launchedAt === b.launchedAt ? (a.jobId < b.jobId ? 1 : -1) : (a.launchedAt ?? 0n) < (b.launchedAt ?? 0n) ? 1 : -1;
 
 interface JobsView {
   running: JobRow[];
@@ -165,8 +166,9 @@ export function JobsList() {
             </div>
           )}
           <p class="muted small">
-            From the job table <code>__system$geneva_jobs</code> (QueryTable), where each job keeps its row current as it runs; a job's own page (DescribeTransaction) is its source
-            of truth and may be a moment ahead of its row. A row names the table by its last name only: the job's page links to the table.
+            From the job table <code>__system$geneva_jobs</code> (QueryTable), where each job keeps its row current as it runs; a job's own page
+            (DescribeTransaction) is its source of truth and may be a moment ahead of its row. A row names the table by its last name only: the job's page links
+            to the table.
           </p>
         </>
       )}
@@ -197,7 +199,8 @@ function LiveLine({ live, at: date, onRefresh }: { live: boolean; at: Date | und
 }
 
 /** Geneva's job types as the list names them: a column's backfill, or a materialized view's refresh. */
-const kindOf = (jobType: string | null): string => (jobType === 'REFRESH' ? 'view refresh' : jobType === 'BACKFILL' ? 'backfill' : (jobType?.toLowerCase() ?? '—'));
+const kindOf = (jobType: string | null): string =>
+  jobType === 'REFRESH' ? 'view refresh' : jobType === 'BACKFILL' ? 'backfill' : (jobType?.toLowerCase() ?? '—');
 
 const millis = (micros: bigint | null) => (micros === null ? undefined : Number(micros / 1000n));
 

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.js';
-import { Breadcrumbs, ErrorBox, Link, listPlaceholder, Loading, Pager, type PagedList, PropertiesTable, useApi, usePagedList } from '../components.js';
+import { Breadcrumbs, ErrorBox, Link, Loading, listPlaceholder, type PagedList, Pager, PropertiesTable, useApi, usePagedList } from '../components.js';
 import { formatCount } from '../format.js';
 
 // A namespace: its properties, how many namespaces and tables it holds, and both lists a page at a
@@ -103,10 +103,14 @@ function Count({ label, list, lister }: { label: string; list: PagedList<string>
           {counting && !counting.error ? (
             <span class="muted small">
               counting… {formatCount(counting.counted)}{' '}
-              <button type="button" class="linkish" onClick={() => {
+              <button
+                type="button"
+                class="linkish"
+                onClick={() => {
                   controller.current?.abort();
                   setCounting(null);
-                }}>
+                }}
+              >
                 stop
               </button>
             </span>

@@ -33,7 +33,13 @@ export function SearchPage({ query }: { query: string }) {
         const found = page.tables.filter((id) => id.join('.').toLowerCase().includes(needle));
         token = page.pageToken;
         if (signal.aborted) return;
-        setState((s) => ({ matches: [...s.matches, ...found], read: s.read + page.tables.length, next: token, done: token === undefined, running: token !== undefined && pages < SCAN_PAGES - 1 }));
+        setState((s) => ({
+          matches: [...s.matches, ...found],
+          read: s.read + page.tables.length,
+          next: token,
+          done: token === undefined,
+          running: token !== undefined && pages < SCAN_PAGES - 1,
+        }));
         if (token === undefined) return;
       }
     } catch (error) {
@@ -51,8 +57,8 @@ export function SearchPage({ query }: { query: string }) {
         Tables matching <q>{query.trim()}</q>
       </h1>
       <p class="muted small">
-        The API cannot filter tables by name: the console reads the list of every table (ListAllTables, {formatCount(SEARCH_PAGE)} a page) and keeps those whose namespace or name
-        contains the text, ignoring case. It reads at most {formatCount(SEARCH_PAGE * SCAN_PAGES)} tables at a time.
+        The API cannot filter tables by name: the console reads the list of every table (ListAllTables, {formatCount(SEARCH_PAGE)} a page) and keeps those whose
+        namespace or name contains the text, ignoring case. It reads at most {formatCount(SEARCH_PAGE * SCAN_PAGES)} tables at a time.
       </p>
       <p data-testid="search-status">
         {state.running ? 'Searching… ' : ''}

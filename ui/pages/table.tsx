@@ -1,5 +1,5 @@
-import { api, ApiError, type DescribeTableResponse, type IndexContent } from '../api.js';
-import { Breadcrumbs, ErrorBox, Link, listPlaceholder, Loading, Pager, PropertiesTable, useApi, usePagedList } from '../components.js';
+import { ApiError, api, type DescribeTableResponse, type IndexContent } from '../api.js';
+import { Breadcrumbs, ErrorBox, Link, Loading, listPlaceholder, Pager, PropertiesTable, useApi, usePagedList } from '../components.js';
 import { childrenOf, formatBytes, formatCount, isNested, type JsonArrowField, typeLabel } from '../format.js';
 
 // A table: where it is, its properties and managed versioning, its schema (nested types as a tree),
@@ -73,7 +73,12 @@ function Overview({ id, table }: { id: string[]; table: DescribeTableResponse })
       <div class="cards" data-testid="overview">
         <Card label="version" value={table.version !== undefined ? String(table.version) : '—'} />
         <Card label="rows" value={s ? formatCount(s.num_rows) : stats.loading && !declaredOnly ? '…' : '—'} testid="rows" />
-        <Card label="size" value={s ? formatBytes(s.total_bytes) : stats.loading && !declaredOnly ? '…' : '—'} testid="size" title="data, index and overlay files (GetTableStats total_bytes)" />
+        <Card
+          label="size"
+          value={s ? formatBytes(s.total_bytes) : stats.loading && !declaredOnly ? '…' : '—'}
+          testid="size"
+          title="data, index and overlay files (GetTableStats total_bytes)"
+        />
         <Card label="fragments" value={table.stats ? formatCount(table.stats.num_fragments) : '—'} />
         <Card label="deleted rows" value={table.stats ? formatCount(table.stats.num_deleted_rows) : '—'} />
         <Card label="managed versioning" value={table.managed_versioning ? 'on' : 'off'} testid="managed-versioning" />
@@ -97,8 +102,8 @@ function Overview({ id, table }: { id: string[]; table: DescribeTableResponse })
             <tr>
               <th>rows per fragment</th>
               <td>
-                min {formatCount(s.fragment_stats.lengths.min)}, median {formatCount(s.fragment_stats.lengths.p50)}, max {formatCount(s.fragment_stats.lengths.max)};{' '}
-                {formatCount(s.fragment_stats.num_small_fragments)} small
+                min {formatCount(s.fragment_stats.lengths.min)}, median {formatCount(s.fragment_stats.lengths.p50)}, max{' '}
+                {formatCount(s.fragment_stats.lengths.max)}; {formatCount(s.fragment_stats.num_small_fragments)} small
               </td>
             </tr>
           )}
@@ -212,7 +217,15 @@ function IndexRow({ id, index }: { id: string[]; index: IndexContent }) {
       <td class="num">{count(s?.num_indexed_rows ?? index.num_indexed_rows)}</td>
       <td class="num">{count(s?.num_unindexed_rows ?? index.num_unindexed_rows)}</td>
       <td class="num">{index.size_bytes !== undefined && index.size_bytes !== null ? formatBytes(index.size_bytes) : '—'}</td>
-      <td>{stats.error ? <span class="error-inline" title={(stats.error as Error).message}>stats failed</span> : (s?.distance_type ?? '—')}</td>
+      <td>
+        {stats.error ? (
+          <span class="error-inline" title={(stats.error as Error).message}>
+            stats failed
+          </span>
+        ) : (
+          (s?.distance_type ?? '—')
+        )}
+      </td>
       <td class="num">{count(s?.num_indices ?? index.num_segments)}</td>
     </tr>
   );

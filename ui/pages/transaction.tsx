@@ -18,21 +18,32 @@ export function TransactionsPage() {
   const [value, setValue] = useState('');
   const submit = (e: Event) => {
     e.preventDefault();
-    const id = value.trim().split('$').filter((p) => p !== '');
+    const id = value
+      .trim()
+      .split('$')
+      .filter((p) => p !== '');
     if (id.length > 0) navigate({ page: 'transaction', id });
   };
   return (
     <section data-testid="transactions-page">
       <h1>Transactions and jobs</h1>
       <p>
-        A backfill job is a transaction: its id is the <code>job_id</code> that <code>backfill_column</code> answered, and its page shows its live progress. Batch commits answer a{' '}
-        <code>transaction_id</code>; each version of a table is the Lance commit <code>{'<table id>$<version>'}</code>, linked from the table's version timeline.
+        A backfill job is a transaction: its id is the <code>job_id</code> that <code>backfill_column</code> answered, and its page shows its live progress.
+        Batch commits answer a <code>transaction_id</code>; each version of a table is the Lance commit <code>{'<table id>$<version>'}</code>, linked from the
+        table's version timeline.
       </p>
       <JobsList />
       <h2>Describe a transaction</h2>
       <form class="lookup" onSubmit={submit}>
         <label for="transaction-id">Transaction or job id</label>
-        <input id="transaction-id" name="transaction-id" value={value} onInput={(e) => setValue((e.target as HTMLInputElement).value)} placeholder="e.g. 0b6f…-… or sales$orders$12" size={48} />
+        <input
+          id="transaction-id"
+          name="transaction-id"
+          value={value}
+          onInput={(e) => setValue((e.target as HTMLInputElement).value)}
+          placeholder="e.g. 0b6f…-… or sales$orders$12"
+          size={48}
+        />
         <button type="submit">Describe</button>
       </form>
       <p class="muted small">The API lists no transactions other than jobs: the console describes the one you name.</p>
@@ -41,7 +52,12 @@ export function TransactionsPage() {
 }
 
 export function TransactionPage({ id }: { id: string[] }) {
-  const state = usePolled((signal) => api.describeTransaction(id, signal), (data) => !ENDED.has(data.status), POLL_MS, []);
+  const state = usePolled(
+    (signal) => api.describeTransaction(id, signal),
+    (data) => !ENDED.has(data.status),
+    POLL_MS,
+    [],
+  );
   const { data } = state;
   const props = data?.properties ?? {};
   // The table: a job's `table` property, or the leading parts of a Lance commit's id.
@@ -56,8 +72,7 @@ export function TransactionPage({ id }: { id: string[] }) {
         <span class="mono">{id.join('$')}</span>
       </nav>
       <h1>
-        <span class="kind">{kindOf(props, lanceCommit)}</span>{' '}
-        <span class="mono">{id.join('$')}</span>
+        <span class="kind">{kindOf(props, lanceCommit)}</span> <span class="mono">{id.join('$')}</span>
       </h1>
       <ErrorBox error={state.error} onRetry={state.reload} />
       {!data && !state.error && <Loading what="the transaction" />}
@@ -65,7 +80,11 @@ export function TransactionPage({ id }: { id: string[] }) {
         <>
           <div class="status-line">
             <StatusBadge status={data.status} />
-            {props.operation && <span class="chip" data-testid="operation">{props.operation}</span>}
+            {props.operation && (
+              <span class="chip" data-testid="operation">
+                {props.operation}
+              </span>
+            )}
             {live ? (
               <span class="muted small" data-testid="live">
                 live: asked again every {POLL_MS / 1000} s, last at {state.at?.toLocaleTimeString('en-GB')}
@@ -130,7 +149,11 @@ function JobProgress({ properties, status, table }: { properties: Record<string,
         {properties.last_committed_version !== undefined && (
           <>
             , last committed version{' '}
-            {table ? <Link to={{ page: 'transaction', id: [...table, properties.last_committed_version] }}>{properties.last_committed_version}</Link> : properties.last_committed_version}
+            {table ? (
+              <Link to={{ page: 'transaction', id: [...table, properties.last_committed_version] }}>{properties.last_committed_version}</Link>
+            ) : (
+              properties.last_committed_version
+            )}
           </>
         )}
       </div>

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, type TableVersion } from '../api.js';
+import { ApiError, api, type TableVersion } from '../api.js';
 import { VersionChart, type VersionDetail } from '../chart.js';
 import { Breadcrumbs, ErrorBox, Link, Loading } from '../components.js';
 import { formatBytes, formatCount, formatTime } from '../format.js';
@@ -45,8 +45,8 @@ export function VersionsPage({ id }: { id: string[] }) {
       </h1>
       <p class="muted small">
         Newest first, {VERSION_PAGE} at a time. The operation of each version is what Lance recorded in its transaction file (DescribeTransaction of{' '}
-        <code>{`${id.join('$')}$<version>`}</code>); rows are CountTableRows at that version; bytes are the size of the version's manifest (the API reports data bytes only for the
-        latest version, on the table page).
+        <code>{`${id.join('$')}$<version>`}</code>); rows are CountTableRows at that version; bytes are the size of the version's manifest (the API reports data
+        bytes only for the latest version, on the table page).
       </p>
       {versions.length > 0 && <VersionChart versions={versions} details={details} />}
       <ErrorBox error={state.error} onRetry={() => void loadPage(next)} />
@@ -110,7 +110,12 @@ export function VersionsPage({ id }: { id: string[] }) {
 }
 
 /** Asks for the details of every listed version that has none yet, DETAIL_CONCURRENCY at a time. */
-function useVersionDetails(id: string[], versions: TableVersion[], signal: AbortSignal, setDetails: (f: (d: ReadonlyMap<number, VersionDetail>) => ReadonlyMap<number, VersionDetail>) => void) {
+function useVersionDetails(
+  id: string[],
+  versions: TableVersion[],
+  signal: AbortSignal,
+  setDetails: (f: (d: ReadonlyMap<number, VersionDetail>) => ReadonlyMap<number, VersionDetail>) => void,
+) {
   const asked = useRef(new Set<number>());
   const queue = useRef<number[]>([]);
   const running = useRef(0);
@@ -137,7 +142,10 @@ function useVersionDetails(id: string[], versions: TableVersion[], signal: Abort
 }
 
 async function detailOf(id: string[], version: number, signal: AbortSignal): Promise<VersionDetail> {
-  const [transaction, rows] = await Promise.allSettled([twice(() => api.describeTransaction([...id, String(version)], signal), signal), twice(() => api.countRows(id, version, signal), signal)]);
+  const [transaction, rows] = await Promise.allSettled([
+    twice(() => api.describeTransaction([...id, String(version)], signal), signal),
+    twice(() => api.countRows(id, version, signal), signal),
+  ]);
   const detail: VersionDetail = {};
   if (transaction.status === 'fulfilled') detail.operation = transaction.value.properties.operation;
   if (rows.status === 'fulfilled') detail.rows = rows.value;

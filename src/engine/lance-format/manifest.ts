@@ -245,7 +245,10 @@ const bytesField = (num: number, payload: Buffer): Buffer =>
  * (index and transaction sections, which offsets in it point into) are kept in place, and the
  * previous commit's transaction is not carried over. Throws on a layout it does not know.
  */
-export function nextManifestWithSchemaMetadata(file: Buffer, change: { version: number; schemaMetadata: Record<string, string>; timestampMillis: number }): Buffer {
+export function nextManifestWithSchemaMetadata(
+  file: Buffer,
+  change: { version: number; schemaMetadata: Record<string, string>; timestampMillis: number },
+): Buffer {
   const { offset, body: manifest } = manifestBody(file);
   if (offset + 4 + manifest.length !== file.length - 16) throw new Error('unexpected Lance manifest layout: bytes between the manifest and its footer');
   const reader = new ProtoReader(manifest);

@@ -1,9 +1,18 @@
 import type * as Arrow from 'apache-arrow';
-import { arrow } from '../arrow.js';
 import { formatFieldPath } from '../../model/columns.js';
-import { jsonTypeToArrow, jsonTypeToLanceCast, UnsupportedJsonTypeError } from '../json-arrow-schema.js';
+import { arrow } from '../arrow.js';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
-import type { ColumnAlteration, ColumnOps, FieldInfo, FieldMetadataChange, IndexStatistics, NewColumns, RowIdLayout, TableStatistics } from '../ports/columns.js';
+import { jsonTypeToArrow, jsonTypeToLanceCast, UnsupportedJsonTypeError } from '../json-arrow-schema.js';
+import type {
+  ColumnAlteration,
+  ColumnOps,
+  FieldInfo,
+  FieldMetadataChange,
+  IndexStatistics,
+  NewColumns,
+  RowIdLayout,
+  TableStatistics,
+} from '../ports/columns.js';
 import { classify, type Table, type TableAccess } from './table-access.js';
 
 type LanceColumnAlteration = Parameters<Table['alterColumns']>[0][number];

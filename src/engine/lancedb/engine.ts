@@ -1,18 +1,18 @@
 import { arrow, schemaOnlyStream, withFieldMetadata } from '../arrow.js';
-import { jsonSchemaToArrow, schemaToJson, type JsonArrowSchema } from '../json-arrow-schema.js';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
+import { type JsonArrowSchema, jsonSchemaToArrow, schemaToJson } from '../json-arrow-schema.js';
 import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
+import type { UdfOps } from '../ports/udfs.js';
+import { type PythonUdfOptions, PythonUdfs } from '../python-udf/python-udfs.js';
 import { LancedbColumns } from './columns.js';
+import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
 import { LancedbIndices } from './indices.js';
 import { addIpcFile, arrowStreamToIpcFile, createTableFromIpcFile } from './ipc-writes.js';
 import { LancedbQueries } from './queries.js';
 import { LancedbRows } from './rows.js';
-import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
 import { classify, type LanceSessionLimits, lancedb, TableAccess } from './table-access.js';
 import { LancedbTags } from './tags.js';
 import { LancedbViews } from './views.js';
-import type { UdfOps } from '../ports/udfs.js';
-import { PythonUdfs, type PythonUdfOptions } from '../python-udf/python-udfs.js';
 
 /** The IPC end-of-stream marker: a continuation token and a zero length. */
 const END_OF_STREAM = Buffer.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
@@ -103,7 +103,10 @@ export class LancedbEngine implements LanceEngine {
     }
   }
 
-  schemaStream(schemaMessage: Buffer, metadata: { schema?: Record<string, string>; fields?: Record<string, Record<string, string>> } = {}): { stream: Buffer; schema: JsonArrowSchema } {
+  schemaStream(
+    schemaMessage: Buffer,
+    metadata: { schema?: Record<string, string>; fields?: Record<string, Record<string, string>> } = {},
+  ): { stream: Buffer; schema: JsonArrowSchema } {
     let read: import('apache-arrow').Schema;
     try {
       // A schema message alone is a stream without its end: the end-of-stream marker makes it one.
@@ -114,7 +117,10 @@ export class LancedbEngine implements LanceEngine {
       throw new EngineError('invalid_input', `not an Arrow IPC schema message: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
     if (!read || read.fields.length === 0) throw new EngineError('invalid_input', 'the Arrow schema has no fields');
-    const schema = new arrow.Schema(withFieldMetadata(read.fields, metadata.fields ?? {}), new Map([...read.metadata, ...Object.entries(metadata.schema ?? {})]));
+    const schema = new arrow.Schema(
+      withFieldMetadata(read.fields, metadata.fields ?? {}),
+      new Map([...read.metadata, ...Object.entries(metadata.schema ?? {})]),
+    );
     let json: JsonArrowSchema;
     try {
       json = schemaToJson(schema);
@@ -129,7 +135,11 @@ export class LancedbEngine implements LanceEngine {
   }
 
   async describeDataset(at: DatasetLocation, version?: number): Promise<{ version: number; schema: JsonArrowSchema }> {
-    return this.access.read(at, async (table) => ({ version: await table.version(), schema: schemaToJson(await table.schema()) }), version === undefined ? {} : { version });
+    return this.access.read(
+      at,
+      async (table) => ({ version: await table.version(), schema: schemaToJson(await table.schema()) }),
+      version === undefined ? {} : { version },
+    );
   }
 
   forget(location: string): void {

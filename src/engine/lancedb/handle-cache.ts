@@ -224,7 +224,14 @@ export class HandleCache<H extends KeptHandle> {
           handle.close();
           throw e;
         }
-        const entry = this.newEntry(location, handle, latest.incarnation, version, version === latest.version ? latest.manifestETag : undefined, latest.manifestSize);
+        const entry = this.newEntry(
+          location,
+          handle,
+          latest.incarnation,
+          version,
+          version === latest.version ? latest.manifestETag : undefined,
+          latest.manifestSize,
+        );
         entry.users = waiters.count;
         // Forgotten while opening (a drop): serve the waiters, keep nothing.
         if (ours()) this.install(entry);
@@ -239,7 +246,17 @@ export class HandleCache<H extends KeptHandle> {
   }
 
   private newEntry(location: string, handle: H, incarnation: string | null, version: number, manifestETag: string | undefined, manifestSize: number): Entry<H> {
-    return { location, handle, incarnation, version, manifestETag, bytes: manifestSize + HANDLE_OVERHEAD_BYTES, users: 0, evicted: false, refreshing: undefined };
+    return {
+      location,
+      handle,
+      incarnation,
+      version,
+      manifestETag,
+      bytes: manifestSize + HANDLE_OVERHEAD_BYTES,
+      users: 0,
+      evicted: false,
+      refreshing: undefined,
+    };
   }
 
   /** Keeps `entry` for its location, unless the one kept there is of the same table and as new; then evicts down to the bounds. */

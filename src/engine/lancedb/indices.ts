@@ -39,14 +39,29 @@ const typeKey = (v: string): string => v.replace(/[_\- ]/g, '').toLowerCase();
 
 /** listIndices spells types IvfPq, BTree, LabelList, FTS/Inverted...; the spec's friendly names are IVF_PQ, BTREE... */
 const FRIENDLY_TYPE = new Map<string, string>([
-  ...(['IVF_PQ', 'IVF_FLAT', 'IVF_SQ', 'IVF_RQ', 'IVF_HNSW_FLAT', 'IVF_HNSW_SQ', 'IVF_HNSW_PQ', 'BTREE', 'BITMAP', 'LABEL_LIST', 'FTS', 'NGRAM', 'ZONEMAP', 'BLOOMFILTER', 'RTREE'] as const).map(
-    (t) => [typeKey(t), t] as const,
-  ),
+  ...(
+    [
+      'IVF_PQ',
+      'IVF_FLAT',
+      'IVF_SQ',
+      'IVF_RQ',
+      'IVF_HNSW_FLAT',
+      'IVF_HNSW_SQ',
+      'IVF_HNSW_PQ',
+      'BTREE',
+      'BITMAP',
+      'LABEL_LIST',
+      'FTS',
+      'NGRAM',
+      'ZONEMAP',
+      'BLOOMFILTER',
+      'RTREE',
+    ] as const
+  ).map((t) => [typeKey(t), t] as const),
   ['inverted', 'FTS'],
 ]);
 
-const friendlyType = (engineType: string): string =>
-  FRIENDLY_TYPE.get(typeKey(engineType)) ?? engineType.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
+const friendlyType = (engineType: string): string => FRIENDLY_TYPE.get(typeKey(engineType)) ?? engineType.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
 
 function ftsLanguage(language: string | undefined): string | undefined {
   if (language === undefined) return undefined;
@@ -89,7 +104,10 @@ async function indexConfig(table: Table, spec: IndexSpec): Promise<Index> {
   const { Index } = lancedb();
   const v = spec.vector;
   if (!BUILDABLE.includes(spec.type)) {
-    throw new EngineError('unsupported', `${spec.type} indexes cannot be built by this service's Lance engine (@lancedb/lancedb builds ${BUILDABLE.join(', ')})`);
+    throw new EngineError(
+      'unsupported',
+      `${spec.type} indexes cannot be built by this service's Lance engine (@lancedb/lancedb builds ${BUILDABLE.join(', ')})`,
+    );
   }
   await checkHamming(table, spec);
   // hamming is refused above for every type but IVF_FLAT, so the others get l2/cosine/dot only.

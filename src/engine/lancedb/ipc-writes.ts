@@ -37,7 +37,10 @@ export interface IpcFile {
  * is the number of batches). `onSchema` and `onBatch` see what is read. A 400-class EngineError
  * when the body is not a stream with columns.
  */
-export async function readArrowStream(body: Buffer, on: { onSchema?(schema: Schema): void; onBatch?(batch: RecordBatch): void } = {}): Promise<{ schema: Schema; rows: number }> {
+export async function readArrowStream(
+  body: Buffer,
+  on: { onSchema?(schema: Schema): void; onBatch?(batch: RecordBatch): void } = {},
+): Promise<{ schema: Schema; rows: number }> {
   if (body.length === 0) throw new EngineError('invalid_input', 'the request body must be an Arrow IPC stream (it is required and was empty)');
   try {
     const reader = arrow.RecordBatchStreamReader.from(body);
@@ -110,7 +113,7 @@ interface NativeConnection {
 
 const require = createRequire(import.meta.url);
 /** `dist/table.js` is not among the package's exports; it is loaded by its path, beside the entry point. */
-const LocalTable = (): new (inner: NativeTable) => Table =>
+const LocalTable = (): (new (inner: NativeTable) => Table) =>
   (require(path.join(path.dirname(require.resolve('@lancedb/lancedb')), 'table.js')) as { LocalTable: new (inner: NativeTable) => Table }).LocalTable;
 
 function inner<T>(wrapper: Connection | Table, method: keyof T & string): T {

@@ -39,7 +39,11 @@ export function classifyDataError(e: unknown): EngineError {
     return as('column_not_found');
   }
   if (/Cannot have both nearest and full text search|Not supported:/i.test(message)) return as('unsupported');
-  if (/Invalid input|Error parsing statement|sql parser error|Schema Error|Invalid distance type|Unprocessable|cannot be created on the field|must be positive|does not support/i.test(message)) {
+  if (
+    /Invalid input|Error parsing statement|sql parser error|Schema Error|Invalid distance type|Unprocessable|cannot be created on the field|must be positive|does not support/i.test(
+      message,
+    )
+  ) {
     return as('invalid_input');
   }
   return classify(new Error(message, { cause: e }));
@@ -92,7 +96,11 @@ class FtsBuilder {
       case 'phrase':
         return this.perColumn(q.column, (c) => new this.lib.PhraseQuery(q.terms, c, q.slop !== undefined ? { slop: q.slop } : {}));
       case 'boost':
-        return new this.lib.BoostQuery(await this.build(q.positive), await this.build(q.negative), q.negativeBoost !== undefined ? { negativeBoost: q.negativeBoost } : {});
+        return new this.lib.BoostQuery(
+          await this.build(q.positive),
+          await this.build(q.negative),
+          q.negativeBoost !== undefined ? { negativeBoost: q.negativeBoost } : {},
+        );
       case 'multi_match': {
         // The binding's MultiMatchQuery takes one text for all columns; the spec's takes a match
         // query per column, which is what a boolean OR of those match queries is.

@@ -11,13 +11,15 @@ import { classify, type TableAccess } from './table-access.js';
 export function engineMessage(e: unknown): string {
   const raw = e instanceof Error ? e.message : String(e);
   const head = raw.split(/\s+Caused by:/)[0] ?? raw;
-  return head
-    .replace(/,\s*\/\S+\.rs:\d+:\d+/g, '')
-    .replace(/^lance error:\s*/i, '')
-    .replace(/GenericFailure,\s*/, '')
-    // Lance appends the whole dataset schema (Debug form) to an unknown column's message.
-    .replace(/(does not exist in dataset schema):\s*Schema \{[\s\S]*$/, '$1')
-    .trim();
+  return (
+    head
+      .replace(/,\s*\/\S+\.rs:\d+:\d+/g, '')
+      .replace(/^lance error:\s*/i, '')
+      .replace(/GenericFailure,\s*/, '')
+      // Lance appends the whole dataset schema (Debug form) to an unknown column's message.
+      .replace(/(does not exist in dataset schema):\s*Schema \{[\s\S]*$/, '$1')
+      .trim()
+  );
 }
 
 /**
@@ -45,7 +47,8 @@ export function rowFailure(e: unknown): EngineError {
 const changesSomething = (o: MergeInsertOptions): boolean =>
   o.whenMatchedUpdateAll || o.updateAllWhere !== undefined || o.whenNotMatchedInsertAll || o.whenNotMatchedBySourceDelete || o.deleteWhere !== undefined;
 
-const NOTHING_TO_DO = 'The merge insert job is not configured to change the data in any way: set when_matched_update_all, when_not_matched_insert_all or when_not_matched_by_source_delete';
+const NOTHING_TO_DO =
+  'The merge insert job is not configured to change the data in any way: set when_matched_update_all, when_not_matched_insert_all or when_not_matched_by_source_delete';
 
 /** The rows operations of the Lance engine over @lancedb/lancedb. */
 export class LancedbRows implements RowOps {

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
 import { type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind } from '../dataset-location.js';
 import { DEFAULT_HANDLE_CACHE_LIMITS, HandleCache, type HandleCacheLimits, type HandleCacheStats } from './handle-cache.js';
 
@@ -60,7 +60,10 @@ export function classify(e: unknown, fallback: EngineErrorKind = 'internal'): En
   else if (/commit conflict|preempted|concurrent|conflicting/i.test(message)) kind = 'conflict';
   else if (/Dataset at path .* was not found|no such file|not a dataset|Table '.*' was not found/i.test(message)) kind = 'not_a_dataset';
   // A location that is a file, names no bucket, or that the store's credentials cannot read: no dataset there.
-  else if (/Not a directory|os error 20\b|NoSuchBucket|bucket does not exist|Failed to get AWS credentials|AccessDenied|Permission denied|os error 13\b/i.test(message)) kind = 'not_a_dataset';
+  else if (
+    /Not a directory|os error 20\b|NoSuchBucket|bucket does not exist|Failed to get AWS credentials|AccessDenied|Permission denied|os error 13\b/i.test(message)
+  )
+    kind = 'not_a_dataset';
   else if (/File name too long|os error 36\b|Failed to parse path|Invalid input/i.test(message)) kind = 'invalid_input';
   else if (/version .* (not found|does not exist)|not found.*version/i.test(message)) kind = 'version_not_found';
   return new EngineError(kind, message, { cause: e });
@@ -110,7 +113,16 @@ const wireVersion = (v: CoordinatedVersion) => ({
 });
 
 /** Errors that say nothing about the handle: the request was wrong, not the dataset. */
-const REQUEST_ERRORS: ReadonlySet<EngineErrorKind> = new Set(['invalid_input', 'column_not_found', 'index_not_found', 'index_exists', 'tag_not_found', 'tag_exists', 'unsupported', 'already_exists']);
+const REQUEST_ERRORS: ReadonlySet<EngineErrorKind> = new Set([
+  'invalid_input',
+  'column_not_found',
+  'index_not_found',
+  'index_exists',
+  'tag_not_found',
+  'tag_exists',
+  'unsupported',
+  'already_exists',
+]);
 const suggestsBadHandle = (e: unknown): boolean => !(e instanceof EngineError && REQUEST_ERRORS.has(e.kind));
 
 /** A dataset the cache keeps open, and the resolver handle name it was opened by (registered while kept). */
@@ -139,7 +151,10 @@ export class TableAccess {
     this.kept = new HandleCache(limits, suggestsBadHandle);
   }
 
-  static async start(limits: HandleCacheLimits = DEFAULT_HANDLE_CACHE_LIMITS, session: LanceSessionLimits = DEFAULT_LANCE_SESSION_LIMITS): Promise<TableAccess> {
+  static async start(
+    limits: HandleCacheLimits = DEFAULT_HANDLE_CACHE_LIMITS,
+    session: LanceSessionLimits = DEFAULT_LANCE_SESSION_LIMITS,
+  ): Promise<TableAccess> {
     const handles = new Map<string, Handle>();
     const resolver = http.createServer((req, res) => void TableAccess.resolve(handles, req, res));
     await new Promise<void>((resolve, reject) => {

@@ -51,7 +51,13 @@ export class LancedbViews implements ViewOps {
         throw rowFailure(e);
       });
     // Lance overwrites with nothing only when given a batch, if an empty one.
-    if (rows === 0) writer.write(new arrow.RecordBatch(schema, arrow.makeData({ type: new arrow.Struct(schema.fields), length: 0, nullCount: 0, children: schema.fields.map((f) => nullData(f.type, 0)) })));
+    if (rows === 0)
+      writer.write(
+        new arrow.RecordBatch(
+          schema,
+          arrow.makeData({ type: new arrow.Struct(schema.fields), length: 0, nullCount: 0, children: schema.fields.map((f) => nullData(f.type, 0)) }),
+        ),
+      );
     writer.finish();
     const file = await joinYielding(sink.pieces, sink.size);
     return this.access.write(view, async (table) => {
@@ -73,7 +79,12 @@ function viewBatch(schema: Arrow.Schema, batch: Arrow.RecordBatch, aliases: Map<
       const ids = batch.getChild('_rowid');
       if (!ids) throw new EngineError('internal', 'the source scan returned no _rowid');
       // Row ids (a fragment and an offset, or a stable id) are below 2^63: the int64 the view stores is the same number.
-      return arrow.makeData({ type: new arrow.Int64(), length: n, nullCount: 0, data: BigInt64Array.from(ids.toArray() as BigUint64Array, (v) => BigInt.asIntN(64, v)) });
+      return arrow.makeData({
+        type: new arrow.Int64(),
+        length: n,
+        nullCount: 0,
+        data: BigInt64Array.from(ids.toArray() as BigUint64Array, (v) => BigInt.asIntN(64, v)),
+      });
     }
     if (f.name === IS_SET) return arrow.vectorFromArray(new Array<boolean>(n).fill(true), new arrow.Bool()).data[0] as Arrow.Data;
     const alias = aliases.get(f.name);

@@ -1,5 +1,5 @@
-import type { JsonArrowDataTypeInput } from '../json-arrow-schema.js';
 import type { DatasetLocation } from '../dataset-location.js';
+import type { JsonArrowDataTypeInput } from '../json-arrow-schema.js';
 
 // Engine operations on a dataset's columns, field metadata and statistics. Fields are addressed
 // by their path segments (already parsed from the spec's field-path form); the adapter resolves

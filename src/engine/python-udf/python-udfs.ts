@@ -3,7 +3,16 @@ import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { classify, type ResolvedHandle } from '../lancedb/table-access.js';
 import { type ChunkerExpansion, UdfFailure, type UdfFill, type UdfOps, type UdtfRun } from '../ports/udfs.js';
 import type { Materialization, Materialized } from '../ports/views.js';
-import { fillAnswer, materializeAnswer, UdfWorkerProcess, type UdfWorkerLog, type WorkerAnswer, type WorkerFailure, WorkerGone, WorkerTimedOut } from './worker-process.js';
+import {
+  fillAnswer,
+  materializeAnswer,
+  type UdfWorkerLog,
+  UdfWorkerProcess,
+  type WorkerAnswer,
+  type WorkerFailure,
+  WorkerGone,
+  WorkerTimedOut,
+} from './worker-process.js';
 
 // The UDF port over a small pool of Python worker processes (worker/udf_worker.py). This module
 // is the only code that knows about them: it hands each fill to an idle worker together with a
@@ -151,7 +160,8 @@ export class PythonUdfs implements UdfOps {
   private async send(worker: UdfWorkerProcess, request: Record<string, unknown>, what: string): Promise<WorkerAnswer> {
     const answer = await worker.request(request, this.options.fillTimeoutMs).catch((e: unknown) => {
       if (e instanceof WorkerTimedOut) throw new UdfFailure(`${what} did not finish within ${e.timeoutMs} ms; its worker was stopped`, undefined);
-      if (e instanceof WorkerGone) throw new EngineError('unavailable', `${e.message} while running ${what}; the next request starts a new worker`, { cause: e });
+      if (e instanceof WorkerGone)
+        throw new EngineError('unavailable', `${e.message} while running ${what}; the next request starts a new worker`, { cause: e });
       throw e;
     });
     if (!answer.ok) throw this.failure(answer, worker.pid);
@@ -177,9 +187,14 @@ export class PythonUdfs implements UdfOps {
             field_metadata: m.fieldMetadata,
             max_rows_per_file: m.maxRowsPerFile,
             ...(expansion?.kind === 'chunker'
-              ? { chunker: { udf_path: expansion.udfPath, input_columns: expansion.inputColumns, inherited: expansion.inherited }, output_limit: expansion.outputLimit }
+              ? {
+                  chunker: { udf_path: expansion.udfPath, input_columns: expansion.inputColumns, inherited: expansion.inherited },
+                  output_limit: expansion.outputLimit,
+                }
               : {}),
-            ...(expansion?.kind === 'udtf' ? { udtf: { udf_path: expansion.udfPath, source_query: expansion.sourceQuery, partition_by: expansion.partitionBy } } : {}),
+            ...(expansion?.kind === 'udtf'
+              ? { udtf: { udf_path: expansion.udfPath, source_query: expansion.sourceQuery, partition_by: expansion.partitionBy } }
+              : {}),
             ...(this.options.batchRows !== undefined ? { batch_rows: this.options.batchRows } : {}),
           };
           return materializeAnswer.parse(await this.send(worker, request, "a materialized view's refresh"));

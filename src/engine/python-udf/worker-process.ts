@@ -28,7 +28,11 @@ export type WorkerFailure = Extract<WorkerAnswer, { ok: false }>;
 
 export const fillAnswer = z.object({ rows: z.number().int().nonnegative(), version: z.number().int().positive() });
 
-export const materializeAnswer = z.object({ rows: z.number().int().nonnegative(), version: z.number().int().positive(), fragments: z.number().int().nonnegative() });
+export const materializeAnswer = z.object({
+  rows: z.number().int().nonnegative(),
+  version: z.number().int().positive(),
+  fragments: z.number().int().nonnegative(),
+});
 
 /** The worker process ended (or could not start) before answering. */
 export class WorkerGone extends Error {
@@ -116,10 +120,12 @@ export class UdfWorkerProcess {
               // Whatever it is doing (a UDF that never returns), nothing else will answer it.
               this.kill('SIGKILL');
             }, timeoutMs);
-      const settle = <T>(fn: (value: T) => void) => (value: T) => {
-        clearTimeout(timer);
-        fn(value);
-      };
+      const settle =
+        <T>(fn: (value: T) => void) =>
+        (value: T) => {
+          clearTimeout(timer);
+          fn(value);
+        };
       this.pending = { id, resolve: settle(resolve), reject: settle(reject) };
       this.child.stdin.write(`${JSON.stringify({ ...body, id })}\n`);
     });

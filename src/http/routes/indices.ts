@@ -1,3 +1,4 @@
+import { invalidInput } from '../../model/errors.js';
 import {
   CreateTableIndexRequest,
   CreateTableIndexResponse,
@@ -9,7 +10,6 @@ import {
   ListTableIndicesRequest,
   ListTableIndicesResponse,
 } from '../../model/indices.js';
-import { invalidInput } from '../../model/errors.js';
 import type { IndexService } from '../../service/data/indices.js';
 import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 

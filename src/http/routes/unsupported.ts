@@ -14,7 +14,6 @@ interface Pending {
   plannedIn: string;
 }
 
-
 export const PENDING_OPERATIONS: readonly Pending[] = [
   { operationId: 'ListTableBranches', path: '/table/{id}/branches/list', methods: ['GET', 'POST'], plannedIn: 'a later milestone' },
   { operationId: 'CreateTableBranch', path: '/table/{id}/branches/create', plannedIn: 'a later milestone' },

@@ -1,4 +1,9 @@
-import { CreateMaterializedViewRequest, CreateMaterializedViewResponse, RefreshMaterializedViewRequest, RefreshMaterializedViewResponse } from '../../model/views.js';
+import {
+  CreateMaterializedViewRequest,
+  CreateMaterializedViewResponse,
+  RefreshMaterializedViewRequest,
+  RefreshMaterializedViewResponse,
+} from '../../model/views.js';
 import type { MaterializedViewService } from '../../service/views/view-service.js';
 import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
@@ -6,7 +11,8 @@ export function viewRoutes(views: MaterializedViewService): RouteGroup {
   return routeGroup('/v1', [
     defineRoute({
       operationId: 'CreateMaterializedView',
-      summary: 'Create a materialized view as a table: kind query (a filter and projection of a source table, with optional Python UDF columns), chunker or udtf (Geneva)',
+      summary:
+        'Create a materialized view as a table: kind query (a filter and projection of a source table, with optional Python UDF columns), chunker or udtf (Geneva)',
       tag: 'MaterializedView',
       paths: ['/materialized_view/{id}/create'],
       methods: ['POST'],

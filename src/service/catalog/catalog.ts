@@ -1,7 +1,7 @@
 import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
 import type { ObjectStore } from '../../store/object-store.js';
-import { namespaceDirKey, namespaceRecordKey } from './layout.js';
 import { leaseExpired, pollUntil } from '../coordination/leases.js';
+import { namespaceDirKey, namespaceRecordKey } from './layout.js';
 import { NamespaceRecord, readRecord, type Versioned } from './records.js';
 
 export const MANAGED_VERSIONING = 'managed_versioning';
@@ -16,7 +16,11 @@ const flagOf = (properties: Record<string, string> | undefined): boolean | undef
  * property, else that of the nearest enclosing namespace that sets it, else the server default.
  * `deps` is the CatalogDeps, of which only these are named here (catalog-deps.ts builds on this module).
  */
-export async function resolveManagedVersioning(deps: { store: ObjectStore; settings: { managedVersioningDefault: boolean } }, namespace: string[] | ResolvedNamespace, properties: Record<string, string>): Promise<boolean> {
+export async function resolveManagedVersioning(
+  deps: { store: ObjectStore; settings: { managedVersioningDefault: boolean } },
+  namespace: string[] | ResolvedNamespace,
+  properties: Record<string, string>,
+): Promise<boolean> {
   const own = flagOf(properties);
   if (own !== undefined) return own;
   // A namespace the request resolved already answers for itself; only its ancestors are read.
@@ -32,8 +36,7 @@ export async function resolveManagedVersioning(deps: { store: ObjectStore; setti
 
 export const displayId = (id: string[]): string => (id.length === 0 ? 'the root namespace' : JSON.stringify(id));
 
-export const namespaceNotFound = (ns: string[]) =>
-  new NamespaceError(ErrorCode.NamespaceNotFound, `namespace ${displayId(ns)} does not exist`);
+export const namespaceNotFound = (ns: string[]) => new NamespaceError(ErrorCode.NamespaceNotFound, `namespace ${displayId(ns)} does not exist`);
 
 /** The namespace record; the root always exists, with or without a record file. */
 export async function readNamespace(store: ObjectStore, ns: string[]): Promise<Versioned<NamespaceRecord> | null> {
@@ -86,10 +89,13 @@ async function settledNamespace(store: ObjectStore, ns: string[], known?: Versio
   let record = known ?? (await readNamespace(store, ns));
   const deciding = () => record !== null && record.value.state === 'dropping' && !leaseExpired(record.value.dropping_until);
   if (!deciding()) return record;
-  await pollUntil(async () => {
-    record = await readNamespace(store, ns);
-    return !deciding();
-  }, Date.parse(record?.value.dropping_until ?? '') || Date.now());
+  await pollUntil(
+    async () => {
+      record = await readNamespace(store, ns);
+      return !deciding();
+    },
+    Date.parse(record?.value.dropping_until ?? '') || Date.now(),
+  );
   return record;
 }
 

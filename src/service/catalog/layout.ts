@@ -1,5 +1,5 @@
-import { invalidInput } from '../../model/errors.js';
 import { type ManifestNamingScheme, manifestFileName } from '../../engine/lance-format/manifest-names.js';
+import { invalidInput } from '../../model/errors.js';
 import { compareKeys } from '../../store/object-store.js';
 
 // Where catalog state lives under the root. Byte-compatible with Lance's own directory ("base")
@@ -61,7 +61,8 @@ function nameProblem(name: string): string | null {
 
 export function validateNamespaceId(id: string[], what = 'namespace id'): string[] {
   id.forEach((part, i) => {
-    const problem = nameProblem(part) ??
+    const problem =
+      nameProblem(part) ??
       (part.toLowerCase().endsWith(TABLE_SUFFIX) ? `must not end with "${TABLE_SUFFIX}"` : null) ??
       (part === CATALOG_DIR ? `"${CATALOG_DIR}" is reserved` : null);
     if (problem) throw invalidInput(`invalid ${what}: part ${i} ${JSON.stringify(part)} ${problem}`);
@@ -167,7 +168,8 @@ export const indexDataKey = (ref: TableRef): string => `${indexNameDirKey(indexD
 /** The folder of a kind's pending entries: `<name>/<until>.<op>`. */
 export const indexPendingDirKey = (kind: ChildKind, ns: string[]): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].pending}/`;
 export const indexPendingNameDirKey = (kind: ChildKind, ref: TableRef): string => indexNameDirKey(indexPendingDirKey(kind, ref.namespace), ref.name);
-export const indexPendingKey = (kind: ChildKind, ref: TableRef, until: number, op: string): string => `${indexPendingNameDirKey(kind, ref)}${until}.${pendingOpPart(op)}`;
+export const indexPendingKey = (kind: ChildKind, ref: TableRef, until: number, op: string): string =>
+  `${indexPendingNameDirKey(kind, ref)}${until}.${pendingOpPart(op)}`;
 /** Whether a pending key is one of the operation `op`'s. */
 export const isPendingOf = (key: string, op: string): boolean => key.endsWith(`.${pendingOpPart(op)}`);
 /** A pending key under a kind's folder `dir`, read back: its name and until when its operation is trusted (0: unreadable). */
@@ -206,7 +208,8 @@ const UDF_DIR = '_udfs';
 const padVersion = (version: number): string => String(version).padStart(20, '0');
 
 export const versionsDirKey = (dataset: string): string => `${dataset}${VERSIONS_DIR}/`;
-export const manifestKey = (dataset: string, version: number, scheme: ManifestNamingScheme): string => `${versionsDirKey(dataset)}${manifestFileName(version, scheme)}`;
+export const manifestKey = (dataset: string, version: number, scheme: ManifestNamingScheme): string =>
+  `${versionsDirKey(dataset)}${manifestFileName(version, scheme)}`;
 export const latestHintKey = (dataset: string): string => `${versionsDirKey(dataset)}${LATEST_HINT}`;
 /** A staged manifest's path relative to its dataset (the form clients send as manifest_path). */
 export const stagedManifestPath = (version: number, id: string): string => `${VERSIONS_DIR}/${version}.manifest-${id}`;

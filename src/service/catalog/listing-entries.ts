@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { ObjectStore } from '../../store/object-store.js';
+import { faultPoint } from '../coordination/fault-points.js';
+import { leaseExpired, leaseUntil } from '../coordination/leases.js';
+import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
 import { readNamespace } from './catalog.js';
 import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, type TableRef } from './layout.js';
 import type { ListingSnapshots } from './listing-snapshot.js';
 import type { Locations } from './locations.js';
-import { leaseExpired, leaseUntil } from '../coordination/leases.js';
-import { faultPoint } from '../coordination/fault-points.js';
-import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
 
 // A name's entries in the listing index (listing-index.ts): announced by a pending entry before a
 // change of the child, settled to match the child's state after it.
@@ -80,7 +80,11 @@ export class IndexEntries {
   /** Settles the name and deletes every pending entry of the operation `op` (a batch's transaction, which another process may finish). */
   async settleOp(kind: ChildKind, ref: TableRef, op: string): Promise<void> {
     const { objects } = await this.store.list(indexPendingNameDirKey(kind, ref), { delimiter: '/' });
-    await this.settle(kind, ref, objects.map((o) => o.key).filter((k) => isPendingOf(k, op)));
+    await this.settle(
+      kind,
+      ref,
+      objects.map((o) => o.key).filter((k) => isPendingOf(k, op)),
+    );
   }
 
   /** Runs `change` between `begin` and `settle`; the settle runs even when the change fails. */

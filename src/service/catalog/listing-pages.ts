@@ -165,7 +165,14 @@ export class IndexPages {
       if (entries.some((e) => e.until > Date.now())) continue;
       settledElsewhere++;
       const ref = { namespace: ns, name };
-      if (!(await this.entries.observe(kind, ref)).busy) await this.entries.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
+      if (!(await this.entries.observe(kind, ref)).busy)
+        await this.entries
+          .settle(
+            kind,
+            ref,
+            entries.map((e) => e.key),
+          )
+          .catch(() => undefined);
     }
     return { names, more: false };
   }
@@ -174,7 +181,11 @@ export class IndexPages {
    * Lists the whole index (names, and for tables which have data) after reading the stamp, and
    * stores it as the snapshot of that stamp (listing-snapshot.ts); returns what it listed.
    */
-  private async buildSnapshot(kind: ChildKind, ns: string[], stampRead: string | null): Promise<{ names: string[]; data: Set<string>; pending: PendingEntry[] }> {
+  private async buildSnapshot(
+    kind: ChildKind,
+    ns: string[],
+    stampRead: string | null,
+  ): Promise<{ names: string[]; data: Set<string>; pending: PendingEntry[] }> {
     const stamp = stampRead ?? (await this.snapshots.createStamp(ns, kind));
     const [names, data, pendingByNames] = await Promise.all([
       allNames(this.store, indexVisibleDirKey(kind, ns)),
@@ -205,7 +216,14 @@ export class IndexPages {
           const entries = pending.get(name);
           if (entries) {
             const truth = await this.entries.observe(kind, ref);
-            if (!truth.busy && entries.every((e) => e.until <= Date.now())) await this.entries.settle(kind, ref, entries.map((e) => e.key)).catch(() => undefined);
+            if (!truth.busy && entries.every((e) => e.until <= Date.now()))
+              await this.entries
+                .settle(
+                  kind,
+                  ref,
+                  entries.map((e) => e.key),
+                )
+                .catch(() => undefined);
             return truth.visible && (includeDeclared || truth.data);
           }
           if (withData === null || withData.has(name)) return true;

@@ -1,5 +1,14 @@
 import type { ObjectStore } from '../../store/object-store.js';
-import { type ChildKind, compareNames, indexDataDirKey, indexNameDirKey, indexPendingDirKey, indexVisibleDirKey, nameInIndexDir, parsePendingKey } from './layout.js';
+import {
+  type ChildKind,
+  compareNames,
+  indexDataDirKey,
+  indexNameDirKey,
+  indexPendingDirKey,
+  indexVisibleDirKey,
+  nameInIndexDir,
+  parsePendingKey,
+} from './layout.js';
 import type { PendingEntry } from './listing-snapshot.js';
 
 // The reads of a namespace's listing index (listing-index.ts): its names a stretch at a time,

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { invalidInput } from '../../model/errors.js';
-import type { ObjectStore } from '../../store/object-store.js';
 import { existingRealPath } from '../../store/local-file-io.js';
 import { parseLocation, type StoreFactory, type StoreLocation } from '../../store/location.js';
+import type { ObjectStore } from '../../store/object-store.js';
 import { hasControlCharacter } from './layout.js';
 
 /** A directory of a store: `key` is '' (the store root) or ends in '/'. */

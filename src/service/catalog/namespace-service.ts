@@ -9,13 +9,13 @@ import type {
   ListNamespacesResponse,
 } from '../../model/namespaces.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
-import type { CatalogDeps } from './catalog-deps.js';
-import { createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
-import { childOfPrefix, isOwnTableDir, namespaceCatalogDirKey, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
+import type { RequestContext } from '../context/request-context.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { dataDir, isVisible, leftoverDir, readTableState } from '../tables/table-state.js';
+import { createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
+import type { CatalogDeps } from './catalog-deps.js';
+import { childOfPrefix, isOwnTableDir, namespaceCatalogDirKey, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
 import { encodeRecord, type NamespaceRecord } from './records.js';
-import type { RequestContext } from '../context/request-context.js';
 
 const CAS_RETRIES = 10;
 const CHECK_CONCURRENCY = 16;
@@ -40,7 +40,9 @@ export class NamespaceService {
   async create(_ctx: RequestContext, ns: string[], request: CreateNamespaceRequest): Promise<CreateNamespaceResponse> {
     validateNamespaceId(ns);
     if (namespaceLink(this.store, ns) !== null) {
-      throw invalidInput(`namespace ${displayId(ns)} cannot be created: its directory is, or lies under, a symbolic link, and the catalog follows no link below its root`);
+      throw invalidInput(
+        `namespace ${displayId(ns)} cannot be created: its directory is, or lies under, a symbolic link, and the catalog follows no link below its root`,
+      );
     }
     const mode = request.mode ?? 'Create';
     const properties = request.properties ?? {};
@@ -53,7 +55,13 @@ export class NamespaceService {
         await this.deps.listingIndex.around(
           'namespace',
           childRefOf(ns),
-          () => createInNamespace(this.store, ns.slice(0, -1), () => this.store.put(key, encodeRecord(fresh), { ifNoneMatch: '*' }), () => this.store.delete(key)),
+          () =>
+            createInNamespace(
+              this.store,
+              ns.slice(0, -1),
+              () => this.store.put(key, encodeRecord(fresh), { ifNoneMatch: '*' }),
+              () => this.store.delete(key),
+            ),
           { visible: true, data: false },
         );
         // A new namespace has no children to index; without the mark its first listing would look.
@@ -106,7 +114,9 @@ export class NamespaceService {
     validateNamespaceId(ns);
     // Before the index is read (and settled) at all: nothing through a link.
     requireUnlinkedNamespace(this.store, ns);
-    const { names, pageToken } = await this.deps.listingIndex.listPage('namespace', ns, page, this.deps.pageTokens, () => requireNamespace(this.store, ns, true));
+    const { names, pageToken } = await this.deps.listingIndex.listPage('namespace', ns, page, this.deps.pageTokens, () =>
+      requireNamespace(this.store, ns, true),
+    );
     return { namespaces: names, page_token: pageToken };
   }
 
@@ -152,9 +162,13 @@ export class NamespaceService {
         if (e instanceof PreconditionFailedError) continue; // changed meanwhile: read again
         throw e;
       }
-      const renewal = keepRenewed(leaseMs, async () => {
-        etag = (await this.store.put(key, mark(), { ifMatch: etag })).etag;
-      }, stampedAt);
+      const renewal = keepRenewed(
+        leaseMs,
+        async () => {
+          etag = (await this.store.put(key, mark(), { ifMatch: etag })).etag;
+        },
+        stampedAt,
+      );
       try {
         const children = await this.childrenOf(ns);
         if (children.length > 0 && behavior === 'Restrict') {
@@ -203,7 +217,10 @@ export class NamespaceService {
   private async childrenOf(ns: string[]): Promise<string[]> {
     const dirKey = namespaceDirKey(ns);
     const listing = await listAll(this.store, dirKey, { delimiter: '/' });
-    const children: string[] = listing.objects.map((o) => o.key).filter((k) => k !== namespaceRecordKey(ns)).map((k) => k.slice(dirKey.length));
+    const children: string[] = listing.objects
+      .map((o) => o.key)
+      .filter((k) => k !== namespaceRecordKey(ns))
+      .map((k) => k.slice(dirKey.length));
     const limit = pLimit(CHECK_CONCURRENCY);
     // Table directories are read a batch at a time, until a few children are known.
     for (let i = 0; i < listing.commonPrefixes.length && children.length < NAMED_CHILDREN; i += CHECK_CONCURRENCY) {
@@ -243,6 +260,9 @@ export class NamespaceService {
       await this.deps.fences.finishDrop(state, dataDir(this.deps.locations, state), begun);
       return !state.retired;
     }
-    throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId([...ref.namespace, ref.name])} kept changing during the namespace drop; retry`);
+    throw new NamespaceError(
+      ErrorCode.ConcurrentModification,
+      `table ${displayId([...ref.namespace, ref.name])} kept changing during the namespace drop; retry`,
+    );
   }
 }

@@ -45,7 +45,12 @@ export class PageTokens {
  * `limit: 0` is an empty page without a token, as the reference server answers: a token there
  * would lead a client that follows tokens round in a loop that never ends.
  */
-export function paginate<T>(items: T[], limit: number | null | undefined, nameOf: (item: T) => string, nextToken: (lastName: string) => string): { page: T[]; pageToken: string | null } {
+export function paginate<T>(
+  items: T[],
+  limit: number | null | undefined,
+  nameOf: (item: T) => string,
+  nextToken: (lastName: string) => string,
+): { page: T[]; pageToken: string | null } {
   if (limit === undefined || limit === null || items.length <= limit) return { page: items, pageToken: null };
   const last = items[limit - 1];
   if (last === undefined) return { page: [], pageToken: null };

@@ -1,7 +1,7 @@
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { RequestContext } from '../context/request-context.js';
-import type { CatalogDeps } from './catalog-deps.js';
 import { type ResolvedNamespace, resolveNamespace } from './catalog.js';
+import type { CatalogDeps } from './catalog-deps.js';
 import { NamespaceService } from './namespace-service.js';
 
 // Geneva keeps its own tables (its job table `geneva_jobs`, and others it opens) in the namespace

@@ -35,19 +35,22 @@ export function keepRenewed(leaseMs: number, renew: () => Promise<void>, stamped
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   const schedule = (from: number) => {
-    timer = setTimeout(() => {
-      running = (async () => {
-        if (stopped) return;
-        const began = Date.now();
-        try {
-          await renew();
-        } catch (e) {
-          failure = e;
-          return;
-        }
-        if (!stopped) schedule(began);
-      })();
-    }, Math.max(0, from + interval - Date.now()));
+    timer = setTimeout(
+      () => {
+        running = (async () => {
+          if (stopped) return;
+          const began = Date.now();
+          try {
+            await renew();
+          } catch (e) {
+            failure = e;
+            return;
+          }
+          if (!stopped) schedule(began);
+        })();
+      },
+      Math.max(0, from + interval - Date.now()),
+    );
     timer.unref();
   };
   schedule(stampedAt);

@@ -1,4 +1,4 @@
-import { listAll, PreconditionFailedError, type ObjectStore } from '../../store/object-store.js';
+import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { idOfJsonKey, markerKey } from '../catalog/layout.js';
 
 // Markers of unfinished work: one small object per unfinished job or batch under a prefix of

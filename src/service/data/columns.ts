@@ -13,8 +13,8 @@ import {
   type DescribeTableIndexStatsResponse,
   formatFieldPath,
   type GetTableStatsResponse,
-  parseFieldPath,
   PYTHON_UDF_BACKEND,
+  parseFieldPath,
   SQL_UDF_BACKEND,
   type UpdateFieldMetadataRequest,
   type UpdateFieldMetadataResponse,
@@ -23,7 +23,7 @@ import {
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type { RequestContext } from '../context/request-context.js';
 import type { DataTable, DataTables } from './data-tables.js';
-import { isPythonUdf, outputTypeOf, parsePythonUdf, type PythonUdfBinding, requirePythonUdfs, storeEnvelopes } from './python-udf-columns.js';
+import { isPythonUdf, outputTypeOf, type PythonUdfBinding, parsePythonUdf, requirePythonUdfs, storeEnvelopes } from './python-udf-columns.js';
 
 /** Parses a field path of the request; a malformed one is a 400 naming the field. */
 function segmentsOf(path: string, where: string): string[] {
@@ -115,7 +115,9 @@ export class ColumnService {
           );
         }
         if (readsColumn(b.sql, b.path[0] as string)) {
-          throw invalidInput(`virtual column ${column}: the expression may not read the column it fills (a backfill writes a chunk again after a crash, which must change nothing)`);
+          throw invalidInput(
+            `virtual column ${column}: the expression may not read the column it fills (a backfill writes a chunk again after a crash, which must change nothing)`,
+          );
         }
         await this.engine.columns.checkExpression(at, b.sql);
         for (const input of b.inputs ?? []) await this.engine.columns.field(at, segmentsOf(input, `virtual_column.input_columns of ${column}`));
@@ -215,11 +217,13 @@ export class ColumnService {
   async addColumns(ctx: RequestContext, id: string[], request: AlterTableAddColumnsRequest): Promise<AlterTableAddColumnsResponse> {
     const kinds = request.new_columns.map((entry, i) => {
       const kind = kindOf(entry, `new_columns[${i}]`);
-      if (kind === 'virtual' && entry.virtual_column && !isPythonUdf(entry.virtual_column)) refuseVirtualColumn(formatFieldPath([entry.name]), entry.virtual_column);
+      if (kind === 'virtual' && entry.virtual_column && !isPythonUdf(entry.virtual_column))
+        refuseVirtualColumn(formatFieldPath([entry.name]), entry.virtual_column);
       return kind;
     });
     if (kinds.includes('virtual')) {
-      if (kinds.some((k) => k !== 'virtual')) throw invalidInput('new_columns: UDF columns and SQL columns cannot be added in the same request; send them separately');
+      if (kinds.some((k) => k !== 'virtual'))
+        throw invalidInput('new_columns: UDF columns and SQL columns cannot be added in the same request; send them separately');
       return this.addPythonUdfColumns(ctx, id, request.new_columns);
     }
     const names = new Set<string>();
@@ -259,7 +263,10 @@ export class ColumnService {
     });
     return this.tables.writeTable(ctx, id, async (table) => {
       for (const c of columns) await this.checkInputs(table.at, c.binding);
-      await storeEnvelopes(table, columns.map((c) => c.binding));
+      await storeEnvelopes(
+        table,
+        columns.map((c) => c.binding),
+      );
       const newColumns: NewColumns = {
         kind: 'empty',
         columns: columns.map((c) => ({ name: c.binding.column, dataType: c.dataType, metadata: { ...c.outputMetadata, ...c.binding.fieldMetadata } })),
@@ -283,7 +290,9 @@ export class ColumnService {
       for (const b of bindings) {
         const field = await this.engine.columns.field(table.at, [b.column]);
         if (field.metadata[COMPUTED_COLUMN_METADATA.marker] === 'true') {
-          throw invalidInput(`column ${formatFieldPath([b.column])} was declared computed through add_columns; Lance keeps that binding immutable: drop the column and add it again`);
+          throw invalidInput(
+            `column ${formatFieldPath([b.column])} was declared computed through add_columns; Lance keeps that binding immutable: drop the column and add it again`,
+          );
         }
         await this.checkInputs(table.at, b);
       }
@@ -308,7 +317,9 @@ export class ColumnService {
       const replace = u.replace === true;
       byPath.set(
         canonical,
-        earlier && !replace ? { path, replace: earlier.replace, metadata: { ...earlier.metadata, ...u.metadata } } : { path, replace, metadata: { ...u.metadata } },
+        earlier && !replace
+          ? { path, replace: earlier.replace, metadata: { ...earlier.metadata, ...u.metadata } }
+          : { path, replace, metadata: { ...u.metadata } },
       );
     });
     // Under replace a null value means the key is simply absent from the new map.

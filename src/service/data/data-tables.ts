@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { displayId } from '../catalog/catalog.js';
-import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { stagedManifestPath, type TableRef, tableRefOf } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
-import { requireUnlinkedTable } from '../tables/table-state.js';
+import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
 import { latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
+import { requireUnlinkedTable } from '../tables/table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 

@@ -88,11 +88,7 @@ export class IndexService {
     return {};
   }
 
-  async list(
-    ctx: RequestContext,
-    id: string[],
-    page: PageRequest & { version?: number | null | undefined },
-  ): Promise<ListTableIndicesResponse> {
+  async list(ctx: RequestContext, id: string[], page: PageRequest & { version?: number | null | undefined }): Promise<ListTableIndicesResponse> {
     const scope = JSON.stringify(id);
     const after = this.pageTokens.decode('indices', scope, page.pageToken);
     const version = opt(page.version);
@@ -107,8 +103,11 @@ export class IndexService {
       { allowDeclared: true },
     );
     const ordered = indices.sort(byName).filter((i) => after === undefined || Buffer.compare(Buffer.from(i.name), Buffer.from(after)) > 0);
-    const { page: shown, pageToken } = paginate(ordered, page.limit, (i) => i.name, (last) =>
-      this.pageTokens.encode('indices', scope, last),
+    const { page: shown, pageToken } = paginate(
+      ordered,
+      page.limit,
+      (i) => i.name,
+      (last) => this.pageTokens.encode('indices', scope, last),
     );
     return { indexes: shown.map(contentOf), page_token: pageToken };
   }

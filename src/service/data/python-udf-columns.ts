@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { formatFieldPath, PYTHON_UDF_BACKEND, PYTHON_UDF_METADATA, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
-import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type { JsonArrowDataTypeInput } from '../../engine/json-arrow-schema.js';
 import { type DatasetLocation, EngineError } from '../../engine/lance-engine.js';
+import { formatFieldPath, PYTHON_UDF_BACKEND, PYTHON_UDF_METADATA, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
+import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import { displayId } from '../catalog/catalog.js';
 import { udfEnvelopePath } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
@@ -127,7 +127,10 @@ export function requirePythonUdfs(tables: DataTables, ctx: RequestContext, id: s
   }
   const namespace = id.slice(0, -1);
   if (!(ctx.may?.('manage', namespace) ?? false)) {
-    throw new NamespaceError(ErrorCode.PermissionDenied, `${what}: a Python UDF is code the service runs; binding or running one needs manage on namespace ${displayId(namespace)}`);
+    throw new NamespaceError(
+      ErrorCode.PermissionDenied,
+      `${what}: a Python UDF is code the service runs; binding or running one needs manage on namespace ${displayId(namespace)}`,
+    );
   }
 }
 
@@ -159,13 +162,18 @@ export async function storeEnvelopes(table: DataTable, bindings: readonly Python
 }
 
 /** The type of a Python UDF column: its one output's, refusing several outputs. */
-export function outputTypeOf(where: string, column: string, outputs: ReadonlyArray<{ column: string; struct_field: string; data_type: Record<string, unknown> }>): JsonArrowDataTypeInput {
+export function outputTypeOf(
+  where: string,
+  column: string,
+  outputs: ReadonlyArray<{ column: string; struct_field: string; data_type: Record<string, unknown> }>,
+): JsonArrowDataTypeInput {
   const [output, ...more] = outputs;
   if (!output) throw invalidInput(`${where}.outputs: the UDF's output (column, data_type) is required`);
   if (more.length > 0 || output.struct_field !== '') {
     throw unsupported(`${where}: UDFs with several outputs (Columns[T], struct_field) are not supported yet; add a UDF with one output`);
   }
-  if (output.column !== column) throw invalidInput(`${where}.outputs[0].column: ${JSON.stringify(output.column)} is not the column added (${formatFieldPath([column])})`);
+  if (output.column !== column)
+    throw invalidInput(`${where}.outputs[0].column: ${JSON.stringify(output.column)} is not the column added (${formatFieldPath([column])})`);
   const type = output.data_type;
   if (typeof type.type !== 'string') throw invalidInput(`${where}.outputs[0].data_type: a JSON Arrow type with a "type" name is required`);
   return type as unknown as JsonArrowDataTypeInput;

@@ -16,11 +16,11 @@ import { PreconditionFailedError } from '../../store/object-store.js';
 import { displayId } from '../catalog/catalog.js';
 import { reservedMarkerKey, tableRecordKey } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import type { RequestContext } from '../context/request-context.js';
-import type { DataTable, DataTables } from './data-tables.js';
-import { backoffMs, sleep } from '../coordination/backoff.js';
 import type { ServiceLogger } from '../context/logger.js';
+import type { RequestContext } from '../context/request-context.js';
+import { backoffMs, sleep } from '../coordination/backoff.js';
 import { claimDatasetCreation } from '../tables/dataset-creation.js';
+import type { DataTable, DataTables } from './data-tables.js';
 
 /** A SQL predicate that is blank means "no predicate" where one is optional. */
 const optionalPredicate = (p: string | null | undefined): string | undefined => (p === undefined || p === null || p.trim() === '' ? undefined : p);
@@ -114,7 +114,10 @@ export class RowService {
         if (Date.now() >= deadline) break;
         await sleep(Math.min(backoffMs(attempt, 5, 200), Math.max(0, deadline - Date.now())));
       }
-      this.logger?.warn({ table: displayId(table.id), properties: given }, 'update committed, but its properties were not recorded: the table record kept changing');
+      this.logger?.warn(
+        { table: displayId(table.id), properties: given },
+        'update committed, but its properties were not recorded: the table record kept changing',
+      );
     } catch (e) {
       this.logger?.warn({ table: displayId(table.id), properties: given, err: e }, 'update committed, but its properties could not be recorded');
     }
@@ -127,7 +130,11 @@ export class RowService {
     return this.tables.writeTable(ctx, id, async (table) => ({ version: (await this.engine.rows.delete(table.at, request.predicate)).version }));
   }
 
-  async insert(ctx: RequestContext, id: string[], input: { mode?: 'Append' | 'Overwrite' | undefined; arrowIpcStream: Buffer }): Promise<InsertIntoTableResponse> {
+  async insert(
+    ctx: RequestContext,
+    id: string[],
+    input: { mode?: 'Append' | 'Overwrite' | undefined; arrowIpcStream: Buffer },
+  ): Promise<InsertIntoTableResponse> {
     return this.tables.writeTable(
       ctx,
       id,
@@ -221,7 +228,9 @@ export class RowService {
 
   async count(ctx: RequestContext, id: string[], request: { predicate?: string | null | undefined; version?: number | null | undefined }): Promise<number> {
     const version = request.version ?? undefined;
-    return this.tables.readTable(ctx, id, (table) => this.engine.rows.countRows(table.at, { predicate: optionalPredicate(request.predicate), version }), { version });
+    return this.tables.readTable(ctx, id, (table) => this.engine.rows.countRows(table.at, { predicate: optionalPredicate(request.predicate), version }), {
+      version,
+    });
   }
 
   async restore(ctx: RequestContext, id: string[], request: RestoreTableRequest): Promise<RestoreTableResponse> {

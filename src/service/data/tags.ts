@@ -30,8 +30,11 @@ export class TagService {
     const after = pageTokens.decode('tags', scope, page.pageToken);
     const tags = await this.tables.readTable(ctx, id, (table) => this.engine.tags.list(table.at));
     const names = [...tags.keys()].sort(byteOrder).filter((name) => after === undefined || byteOrder(name, after) > 0);
-    const { page: pageNames, pageToken } = paginate(names, page.limit, (n) => n, (last) =>
-      pageTokens.encode('tags', scope, last),
+    const { page: pageNames, pageToken } = paginate(
+      names,
+      page.limit,
+      (n) => n,
+      (last) => pageTokens.encode('tags', scope, last),
     );
     const out: Record<string, TagContents> = {};
     for (const name of pageNames) {

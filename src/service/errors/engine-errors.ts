@@ -45,7 +45,9 @@ export function engineFailure(e: unknown, id: string[], about: EngineFailureCont
     case 'not_a_dataset':
       return as(ErrorCode.InvalidTableState, `${table} has no readable Lance dataset: ${e.message}`);
     case 'version_not_found':
-      return about.version === undefined ? as(ErrorCode.TableVersionNotFound, `${table}: ${e.message}`) : as(ErrorCode.TableVersionNotFound, `${table} has no version ${about.version}`);
+      return about.version === undefined
+        ? as(ErrorCode.TableVersionNotFound, `${table}: ${e.message}`)
+        : as(ErrorCode.TableVersionNotFound, `${table} has no version ${about.version}`);
     case 'column_not_found':
       return as(ErrorCode.TableColumnNotFound, `${table}: ${e.message}`);
     case 'index_not_found':
@@ -104,11 +106,13 @@ export function isStoreOutage(error: unknown): boolean {
 export function namespaceErrorOf(error: unknown): NamespaceError | undefined {
   const store = error instanceof NamespaceError && error.code !== ErrorCode.Internal ? undefined : storeCause(error);
   if (store instanceof InvalidKeyError) return new NamespaceError(ErrorCode.InvalidInput, store.message, { cause: error });
-  if (store instanceof StoreUnavailableError) return new NamespaceError(ErrorCode.ServiceUnavailable, `the object store is unavailable: ${store.message}`, { cause: error });
+  if (store instanceof StoreUnavailableError)
+    return new NamespaceError(ErrorCode.ServiceUnavailable, `the object store is unavailable: ${store.message}`, { cause: error });
   const outage = store === undefined ? undefined : outageMessage(store);
   if (outage !== undefined) return new NamespaceError(ErrorCode.ServiceUnavailable, outage, { cause: error });
   if (error instanceof NamespaceError) return error;
-  if (error instanceof PreconditionFailedError) return new NamespaceError(ErrorCode.ConcurrentModification, `concurrent modification: ${error.message}`, { cause: error });
+  if (error instanceof PreconditionFailedError)
+    return new NamespaceError(ErrorCode.ConcurrentModification, `concurrent modification: ${error.message}`, { cause: error });
   if (error instanceof EngineError) return new NamespaceError(ErrorCode.Internal, `Lance engine error: ${error.message}`, { cause: error });
   return undefined;
 }

@@ -81,12 +81,16 @@ export class StoreCheck {
   /** The probe at start-up: rejects with UnsafeStoreError when the store does not honour conditional writes and nothing allows it. */
   async atStart(): Promise<void> {
     if (this.options.allowUnsafe) {
-      this.logger.warn({ root: this.store.rootUri }, '--allow-unsafe-store is set: a store that does not honour conditional writes will be served, and concurrent writers may silently lose acknowledged writes');
+      this.logger.warn(
+        { root: this.store.rootUri },
+        '--allow-unsafe-store is set: a store that does not honour conditional writes will be served, and concurrent writers may silently lose acknowledged writes',
+      );
     }
     const started = performance.now();
     const result = await this.check(true);
     if (result.kind === 'broken' && !this.options.allowUnsafe) throw new UnsafeStoreError(this.store.rootUri, result.broken);
-    if (result.kind === 'honoured') this.logger.info({ root: this.store.rootUri, ms: Math.round(performance.now() - started) }, 'the store honours conditional writes');
+    if (result.kind === 'honoured')
+      this.logger.info({ root: this.store.rootUri, ms: Math.round(performance.now() - started) }, 'the store honours conditional writes');
   }
 
   /** Probes every `intervalMs` from now on (none when 0). */
@@ -127,12 +131,16 @@ export class StoreCheck {
   private note(result: StoreCheckResult, starting: boolean): void {
     const root = this.store.rootUri;
     if (result.kind === 'inconclusive') {
-      this.logger.warn({ root, err: result.cause }, 'could not check that the store honours conditional writes: the probe failed for another reason (unreachable, read-only, full?)');
+      this.logger.warn(
+        { root, err: result.cause },
+        'could not check that the store honours conditional writes: the probe failed for another reason (unreachable, read-only, full?)',
+      );
       return;
     }
     if (result.kind === 'honoured') {
       if (this.state === 'unchecked') this.state = 'honoured';
-      if (this.state === 'broken') this.logger.error({ root }, 'the store honours conditional writes again, but did not before: this replica stays not ready until it is restarted');
+      if (this.state === 'broken')
+        this.logger.error({ root }, 'the store honours conditional writes again, but did not before: this replica stays not ready until it is restarted');
       return;
     }
     const message = `the store ${root} does not honour conditional writes (${result.broken.join('; ')}): concurrent writers may silently lose acknowledged writes`;
@@ -140,7 +148,8 @@ export class StoreCheck {
       this.logger.warn({ root, notHonoured: result.broken }, `${message}; serving it anyway (--allow-unsafe-store)`);
     } else {
       this.state = 'broken';
-      if (!starting) this.logger.error({ root, notHonoured: result.broken }, `${message}; this replica is not ready from now on (restart it once the store is fixed)`);
+      if (!starting)
+        this.logger.error({ root, notHonoured: result.broken }, `${message}; this replica is not ready from now on (restart it once the store is fixed)`);
     }
   }
 
@@ -169,7 +178,8 @@ async function probeOn(store: ObjectStore, key: string): Promise<StoreCheckResul
     await store.put(key, probeBody(3));
   }
   // Every write makes a new etag (the bodies differ), so the first one's is stale now.
-  if (await landed(store.put(key, probeBody(4), { ifMatch: first.etag }))) broken.push('a replace-if-unchanged (If-Match) with a stale etag replaced the object');
+  if (await landed(store.put(key, probeBody(4), { ifMatch: first.etag })))
+    broken.push('a replace-if-unchanged (If-Match) with a stale etag replaced the object');
   else if ((await store.get(key))?.body.toString('utf8') !== probeBody(3)) broken.push('a conditional write it refused changed the object anyway');
   return broken.length > 0 ? { kind: 'broken', broken } : { kind: 'honoured' };
 }

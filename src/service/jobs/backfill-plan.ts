@@ -57,7 +57,6 @@ export const mismatchFilter = (column: string, expression: string): string => {
   return `NOT ((${c} IS NULL AND (${expression}) IS NULL) OR coalesce(${c} = (${expression}), false))`;
 };
 
-
 /**
  * Splits the rows of a layout into row-id ranges of about `chunkRows` rows: small fragments
  * share a range, a large fragment is cut into equal offset windows. Only the first `numFrags`

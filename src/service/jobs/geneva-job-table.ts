@@ -2,11 +2,11 @@ import type { JsonArrowSchema } from '../../engine/json-arrow-schema.js';
 import { EngineError } from '../../engine/lance-engine.js';
 import { formatFieldPath } from '../../model/columns.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import { backoffMs, sleep } from '../coordination/backoff.js';
 import { SYSTEM_NAMESPACE } from '../catalog/system-namespace.js';
-import type { DataTables } from '../data/data-tables.js';
 import type { ServiceLogger } from '../context/logger.js';
 import type { RequestContext } from '../context/request-context.js';
+import { backoffMs, sleep } from '../coordination/backoff.js';
+import type { DataTables } from '../data/data-tables.js';
 import type { TransactionRecord } from '../transactions/transaction-log.js';
 import type { Job } from './job.js';
 
@@ -115,7 +115,12 @@ function describedJob(job: Job): Record<'column_name' | 'job_type' | 'config' | 
   return {
     column_name: job.column,
     job_type: 'BACKFILL',
-    config: JSON.stringify({ where: job.where ?? null, read_version: job.read_version ?? null, checkpoint_size: job.chunk_rows, commit_granularity: job.commit_granularity }),
+    config: JSON.stringify({
+      where: job.where ?? null,
+      read_version: job.read_version ?? null,
+      checkpoint_size: job.chunk_rows,
+      commit_granularity: job.commit_granularity,
+    }),
     input_columns: job.udf?.inputs ?? null,
     output_columns: [formatFieldPath([job.column])],
   };
@@ -186,7 +191,13 @@ export class GenevaJobTable {
       await this.tables.open(ctx, [...GENEVA_JOBS_TABLE]);
       return;
     } catch (e) {
-      if (!(e instanceof NamespaceError && (e.code === ErrorCode.TableNotFound || e.code === ErrorCode.NamespaceNotFound || e.code === ErrorCode.InvalidTableState))) throw e;
+      if (
+        !(
+          e instanceof NamespaceError &&
+          (e.code === ErrorCode.TableNotFound || e.code === ErrorCode.NamespaceNotFound || e.code === ErrorCode.InvalidTableState)
+        )
+      )
+        throw e;
     }
     try {
       await this.createTable(ctx, [...GENEVA_JOBS_TABLE], this.tables.engine.encodeRows(JOB_RECORD_SCHEMA, []));

@@ -1,8 +1,8 @@
+import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 import type { Versioned } from '../catalog/records.js';
 import type { UnfinishedMarkers } from '../coordination/markers.js';
 import { TERMINAL, type TransactionLog, type TransactionRecord } from '../transactions/transaction-log.js';
 import { Job } from './job.js';
-import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
 // A runner's hold on jobs (backfills and view refreshes): every write to a job's record is a replace-if-unchanged of the
 // version read, and names the runner as `job.owner` with a `job.lease_until`; a runner that finds

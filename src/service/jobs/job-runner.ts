@@ -1,22 +1,22 @@
 import { EngineError, type EngineErrorKind } from '../../engine/lance-engine.js';
 import { type ChunkerExpansion, UdfFailure, type UdfOps, type UdtfRun } from '../../engine/ports/udfs.js';
+import type { Materialization } from '../../engine/ports/views.js';
+import { SOURCE_ROW_ID } from '../../engine/ports/views.js';
+import type { Metrics } from '../../metrics/metrics.js';
 import { invalidInput, NamespaceError } from '../../model/errors.js';
+import type { ServiceLogger } from '../context/logger.js';
+import type { RequestContext } from '../context/request-context.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
+import { faultPoint } from '../coordination/fault-points.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
 import type { DataTable, DataTables, OpenTable } from '../data/data-tables.js';
 import { udfLocation } from '../data/python-udf-columns.js';
-import { faultPoint } from '../coordination/fault-points.js';
-import type { ServiceLogger } from '../context/logger.js';
-import type { RequestContext } from '../context/request-context.js';
 import { TERMINAL } from '../transactions/transaction-log.js';
+import { LAST_REFRESHED_VERSION, VIEW_METADATA } from '../views/view-definition.js';
 import { type BackfillJob, type Chunk, mismatchFilter, planChunks, sqlIdentifier } from './backfill-plan.js';
 import type { Job } from './job.js';
-import type { RefreshViewJob } from './refresh-job.js';
-import type { Materialization } from '../../engine/ports/views.js';
-import { SOURCE_ROW_ID } from '../../engine/ports/views.js';
-import { LAST_REFRESHED_VERSION, VIEW_METADATA } from '../views/view-definition.js';
 import { JobLease, type JobRecords, StopSignal } from './job-lease.js';
-import type { Metrics } from '../../metrics/metrics.js';
+import type { RefreshViewJob } from './refresh-job.js';
 
 // Backfill jobs of computed and virtual columns (AlterTableBackfillColumns) and refreshes of
 // materialized views (RefreshMaterializedView): how they run.
@@ -239,7 +239,9 @@ export class JobRunner {
     // The workers stream the rows; the engine's own path (views without UDFs, workers off) gathers them in memory.
     // On S3 with credential vending, the workers (user code) get credentials for the two tables only: reading the source, writing the view.
     const result = await withConflictRetries(this.tables.catalog.metrics, async () =>
-      udfs ? udfs.materialize(await udfLocation(this.tables, source, id, 'read'), await udfLocation(this.tables, view, id), m, expansionOf(job)) : views.materialize(source.at, view.at, m),
+      udfs
+        ? udfs.materialize(await udfLocation(this.tables, source, id, 'read'), await udfLocation(this.tables, view, id), m, expansionOf(job))
+        : views.materialize(source.at, view.at, m),
     );
     faultPoint('refresh:after-commit');
     await this.records.checkpoint<RefreshViewJob>(id, (j) => ({ ...j, rows_done: result.rows }), {
@@ -330,7 +332,9 @@ export class JobRunner {
       await lease.check();
       // A UDF's value cannot be checked in SQL: its sweep fills the rows that came after the plan and are still unset.
       const filter =
-        job.mode === 'udf' ? `${sqlIdentifier(job.column)} IS NULL AND _rowid >= ${plan.fresh_from ?? '0'}${where}` : `${mismatchFilter(job.column, job.expression)}${where}`;
+        job.mode === 'udf'
+          ? `${sqlIdentifier(job.column)} IS NULL AND _rowid >= ${plan.fresh_from ?? '0'}${where}`
+          : `${mismatchFilter(job.column, job.expression)}${where}`;
       const left = await columns.countRows(at, filter);
       const swept = left > 0 ? await withConflictRetries(this.tables.catalog.metrics, () => fill(filter)) : null;
       await records.checkpoint<BackfillJob>(id, (j) => ({ ...j, swept: true }), {
@@ -345,7 +349,14 @@ export class JobRunner {
 
 /** A chunker or udtf view's expansion, as the UDF workers take it. */
 function expansionOf(job: RefreshViewJob): ChunkerExpansion | UdtfRun | undefined {
-  if (job.chunker) return { kind: 'chunker', udfPath: job.chunker.path, inputColumns: job.chunker.inputs, inherited: job.chunker.inherited, outputLimit: job.output_limit ?? null };
+  if (job.chunker)
+    return {
+      kind: 'chunker',
+      udfPath: job.chunker.path,
+      inputColumns: job.chunker.inputs,
+      inherited: job.chunker.inherited,
+      outputLimit: job.output_limit ?? null,
+    };
   if (job.udtf) return { kind: 'udtf', udfPath: job.udtf.path, sourceQuery: job.udtf.query, partitionBy: job.udtf.partition_by };
   return undefined;
 }

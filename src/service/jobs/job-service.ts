@@ -1,21 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import { formatFieldPath, parseFieldPath, COMPUTED_COLUMN_METADATA, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
+import { COMPUTED_COLUMN_METADATA, formatFieldPath, parseFieldPath, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
 import { invalidInput, unsupported } from '../../model/errors.js';
 import type { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
 import { displayId } from '../catalog/catalog.js';
 import { JOB_MARKERS_DIR } from '../catalog/layout.js';
-import { pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
-import type { DataTables } from '../data/data-tables.js';
-import { engineFailure } from '../errors/engine-errors.js';
 import type { ServiceLogger } from '../context/logger.js';
 import type { RequestContext } from '../context/request-context.js';
+import { pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
+import type { DataTables } from '../data/data-tables.js';
+import { pythonUdfOf, requirePythonUdfs } from '../data/python-udf-columns.js';
+import { engineFailure } from '../errors/engine-errors.js';
 import type { TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
 import { type BackfillJob, DEFAULT_CHUNK_ROWS } from './backfill-plan.js';
-import type { Job } from './job.js';
-import { JobRunner } from './job-runner.js';
 import { GenevaJobTable } from './geneva-job-table.js';
+import type { Job } from './job.js';
 import { JobRecords } from './job-lease.js';
-import { pythonUdfOf, requirePythonUdfs } from '../data/python-udf-columns.js';
+import { JobRunner } from './job-runner.js';
 
 // The service's jobs: backfills (AlterTableBackfillColumns, checked here against the table) and
 // materialized views' refreshes (submitted by views/view-service.ts). Each is written (marker
@@ -47,8 +47,14 @@ export class JobService {
     this.markers = new UnfinishedMarkers(tables.catalog.store, JOB_MARKERS_DIR);
     const { metrics } = tables.catalog;
     this.genevaJobs = new GenevaJobTable(tables, createTable, logger);
-    const records = new JobRecords(log, this.markers, `runner-${randomUUID()}`, settings.leaseMs, () => this.runner.isStopping(), metrics, (record, job) =>
-      this.genevaJobs.changed(record, job),
+    const records = new JobRecords(
+      log,
+      this.markers,
+      `runner-${randomUUID()}`,
+      settings.leaseMs,
+      () => this.runner.isStopping(),
+      metrics,
+      (record, job) => this.genevaJobs.changed(record, job),
     );
     this.runner = new JobRunner(tables, records, this.markers, settings.pollMs ?? pollIntervalMs(settings.leaseMs), logger);
     metrics.observe({ jobsRunning: () => this.runner.runningCount });
@@ -92,7 +98,8 @@ export class JobService {
       if (where !== undefined && where.trim() === '') throw invalidInput('where: must not be empty');
       // The filter must be valid SQL over the table, and read_version an existing version.
       const readVersion = request.read_version ?? undefined;
-      if (where !== undefined || readVersion !== undefined) await this.engine.columns.checkExpression(table.at, where === undefined ? '1' : `(${where})`, readVersion);
+      if (where !== undefined || readVersion !== undefined)
+        await this.engine.columns.checkExpression(table.at, where === undefined ? '1' : `(${where})`, readVersion);
     } catch (e) {
       throw engineFailure(e, id);
     }

@@ -23,7 +23,10 @@ export const RefreshViewJob = z.object({
    * view columns copied from the source row (`columns` are then what is read of each source row);
    * `output_limit` caps the view's rows. Absent for kind `query`.
    */
-  chunker: z.object({ path: z.string(), inputs: z.array(z.string()), inherited: z.array(z.string()) }).nullable().optional(),
+  chunker: z
+    .object({ path: z.string(), inputs: z.array(z.string()), inherited: z.array(z.string()) })
+    .nullable()
+    .optional(),
   output_limit: z.number().int().min(0).nullable().optional(),
   /** Kind `udtf`: the UDTFSpec's path in the view's directory, the GenevaQuery JSON it is handed, the column it is run once per value of. */
   udtf: z.object({ path: z.string(), query: z.string(), partition_by: z.string().nullable() }).nullable().optional(),

@@ -3,20 +3,20 @@ import { type CommitCoordinator, EngineError } from '../../engine/lance-engine.j
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { CreateTableResponse } from '../../model/tables.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { displayId, type ResolvedNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
+import type { RequestContext } from '../context/request-context.js';
+import { faultPoint } from '../coordination/fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { engineFailure } from '../errors/engine-errors.js';
-import { faultPoint } from '../coordination/fault-points.js';
-import type { RequestContext } from '../context/request-context.js';
 import { claimDatasetCreation } from './dataset-creation.js';
 import { claimName, placed, tableAlreadyExists } from './name-claim.js';
 import { type ResolvedTable, resolvedTable } from './resolved-table.js';
 import { datasetAt, refuseOtherLocation } from './table-location.js';
-import { dataDir, isVisible, readTableState, recordDir, requireVisibleTable, tableHasData, type TableState } from './table-state.js';
+import { dataDir, isVisible, readTableState, recordDir, requireVisibleTable, type TableState, tableHasData } from './table-state.js';
 
 // CreateTable: a new table from an Arrow IPC stream, or the data of a declared one, or an overwrite.
 
@@ -39,7 +39,13 @@ export type CoordinatorFor = (ctx: RequestContext, table: ResolvedTable, underWr
  * dataset-creation.ts: Lance would turn a losing concurrent create into an overwrite); both
  * under a write lease, so that a drop waits for them.
  */
-export async function createTable(deps: CatalogDeps, coordinatorFor: CoordinatorFor, ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
+export async function createTable(
+  deps: CatalogDeps,
+  coordinatorFor: CoordinatorFor,
+  ctx: RequestContext,
+  id: string[],
+  input: CreateTableInput,
+): Promise<CreateTableResponse> {
   const ref = tableRefOf(id);
   const namespace = await resolveNamespaceCreatingSystem(deps, ctx, ref.namespace);
   const state = await readTableState(deps.store, ref);
@@ -55,7 +61,14 @@ export async function createTable(deps: CatalogDeps, coordinatorFor: Coordinator
 }
 
 /** Fills a declared table, or overwrites a table (see createTable). */
-async function createExisting(deps: CatalogDeps, coordinatorFor: CoordinatorFor, ctx: RequestContext, table: ResolvedTable, namespace: ResolvedNamespace, input: CreateTableInput): Promise<CreateTableResponse> {
+async function createExisting(
+  deps: CatalogDeps,
+  coordinatorFor: CoordinatorFor,
+  ctx: RequestContext,
+  table: ResolvedTable,
+  namespace: ResolvedNamespace,
+  input: CreateTableInput,
+): Promise<CreateTableResponse> {
   const { id, state, dir } = table;
   const { ref } = state;
   const mode = input.mode ?? 'Create';
@@ -66,26 +79,32 @@ async function createExisting(deps: CatalogDeps, coordinatorFor: CoordinatorFor,
     const version = await deps.engine.datasetVersion(datasetAt(dir)).catch((e: unknown) => {
       throw engineFailure(e, id);
     });
-    return { location: dir.store.location(dir.key), version, properties: existingProperties, storage_options: await deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: await table.managedVersioning() }, undefined) };
+    return {
+      location: dir.store.location(dir.key),
+      version,
+      properties: existingProperties,
+      storage_options: await deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: await table.managedVersioning() }, undefined),
+    };
   }
   const overwrite = hasData;
   let properties = mode === 'Overwrite' ? (input.properties ?? {}) : { ...existingProperties, ...input.properties };
   const managed = state.record?.value.managed_versioning ?? (await resolveManagedVersioning(deps, namespace, properties));
   // The engine commits under the write lease below: a drop waits for it.
   const at = { ...datasetAt(dir, input.storageOptions), ...(managed ? { coordinator: coordinatorFor(ctx, table, true) } : {}) };
-  const write = () => deps.fences.whileWriting(state, ctx.requestId, async () => {
-    // Filling a declared table: only the holder of the creation claim may create its dataset.
-    const release = overwrite ? null : await claimDatasetCreation(deps.store, ref, ctx.requestId, deps.settings.leaseMs);
-    if (!overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
-    try {
-      if (release && (await tableHasData(deps.locations, await readTableState(deps.store, ref)))) throw tableAlreadyExists(id);
-      return (await deps.engine.createDataset(at, input.arrowIpcStream, overwrite ? 'overwrite' : 'create')).version;
-    } catch (e) {
-      throw engineFailure(e, id);
-    } finally {
-      await release?.();
-    }
-  });
+  const write = () =>
+    deps.fences.whileWriting(state, ctx.requestId, async () => {
+      // Filling a declared table: only the holder of the creation claim may create its dataset.
+      const release = overwrite ? null : await claimDatasetCreation(deps.store, ref, ctx.requestId, deps.settings.leaseMs);
+      if (!overwrite && !release) throw tableAlreadyExists(id, 'is being created by another request');
+      try {
+        if (release && (await tableHasData(deps.locations, await readTableState(deps.store, ref)))) throw tableAlreadyExists(id);
+        return (await deps.engine.createDataset(at, input.arrowIpcStream, overwrite ? 'overwrite' : 'create')).version;
+      } catch (e) {
+        throw engineFailure(e, id);
+      } finally {
+        await release?.();
+      }
+    });
   // Filling a declared table gives it data: the listing index hears of it (see catalog/listing-index.ts).
   const version = overwrite ? await write() : await deps.listingIndex.around('table', ref, write, { visible: true, data: true });
   // Overwrite replaces the properties too, once the data is in (a failed create changes nothing).
@@ -97,7 +116,12 @@ async function createExisting(deps: CatalogDeps, coordinatorFor: CoordinatorFor,
     });
   }
   if (state.reserved) await deps.store.delete(reservedMarkerKey(ref)).catch(() => undefined);
-  return { location: dir.store.location(dir.key), version, properties, storage_options: await deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
+  return {
+    location: dir.store.location(dir.key),
+    version,
+    properties,
+    storage_options: await deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined),
+  };
 }
 
 /**
@@ -110,7 +134,15 @@ async function createExisting(deps: CatalogDeps, coordinatorFor: CoordinatorFor,
  * lease ran out was left by a dead create; the next request to take the name replaces exactly
  * that claim and deletes what the dead create wrote (see claimName).
  */
-async function createNew(deps: CatalogDeps, coordinatorFor: CoordinatorFor, ctx: RequestContext, id: string[], namespace: ResolvedNamespace, state: TableState, input: CreateTableInput): Promise<CreateTableResponse> {
+async function createNew(
+  deps: CatalogDeps,
+  coordinatorFor: CoordinatorFor,
+  ctx: RequestContext,
+  id: string[],
+  namespace: ResolvedNamespace,
+  state: TableState,
+  input: CreateTableInput,
+): Promise<CreateTableResponse> {
   const { ref } = state;
   const { leaseMs } = deps.settings;
   const properties = input.properties ?? {};
@@ -124,15 +156,21 @@ async function createNew(deps: CatalogDeps, coordinatorFor: CoordinatorFor, ctx:
   const claimedAt = Date.now();
   let etag = await claimName(deps.store, namespace, state, claim());
   faultPoint('create:after-claim');
-  const renewal = keepRenewed(leaseMs, async () => {
-    ({ etag } = await deps.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
-  }, claimedAt);
+  const renewal = keepRenewed(
+    leaseMs,
+    async () => {
+      ({ etag } = await deps.store.put(key, encodeRecord(claim()), { ifMatch: etag }));
+    },
+    claimedAt,
+  );
   const dir = recordDir(deps.locations, state.dirKey, table);
   let version: number;
   try {
     // The table as claimed, resolved once for the engine's commits: not under a write lease, so
     // each commit looks again at it, and finds this create's claim (it names own.requestId).
-    const claimed = managed ? resolvedTable(deps, id, await requireVisibleTable(deps.store, ref, { creatingRequest: own.requestId, linkChecked: true }), { dir, namespace }) : null;
+    const claimed = managed
+      ? resolvedTable(deps, id, await requireVisibleTable(deps.store, ref, { creatingRequest: own.requestId, linkChecked: true }), { dir, namespace })
+      : null;
     const at = { ...datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: coordinatorFor(own, claimed, false) } : {}) };
     ({ version } = await deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
     faultPoint('create:after-data');
@@ -143,18 +181,31 @@ async function createNew(deps: CatalogDeps, coordinatorFor: CoordinatorFor, ctx:
     // Best effort: should this fail too (the store is down), the claim's lease runs out instead.
     await abandonClaim(deps, state, own.requestId).catch(() => undefined);
     if (e instanceof PreconditionFailedError) {
-      throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)}: the create outlived its claim on the name and was taken over; retry`, { cause: e });
+      throw new NamespaceError(
+        ErrorCode.ConcurrentModification,
+        `table ${displayId(id)}: the create outlived its claim on the name and was taken over; retry`,
+        { cause: e },
+      );
     }
     // Data found at the location while this create held the name came from a writer its claim
     // does not stop (a create whose claim was taken over, still at work), not from a table of
     // this name: "already exists" would be untrue (the clean-up above may have cleared it). A
     // retry finds out whether the name is taken.
     if (e instanceof EngineError && e.kind === 'already_exists') {
-      throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)}: another writer wrote a dataset at the table's location during the create; retry`, { cause: e });
+      throw new NamespaceError(
+        ErrorCode.ConcurrentModification,
+        `table ${displayId(id)}: another writer wrote a dataset at the table's location during the create; retry`,
+        { cause: e },
+      );
     }
     throw engineFailure(e, id);
   }
-  return { location: dir.store.location(dir.key), version, properties, storage_options: await deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined) };
+  return {
+    location: dir.store.location(dir.key),
+    version,
+    properties,
+    storage_options: await deps.credentials.storageOptions(ctx, { id, dir, managedVersioning: managed }, undefined),
+  };
 }
 
 /**

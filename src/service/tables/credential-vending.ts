@@ -1,10 +1,10 @@
-import { type CredentialCache, type DataAccess, POLICY_WILDCARDS } from '../../vending/credential-vendor.js';
+import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { parseLocation } from '../../store/location.js';
+import { type CredentialCache, type DataAccess, POLICY_WILDCARDS } from '../../vending/credential-vendor.js';
 import { CATALOG_DIR, LATEST_HINT, VERSIONS_DIR } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext, VendRecord } from '../context/request-context.js';
-import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
 // Which storage options a response about a table carries (DescribeTable, DeclareTable,
 // CreateTable): the store's client options (endpoint, region; never the service's own keys) and,
@@ -62,7 +62,8 @@ export class TableCredentials {
       return { ...options, [NO_CREDENTIALS_KEY]: `none: ${reason}` };
     };
     const where = parseLocation(dir.store.location(dir.key));
-    if (where?.kind !== 's3' || where.prefix === '') return none('the table is not in an S3 bucket (it is on a local disk), so there is nothing to vend: the service reads and writes it for its clients');
+    if (where?.kind !== 's3' || where.prefix === '')
+      return none('the table is not in an S3 bucket (it is on a local disk), so there is nothing to vend: the service reads and writes it for its clients');
     if (!this.cache) return none('credential vending is not configured on this service (see credential_vending in the README)');
     const prefix = `${where.prefix}/`;
     if (POLICY_WILDCARDS.test(prefix)) return none(`the table's location holds a character ("*", "?" or "$") that a session policy cannot scope exactly`);

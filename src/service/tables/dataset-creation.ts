@@ -1,7 +1,7 @@
-import { PreconditionFailedError, type ObjectStore } from '../../store/object-store.js';
+import { type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { creationClaimKey, type TableRef } from '../catalog/layout.js';
-import { keepRenewed, leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { encodeRecord } from '../catalog/records.js';
+import { keepRenewed, leaseExpired, leaseUntil } from '../coordination/leases.js';
 
 // Lance alone cannot settle concurrent creators of a dataset: the loser of version 1 rebases its
 // create (an overwrite) onto the winner's version and commits it as version 2, silently replacing
@@ -29,11 +29,18 @@ export async function claimDatasetCreation(store: ObjectStore, ref: TableRef, re
   const hold = async (condition: { ifNoneMatch: '*' } | { ifMatch: string }) => {
     const stampedAt = Date.now();
     let current = (await store.put(key, claim(), condition)).etag;
-    const renewal = keepRenewed(leaseMs, async () => {
-      current = (await store.put(key, claim(), { ifMatch: current })).etag;
-    }, stampedAt);
+    const renewal = keepRenewed(
+      leaseMs,
+      async () => {
+        current = (await store.put(key, claim(), { ifMatch: current })).etag;
+      },
+      stampedAt,
+    );
     return async () => {
-      const renewed = await renewal.stop().then(() => true, () => false);
+      const renewed = await renewal.stop().then(
+        () => true,
+        () => false,
+      );
       if (renewed && (await store.head(key))?.etag === current) await store.delete(key);
     };
   };

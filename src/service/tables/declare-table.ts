@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { DeclareTableRequest, DeclareTableResponse } from '../../model/tables.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { resolveManagedVersioning } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { reservedMarkerKey, tableRefOf } from '../catalog/layout.js';
 import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
 import type { RequestContext } from '../context/request-context.js';
@@ -24,14 +24,19 @@ export async function declareTable(deps: CatalogDeps, ctx: RequestContext, id: s
   const own = recordDir(deps.locations, state.dirKey, record);
   const location = own.store.location(own.key);
   refuseOtherLocation(deps.locations, request.location, own, 'the catalog places declared tables');
-  await deps.listingIndex.around('table', ref, async () => {
-    if (!livesInNameDir(record)) return void (await claimName(deps.store, namespace, state, record));
-    await claimName(deps.store, namespace, state, record, { undo: () => deps.store.delete(reservedMarkerKey(ref)) });
-    // Lance's directory catalog recognizes a declared table by this marker (in the name's directory, which it lists).
-    await deps.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
-      if (!(e instanceof PreconditionFailedError)) throw e;
-    });
-  }, { visible: true, data: false });
+  await deps.listingIndex.around(
+    'table',
+    ref,
+    async () => {
+      if (!livesInNameDir(record)) return void (await claimName(deps.store, namespace, state, record));
+      await claimName(deps.store, namespace, state, record, { undo: () => deps.store.delete(reservedMarkerKey(ref)) });
+      // Lance's directory catalog recognizes a declared table by this marker (in the name's directory, which it lists).
+      await deps.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
+        if (!(e instanceof PreconditionFailedError)) throw e;
+      });
+    },
+    { visible: true, data: false },
+  );
   return {
     location,
     storage_options: await deps.credentials.storageOptions(ctx, { id, dir: own, managedVersioning: managed }, request.vend_credentials),

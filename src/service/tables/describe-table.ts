@@ -1,12 +1,12 @@
 import { EngineError } from '../../engine/lance-engine.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type { DescribeTableRequest, DescribeTableResponse } from '../../model/tables.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { displayId } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { tableRefOf } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
-import { engineFailure, onEngine } from '../errors/engine-errors.js';
 import type { RequestContext } from '../context/request-context.js';
+import { engineFailure, onEngine } from '../errors/engine-errors.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import { latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { datasetAt } from './table-location.js';
@@ -20,7 +20,13 @@ export interface DescribeFlags {
   checkDeclared: boolean;
 }
 
-export async function describeTable(deps: CatalogDeps, ctx: RequestContext, id: string[], request: DescribeTableRequest, flags: DescribeFlags): Promise<DescribeTableResponse> {
+export async function describeTable(
+  deps: CatalogDeps,
+  ctx: RequestContext,
+  id: string[],
+  request: DescribeTableRequest,
+  flags: DescribeFlags,
+): Promise<DescribeTableResponse> {
   const ref = tableRefOf(id);
   // Detailed metadata needs the latest version (the engine checks its kept dataset against it).
   const detailed = flags.loadDetailedMetadata ? await resolveTableWithLatest(deps, id) : null;

@@ -37,12 +37,17 @@ export async function dropTable(deps: CatalogDeps, id: string[], linkRemoved = f
   }
   if (!isVisible(state)) throw tableNotFound(id);
   const dir = dataDir(deps.locations, state);
-  await deps.listingIndex.around('table', ref, async () => {
-    const begun = await deps.fences.beginDrop(state);
-    if (!begun) throw tableNotFound(id);
-    faultPoint('drop:after-tombstone');
-    await deps.fences.finishDrop(state, dir, begun);
-  }, { visible: false, data: false });
+  await deps.listingIndex.around(
+    'table',
+    ref,
+    async () => {
+      const begun = await deps.fences.beginDrop(state);
+      if (!begun) throw tableNotFound(id);
+      faultPoint('drop:after-tombstone');
+      await deps.fences.finishDrop(state, dir, begun);
+    },
+    { visible: false, data: false },
+  );
   deps.engine.forget(dir.store.location(dir.key));
   return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
 }
@@ -67,9 +72,14 @@ export async function deregisterTable(deps: CatalogDeps, id: string[]): Promise<
   const ref = tableRefOf(id);
   const state = await requireVisibleTable(deps.store, ref);
   const dir = dataDir(deps.locations, state);
-  await deps.listingIndex.around('table', ref, async () => {
-    if (!(await putDeregisterMarker(deps.store, state))) throw tableNotFound(id);
-  }, { visible: false, data: false });
+  await deps.listingIndex.around(
+    'table',
+    ref,
+    async () => {
+      if (!(await putDeregisterMarker(deps.store, state))) throw tableNotFound(id);
+    },
+    { visible: false, data: false },
+  );
   deps.engine.forget(dir.store.location(dir.key));
   return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
 }

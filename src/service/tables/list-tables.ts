@@ -1,6 +1,6 @@
 import type { ListTablesResponse } from '../../model/tables.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { requireNamespace, requireUnlinkedNamespace } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { compareNames, validateNamespaceId } from '../catalog/layout.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
@@ -13,19 +13,33 @@ export async function listTables(deps: CatalogDeps, ns: string[], page: PageRequ
   validateNamespaceId(ns);
   // Before the index is read (and settled) at all: nothing through a link.
   requireUnlinkedNamespace(deps.store, ns);
-  const { names, pageToken } = await deps.listingIndex.listPage('table', ns, page, deps.pageTokens, () => requireNamespace(deps.store, ns, true), page.includeDeclared ?? true);
+  const { names, pageToken } = await deps.listingIndex.listPage(
+    'table',
+    ns,
+    page,
+    deps.pageTokens,
+    () => requireNamespace(deps.store, ns, true),
+    page.includeDeclared ?? true,
+  );
   return { tables: names, page_token: pageToken };
 }
 
 /** Every table in every namespace, as full ids joined with `delimiter`, ordered by id. */
-export async function listAllTables(deps: CatalogDeps, delimiter: string, page: PageRequest & { includeDeclared?: boolean | undefined }): Promise<ListTablesResponse> {
+export async function listAllTables(
+  deps: CatalogDeps,
+  delimiter: string,
+  page: PageRequest & { includeDeclared?: boolean | undefined },
+): Promise<ListTablesResponse> {
   const after = deps.pageTokens.decode('all-tables', '', page.pageToken);
   const afterId: string[] | undefined = after === undefined || after === '' ? undefined : (JSON.parse(after) as string[]);
   const found: string[][] = [];
   const want = page.limit === undefined || page.limit === null ? Infinity : page.limit + 1;
   await walkTables(deps, [], page.includeDeclared ?? true, afterId, want, found);
-  const { page: ids, pageToken } = paginate(found, page.limit, (id) => JSON.stringify(id), (last) =>
-    deps.pageTokens.encode('all-tables', '', last),
+  const { page: ids, pageToken } = paginate(
+    found,
+    page.limit,
+    (id) => JSON.stringify(id),
+    (last) => deps.pageTokens.encode('all-tables', '', last),
   );
   return { tables: ids.map((id) => id.join(delimiter)), page_token: pageToken };
 }
@@ -35,7 +49,14 @@ export async function listAllTables(deps: CatalogDeps, delimiter: string, page: 
  * before a namespace of the same name), which is exactly the order of compareIds; so it can stop
  * once `want` ids are found. Tables and child namespaces come from each namespace's listing index.
  */
-async function walkTables(deps: CatalogDeps, ns: string[], includeDeclared: boolean, afterId: string[] | undefined, want: number, out: string[][]): Promise<void> {
+async function walkTables(
+  deps: CatalogDeps,
+  ns: string[],
+  includeDeclared: boolean,
+  afterId: string[] | undefined,
+  want: number,
+  out: string[][],
+): Promise<void> {
   // Within this namespace the token names the last id returned, or the subtree holding it: tables after its name.
   const inside = afterId !== undefined && afterId.length > ns.length && ns.every((p, i) => afterId[i] === p);
   // Both pages of this namespace at once. Child namespaces whose subtrees end before the token are

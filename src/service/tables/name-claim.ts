@@ -11,14 +11,16 @@ import { incarnationOf, isTombstone, leftoverDir, livesInNameDir, type NameMarke
 // or dropped name): the record's claim, the clean-up of what a predecessor left, and the name's
 // marker after it (the invariant of deregistered data is in table-state.ts).
 
-export const tableAlreadyExists = (id: string[], why = 'already exists') =>
-  new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(id)} ${why}`);
+export const tableAlreadyExists = (id: string[], why = 'already exists') => new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(id)} ${why}`);
 
 /** A replace-if-unchanged of a name's marker lost to another change of the name: 409, retry. */
-const retryOnLostRace = (id: string[]) => (e: unknown): never => {
-  if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed meanwhile; retry`, { cause: e });
-  throw e;
-};
+const retryOnLostRace =
+  (id: string[]) =>
+  (e: unknown): never => {
+    if (e instanceof PreconditionFailedError)
+      throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed meanwhile; retry`, { cause: e });
+    throw e;
+  };
 
 /**
  * Takes the name for a new table: the record's create-if-absent inside `namespace`, live (the
@@ -30,7 +32,13 @@ const retryOnLostRace = (id: string[]) => (e: unknown): never => {
  * in the name's directory or that directory is not retired, else kept retired (see
  * table-state.ts). Returns the etag of the record written.
  */
-export async function claimName(store: ObjectStore, namespace: ResolvedNamespace, state: TableState, record: TableRecord, options: { undo?: () => Promise<void>; keepData?: boolean } = {}): Promise<string> {
+export async function claimName(
+  store: ObjectStore,
+  namespace: ResolvedNamespace,
+  state: TableState,
+  record: TableRecord,
+  options: { undo?: () => Promise<void>; keepData?: boolean } = {},
+): Promise<string> {
   const { ref } = state;
   const id = [...ref.namespace, ref.name];
   if (state.creating?.live) throw tableAlreadyExists(id, 'is being created by another request');
@@ -79,7 +87,8 @@ export async function claimName(store: ObjectStore, namespace: ResolvedNamespace
 export async function settleMarker(store: ObjectStore, state: TableState, marker: NameMarker, etag: string, record: TableRecord): Promise<void> {
   const key = deregisteredMarkerKey(state.ref);
   if (livesInNameDir(record) || !state.retired) await store.delete(key);
-  else if (isTombstone(marker)) await store.put(key, encodeRecord(retiredMarker()), { ifMatch: etag }).catch(retryOnLostRace([...state.ref.namespace, state.ref.name]));
+  else if (isTombstone(marker))
+    await store.put(key, encodeRecord(retiredMarker()), { ifMatch: etag }).catch(retryOnLostRace([...state.ref.namespace, state.ref.name]));
 }
 
 /** A new table's record placed: in its own directory elsewhere when the name's directory is retired (see table-state.ts). */

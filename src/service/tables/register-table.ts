@@ -3,12 +3,12 @@ import { EngineError } from '../../engine/lance-engine.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type { RegisterTableRequest, RegisterTableResponse } from '../../model/tables.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { displayId, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { namespaceDirKey, namespaceHolding, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, type TableRecord } from '../catalog/records.js';
-import { engineFailure } from '../errors/engine-errors.js';
 import type { RequestContext } from '../context/request-context.js';
+import { engineFailure } from '../errors/engine-errors.js';
 import { claimName, settleMarker, tableAlreadyExists } from './name-claim.js';
 import { datasetAt } from './table-location.js';
 import { isVisible, readTableState, type TableState } from './table-state.js';
@@ -24,7 +24,10 @@ export async function registerTable(deps: CatalogDeps, ctx: RequestContext, id: 
   // exposes (and drops) that namespace's data, so the caller must manage that namespace too.
   const holder = dir.owned ? namespaceHolding(dir.key) : null;
   if (holder && !(ctx.may?.('manage', holder) ?? false)) {
-    throw new NamespaceError(ErrorCode.PermissionDenied, `location ${JSON.stringify(request.location)} lies in namespace ${displayId(holder)}, which the caller may not manage`);
+    throw new NamespaceError(
+      ErrorCode.PermissionDenied,
+      `location ${JSON.stringify(request.location)} lies in namespace ${displayId(holder)}, which the caller may not manage`,
+    );
   }
   const namespace = await resolveNamespace(deps.store, ref.namespace);
   try {
@@ -60,7 +63,8 @@ async function registerAt(deps: CatalogDeps, namespace: ResolvedNamespace, state
     try {
       await deps.store.put(tableRecordKey(ref), encodeRecord(record), { ifMatch: state.record.etag });
     } catch (e) {
-      if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the register; retry`);
+      if (e instanceof PreconditionFailedError)
+        throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the register; retry`);
       throw e;
     }
     if (state.marker && state.markerEtag) await settleMarker(deps.store, state, state.marker, state.markerEtag, record);

@@ -1,8 +1,8 @@
 import { unsupported } from '../../model/errors.js';
 import type { RenameTableRequest, RenameTableResponse } from '../../model/tables.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { createInNamespace, displayId, type ResolvedNamespace, resolveNamespace } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
 import { tableAlreadyExists } from './name-claim.js';
 import { dataDir, readTableState, requireVisibleTable, type TableState } from './table-state.js';
@@ -27,7 +27,10 @@ export async function renameTable(deps: CatalogDeps, id: string[], request: Rena
   const targetNamespace = await resolveNamespace(deps.store, targetNs);
   const targetState = await readTableState(deps.store, target);
   // A retired directory (see table-state.ts) must not move, nor can the table be renamed into one.
-  for (const [s, which] of [[state, 'its name'], [targetState, 'the new name']] as const) {
+  for (const [s, which] of [
+    [state, 'its name'],
+    [targetState, 'the new name'],
+  ] as const) {
     if (s.retired) {
       throw unsupported(
         `rename of table ${displayId(id)} is not supported: the directory of ${which} holds a deregistered table's data, which stays where it is; deregister the table and register its location under the new name instead`,
@@ -38,11 +41,23 @@ export async function renameTable(deps: CatalogDeps, id: string[], request: Rena
   if (targetState.dropped && !targetState.record) await deps.store.deletePrefix(targetState.dirKey);
   else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
   // Both names change: the index hears of both (see catalog/listing-index.ts).
-  await deps.listingIndex.around('table', ref, () => deps.listingIndex.around('table', target, () => moveTable(deps, state, target, targetNamespace, request.new_table_name, renameDir)), { visible: false, data: false });
+  await deps.listingIndex.around(
+    'table',
+    ref,
+    () => deps.listingIndex.around('table', target, () => moveTable(deps, state, target, targetNamespace, request.new_table_name, renameDir)),
+    { visible: false, data: false },
+  );
   return {};
 }
 
-async function moveTable(deps: CatalogDeps, state: TableState, target: TableRef, targetNamespace: ResolvedNamespace, newName: string, renameDir: (from: string, to: string) => Promise<void>): Promise<void> {
+async function moveTable(
+  deps: CatalogDeps,
+  state: TableState,
+  target: TableRef,
+  targetNamespace: ResolvedNamespace,
+  newName: string,
+  renameDir: (from: string, to: string) => Promise<void>,
+): Promise<void> {
   await createInNamespace(
     deps.store,
     targetNamespace,

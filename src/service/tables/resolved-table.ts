@@ -1,6 +1,6 @@
 import type { LatestCommitted } from '../../engine/lance-engine.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { type ResolvedNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { tableDirKey, tableRefOf } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
@@ -21,7 +21,12 @@ export interface ResolvedTable {
 }
 
 /** The handle of a table whose state the request has read. */
-export function resolvedTable(deps: CatalogDeps, id: string[], state: TableState, options: { dir?: StoreDir; namespace?: ResolvedNamespace } = {}): ResolvedTable {
+export function resolvedTable(
+  deps: CatalogDeps,
+  id: string[],
+  state: TableState,
+  options: { dir?: StoreDir; namespace?: ResolvedNamespace } = {},
+): ResolvedTable {
   let managed: Promise<boolean> | undefined;
   return {
     id,
@@ -49,11 +54,18 @@ export async function resolveTable(deps: CatalogDeps, id: string[], creatingRequ
  * registered one lives (whose record names its location, looked up after). Both only once the
  * directory is known not to be reached through a symbolic link (unless `linkChecked`: the caller looked).
  */
-export async function resolveTableWithLatest(deps: CatalogDeps, id: string[], linkChecked = false): Promise<{ table: ResolvedTable; latest: CommittedVersion | null }> {
+export async function resolveTableWithLatest(
+  deps: CatalogDeps,
+  id: string[],
+  linkChecked = false,
+): Promise<{ table: ResolvedTable; latest: CommittedVersion | null }> {
   const ref = tableRefOf(id);
   if (!linkChecked) requireUnlinkedTable(deps.store, ref);
   const ownDir = deps.locations.own(tableDirKey(ref));
-  const [state, ownLatest] = await Promise.all([requireVisibleTable(deps.store, ref, { linkChecked: true }), new TableVersions(ownDir).latest().catch(() => undefined)]);
+  const [state, ownLatest] = await Promise.all([
+    requireVisibleTable(deps.store, ref, { linkChecked: true }),
+    new TableVersions(ownDir).latest().catch(() => undefined),
+  ]);
   const table = resolvedTable(deps, id, state);
   const own = table.dir.store === ownDir.store && table.dir.key === ownDir.key && ownLatest !== undefined;
   return { table, latest: own ? ownLatest : await new TableVersions(table.dir).latest() };

@@ -4,12 +4,12 @@ import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { displayId } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, type TableRef, tableRecordKey, writeLeaseKey, writersDirKey } from '../catalog/layout.js';
-import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '../coordination/leases.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type NameMarker, type TableState, tableNotFound } from './table-state.js';
-import { TableVersions } from '../versions/dataset-versions.js';
 import { faultPoint } from '../coordination/fault-points.js';
+import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '../coordination/leases.js';
+import { TableVersions } from '../versions/dataset-versions.js';
+import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type NameMarker, type TableState, tableNotFound } from './table-state.js';
 
 // Where writes to a table and its drop meet.
 //
@@ -46,7 +46,11 @@ export async function isStillResolved(store: ObjectStore, resolved: TableState, 
   };
   const [marker, record] = await Promise.all([store.head(deregisteredMarkerKey(resolved.ref)), readIfChanged()]);
   const creating = record?.value.creating;
-  return (marker?.etag ?? null) === resolved.markerEtag && (creating === undefined || creating.request_id === creatingRequest) && incarnationOfRecord(record?.value) === incarnationOf(resolved);
+  return (
+    (marker?.etag ?? null) === resolved.markerEtag &&
+    (creating === undefined || creating.request_id === creatingRequest) &&
+    incarnationOfRecord(record?.value) === incarnationOf(resolved)
+  );
 }
 
 /**
@@ -106,9 +110,13 @@ export class TableFences {
     const stampedAt = Date.now();
     let etag = (await this.store.put(key, lease(), { ifNoneMatch: '*' }, transient)).etag;
     // Renewed only while it is exactly the lease written here: a drop that gave up waiting deleted it.
-    const renewal = keepRenewed(this.leaseMs, async () => {
-      etag = (await this.store.put(key, lease(), { ifMatch: etag }, transient)).etag;
-    }, stampedAt);
+    const renewal = keepRenewed(
+      this.leaseMs,
+      async () => {
+        etag = (await this.store.put(key, lease(), { ifMatch: etag }, transient)).etag;
+      },
+      stampedAt,
+    );
     const entered = Date.now();
     return {
       release: async () => {
@@ -124,7 +132,10 @@ export class TableFences {
         void this.store.delete(key).catch(() => undefined);
         if (!still) {
           const id = [...ref.namespace, ref.name];
-          throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} was dropped while this write ran; the write may have gone with it`);
+          throw new NamespaceError(
+            ErrorCode.ConcurrentModification,
+            `table ${displayId(id)} was dropped while this write ran; the write may have gone with it`,
+          );
         }
       },
     };
@@ -176,9 +187,13 @@ export class TableFences {
       throw e;
     }
     return {
-      renewal: keepRenewed(this.leaseMs, async () => {
-        ({ etag } = await this.store.put(key, body(), { ifMatch: etag }));
-      }, stampedAt),
+      renewal: keepRenewed(
+        this.leaseMs,
+        async () => {
+          ({ etag } = await this.store.put(key, body(), { ifMatch: etag }));
+        },
+        stampedAt,
+      ),
     };
   }
 
@@ -190,7 +205,11 @@ export class TableFences {
    */
   async finishDrop(state: TableState, data: StoreDir, begun: { renewal: Renewal }): Promise<void> {
     try {
-      await pollUntil(async () => !(await this.anyLive(this.store, writersDirKey(state.ref))) && !(await this.anyLive(data.store, new TableVersions(data).reservationsPrefix)), Date.now() + this.leaseMs);
+      await pollUntil(
+        async () =>
+          !(await this.anyLive(this.store, writersDirKey(state.ref))) && !(await this.anyLive(data.store, new TableVersions(data).reservationsPrefix)),
+        Date.now() + this.leaseMs,
+      );
       const leftovers = leftoverDir(state);
       if (leftovers !== null) await this.store.deletePrefix(leftovers, { keep: [deregisteredMarkerKey(state.ref)] });
       // In a retired directory the record goes last, as it does with the rest of any other: a drop

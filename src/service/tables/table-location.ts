@@ -42,5 +42,6 @@ export function refuseOtherLocation(locations: Locations, asked: string | null |
   const resolved = locations.resolve(asked);
   if (dir === null) throw invalidInput(`location ${JSON.stringify(asked)} cannot be asked for: the name's directory holds a deregistered table's data; ${why}`);
   const location = dir.store.location(dir.key);
-  if (resolved.store.location(resolved.key) !== location) throw invalidInput(`location ${JSON.stringify(asked)} differs from the table's location ${location}; ${why}`);
+  if (resolved.store.location(resolved.key) !== location)
+    throw invalidInput(`location ${JSON.stringify(asked)} differs from the table's location ${location}; ${why}`);
 }

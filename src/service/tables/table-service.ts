@@ -14,7 +14,7 @@ import type {
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import type { RequestContext } from '../context/request-context.js';
-import { type CoordinatorFor, createTable, type CreateTableInput } from './create-table.js';
+import { type CoordinatorFor, type CreateTableInput, createTable } from './create-table.js';
 import { declareTable } from './declare-table.js';
 import { type DescribeFlags, describeTable, tableExists } from './describe-table.js';
 import { deregisterTable, dropTable } from './drop-table.js';

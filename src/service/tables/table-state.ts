@@ -13,11 +13,11 @@ import {
   tableRecordKey,
   versionsDirKey,
 } from '../catalog/layout.js';
-import { TableVersions } from '../versions/dataset-versions.js';
 import type { Locations, StoreDir } from '../catalog/locations.js';
 import { readRecord, TableRecord, type Versioned } from '../catalog/records.js';
-import { isCommitted } from '../transactions/transaction-log.js';
 import { leaseExpired } from '../coordination/leases.js';
+import { isCommitted } from '../transactions/transaction-log.js';
+import { TableVersions } from '../versions/dataset-versions.js';
 
 // Deregistered data and the name it leaves free.
 //
@@ -150,7 +150,10 @@ export class LinkedTableDir extends NamespaceError {
   ) {
     const dir = tableDirKey(ref);
     const where = link === dir ? 'its directory is' : link.startsWith(dir) ? `its ${link.slice(dir.length, -1)} directory is` : 'its directory lies under';
-    super(ErrorCode.InvalidInput, `table ${displayId([...ref.namespace, ref.name])} cannot be used: ${where} a symbolic link, and the catalog follows no link below its root`);
+    super(
+      ErrorCode.InvalidInput,
+      `table ${displayId([...ref.namespace, ref.name])} cannot be used: ${where} a symbolic link, and the catalog follows no link below its root`,
+    );
   }
 }
 
@@ -188,16 +191,18 @@ export async function readTableState(store: ObjectStore, ref: TableRef, linkChec
   if (pending !== undefined && !(await isCommitted(store, pending))) record = null;
   const marker = files.marker ? markerOf(files.marker.body) : null;
   const tombstone = marker !== null && isTombstone(marker) ? marker : null;
-  const retired = marker !== null && (tombstone ? tombstone.retired === true : (marker.retired ?? (files.record === null || livesInNameDir(files.record.value))));
+  const retired =
+    marker !== null && (tombstone ? tombstone.retired === true : (marker.retired ?? (files.record === null || livesInNameDir(files.record.value))));
   // Lance's declared marker in a retired directory is the deregistered table's.
   const reserved = files.reserved && !retired;
   const claim = record?.value.creating;
   // Only a directory without any catalog file is looked at for versions: staged manifests alone
   // (a client staging before its batch commit declares the table) do not make a table.
   // After a drop or a deregister, versions are never a table of the name's.
-  const writtenByLance = record === null && !reserved && marker === null && !recordFile && files.versionsDir !== false
-    ? await new TableVersions({ store, key: dirKey, owned: true }).hasCommitted()
-    : false;
+  const writtenByLance =
+    record === null && !reserved && marker === null && !recordFile && files.versionsDir !== false
+      ? await new TableVersions({ store, key: dirKey, owned: true }).hasCommitted()
+      : false;
   return {
     ref,
     dirKey,
@@ -220,7 +225,8 @@ export async function readTableState(store: ObjectStore, ref: TableRef, linkChec
  * A drop's tombstone is Lance's deregistered marker (so that Lance's directory catalog hides the
  * directory too) whose body names the drop; a deregistered table's marker has any other body.
  */
-export const isTombstone = (m: NameMarker): m is NameMarker & { dropped_at: string; lease_until: string } => m.dropped_at !== undefined && m.lease_until !== undefined;
+export const isTombstone = (m: NameMarker): m is NameMarker & { dropped_at: string; lease_until: string } =>
+  m.dropped_at !== undefined && m.lease_until !== undefined;
 
 /** A marker that does not parse (Lance's own are empty) is a deregister's marker of an earlier form. */
 function markerOf(body: Buffer): NameMarker {
@@ -239,7 +245,11 @@ const hides = (marker: NameMarker, record: TableRecord): boolean =>
 /** The marker that deregisters the table `state` holds: the directory is retired if it was, or if the table lives in it. */
 export function deregisterMarker(state: TableState): NameMarker {
   const record = state.record?.value;
-  return { deregistered_at: new Date().toISOString(), incarnation: incarnationOf(state) ?? '', retired: state.retired || record === undefined || livesInNameDir(record) };
+  return {
+    deregistered_at: new Date().toISOString(),
+    incarnation: incarnationOf(state) ?? '',
+    retired: state.retired || record === undefined || livesInNameDir(record),
+  };
 }
 
 /** The marker of a retired directory whose name holds no deregistered record: it hides nothing. */
@@ -262,7 +272,11 @@ export const tableNotFound = (id: string[]) => new NamespaceError(ErrorCode.Tabl
  * The table's state; 404 unless it is visible, or (given `creatingRequest`) being created by that
  * request, and not reached through a symbolic link (unless `linkChecked`: the caller looked).
  */
-export async function requireVisibleTable(store: ObjectStore, ref: TableRef, options: { creatingRequest?: string | undefined; linkChecked?: boolean } = {}): Promise<TableState> {
+export async function requireVisibleTable(
+  store: ObjectStore,
+  ref: TableRef,
+  options: { creatingRequest?: string | undefined; linkChecked?: boolean } = {},
+): Promise<TableState> {
   const { creatingRequest } = options;
   if (!options.linkChecked) requireUnlinkedTable(store, ref);
   const state = await readTableState(store, ref, true);

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import { listAll, PreconditionFailedError, type ObjectStore } from '../../store/object-store.js';
-import { idOfJsonKey, transactionRecordKey, TRANSACTIONS_DIR } from '../catalog/layout.js';
+import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
+import { idOfJsonKey, TRANSACTIONS_DIR, transactionRecordKey } from '../catalog/layout.js';
 import { encodeRecord, readRecord, type Versioned } from '../catalog/records.js';
 
 // Transaction records under <root>/_catalog/transactions/<id>.json. Every change to a record is a

@@ -1,16 +1,16 @@
 import { createHash } from 'node:crypto';
 import { readTransactionSummary } from '../../engine/lance-format/manifest.js';
-import { listAll } from '../../store/object-store.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { AlterTransactionAction } from '../../model/transactions.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { listAll } from '../../store/object-store.js';
 import { displayId } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { lanceTransactionKey, lanceTransactionsDirKey, tableRefOf } from '../catalog/layout.js';
+import type { Versioned } from '../catalog/records.js';
 import type { RequestContext } from '../context/request-context.js';
 import { dataDir, requireVisibleTable } from '../tables/table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import { TERMINAL, type TransactionLog, type TransactionRecord, type TransactionStatus } from './transaction-log.js';
-import type { Versioned } from '../catalog/records.js';
 
 // DescribeTransaction and AlterTransaction.
 //
@@ -129,7 +129,10 @@ export class TransactionService {
     const ref = id[id.length - 1] ?? '';
     if (!table) throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify(joined)} does not exist`);
     const commit = await this.lanceCommit(table, ref);
-    const overlayId = `lance-${createHash('sha256').update(JSON.stringify([...table, String(commit.version)])).digest('base64url').slice(0, 32)}`;
+    const overlayId = `lance-${createHash('sha256')
+      .update(JSON.stringify([...table, String(commit.version)]))
+      .digest('base64url')
+      .slice(0, 32)}`;
     const overlay = await this.log.read(overlayId);
     if (overlay) return { record: overlay, stored: true, lanceCommit: true };
     const now = new Date().toISOString();
@@ -150,7 +153,11 @@ export class TransactionService {
     }
     const state = await requireVisibleTable(this.deps.store, tableRefOf(table)).catch((e: unknown) => {
       if (!(e instanceof NamespaceError && e.code === ErrorCode.TableNotFound)) throw e;
-      throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify([...table, ref].join('$'))}: table ${displayId(table)} does not exist`, { cause: e });
+      throw new NamespaceError(
+        ErrorCode.TransactionNotFound,
+        `transaction ${JSON.stringify([...table, ref].join('$'))}: table ${displayId(table)} does not exist`,
+        { cause: e },
+      );
     });
     const versions = new TableVersions(dataDir(this.deps.locations, state));
     const notFound = () => new NamespaceError(ErrorCode.TransactionNotFound, `table ${displayId(table)} has no Lance commit ${JSON.stringify(ref)}`);
@@ -186,4 +193,3 @@ export class TransactionService {
     throw notFound();
   }
 }
-

@@ -9,12 +9,12 @@ import type {
   TableVersion,
 } from '../../model/versions.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
+import { createInNamespace, displayId, type ResolvedNamespace, requireMainBranch, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
-import { createInNamespace, displayId, requireMainBranch, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, type TableRecord } from '../catalog/records.js';
-import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import type { RequestContext } from '../context/request-context.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { resolveTable } from '../tables/resolved-table.js';
 import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable } from '../tables/table-state.js';
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
@@ -82,13 +82,19 @@ export class BatchCommits {
         const own = this.deps.locations.own(tableDirKey(ref));
         if (op.declare_table.location && op.declare_table.location.trim() !== '') {
           const asked = this.deps.locations.resolve(op.declare_table.location);
-          if (asked.store !== own.store || asked.key !== own.key) throw invalidInput(`declare_table: location must be the table's directory ${own.store.location(own.key)}`);
+          if (asked.store !== own.store || asked.key !== own.key)
+            throw invalidInput(`declare_table: location must be the table's directory ${own.store.location(own.key)}`);
         }
         const properties = op.declare_table.properties ?? {};
         const nsKey = JSON.stringify(ref.namespace);
         const namespace = namespaces.get(nsKey) ?? (await resolveNamespace(this.deps.store, ref.namespace));
         namespaces.set(nsKey, namespace);
-        ops.push({ kind: 'declare', table_id: op.declare_table.id, properties, managed_versioning: await resolveManagedVersioning(this.deps, namespace, properties) });
+        ops.push({
+          kind: 'declare',
+          table_id: op.declare_table.id,
+          properties,
+          managed_versioning: await resolveManagedVersioning(this.deps, namespace, properties),
+        });
         declared.add(JSON.stringify(op.declare_table.id));
       } else if (op.create_table_version) {
         const request = op.create_table_version;
@@ -99,7 +105,12 @@ export class BatchCommits {
         requireMainBranch(branch);
         const versions = new TableVersions((await resolveTable(this.deps, id)).dir);
         const doomed = (await versions.all()).filter((v) => inRanges(v.version, ranges));
-        ops.push({ kind: 'delete_versions', table_id: id, location: versions.store.location(versions.dir.key), versions: doomed.map((v) => ({ version: v.version, key: v.key })) });
+        ops.push({
+          kind: 'delete_versions',
+          table_id: id,
+          location: versions.store.location(versions.dir.key),
+          versions: doomed.map((v) => ({ version: v.version, key: v.key })),
+        });
       } else if (op.deregister_table) {
         const state = await requireVisibleTable(this.deps.store, tableRefOf(op.deregister_table.id));
         const deregister: TableOp = { kind: 'deregister', table_id: op.deregister_table.id, incarnation: incarnationOf(state) ?? '' };
@@ -226,12 +237,15 @@ export class BatchCommits {
     try {
       faultPoint('batch:after-record');
       // A fixed order of claims: two overlapping batches cannot each hold a slot the other needs forever.
-      const order = [...planned].sort((a, b) => (a.entry.location < b.entry.location ? -1 : a.entry.location > b.entry.location ? 1 : a.entry.version - b.entry.version));
+      const order = [...planned].sort((a, b) =>
+        a.entry.location < b.entry.location ? -1 : a.entry.location > b.entry.location ? 1 : a.entry.version - b.entry.version,
+      );
       try {
         // Each step first checks that the batch is still held: one that lost it stops at once.
         for (const op of ops) {
           lease.check();
-          if (op.kind === 'declare') await this.claimName(op, transactionId, namespaces.get(JSON.stringify(op.table_id.slice(0, -1))) ?? op.table_id.slice(0, -1));
+          if (op.kind === 'declare')
+            await this.claimName(op, transactionId, namespaces.get(JSON.stringify(op.table_id.slice(0, -1))) ?? op.table_id.slice(0, -1));
         }
         for (const [i, p] of order.entries()) {
           lease.check();
@@ -284,7 +298,12 @@ export class BatchCommits {
     // The listing index hears of the name once the batch is applied or undone (applyTableOps, undoTableOps).
     await this.deps.listingIndex.begin('table', ref, transactionId);
     try {
-      await createInNamespace(this.deps.store, namespace, () => this.deps.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }), () => this.deps.store.delete(key));
+      await createInNamespace(
+        this.deps.store,
+        namespace,
+        () => this.deps.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }),
+        () => this.deps.store.delete(key),
+      );
     } catch (e) {
       if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
       throw e;

@@ -39,9 +39,13 @@ export class BatchLease {
       this.lost = conflict(`transaction ${record.value.id} is held by another process`);
       this.renewal = null;
     } else {
-      this.renewal = keepRenewed(leaseMs, async () => {
-        if (!(await this.write((r) => r))) throw this.lost;
-      }, stampedAt);
+      this.renewal = keepRenewed(
+        leaseMs,
+        async () => {
+          if (!(await this.write((r) => r))) throw this.lost;
+        },
+        stampedAt,
+      );
     }
   }
 

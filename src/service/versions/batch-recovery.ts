@@ -1,14 +1,14 @@
-import type { ServiceLogger } from '../context/logger.js';
-import { faultPoint, pausePoint } from '../coordination/fault-points.js';
+import { PreconditionFailedError } from '../../store/object-store.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { BATCH_MARKERS_DIR, reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
-import { putDeregisterMarker } from '../tables/table-fences.js';
-import { incarnationOf, isVisible, readTableState } from '../tables/table-state.js';
 import { encodeRecord, readRecord, TableRecord, type Versioned } from '../catalog/records.js';
+import type { ServiceLogger } from '../context/logger.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { leaseExpired } from '../coordination/leases.js';
 import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
+import { putDeregisterMarker } from '../tables/table-fences.js';
+import { incarnationOf, isVisible, readTableState } from '../tables/table-state.js';
 import type { BatchEntry, TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
-import { PreconditionFailedError } from '../../store/object-store.js';
 import { BatchLease } from './batch-lease.js';
 import { type PlannedVersion, writeManifest } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
@@ -101,7 +101,11 @@ export class BatchRecovery {
    * while this process holds it, else (another process finishes the batch too) re-reading the
    * record after each lost race. Returns the record as it then is; null when it is gone.
    */
-  private async advance(lease: BatchLease, reached: (r: TransactionRecord) => boolean, change: (r: TransactionRecord) => TransactionRecord): Promise<Versioned<TransactionRecord> | null> {
+  private async advance(
+    lease: BatchLease,
+    reached: (r: TransactionRecord) => boolean,
+    change: (r: TransactionRecord) => TransactionRecord,
+  ): Promise<Versioned<TransactionRecord> | null> {
     if (lease.held && reached(lease.record.value)) return lease.record;
     const written = await lease.write(change).catch(() => null);
     if (written) return written;
@@ -121,7 +125,11 @@ export class BatchRecovery {
       faultPoint(`batch:after-manifest-${i}`);
     }
     await this.applyTableOps(record);
-    const done = await this.advance(lease, (r) => r.phase === 'done', (r) => ({ ...r, status: 'Succeeded', phase: 'done' }));
+    const done = await this.advance(
+      lease,
+      (r) => r.phase === 'done',
+      (r) => ({ ...r, status: 'Succeeded', phase: 'done' }),
+    );
     await pausePoint('batch:after-succeeded');
     if (done) await this.finish(lease, done);
     else await this.cleanUpVanished(record, true);
@@ -133,7 +141,11 @@ export class BatchRecovery {
    * coordinator, or a process that took its lease over (which the coordinator then has lost), may.
    */
   async rollBack(lease: BatchLease): Promise<void> {
-    const current = await this.advance(lease, (r) => r.phase !== 'reserving', (r) => ({ ...r, status: 'Failed', phase: 'done' }));
+    const current = await this.advance(
+      lease,
+      (r) => r.phase !== 'reserving',
+      (r) => ({ ...r, status: 'Failed', phase: 'done' }),
+    );
     if (current?.value.phase === 'committing') {
       // Its coordinator's flip to committing landed though its answer was lost: roll it forward.
       await this.rollForward(BatchLease.helping(this.log, current));
@@ -157,7 +169,11 @@ export class BatchRecovery {
    */
   private async finish(lease: BatchLease, record: Versioned<TransactionRecord>): Promise<void> {
     await this.cleanUp(record.value, record.value.status === 'Succeeded');
-    await this.advance(lease, (r) => r.cleaned_up === true, (r) => ({ ...r, cleaned_up: true }));
+    await this.advance(
+      lease,
+      (r) => r.cleaned_up === true,
+      (r) => ({ ...r, cleaned_up: true }),
+    );
     await this.markers.remove(record.value.id);
   }
 

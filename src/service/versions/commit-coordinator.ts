@@ -1,13 +1,13 @@
 import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '../../engine/lance-engine.js';
+import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { TableVersion } from '../../model/versions.js';
 import type { RequestContext } from '../context/request-context.js';
-import type { ResolvedTable } from '../tables/resolved-table.js';
 import { isStoreOutage } from '../errors/engine-errors.js';
+import type { ResolvedTable } from '../tables/resolved-table.js';
 import { versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { SingleCommits } from './single-commit.js';
-import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 
 const coordinated = (v: TableVersion): CoordinatedVersion => ({
   version: v.version,
@@ -23,7 +23,13 @@ const coordinated = (v: TableVersion): CoordinatedVersion => ({
  * same reservations, as clients' commits. Every callback works on the table as the request
  * resolved it; none looks it up again. `underWriteLease`: see SingleCommits.commit.
  */
-export function commitCoordinator(commits: Pick<SingleCommits, 'commit'>, ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean, metrics: Metrics = NO_METRICS): CommitCoordinator {
+export function commitCoordinator(
+  commits: Pick<SingleCommits, 'commit'>,
+  ctx: RequestContext,
+  table: ResolvedTable,
+  underWriteLease: boolean,
+  metrics: Metrics = NO_METRICS,
+): CommitCoordinator {
   const versions = new TableVersions(table.dir);
   const onWire = async (found: CommittedVersion[]) => (await versionsOnWire(versions, found)).map(coordinated);
   return outagesAsEngineErrors({
@@ -75,9 +81,15 @@ function outagesAsEngineErrors(coordinator: CommitCoordinator): CommitCoordinato
       try {
         return await callback(...args);
       } catch (e) {
-        if (!(e instanceof EngineError) && isStoreOutage(e)) throw new EngineError('store_unreachable', e instanceof Error ? e.message : String(e), { cause: e });
+        if (!(e instanceof EngineError) && isStoreOutage(e))
+          throw new EngineError('store_unreachable', e instanceof Error ? e.message : String(e), { cause: e });
         throw e;
       }
     };
-  return { latest: translated(coordinator.latest), describe: translated(coordinator.describe), list: translated(coordinator.list), create: translated(coordinator.create) };
+  return {
+    latest: translated(coordinator.latest),
+    describe: translated(coordinator.describe),
+    list: translated(coordinator.list),
+    create: translated(coordinator.create),
+  };
 }

@@ -1,7 +1,7 @@
+import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-names.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type { CreateTableVersionEntry, TableVersion } from '../../model/versions.js';
 import { type ObjectInfo, PreconditionFailedError, type StoredObject } from '../../store/object-store.js';
-import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-names.js';
 import { displayId, requireMainBranch } from '../catalog/catalog.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
@@ -49,7 +49,12 @@ export async function planVersion(
 ): Promise<PlannedVersion> {
   requireMainBranch(request.branch);
   const stagedKey = versions.stagedKey(request.manifest_path);
-  const current = request.naming_scheme === undefined || request.naming_scheme === null || request.naming_scheme === 'V1' ? (latest === undefined ? await versions.latest() : latest) : null;
+  const current =
+    request.naming_scheme === undefined || request.naming_scheme === null || request.naming_scheme === 'V1'
+      ? latest === undefined
+        ? await versions.latest()
+        : latest
+      : null;
   // Names only ever move from V1 to V2 (Lance's migration), never back: that is what lets the
   // latest version of a V2 table be read off one LIST (TableVersions.latest).
   if (request.naming_scheme === 'V1' && current?.scheme === 'V2') {
@@ -95,14 +100,25 @@ interface VersionWrites {
  * staged object (PutOptions.sameAs: a local disk links the staged file, keeping its etag and
  * time); a sidecar that may turn out unneeded (needsNoSidecar) is decided once the manifest is placed.
  */
-function startWrites(versions: TableVersions, entry: BatchEntry, staged: StoredObject, transactionId: string | undefined, placeAfter?: Promise<unknown>): VersionWrites {
+function startWrites(
+  versions: TableVersions,
+  entry: BatchEntry,
+  staged: StoredObject,
+  transactionId: string | undefined,
+  placeAfter?: Promise<unknown>,
+): VersionWrites {
   // A version with a sidecar reports the sidecar's commit time, so that every answer about it
   // agrees (object stores report modification times in whole seconds); one without reports its
   // manifest's own time, which a linked staged file keeps: when the client staged it. The sidecar
   // also holds what the client said about the version (e_tag, metadata), as durable as the manifest.
   const committedAt = new Date();
   const sidecar = sidecarOf(entry, committedAt, transactionId);
-  const created = versions.store.put(entry.final_key, staged.body, { ifNoneMatch: '*' }, { sameAs: { key: staged.key, etag: staged.etag }, ...(placeAfter ? { placeAfter } : {}) });
+  const created = versions.store.put(
+    entry.final_key,
+    staged.body,
+    { ifNoneMatch: '*' },
+    { sameAs: { key: staged.key, etag: staged.etag }, ...(placeAfter ? { placeAfter } : {}) },
+  );
   const manifestDurable = created.then((info) => {
     faultPoint('commit:before-sidecar');
     return info;
@@ -196,7 +212,9 @@ export function beginWrites(p: PlannedVersion & { staged: StoredObject }): Early
       // A commit that lost its version withdraws its create-if-absent as the lost condition it is
       // (the store's metrics count it as contention, not as an error; see instrumented-store.ts).
       const lost = reason instanceof NamespaceError && reason.code === ErrorCode.ConcurrentModification;
-      refuse(lost ? new PreconditionFailedError(p.entry.final_key, `version ${p.entry.version} is another writer's`) : new Error('the commit did not go ahead'));
+      refuse(
+        lost ? new PreconditionFailedError(p.entry.final_key, `version ${p.entry.version} is another writer's`) : new Error('the commit did not go ahead'),
+      );
       await Promise.allSettled([writes.created, writes.sidecarPlaced]);
     },
   };
@@ -218,7 +236,12 @@ export function beginWrites(p: PlannedVersion & { staged: StoredObject }): Early
  * `leave`: takes the hint's placement, to begin after the answer (see after-answer.ts); without
  * it, the hint is placed before this returns.
  */
-export async function writeManifest(p: PlannedVersion, transactionId?: string, early?: EarlyWrites, leave?: (placeHint: () => Promise<unknown>) => void): Promise<CommittedVersion> {
+export async function writeManifest(
+  p: PlannedVersion,
+  transactionId?: string,
+  early?: EarlyWrites,
+  leave?: (placeHint: () => Promise<unknown>) => void,
+): Promise<CommittedVersion> {
   const { entry, versions } = p;
   const staged = p.staged !== undefined ? p.staged : await versions.store.get(entry.staged_key);
   const writes = early ? early.allow() : staged ? startWrites(versions, entry, staged, transactionId) : null;

@@ -1,11 +1,20 @@
 import pLimit from 'p-limit';
 import { z } from 'zod';
 import { type ManifestSummary, readManifestSummary } from '../../engine/lance-format/manifest.js';
-import { invalidInput, NamespaceError } from '../../model/errors.js';
-import { type ObjectInfo, PreconditionFailedError, listAll, type StoredObject } from '../../store/object-store.js';
-import { LATEST_HINT, latestHintKey, manifestKey, reservationKey, reservationsDirKey, versionsDirKey, versionSidecarKey, VERSIONS_DIR } from '../catalog/layout.js';
-import type { StoreDir } from '../catalog/locations.js';
 import { type ManifestNamingScheme, parseManifestFileName } from '../../engine/lance-format/manifest-names.js';
+import { invalidInput, NamespaceError } from '../../model/errors.js';
+import { listAll, type ObjectInfo, PreconditionFailedError, type StoredObject } from '../../store/object-store.js';
+import {
+  LATEST_HINT,
+  latestHintKey,
+  manifestKey,
+  reservationKey,
+  reservationsDirKey,
+  VERSIONS_DIR,
+  versionSidecarKey,
+  versionsDirKey,
+} from '../catalog/layout.js';
+import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, parseRecord, readRecord, type Versioned } from '../catalog/records.js';
 
 // The versions of one Lance dataset as the store holds them: committed manifests under
@@ -107,7 +116,7 @@ export class TableVersions {
     const byVersion = new Map<number, CommittedVersion>();
     for (const info of listing.objects) {
       const v = this.parse(info);
-      if (v && (byVersion.get(v.version)?.scheme !== 'V2')) byVersion.set(v.version, v);
+      if (v && byVersion.get(v.version)?.scheme !== 'V2') byVersion.set(v.version, v);
     }
     return [...byVersion.values()].sort((a, b) => a.version - b.version);
   }
@@ -352,7 +361,8 @@ export class TableVersions {
     } catch (e) {
       throw invalidInput(`staged manifest ${JSON.stringify(this.manifestPath(key))} is not a Lance manifest: ${e instanceof Error ? e.message : String(e)}`);
     }
-    if (found !== version) throw invalidInput(`staged manifest ${JSON.stringify(this.manifestPath(key))} is a manifest of version ${found}, not of version ${version}`);
+    if (found !== version)
+      throw invalidInput(`staged manifest ${JSON.stringify(this.manifestPath(key))} is a manifest of version ${found}, not of version ${version}`);
     return staged;
   }
 

@@ -1,16 +1,16 @@
 import type { CreateTableVersionEntry, CreateTableVersionResponse, TableVersion } from '../../model/versions.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { displayId, requireMainBranch } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { reservedMarkerKey } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
-import type { ResolvedTable } from '../tables/resolved-table.js';
 import { faultPoint } from '../coordination/fault-points.js';
+import type { ResolvedTable } from '../tables/resolved-table.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
+import { type AfterAnswer, nextTurn } from './after-answer.js';
 import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
-import { type AfterAnswer, nextTurn } from './after-answer.js';
 import type { VersionSlots } from './version-slots.js';
 
 // One create_table_version: the commit of one version of one table (see the invariants in
@@ -59,7 +59,12 @@ export class SingleCommits {
    * Without one, the look again finds the table as resolved or 404s; a table this request is
    * creating (its claim names ctx.requestId) counts as found.
    */
-  async commit(ctx: RequestContext, table: ResolvedTable, request: Omit<CreateTableVersionEntry, 'id'>, underWriteLease: boolean): Promise<CreateTableVersionResponse> {
+  async commit(
+    ctx: RequestContext,
+    table: ResolvedTable,
+    request: Omit<CreateTableVersionEntry, 'id'>,
+    underWriteLease: boolean,
+  ): Promise<CreateTableVersionResponse> {
     requireMainBranch(request.branch);
     const { id, state } = table;
     const versions = new TableVersions(table.dir);
@@ -146,7 +151,9 @@ export class SingleCommits {
       // one version are often the same size.
       const sidecar = (await versions.readSidecars([entry.version])).get(entry.version);
       const same =
-        entry.e_tag !== undefined ? entry.e_tag === (sidecar?.e_tag ?? existing.etag) : entry.manifest_size !== undefined && entry.manifest_size === (sidecar?.manifest_size ?? existing.size);
+        entry.e_tag !== undefined
+          ? entry.e_tag === (sidecar?.e_tag ?? existing.etag)
+          : entry.manifest_size !== undefined && entry.manifest_size === (sidecar?.manifest_size ?? existing.size);
       if (!same) throw taken();
     }
     return existing;

@@ -11,8 +11,8 @@ import type {
   DescribeTableVersionResponse,
   ListTableVersionsResponse,
 } from '../../model/versions.js';
-import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { displayId } from '../catalog/catalog.js';
+import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import type { ServiceLogger } from '../context/logger.js';
@@ -142,8 +142,11 @@ export class TableVersionService {
       const after = Number(afterToken);
       ordered = ordered.filter((v) => (descending ? v.version < after : v.version > after));
     }
-    const { page: slice, pageToken } = paginate(ordered, page.limit, (v) => String(v.version), (last) =>
-      this.deps.pageTokens.encode('versions', scope, last),
+    const { page: slice, pageToken } = paginate(
+      ordered,
+      page.limit,
+      (v) => String(v.version),
+      (last) => this.deps.pageTokens.encode('versions', scope, last),
     );
     return { versions: await versionsOnWire(versions, slice), page_token: pageToken };
   }

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import type { JsonArrowSchema } from '../../engine/json-arrow-schema.js';
+import { IS_SET, SOURCE_ROW_ID } from '../../engine/ports/views.js';
 import { PYTHON_UDF_BACKEND } from '../../model/columns.js';
 import { invalidInput, unsupported } from '../../model/errors.js';
 import { checkUdfEnvelope, envelopePath } from '../data/python-udf-columns.js';
 import { sqlIdentifier } from '../jobs/backfill-plan.js';
-import { IS_SET, SOURCE_ROW_ID } from '../../engine/ports/views.js';
 
 // What a materialized view is (kind `query`; `chunker` and `udtf` further down), read from what Geneva 0.17 sends and stores:
 // `source_query` is its GenevaQuery JSON (geneva/query.py: a lancedb Query `base` with filter,
@@ -154,17 +154,19 @@ export interface ParsedView {
   sourceDbUri: string;
 }
 
-
 /** Geneva's GenevaQuery JSON, checked for what no kind of view supports; a 400 / 406 naming what is wrong. */
 function readGenevaQuery(sourceQuery: string, where: string): { json: Record<string, unknown>; query: GenevaQuery } {
   const { json, value: query } = parseJson(sourceQuery, GenevaQuery, where, 'GenevaQuery');
   const { base } = query;
   if (base.vector !== undefined && base.vector !== null) throw unsupported(`${where}: views over a vector search are not supported yet`);
   if (base.full_text_query !== undefined && base.full_text_query !== null) throw unsupported(`${where}: views over a full-text search are not supported yet`);
-  if (base.order_by !== undefined && base.order_by !== null) throw unsupported(`${where}: base.order_by is not supported yet (a view's rows follow the source's order)`);
+  if (base.order_by !== undefined && base.order_by !== null)
+    throw unsupported(`${where}: base.order_by is not supported yet (a view's rows follow the source's order)`);
   if (!query.source_table) throw invalidInput(`${where}.source_table: the source table's name is required`);
-  if (query.source_table.includes('$')) throw invalidInput(`${where}.source_table: a table of the root namespace is expected, got ${JSON.stringify(query.source_table)}`);
-  if (query.with_row_address || base.with_row_id || base.with_row_address) throw unsupported(`${where}: with_row_id / with_row_address views are not supported yet`);
+  if (query.source_table.includes('$'))
+    throw invalidInput(`${where}.source_table: a table of the root namespace is expected, got ${JSON.stringify(query.source_table)}`);
+  if (query.with_row_address || base.with_row_id || base.with_row_address)
+    throw unsupported(`${where}: with_row_id / with_row_address views are not supported yet`);
   return { json: json as Record<string, unknown>, query };
 }
 
@@ -199,9 +201,10 @@ function projectionOf(query: GenevaQuery, where: string): Array<{ name: string; 
 /** The rows of the source a view holds: its filter, with fragment_ids folded in. */
 function filterOf(query: GenevaQuery): string | null {
   const fragmentIds = query.fragment_ids ?? query.base.fragment_ids ?? null;
-  const filters = [query.base.filter?.trim() ? `(${query.base.filter})` : null, fragmentIds ? `(_rowaddr >> 32) IN (${fragmentIds.length > 0 ? fragmentIds.join(', ') : 'NULL'})` : null].filter(
-    (f): f is string => f !== null,
-  );
+  const filters = [
+    query.base.filter?.trim() ? `(${query.base.filter})` : null,
+    fragmentIds ? `(_rowaddr >> 32) IN (${fragmentIds.length > 0 ? fragmentIds.join(', ') : 'NULL'})` : null,
+  ].filter((f): f is string => f !== null);
   return filters.length > 0 ? filters.join(' AND ') : null;
 }
 
@@ -213,18 +216,22 @@ export function parseViewQuery(sourceQuery: string, schema: JsonArrowSchema, whe
 
   const names = schema.fields.map((f) => f.name);
   if (names[0] !== SOURCE_ROW_ID || names[1] !== IS_SET) {
-    throw invalidInput(`output_schema: the view's first fields must be ${SOURCE_ROW_ID} (int64) and ${IS_SET} (bool), got ${JSON.stringify(names.slice(0, 2))}`);
+    throw invalidInput(
+      `output_schema: the view's first fields must be ${SOURCE_ROW_ID} (int64) and ${IS_SET} (bool), got ${JSON.stringify(names.slice(0, 2))}`,
+    );
   }
   const [rowId, isSet] = schema.fields;
   if (rowId?.type.type !== 'int64' || isSet?.type.type !== 'bool') throw invalidInput(`output_schema: ${SOURCE_ROW_ID} must be int64 and ${IS_SET} bool`);
   requireUniqueNames(names);
   for (const meta of ['_rowid', '_rowaddr']) {
-    if (names.includes(meta)) throw unsupported(`output_schema: a view that stores the source's ${meta} is not supported yet (__source_row_id holds the source row id)`);
+    if (names.includes(meta))
+      throw unsupported(`output_schema: a view that stores the source's ${meta} is not supported yet (__source_row_id holds the source row id)`);
   }
 
   const udfs = (query.column_udfs ?? []).map((entry, i): ViewUdf => {
     const at = `${where}.column_udfs[${i}]`;
-    if (entry.udf.backend !== PYTHON_UDF_BACKEND) throw unsupported(`${at}.udf.backend: only ${PYTHON_UDF_BACKEND} UDFs are supported, got ${JSON.stringify(entry.udf.backend)}`);
+    if (entry.udf.backend !== PYTHON_UDF_BACKEND)
+      throw unsupported(`${at}.udf.backend: only ${PYTHON_UDF_BACKEND} UDFs are supported, got ${JSON.stringify(entry.udf.backend)}`);
     if (!names.includes(entry.output_name)) throw invalidInput(`${at}.output_name: ${JSON.stringify(entry.output_name)} is not a field of output_schema`);
     const envelope = Buffer.from(entry.udf.udf_payload, 'utf8');
     checkUdfEnvelope(`${at}.udf.udf_payload`, envelope);
@@ -239,7 +246,10 @@ export function parseViewQuery(sourceQuery: string, schema: JsonArrowSchema, whe
   const columns = projectionOf(query, where) ?? plain.map((name) => ({ name, sql: sqlIdentifier(name) }));
   const projected = new Set(columns.map((c) => c.name));
   for (const c of columns) {
-    if (!plain.includes(c.name)) throw invalidInput(`${where}.base.columns: ${JSON.stringify(c.name)} is ${udfColumns.has(c.name) ? "also a UDF's output" : 'not a field of output_schema'}`);
+    if (!plain.includes(c.name))
+      throw invalidInput(
+        `${where}.base.columns: ${JSON.stringify(c.name)} is ${udfColumns.has(c.name) ? "also a UDF's output" : 'not a field of output_schema'}`,
+      );
   }
   const unfilled = plain.filter((n) => !projected.has(n));
   if (unfilled.length > 0) throw invalidInput(`output_schema: ${JSON.stringify(unfilled)} neither selected by the query nor filled by a UDF`);
@@ -280,7 +290,14 @@ const ChunkerSpec = GenevaSpec.extend({ chunker_payload: z.string().min(1), batc
  * outputs, as geneva/db.py _create_udtf_view builds it). `outputNamesOf` reads the field names of
  * the spec's `output_schema_bytes` (base64 of an IPC schema message). A 400 / 406 naming what is wrong.
  */
-export function parseChunkerView(sourceQuery: string, schema: JsonArrowSchema, spec: string, outputNamesOf: (schemaBase64: string) => string[], where = 'source_query', specWhere = 'udtf_spec.udtf'): ParsedView {
+export function parseChunkerView(
+  sourceQuery: string,
+  schema: JsonArrowSchema,
+  spec: string,
+  outputNamesOf: (schemaBase64: string) => string[],
+  where = 'source_query',
+  specWhere = 'udtf_spec.udtf',
+): ParsedView {
   const { query } = readGenevaQuery(sourceQuery, where);
   if ((query.column_udfs ?? []).length > 0) throw unsupported(`${where}.column_udfs: UDF columns in a chunker view's query are not supported yet`);
   const chunkerSpec = parseJson(spec, ChunkerSpec, specWhere, 'ChunkerSpec').value;
@@ -288,7 +305,9 @@ export function parseChunkerView(sourceQuery: string, schema: JsonArrowSchema, s
   const names = schema.fields.map((f) => f.name);
   const [rowId, childIndex] = schema.fields;
   if (rowId?.name !== SOURCE_ROW_ID || childIndex?.name !== CHILD_INDEX || rowId.type.type !== 'int64' || childIndex.type.type !== 'int32') {
-    throw invalidInput(`output_schema: a chunker view's first fields must be ${SOURCE_ROW_ID} (int64) and ${CHILD_INDEX} (int32), got ${JSON.stringify(names.slice(0, 2))}`);
+    throw invalidInput(
+      `output_schema: a chunker view's first fields must be ${SOURCE_ROW_ID} (int64) and ${CHILD_INDEX} (int32), got ${JSON.stringify(names.slice(0, 2))}`,
+    );
   }
   requireUniqueNames(names);
   const outputs = outputNamesOf(chunkerSpec.output_schema_bytes);
@@ -303,9 +322,11 @@ export function parseChunkerView(sourceQuery: string, schema: JsonArrowSchema, s
     columns = [...new Set([...inherited, ...inputs])].map((name) => ({ name, sql: sqlIdentifier(name) }));
   } else {
     const projected = new Set(projection.map((c) => c.name));
-    for (const name of inherited) if (!projected.has(name)) throw invalidInput(`output_schema: ${JSON.stringify(name)} is neither selected by the query nor an output of the chunker`);
+    for (const name of inherited)
+      if (!projected.has(name)) throw invalidInput(`output_schema: ${JSON.stringify(name)} is neither selected by the query nor an output of the chunker`);
     const missing = inputs.filter((name) => !projected.has(name));
-    if (missing.length > 0) throw invalidInput(`${specWhere}.input_columns: ${JSON.stringify(missing)} not found in the query's projection ${JSON.stringify([...projected])}`);
+    if (missing.length > 0)
+      throw invalidInput(`${specWhere}.input_columns: ${JSON.stringify(missing)} not found in the query's projection ${JSON.stringify([...projected])}`);
     columns = projection.filter((c) => inherited.includes(c.name) || inputs.includes(c.name));
   }
   const chunker: ViewChunker = {
@@ -317,7 +338,16 @@ export function parseChunkerView(sourceQuery: string, schema: JsonArrowSchema, s
     manifestChecksum: chunkerSpec.manifest_checksum ?? null,
   };
   const base = query.base;
-  const definition: ViewDefinition = { sourceId: [query.source_table as string], filter: filterOf(query), columns, offset: base.offset ?? null, limit: base.limit ?? null, udfs: [], chunker, udtf: null };
+  const definition: ViewDefinition = {
+    sourceId: [query.source_table as string],
+    filter: filterOf(query),
+    columns,
+    offset: base.offset ?? null,
+    limit: base.limit ?? null,
+    udfs: [],
+    chunker,
+    udtf: null,
+  };
   return { definition, queryJson: sourceQuery, sourceDbUri: query.source_db_uri ?? '' };
 }
 
@@ -329,7 +359,14 @@ const UdtfSpec = GenevaSpec.extend({ udtf_payload: z.string().min(1), partition_
  * is the UDTF's output schema (no metacolumns; geneva/db.py create_udtf_view). `outputNamesOf` as
  * parseChunkerView's. A 400 / 406 naming what is wrong.
  */
-export function parseUdtfView(sourceQuery: string, schema: JsonArrowSchema, spec: string, outputNamesOf: (schemaBase64: string) => string[], where = 'source_query', specWhere = 'udtf_spec.udtf'): ParsedView {
+export function parseUdtfView(
+  sourceQuery: string,
+  schema: JsonArrowSchema,
+  spec: string,
+  outputNamesOf: (schemaBase64: string) => string[],
+  where = 'source_query',
+  specWhere = 'udtf_spec.udtf',
+): ParsedView {
   const { query } = readGenevaQuery(sourceQuery, where);
   if ((query.column_udfs ?? []).length > 0) throw unsupported(`${where}.column_udfs: UDF columns in a udtf view's query are not supported yet`);
   if (query.shuffle) throw unsupported(`${where}.shuffle: a shuffled udtf view is not supported (Geneva's query builder refuses it too)`);
@@ -350,7 +387,16 @@ export function parseUdtfView(sourceQuery: string, schema: JsonArrowSchema, spec
   };
   const columns = [...(projectionOf(query, where) ?? []), ...(udtf.partitionBy ? [{ name: udtf.partitionBy, sql: sqlIdentifier(udtf.partitionBy) }] : [])];
   const base = query.base;
-  const definition: ViewDefinition = { sourceId: [query.source_table as string], filter: filterOf(query), columns, offset: base.offset ?? null, limit: base.limit ?? null, udfs: [], chunker: null, udtf };
+  const definition: ViewDefinition = {
+    sourceId: [query.source_table as string],
+    filter: filterOf(query),
+    columns,
+    offset: base.offset ?? null,
+    limit: base.limit ?? null,
+    udfs: [],
+    chunker: null,
+    udtf,
+  };
   return { definition, queryJson: sourceQuery, sourceDbUri: query.source_db_uri ?? '' };
 }
 
@@ -395,6 +441,7 @@ export function viewOfTable(tableName: string, schema: JsonArrowSchema, outputNa
     if (spec === undefined) throw invalidInput(`materialized view ${tableName} is of kind udtf but its schema metadata has no ${VIEW_METADATA.udtf}`);
     return parseUdtfView(query, schema, spec, outputNamesOf, `the view's ${VIEW_METADATA.query}`, `the view's ${VIEW_METADATA.udtf}`);
   }
-  if (!QUERY_VIEW_VERSIONS.has(kind)) throw unsupported(`materialized view ${tableName} is of kind ${kind}: only views of kind query, chunker and udtf can be refreshed yet`);
+  if (!QUERY_VIEW_VERSIONS.has(kind))
+    throw unsupported(`materialized view ${tableName} is of kind ${kind}: only views of kind query, chunker and udtf can be refreshed yet`);
   return parseViewQuery(query, schema, `the view's ${VIEW_METADATA.query}`);
 }

@@ -3,20 +3,31 @@ import { EngineError } from '../../engine/lance-engine.js';
 import { PYTHON_UDF_BACKEND } from '../../model/columns.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type {
-  MaterializedViewUdtfEntry,
   CreateMaterializedViewRequest,
   CreateMaterializedViewResponse,
+  MaterializedViewUdtfEntry,
   RefreshMaterializedViewRequest,
   RefreshMaterializedViewResponse,
 } from '../../model/views.js';
 import { displayId } from '../catalog/catalog.js';
+import type { RequestContext } from '../context/request-context.js';
 import type { DataTable, DataTables } from '../data/data-tables.js';
 import { bindPythonUdf, type PythonUdfBinding, requirePythonUdfs, storeEnvelopes, strictBase64 } from '../data/python-udf-columns.js';
 import { engineFailure } from '../errors/engine-errors.js';
 import type { JobService } from '../jobs/job-service.js';
 import type { RefreshViewJob } from '../jobs/refresh-job.js';
-import type { RequestContext } from '../context/request-context.js';
-import { newViewMetadata, parseChunkerView, parseUdtfView, parseViewQuery, type ParsedView, type ViewChunker, type ViewDefinition, type ViewUdf, type ViewUdtf, viewOfTable } from './view-definition.js';
+import {
+  newViewMetadata,
+  type ParsedView,
+  parseChunkerView,
+  parseUdtfView,
+  parseViewQuery,
+  type ViewChunker,
+  type ViewDefinition,
+  type ViewUdf,
+  type ViewUdtf,
+  viewOfTable,
+} from './view-definition.js';
 
 // Materialized views of kinds `query`, `chunker` and `udtf` (CreateMaterializedView,
 // RefreshMaterializedView), as Geneva 0.17 uses them in remote mode. A view is an ordinary
@@ -90,7 +101,8 @@ export class MaterializedViewService {
     const parsed = viewOfTable(displayId(id), schema, (b64) => this.schemaNames(b64, `the view's output_schema_bytes`));
     const { definition } = parsed;
     const { chunker, udtf } = definition;
-    if (request.output_limit !== undefined && request.output_limit !== null && !chunker) throw invalidInput(`output_limit: applies to chunker views only; this view is of kind ${udtf ? 'udtf' : 'query'}`);
+    if (request.output_limit !== undefined && request.output_limit !== null && !chunker)
+      throw invalidInput(`output_limit: applies to chunker views only; this view is of kind ${udtf ? 'udtf' : 'query'}`);
     if (definition.udfs.length > 0 || chunker || udtf) requirePythonUdfs(this.tables, ctx, id, MV_REFRESH);
     const source = await this.openSource(ctx, definition.sourceId);
     const srcVersion = request.src_version ?? (await this.sourceVersion(source));
@@ -100,13 +112,22 @@ export class MaterializedViewService {
       });
     }
     // Content-addressed: storing an envelope again changes nothing (and mends a create that died before storing it).
-    await storeEnvelopes(view, definition.udfs.map((u, i) => udfBinding(u, `udf ${i}`)));
+    await storeEnvelopes(
+      view,
+      definition.udfs.map((u, i) => udfBinding(u, `udf ${i}`)),
+    );
     await storeSpec(view, chunker ?? udtf);
     return { job_id: await this.submitRefresh(ctx, id, definition, srcVersion, request) };
   }
 
   /** Starts the job that recomputes view `id` of `definition` from its source at `srcVersion`; its id. */
-  private async submitRefresh(ctx: RequestContext, id: string[], definition: ViewDefinition, srcVersion: number, request: RefreshMaterializedViewRequest): Promise<string> {
+  private async submitRefresh(
+    ctx: RequestContext,
+    id: string[],
+    definition: ViewDefinition,
+    srcVersion: number,
+    request: RefreshMaterializedViewRequest,
+  ): Promise<string> {
     const { chunker, udtf } = definition;
     const job: RefreshViewJob = {
       kind: 'refresh_materialized_view',
@@ -144,7 +165,10 @@ export class MaterializedViewService {
   private async openSource(ctx: RequestContext, sourceId: string[]): Promise<DataTable> {
     const namespace = sourceId.slice(0, -1);
     if (!(ctx.may?.('read', namespace) ?? false)) {
-      throw new NamespaceError(ErrorCode.PermissionDenied, `the view's source ${displayId(sourceId)} is in ${namespace.length === 0 ? 'the catalog root' : `namespace ${displayId(namespace)}`}, which the caller may not read`);
+      throw new NamespaceError(
+        ErrorCode.PermissionDenied,
+        `the view's source ${displayId(sourceId)} is in ${namespace.length === 0 ? 'the catalog root' : `namespace ${displayId(namespace)}`}, which the caller may not read`,
+      );
     }
     return this.tables.open(ctx, sourceId);
   }

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import { canonicalQuery, encodeKeyPath, EMPTY_BODY_SHA256, sha256Hex, type SigningCredentials, signRequest } from './sigv4.js';
+import { canonicalQuery, EMPTY_BODY_SHA256, encodeKeyPath, type SigningCredentials, sha256Hex, signRequest } from './sigv4.js';
 
 // One signed S3 request over a keep-alive connection: the adapter's single-object calls and LISTs go
 // through here (the SDK stays for multipart uploads, batch deletes and bucket set-up). Failures are

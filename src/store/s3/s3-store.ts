@@ -1,10 +1,5 @@
 import { createHash } from 'node:crypto';
-import {
-  CopyObjectCommand,
-  DeleteObjectsCommand,
-  S3Client,
-  type S3ClientConfig,
-} from '@aws-sdk/client-s3';
+import { CopyObjectCommand, DeleteObjectsCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import {
@@ -14,14 +9,14 @@ import {
   type ListPage,
   type ObjectInfo,
   type ObjectStore,
+  PreconditionFailedError,
   type PutCondition,
   type PutOptions,
-  PreconditionFailedError,
   type StoredObject,
   StoreUnavailableError,
 } from '../object-store.js';
 import { parseListObjectsResult } from './list-objects-result.js';
-import { type S3Response, S3Requests } from './s3-requests.js';
+import { S3Requests, type S3Response } from './s3-requests.js';
 
 export interface S3StoreConfig {
   bucket: string;
@@ -55,7 +50,18 @@ const RETRYABLE_NAMES = new Set([
   'ConditionalRequestConflict',
   'NetworkingError',
 ]);
-const RETRYABLE_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'ENOTFOUND', 'ECONNABORTED', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN']);
+const RETRYABLE_CODES = new Set([
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  'ECONNABORTED',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+]);
 
 interface SdkError {
   name?: string;
@@ -177,7 +183,8 @@ export class S3ObjectStore implements ObjectStore {
 
   private fullKey(key: string): string {
     const full = this.config.prefix ? `${this.config.prefix}/${key}` : key;
-    if (Buffer.byteLength(full) > MAX_KEY_BYTES) throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store (S3 keys are at most ${MAX_KEY_BYTES} bytes)`);
+    if (Buffer.byteLength(full) > MAX_KEY_BYTES)
+      throw new InvalidKeyError(`the key ${JSON.stringify(key)} is too long for the store (S3 keys are at most ${MAX_KEY_BYTES} bytes)`);
     return full;
   }
 

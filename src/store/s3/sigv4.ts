@@ -44,7 +44,11 @@ export interface RequestToSign {
   payloadSha256: string;
 }
 
-const amzDate = (now: Date): string => now.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+const amzDate = (now: Date): string =>
+  now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
 
 /** Signing keys last a day per region; one is kept so that a request costs two HMACs, not six. */
 let cachedKey: { scope: string; secret: string; key: Buffer } | null = null;
@@ -75,6 +79,8 @@ export function signRequest(request: RequestToSign, credentials: SigningCredenti
   const canonicalRequest = [request.method, request.path, request.query, canonicalHeaders, signedHeaders, request.payloadSha256].join('\n');
   const scope = `${date}/${region}/s3/aws4_request`;
   const stringToSign = `AWS4-HMAC-SHA256\n${datetime}\n${scope}\n${createHash('sha256').update(canonicalRequest).digest('hex')}`;
-  const signature = createHmac('sha256', signingKey(credentials.secretAccessKey, date, region, 's3')).update(stringToSign).digest('hex');
+  const signature = createHmac('sha256', signingKey(credentials.secretAccessKey, date, region, 's3'))
+    .update(stringToSign)
+    .digest('hex');
   headers.authorization = `AWS4-HMAC-SHA256 Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${signedHeaders}, Signature=${signature}`;
 }
