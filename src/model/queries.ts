@@ -143,7 +143,7 @@ const QueryFields = {
   k: Count.meta({ description: 'Number of results (the limit of a plain scan too).' }),
   filter: nullish(z.string()),
   prefilter: nullish(z.boolean()).meta({
-    description: 'Vector and hybrid search: filtering happens before searching unless false (in a hybrid search, for both of its searches).',
+    description: 'Vector, full-text and hybrid search: filtering happens before searching unless false (in a hybrid search, for both of its searches).',
   }),
   columns: z
     .object({ column_names: nullish(z.array(FieldPath)), column_aliases: nullish(z.record(z.string(), FieldPath)) })

@@ -229,6 +229,50 @@ describe.each(backends())('hybrid search on $name', (backend) => {
     const pre = await call(hybrid(v, { k: 6, filter, columns: { column_names: ['id'] } }));
     expect(new Set(ids(pre.rows))).toEqual(new Set([a, b, further]));
     expect(pre.rows).toEqual(await direct(v, (q) => q.where(filter).select(['id']).limit(6)));
+    // Filtered after searching, neither search keeps a row.
+    const neither = await call(hybrid(v, { k: 6, filter: `id = ${further}`, prefilter: false, columns: { column_names: ['id', 'text'] } }));
+    expect(neither.status, JSON.stringify(neither.json)).toBe(200);
+    expect(neither.rows).toEqual([]);
+    expect(neither.fields).toEqual(['id', 'text', '_relevance_score']);
+  });
+
+  it('filters a full-text search after searching with prefilter false, as Lance does (what a pushed-down hybrid search sends)', async () => {
+    const top = ids(plain((await engine((t) => t.query().fullTextSearch(TEXT).select(['id']).limit(12).toArray())) as Row[]));
+    const odd = (id: number) => id % 2 === 1;
+    const search = (fields: Record<string, unknown>) =>
+      call({
+        vector: null,
+        full_text_query: { string_query: { query: TEXT } },
+        filter: 'id % 2 = 1',
+        prefilter: false,
+        columns: { column_names: ['id'] },
+        ...fields,
+      });
+    for (const [k, offset] of [
+      [6, 0],
+      [6, 2],
+      [12, 0],
+    ] as const) {
+      const res = await search({ k, offset });
+      expect(res.status, JSON.stringify(res.json)).toBe(200);
+      // The filter applies to the search's top offset + k rows.
+      expect(ids(res.rows), `k ${k} offset ${offset}`).toEqual(
+        top
+          .slice(0, k + offset)
+          .filter(odd)
+          .slice(offset),
+      );
+      expect(res.fields).toEqual(['id', '_score']);
+    }
+    // Filtered first, the search finds k rows that pass.
+    const pre = await search({ k: 6, prefilter: true });
+    expect(pre.rows).toHaveLength(6);
+    expect(pre.rows.every((r) => odd(r.id as number))).toBe(true);
+    expect((await search({ k: 6, with_row_id: true })).fields).toEqual(['id', '_score', '_rowid']);
+    const none = await search({ k: 6, filter: 'id < 0' });
+    expect(none.status, JSON.stringify(none.json)).toBe(200);
+    expect(none.rows).toEqual([]);
+    expect(none.fields).toEqual(['id', '_score']);
   });
 
   it('explains and analyzes both searches under the fusion', async () => {
@@ -276,6 +320,7 @@ describe.each(backends())('hybrid search on $name', (backend) => {
     const post = hybrid(v, { k: 3, filter: 'id > 1', prefilter: false });
     await expectError({ query: post }, 406, 0, /prefilter false/, 'explain_plan');
     await expectError(post, 406, 0, /prefilter false/, 'analyze_plan');
+    await expectError({ query: { ...post, vector: null } }, 406, 0, /prefilter false/, 'explain_plan');
     await expectError(hybrid(v, { k: 3, filter: 'nope > 1' }), 404, 12, /nope/);
     await expectError(hybrid(v, { k: 3, columns: { column_names: ['nope'] } }), 404, 12, /nope/);
     await expectError(hybrid(v, { k: 0 }), 400, 13, /k must be positive/);

@@ -62,8 +62,8 @@ const EMPTY_VECTOR_SIDE = /expected column _distance not found in rank/;
 const HYBRID_BATCH =
   'a hybrid query (vector and full-text) takes one query vector, or one multivector on a multivector column; several query vectors on a plain vector column are a batch search, which the engine cannot fuse with a full-text search';
 
-const HYBRID_POSTFILTER_PLAN =
-  'the plan of a hybrid query with prefilter false is not available: its full-text search filters after searching, which the engine runs but cannot plan on its own (QueryTable runs such a query)';
+const POSTFILTER_PLAN =
+  'the plan of a full-text or hybrid query with prefilter false is not available: its full-text search filters after searching, which the engine cannot plan (QueryTable runs such a query)';
 
 const NO_FTS_INDEX = 'Invalid input, Cannot perform full text search unless an INVERTED index has been created on at least one column';
 
@@ -195,6 +195,45 @@ async function buildQuery(table: Table, q: TableQuery): Promise<BuiltQuery> {
 }
 
 type ArrowTable = import('apache-arrow').Table;
+
+/** Whether a query is a full-text search (alone) filtered after searching, which the binding cannot ask for. */
+const isPostFilteredFullText = (q: TableQuery): boolean =>
+  q.vector === undefined && q.fullText !== undefined && q.filter !== undefined && q.prefilter === false;
+
+/** The rows of a query that is not hybrid. */
+async function searchRows(table: Table, q: TableQuery): Promise<ArrowTable> {
+  if (isPostFilteredFullText(q)) return postFilteredFullText(table, q);
+  const query = await buildQuery(table, q);
+  const result = await query.toArrow();
+  // A result without batches comes back without a schema either; the client still needs the
+  // columns, so write the query's output schema.
+  return result.batches.length > 0 ? result : new arrow.Table(await query.outputSchema());
+}
+
+/**
+ * A full-text search filtered after searching, as Lance runs it (the filter applies to the
+ * search's top offset + k rows): those of the unfiltered top rows that pass the filter. They are
+ * a prefix of the filtered-first search's top rows, since whatever ranks above one of them there
+ * passes the filter and scores higher, so it is among the unfiltered top rows too. The binding's
+ * full-text query has no post-filter, so this takes the two searches and cuts the second where
+ * the first row missing from the first is.
+ */
+async function postFilteredFullText(table: Table, q: TableQuery): Promise<ArrowTable> {
+  const offset = q.offset ?? 0;
+  const search = { ...q, limit: q.limit + offset, offset: undefined, withRowId: true };
+  const [found, top] = await Promise.all([
+    buildQuery(table, search).then((b) => b.toArrow()),
+    buildQuery(table, { ...search, filter: undefined, columns: [] }).then((b) => b.toArrow()),
+  ]);
+  const topIds = new Set(rowIds(top));
+  const ids = rowIds(found);
+  let kept = 0;
+  while (kept < ids.length && topIds.has(ids[kept] ?? -1n)) kept++;
+  // Zero rows are written from the schema (a zero-row slice of nested columns would lack buffers).
+  if (kept <= offset) return new arrow.Table(await (await buildQuery(table, q)).outputSchema());
+  return found.select(found.schema.fields.map((f) => f.name).filter((n) => n !== '_rowid' || q.withRowId)).slice(offset, kept);
+}
+
 type RrfReranker = import('@lancedb/lancedb').rerankers.RRFReranker;
 
 let rrfReranker: Promise<RrfReranker> | undefined;
@@ -255,11 +294,11 @@ class HybridSearch {
       fused = await this.fuseFullTextAlone();
     }
     const offset = this.q.offset ?? 0;
-    const keep = fused.schema.fields.map((f) => f.name).filter((n) => n !== '_distance' && n !== '_score' && (n !== '_rowid' || this.q.withRowId));
-    const result = fused.select(keep).slice(offset, offset + this.q.limit);
     // An empty result comes back without the projected columns (and a zero-row slice of nested
     // columns would be written without buffers): its schema is the vector search's, scored.
-    return result.numRows > 0 ? result : new arrow.Table(await this.schema());
+    if (fused.numRows <= offset) return new arrow.Table(await this.schema());
+    const keep = fused.schema.fields.map((f) => f.name).filter((n) => n !== '_distance' && n !== '_score' && (n !== '_rowid' || this.q.withRowId));
+    return fused.select(keep).slice(offset, offset + this.q.limit);
   }
 
   /** The fused result's schema: the vector search's without `_distance`, then `_relevance_score`. */
@@ -275,18 +314,7 @@ class HybridSearch {
    * reranker against an empty vector result.
    */
   private async fuseFullTextAlone(): Promise<ArrowTable> {
-    const search = { ...this.searched, vector: undefined, withRowId: true };
-    let found = await (await buildQuery(this.table, search)).toArrow();
-    if (this.q.prefilter === false && search.filter !== undefined) {
-      // Filtered after searching, the full-text search keeps those of its unfiltered top rows
-      // that pass the filter: a prefix of the rows the filtered-first search ranks (the earlier
-      // of these pass the filter and score higher).
-      const top = new Set(rowIds(await (await buildQuery(this.table, { ...search, filter: undefined, columns: [] })).toArrow()));
-      const ids = rowIds(found);
-      let kept = 0;
-      while (kept < ids.length && top.has(ids[kept] ?? -1n)) kept++;
-      found = found.slice(0, kept);
-    }
+    const found = await searchRows(this.table, { ...this.searched, vector: undefined, withRowId: true });
     if (found.numRows === 0) return found;
     const ids = BigUint64Array.from(rowIds(found));
     const rowIdData = (data: BigUint64Array) => arrow.makeData({ type: new arrow.Uint64(), length: data.length, nullCount: 0, data });
@@ -310,20 +338,13 @@ class HybridSearch {
   }
 
   async explainPlan(verbose: boolean): Promise<string> {
-    const { vector, fullText } = await this.planned();
+    const { vector, fullText } = await this.searches();
     return hybridPlan(await Promise.all([vector.explainPlan(verbose), fullText.explainPlan(verbose)]));
   }
 
   async analyzePlan(): Promise<string> {
-    const { vector, fullText } = await this.planned();
+    const { vector, fullText } = await this.searches();
     return hybridPlan(await Promise.all([vector.analyzePlan(), fullText.analyzePlan()]));
-  }
-
-  /** The searches whose plans are the hybrid search's, when the binding can plan them as they run. */
-  private async planned(): Promise<{ vector: BuiltQuery; fullText: BuiltQuery }> {
-    // The binding's full-text search has no post-filter (the hybrid search gives it the vector search's).
-    if (this.q.prefilter === false && this.q.filter !== undefined) throw new EngineError('unsupported', HYBRID_POSTFILTER_PLAN);
-    return this.searches();
   }
 }
 
@@ -377,23 +398,27 @@ export class LancedbQueries implements QueryOps {
 
   query(at: DatasetLocation, q: TableQuery): Promise<Buffer> {
     return this.run(at, q, async (table) => {
-      if (isHybrid(q)) return Buffer.from(arrow.tableToIPC(await new HybridSearch(table, q).run(), 'file'));
-      const query = await buildQuery(table, q);
-      let result = await query.toArrow();
-      // A result without batches comes back without a schema either; the client still needs the
-      // columns, so write the query's output schema.
-      if (result.batches.length === 0) result = new arrow.Table(await query.outputSchema());
+      const result = isHybrid(q) ? await new HybridSearch(table, q).run() : await searchRows(table, q);
       return Buffer.from(arrow.tableToIPC(result, 'file'));
     });
   }
 
   explainPlan(at: DatasetLocation, q: TableQuery, verbose: boolean): Promise<string> {
-    return this.run(at, q, async (table) =>
-      isHybrid(q) ? new HybridSearch(table, q).explainPlan(verbose) : (await buildQuery(table, q)).explainPlan(verbose),
-    );
+    return this.run(at, q, async (table) => {
+      refusePostFilteredPlan(q);
+      return isHybrid(q) ? new HybridSearch(table, q).explainPlan(verbose) : (await buildQuery(table, q)).explainPlan(verbose);
+    });
   }
 
   analyzePlan(at: DatasetLocation, q: TableQuery): Promise<string> {
-    return this.run(at, q, async (table) => (isHybrid(q) ? new HybridSearch(table, q).analyzePlan() : (await buildQuery(table, q)).analyzePlan()));
+    return this.run(at, q, async (table) => {
+      refusePostFilteredPlan(q);
+      return isHybrid(q) ? new HybridSearch(table, q).analyzePlan() : (await buildQuery(table, q)).analyzePlan();
+    });
   }
+}
+
+/** The binding plans a full-text search filtered first only: a post-filtered one would be planned wrong. */
+function refusePostFilteredPlan(q: TableQuery): void {
+  if (q.fullText !== undefined && q.filter !== undefined && q.prefilter === false) throw new EngineError('unsupported', POSTFILTER_PLAN);
 }
