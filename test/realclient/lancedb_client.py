@@ -46,12 +46,12 @@ def row_vector(i: int) -> list:
     return [float(i), float((i * 7) % 11), float((i * 5) % 13) / 2.0, 1.0]
 
 
-def make_rows(start: int, count: int) -> pa.Table:
+def make_rows(start: int, count: int, text=row_text) -> pa.Table:
     ids = list(range(start, start + count))
     return pa.table(
         {
             "id": pa.array(ids, pa.int64()),
-            "text": pa.array([row_text(i) for i in ids], pa.string()),
+            "text": pa.array([text(i) for i in ids], pa.string()),
             "vector": pa.array([row_vector(i) for i in ids], pa.list_(pa.float32(), DIM)),
         }
     )
@@ -83,12 +83,22 @@ MODES = {
 }
 
 
-@pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
-@pytest.mark.parametrize("mode", list(MODES))
-def test_table_walk(proxy, mode, managed):
-    pushdown = MODES[mode] is not None
+def in_every_mode(test):
+    """Runs `test(proxy, mode, managed)` in each mode, with and without managed versioning."""
+    test = pytest.mark.parametrize("mode", list(MODES))(test)
+    return pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])(test)
+
+
+def connect_in(proxy, mode: str, prefix: str):
+    """A LanceDB connection through the proxy in `mode`, a fresh namespace name for it, and
+    whether the connection pushes queries down."""
     db = lancedb.connect_namespace("rest", {"uri": proxy.url}, namespace_client_pushdown_operations=MODES[mode])
-    namespace = unique(f"ldb_{mode.replace('-', '_')}")
+    return db, unique(f"{prefix}_{mode.replace('-', '_')}"), MODES[mode] is not None
+
+
+@in_every_mode
+def test_table_walk(proxy, mode, managed):
+    db, namespace, pushdown = connect_in(proxy, mode, "ldb")
     path = [namespace]
     properties = {"client": "lancedb", **({"managed_versioning": "true"} if managed else {})}
     try:
@@ -211,17 +221,6 @@ def hybrid_text(i: int) -> str:
     return " ".join(["banana"] * (1 + m % 4) + ["pad"] * (m // 4) + [f"number{i}"])
 
 
-def hybrid_rows(start: int, count: int) -> pa.Table:
-    ids = list(range(start, start + count))
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "text": pa.array([hybrid_text(i) for i in ids], pa.string()),
-            "vector": pa.array([row_vector(i) for i in ids], pa.list_(pa.float32(), DIM)),
-        }
-    )
-
-
 def open_directly(table_id: list):
     """The table opened straight at its location, not through the namespace."""
     described = connect().describe_table(DescribeTableRequest(id=table_id))
@@ -229,17 +228,14 @@ def open_directly(table_id: list):
     return lancedb.connect(parent, storage_options=described.storage_options or {}).open_table(name.removesuffix(".lance"))
 
 
-@pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
-@pytest.mark.parametrize("mode", list(MODES))
+@in_every_mode
 def test_hybrid_search(proxy, mode, managed):
-    pushdown = MODES[mode] is not None
-    db = lancedb.connect_namespace("rest", {"uri": proxy.url}, namespace_client_pushdown_operations=MODES[mode])
-    namespace = unique(f"ldb_hybrid_{mode.replace('-', '_')}")
+    db, namespace, pushdown = connect_in(proxy, mode, "ldb_hybrid")
     path = [namespace]
     try:
         db.create_namespace(path, properties={"managed_versioning": "true"} if managed else {})
-        table = db.create_table("docs", hybrid_rows(0, 40), namespace_path=path)
-        table.add(hybrid_rows(40, ROWS - 40))
+        table = db.create_table("docs", make_rows(0, 40, hybrid_text), namespace_path=path)
+        table.add(make_rows(40, ROWS - 40, hybrid_text))
         table.create_index("text", config=FTS())
         direct = open_directly(path + ["docs"])
         assert direct.version == table.version
