@@ -7,7 +7,8 @@
 // silent) on a fresh temporary local root or on a throwaway Ceph radosgw started here
 // (test/support/s3-server.ts), creates a table of --rows rows (id int64, value float64, name utf8,
 // vec FixedSizeList(16, float32)) through CreateTable, builds a BTREE index on id through
-// create_scalar_index, opens the same dataset straight through @lancedb/lancedb, and then times,
+// create_scalar_index and an FTS index on name through create_index, opens the same dataset
+// straight through @lancedb/lancedb, and then times,
 // alternating service and direct calls (and rotating which goes first) so both see the same
 // table, the same page cache and the same machine load:
 //   update        POST /v1/table/{id}/update (1 row by id, SQL expression) | table.update({where, valuesSql})
@@ -17,6 +18,7 @@
 //   table stats   POST /v1/table/{id}/stats                                 | table.stats()
 //   index stats   POST /v1/table/{id}/index/id_idx/stats                    | table.indexStats('id_idx')
 //   analyze plan  POST /v1/table/{id}/analyze_plan (filter id = k, k 10)    | query().where().limit(10).analyzePlan()
+//   hybrid query  POST /v1/table/{id}/query (vector + full text "k", k 10)  | query().nearestTo(v).fullTextSearch().limit(10)
 // Each direct call is timed twice: on a warm handle kept open for the whole run, and on a handle
 // the same connection opens for that one call (as the service's engine adapter did before it kept
 // datasets open; the "adapter" side below still does: it is given no latest version, so it has
@@ -52,6 +54,8 @@ const TABLE = 'data';
 const DELIMITER = '$';
 const DIM = 16;
 const INDEX = 'id_idx';
+/** The hybrid query's vector (the table's vectors are uniform in [0, 1)). */
+const QUERY_VECTOR: number[] = Array.from({ length: DIM }, () => 0.5);
 const WARMUP = 3;
 const QUERY_K = 10;
 /** Bound on any one HTTP request of the benchmark. */
@@ -104,6 +108,19 @@ async function call(service: Service, method: 'GET' | 'POST', route: string, bod
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${route} -> ${res.status}: ${text.slice(0, 300)}`);
   return text === '' ? {} : (JSON.parse(text) as unknown);
+}
+
+/** A POST whose answer is an Arrow IPC file: the number of rows in it. */
+async function callArrow(service: Service, route: string, body: unknown): Promise<number> {
+  const res = await fetch(`${service.baseUrl}${route}`, {
+    method: 'POST',
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json' },
+  });
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  if (!res.ok) throw new Error(`POST ${route} -> ${res.status}: ${Buffer.from(bytes).toString().slice(0, 300)}`);
+  return arrow.tableFromIPC(bytes).numRows;
 }
 
 const TABLE_PATH = `/v1/table/${encodeURIComponent([NAMESPACE, TABLE].join(DELIMITER))}`;
@@ -172,7 +189,7 @@ interface BackendResult {
   backend: BackendName;
   rows: number;
   iterations: number;
-  setup: { createMs: number; indexMs: number };
+  setup: { createMs: number; indexMs: number; ftsMs: number };
   ops: OpResult[];
   parts: { httpFloor: Summary; resolve: Summary; resolveStore: Summary; engineOpen: Summary; directVersion: Summary };
 }
@@ -195,6 +212,10 @@ async function runBackend(backend: BackendName, rows: number, iterations: number
     await call(service, 'POST', `${TABLE_PATH}/create_scalar_index`, { column: 'id', index_type: 'BTREE', name: INDEX });
     const indexMs = now() - started;
     log(`${backend}: BTREE index on id in ${secs(indexMs)}`);
+    started = now();
+    await call(service, 'POST', `${TABLE_PATH}/create_index`, { column: 'name', index_type: 'FTS' });
+    const ftsMs = now() - started;
+    log(`${backend}: FTS index on name in ${secs(ftsMs)}`);
     checkAborted();
 
     const storageOptions = service.app.store.engineStorageOptions();
@@ -315,6 +336,42 @@ async function runBackend(backend: BackendName, rows: number, iterations: number
           if (plan === '') throw new Error('direct analyzePlan: empty plan');
         },
       },
+      {
+        // A hybrid search: the vector search and the full-text search for row k's own number
+        // (name-k), fused by RRF. Each finds k rows: row k, and the 10 nearest vectors.
+        name: 'hybrid query',
+        service: async (i) => {
+          const found = await callArrow(service, `${TABLE_PATH}/query`, {
+            vector: { single_vector: QUERY_VECTOR },
+            vector_column: 'vec',
+            full_text_query: { string_query: { query: String(queryId(i)), columns: ['name'] } },
+            k: QUERY_K,
+            columns: { column_names: ['id'] },
+          });
+          expectEqual('service hybrid rows', found, QUERY_K);
+        },
+        adapter: async (i) => {
+          const ipc = await adapter.queries.query(at, {
+            vector: QUERY_VECTOR,
+            vectorColumn: 'vec',
+            fullText: { text: String(queryId(i)), columns: ['name'] },
+            limit: QUERY_K,
+            columns: ['id'],
+          });
+          expectEqual('adapter hybrid rows', arrow.tableFromIPC(ipc).numRows, QUERY_K);
+        },
+        engine: async (t, i) => {
+          const found = await t
+            .query()
+            .nearestTo(QUERY_VECTOR)
+            .column('vec')
+            .fullTextSearch(String(queryId(i)), { columns: ['name'] })
+            .select(['id'])
+            .limit(QUERY_K)
+            .toArrow();
+          expectEqual('direct hybrid rows', found.numRows, QUERY_K);
+        },
+      },
     ];
     const slotOf = (side: Side): number => SIDES.indexOf(side);
     started = now();
@@ -394,7 +451,7 @@ async function runBackend(backend: BackendName, rows: number, iterations: number
       backend,
       rows,
       iterations,
-      setup: { createMs, indexMs },
+      setup: { createMs, indexMs, ftsMs },
       ops: results,
       parts: {
         httpFloor: http.timings.service,
@@ -418,7 +475,7 @@ function printResult(r: BackendResult): void {
   out('');
   out(
     `${r.backend}: ${r.rows.toLocaleString('en-US')} rows, ${r.iterations} iterations per operation and side; ` +
-      `setup: CreateTable ${secs(r.setup.createMs)}, BTREE index ${secs(r.setup.indexMs)}`,
+      `setup: CreateTable ${secs(r.setup.createMs)}, BTREE index ${secs(r.setup.indexMs)}, FTS index ${secs(r.setup.ftsMs)}`,
   );
   const table = (header: string[], lines: string[][]) => {
     const widths = header.map((h, c) => Math.max(h.length, ...lines.map((l) => (l[c] ?? '').length)));

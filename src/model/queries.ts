@@ -138,11 +138,13 @@ const QueryFields = {
     .optional()
     .meta({
       description:
-        'Query vector; null, or an empty single_vector or multi_vector (what LanceDB clients send), for a filter or full-text query. multi_vector on a multivector (List<FixedSizeList>) column is one multivector query; on a plain vector column it is a batch search with a `query_index` column.',
+        'Query vector; null, or an empty single_vector or multi_vector (what LanceDB clients send), for a filter or full-text query. multi_vector on a multivector (List<FixedSizeList>) column is one multivector query; on a plain vector column it is a batch search with a `query_index` column. With a full_text_query too, the query is a hybrid search: both searches fused by reciprocal-rank fusion, with `_relevance_score`.',
     }),
   k: Count.meta({ description: 'Number of results (the limit of a plain scan too).' }),
   filter: nullish(z.string()),
-  prefilter: nullish(z.boolean()).meta({ description: 'Vector search only; filtering happens before the search unless false.' }),
+  prefilter: nullish(z.boolean()).meta({
+    description: 'Vector, full-text and hybrid search: filtering happens before searching unless false (in a hybrid search, for both of its searches).',
+  }),
   columns: z
     .object({ column_names: nullish(z.array(FieldPath)), column_aliases: nullish(z.record(z.string(), FieldPath)) })
     .refine((c) => exactlyOneOrNone([c.column_names, c.column_aliases]), { message: 'give either column_names or column_aliases, not both' })

@@ -303,8 +303,6 @@ describe.each(backends())('queries on $name', (backend) => {
       13,
       /INVERTED index/,
     );
-    // Hybrid vector + full-text search in one query is beyond the engine.
-    await expectError({ vector: v, k: 3, vector_column: 'vec', full_text_query: { string_query: { query: 'alpha' } } }, 406, 0, /hybrid/);
     await expectError({ vector: null, k: 3, branch: 'dev' }, 406, 0, /branch/);
     await expectError({ query: { vector: null, k: 3, filter: 'id >* 3' } }, 400, 13, /Error parsing statement/, 'explain_plan');
     await expectError({ query: { vector: null, k: 3, id: ['ns', 'other'] } }, 400, 13, /does not match/, 'explain_plan');

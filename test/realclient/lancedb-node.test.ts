@@ -3,8 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { tableDirKey } from '../../src/service/catalog/layout.js';
 import { listAll } from '../../src/store/object-store.js';
+import { connectTable } from '../support/arrow-data.js';
 import { backends, type TestRoot } from '../support/backends.js';
-import { useLancedbRestClient } from '../support/lancedb-client.js';
+import { lancedb, useLancedbRestClient } from '../support/lancedb-client.js';
 
 // The real @lancedb/lancedb client (its REST namespace implementation) against the running
 // service. The client talks REST only for the catalog (namespaces, declare/describe/drop of
@@ -107,6 +108,35 @@ async function serviceSeesData(url: string, id: string[]): Promise<{ isOnlyDecla
 
 const unique = (prefix: string) => `${prefix}_${randomBytes(4).toString('hex')}`;
 
+const DOC_ROWS = 60;
+
+/**
+ * Rows id, text, vec for the hybrid search: every third row says "alpha", each with its own term
+ * count and length, so that no two full-text scores tie (a tie could be ranked either way).
+ */
+function docsTable(): import('apache-arrow').Table {
+  const ids = Array.from({ length: DOC_ROWS }, (_, i) => i);
+  const text = (i: number) => {
+    if (i % 3 !== 0) return `beta w${i}`;
+    const m = i / 3;
+    return [...Array<string>(1 + (m % 4)).fill('alpha'), ...Array<string>(Math.floor(m / 4)).fill('pad'), `w${i}`].join(' ');
+  };
+  return new arrow.Table({
+    id: arrow.vectorFromArray(BigInt64Array.from(ids.map(BigInt))),
+    text: arrow.vectorFromArray(ids.map(text), new arrow.Utf8()),
+    vec: arrow.vectorFromArray(
+      ids.map((i) => Array.from({ length: DIM }, (_, j) => Math.sin(i * DIM + j))),
+      new arrow.FixedSizeList(DIM, new arrow.Field('item', new arrow.Float32(), true)),
+    ),
+  });
+}
+
+/** Result rows as plain values, in order (int64 as numbers, vectors as arrays). */
+function plainRows(rows: Array<Record<string, unknown>>): Array<Record<string, unknown>> {
+  const value = (v: unknown): unknown => (typeof v === 'bigint' ? Number(v) : v instanceof arrow.Vector ? Array.from(v.toArray() as Float32Array) : v);
+  return rows.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, value(v)])));
+}
+
 describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (backend) => {
   const client = useLancedbRestClient(backend);
 
@@ -188,6 +218,56 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
     expect(await tableFiles(client.root, [ns], name)).toEqual(['.lance-deregistered']);
     await client.db.dropNamespace([ns]);
     expect((await client.db.listNamespaces()).namespaces).not.toContain(ns);
+  });
+
+  // @lancedb/lancedb 0.39 runs the hybrid search in the client (both searches, then RRF) and has no
+  // setting to push queries down to QueryTable (its connectNamespace takes none); LanceDB Python's
+  // pushed-down hybrid search is tested in lancedb_client.py.
+  it.each([false, true])('runs a hybrid search as the same search on the table itself does (managed versioning: %s)', async (managed) => {
+    const ns = unique('hybrid');
+    await client.db.createNamespace([ns], managed ? { properties: { managed_versioning: 'true' } } : {});
+    const name = unique('docs');
+    const table = await client.db.createTable(name, docsTable(), [ns]);
+    await table.createIndex('text', { config: lancedb.Index.fts() });
+    const described = await fetch(`${client.app.url}/v1/table/${encodeURIComponent(`${ns}$${name}`)}/describe`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({}),
+    });
+    const { location, managed_versioning } = (await described.json()) as { location: string; managed_versioning?: boolean };
+    expect(managed_versioning ?? false).toBe(managed);
+    const direct = await connectTable(location, client.root.store.engineStorageOptions());
+    try {
+      expect(await direct.version()).toBe(await table.version());
+      if (managed) expect(await table.version()).toBe(2);
+      const rrf = await lancedb.rerankers.RRFReranker.create();
+      const v = Array.from({ length: DIM }, (_, j) => Math.sin(4 * DIM + j));
+      type Build = (q: import('@lancedb/lancedb').VectorQuery) => import('@lancedb/lancedb').VectorQuery;
+      const searches: Record<string, Build> = {
+        plain: (q) => q.limit(10),
+        filtered: (q) => q.where('id >= 20').select(['id', 'text']).limit(8),
+        'post-filtered': (q) => q.where('id % 2 = 0').postfilter().select(['id']).limit(8),
+        'with row ids': (q) => q.select(['id']).withRowId().limit(6),
+        paged: (q) => q.select(['id']).limit(5).offset(2),
+      };
+      const run = async (t: import('@lancedb/lancedb').Table, build: Build) =>
+        plainRows((await build(t.query().nearestTo(v).column('vec').fullTextSearch('alpha').rerank(rrf)).toArray()) as Array<Record<string, unknown>>);
+      for (const [label, build] of Object.entries(searches)) {
+        const got = await run(table, build);
+        expect(got, label).toEqual(await run(direct, build));
+        expect(got.length, label).toBeGreaterThan(0);
+        expect(Object.keys(got[0] ?? {}), label).toContain('_relevance_score');
+      }
+      // Both kinds of match: row 4 (the query's own vector, no "alpha") and text matches.
+      const ids = (await run(table, searches.plain as Build)).map((r) => r.id);
+      expect(ids).toContain(4);
+      expect(ids.some((id) => (id as number) % 3 === 0)).toBe(true);
+    } finally {
+      direct.close();
+      table.close();
+    }
+    await client.db.dropTable(name, [ns]);
+    await client.db.dropNamespace([ns]);
   });
 
   it('works in a nested namespace a/b', async () => {

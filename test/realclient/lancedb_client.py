@@ -11,6 +11,9 @@ delete, drop) runs with and without managed versioning, and in two modes:
     service's QueryTable; vector searches still run in the client, and create_table still
     declares the table and writes the data itself (CreateTable is accepted but not used).
 Every query's answer is checked against rows computed here from the data the test wrote.
+test_hybrid_search runs LanceDB's hybrid search (vector + full text, fused by its RRF reranker) in
+each mode and checks it against the same search on the table opened directly (lancedb.connect at
+the location DescribeTable answers; on S3, see open_directly).
 test_phrase_query_pushed_down records a client bug: a phrase or boolean full-text query is
 pushed down as the Debug text of the Rust query.
 
@@ -24,9 +27,9 @@ import pyarrow as pa
 import pytest
 from lancedb.index import FTS, BTree, IvfFlat
 
-from lance_namespace import ListTableVersionsRequest
+from lance_namespace import DescribeTableRequest, ListTableVersionsRequest
 
-from clients_support import RecordingProxy, connect, drop_namespace_quietly, server_url, service_commits, unique
+from clients_support import RecordingProxy, connect, drop_namespace_quietly, on_s3, server_url, service_commits, unique
 
 DIM = 4
 ROWS = 48
@@ -43,12 +46,12 @@ def row_vector(i: int) -> list:
     return [float(i), float((i * 7) % 11), float((i * 5) % 13) / 2.0, 1.0]
 
 
-def make_rows(start: int, count: int) -> pa.Table:
+def make_rows(start: int, count: int, text=row_text) -> pa.Table:
     ids = list(range(start, start + count))
     return pa.table(
         {
             "id": pa.array(ids, pa.int64()),
-            "text": pa.array([row_text(i) for i in ids], pa.string()),
+            "text": pa.array([text(i) for i in ids], pa.string()),
             "vector": pa.array([row_vector(i) for i in ids], pa.list_(pa.float32(), DIM)),
         }
     )
@@ -80,12 +83,22 @@ MODES = {
 }
 
 
-@pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])
-@pytest.mark.parametrize("mode", list(MODES))
-def test_table_walk(proxy, mode, managed):
-    pushdown = MODES[mode] is not None
+def in_every_mode(test):
+    """Runs `test(proxy, mode, managed)` in each mode, with and without managed versioning."""
+    test = pytest.mark.parametrize("mode", list(MODES))(test)
+    return pytest.mark.parametrize("managed", [False, True], ids=["unmanaged", "managed"])(test)
+
+
+def connect_in(proxy, mode: str, prefix: str):
+    """A LanceDB connection through the proxy in `mode`, a fresh namespace name for it, and
+    whether the connection pushes queries down."""
     db = lancedb.connect_namespace("rest", {"uri": proxy.url}, namespace_client_pushdown_operations=MODES[mode])
-    namespace = unique(f"ldb_{mode.replace('-', '_')}")
+    return db, unique(f"{prefix}_{mode.replace('-', '_')}"), MODES[mode] is not None
+
+
+@in_every_mode
+def test_table_walk(proxy, mode, managed):
+    db, namespace, pushdown = connect_in(proxy, mode, "ldb")
     path = [namespace]
     properties = {"client": "lancedb", **({"managed_versioning": "true"} if managed else {})}
     try:
@@ -195,6 +208,78 @@ def test_table_walk(proxy, mode, managed):
             db.open_table("items", namespace_path=path)
         db.drop_namespace(path)
         assert namespace not in db.list_namespaces().namespaces
+    finally:
+        drop_namespace_quietly(connect(), namespace)
+
+
+def hybrid_text(i: int) -> str:
+    """Every third row says "banana", each with its own term count and length, so that no two
+    full-text scores tie (either server could rank a tie either way); the others say "apple"."""
+    if i % 3 != 1:
+        return f"apple number{i}"
+    m = i // 3
+    return " ".join(["banana"] * (1 + m % 4) + ["pad"] * (m // 4) + [f"number{i}"])
+
+
+def open_directly(table_id: list):
+    """The table opened straight at its location on a local root. On S3 the credentials the service
+    vends reach the table's own directory only, where lancedb.connect would list its parent: there
+    it is the table opened by a connection that reads and searches it itself (no pushdown)."""
+    if on_s3():
+        return lancedb.connect_namespace("rest", {"uri": server_url()}).open_table(table_id[-1], namespace_path=table_id[:-1])
+    parent, name = connect().describe_table(DescribeTableRequest(id=table_id)).location.rstrip("/").rsplit("/", 1)
+    return lancedb.connect(parent).open_table(name.removesuffix(".lance"))
+
+
+@in_every_mode
+def test_hybrid_search(proxy, mode, managed):
+    db, namespace, pushdown = connect_in(proxy, mode, "ldb_hybrid")
+    path = [namespace]
+    try:
+        db.create_namespace(path, properties={"managed_versioning": "true"} if managed else {})
+        table = db.create_table("docs", make_rows(0, 40, hybrid_text), namespace_path=path)
+        table.add(make_rows(40, ROWS - 40, hybrid_text))
+        table.create_index("text", config=FTS())
+        direct = open_directly(path + ["docs"])
+        assert direct.version == table.version
+        query = [5.2, 3.0, 1.5, 1.0]
+        banana = [i for i in range(ROWS) if i % 3 == 1]
+        searches = {
+            "plain": lambda t: t.search(query_type="hybrid").vector(query).text("banana").limit(10),
+            "filtered": lambda t: t.search(query_type="hybrid").vector(query).text("banana").where("id >= 20").limit(8),
+            "post-filtered": lambda t: t.search(query_type="hybrid").vector(query).text("banana").where("id % 2 = 0", prefilter=False).limit(8),
+            # None of the nearest vectors passes this filter: the full-text half's rows alone,
+            # those of its top 8 that pass (filtered first, a third row would pass).
+            "post-filtered, text only": lambda t: t.search(query_type="hybrid")
+            .vector(query)
+            .text("banana")
+            .where("id % 2 = 0 AND id > 30", prefilter=False)
+            .limit(8),
+            "full text post-filtered": lambda t: t.search("banana", query_type="fts").where("id % 2 = 0 AND id > 30", prefilter=False).limit(8),
+            "projected": lambda t: t.search(query_type="hybrid").vector(query).text("banana").select(["id", "text"]).with_row_id(True).limit(6),
+            "paged": lambda t: t.search(query_type="hybrid").vector(query).text("banana").limit(5).offset(3),
+        }
+        mark = proxy.mark()
+        results = {name: search(table).to_arrow() for name, search in searches.items()}
+        sent = query_requests(proxy.since(mark))
+        for name, search in searches.items():
+            expected = search(direct).to_arrow()
+            assert results[name].column_names == expected.column_names, name
+            assert results[name].to_pylist() == expected.to_pylist(), name
+            assert ("_relevance_score" in expected.column_names) is (name != "full text post-filtered"), name
+        # Both kinds of match: the nearest vectors (not all banana rows) and banana rows far from them.
+        plain = ids_of(results["plain"])
+        assert set(nearest(list(range(ROWS)), query, 3)) <= set(plain)
+        assert any(i not in banana for i in plain)
+        assert any(i in banana and i not in nearest(list(range(ROWS)), query, 10) for i in plain)
+        assert ids_of(results["filtered"]) and min(ids_of(results["filtered"])) >= 20
+        assert ids_of(results["post-filtered, text only"]) == ids_of(results["full text post-filtered"]) == [34, 46]
+        # What reached the service: with pushdown the full-text half of each hybrid search (the
+        # vector half runs in the client, as its vector searches do); client-side nothing.
+        if pushdown:
+            assert len(sent) == len(searches), sent
+        else:
+            assert sent == []
     finally:
         drop_namespace_quietly(connect(), namespace)
 

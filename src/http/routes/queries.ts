@@ -6,7 +6,7 @@ export function queryRoutes(queries: QueryService): RouteGroup {
   return routeGroup('/v1', [
     defineRoute({
       operationId: 'QueryTable',
-      summary: 'Query a table (vector, full-text or filter); the result is an Arrow IPC file',
+      summary: 'Query a table (vector, full-text, hybrid or filter); the result is an Arrow IPC file',
       tag: 'Data',
       paths: ['/table/{id}/query'],
       methods: ['POST'],
