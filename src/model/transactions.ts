@@ -3,19 +3,23 @@ import { caseInsensitiveEnum, RequestBase } from './common.js';
 
 export const TransactionStatusInput = caseInsensitiveEnum(['Queued', 'Running', 'Succeeded', 'Failed', 'Canceled'], 'Transaction status.');
 
+// The spec leaves every field of an action optional. One without the field it acts on (a status
+// to set, a key, a value) changes nothing and checks nothing, as in Lance's reference server.
+const ACTS_ON = 'When absent (or null), the action changes nothing.';
+
 export const AlterTransactionAction = z
   .object({
-    setStatusAction: z.object({ status: TransactionStatusInput }).optional(),
+    setStatusAction: z.object({ status: TransactionStatusInput.nullable().optional().meta({ description: ACTS_ON }) }).optional(),
     setPropertyAction: z
       .object({
-        key: z.string().min(1),
-        value: z.string(),
+        key: z.string().min(1).nullable().optional().meta({ description: ACTS_ON }),
+        value: z.string().nullable().optional().meta({ description: ACTS_ON }),
         mode: caseInsensitiveEnum(['Overwrite', 'Fail', 'Skip'], 'When the key exists: Overwrite (default), Fail the whole alter, or Skip.').optional(),
       })
       .optional(),
     unsetPropertyAction: z
       .object({
-        key: z.string().min(1),
+        key: z.string().min(1).nullable().optional().meta({ description: ACTS_ON }),
         mode: caseInsensitiveEnum(['Skip', 'Fail'], 'When the key is missing: Skip (default) or Fail the whole alter.').optional(),
       })
       .optional(),
