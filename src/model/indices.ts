@@ -140,7 +140,7 @@ export const IndexContent = z
     index_name: z.string(),
     index_uuid: z.string(),
     columns: z.array(z.string()),
-    status: z.string().meta({ description: 'Always `done`: indexes are built before CreateTableIndex returns.' }),
+    status: z.string().meta({ description: 'Always `SUCCEEDED` (as Lance answers): indexes are built before CreateTableIndex returns.' }),
     index_type: z.string().optional(),
     type_url: z.string().optional(),
     num_indexed_rows: z.number().int().min(0).optional(),
