@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { caseInsensitiveEnum, RequestBase } from './common.js';
+import { caseInsensitiveEnum, RequestBase, ResponseBase } from './common.js';
 
 export const TransactionStatusInput = caseInsensitiveEnum(['Queued', 'Running', 'Succeeded', 'Failed', 'Canceled'], 'Transaction status.');
 
@@ -35,5 +35,5 @@ export const AlterTransactionRequest = z.object({ ...RequestBase, actions: z.arr
 export const DescribeTransactionRequest = z.object({ ...RequestBase }).meta({ id: 'DescribeTransactionRequest' });
 
 export const TransactionResponse = z
-  .object({ status: z.string(), properties: z.record(z.string(), z.string()) })
+  .object({ ...ResponseBase, status: z.string(), properties: z.record(z.string(), z.string()) })
   .meta({ id: 'TransactionResponse', description: 'Status (Queued, Running, Succeeded, Failed, Canceled) and properties of a transaction.' });
