@@ -70,7 +70,7 @@ export class Locations {
     // Lance's reference server refuses every absolute location; here one inside the catalog's places is accepted.
     const refused = isUri ? REFUSED.uri : REFUSED.path;
     const parsed = parseLocation(trimmed);
-    if (!parsed) throw invalidInput(`${refused} except file:// and s3://bucket/prefix ones: location ${JSON.stringify(location)}`);
+    if (!parsed) throw invalidInput(`${refused} except file:// and s3://bucket/prefix ones without "." or ".." segments: location ${JSON.stringify(location)}`);
     const inside = this.keyInsideRoot(parsed);
     if (inside !== null) return this.ownUnlinked(location, inside);
     const place = this.allowed.find((a) => isUnder(parsed, a));
