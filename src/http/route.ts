@@ -198,6 +198,8 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
     open: route.open ?? false,
   };
   const jsonResponse = typeof route.response === 'object' ? route.response : undefined;
+  // The spec gives every JSON answer object an optional `context` (model/common.ts ResponseBase).
+  const carriesContext = shapeOf(jsonResponse)?.context !== undefined;
   // Decided before the body is read, so a refused body costs no memory.
   const admitLargeBody = async (request: FastifyRequest, reply: FastifyReply) => {
     if (options.largeBodies.admit(request, reply)) return;
@@ -223,7 +225,8 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
       if (route.response === 'empty' || route.response === 'unsupported') return reply.send();
       if (route.response === 'arrow-file') return reply.type(ARROW_FILE).send(result);
       // Fastify sends a string (or nothing) as already serialized: those go through the response schema here.
-      return reply.type('application/json').send(typeof result === 'object' && result !== null ? result : reply.serialize(result));
+      const answer = carriesContext ? withContext(result, request.ctx.context) : result;
+      return reply.type('application/json').send(typeof answer === 'object' && answer !== null ? answer : reply.serialize(answer));
     };
     for (const path of route.paths) {
       app.route({
@@ -241,6 +244,12 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
       });
     }
   }
+}
+
+/** `answer` with the request's context as its `context`, when the client sent one (the spec's answers carry it). */
+export function withContext<T>(answer: T, context: Record<string, string> | undefined): T {
+  if (context === undefined || Object.keys(context).length === 0 || typeof answer !== 'object' || answer === null) return answer;
+  return { ...answer, context };
 }
 
 /** The methods each route path answers, for telling a wrong method (405) from an unknown path (404). */

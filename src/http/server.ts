@@ -3,6 +3,7 @@ import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import type { ScrapedMetrics } from '../metrics/metrics.js';
 import type { NamespaceService } from '../service/catalog/namespace-service.js';
+import type { RequestContext } from '../service/context/request-context.js';
 import type { ColumnService } from '../service/data/columns.js';
 import type { IndexService } from '../service/data/indices.js';
 import type { QueryService } from '../service/data/queries.js';
@@ -25,7 +26,7 @@ import { useTokenEndpoint } from './oauth-token.js';
 import { buildOpenApi } from './openapi.js';
 import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 import { useRequestHooks } from './request-hooks.js';
-import { prefixedRoutes, type RouteGroup, type RouteGroupOptions, routeMethods } from './route.js';
+import { prefixedRoutes, type RouteGroup, type RouteGroupOptions, routeMethods, withContext } from './route.js';
 import { columnRoutes } from './routes/columns.js';
 import { healthRoutes } from './routes/health.js';
 import { indexRoutes } from './routes/indices.js';
@@ -243,7 +244,11 @@ export function buildHttpServer(services: Services, options: HttpServerOptions):
         { code: wire.body.code, error: wire.body.error, ...(error instanceof Error && error.cause !== undefined ? { err: error } : {}) },
         'request rejected',
       );
-    return reply.code(wire.status).type('application/json').send(wire.body);
+    // Refused before the request hooks ran (authentication, a bad path), a request has no context yet.
+    return reply
+      .code(wire.status)
+      .type('application/json')
+      .send(withContext(wire.body, (request.ctx as RequestContext | undefined)?.context));
   });
 
   return app;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { QueryLimit, RequestBase } from './common.js';
+import { QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 // Column, field-metadata and statistics operations: AlterTableAlterColumns, AlterTableDropColumns,
 // AlterTableAddColumns, UpdateFieldMetadata, UpdateTableSchemaMetadata, GetTableStats and
@@ -167,7 +167,7 @@ export const AlterTableAlterColumnsRequest = z
   .meta({ id: 'AlterTableAlterColumnsRequest', description: 'All alterations are one commit: all apply or none.' });
 export type AlterTableAlterColumnsRequest = z.infer<typeof AlterTableAlterColumnsRequest>;
 
-export const AlterTableAlterColumnsResponse = z.object({ version: Version }).meta({ id: 'AlterTableAlterColumnsResponse' });
+export const AlterTableAlterColumnsResponse = z.object({ ...ResponseBase, version: Version }).meta({ id: 'AlterTableAlterColumnsResponse' });
 export type AlterTableAlterColumnsResponse = z.infer<typeof AlterTableAlterColumnsResponse>;
 
 // ---------------------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ export const AlterTableDropColumnsRequest = z
 export type AlterTableDropColumnsRequest = z.infer<typeof AlterTableDropColumnsRequest>;
 
 export const AlterTableDropColumnsResponse = z
-  .object({ transaction_id: z.string().optional(), version: Version })
+  .object({ ...ResponseBase, transaction_id: z.string().optional(), version: Version })
   .meta({ id: 'AlterTableDropColumnsResponse' });
 export type AlterTableDropColumnsResponse = z.infer<typeof AlterTableDropColumnsResponse>;
 
@@ -248,7 +248,7 @@ export const AlterTableAddColumnsRequest = z.object({ ...RequestBase, branch: Br
 });
 export type AlterTableAddColumnsRequest = z.infer<typeof AlterTableAddColumnsRequest>;
 
-export const AlterTableAddColumnsResponse = z.object({ version: Version }).meta({ id: 'AlterTableAddColumnsResponse' });
+export const AlterTableAddColumnsResponse = z.object({ ...ResponseBase, version: Version }).meta({ id: 'AlterTableAddColumnsResponse' });
 export type AlterTableAddColumnsResponse = z.infer<typeof AlterTableAddColumnsResponse>;
 
 // ---------------------------------------------------------------------------------------------
@@ -270,6 +270,7 @@ export type UpdateFieldMetadataRequest = z.infer<typeof UpdateFieldMetadataReque
 
 export const UpdateFieldMetadataResponse = z
   .object({
+    ...ResponseBase,
     version: Version,
     fields: z.record(z.string(), StringMap).meta({ description: 'Resulting metadata of each updated field, by canonical field path.' }),
   })
@@ -303,6 +304,7 @@ export const FragmentStats = z.object({ num_fragments: Count, num_small_fragment
 
 export const GetTableStatsResponse = z
   .object({
+    ...ResponseBase,
     total_bytes: Count.meta({ description: 'Bytes of data, index and overlay files (not deletion files or manifests).' }),
     num_rows: Count.meta({ description: 'Rows, excluding deleted rows.' }),
     num_indices: Count,
@@ -328,6 +330,7 @@ export const DescribeTableIndexStatsQuery = z.object({ version: QueryLimit.optio
 
 export const DescribeTableIndexStatsResponse = z
   .object({
+    ...ResponseBase,
     distance_type: z.string().nullable().meta({ description: 'l2, cosine, dot or hamming for vector indices; null otherwise.' }),
     index_type: z.string().nullable().meta({ description: 'e.g. BTREE, BITMAP, FTS, IVF_PQ, IVF_FLAT, IVF_HNSW_SQ.' }),
     num_indexed_rows: Count.nullable(),

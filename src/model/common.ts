@@ -8,9 +8,11 @@ export const Identity = z
   .object({ api_key: z.string().optional(), auth_token: z.string().optional() })
   .meta({ id: 'Identity', description: 'Identity of the caller; header values take precedence.' });
 
-export const Context = z
-  .record(z.string(), z.string())
-  .meta({ id: 'Context', description: 'Request context; in REST each entry also travels as an x-namespace-ctx-<key> header.' });
+export const Context = z.record(z.string(), z.string()).meta({
+  id: 'Context',
+  description:
+    "Key-value pairs. On a request, the caller's (in REST each entry may also travel as an x-namespace-ctx-<key> header); on an answer, the request's, echoed.",
+});
 
 export const Properties = z.record(z.string(), z.string()).meta({ id: 'Properties' });
 
@@ -31,6 +33,14 @@ export const RequestBase = {
   identity: Identity.optional(),
   context: Context.optional(),
   id: z.array(z.string()).optional(),
+};
+
+/**
+ * Fields every JSON response object may carry (the spec gives each one an optional `context`):
+ * the request's context, echoed when the client sent one (http/route.ts).
+ */
+export const ResponseBase = {
+  context: Context.optional(),
 };
 
 /** Reduces an enum spelling to a key: `ExistOk`, `exist_ok` and `EXIST_OK` all become `existok`. */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PageLimit, PageToken, QueryLimit, RequestBase } from './common.js';
+import { PageLimit, PageToken, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 // Index operations: CreateTableIndex / CreateTableScalarIndex, ListTableIndices, DropTableIndex.
 
@@ -108,12 +108,12 @@ export const CreateTableIndexRequest = z
 export type CreateTableIndexRequest = z.infer<typeof CreateTableIndexRequest>;
 
 export const CreateTableIndexResponse = z
-  .object({ transaction_id: z.string().optional() })
+  .object({ ...ResponseBase, transaction_id: z.string().optional() })
   .meta({ id: 'CreateTableIndexResponse', description: 'The index is built by the time this is returned.' });
 export type CreateTableIndexResponse = z.infer<typeof CreateTableIndexResponse>;
 
 export const CreateTableScalarIndexResponse = z
-  .object({ transaction_id: z.string().optional() })
+  .object({ ...ResponseBase, transaction_id: z.string().optional() })
   .meta({ id: 'CreateTableScalarIndexResponse', description: 'The index is built by the time this is returned.' });
 
 export const ListTableIndicesRequest = z
@@ -140,7 +140,7 @@ export const IndexContent = z
     index_name: z.string(),
     index_uuid: z.string(),
     columns: z.array(z.string()),
-    status: z.string().meta({ description: 'Always `done`: indexes are built before CreateTableIndex returns.' }),
+    status: z.string().meta({ description: 'Always `SUCCEEDED` (as Lance answers): indexes are built before CreateTableIndex returns.' }),
     index_type: z.string().optional(),
     type_url: z.string().optional(),
     num_indexed_rows: z.number().int().min(0).optional(),
@@ -154,7 +154,9 @@ export const IndexContent = z
   .meta({ id: 'IndexContent' });
 export type IndexContent = z.infer<typeof IndexContent>;
 
-export const ListTableIndicesResponse = z.object({ indexes: z.array(IndexContent), page_token: PageToken.optional() }).meta({ id: 'ListTableIndicesResponse' });
+export const ListTableIndicesResponse = z
+  .object({ ...ResponseBase, indexes: z.array(IndexContent), page_token: PageToken.optional() })
+  .meta({ id: 'ListTableIndicesResponse' });
 export type ListTableIndicesResponse = z.infer<typeof ListTableIndicesResponse>;
 
 /** DropTableIndex has no body in REST; one that is sent must agree with the path. */
@@ -164,5 +166,5 @@ export const DropTableIndexRequest = z
 
 export const DropTableIndexQuery = z.object({ branch: z.string().optional() });
 
-export const DropTableIndexResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'DropTableIndexResponse' });
+export const DropTableIndexResponse = z.object({ ...ResponseBase, transaction_id: z.string().optional() }).meta({ id: 'DropTableIndexResponse' });
 export type DropTableIndexResponse = z.infer<typeof DropTableIndexResponse>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Ignored, RequestBase } from './common.js';
+import { Ignored, RequestBase, ResponseBase } from './common.js';
 
 // AlterTableBackfillColumns (POST /v1/table/{id}/backfill_column): an asynchronous job that fills
 // a computed or virtual column, tracked as a transaction (DescribeTransaction / AlterTransaction).
@@ -40,6 +40,7 @@ export type AlterTableBackfillColumnsRequest = z.infer<typeof AlterTableBackfill
 
 export const AlterTableBackfillColumnsResponse = z
   .object({
+    ...ResponseBase,
     job_id: z.string().meta({
       description:
         'A transaction id: DescribeTransaction reports the job (Queued, Running, Succeeded, Failed or Canceled) and its progress in the ' +

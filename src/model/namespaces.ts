@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { caseInsensitiveEnum, PageLimit, PageToken, Properties, QueryLimit, RequestBase } from './common.js';
+import { caseInsensitiveEnum, PageLimit, PageToken, Properties, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 export const CreateNamespaceMode = caseInsensitiveEnum(['Create', 'ExistOk', 'Overwrite'], 'Behaviour when the namespace exists.');
 
@@ -9,7 +9,7 @@ export const CreateNamespaceRequest = z
 export type CreateNamespaceRequest = z.infer<typeof CreateNamespaceRequest>;
 
 export const CreateNamespaceResponse = z
-  .object({ transaction_id: z.string().optional(), properties: Properties.nullable() })
+  .object({ ...ResponseBase, transaction_id: z.string().optional(), properties: Properties.nullable() })
   .meta({ id: 'CreateNamespaceResponse' });
 export type CreateNamespaceResponse = z.infer<typeof CreateNamespaceResponse>;
 
@@ -22,12 +22,14 @@ export const ListNamespacesRequest = z
   .object({ ...RequestBase, page_token: PageToken.optional(), limit: PageLimit.optional() })
   .meta({ id: 'ListNamespacesRequest' });
 
-export const ListNamespacesResponse = z.object({ namespaces: z.array(z.string()), page_token: PageToken.optional() }).meta({ id: 'ListNamespacesResponse' });
+export const ListNamespacesResponse = z
+  .object({ ...ResponseBase, namespaces: z.array(z.string()), page_token: PageToken.optional() })
+  .meta({ id: 'ListNamespacesResponse' });
 export type ListNamespacesResponse = z.infer<typeof ListNamespacesResponse>;
 
 export const DescribeNamespaceRequest = z.object({ ...RequestBase }).meta({ id: 'DescribeNamespaceRequest' });
 
-export const DescribeNamespaceResponse = z.object({ properties: Properties.nullable() }).meta({ id: 'DescribeNamespaceResponse' });
+export const DescribeNamespaceResponse = z.object({ ...ResponseBase, properties: Properties.nullable() }).meta({ id: 'DescribeNamespaceResponse' });
 export type DescribeNamespaceResponse = z.infer<typeof DescribeNamespaceResponse>;
 
 export const NamespaceExistsRequest = z.object({ ...RequestBase }).meta({ id: 'NamespaceExistsRequest' });
@@ -41,6 +43,6 @@ export const DropNamespaceRequest = z
 export type DropNamespaceRequest = z.infer<typeof DropNamespaceRequest>;
 
 export const DropNamespaceResponse = z
-  .object({ properties: Properties.nullable().optional(), transaction_id: z.array(z.string()).optional() })
+  .object({ ...ResponseBase, properties: Properties.nullable().optional(), transaction_id: z.array(z.string()).optional() })
   .meta({ id: 'DropNamespaceResponse' });
 export type DropNamespaceResponse = z.infer<typeof DropNamespaceResponse>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { caseInsensitiveEnum, Properties, QueryBoolean, QueryLimit, RequestBase } from './common.js';
+import { caseInsensitiveEnum, Properties, QueryBoolean, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 // Row operations of the spec: update, delete, insert, merge-insert, count, restore. Insert and
 // merge-insert carry an Arrow IPC stream as the body and their fields in the query string.
@@ -25,6 +25,7 @@ export type UpdateTableRequest = z.infer<typeof UpdateTableRequest>;
 
 export const UpdateTableResponse = z
   .object({
+    ...ResponseBase,
     transaction_id: z.string().optional(),
     updated_rows: z.number().int().min(0),
     version: Version,
@@ -36,7 +37,9 @@ export type UpdateTableResponse = z.infer<typeof UpdateTableResponse>;
 export const DeleteFromTableRequest = z.object({ ...RequestBase, branch: Branch, predicate: Predicate }).meta({ id: 'DeleteFromTableRequest' });
 export type DeleteFromTableRequest = z.infer<typeof DeleteFromTableRequest>;
 
-export const DeleteFromTableResponse = z.object({ transaction_id: z.string().optional(), version: Version }).meta({ id: 'DeleteFromTableResponse' });
+export const DeleteFromTableResponse = z
+  .object({ ...ResponseBase, transaction_id: z.string().optional(), version: Version })
+  .meta({ id: 'DeleteFromTableResponse' });
 export type DeleteFromTableResponse = z.infer<typeof DeleteFromTableResponse>;
 
 export const InsertMode = caseInsensitiveEnum(['Append', 'Overwrite'], 'How the insert behaves (default Append).');
@@ -48,7 +51,7 @@ export const InsertIntoTableQuery = z.object({
 });
 
 export const InsertIntoTableResponse = z
-  .object({ transaction_id: z.string().optional(), num_inserted_rows: z.number().int().min(0), version: Version })
+  .object({ ...ResponseBase, transaction_id: z.string().optional(), num_inserted_rows: z.number().int().min(0), version: Version })
   .meta({ id: 'InsertIntoTableResponse' });
 export type InsertIntoTableResponse = z.infer<typeof InsertIntoTableResponse>;
 
@@ -68,6 +71,7 @@ export type MergeInsertIntoTableQuery = z.output<typeof MergeInsertIntoTableQuer
 
 export const MergeInsertIntoTableResponse = z
   .object({
+    ...ResponseBase,
     transaction_id: z.string().optional(),
     num_updated_rows: z.number().int().min(0),
     num_inserted_rows: z.number().int().min(0),
@@ -96,5 +100,5 @@ export const RestoreTableRequest = z
   .meta({ id: 'RestoreTableRequest' });
 export type RestoreTableRequest = z.infer<typeof RestoreTableRequest>;
 
-export const RestoreTableResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'RestoreTableResponse' });
+export const RestoreTableResponse = z.object({ ...ResponseBase, transaction_id: z.string().optional() }).meta({ id: 'RestoreTableResponse' });
 export type RestoreTableResponse = z.infer<typeof RestoreTableResponse>;

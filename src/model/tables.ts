@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { caseInsensitiveEnum, PageLimit, PageToken, Properties, QueryBoolean, QueryLimit, RequestBase } from './common.js';
+import { caseInsensitiveEnum, PageLimit, PageToken, Properties, QueryBoolean, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 export const StorageOptions = z.record(z.string(), z.string()).meta({ id: 'StorageOptions' });
 
@@ -15,7 +15,9 @@ export const ListTablesRequest = z
   .meta({ id: 'ListTablesRequest' });
 export type ListTablesRequest = z.infer<typeof ListTablesRequest>;
 
-export const ListTablesResponse = z.object({ tables: z.array(z.string()), page_token: PageToken.optional() }).meta({ id: 'ListTablesResponse' });
+export const ListTablesResponse = z
+  .object({ ...ResponseBase, tables: z.array(z.string()), page_token: PageToken.optional() })
+  .meta({ id: 'ListTablesResponse' });
 export type ListTablesResponse = z.infer<typeof ListTablesResponse>;
 
 export const DeclareTableRequest = z
@@ -30,6 +32,7 @@ export type DeclareTableRequest = z.infer<typeof DeclareTableRequest>;
 
 export const DeclareTableResponse = z
   .object({
+    ...ResponseBase,
     transaction_id: z.string().optional(),
     location: z.string(),
     storage_options: StorageOptions.optional(),
@@ -70,6 +73,7 @@ export const CreateTableQuery = z.object({
 
 export const CreateTableResponse = z
   .object({
+    ...ResponseBase,
     transaction_id: z.string().optional(),
     location: z.string(),
     version: z.number().int().min(0),
@@ -87,7 +91,7 @@ export const RegisterTableRequest = z
 export type RegisterTableRequest = z.infer<typeof RegisterTableRequest>;
 
 export const RegisterTableResponse = z
-  .object({ transaction_id: z.string().optional(), location: z.string(), properties: Properties.nullable() })
+  .object({ ...ResponseBase, transaction_id: z.string().optional(), location: z.string(), properties: Properties.nullable() })
   .meta({ id: 'RegisterTableResponse' });
 export type RegisterTableResponse = z.infer<typeof RegisterTableResponse>;
 
@@ -133,6 +137,7 @@ export const JsonArrowSchema = z
 
 export const DescribeTableResponse = z
   .object({
+    ...ResponseBase,
     table: z.string().optional(),
     namespace: z.array(z.string()).optional(),
     version: z.number().int().min(0).optional(),
@@ -154,12 +159,7 @@ export const TableExistsRequest = z.object({ ...RequestBase, version: z.number()
 export const TableIdRequest = z.object({ ...RequestBase }).meta({ id: 'TableIdRequest' });
 
 export const DropTableResponse = z
-  .object({
-    transaction_id: z.string().optional(),
-    id: z.array(z.string()),
-    location: z.string(),
-    properties: Properties.nullable(),
-  })
+  .object({ ...ResponseBase, transaction_id: z.string().optional(), id: z.array(z.string()), location: z.string(), properties: Properties.nullable() })
   .meta({ id: 'DropTableResponse' });
 export type DropTableResponse = z.infer<typeof DropTableResponse>;
 
@@ -172,5 +172,5 @@ export const RenameTableRequest = z
   .meta({ id: 'RenameTableRequest' });
 export type RenameTableRequest = z.infer<typeof RenameTableRequest>;
 
-export const RenameTableResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'RenameTableResponse' });
+export const RenameTableResponse = z.object({ ...ResponseBase, transaction_id: z.string().optional() }).meta({ id: 'RenameTableResponse' });
 export type RenameTableResponse = z.infer<typeof RenameTableResponse>;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PageLimit, PageToken, QueryLimit, RequestBase } from './common.js';
+import { PageLimit, PageToken, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 // Tags of a table: named pointers to versions, kept by Lance under `_refs/tags/` of the dataset.
 
@@ -33,30 +33,32 @@ export const ListTableTagsRequest = z
   .meta({ id: 'ListTableTagsRequest' });
 
 export const ListTableTagsResponse = z
-  .object({ tags: z.record(z.string(), TagContents), page_token: PageToken.optional() })
+  .object({ ...ResponseBase, tags: z.record(z.string(), TagContents), page_token: PageToken.optional() })
   .meta({ id: 'ListTableTagsResponse' });
 export type ListTableTagsResponse = z.infer<typeof ListTableTagsResponse>;
 
 export const GetTableTagVersionRequest = z.object({ ...RequestBase, tag: TagName }).meta({ id: 'GetTableTagVersionRequest' });
 export type GetTableTagVersionRequest = z.infer<typeof GetTableTagVersionRequest>;
 
-export const GetTableTagVersionResponse = z.object({ version: Version, branch: z.string().optional() }).meta({ id: 'GetTableTagVersionResponse' });
+export const GetTableTagVersionResponse = z
+  .object({ ...ResponseBase, version: Version, branch: z.string().optional() })
+  .meta({ id: 'GetTableTagVersionResponse' });
 export type GetTableTagVersionResponse = z.infer<typeof GetTableTagVersionResponse>;
 
 export const CreateTableTagRequest = z.object({ ...RequestBase, tag: TagName, version: Version, branch: Branch }).meta({ id: 'CreateTableTagRequest' });
 export type CreateTableTagRequest = z.infer<typeof CreateTableTagRequest>;
 
-export const CreateTableTagResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'CreateTableTagResponse' });
+export const CreateTableTagResponse = z.object({ ...ResponseBase, transaction_id: z.string().optional() }).meta({ id: 'CreateTableTagResponse' });
 export type CreateTableTagResponse = z.infer<typeof CreateTableTagResponse>;
 
 export const UpdateTableTagRequest = z.object({ ...RequestBase, tag: TagName, version: Version, branch: Branch }).meta({ id: 'UpdateTableTagRequest' });
 export type UpdateTableTagRequest = z.infer<typeof UpdateTableTagRequest>;
 
-export const UpdateTableTagResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'UpdateTableTagResponse' });
+export const UpdateTableTagResponse = z.object({ ...ResponseBase, transaction_id: z.string().optional() }).meta({ id: 'UpdateTableTagResponse' });
 export type UpdateTableTagResponse = z.infer<typeof UpdateTableTagResponse>;
 
 export const DeleteTableTagRequest = z.object({ ...RequestBase, tag: TagName }).meta({ id: 'DeleteTableTagRequest' });
 export type DeleteTableTagRequest = z.infer<typeof DeleteTableTagRequest>;
 
-export const DeleteTableTagResponse = z.object({ transaction_id: z.string().optional() }).meta({ id: 'DeleteTableTagResponse' });
+export const DeleteTableTagResponse = z.object({ ...ResponseBase, transaction_id: z.string().optional() }).meta({ id: 'DeleteTableTagResponse' });
 export type DeleteTableTagResponse = z.infer<typeof DeleteTableTagResponse>;

@@ -1,21 +1,25 @@
 import { z } from 'zod';
-import { caseInsensitiveEnum, RequestBase } from './common.js';
+import { caseInsensitiveEnum, RequestBase, ResponseBase } from './common.js';
 
 export const TransactionStatusInput = caseInsensitiveEnum(['Queued', 'Running', 'Succeeded', 'Failed', 'Canceled'], 'Transaction status.');
 
+// The spec leaves every field of an action optional. One without the field it acts on (a status
+// to set, a key, a value) changes nothing and checks nothing, as in Lance's reference server.
+const ACTS_ON = 'When absent (or null), the action changes nothing.';
+
 export const AlterTransactionAction = z
   .object({
-    setStatusAction: z.object({ status: TransactionStatusInput }).optional(),
+    setStatusAction: z.object({ status: TransactionStatusInput.nullable().optional().meta({ description: ACTS_ON }) }).optional(),
     setPropertyAction: z
       .object({
-        key: z.string().min(1),
-        value: z.string(),
+        key: z.string().min(1).nullable().optional().meta({ description: ACTS_ON }),
+        value: z.string().nullable().optional().meta({ description: ACTS_ON }),
         mode: caseInsensitiveEnum(['Overwrite', 'Fail', 'Skip'], 'When the key exists: Overwrite (default), Fail the whole alter, or Skip.').optional(),
       })
       .optional(),
     unsetPropertyAction: z
       .object({
-        key: z.string().min(1),
+        key: z.string().min(1).nullable().optional().meta({ description: ACTS_ON }),
         mode: caseInsensitiveEnum(['Skip', 'Fail'], 'When the key is missing: Skip (default) or Fail the whole alter.').optional(),
       })
       .optional(),
@@ -31,5 +35,5 @@ export const AlterTransactionRequest = z.object({ ...RequestBase, actions: z.arr
 export const DescribeTransactionRequest = z.object({ ...RequestBase }).meta({ id: 'DescribeTransactionRequest' });
 
 export const TransactionResponse = z
-  .object({ status: z.string(), properties: z.record(z.string(), z.string()) })
+  .object({ ...ResponseBase, status: z.string(), properties: z.record(z.string(), z.string()) })
   .meta({ id: 'TransactionResponse', description: 'Status (Queued, Running, Succeeded, Failed, Canceled) and properties of a transaction.' });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Context, caseInsensitiveEnum, Identity, PageLimit, PageToken, QueryBoolean, QueryLimit, RequestBase } from './common.js';
+import { Context, caseInsensitiveEnum, Identity, PageLimit, PageToken, QueryBoolean, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 export const ManifestNamingScheme = caseInsensitiveEnum(['V1', 'V2'], 'Naming scheme of manifest files under _versions/.');
 
@@ -31,14 +31,16 @@ const VersionFields = {
 export const CreateTableVersionRequest = z.object({ ...RequestBase, ...VersionFields }).meta({ id: 'CreateTableVersionRequest' });
 export type CreateTableVersionRequest = z.infer<typeof CreateTableVersionRequest>;
 
-export const CreateTableVersionResponse = z.object({ transaction_id: z.string().optional(), version: TableVersion }).meta({ id: 'CreateTableVersionResponse' });
+export const CreateTableVersionResponse = z
+  .object({ ...ResponseBase, transaction_id: z.string().optional(), version: TableVersion })
+  .meta({ id: 'CreateTableVersionResponse' });
 export type CreateTableVersionResponse = z.infer<typeof CreateTableVersionResponse>;
 
 export const DescribeTableVersionRequest = z
   .object({ ...RequestBase, version: Version.nullable().optional(), branch: Branch })
   .meta({ id: 'DescribeTableVersionRequest' });
 
-export const DescribeTableVersionResponse = z.object({ version: TableVersion }).meta({ id: 'DescribeTableVersionResponse' });
+export const DescribeTableVersionResponse = z.object({ ...ResponseBase, version: TableVersion }).meta({ id: 'DescribeTableVersionResponse' });
 export type DescribeTableVersionResponse = z.infer<typeof DescribeTableVersionResponse>;
 
 export const ListTableVersionsQuery = z.object({
@@ -53,7 +55,7 @@ export const ListTableVersionsRequest = z
   .meta({ id: 'ListTableVersionsRequest' });
 
 export const ListTableVersionsResponse = z
-  .object({ versions: z.array(TableVersion), page_token: PageToken.optional() })
+  .object({ ...ResponseBase, versions: z.array(TableVersion), page_token: PageToken.optional() })
   .meta({ id: 'ListTableVersionsResponse' });
 export type ListTableVersionsResponse = z.infer<typeof ListTableVersionsResponse>;
 
@@ -70,7 +72,7 @@ export const BatchDeleteTableVersionsRequest = z
 export type BatchDeleteTableVersionsRequest = z.infer<typeof BatchDeleteTableVersionsRequest>;
 
 export const BatchDeleteTableVersionsResponse = z
-  .object({ deleted_count: z.number().int().min(0), transaction_id: z.string().optional() })
+  .object({ ...ResponseBase, deleted_count: z.number().int().min(0), transaction_id: z.string().optional() })
   .meta({ id: 'BatchDeleteTableVersionsResponse' });
 export type BatchDeleteTableVersionsResponse = z.infer<typeof BatchDeleteTableVersionsResponse>;
 
@@ -83,7 +85,7 @@ export const BatchCreateTableVersionsRequest = z
 export type BatchCreateTableVersionsRequest = z.infer<typeof BatchCreateTableVersionsRequest>;
 
 export const BatchCreateTableVersionsResponse = z
-  .object({ versions: z.array(TableVersion), transaction_id: z.string().optional() })
+  .object({ ...ResponseBase, versions: z.array(TableVersion), transaction_id: z.string().optional() })
   .meta({ id: 'BatchCreateTableVersionsResponse' });
 export type BatchCreateTableVersionsResponse = z.infer<typeof BatchCreateTableVersionsResponse>;
 
@@ -134,6 +136,6 @@ export const CommitTableResult = z
 export type CommitTableResult = z.infer<typeof CommitTableResult>;
 
 export const BatchCommitTablesResponse = z
-  .object({ results: z.array(CommitTableResult), transaction_id: z.string().optional() })
+  .object({ ...ResponseBase, results: z.array(CommitTableResult), transaction_id: z.string().optional() })
   .meta({ id: 'BatchCommitTablesResponse' });
 export type BatchCommitTablesResponse = z.infer<typeof BatchCommitTablesResponse>;

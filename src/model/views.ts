@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Ignored, RequestBase } from './common.js';
+import { Ignored, RequestBase, ResponseBase } from './common.js';
 
 // Materialized views (POST /v1/materialized_view/{id}/create and /refresh), as Geneva (LanceDB's
 // feature-engineering client) sends them in remote mode. A view is a catalog table whose rows a
@@ -75,6 +75,7 @@ export type CreateMaterializedViewRequest = z.infer<typeof CreateMaterializedVie
 
 export const CreateMaterializedViewResponse = z
   .object({
+    ...ResponseBase,
     version: z.number().int().min(0).meta({ description: 'The version of the view table that the create committed.' }),
     job_id: z.string().nullable().optional().meta({ description: "The first refresh's job (a transaction id), when with_no_data was false." }),
   })
@@ -110,6 +111,7 @@ export type RefreshMaterializedViewRequest = z.infer<typeof RefreshMaterializedV
 
 export const RefreshMaterializedViewResponse = z
   .object({
+    ...ResponseBase,
     job_id: z.string().meta({
       description:
         'A transaction id: DescribeTransaction reports the refresh (Queued, Running, Succeeded, Failed or Canceled) with the properties ' +

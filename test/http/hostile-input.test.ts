@@ -110,7 +110,7 @@ describe.each(backends())('a root whose last segment is a word, on $name', (back
     const stray = await fx.t.call('POST', '/v1/table/cat%24stray/register', { location: outside });
     expect(stray.status).toBe(400);
     expect(stray.json.error).toBe(
-      `location ${JSON.stringify(outside)} is outside the catalog root and every allowed location (see allowed locations in the README)`,
+      `Absolute ${outside.startsWith('/') ? 'paths' : 'URIs'} are not allowed outside the catalog root and every allowed location: location ${JSON.stringify(outside)} (see allowed locations in the README)`,
     );
     const missing = await fx.t.call('POST', '/v1/table/cat%24category/describe', {});
     expect(missing.status).toBe(404);

@@ -201,7 +201,9 @@ describe.each(backends())('tables on $name', (backend) => {
     // the deregistered data where it lies brings it back under its name.
     const back = await fx.t.call('POST', '/v1/table/ns%24reg/register', { location: 'reg.lance' });
     expect(back.status).toBe(200);
-    expect(back.json.location).toBe(location);
+    // Answered with the location as sent (as Lance's reference server does); described as resolved.
+    expect(back.json.location).toBe('reg.lance');
+    expect((await fx.t.call('POST', '/v1/table/ns%24reg/describe', {})).json.location).toBe(location);
     expect((await fx.t.call('POST', '/v1/table/ns%24reg/exists', {})).status).toBe(200);
     expect(await fx.root.store.head('ns/reg.lance/.lance-deregistered')).toBeNull();
     const dup = await fx.t.call('POST', '/v1/table/ns%24reg/register', { location });
@@ -214,6 +216,26 @@ describe.each(backends())('tables on $name', (backend) => {
     expect((await fx.t.call('POST', '/v1/table/ns%24regcopy/drop')).status).toBe(200);
     expect(await readRows(location, engineOptions)).toHaveLength(2);
     expect((await fx.t.call('POST', '/v1/table/ns%24reg/describe', { load_detailed_metadata: true })).json.version).toBe(1);
+  });
+
+  it("refuses absolute locations outside the catalog and `..` in the words of Lance's reference server", async () => {
+    // Lance's own REST namespace tests match these phrases exactly; what follows each says why here.
+    const refusals: Array<[string, string]> = [
+      ['s3://some-other-bucket/table.lance', 'Absolute URIs are not allowed'],
+      ['gs://bucket/table.lance', 'Absolute URIs are not allowed'],
+      ['/elsewhere/table.lance', 'Absolute paths are not allowed'],
+      ['../outside/table.lance', 'Path traversal is not allowed'],
+      ['ns/../../x', 'Path traversal is not allowed'],
+    ];
+    for (const [location, phrase] of refusals) {
+      const res = await fx.t.call('POST', '/v1/table/ns%24refused/register', { location });
+      expect(res.status, location).toBe(400);
+      expect(res.json.code, location).toBe(13);
+      const message = String(res.json.error);
+      expect(message.startsWith(phrase), message).toBe(true);
+      expect(message, location).toContain(JSON.stringify(location));
+    }
+    expect((await fx.t.call('POST', '/v1/table/ns%24refused/exists', {})).status).toBe(404);
   });
 
   it('refuses to register what is not a readable Lance dataset', async () => {

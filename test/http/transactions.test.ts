@@ -58,6 +58,34 @@ describe.each(backends())('transactions on $name', (backend) => {
     expect(two.status).toBe(400);
   });
 
+  it('takes an action without the field it acts on (the spec leaves each optional) as one that changes nothing', async () => {
+    const id = await job('Succeeded', { a: '1' });
+    const unchanged = { status: 'Succeeded', properties: { a: '1' } };
+    for (const action of [
+      { setStatusAction: {} },
+      { setStatusAction: { status: null } },
+      { setPropertyAction: {} },
+      { setPropertyAction: { value: 'v' } },
+      { setPropertyAction: { key: 'b' } },
+      { setPropertyAction: { key: 'a', value: null, mode: 'Fail' } },
+      { unsetPropertyAction: {} },
+      { unsetPropertyAction: { key: null, mode: 'Fail' } },
+    ]) {
+      const res = await alter(id, [action]);
+      expect(res.status, JSON.stringify(action)).toBe(200);
+      expect(res.json, JSON.stringify(action)).toEqual(unchanged);
+    }
+    // Beside a whole action, it leaves that one to act alone.
+    expect((await alter(id, [{ setStatusAction: {} }, set('b', '2'), { unsetPropertyAction: {} }])).json).toEqual({
+      status: 'Succeeded',
+      properties: { a: '1', b: '2' },
+    });
+    expect((await fx.t.call('POST', `/v1/transaction/${id}/describe`, {})).json).toEqual({ status: 'Succeeded', properties: { a: '1', b: '2' } });
+    // A field that is there is still checked.
+    expect((await alter(id, [{ setPropertyAction: { key: '', value: 'v' } }])).json.code).toBe(13);
+    expect((await alter(id, [{ setStatusAction: { status: 'Paused' } }])).json.code).toBe(13);
+  });
+
   it('ends concurrent alters in a state equal to some serial order', async () => {
     const id = await job('Running');
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => alter(id, [set(`own-${i}`, String(i)), set('shared', String(i))])));

@@ -111,6 +111,49 @@ describe('wire contract', () => {
     expect(String(generated.headers['x-request-id'])).toMatch(/^[0-9a-f-]{36}$/);
   });
 
+  it("answers with the request's context in the spec's `context` field when the client sent one", async () => {
+    const context = { trace: 'abc', team: 'data' };
+    const created = await fx.t.call('POST', '/v1/namespace/echo/create', { context });
+    expect(created.status).toBe(200);
+    expect(created.json).toEqual({ properties: {}, context });
+    const answers = [
+      await fx.t.call('POST', '/v1/namespace/echo/describe', { context }),
+      await fx.t.call('POST', '/v1/namespace/echo/list', { context }),
+      await fx.t.call('POST', '/v1/table/echo%24t/declare', { context }),
+      await fx.t.call('POST', '/v1/table/echo%24t/describe', { context }),
+      await fx.t.call('POST', '/v1/namespace/echo/table/list', { context }),
+    ];
+    for (const res of answers) {
+      expect(res.status, res.text).toBe(200);
+      expect(res.json.context, res.text).toEqual(context);
+    }
+    // Headers are context too, and win over the body (as for the request).
+    const headed = await fx.t.call('POST', '/v1/namespace/echo/describe', { context }, { 'x-namespace-ctx-trace': 'header' });
+    expect(headed.json.context).toEqual({ trace: 'header', team: 'data' });
+    // The spec's error body carries it as well.
+    const missing = await fx.t.call('POST', '/v1/table/echo%24nothing/describe', { context });
+    expect(missing.status).toBe(404);
+    expect(missing.json).toMatchObject({ code: 4, context });
+    // None sent, none answered; a bare answer (a count, an exists) has nowhere to carry it.
+    expect((await fx.t.call('POST', '/v1/namespace/echo/describe', {})).json).not.toHaveProperty('context');
+    expect((await fx.t.call('POST', '/v1/namespace/echo/describe', { context: {} })).json).not.toHaveProperty('context');
+    expect((await fx.t.call('POST', '/v1/table/echo%24nothing/describe', {})).json).not.toHaveProperty('context');
+    expect((await fx.t.call('POST', '/v1/namespace/echo/exists', { context })).text).toBe('');
+    // Every JSON answer object of the served document declares it.
+    const doc = (await fx.t.call('GET', '/openapi.json')).json as {
+      paths: Record<string, Record<string, { operationId: string; responses: Record<string, { content?: Record<string, { schema: { $ref?: string } }> }> }>>;
+      components: { schemas: Record<string, { type?: string; properties?: Record<string, unknown> }> };
+    };
+    const objects = Object.values(doc.paths)
+      .flatMap((item) => Object.values(item))
+      .flatMap((op) => Object.entries(op.responses).filter(([code]) => code.startsWith('2')))
+      .map(([, r]) => r.content?.['application/json']?.schema.$ref?.split('/').pop())
+      // Objects with fields: a bare map (UpdateTableSchemaMetadata's) has no room for it.
+      .filter((name): name is string => name !== undefined && doc.components.schemas[name]?.properties !== undefined && name !== 'HealthResponse');
+    expect(objects.length).toBeGreaterThan(40);
+    for (const name of objects) expect(Object.keys(doc.components.schemas[name]?.properties ?? {}), name).toContain('context');
+  });
+
   it('serves health checks and the OpenAPI document generated from the route schemas', async () => {
     expect((await fx.t.call('GET', '/health/live')).json).toEqual({ status: 'ok' });
     expect((await fx.t.call('GET', '/health/ready')).json).toEqual({ status: 'ok' });

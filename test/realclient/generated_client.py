@@ -253,6 +253,11 @@ def test_namespace_lifecycle(namespaces):
     described = namespaces.describe_namespace(tid(parent), m.DescribeNamespaceRequest())
     assert isinstance(described, m.DescribeNamespaceResponse)
     assert described.properties == {"owner": "etl"}
+    assert described.context is None
+    # A context sent comes back in the answer's context field.
+    traced = namespaces.describe_namespace(tid(parent), m.DescribeNamespaceRequest(context={"trace": "t-1"}))
+    assert traced.context == {"trace": "t-1"}
+    assert traced.properties == {"owner": "etl"}
 
     assert namespaces.namespace_exists(tid(parent), m.NamespaceExistsRequest()) is None
 
@@ -744,6 +749,7 @@ def test_stats_and_indices(namespaces, tables, indices):
     assert set(by_name) == {"id_idx", "vec_idx"}
     assert isinstance(by_name["id_idx"], m.IndexContent)
     assert by_name["id_idx"].columns == ["id"]
+    assert {i.status for i in listed.indexes} == {"SUCCEEDED"}
 
     index_stats = indices.describe_table_index_stats(tid(ns, "t"), "vec_idx", m.DescribeTableIndexStatsRequest())
     assert isinstance(index_stats, m.DescribeTableIndexStatsResponse)

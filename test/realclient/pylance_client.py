@@ -404,6 +404,36 @@ def test_deregistered_name_is_free_and_its_data_stays(ns):
         drop_namespace_quietly(ns, namespace)
 
 
+def test_register_answers_the_location_as_sent_and_refuses_in_lances_words(ns):
+    """What Lance's own REST namespace tests expect of a server: RegisterTable of a relative location
+    (the last segment of a deregistered table's location, relative to its namespace) answers that
+    location as sent, and the table is there under the new name; an absolute URI or path outside the
+    catalog and a `..` are refused with the reference server's words, which those tests match."""
+    namespace = unique("reg_rel")
+    try:
+        create_namespace(ns, namespace)
+        lance.write_dataset(rows(0, 3), namespace_client=ns, table_id=[namespace, "physical"])
+        location = ns.deregister_table(DeregisterTableRequest(id=[namespace, "physical"])).location
+        relative = location.rstrip("/").split("/")[-1]
+        response = ns.register_table(RegisterTableRequest(id=[namespace, "registered"], location=relative))
+        assert response.location == relative
+        ns.table_exists(TableExistsRequest(id=[namespace, "registered"]))
+        assert ns.describe_table(DescribeTableRequest(id=[namespace, "registered"])).location.rstrip("/") == location.rstrip("/")
+        assert sorted_by_id(lance.dataset(namespace_client=ns, table_id=[namespace, "registered"]).to_table()).equals(rows(0, 3))
+        for sent, words in [
+            ("s3://some-other-bucket/table.lance", "Absolute URIs are not allowed"),
+            ("/nowhere-near-the-root/table.lance", "Absolute paths are not allowed"),
+            ("../outside/table.lance", "Path traversal is not allowed"),
+        ]:
+            with pytest.raises(Exception) as info:
+                ns.register_table(RegisterTableRequest(id=[namespace, "refused"], location=sent))
+            assert words in str(info.value), sent
+        with pytest.raises(Exception):
+            ns.table_exists(TableExistsRequest(id=[namespace, "refused"]))
+    finally:
+        drop_namespace_quietly(ns, namespace)
+
+
 @pytest.mark.skipif(on_s3(), reason="the client holds no S3 credentials of its own to write outside a table")
 def test_register_dataset_written_outside_the_catalog(ns):
     """RegisterTable of a Lance dataset pylance wrote by path, inside the root but not through the

@@ -13,6 +13,16 @@ export interface StoreDir {
   owned: boolean;
 }
 
+/**
+ * The words Lance's reference server starts its refusals of a registered location with; clients
+ * and Lance's own tests match them, so each refusal here starts with the one that applies.
+ */
+const REFUSED = {
+  uri: 'Absolute URIs are not allowed',
+  path: 'Absolute paths are not allowed',
+  traversal: 'Path traversal is not allowed',
+} as const;
+
 // Resolves table locations: the catalog's own directories, and registered locations given as a
 // path relative to the root, an absolute path, file://, or s3://. Stores for locations outside the
 // root are made on demand by the factory app.ts gives (which knows the adapters and the S3
@@ -47,21 +57,27 @@ export class Locations {
     if (trimmed === '') throw invalidInput('location must not be empty');
     // No store or engine can name such a path; refused here rather than halfway through an operation.
     if (hasControlCharacter(trimmed)) throw invalidInput(`location ${JSON.stringify(location)} must not contain control characters`);
-    const isRelative = !/^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) && !path.isAbsolute(trimmed);
-    if (isRelative) {
+    const isUri = /^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed);
+    if (!isUri && !path.isAbsolute(trimmed)) {
       const parts = trimmed.replace(/\/+$/, '').split('/');
-      if (parts.some((p) => p === '..' || p === '.' || p === '')) {
-        throw invalidInput(`location ${JSON.stringify(location)}: path traversal is not allowed in a relative location`);
-      }
+      if (parts.includes('..'))
+        throw invalidInput(
+          `${REFUSED.traversal}: location ${JSON.stringify(location)} has a ".." segment (a relative location lies below its namespace's directory)`,
+        );
+      if (parts.some((p) => p === '.' || p === '')) throw invalidInput(`location ${JSON.stringify(location)} must not have "." or empty segments`);
       return this.ownUnlinked(location, `${relativeTo}${parts.join('/')}/`);
     }
+    // Lance's reference server refuses every absolute location; here one inside the catalog's places is accepted.
+    const refused = isUri ? REFUSED.uri : REFUSED.path;
     const parsed = parseLocation(trimmed);
-    if (!parsed) throw invalidInput(`location ${JSON.stringify(location)} is not a supported location (a path, file://, or s3://bucket/prefix)`);
+    if (!parsed) throw invalidInput(`${refused} except file:// and s3://bucket/prefix ones without "." or ".." segments: location ${JSON.stringify(location)}`);
     const inside = this.keyInsideRoot(parsed);
     if (inside !== null) return this.ownUnlinked(location, inside);
     const place = this.allowed.find((a) => isUnder(parsed, a));
     if (!place) {
-      throw invalidInput(`location ${JSON.stringify(location)} is outside the catalog root and every allowed location (see allowed locations in the README)`);
+      throw invalidInput(
+        `${refused} outside the catalog root and every allowed location: location ${JSON.stringify(location)} (see allowed locations in the README)`,
+      );
     }
     if (parsed.kind === 'local' && place.kind === 'local') this.refuseLinksOut(location, parsed.dir, place.dir);
     return { store: this.externalStore(parsed), key: '', owned: false };

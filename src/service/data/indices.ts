@@ -50,8 +50,9 @@ function contentOf(index: IndexDescription): IndexContent {
     index_name: index.name,
     index_uuid: index.uuid,
     columns: index.columns,
-    // Indexes are built before CreateTableIndex answers, so every listed index is complete.
-    status: 'done',
+    // Indexes are built before CreateTableIndex answers, so every listed index is complete; the
+    // word is the one Lance's reference server (pylance 14.0.2's RestAdapter) answers.
+    status: 'SUCCEEDED',
     index_type: index.type,
     ...(index.typeUrl !== undefined ? { type_url: index.typeUrl } : {}),
     ...(index.numIndexedRows !== undefined ? { num_indexed_rows: index.numIndexedRows } : {}),

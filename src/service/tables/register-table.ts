@@ -52,7 +52,9 @@ export async function registerTable(deps: CatalogDeps, ctx: RequestContext, id: 
   const state = await readTableState(deps.store, ref);
   if (isVisible(state) && mode === 'Create') throw tableAlreadyExists(id);
   await deps.listingIndex.around('table', ref, () => registerAt(deps, namespace, state, record, isOwnDir), { visible: true, data: true });
-  return { location: dir.store.location(dir.key), properties };
+  // The location as the caller sent it (Lance's reference server answers so, and its tests expect
+  // it); DescribeTable answers the resolved one.
+  return { location: request.location, properties };
 }
 
 async function registerAt(deps: CatalogDeps, namespace: ResolvedNamespace, state: TableState, record: TableRecord, isOwnDir: boolean): Promise<void> {

@@ -72,7 +72,7 @@ export class TransactionService {
     for (const action of actions) {
       if (action.setStatusAction) {
         const to = action.setStatusAction.status;
-        if (to === status) continue;
+        if (to === undefined || to === null || to === status) continue;
         if (TERMINAL.has(status)) throw conflict(`transaction ${record.id} is ${status}; a terminal status never changes`);
         if (lanceCommit || record.phase !== undefined) {
           throw conflict(`the status of transaction ${record.id} is managed by the service`);
@@ -86,6 +86,7 @@ export class TransactionService {
         changed = true;
       } else if (action.setPropertyAction) {
         const { key, value, mode = 'Overwrite' } = action.setPropertyAction;
+        if (key === undefined || key === null || value === undefined || value === null) continue;
         if (key in properties) {
           if (mode === 'Fail') throw conflict(`transaction ${record.id} already has property ${JSON.stringify(key)}`);
           if (mode === 'Skip' || properties[key] === value) continue;
@@ -94,6 +95,7 @@ export class TransactionService {
         changed = true;
       } else if (action.unsetPropertyAction) {
         const { key, mode = 'Skip' } = action.unsetPropertyAction;
+        if (key === undefined || key === null) continue;
         if (!(key in properties)) {
           if (mode === 'Fail') throw conflict(`transaction ${record.id} has no property ${JSON.stringify(key)}`);
           continue;
