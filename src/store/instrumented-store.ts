@@ -26,8 +26,9 @@ function outcomeOf(e: unknown, withdrawal?: { reason: unknown }): StoreOutcome {
 
 export class InstrumentedStore implements ObjectStore {
   readonly renameDir?: (fromPrefix: string, toPrefix: string) => Promise<void>;
-  /** A look at the file system, not a store call: not reported. */
+  /** Looks at the file system, not store calls: not reported. */
   readonly linkOnPath?: (key: string) => string | null;
+  readonly linksIn?: (dirKey: string) => string[];
 
   constructor(
     private readonly inner: ObjectStore,
@@ -37,6 +38,8 @@ export class InstrumentedStore implements ObjectStore {
     if (rename) this.renameDir = (from, to) => this.timed('rename', () => rename(from, to));
     const linkOnPath = inner.linkOnPath?.bind(inner);
     if (linkOnPath) this.linkOnPath = linkOnPath;
+    const linksIn = inner.linksIn?.bind(inner);
+    if (linksIn) this.linksIn = linksIn;
   }
 
   get rootUri(): string {

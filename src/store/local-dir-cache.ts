@@ -7,7 +7,9 @@ import { compareKeys } from './object-store.js';
 // names of the directories under the prefix. Directories are not sorted on disk, so a directory's
 // sorted names are kept between reads while its inode, mtime and ctime show it unchanged (see
 // DirCache.sortedEntries for when that is proof), and those of one that changed are merged with
-// what was kept rather than sorted again. Temporary, spare and lock files are never listed.
+// what was kept rather than sorted again. Temporary, spare and lock files are never listed, nor
+// are symbolic links: the same read names them apart (DirCache.linksIn), for the catalog, which
+// follows none.
 
 /**
  * Directories smaller than this are kept only once their listing is trusted: one that is changing
@@ -31,6 +33,8 @@ interface CachedDir {
   /** The directory's mtime was old enough at the read that any later change shows in it. */
   trusted: boolean;
   names: string[];
+  /** The entries that are symbolic links (never listed), by name. */
+  links: string[];
   /** The names as keys (the directory's key before each), made by the first listing that needs them. */
   keys: { dirKey: string; keys: string[] } | null;
 }
@@ -38,7 +42,14 @@ interface CachedDir {
 /** What a kept listing counts against DIR_CACHE_MAX_NAMES: its names, and its keys once made. */
 const weightOf = (dir: CachedDir): number => dir.names.length * (dir.keys ? 2 : 1);
 
-const NO_ENTRIES = { names: [], kept: null };
+/** What one read of a directory says: its sorted names, its links, and the kept listing they came from (if kept). */
+interface DirEntries {
+  names: string[];
+  links: string[];
+  kept: CachedDir | null;
+}
+
+const NO_ENTRIES: DirEntries = { names: [], links: [], kept: null };
 
 /** A page being listed: its keys and common prefixes, the room left, the last one taken, and whether one more was seen. */
 export interface CollectedPage {
@@ -153,7 +164,7 @@ export class DirCache {
    * that moment and so differs. A listing read too soon after a change is used for that call only.
    * (A root shared over a network file system, whose clocks differ, must not be used.)
    */
-  private async sortedEntries(dirPath: string): Promise<{ names: string[]; kept: CachedDir | null }> {
+  private async sortedEntries(dirPath: string): Promise<DirEntries> {
     const began = BigInt(Date.now()) * 1_000_000n;
     let st: BigIntStats;
     try {
@@ -163,12 +174,8 @@ export class DirCache {
       throw e;
     }
     if (!st.isDirectory()) return NO_ENTRIES;
-    const cached = this.dirs.get(dirPath);
-    if (cached?.trusted && cached.ino === st.ino && cached.mtimeNs === st.mtimeNs && cached.ctimeNs === st.ctimeNs) {
-      this.dirs.delete(dirPath); // most recently used last
-      this.dirs.set(dirPath, cached);
-      return { names: cached.names, kept: cached };
-    }
+    const kept = this.keptUnchanged(dirPath, st);
+    if (kept) return kept;
     let dirents: Dirent[];
     try {
       // A small directory (its size on disk says so) is read at once; a large one without holding the event loop.
@@ -177,24 +184,64 @@ export class DirCache {
       if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return NO_ENTRIES;
       throw e;
     }
+    return this.read(dirPath, st, began, dirents);
+  }
+
+  /**
+   * The names of the entries of a directory that are symbolic links (none for a directory that
+   * does not exist), from the same read as its listing: a directory listed (or looked at here)
+   * and kept unchanged since costs a stat. Synchronous: for the small directories of a table or a
+   * dataset, or one whose listing was just kept.
+   */
+  linksIn(dirPath: string): string[] {
+    const began = BigInt(Date.now()) * 1_000_000n;
+    let st: BigIntStats | undefined;
+    let dirents: Dirent[];
+    try {
+      st = fsSync.statSync(dirPath, { bigint: true, throwIfNoEntry: false });
+      if (!st?.isDirectory()) return [];
+      const kept = this.keptUnchanged(dirPath, st);
+      if (kept) return kept.links;
+      dirents = fsSync.readdirSync(dirPath, { withFileTypes: true });
+    } catch (e) {
+      if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
+      throw e;
+    }
+    return this.read(dirPath, st, began, dirents).links;
+  }
+
+  /** The kept listing of a directory, when it provably still matches it (see sortedEntries); most recently used from now on. */
+  private keptUnchanged(dirPath: string, st: BigIntStats): DirEntries | null {
+    const cached = this.dirs.get(dirPath);
+    if (!(cached?.trusted && cached.ino === st.ino && cached.mtimeNs === st.mtimeNs && cached.ctimeNs === st.ctimeNs)) return null;
+    this.dirs.delete(dirPath); // most recently used last
+    this.dirs.set(dirPath, cached);
+    return { names: cached.names, links: cached.links, kept: cached };
+  }
+
+  /** A directory's entries as read (`st` stat'ed before `dirents` were read, the read begun at `began`), kept for the next read if they may be. */
+  private read(dirPath: string, st: BigIntStats, began: bigint, dirents: Dirent[]): DirEntries {
+    const cached = this.dirs.get(dirPath);
     const fresh: string[] = [];
+    const links: string[] = [];
     for (const d of dirents) {
       if (isInternalName(d.name)) continue;
       if (d.isDirectory()) fresh.push(`${d.name}/`);
       else if (d.isFile()) fresh.push(d.name);
+      else if (d.isSymbolicLink()) links.push(d.name);
     }
     const names = cached ? mergeSorted(cached.names, fresh) : fresh.sort(compareKeys);
     this.dirs.delete(dirPath);
     const trusted = st.mtimeNs < began - DIR_CLOCK_MARGIN_NS && st.ctimeNs < began - DIR_CLOCK_MARGIN_NS;
     if (names.length >= DIR_CACHE_MIN_ENTRIES || trusted) {
-      const kept: CachedDir = { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names, keys: null };
+      const kept: CachedDir = { ino: st.ino, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, trusted, names, links, keys: null };
       this.dirs.set(dirPath, kept);
       this.cachedNames += names.length - (cached ? weightOf(cached) : 0);
       this.evictOverBound();
-      return { names, kept };
+      return { names, links, kept };
     }
     if (cached) this.cachedNames -= weightOf(cached);
-    return { names, kept: null };
+    return { names, links, kept: null };
   }
 
   /** The keys of a kept listing's names under `dirKey`, made once. */

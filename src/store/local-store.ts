@@ -43,8 +43,8 @@ import {
 // - a symbolic link is no object: listings skip it, a get or head of one finds nothing, and
 //   deletePrefix deletes nothing through one (a prefix that is a link loses the link, never what
 //   it leads to). Other calls do not look at the directories on a key's path (a syscall each):
-//   the catalog asks linkOnPath where it resolves a table or namespace, and refuses one reached
-//   through a link.
+//   the catalog asks linkOnPath and linksIn where it resolves a table, a dataset or a namespace,
+//   and refuses one reached through a link or holding one.
 // Temporary, spare and lock files carry a marker in their names and are never listed.
 //
 // What it does with the hints of the port (PutHints, DeleteOptions in object-store.ts): a put
@@ -322,6 +322,11 @@ export class LocalObjectStore implements ObjectStore {
       if (st.isSymbolicLink()) return `${parts.slice(0, i + 1).join('/')}/`;
     }
     return null;
+  }
+
+  linksIn(dirKey: string): string[] {
+    const dirPath = dirKey === '' ? this.root : this.pathOf(dirKey.slice(0, -1));
+    return this.dirCache.linksIn(dirPath).map((name) => `${dirKey}${name}/`);
   }
 
   async deletePrefix(prefix: string, options: { keep?: string[] } = {}): Promise<number> {

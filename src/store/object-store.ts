@@ -186,6 +186,14 @@ export interface ObjectStore {
    * below the root, that is a link (`key` itself included); null when none is.
    */
   linkOnPath?(key: string): string | null;
+  /**
+   * Defined with linkOnPath: the keys (each ending in '/') of the entries of the directory
+   * `dirKey` ('' or ending in '/') that are symbolic links, whatever they lead to (none for a
+   * directory that does not exist). Listings never show a link; this names them, from the same
+   * read of the directory, for a caller that must reach through none. The path to the directory
+   * is not looked at (linkOnPath is).
+   */
+  linksIn?(dirKey: string): string[];
   /** Location of a key as the Lance engine opens it. */
   location(key: string): string;
   /**

@@ -715,6 +715,25 @@ describe('LocalObjectStore specifics', () => {
       expect(store.linkOnPath('ns/dir-link/missing/')).toBe('ns/dir-link/');
       expect(store.linkOnPath('ns/dangling/')).toBe('ns/dangling/');
       expect(store.linkOnPath('ns/dangling/x/')).toBe('ns/dangling/');
+      // What the links among a directory's entries are, from the read a listing makes: all three, wherever they lead.
+      expect(store.linksIn('ns/').sort()).toEqual(['ns/dangling/', 'ns/dir-link/', 'ns/file-link/']);
+      expect(store.linksIn('ns/missing/')).toEqual([]);
+      expect(store.linksIn('ns/kept/')).toEqual([]);
+      expect(store.linksIn('')).toEqual([]);
+      // A settled directory's read is kept (a stat, then: the clock moved on, so it is trusted), and a link planted since is seen all the same.
+      await fs.mkdir(path.join(root.root, 'settled'));
+      await fs.writeFile(path.join(root.root, 'settled', 'a'), 'a');
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 10_000 });
+      try {
+        expect(store.linksIn('settled/')).toEqual([]);
+        expect(keysOf((await store.list('settled/', { delimiter: '/' })).objects)).toEqual(['settled/a']);
+        await fs.symlink(path.join(elsewhere, 'd'), path.join(root.root, 'settled', 'planted'));
+        expect(keysOf((await store.list('settled/', { delimiter: '/' })).objects)).toEqual(['settled/a']);
+        expect(store.linksIn('settled/')).toEqual(['settled/planted/']);
+      } finally {
+        vi.useRealTimers();
+      }
+      await fs.rm(path.join(root.root, 'settled'), { recursive: true });
       // A delete under a link deletes nothing; a delete of the link removes the link, not its target.
       expect(await store.deletePrefix('ns/dir-link/sub/')).toBe(0);
       expect(await fs.readdir(path.join(root.root, 'ns'))).toContain('dir-link');

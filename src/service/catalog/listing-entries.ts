@@ -6,7 +6,7 @@ import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tabl
 import { readNamespace } from './catalog.js';
 import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, type TableRef } from './layout.js';
 import type { ListingSnapshots } from './listing-snapshot.js';
-import type { Locations } from './locations.js';
+import { LinkedLocation, type Locations } from './locations.js';
 
 // A name's entries in the listing index (listing-index.ts): announced by a pending entry before a
 // change of the child, settled to match the child's state after it.
@@ -117,13 +117,17 @@ export class IndexEntries {
       const dropping = record?.value.state === 'dropping' && !leaseExpired(record.value.dropping_until);
       return { visible: record !== null, data: false, busy: dropping };
     }
-    // A name whose directory is reached through a symbolic link holds no table (see LinkedTableDir).
-    const state = await readTableState(this.store, ref).catch((e: unknown) => {
-      if (e instanceof LinkedTableDir) return null;
+    // A name whose table a symbolic link keeps the catalog out of holds no table (see LinkedTableDir, LinkedLocation).
+    const none = { visible: false, data: false, busy: false };
+    const linked = (e: unknown): null => {
+      if (e instanceof LinkedTableDir || e instanceof LinkedLocation) return null;
       throw e;
-    });
-    if (state === null) return { visible: false, data: false, busy: false };
+    };
+    const state = await readTableState(this.store, ref).catch(linked);
+    if (state === null) return none;
     const visible = isVisible(state);
-    return { visible, data: visible && (await tableHasData(this.locations, state)), busy: state.creating?.live === true || state.dropUnderWay };
+    const data = visible ? await tableHasData(this.locations, state).catch(linked) : false;
+    if (data === null) return none;
+    return { visible, data, busy: state.creating?.live === true || state.dropUnderWay };
   }
 }

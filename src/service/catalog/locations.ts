@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { invalidInput } from '../../model/errors.js';
+import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import { existingRealPath } from '../../store/local-file-io.js';
 import { parseLocation, type StoreFactory, type StoreLocation } from '../../store/location.js';
 import type { ObjectStore } from '../../store/object-store.js';
@@ -31,9 +31,30 @@ const REFUSED = {
 // Only the catalog's own places are reached: a location is inside the root or under one of the
 // configured allowed locations (none by default); anything else is a 400 before anything is
 // opened. So is a local location inside the root reached through a symbolic link below the root,
-// wherever it leads (even to another place in the root: the namespace that holds a location, whose
-// grants decide who may register it, is then the one its real path lies in, see
-// ObjectStore.linkOnPath), and one under an allowed location that a link takes out of it.
+// or holding one among its entries (`_versions/`, `data/`, ...: the engine and the service read,
+// write and delete in them), wherever it leads (even to another place in the root: the namespace
+// that holds a location, whose grants decide who may register it, is then the one its real path
+// lies in, see linksOfDir), and one under an allowed location that a link, on its path or among
+// its entries, takes out of it. Registered locations are resolved again by every request, so a
+// link planted after the register is met too (LinkedLocation).
+
+/**
+ * The symbolic links that keep the catalog out of the directory `dirKey` of `store`: the first on
+ * the way to it (the directory itself included), or else those among its entries; none on a store
+ * without links (ObjectStore.linkOnPath, linksIn). One realpath and one read of the directory (a
+ * stat when a listing kept it), both on the event loop: for a table's or a dataset's directory.
+ */
+export function linksOfDir(store: ObjectStore, dirKey: string): string[] {
+  const onPath = store.linkOnPath?.(dirKey) ?? null;
+  return onPath !== null ? [onPath] : (store.linksIn?.(dirKey) ?? []);
+}
+
+/** A location a symbolic link keeps the catalog out of (see Locations): a 400 where it is asked for; per request, a table registered there is none (a 404, see dataDir). */
+export class LinkedLocation extends NamespaceError {
+  constructor(location: string, why: string) {
+    super(ErrorCode.InvalidInput, `location ${JSON.stringify(location)} ${why}, which the catalog never follows`);
+  }
+}
 export class Locations {
   private readonly external = new Map<string, ObjectStore>();
 
@@ -79,32 +100,49 @@ export class Locations {
         `${refused} outside the catalog root and every allowed location: location ${JSON.stringify(location)} (see allowed locations in the README)`,
       );
     }
-    if (parsed.kind === 'local' && place.kind === 'local') this.refuseLinksOut(location, parsed.dir, place.dir);
-    return { store: this.externalStore(parsed), key: '', owned: false };
+    const store = this.externalStore(parsed);
+    if (parsed.kind === 'local' && place.kind === 'local') this.refuseLinksOut(location, parsed.dir, place.dir, store);
+    return { store, key: '', owned: false };
   }
 
-  /** The root's directory `key`; a 400 when a symbolic link below the root is on its path. */
+  /** The root's directory `key`; a LinkedLocation when a symbolic link below the root is on its path or among its entries. */
   private ownUnlinked(location: string, key: string): StoreDir {
-    if ((this.root.linkOnPath?.(key) ?? null) !== null) {
-      throw invalidInput(`location ${JSON.stringify(location)} is reached through a symbolic link below the catalog root, which the catalog never follows`);
+    const [link] = linksOfDir(this.root, key);
+    if (link !== undefined) {
+      const why =
+        link.length > key.length
+          ? `holds a symbolic link below the catalog root (its entry ${JSON.stringify(link.slice(key.length, -1))})`
+          : 'is reached through a symbolic link below the catalog root';
+      throw new LinkedLocation(location, why);
     }
     return this.own(key);
   }
 
-  /** A 400 when `dir`, or the nearest of its ancestors that exists, resolves (through symbolic links) to a place outside `base`. */
-  private refuseLinksOut(location: string, dir: string, base: string): void {
+  /**
+   * A LinkedLocation when `dir`, or the nearest of its ancestors that exists, resolves (through
+   * symbolic links) to a place outside `base`, or when an entry of `dir` (the root of `store`) is
+   * a link that leads out of it or nowhere.
+   */
+  private refuseLinksOut(location: string, dir: string, base: string, store: ObjectStore): void {
     const realBase = existingRealPath(base);
     if (realBase === null) return; // no base yet: nothing under it leads anywhere
+    const outside = (target: string | null) => {
+      const rel = target === null ? '..' : path.relative(realBase, target);
+      return rel.startsWith('..') || path.isAbsolute(rel);
+    };
     for (let probe = dir; ; probe = path.dirname(probe)) {
       const target = existingRealPath(probe);
       if (target !== null) {
-        const rel = path.relative(realBase, target);
-        if (rel.startsWith('..') || path.isAbsolute(rel)) {
-          throw invalidInput(`location ${JSON.stringify(location)} leads out of the catalog's places through a symbolic link`);
-        }
-        return;
+        if (outside(target)) throw new LinkedLocation(location, "leads out of the catalog's places through a symbolic link");
+        break;
       }
       if (path.dirname(probe) === probe) return;
+    }
+    for (const link of store.linksIn?.('') ?? []) {
+      const entry = link.slice(0, -1);
+      if (outside(existingRealPath(path.join(dir, entry)))) {
+        throw new LinkedLocation(location, `holds a symbolic link (its entry ${JSON.stringify(entry)}) that leads out of the catalog's places`);
+      }
     }
   }
 

@@ -11,7 +11,7 @@ import type {
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import type { RequestContext } from '../context/request-context.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
-import { dataDir, isVisible, leftoverDir, readTableState } from '../tables/table-state.js';
+import { dropDataDir, isVisible, LinkedTableDir, leftoverDir, readTableState, stateWithoutLinks } from '../tables/table-state.js';
 import { createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
 import type { CatalogDeps } from './catalog-deps.js';
 import { childOfPrefix, isOwnTableDir, namespaceCatalogDirKey, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
@@ -128,7 +128,10 @@ export class NamespaceService {
    * record it replaced. What dropped tables and dead creates left behind is no child: it goes with
    * the namespace. Deregistered tables are no children either, and their data stays where it is,
    * as Lance's own directory catalog leaves it (see tables/table-state.ts): registering it again
-   * (in this namespace created anew, or anywhere) brings it back.
+   * (in this namespace created anew, or anywhere) brings it back. Nor is a symbolic link in the
+   * namespace's directory, or a table a link keeps the catalog out of (tables/table-state.ts,
+   * LinkedTableDir), which no other answer shows either: in both modes the links go, never what
+   * they lead to, and such a table's directory goes as what a dropped table left does.
    */
   async drop(ctx: RequestContext, ns: string[], request: DropNamespaceRequest): Promise<DropNamespaceResponse> {
     validateNamespaceId(ns);
@@ -198,6 +201,8 @@ export class NamespaceService {
           await this.store.deletePrefix(prefix);
         }
         for (const o of remaining.objects) if (o.key !== key) await this.store.delete(o.key);
+        // Links in the directory are no children (nor listed): they go, never what they lead to.
+        for (const link of this.store.linksIn?.(dirKey) ?? []) await this.store.deletePrefix(link);
         await renewal.stop();
         await this.store.delete(key);
         return { properties: existing.value.properties };
@@ -231,8 +236,12 @@ export class NamespaceService {
             if (prefix === namespaceCatalogDirKey(ns)) return null; // the namespace's own catalog state (its table index)
             if (isOwnTableDir(dirKey, prefix)) return null; // a table's own directory: the table, if any, is seen by its name
             if (child?.kind !== 'table') return child ? `namespace ${child.name}` : prefix.slice(dirKey.length);
-            const state = await readTableState(this.store, { namespace: ns, name: child.name });
-            return isVisible(state) || state.creating?.live === true ? `table ${child.name}` : null;
+            // A name whose table a symbolic link keeps the catalog out of holds no table (see LinkedTableDir).
+            const state = await readTableState(this.store, { namespace: ns, name: child.name }).catch((e: unknown) => {
+              if (e instanceof LinkedTableDir) return null;
+              throw e;
+            });
+            return state !== null && (isVisible(state) || state.creating?.live === true) ? `table ${child.name}` : null;
           }),
         ),
       );
@@ -243,12 +252,13 @@ export class NamespaceService {
 
   /**
    * Drops what one table name of a namespace being dropped holds (its table in Cascade; in either
-   * mode what dropped tables and dead creates left): its writes under way end first. Returns
+   * mode what dropped tables and dead creates left, and a table a symbolic link keeps the catalog
+   * out of, whose links go first, as in DropTable): its writes under way end first. Returns
    * whether the name's directory may go too: not when it holds a deregistered table's data.
    */
   private async dropTableData(ref: TableRef): Promise<boolean> {
     for (let attempt = 0; attempt < CAS_RETRIES; attempt++) {
-      const state = await readTableState(this.store, ref);
+      const state = await stateWithoutLinks(this.store, ref);
       if (state.retired && !isVisible(state)) {
         const leftovers = leftoverDir(state);
         if (leftovers !== null) await this.store.deletePrefix(leftovers);
@@ -257,7 +267,7 @@ export class NamespaceService {
       const begun = await this.deps.fences.beginDrop(state);
       // Another drop or a deregister came first: read again.
       if (!begun) continue;
-      await this.deps.fences.finishDrop(state, dataDir(this.deps.locations, state), begun);
+      await this.deps.fences.finishDrop(state, dropDataDir(this.deps.locations, state), begun);
       return !state.retired;
     }
     throw new NamespaceError(

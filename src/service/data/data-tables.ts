@@ -38,10 +38,10 @@ export class DataTables {
    * The visible table `id`. Unless `allowDeclared`, a declared table without data is a 409 code
    * 19: there is no dataset to operate on yet.
    */
-  async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean; linkChecked?: boolean } = {}): Promise<OpenTable> {
+  async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean; nameLinks?: string[] } = {}): Promise<OpenTable> {
     // One look at the latest committed version answers whether the table has data and lets the
     // engine serve the request from the dataset it keeps open (checked against this version).
-    const resolved = await resolveTableWithLatest(this.deps, id, options.linkChecked);
+    const resolved = await resolveTableWithLatest(this.deps, id, options.nameLinks);
     const { table } = resolved;
     const { state, dir } = table;
     const latest = latestCommitted(resolved.latest, state);
@@ -63,13 +63,13 @@ export class DataTables {
    * Runs `write` on the table `id` under a write lease: a drop waits for it, or it fails cleanly.
    * The lease comes first and the table is opened (as `open`) after it, which is the writer's look
    * the protocol asks for (table-fences.ts). Engine failures pass through as they are (the backfill
-   * runner tells transient ones from the rest by them). The lease is put only in a directory not
-   * reached through a symbolic link (a 404 otherwise, see LinkedTableDir).
+   * runner tells transient ones from the rest by them). The lease is put only in a `_catalog/`
+   * neither reached through a symbolic link nor one (a 404 otherwise, see LinkedTableDir).
    */
   async write<T>(ctx: RequestContext, id: string[], write: (table: OpenTable) => Promise<T>, options: { allowDeclared?: boolean } = {}): Promise<T> {
     const ref = tableRefOf(id);
-    requireUnlinkedTable(this.deps.store, ref);
-    return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () => write(await this.open(ctx, id, { ...options, linkChecked: true })));
+    const nameLinks = requireUnlinkedTable(this.deps.store, ref);
+    return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () => write(await this.open(ctx, id, { ...options, nameLinks })));
   }
 
   /**

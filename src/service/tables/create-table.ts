@@ -169,7 +169,7 @@ async function createNew(
     // The table as claimed, resolved once for the engine's commits: not under a write lease, so
     // each commit looks again at it, and finds this create's claim (it names own.requestId).
     const claimed = managed
-      ? resolvedTable(deps, id, await requireVisibleTable(deps.store, ref, { creatingRequest: own.requestId, linkChecked: true }), { dir, namespace })
+      ? resolvedTable(deps, id, await requireVisibleTable(deps.store, ref, { creatingRequest: own.requestId }), { dir, namespace })
       : null;
     const at = { ...datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: coordinatorFor(own, claimed, false) } : {}) };
     ({ version } = await deps.engine.createDataset(at, input.arrowIpcStream, 'create'));

@@ -1,9 +1,9 @@
 import type { DropTableResponse } from '../../model/tables.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
-import { type TableRef, tableDirKey, tableRefOf, versionsDirKey } from '../catalog/layout.js';
+import { type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import { putDeregisterMarker } from './table-fences.js';
-import { dataDir, isVisible, LinkedTableDir, readTableState, requireVisibleTable, tableNotFound } from './table-state.js';
+import { dataDir, dropDataDir, isVisible, LinkedTableDir, requireVisibleTable, stateWithoutLinks, tableNotFound } from './table-state.js';
 
 // DropTable and DeregisterTable: a name freed, its data deleted or kept.
 
@@ -16,27 +16,24 @@ import { dataDir, isVisible, LinkedTableDir, readTableState, requireVisibleTable
  * with another registration or live outside the root, and is not the catalog's to delete; so
  * does a deregistered table's (the name is free, the data no longer the catalog's: see
  * table-state.ts). A table directory that is a symbolic link holds no table: its drop removes
- * the link, never what it leads to (see LinkedTableDir), and so does the drop of a table whose
- * `_versions/` is one; one under a namespace directory that is a link, or whose own directory
- * (or the `_versions/` in it) is one, is a 404.
+ * the link, never what it leads to (see LinkedTableDir), and so does the drop of a table kept out
+ * of by a link among the entries of its directory (or of its own directory), or by its own
+ * directory being one: the links go, then the table is dropped as any other (stateWithoutLinks).
+ * One whose namespace's directory is a link is a 404; one whose registered location a link keeps
+ * the catalog out of is dropped without a look there.
  */
-export async function dropTable(deps: CatalogDeps, id: string[], linkRemoved = false): Promise<DropTableResponse> {
+export async function dropTable(deps: CatalogDeps, id: string[]): Promise<DropTableResponse> {
   const ref = tableRefOf(id);
-  const dirKey = tableDirKey(ref);
-  const state = await readTableState(deps.store, ref).catch((e: unknown) => {
+  const state = await stateWithoutLinks(deps.store, ref).catch((e: unknown) => {
     if (!(e instanceof LinkedTableDir)) throw e;
-    if (e.link !== dirKey && (e.link !== versionsDirKey(dirKey) || linkRemoved)) throw tableNotFound(id);
-    return e.link;
+    // The name's directory is a link: it goes (dropLink). One above it (a namespace's) is no table's to remove.
+    if (e.links[0] === tableDirKey(ref)) return null;
+    throw tableNotFound(id);
   });
-  if (state === dirKey) return dropLink(deps, id, ref);
-  if (typeof state === 'string') {
-    // The directory's `_versions/` alone is a link: the link goes (what it leads to stays), then
-    // the table is dropped as any other (once: a link planted again meanwhile is a 404).
-    await deps.store.deletePrefix(state);
-    return dropTable(deps, id, true);
-  }
+  if (state === null) return dropLink(deps, id, ref);
   if (!isVisible(state)) throw tableNotFound(id);
-  const dir = dataDir(deps.locations, state);
+  const dir = dropDataDir(deps.locations, state);
+  const location = state.record?.value.location ?? dir.store.location(dir.key);
   await deps.listingIndex.around(
     'table',
     ref,
@@ -48,8 +45,8 @@ export async function dropTable(deps: CatalogDeps, id: string[], linkRemoved = f
     },
     { visible: false, data: false },
   );
-  deps.engine.forget(dir.store.location(dir.key));
-  return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
+  deps.engine.forget(location);
+  return { id, location, properties: state.record?.value.properties ?? {} };
 }
 
 /** Drops a name whose directory is a symbolic link: the link goes (LocalObjectStore.deletePrefix), what it leads to stays. */

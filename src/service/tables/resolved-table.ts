@@ -52,19 +52,21 @@ export async function resolveTable(deps: CatalogDeps, id: string[], creatingRequ
  * dataset (null: none, declared only) at the same time: the version is looked up in the table's
  * own directory alongside its state, since that is where the data of every table but a
  * registered one lives (whose record names its location, looked up after). Both only once the
- * directory is known not to be reached through a symbolic link (unless `linkChecked`: the caller looked).
+ * directory is known not to be reached through a symbolic link, and the version only when no
+ * entry of the directory is one (`nameLinks`: the caller looked, see requireUnlinkedTable).
  */
 export async function resolveTableWithLatest(
   deps: CatalogDeps,
   id: string[],
-  linkChecked = false,
+  nameLinks?: string[],
 ): Promise<{ table: ResolvedTable; latest: CommittedVersion | null }> {
   const ref = tableRefOf(id);
-  if (!linkChecked) requireUnlinkedTable(deps.store, ref);
+  const links = nameLinks ?? requireUnlinkedTable(deps.store, ref);
   const ownDir = deps.locations.own(tableDirKey(ref));
   const [state, ownLatest] = await Promise.all([
-    requireVisibleTable(deps.store, ref, { linkChecked: true }),
-    new TableVersions(ownDir).latest().catch(() => undefined),
+    requireVisibleTable(deps.store, ref, { nameLinks: links }),
+    // With a link among its entries, the name's directory is not its table's dataset (or the state refuses the table).
+    links.length === 0 ? new TableVersions(ownDir).latest().catch(() => undefined) : undefined,
   ]);
   const table = resolvedTable(deps, id, state);
   const own = table.dir.store === ownDir.store && table.dir.key === ownDir.key && ownLatest !== undefined;

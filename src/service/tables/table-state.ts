@@ -3,8 +3,11 @@ import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { ObjectStore, StoredObject } from '../../store/object-store.js';
 import { displayId } from '../catalog/catalog.js';
 import {
+  CATALOG_DIR,
   DEREGISTERED_MARKER,
   deregisteredMarkerKey,
+  isOwnTableDir,
+  namespaceDirKey,
   RESERVED_MARKER,
   reservedMarkerKey,
   TABLE_RECORD,
@@ -13,7 +16,7 @@ import {
   tableRecordKey,
   versionsDirKey,
 } from '../catalog/layout.js';
-import type { Locations, StoreDir } from '../catalog/locations.js';
+import { LinkedLocation, type Locations, linksOfDir, type StoreDir } from '../catalog/locations.js';
 import { readRecord, TableRecord, type Versioned } from '../catalog/records.js';
 import { leaseExpired } from '../coordination/leases.js';
 import { isCommitted } from '../transactions/transaction-log.js';
@@ -135,64 +138,99 @@ async function readNameFiles(store: ObjectStore, ref: TableRef): Promise<NameFil
 }
 
 /**
- * The catalog follows no symbolic link below its root (a local disk's; ObjectStore.linkOnPath): a
- * table whose directory is reached through one is none of its tables, wherever the link leads
- * (out of the root, or to another namespace's table, whose grants would not apply). Nothing is
- * read or written through it: to whoever needs the table it does not exist (a 404, see
+ * The catalog follows no symbolic link below its root (a local disk's; ObjectStore.linkOnPath and
+ * linksIn): a table is none of its tables when a link is its directory or lies above it, or is an
+ * entry of the directory its dataset lives in (`_versions/`, `data/`, `_catalog/`, `_indices/`,
+ * ...: the engine and the service read, write and delete in every one), or is the `_catalog/` of
+ * its name's directory (where writers of the name put their leases), wherever the link leads (out
+ * of the root, or to another namespace's table, whose grants would not apply). Nothing is read or
+ * written through it: to whoever needs the table it does not exist (a 404, see
  * requireVisibleTable), to whoever would take the name it is this 400, and a drop removes the
- * link, never what it leads to (dropTable in drop-table.ts).
+ * link, never what it leads to (stateWithoutLinks). Links in a retired name directory are the
+ * deregistered table's, and no concern of the name's next table (see the invariant above).
  */
 export class LinkedTableDir extends NamespaceError {
   constructor(
     readonly ref: TableRef,
-    /** The key of the link: the table's directory itself, its `_versions/`, or a namespace directory above it. */
-    readonly link: string,
+    /** The keys of the links: one on the way to the table's directory, or entries of a directory (the name's, or the table's own). */
+    readonly links: string[],
   ) {
-    const dir = tableDirKey(ref);
-    const where = link === dir ? 'its directory is' : link.startsWith(dir) ? `its ${link.slice(dir.length, -1)} directory is` : 'its directory lies under';
     super(
       ErrorCode.InvalidInput,
-      `table ${displayId([...ref.namespace, ref.name])} cannot be used: ${where} a symbolic link, and the catalog follows no link below its root`,
+      `table ${displayId([...ref.namespace, ref.name])} cannot be used: ${whereLinked(ref, links[0] ?? '')} a symbolic link, and the catalog follows no link below its root`,
     );
   }
 }
 
-/**
- * The link through which a table's directory, or the `_versions/` in it, is reached, or null: one
- * realpath on a local disk (a walk of lstats where `_versions/` does not exist yet), nothing on an
- * object store. `_versions/` is looked at too because the service itself writes and deletes
- * manifests there (commits, version deletes): a link in its place would take them out of the root.
- */
-const linkOfDataset = (store: ObjectStore, dirKey: string): string | null => store.linkOnPath?.(versionsDirKey(dirKey)) ?? null;
-const linkOf = (store: ObjectStore, ref: TableRef): string | null => linkOfDataset(store, tableDirKey(ref));
+/** Where a link lies, as LinkedTableDir says it. */
+function whereLinked(ref: TableRef, link: string): string {
+  const dir = tableDirKey(ref);
+  const nsKey = namespaceDirKey(ref.namespace);
+  if (link === dir) return 'its directory is';
+  if (link.startsWith(dir)) return `the entry ${link.slice(dir.length, -1)} of its directory is`;
+  if (!isOwnTableDir(nsKey, link)) return 'its directory lies under';
+  const entry = link.slice(link.indexOf('/', nsKey.length) + 1, -1);
+  return entry === '' ? 'its own directory is' : `the entry ${entry} of its own directory is`;
+}
 
-/** A 404 when the table's directory is reached through a symbolic link (see LinkedTableDir): for a request that needs the table. */
-export function requireUnlinkedTable(store: ObjectStore, ref: TableRef): void {
-  if (linkOf(store, ref) !== null) throw tableNotFound([...ref.namespace, ref.name]);
+/** Where writers of a name put their leases (layout.ts): in the name's directory, whichever directory its table's dataset lives in. */
+const nameCatalogKey = (dirKey: string): string => `${dirKey}${CATALOG_DIR}/`;
+
+/**
+ * The symbolic links among the entries of the name's directory (see LinkedTableDir, which is
+ * thrown when the directory is, or lies under, a link, or its `_catalog/` is one); which of the
+ * others matter depends on where the table's dataset lives (readTableState). One realpath and one
+ * read of the directory on a local disk (a stat when its listing was kept), nothing elsewhere.
+ */
+export function nameDirLinks(store: ObjectStore, ref: TableRef): string[] {
+  const dirKey = tableDirKey(ref);
+  const links = linksOfDir(store, dirKey);
+  const [first] = links;
+  if (first === undefined) return links;
+  if (first.length <= dirKey.length) throw new LinkedTableDir(ref, [first]);
+  if (links.includes(nameCatalogKey(dirKey))) throw new LinkedTableDir(ref, [nameCatalogKey(dirKey)]);
+  return links;
 }
 
 /**
- * What the store says about the name; a LinkedTableDir when its directory is reached through a
- * symbolic link (unless the caller looked already: `linkChecked`, so that a request looks once).
+ * A 404 when the table's name directory is reached through a symbolic link or its `_catalog/` is
+ * one (see nameDirLinks): for a request that needs the table, before it reads or writes there.
+ * Returns the links among the directory's entries, for readTableState.
  */
-export async function readTableState(store: ObjectStore, ref: TableRef, linkChecked = false): Promise<TableState> {
+export function requireUnlinkedTable(store: ObjectStore, ref: TableRef): string[] {
+  try {
+    return nameDirLinks(store, ref);
+  } catch (e) {
+    if (e instanceof LinkedTableDir) throw tableNotFound([...ref.namespace, ref.name]);
+    throw e;
+  }
+}
+
+/**
+ * What the store says about the name; a LinkedTableDir when a symbolic link keeps the catalog out
+ * of its table (see LinkedTableDir). `nameLinks`: the links among the name directory's entries,
+ * when the caller looked already (nameDirLinks), so that a request looks once.
+ */
+export async function readTableState(store: ObjectStore, ref: TableRef, nameLinks?: string[]): Promise<TableState> {
   const dirKey = tableDirKey(ref);
-  const link = linkChecked ? null : linkOf(store, ref);
-  if (link !== null) throw new LinkedTableDir(ref, link);
+  const links = nameLinks ?? nameDirLinks(store, ref);
   const files = await readNameFiles(store, ref);
-  // A table placed in a directory of its own (a retired name's next table) is reached through no link either: one more realpath, for such tables only.
-  const ownDir = files.record?.value.dir;
-  const ownLink = ownDir === undefined ? null : linkOfDataset(store, ownDir);
-  if (ownLink !== null) throw new LinkedTableDir(ref, ownLink);
   let { record } = files;
   const recordFile = record !== null;
-  // A table declared by a batch commit that has not reached its commit point does not exist yet.
-  const pending = record?.value.pending_transaction;
-  if (pending !== undefined && !(await isCommitted(store, pending))) record = null;
   const marker = files.marker ? markerOf(files.marker.body) : null;
   const tombstone = marker !== null && isTombstone(marker) ? marker : null;
   const retired =
     marker !== null && (tombstone ? tombstone.retired === true : (marker.retired ?? (files.record === null || livesInNameDir(files.record.value))));
+  // The table of the record, unless a deregister hid it: its dataset's entries, in its name's
+  // directory or in its own, are looked at (a retired directory's are the deregistered table's).
+  const current = files.record !== null && !(marker !== null && !tombstone && hides(marker, files.record.value)) ? files.record.value : null;
+  if ((current ? livesInNameDir(current) : !retired) && links.length > 0) throw new LinkedTableDir(ref, links);
+  // A table placed in a directory of its own (a retired name's next table): one more realpath and read of a directory, for such tables only.
+  const ownLinks = current?.dir === undefined ? [] : linksOfDir(store, current.dir);
+  if (ownLinks.length > 0) throw new LinkedTableDir(ref, ownLinks);
+  // A table declared by a batch commit that has not reached its commit point does not exist yet.
+  const pending = record?.value.pending_transaction;
+  if (pending !== undefined && !(await isCommitted(store, pending))) record = null;
   // Lance's declared marker in a retired directory is the deregistered table's.
   const reserved = files.reserved && !retired;
   const claim = record?.value.creating;
@@ -219,6 +257,30 @@ export async function readTableState(store: ObjectStore, ref: TableRef, linkChec
     writtenByLance,
     occupied: files.occupied || writtenByLance,
   };
+}
+
+/** Rounds of link removal a drop makes: the name's directory, then its table's own directory. */
+const LINK_REMOVALS = 2;
+
+/**
+ * For a drop: the name's state once the symbolic links that keep the catalog out of its table
+ * (see LinkedTableDir) are removed, never what they lead to (ObjectStore.deletePrefix of a link):
+ * entries of the name's directory, the table's own directory, or entries of that. A link that is
+ * the name's directory, or lies above it, is not the table's to remove: LinkedTableDir. So is one
+ * planted again while the drop removes them.
+ */
+export async function stateWithoutLinks(store: ObjectStore, ref: TableRef): Promise<TableState> {
+  const dirKey = tableDirKey(ref);
+  const nsKey = namespaceDirKey(ref.namespace);
+  const removable = (link: string) => (link.startsWith(dirKey) && link !== dirKey) || isOwnTableDir(nsKey, link);
+  for (let round = 0; ; round++) {
+    try {
+      return await readTableState(store, ref);
+    } catch (e) {
+      if (!(e instanceof LinkedTableDir) || round === LINK_REMOVALS || !e.links.every(removable)) throw e;
+      for (const link of e.links) await store.deletePrefix(link);
+    }
+  }
 }
 
 /**
@@ -270,23 +332,52 @@ export const tableNotFound = (id: string[]) => new NamespaceError(ErrorCode.Tabl
 
 /**
  * The table's state; 404 unless it is visible, or (given `creatingRequest`) being created by that
- * request, and not reached through a symbolic link (unless `linkChecked`: the caller looked).
+ * request, and no symbolic link keeps the catalog out of it (see LinkedTableDir; `nameLinks`: the
+ * caller looked at its name's directory already, see requireUnlinkedTable).
  */
 export async function requireVisibleTable(
   store: ObjectStore,
   ref: TableRef,
-  options: { creatingRequest?: string | undefined; linkChecked?: boolean } = {},
+  options: { creatingRequest?: string | undefined; nameLinks?: string[] } = {},
 ): Promise<TableState> {
   const { creatingRequest } = options;
-  if (!options.linkChecked) requireUnlinkedTable(store, ref);
-  const state = await readTableState(store, ref, true);
+  const state = await readTableState(store, ref, options.nameLinks ?? requireUnlinkedTable(store, ref)).catch((e: unknown) => {
+    if (e instanceof LinkedTableDir) throw tableNotFound([...ref.namespace, ref.name]);
+    throw e;
+  });
   const ownCreate = creatingRequest !== undefined && state.creating?.requestId === creatingRequest && !state.dropped;
   if (!isVisible(state) && !ownCreate) throw tableNotFound([...ref.namespace, ref.name]);
   return state;
 }
 
-/** Where the table's Lance dataset lives: its name's directory, its own directory elsewhere, or the registered location. */
-export const dataDir = (locations: Locations, state: TableState): StoreDir => recordDir(locations, state.dirKey, state.record?.value);
+/**
+ * Where the table's Lance dataset lives: its name's directory, its own directory elsewhere, or the
+ * registered location; for a request that needs the table, a 404 when a symbolic link keeps the
+ * catalog out of that location (see Locations), as for any table reached through one.
+ */
+export function dataDir(locations: Locations, state: TableState): StoreDir {
+  try {
+    return recordDir(locations, state.dirKey, state.record?.value);
+  } catch (e) {
+    if (e instanceof LinkedLocation) throw tableNotFound([...state.ref.namespace, state.ref.name]);
+    throw e;
+  }
+}
+
+/**
+ * Where a drop waits for the table's writes under way (TableFences.finishDrop): its dataset's
+ * directory, but for a registered location a symbolic link keeps the catalog out of, which is not
+ * looked at (nothing is read through the link; the location is not the catalog's to delete in
+ * anyway): the name's directory stands in, which holds no dataset of the table's.
+ */
+export function dropDataDir(locations: Locations, state: TableState): StoreDir {
+  try {
+    return recordDir(locations, state.dirKey, state.record?.value);
+  } catch (e) {
+    if (e instanceof LinkedLocation) return locations.own(state.dirKey);
+    throw e;
+  }
+}
 
 /** Where the dataset of the table `record` describes lives, its name's directory being `nameDirKey`. */
 export function recordDir(locations: Locations, nameDirKey: string, record: TableRecord | undefined): StoreDir {
@@ -294,8 +385,8 @@ export function recordDir(locations: Locations, nameDirKey: string, record: Tabl
   return record?.location === undefined ? locations.own(nameDirKey) : locations.resolve(record.location);
 }
 
-/** Whether the table has data: for its own directory, skip the second LIST when there is no `_versions/`. */
+/** Whether the table has data: for its own directory, skip the second LIST when there is no `_versions/`. A LinkedLocation when a link keeps the catalog out of its registered location. */
 export async function tableHasData(locations: Locations, state: TableState): Promise<boolean> {
   if ((!state.record || livesInNameDir(state.record.value)) && !state.ownVersionsDir) return false;
-  return new TableVersions(dataDir(locations, state)).hasCommitted();
+  return new TableVersions(recordDir(locations, state.dirKey, state.record?.value)).hasCommitted();
 }

@@ -7,7 +7,7 @@ import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { leaseExpired } from '../coordination/leases.js';
 import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
 import { putDeregisterMarker } from '../tables/table-fences.js';
-import { incarnationOf, isVisible, readTableState } from '../tables/table-state.js';
+import { incarnationOf, isVisible, LinkedTableDir, readTableState } from '../tables/table-state.js';
 import type { BatchEntry, TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
 import { type PlannedVersion, writeManifest } from './commit-steps.js';
@@ -73,9 +73,14 @@ export class BatchRecovery {
           await versions.store.delete(versions.sidecarKey(v.version));
         }
       } else {
-        // The table as planned, unless it was dropped, deregistered or created anew since (a replay finds it done).
-        const state = await readTableState(this.deps.store, ref);
-        if (isVisible(state) && (op.incarnation === undefined || incarnationOf(state) === op.incarnation)) await putDeregisterMarker(this.deps.store, state);
+        // The table as planned, unless it was dropped, deregistered or created anew since (a replay finds it done),
+        // or a symbolic link keeps the catalog out of it since (it holds no table: see LinkedTableDir).
+        const state = await readTableState(this.deps.store, ref).catch((e: unknown) => {
+          if (e instanceof LinkedTableDir) return null;
+          throw e;
+        });
+        if (state && isVisible(state) && (op.incarnation === undefined || incarnationOf(state) === op.incarnation))
+          await putDeregisterMarker(this.deps.store, state);
       }
       if (op.kind !== 'delete_versions') await this.deps.listingIndex.settleOp('table', ref, record.id);
     }
