@@ -172,14 +172,9 @@ export class LancedbIndices implements IndexOps {
   createIndex(at: DatasetLocation, spec: IndexSpec): Promise<{ name: string; version: number }> {
     return this.access.write(at, async (table) => {
       try {
-        const name = spec.name ?? `${spec.column}_idx`;
-        // The engine refuses a taken name too (replace: false), but only after the build.
-        if ((await table.listIndices()).some((i) => i.name === name)) {
-          throw new EngineError('index_exists', `an index named ${JSON.stringify(name)} already exists`);
-        }
         // Built in this call: the binding returns once the index is committed.
-        await table.createIndex(spec.column, { config: await indexConfig(table, spec), name, replace: false });
-        return { name, version: await table.version() };
+        await table.createIndex(spec.column, { config: await indexConfig(table, spec), name: spec.name, replace: false });
+        return { name: spec.name, version: await table.version() };
       } catch (e) {
         throw classifyDataError(e);
       }

@@ -48,8 +48,7 @@ export interface FtsIndexParams {
 export interface IndexSpec {
   column: string;
   type: EngineIndexType;
-  /** Defaults to `<column>_idx`. */
-  name?: string | undefined;
+  name: string;
   distanceType?: EngineDistanceType | undefined;
   vector: VectorIndexParams;
   fts: FtsIndexParams;
