@@ -34,6 +34,7 @@ import line_protocol
 
 _requests, _respond = line_protocol.take_stdio()
 
+import functools  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 
@@ -68,16 +69,13 @@ class Failure(Exception):
         self.traceback = None
 
 
+@functools.cache
+def _namespace(uri):
+    """The REST namespace client of the resolver at `uri` (one for the worker's life: the resolver's address does not change)."""
+    return lance_namespace.connect("rest", {"uri": uri})
+
+
 class Worker:
-    def __init__(self):
-        self.namespaces = {}
-
-    def namespace(self, uri):
-        ns = self.namespaces.get(uri)
-        if ns is None:
-            ns = self.namespaces[uri] = lance_namespace.connect("rest", {"uri": uri})
-        return ns
-
     def ping(self, _request):
         return {"pid": os.getpid(), "versions": {"lance": lance.__version__, "pyarrow": pa.__version__}}
 
@@ -100,7 +98,7 @@ class Worker:
         if distance is not None and distance not in ("l2", "cosine", "dot", "hamming"):
             raise Failure("invalid_input", f"unknown distance_type {distance!r}")
 
-        ds = _open(self.namespace(resolver), table_id)
+        ds = _open(_namespace(resolver), table_id)
         if any(index.name == name for index in ds.describe_indices()):
             raise Failure("exists", f"an index named {name!r} already exists")
         field = _field_of(ds, column)

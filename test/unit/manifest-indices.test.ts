@@ -39,7 +39,7 @@ function roaring(values: number[]): Buffer {
     head.writeUInt16LE(lows.length - 1, 8 + 4 * i + 2);
     head.writeUInt32LE(offset, 8 + 4 * keys.length + 4 * i);
     const body = Buffer.alloc(2 * lows.length);
-    lows.forEach((low, k) => body.writeUInt16LE(low, 2 * k));
+    for (const [k, low] of lows.entries()) body.writeUInt16LE(low, 2 * k);
     bodies.push(body);
     offset += body.length;
   });

@@ -114,7 +114,7 @@ export class IndexService {
     }
     const spec = specOf(request);
     await this.tables.writeTable(ctx, id, async (table) => {
-      // Against the manifest, which lists every index (the engines refuse a taken name too, but only after the build).
+      // Against the manifest, which lists every index whichever engine built it (the engines refuse a taken name too).
       if ((await manifestIndices(table)).some((i) => i.name === spec.name)) {
         throw new NamespaceError(ErrorCode.TableIndexAlreadyExists, `table ${displayId(id)} already has an index named ${JSON.stringify(spec.name)}`);
       }
