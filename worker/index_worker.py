@@ -112,7 +112,7 @@ class Worker:
                 ds.create_scalar_index(column, index_type, name=name, replace=False)
         except Failure:
             raise
-        except (TypeError, ValueError, NotImplementedError) as e:
+        except (TypeError, ValueError, OverflowError, NotImplementedError) as e:
             # pylance's own checks of the column's type and the parameters.
             raise _classified(e) or Failure("invalid_input", str(e)) from e
         except Exception as e:  # noqa: BLE001

@@ -270,6 +270,10 @@ describe.skipIf(!available).each(backends())('indices pylance builds, on $name',
     await expectError('create_scalar_index', { column: 'text', index_type: 'RTREE' }, 400, 13, /geometry/);
     await expectError('create_scalar_index', { column: 'id', index_type: 'NGRAM' }, 400, 13, /string/);
     await expectError('create_index', { column: 'text', index_type: 'IVF_SQ' }, 400, 13, /FixedSizeList|vector/i);
+    // Parameters pylance takes in narrower integers than the spec's, or refuses for the type.
+    await expectError('create_index', { column: 'vec', index_type: 'IVF_SQ', num_bits: 4_294_967_295 }, 400, 13, /out of range/);
+    await expectError('create_index', { column: 'vec2', index_type: 'IVF_HNSW_FLAT', m: 4096 }, 400, 13, /ef_construction/);
+    await expectError('create_index', { column: 'vec', index_type: 'IVF_SQ', distance_type: 'hamming' }, 400, 13, /hamming/);
     await expectError('create_scalar_index', { column: 'tag', index_type: 'ZONEMAP', name: 'taken' }, 409, 7, /taken/);
     await expectError('create_scalar_index', { column: 'nope', index_type: 'BLOOMFILTER' }, 404, 12, /nope/);
     await expectError('create_scalar_index', { column: 'vec', index_type: 'IVF_SQ' }, 400, 13, /vector index/);
