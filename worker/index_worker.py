@@ -75,6 +75,9 @@ def _namespace(uri):
     return lance_namespace.connect("rest", {"uri": uri})
 
 
+_field = line_protocol.field
+
+
 class Worker:
     def ping(self, _request):
         return {"pid": os.getpid(), "versions": {"lance": lance.__version__, "pyarrow": pa.__version__}}
@@ -162,13 +165,6 @@ def _require_geometry(column, field):
             f"an RTREE index needs a geometry column (a GeoArrow extension type such as geoarrow.point or geoarrow.wkb); {column} is {field.type}"
             + (f" ({extension})" if extension else ""),
         )
-
-
-def _field(request, name, kind):
-    value = request.get(name)
-    if not isinstance(value, kind) or (kind is list and not all(isinstance(v, str) for v in value)):
-        raise Failure("invalid_input", f"{name} must be a {kind.__name__}")
-    return value
 
 
 def main():

@@ -52,6 +52,14 @@ class ProtocolFailure(Exception):
     traceback = None
 
 
+def field(request, name, kind):
+    """The request's `name`, which must be a `kind`; invalid_input otherwise."""
+    value = request.get(name)
+    if not isinstance(value, kind):
+        raise ProtocolFailure(f"{name} must be a {kind.__name__}")
+    return value
+
+
 def serve(requests, respond, handlers):
     """Answers each request line with its handler's result (a dict merged into the answer) until shutdown or end of input."""
     for line in requests:

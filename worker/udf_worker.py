@@ -571,11 +571,7 @@ def _version(module):
         return None
 
 
-def _field(request, name, kind):
-    value = request.get(name)
-    if not isinstance(value, kind):
-        raise Failure("invalid_input", f"{name} must be a {kind.__name__}")
-    return value
+_field = line_protocol.field
 
 
 def _top_level_field(schema, column):

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { bytesField, encodeVarint, varintField } from '../../src/engine/lance-format/manifest.js';
 import { readManifestIndices } from '../../src/engine/lance-format/manifest-indices.js';
 import { roaringValues } from '../../src/engine/lance-format/roaring.js';
 
@@ -6,22 +7,10 @@ import { roaringValues } from '../../src/engine/lance-format/roaring.js';
 // encoded here field by field (Lance's protos/table.proto and index.proto), and the Roaring bitmaps
 // of their fragments in each container kind (the data tier reads the ones Lance writes).
 
-function varint(value: number): Buffer {
-  const bytes: number[] = [];
-  let v = BigInt.asUintN(64, BigInt(value));
-  do {
-    let byte = Number(v & 0x7fn);
-    v >>= 7n;
-    if (v > 0n) byte |= 0x80;
-    bytes.push(byte);
-  } while (v > 0n);
-  return Buffer.from(bytes);
-}
-const num = (field: number, value: number) => Buffer.concat([varint(field * 8), varint(value)]);
-const msg = (field: number, ...parts: Array<Buffer | string>) => {
-  const payload = Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p)));
-  return Buffer.concat([varint(field * 8 + 2), varint(payload.length), payload]);
-};
+const varint = (value: number): Buffer => encodeVarint(BigInt.asUintN(64, BigInt(value)));
+const num = (field: number, value: number) => varintField(field, BigInt.asUintN(64, BigInt(value)));
+const msg = (field: number, ...parts: Array<Buffer | string>) =>
+  bytesField(field, Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p))));
 
 /** A portable Roaring bitmap without run containers, of array containers. */
 function roaring(values: number[]): Buffer {

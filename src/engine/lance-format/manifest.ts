@@ -234,7 +234,8 @@ export function readTransactionSummary(file: Buffer): TransactionSummary {
   return summary;
 }
 
-function encodeVarint(value: bigint): Buffer {
+/** A protobuf varint (of a value already made unsigned: a negative int32 is its 64-bit two's complement). */
+export function encodeVarint(value: bigint): Buffer {
   const bytes: number[] = [];
   let v = value;
   do {
@@ -246,8 +247,10 @@ function encodeVarint(value: bigint): Buffer {
   return Buffer.from(bytes);
 }
 
-const varintField = (num: number, value: number | bigint): Buffer => Buffer.concat([encodeVarint(BigInt(num << 3)), encodeVarint(BigInt(value))]);
-const bytesField = (num: number, payload: Buffer): Buffer =>
+/** A protobuf varint field. */
+export const varintField = (num: number, value: number | bigint): Buffer => Buffer.concat([encodeVarint(BigInt(num << 3)), encodeVarint(BigInt(value))]);
+/** A protobuf length-delimited field. */
+export const bytesField = (num: number, payload: Buffer): Buffer =>
   Buffer.concat([encodeVarint(BigInt((num << 3) | 2)), encodeVarint(BigInt(payload.length)), payload]);
 
 /**
