@@ -1,7 +1,9 @@
 // Benchmark of the data endpoints against the engine they wrap.
 //
 //   npx tsx scripts/bench-data.ts [--backend local|rgw|both] [--rows N] [--iterations N]
+//                                 [--only ops|builds] [--build-rows N] [--build-iterations N]
 //   npm run bench:data -- --backend local --iterations 20
+//   npm run bench:data -- --only builds     the index builds of scripts/bench-index-builds.ts only
 //
 // For each backend, starts the service in-process (createApp, listening on 127.0.0.1:0, logs
 // silent) on a fresh temporary local root or on a throwaway Ceph radosgw started here
@@ -45,6 +47,7 @@ import { LancedbEngine } from '../src/engine/lancedb/engine.js';
 import type { Table } from '../src/engine/lancedb/table-access.js';
 import { readTableState } from '../src/service/tables/table-state.js';
 import { TableVersions } from '../src/service/versions/dataset-versions.js';
+import { type IndexBuildResult, measureIndexBuilds, printIndexBuilds } from './bench-index-builds.js';
 import { type BenchService, checkAborted, cleanups, ms, now, openDirect, runMain, type Summary, secs, startBenchService, summarize } from './bench-support.js';
 
 type BackendName = 'local' | 'rgw';
@@ -194,12 +197,30 @@ interface BackendResult {
   parts: { httpFloor: Summary; resolve: Summary; resolveStore: Summary; engineOpen: Summary; directVersion: Summary };
 }
 
-async function runBackend(backend: BackendName, rows: number, iterations: number): Promise<BackendResult> {
+/** What to run: the data operations, the index builds (bench-index-builds.ts), or both. */
+interface Plan {
+  ops: { rows: number; iterations: number } | undefined;
+  builds: { rows: number; iterations: number } | undefined;
+}
+
+async function runBackend(backend: BackendName, plan: Plan): Promise<{ ops?: BackendResult; builds?: IndexBuildResult[] }> {
   const undoDepth = cleanups.length;
   try {
     const service = await startService(backend);
     await call(service, 'POST', `/v1/namespace/${NAMESPACE}/create`, {});
+    const ops = plan.ops ? await measureDataOps(service, backend, plan.ops.rows, plan.ops.iterations) : undefined;
+    const builds = plan.builds
+      ? await measureIndexBuilds(service, (method, route, body) => call(service, method, route, body), plan.builds.rows, plan.builds.iterations, log)
+      : undefined;
+    return { ...(ops ? { ops } : {}), ...(builds ? { builds } : {}) };
+  } finally {
+    // Release this backend's handles, service, root and radosgw before the next backend starts.
+    for (const undo of cleanups.splice(undoDepth).reverse()) await undo().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
+  }
+}
 
+async function measureDataOps(service: Service, backend: BackendName, rows: number, iterations: number): Promise<BackendResult> {
+  {
     const body = tableStream(rows);
     let started = now();
     const created = (await call(service, 'POST', `${TABLE_PATH}/create`, body)) as { location?: unknown };
@@ -461,9 +482,6 @@ async function runBackend(backend: BackendName, rows: number, iterations: number
         directVersion: open.timings.direct,
       },
     };
-  } finally {
-    // Release this backend's handles, service, root and radosgw before the next backend starts.
-    for (const undo of cleanups.splice(undoDepth).reverse()) await undo().catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
   }
 }
 
@@ -546,8 +564,13 @@ async function main(): Promise<void> {
       backend: { type: 'string', default: 'both' },
       rows: { type: 'string' },
       iterations: { type: 'string' },
+      only: { type: 'string' },
+      'build-rows': { type: 'string' },
+      'build-iterations': { type: 'string' },
     },
   });
+  const only = values.only;
+  if (only !== undefined && only !== 'ops' && only !== 'builds') throw new Error(`--only must be ops or builds, not ${JSON.stringify(only)}`);
   const which = values.backend;
   if (which !== 'local' && which !== 'rgw' && which !== 'both') throw new Error(`--backend must be local, rgw or both, not ${JSON.stringify(which)}`);
   const backends: BackendName[] = which === 'both' ? ['local', 'rgw'] : [which];
@@ -557,15 +580,28 @@ async function main(): Promise<void> {
   // Each side updates and deletes one distinct row per call; at least one row is never touched.
   const needed = 2 * SIDES.length * (WARMUP + iterations) + 1;
   if (rows < needed) throw new Error(`--rows must be at least ${needed} for ${iterations} iterations`);
-  log(`${os.cpus().length} cores, node ${process.version}, backends ${backends.join(', ')}, ${rows} rows, ${iterations} iterations`);
-  const results: BackendResult[] = [];
+  const plan: Plan = {
+    ops: only === 'builds' ? undefined : { rows, iterations },
+    builds:
+      only === 'ops'
+        ? undefined
+        : { rows: positiveInt('build-rows', values['build-rows'], 20_000), iterations: positiveInt('build-iterations', values['build-iterations'], 3) },
+  };
+  log(`${os.cpus().length} cores, node ${process.version}, backends ${backends.join(', ')}, ${JSON.stringify(plan)}`);
+  const results: Array<{ backend: BackendName; ops?: BackendResult; builds?: IndexBuildResult[] }> = [];
   for (const backend of backends) {
     const started = now();
-    results.push(await runBackend(backend, rows, iterations));
+    results.push({ backend, ...(await runBackend(backend, plan)) });
     log(`${backend} done in ${secs(now() - started)}`);
   }
-  for (const r of results) printResult(r);
-  process.stdout.write(`\nsummary: ${summaryLine(results)}\n`);
+  const out = (line: string) => process.stdout.write(`${line}\n`);
+  for (const r of results) {
+    if (r.ops) printResult(r.ops);
+    else out(`\n${r.backend}:`);
+    if (r.builds && plan.builds) printIndexBuilds(r.builds, plan.builds.rows, plan.builds.iterations, out);
+  }
+  const ops = results.flatMap((r) => (r.ops ? [r.ops] : []));
+  if (ops.length > 0) out(`\nsummary: ${summaryLine(ops)}`);
 }
 
 runMain(main);

@@ -2,7 +2,7 @@
 # The whole test suite: checks formatting and lint rules, installs what the tiers need (Node
 # packages, Node 24 itself among them, Debian's radosgw for the S3 tier, Debian's chromium for the
 # console's browser tests, a Python venv with the real clients, another with geneva for the UDF
-# worker, a third with PySpark and lance-spark's jars), then runs every tier under vitest on Node 24.
+# worker, one with pylance for the index worker, one with PySpark and lance-spark's jars), then runs every tier under vitest on Node 24.
 #   npm test                       everything
 #   npm test -- test/http          only some files (arguments go to vitest)
 set -euo pipefail
@@ -23,6 +23,8 @@ bash scripts/install-browser-test-deps.sh
 [ -x scripts/install-python-test-deps.sh ] && bash scripts/install-python-test-deps.sh
 # The UDF worker's Python (geneva), which the Python UDF and Geneva tests need.
 bash scripts/install-udf-worker.sh
+# The index worker's Python (pylance), which builds the index types @lancedb/lancedb cannot.
+bash scripts/install-index-worker.sh
 # PySpark and lance-spark's jars (Java 17 and Maven from Debian when missing), for the Spark client test.
 bash scripts/install-spark-test-deps.sh
 npx tsc -p tsconfig.json --noEmit

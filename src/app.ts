@@ -62,7 +62,15 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
   });
   const engine = await LancedbEngine.start(
     { maxEntries: config.keptDatasets, maxBytes: config.keptDatasetBytes },
-    { ...udfWorkers(config, logger), session: { indexCacheBytes: config.lanceIndexCacheBytes, metadataCacheBytes: config.lanceMetadataCacheBytes } },
+    {
+      ...udfWorkers(config, logger),
+      indexWorkers: {
+        ...(config.indexPython !== undefined ? { python: config.indexPython } : {}),
+        workers: config.indexWorkers,
+        log: (level, message, fields) => logger[level]({ indexWorker: fields }, message),
+      },
+      session: { indexCacheBytes: config.lanceIndexCacheBytes, metadataCacheBytes: config.lanceMetadataCacheBytes },
+    },
   );
   metrics.observe({ handleCache: () => engine.keptStats() });
   const allowed = config.allowedLocations.map((l) => {

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { type ConfigFile, readConfigFile } from './config/file.js';
 import { CONFIG_HELP } from './config/help.js';
-import { CATALOG, CONFIG_FILE_OPTION, ENGINE, LIMITS, OPTION_GROUPS, type Option, S3, SERVER, STORAGE, shapeOf, UDF } from './config/options.js';
+import { CATALOG, CONFIG_FILE_OPTION, ENGINE, INDEX_WORKERS, LIMITS, OPTION_GROUPS, type Option, S3, SERVER, STORAGE, shapeOf, UDF } from './config/options.js';
 import { FILE_SECTIONS } from './config/sections.js';
 
 export { CONFIG_HELP };
@@ -18,6 +18,7 @@ const Config = z.object({
   ...shapeOf(CATALOG),
   ...shapeOf(LIMITS),
   ...shapeOf(ENGINE),
+  ...shapeOf(INDEX_WORKERS),
   udf: z.object(shapeOf(UDF)).refine((u) => u.execution !== 'ray' || u.rayAddress !== undefined, 'udf_execution ray needs ray_address'),
   ...FILE_SECTIONS,
 });

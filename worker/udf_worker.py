@@ -5,10 +5,10 @@ scripts/install-udf-worker.sh (geneva, pylance, pyarrow). The service never load
 itself: it sends this process a dataset handle and the path of a UDF envelope, and this process
 loads the UDF, computes it over the rows and commits the outputs.
 
-Protocol: one JSON object per line (UTF-8) on stdin, one JSON object per line on stdout, one
-request at a time, each answered by exactly one line carrying the request's `id`. Nothing else is
-ever written to stdout: whatever the UDF (or a library) prints, from Python or native code, goes to
-stderr, which the service logs. stdin is closed to user code too.
+Protocol: line_protocol.py (one JSON request per line on stdin, one JSON answer per line on
+stdout, one request at a time). Nothing else is ever written to stdout: whatever the UDF (or a
+library) prints, from Python or native code, goes to stderr, which the service logs. stdin is
+closed to user code too.
 
 Requests:
   {"id": 1, "op": "ping"}
@@ -72,23 +72,14 @@ with K one of
 A request that is not JSON, or lacks an `id`, is answered with id null and kind "invalid_input".
 """
 
-import os
-import sys
+import line_protocol
 
-# The protocol keeps the process's real stdin and stdout; fd 0 and 1 become /dev/null and stderr,
-# so that nothing a UDF or a native library reads or prints can touch a protocol line.
-_requests = os.fdopen(os.dup(0), "rb")
-_responses = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-_devnull = os.open(os.devnull, os.O_RDONLY)
-os.dup2(_devnull, 0)
-os.close(_devnull)
-os.dup2(2, 1)
-sys.stdin = open(os.devnull, encoding="utf-8")
-sys.stdout = sys.stderr
+# Before anything else is imported: nothing a UDF or a native library prints may reach stdout.
+_requests, _respond = line_protocol.take_stdio()
 
 import copy  # noqa: E402
 import hashlib  # noqa: E402
-import json  # noqa: E402
+import os  # noqa: E402
 import re  # noqa: E402
 import tempfile  # noqa: E402
 import traceback  # noqa: E402
@@ -580,11 +571,7 @@ def _version(module):
         return None
 
 
-def _field(request, name, kind):
-    value = request.get(name)
-    if not isinstance(value, kind):
-        raise Failure("invalid_input", f"{name} must be a {kind.__name__}")
-    return value
+_field = line_protocol.field
 
 
 def _top_level_field(schema, column):
@@ -693,40 +680,9 @@ def _download(ds, path):
             return f.read()
 
 
-def _respond(body):
-    _responses.write(json.dumps(body) + "\n")
-    _responses.flush()
-
-
 def main():
     worker = Worker()
-    handlers = {"ping": worker.ping, "fill": worker.fill, "materialize": worker.materialize}
-    for line in _requests:
-        request_id = None
-        try:
-            request = json.loads(line)
-            if not isinstance(request, dict) or "id" not in request:
-                raise Failure("invalid_input", "a request is a JSON object with an id")
-            request_id = request["id"]
-            op = request.get("op")
-            if op == "shutdown":
-                _respond({"id": request_id, "ok": True})
-                return
-            handler = handlers.get(op)
-            if handler is None:
-                raise Failure("invalid_input", f"unknown op {op!r}")
-            _respond({"id": request_id, "ok": True, **handler(request)})
-        except Failure as f:
-            body = {"id": request_id, "ok": False, "kind": f.kind, "message": str(f)}
-            if f.what:
-                body["what"] = f.what
-            if f.traceback:
-                body["traceback"] = f.traceback
-            _respond(body)
-        except json.JSONDecodeError as e:
-            _respond({"id": None, "ok": False, "kind": "invalid_input", "message": f"not JSON: {e}"})
-        except Exception as e:  # noqa: BLE001
-            _respond({"id": request_id, "ok": False, "kind": "internal", "message": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
+    line_protocol.serve(_requests, _respond, {"ping": worker.ping, "fill": worker.fill, "materialize": worker.materialize})
 
 
 if __name__ == "__main__":

@@ -326,8 +326,29 @@ export const UDF = group({
   },
 });
 
+// biome-ignore format: the option table (see SERVER)
+export const INDEX_WORKERS = group({
+  title: 'Index workers',
+  intro:
+    'pylance, in worker processes beside the service, builds the index types `@lancedb/lancedb` cannot: IVF_SQ, IVF_HNSW_FLAT, NGRAM, ZONEMAP, BLOOMFILTER and RTREE. The workers run no user code and start with the first such build; without their Python those types answer 406.',
+  options: {
+    indexPython: option({
+      flag: 'index-python', arg: '<path>', kind: 'value', env: ['LANCE_NS_INDEX_PYTHON'], file: 'index_python',
+      // Absent: the engine's DEFAULT_INDEX_PYTHON.
+      schema: z.string().min(1).optional(), defaultText: '.venv-index/bin/python',
+      help: 'the Python of the index workers',
+      details: '`scripts/install-index-worker.sh` makes `.venv-index` with the pinned pylance and pyarrow; `npm install` runs it when Python 3.10 or newer is on the PATH.',
+    }),
+    indexWorkers: option({
+      flag: 'index-workers', arg: '<n>', kind: 'value', env: ['LANCE_NS_INDEX_WORKERS'], file: 'index_workers',
+      schema: z.coerce.number().int().min(1).max(64), default: 1,
+      help: 'index worker processes (each builds one index at a time)',
+    }),
+  },
+});
+
 /** Every group, in the order --help and docs/configuration.md show them. */
-export const OPTION_GROUPS: readonly OptionGroup[] = [SERVER, STORAGE, S3, CATALOG, LIMITS, ENGINE, UDF];
+export const OPTION_GROUPS: readonly OptionGroup[] = [SERVER, STORAGE, S3, CATALOG, LIMITS, ENGINE, INDEX_WORKERS, UDF];
 
 /** The option that names the configuration file (not itself a key of the file). */
 export const CONFIG_FILE_OPTION = {

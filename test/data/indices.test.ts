@@ -246,9 +246,6 @@ describe.each(backends())('indices on $name', (backend) => {
     await expectError({ column: 'text', index_type: 'FTS', language: 'Klingon', stem: true }, 400, 13, /Klingon/);
     await expectError({ column: 'text', index_type: 'FTS', base_tokenizer: 'bogus' }, 400, 13, /tokenizer/);
     await expectError({ column: 'vec', index_type: 'IVF_PQ' }, 400, 13, /vector index/, 'create_scalar_index');
-    // Types Lance knows but the engine's binding cannot build.
-    await expectError({ column: 'vec', index_type: 'IVF_SQ' }, 406, 0, /IVF_SQ/);
-    await expectError({ column: 'vec', index_type: 'ivf_hnsw_flat' }, 406, 0, /IVF_HNSW_FLAT/);
     await expectError({ column: 'id', index_type: 'BTREE', name: 'b', branch: 'dev' }, 406, 0, /branch/);
     expect(await engineState(location)).toEqual(before);
 

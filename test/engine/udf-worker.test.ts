@@ -7,7 +7,7 @@ import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import { UdfFailure, type UdfFill, type UdfOps } from '../../src/engine/ports/udfs.js';
 import type { Materialization } from '../../src/engine/ports/views.js';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
-import type { UdfWorkerLog } from '../../src/engine/python-udf/worker-process.js';
+import type { WorkerLog } from '../../src/engine/python-worker/worker-process.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { DataTables } from '../../src/service/data/data-tables.js';
@@ -91,7 +91,7 @@ describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: s
   let envelopes: Record<string, { sha: string; body: string }> = {};
   const logs: Array<{ message: string; pid: number | undefined }> = [];
   const logged = new EventEmitter<{ line: [{ message: string; pid: number | undefined }] }>();
-  const log: UdfWorkerLog = (_level, message, fields) => {
+  const log: WorkerLog = (_level, message, fields) => {
     const line = { message, pid: fields.pid };
     logs.push(line);
     logged.emit('line', line);

@@ -33,7 +33,7 @@ const MAGIC = 'LANC';
  * and an object and a Buffer view for each field made checking the staged manifest of a table of
  * 1,100 fragments cost a commit 150 µs (a BigInt per varint, before that, cost 80 µs at 300).
  */
-class ProtoReader {
+export class ProtoReader {
   num = 0;
   wire = 0;
   /** Exact up to 2^53; every varint the catalog reads (versions, counts, times) is far below. */
@@ -97,6 +97,18 @@ class ProtoReader {
     return this.buf.subarray(this.start, this.pos);
   }
 
+  /** The varints of the field last read: its value, or the packed varints of its payload (a packed repeated field). */
+  varints(): number[] {
+    if (this.wire === 0) return [this.value];
+    if (this.wire !== 2) return [];
+    const values: number[] = [];
+    const saved = this.pos;
+    this.pos = this.from;
+    while (this.pos < this.to) values.push(this.varint());
+    this.pos = saved;
+    return values;
+  }
+
   /** A cursor over the fields inside the payload of the length-delimited field last read. */
   inner(): ProtoReader {
     return new ProtoReader(this.buf, this.from, this.to);
@@ -133,7 +145,7 @@ function mapEntry(entry: ProtoReader): [string, string] {
 }
 
 /** The protobuf `lance.table.Manifest` inside a manifest file, and where it begins; throws on anything that is not a Lance manifest. */
-function manifestBody(file: Buffer): { offset: number; body: Buffer } {
+export function manifestBody(file: Buffer): { offset: number; body: Buffer } {
   if (file.length < 16 || file.subarray(file.length - 4).toString('latin1') !== MAGIC) {
     throw new Error('not a Lance manifest (no LANC footer)');
   }
@@ -222,7 +234,8 @@ export function readTransactionSummary(file: Buffer): TransactionSummary {
   return summary;
 }
 
-function encodeVarint(value: bigint): Buffer {
+/** A protobuf varint (of a value already made unsigned: a negative int32 is its 64-bit two's complement). */
+export function encodeVarint(value: bigint): Buffer {
   const bytes: number[] = [];
   let v = value;
   do {
@@ -234,8 +247,10 @@ function encodeVarint(value: bigint): Buffer {
   return Buffer.from(bytes);
 }
 
-const varintField = (num: number, value: number | bigint): Buffer => Buffer.concat([encodeVarint(BigInt(num << 3)), encodeVarint(BigInt(value))]);
-const bytesField = (num: number, payload: Buffer): Buffer =>
+/** A protobuf varint field. */
+export const varintField = (num: number, value: number | bigint): Buffer => Buffer.concat([encodeVarint(BigInt(num << 3)), encodeVarint(BigInt(value))]);
+/** A protobuf length-delimited field. */
+export const bytesField = (num: number, payload: Buffer): Buffer =>
   Buffer.concat([encodeVarint(BigInt((num << 3) | 2)), encodeVarint(BigInt(payload.length)), payload]);
 
 /**

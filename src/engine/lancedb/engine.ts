@@ -3,6 +3,7 @@ import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { type JsonArrowSchema, jsonSchemaToArrow, schemaToJson } from '../json-arrow-schema.js';
 import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
 import type { UdfOps } from '../ports/udfs.js';
+import { PylanceIndexBuilder, type PylanceIndexOptions } from '../pylance/pylance-indices.js';
 import { type PythonUdfOptions, PythonUdfs } from '../python-udf/python-udfs.js';
 import { LancedbColumns } from './columns.js';
 import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
@@ -20,6 +21,8 @@ const END_OF_STREAM = Buffer.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
 export interface LancedbEngineOptions {
   /** Runs Python UDFs (engine.udfs) in worker processes with these settings; without it, engine.udfs is undefined. */
   udf?: PythonUdfOptions;
+  /** The index workers (pylance), which build the index types @lancedb/lancedb cannot; they start with the first such build. */
+  indexWorkers?: PylanceIndexOptions;
   /** Bounds of Lance's caches, shared by every dataset (default DEFAULT_LANCE_SESSION_LIMITS). */
   session?: LanceSessionLimits;
 }
@@ -37,11 +40,12 @@ export class LancedbEngine implements LanceEngine {
   private constructor(
     private readonly access: TableAccess,
     udfs: UdfOps | undefined,
+    private readonly pylance: PylanceIndexBuilder,
   ) {
     this.udfs = udfs;
     this.rows = new LancedbRows(access);
     this.columns = new LancedbColumns(access);
-    this.indices = new LancedbIndices(access);
+    this.indices = new LancedbIndices(access, pylance);
     this.tags = new LancedbTags(access);
     this.queries = new LancedbQueries(access);
     this.views = new LancedbViews(access);
@@ -54,7 +58,11 @@ export class LancedbEngine implements LanceEngine {
   static async start(keptHandles?: HandleCacheLimits, options: LancedbEngineOptions = {}): Promise<LancedbEngine> {
     const access = await TableAccess.start(keptHandles, options.session);
     try {
-      return new LancedbEngine(access, options.udf ? await PythonUdfs.start(access, options.udf) : undefined);
+      return new LancedbEngine(
+        access,
+        options.udf ? await PythonUdfs.start(access, options.udf) : undefined,
+        new PylanceIndexBuilder(access, options.indexWorkers),
+      );
     } catch (e) {
       await access.close();
       throw e;
@@ -153,6 +161,7 @@ export class LancedbEngine implements LanceEngine {
 
   async close(): Promise<void> {
     await this.udfs?.close();
+    await this.pylance.close();
     await this.access.close();
   }
 }

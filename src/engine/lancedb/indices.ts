@@ -1,13 +1,14 @@
 import { arrow } from '../arrow.js';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { EngineIndexType, IndexDescription, IndexOps, IndexSpec } from '../ports/indices.js';
+import type { PylanceIndexBuilder } from '../pylance/pylance-indices.js';
 import { classifyDataError } from './queries.js';
 import { lancedb, type Table, type TableAccess } from './table-access.js';
 
 type Index = import('@lancedb/lancedb').Index;
 type BaseTokenizer = import('@lancedb/lancedb').FtsOptions['baseTokenizer'];
 
-/** The types @lancedb/lancedb 0.39 can build; the others (IVF_SQ, IVF_HNSW_FLAT, NGRAM, ...) have no builder in the binding. */
+/** The types @lancedb/lancedb 0.39 can build; the others (IVF_SQ, IVF_HNSW_FLAT, NGRAM, ZONEMAP, BLOOMFILTER, RTREE) have no builder in the binding: pylance builds them. */
 const BUILDABLE: readonly EngineIndexType[] = ['IVF_PQ', 'IVF_FLAT', 'IVF_RQ', 'IVF_HNSW_SQ', 'IVF_HNSW_PQ', 'BTREE', 'BITMAP', 'LABEL_LIST', 'FTS'];
 
 /**
@@ -103,12 +104,7 @@ async function numPartitions(table: Table, spec: IndexSpec): Promise<number | un
 async function indexConfig(table: Table, spec: IndexSpec): Promise<Index> {
   const { Index } = lancedb();
   const v = spec.vector;
-  if (!BUILDABLE.includes(spec.type)) {
-    throw new EngineError(
-      'unsupported',
-      `${spec.type} indexes cannot be built by this service's Lance engine (@lancedb/lancedb builds ${BUILDABLE.join(', ')})`,
-    );
-  }
+  if (!BUILDABLE.includes(spec.type)) throw new EngineError('unsupported', `@lancedb/lancedb does not build ${spec.type} indexes`);
   await checkHamming(table, spec);
   // hamming is refused above for every type but IVF_FLAT, so the others get l2/cosine/dot only.
   const metric = spec.distanceType === 'hamming' ? undefined : spec.distanceType;
@@ -165,21 +161,20 @@ function describe(config: import('@lancedb/lancedb').IndexConfig): IndexDescript
   };
 }
 
-/** The indices operations of the Lance engine over @lancedb/lancedb. */
+/** The indices operations of the Lance engine over @lancedb/lancedb; pylance builds the types it cannot. */
 export class LancedbIndices implements IndexOps {
-  constructor(private readonly access: TableAccess) {}
+  constructor(
+    private readonly access: TableAccess,
+    private readonly pylance: PylanceIndexBuilder,
+  ) {}
 
   createIndex(at: DatasetLocation, spec: IndexSpec): Promise<{ name: string; version: number }> {
+    if (!BUILDABLE.includes(spec.type)) return this.pylance.createIndex(at, spec);
     return this.access.write(at, async (table) => {
       try {
-        const name = spec.name ?? `${spec.column}_idx`;
-        // The engine refuses a taken name too (replace: false), but only after the build.
-        if ((await table.listIndices()).some((i) => i.name === name)) {
-          throw new EngineError('index_exists', `an index named ${JSON.stringify(name)} already exists`);
-        }
         // Built in this call: the binding returns once the index is committed.
-        await table.createIndex(spec.column, { config: await indexConfig(table, spec), name, replace: false });
-        return { name, version: await table.version() };
+        await table.createIndex(spec.column, { config: await indexConfig(table, spec), name: spec.name, replace: false });
+        return { name: spec.name, version: await table.version() };
       } catch (e) {
         throw classifyDataError(e);
       }

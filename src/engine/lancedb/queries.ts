@@ -39,6 +39,7 @@ export function classifyDataError(e: unknown): EngineError {
     return as('column_not_found');
   }
   if (/Not supported:/i.test(message)) return as('unsupported');
+  if (/requires the `geo` feature|Invalid function 'st_\w+'/i.test(message)) return new EngineError('unsupported', `${NO_GEO} (${message})`, { cause: e });
   if (
     /Invalid input|Error parsing statement|sql parser error|Schema Error|Invalid distance type|Unprocessable|cannot be created on the field|must be positive|does not support/i.test(
       message,
@@ -48,6 +49,9 @@ export function classifyDataError(e: unknown): EngineError {
   }
   return classify(new Error(message, { cause: e }));
 }
+
+const NO_GEO =
+  "spatial functions (st_intersects, st_contains, ...) are not supported: the Lance engine that runs queries (@lancedb/lancedb 0.39) is built without Lance's geo feature, so RTREE indexes are built and listed but no query can use them";
 
 /** The fusion of a hybrid search: LanceDB's default, reciprocal-rank fusion with k = 60 (also the engine's). */
 const RRF = 'RRFReranker(K=60)';

@@ -48,8 +48,7 @@ export interface FtsIndexParams {
 export interface IndexSpec {
   column: string;
   type: EngineIndexType;
-  /** Defaults to `<column>_idx`. */
-  name?: string | undefined;
+  name: string;
   distanceType?: EngineDistanceType | undefined;
   vector: VectorIndexParams;
   fts: FtsIndexParams;
@@ -78,7 +77,9 @@ export interface IndexDescription {
 export interface IndexOps {
   /**
    * Builds the index and commits it; returns once it is built. An index of that name already
-   * existing is EngineError('index_exists'); a type the engine cannot build is 'unsupported'.
+   * existing is EngineError('index_exists'); a type the engine cannot build (or cannot now: its
+   * second engine is not installed) is 'unsupported', with a message that says how to enable it.
+   * Rows committed while it is built stay, as rows the index does not cover.
    */
   createIndex(at: DatasetLocation, spec: IndexSpec): Promise<{ name: string; version: number }>;
   /** The indices of the latest version, or of `version`. */

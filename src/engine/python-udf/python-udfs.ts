@@ -1,21 +1,20 @@
 import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
-import { classify, type ResolvedHandle } from '../lancedb/table-access.js';
 import { type ChunkerExpansion, UdfFailure, type UdfFill, type UdfOps, type UdtfRun } from '../ports/udfs.js';
 import type { Materialization, Materialized } from '../ports/views.js';
+import { type HandleResolver, stderrLog, WorkerPool, workerEnv, workerFailure } from '../python-worker/worker-pool.js';
 import {
-  fillAnswer,
-  materializeAnswer,
-  type UdfWorkerLog,
-  UdfWorkerProcess,
+  type PythonWorkerProcess,
   type WorkerAnswer,
   type WorkerFailure,
   WorkerGone,
+  type WorkerLog,
   WorkerTimedOut,
-} from './worker-process.js';
+} from '../python-worker/worker-process.js';
 
-// The UDF port over a small pool of Python worker processes (worker/udf_worker.py). This module
-// is the only code that knows about them: it hands each fill to an idle worker together with a
+// The UDF port over a small pool of Python worker processes (worker/udf_worker.py, through
+// python-worker/). This module is the only code that knows what they do: it hands each fill to an idle worker together with a
 // handle the engine's resolver answers for the dataset's location (the worker opens the dataset
 // and commits through it, so a managed table's commit goes through its commit coordinator), and
 // turns the worker's answer into the port's results and errors. It never loads a pickle itself.
@@ -23,6 +22,14 @@ import {
 const REPO = fileURLToPath(new URL('../../../', import.meta.url));
 const WORKER_SCRIPT = `${REPO}worker/udf_worker.py`;
 export const DEFAULT_UDF_PYTHON = `${REPO}.venv-udf/bin/python`;
+
+const fillAnswer = z.object({ rows: z.number().int().nonnegative(), version: z.number().int().positive() });
+
+const materializeAnswer = z.object({
+  rows: z.number().int().nonnegative(),
+  version: z.number().int().positive(),
+  fragments: z.number().int().nonnegative(),
+});
 
 export interface PythonUdfOptions {
   /** The Python with geneva, pylance and pyarrow pinned (scripts/install-udf-worker.sh); default `<repo>/.venv-udf/bin/python`. */
@@ -34,107 +41,46 @@ export interface PythonUdfOptions {
   /** Rows per batch handed to the UDF when the UDF names no batch size of its own; the worker's default otherwise. */
   batchRows?: number;
   /** Where the workers' stderr and notes about them go; default this process's stderr. */
-  log?: UdfWorkerLog;
+  log?: WorkerLog;
   /** udf_execution ray: the workers send the UDF calls to the Ray cluster at this address (worker/udf_worker.py). */
   rayAddress?: string;
 }
 
-/** Registers a location with the engine's resolver for the duration of a callback (TableAccess.withResolvedHandle). */
-export interface HandleResolver {
-  withResolvedHandle<T>(at: DatasetLocation, fn: (resolved: ResolvedHandle) => Promise<T>): Promise<T>;
-}
-
-const stderrLog: UdfWorkerLog = (_level, message, fields) => process.stderr.write(`[udf-worker ${fields.pid ?? '-'}] ${message}\n`);
-
-/**
- * The service's environment without its own settings (secrets among them: the worker runs
- * user code and needs none of them; it gets the store's options from the resolver), and with
- * loopback calls to the resolver never sent through a proxy the environment names.
- */
-function workerEnv(rayAddress: string | undefined): NodeJS.ProcessEnv {
-  const noProxy = [process.env.NO_PROXY ?? process.env.no_proxy, '127.0.0.1', 'localhost'].filter(Boolean).join(',');
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('LANCE_NS_') && name !== 'UDF_WORKER_RAY_ADDRESS'));
-  return {
-    ...inherited,
-    NO_PROXY: noProxy,
-    no_proxy: noProxy,
-    PYTHONUNBUFFERED: '1',
-    PYTHONDONTWRITEBYTECODE: '1',
-    ...(rayAddress !== undefined ? { UDF_WORKER_RAY_ADDRESS: rayAddress } : {}),
-  };
-}
-
 export class PythonUdfs implements UdfOps {
-  /** One slot per worker; a slot whose process died is refilled by the next request that takes it. */
-  private readonly slots: Array<UdfWorkerProcess | undefined>;
-  private readonly idle: number[];
-  private readonly waiting: Array<{ take(slot: number): void; refuse(e: Error): void }> = [];
-  private closed = false;
-
   private constructor(
     private readonly resolver: HandleResolver,
-    private readonly options: Required<Pick<PythonUdfOptions, 'python' | 'log'>> & PythonUdfOptions,
-    size: number,
-  ) {
-    this.slots = new Array<UdfWorkerProcess | undefined>(size).fill(undefined);
-    this.idle = Array.from({ length: size }, (_, i) => i);
-  }
+    private readonly pool: WorkerPool,
+    private readonly options: PythonUdfOptions,
+    private readonly log: WorkerLog,
+  ) {}
 
   /**
    * Starts the workers and waits until each answers a ping, so that a Python without the pinned
    * packages fails here, at start, with its own words.
    */
   static async start(resolver: HandleResolver, options: PythonUdfOptions = {}): Promise<PythonUdfs> {
-    const size = options.workers ?? 1;
-    if (!Number.isInteger(size) || size < 1) throw new Error(`UDF workers must be a positive integer, not ${size}`);
-    const udfs = new PythonUdfs(resolver, { ...options, python: options.python ?? DEFAULT_UDF_PYTHON, log: options.log ?? stderrLog }, size);
+    const log = options.log ?? stderrLog('udf-worker');
+    const pool = new WorkerPool({
+      python: options.python ?? DEFAULT_UDF_PYTHON,
+      script: WORKER_SCRIPT,
+      env: workerEnv({ UDF_WORKER_RAY_ADDRESS: options.rayAddress }),
+      size: options.workers ?? 1,
+      log,
+      label: 'UDF worker',
+      notStarted: (reason) =>
+        new EngineError('internal', `${reason}. Install its Python with scripts/install-udf-worker.sh, or name one with geneva, pylance and pyarrow.`),
+    });
     try {
-      await Promise.all(udfs.slots.map((_, slot) => udfs.workerAt(slot)));
+      await pool.startAll();
     } catch (e) {
-      await udfs.close();
+      await pool.close();
       throw e;
     }
-    return udfs;
-  }
-
-  /**
-   * The slot's live worker. An empty slot, or one whose worker ended, gets a new worker, handed
-   * out once it answers a ping: its start-up (Python importing geneva) is not charged to a fill's
-   * timeout.
-   */
-  private async workerAt(slot: number): Promise<UdfWorkerProcess> {
-    const current = this.slots[slot];
-    if (current?.alive) return current;
-    if (current) this.options.log('warn', 'starting a new UDF worker in place of one that ended', { pid: current.pid });
-    const worker = new UdfWorkerProcess(this.options.python, WORKER_SCRIPT, workerEnv(this.options.rayAddress), this.options.log);
-    this.slots[slot] = worker;
-    const answer = await worker.request({ op: 'ping' }).catch((e: unknown) => ({ ok: false as const, message: e instanceof Error ? e.message : String(e) }));
-    if (!answer.ok) {
-      worker.kill('SIGKILL');
-      throw new EngineError(
-        'internal',
-        `the UDF worker (${this.options.python} ${WORKER_SCRIPT}) did not start: ${answer.message}. ` +
-          'Install its Python with scripts/install-udf-worker.sh, or name one with geneva, pylance and pyarrow.',
-      );
-    }
-    this.options.log('info', 'UDF worker ready', { pid: worker.pid, versions: answer.versions });
-    return worker;
-  }
-
-  private async withWorker<T>(fn: (worker: UdfWorkerProcess) => Promise<T>): Promise<T> {
-    if (this.closed) throw new EngineError('internal', 'the UDF workers are stopped');
-    const slot = this.idle.pop() ?? (await new Promise<number>((take, refuse) => this.waiting.push({ take, refuse })));
-    try {
-      return await fn(await this.workerAt(slot));
-    } finally {
-      const next = this.waiting.shift();
-      if (next) next.take(slot);
-      else this.idle.push(slot);
-    }
+    return new PythonUdfs(resolver, pool, options, log);
   }
 
   async fill(at: DatasetLocation, fill: UdfFill): Promise<{ rows: number; version: number }> {
-    return this.withWorker((worker) =>
+    return this.pool.withWorker((worker) =>
       this.resolver.withResolvedHandle(at, async ({ resolverUri, handle }) => {
         const request = {
           op: 'fill',
@@ -157,7 +103,7 @@ export class PythonUdfs implements UdfOps {
    * request gets a new worker (a fill is one chunk again, a refresh a full recompute again), and a
    * UDF that kills its worker every time runs out of retries.
    */
-  private async send(worker: UdfWorkerProcess, request: Record<string, unknown>, what: string): Promise<WorkerAnswer> {
+  private async send(worker: PythonWorkerProcess, request: Record<string, unknown>, what: string): Promise<WorkerAnswer> {
     const answer = await worker.request(request, this.options.fillTimeoutMs).catch((e: unknown) => {
       if (e instanceof WorkerTimedOut) throw new UdfFailure(`${what} did not finish within ${e.timeoutMs} ms; its worker was stopped`, undefined);
       if (e instanceof WorkerGone)
@@ -169,7 +115,7 @@ export class PythonUdfs implements UdfOps {
   }
 
   async materialize(source: DatasetLocation, view: DatasetLocation, m: Materialization, expansion?: ChunkerExpansion | UdtfRun): Promise<Materialized> {
-    return this.withWorker((worker) =>
+    return this.pool.withWorker((worker) =>
       this.resolver.withResolvedHandle(source, (src) =>
         this.resolver.withResolvedHandle(view, async (dst) => {
           const request = {
@@ -204,24 +150,10 @@ export class PythonUdfs implements UdfOps {
   }
 
   private failure(answer: WorkerFailure, pid: number | undefined): Error {
-    switch (answer.kind) {
-      case 'udf':
-        return new UdfFailure(answer.message, answer.traceback);
-      case 'conflict':
-        return new EngineError('conflict', answer.message);
-      case 'invalid_input':
-        return new EngineError('invalid_input', answer.message);
-      case 'not_found':
-        return new EngineError(answer.what === 'column' ? 'column_not_found' : 'not_a_dataset', answer.message);
-      case 'internal':
-        if (answer.traceback) this.options.log('warn', `UDF worker failure: ${answer.traceback}`, { pid });
-        return classify(new Error(answer.message));
-    }
+    return answer.kind === 'udf' ? new UdfFailure(answer.message, answer.traceback) : workerFailure(answer, this.log, pid, 'UDF worker');
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    for (const waiter of this.waiting.splice(0)) waiter.refuse(new EngineError('internal', 'the UDF workers are stopped'));
-    await Promise.all(this.slots.map((worker) => worker?.stop()));
+  close(): Promise<void> {
+    return this.pool.close();
   }
 }

@@ -23,6 +23,7 @@ import {
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
 import type { RequestContext } from '../context/request-context.js';
 import type { DataTable, DataTables } from './data-tables.js';
+import { manifestIndex, manifestIndices } from './index-manifest.js';
 import { isPythonUdf, outputTypeOf, type PythonUdfBinding, parsePythonUdf, requirePythonUdfs, storeEnvelopes } from './python-udf-columns.js';
 
 /** Parses a field path of the request; a malformed one is a 400 naming the field. */
@@ -358,15 +359,17 @@ export class ColumnService {
   }
 
   async tableStats(ctx: RequestContext, id: string[]): Promise<GetTableStatsResponse> {
-    const s = await this.tables.readTable(ctx, id, (table) => this.engine.columns.tableStats(table.at));
+    // The engine counts only the indices it can name; the manifest has them all.
+    const [s, indices] = await this.tables.readTable(ctx, id, (table) => Promise.all([this.engine.columns.tableStats(table.at), manifestIndices(table)]));
     return {
       total_bytes: s.totalBytes,
       num_rows: s.numRows,
-      num_indices: s.numIndices,
+      num_indices: indices.length,
       fragment_stats: { num_fragments: s.fragments.count, num_small_fragments: s.fragments.smallCount, lengths: s.fragments.lengths },
     };
   }
 
+  /** From the manifest, which names every index's type; the engine names a vector index's type and metric when its details predate saying them. */
   async indexStats(
     ctx: RequestContext,
     id: string[],
@@ -376,13 +379,21 @@ export class ColumnService {
       throw invalidInput(`index_name ${JSON.stringify(request.bodyIndexName)} in the body does not match ${JSON.stringify(request.indexName)} in the path`);
     }
     const version = request.version ?? undefined;
-    const s = await this.tables.readTable(ctx, id, (table) => this.engine.columns.indexStats(table.at, request.indexName, version));
-    return {
-      distance_type: s.distanceType,
-      index_type: s.indexType,
-      num_indexed_rows: s.numIndexedRows,
-      num_unindexed_rows: s.numUnindexedRows,
-      num_indices: s.numIndices,
-    };
+    return this.tables.readTable(
+      ctx,
+      id,
+      async (table) => {
+        const index = await manifestIndex(table, request.indexName, version);
+        const engine = index.type === undefined ? await this.engine.columns.indexStats(table.at, request.indexName, version) : undefined;
+        return {
+          distance_type: index.distanceType ?? engine?.distanceType ?? null,
+          index_type: index.type ?? engine?.indexType ?? null,
+          num_indexed_rows: index.numIndexedRows,
+          num_unindexed_rows: index.numUnindexedRows,
+          num_indices: index.numSegments,
+        };
+      },
+      { version },
+    );
   }
 }

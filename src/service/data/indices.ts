@@ -1,3 +1,4 @@
+import type { ManifestIndex } from '../../engine/lance-format/manifest-indices.js';
 import type { IndexDescription, IndexSpec } from '../../engine/ports/indices.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import {
@@ -13,6 +14,7 @@ import type { PageRequest } from '../catalog/namespace-service.js';
 import { type PageTokens, paginate } from '../catalog/page-token.js';
 import type { RequestContext } from '../context/request-context.js';
 import type { DataTables } from './data-tables.js';
+import { manifestIndices } from './index-manifest.js';
 
 const opt = <T>(v: T | null | undefined): T | undefined => (v === null ? undefined : v);
 
@@ -20,7 +22,7 @@ function specOf(request: CreateTableIndexRequest): IndexSpec {
   return {
     column: request.column,
     type: request.index_type,
-    name: opt(request.name),
+    name: request.name ?? `${request.column}_idx`,
     distanceType: opt(request.distance_type),
     vector: {
       numPartitions: opt(request.num_partitions),
@@ -65,6 +67,32 @@ function contentOf(index: IndexDescription): IndexContent {
   };
 }
 
+/**
+ * The manifest's indices, with what the engine adds for those it can read: their details (the
+ * tokenizer of an FTS index, a vector index's parameters), and the type of a vector index whose
+ * details predate naming it.
+ */
+function withEngineDetails(listed: ManifestIndex[], engine: IndexDescription[]): IndexDescription[] {
+  const byName = new Map(engine.map((i) => [i.name, i]));
+  return listed.map((i) => {
+    const described = byName.get(i.name);
+    return {
+      name: i.name,
+      uuid: i.uuid,
+      columns: i.columns,
+      type: i.type ?? described?.type ?? 'VECTOR',
+      typeUrl: i.typeUrl,
+      numIndexedRows: i.numIndexedRows,
+      numUnindexedRows: i.numUnindexedRows,
+      sizeBytes: i.sizeBytes ?? described?.sizeBytes,
+      numSegments: i.numSegments,
+      createdAt: i.createdAt ?? described?.createdAt,
+      indexVersion: i.indexVersion,
+      details: described?.details,
+    };
+  });
+}
+
 /** Byte order of the UTF-8 names, the order every list of this service uses. */
 const byName = (a: IndexDescription, b: IndexDescription): number => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name));
 
@@ -85,7 +113,14 @@ export class IndexService {
     if (options.scalarOnly && VECTOR_INDEX_TYPES.has(request.index_type)) {
       throw invalidInput(`index_type: ${request.index_type} is a vector index; create it with create_index, not create_scalar_index`);
     }
-    await this.tables.writeTable(ctx, id, (table) => this.tables.engine.indices.createIndex(table.at, specOf(request)));
+    const spec = specOf(request);
+    await this.tables.writeTable(ctx, id, async (table) => {
+      // Against the manifest, which lists every index whichever engine built it (the engines refuse a taken name too).
+      if ((await manifestIndices(table)).some((i) => i.name === spec.name)) {
+        throw new NamespaceError(ErrorCode.TableIndexAlreadyExists, `table ${displayId(id)} already has an index named ${JSON.stringify(spec.name)}`);
+      }
+      return this.tables.engine.indices.createIndex(table.at, spec);
+    });
     return {};
   }
 
@@ -97,9 +132,8 @@ export class IndexService {
       ctx,
       id,
       async (table): Promise<IndexDescription[]> => {
-        if (table.hasData) return this.tables.engine.indices.listIndices(table.at, { version });
-        if (version !== undefined) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} is declared and has no version ${version}`);
-        return [];
+        const listed = await manifestIndices(table, version);
+        return listed.length === 0 ? [] : withEngineDetails(listed, await this.tables.engine.indices.listIndices(table.at, { version }));
       },
       { allowDeclared: true },
     );

@@ -138,9 +138,15 @@ export class TableVersions {
 
   /** The summary of one version's manifest (read under the V2 name first), or null when the version does not exist. */
   async readManifest(version: number): Promise<ManifestSummary | null> {
+    const file = await this.readManifestFile(version);
+    return file ? readManifestSummary(file) : null;
+  }
+
+  /** The bytes of one version's manifest (read under the V2 name first), or null when the version does not exist. */
+  async readManifestFile(version: number): Promise<Buffer | null> {
     for (const scheme of schemesFrom('V2')) {
       const object = await this.store.get(this.finalKey(version, scheme));
-      if (object) return readManifestSummary(object.body);
+      if (object) return object.body;
     }
     return null;
   }

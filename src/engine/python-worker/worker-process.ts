@@ -2,14 +2,16 @@ import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import readline from 'node:readline';
 import { z } from 'zod';
 
-// One Python worker process (worker/udf_worker.py) and its line protocol, documented at the top of
-// that file: one JSON request per line on its stdin, one JSON answer per line on its stdout, one
-// request at a time. Its stderr (whatever the UDFs and libraries print) goes to the log.
+// One Python worker process (worker/udf_worker.py, worker/index_worker.py) and the line protocol
+// they share (worker/line_protocol.py): one JSON request per line on its stdin, one JSON answer per
+// line on its stdout, one request at a time. Its stderr (whatever the libraries, and UDFs, print)
+// goes to the log.
 
 /** Where the worker's stderr lines and the adapter's notes about its workers go. */
-export type UdfWorkerLog = (level: 'info' | 'warn', message: string, fields: { pid?: number | undefined; [key: string]: unknown }) => void;
+export type WorkerLog = (level: 'info' | 'warn', message: string, fields: { pid?: number | undefined; [key: string]: unknown }) => void;
 
-const failureKinds = ['udf', 'conflict', 'invalid_input', 'not_found', 'internal'] as const;
+/** The failure kinds the workers answer with (each worker documents which of them it uses). */
+const failureKinds = ['udf', 'conflict', 'invalid_input', 'not_found', 'exists', 'internal'] as const;
 
 /** A worker's answer to one request. */
 export const workerAnswer = z.union([
@@ -25,14 +27,6 @@ export const workerAnswer = z.union([
 ]);
 export type WorkerAnswer = z.infer<typeof workerAnswer>;
 export type WorkerFailure = Extract<WorkerAnswer, { ok: false }>;
-
-export const fillAnswer = z.object({ rows: z.number().int().nonnegative(), version: z.number().int().positive() });
-
-export const materializeAnswer = z.object({
-  rows: z.number().int().nonnegative(),
-  version: z.number().int().positive(),
-  fragments: z.number().int().nonnegative(),
-});
 
 /** The worker process ended (or could not start) before answering. */
 export class WorkerGone extends Error {
@@ -56,7 +50,7 @@ interface Pending {
   reject(error: Error): void;
 }
 
-export class UdfWorkerProcess {
+export class PythonWorkerProcess {
   private readonly child: ChildProcessWithoutNullStreams;
   private pending: Pending | undefined;
   private nextId = 1;
@@ -71,7 +65,9 @@ export class UdfWorkerProcess {
     python: string,
     script: string,
     env: NodeJS.ProcessEnv,
-    private readonly log: UdfWorkerLog,
+    private readonly log: WorkerLog,
+    /** What the worker is called in messages: `UDF worker`, `index worker`. */
+    private readonly label: string,
   ) {
     this.child = spawn(python, [script], { stdio: ['pipe', 'pipe', 'pipe'], env });
     let ended = () => {};
@@ -88,10 +84,10 @@ export class UdfWorkerProcess {
     this.child.stdin.on('error', () => undefined);
     this.child.on('error', (e) => {
       // No process at all (a wrong python path): there will be no 'close' with an exit status.
-      if (this.child.pid === undefined) end(`the UDF worker could not start ${python}: ${e.message}`);
-      else this.log('warn', `UDF worker error: ${e.message}`, { pid: this.child.pid });
+      if (this.child.pid === undefined) end(`the ${label} could not start ${python}: ${e.message}`);
+      else this.log('warn', `${label} error: ${e.message}`, { pid: this.child.pid });
     });
-    this.child.on('close', (code, signal) => end(`the UDF worker (pid ${this.child.pid}) exited ${signal ? `on signal ${signal}` : `with code ${code}`}`));
+    this.child.on('close', (code, signal) => end(`the ${label} (pid ${this.child.pid}) exited ${signal ? `on signal ${signal}` : `with code ${code}`}`));
     readline.createInterface({ input: this.child.stdout, crlfDelay: Infinity }).on('line', (line) => this.answer(line));
     readline.createInterface({ input: this.child.stderr, crlfDelay: Infinity }).on('line', (line) => this.log('info', line, { pid: this.child.pid }));
   }
@@ -106,8 +102,8 @@ export class UdfWorkerProcess {
 
   /** Sends one request and waits for its answer; the worker must be idle. */
   request(body: Record<string, unknown>, timeoutMs?: number): Promise<WorkerAnswer> {
-    if (!this.alive) return Promise.reject(new WorkerGone(this.gone ?? `the UDF worker (pid ${this.child.pid}) is stopping`));
-    if (this.pending) return Promise.reject(new Error('the UDF worker is busy'));
+    if (!this.alive) return Promise.reject(new WorkerGone(this.gone ?? `the ${this.label} (pid ${this.child.pid}) is stopping`));
+    if (this.pending) return Promise.reject(new Error(`the ${this.label} is busy`));
     const id = this.nextId++;
     return new Promise<WorkerAnswer>((resolve, reject) => {
       const timer =
@@ -137,13 +133,13 @@ export class UdfWorkerProcess {
       answer = workerAnswer.parse(JSON.parse(line));
     } catch (e) {
       // Nothing but the protocol is ever written to the worker's stdout: this one cannot be trusted.
-      this.log('warn', `UDF worker wrote a line that is not an answer; stopping it: ${line.slice(0, 200)}`, { pid: this.child.pid, error: String(e) });
+      this.log('warn', `${this.label} wrote a line that is not an answer; stopping it: ${line.slice(0, 200)}`, { pid: this.child.pid, error: String(e) });
       this.kill('SIGKILL');
       return;
     }
     const pending = this.pending;
     if (!pending || (answer.id !== null && answer.id !== pending.id)) {
-      this.log('warn', `UDF worker answered a request it was not asked (${String(answer.id)})`, { pid: this.child.pid });
+      this.log('warn', `${this.label} answered a request it was not asked (${String(answer.id)})`, { pid: this.child.pid });
       return;
     }
     this.pending = undefined;
