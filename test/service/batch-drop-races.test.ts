@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { tableRefOf } from '../../src/service/catalog/layout.js';
+import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
+import { deregisteredMarkerKey, tableRefOf } from '../../src/service/catalog/layout.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
@@ -20,6 +21,7 @@ import { storeDouble } from '../support/store-double.js';
 //   forward then met the missing staged manifest and stayed stuck, holding its other slots.
 // - Rolling forward a batch whose table was dropped and taken anew since (a drop that died while
 //   it waited) leaves that entry be and finishes the rest.
+// - A batch cannot declare a name while a drop of it is at work.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 const LEASE = 200;
@@ -122,5 +124,24 @@ describe.each(['local'] as const)('a batch and a drop of one of its tables (%s)'
     expect(await versionsOf('t1')).toEqual([]);
     await stage('t1');
     expect((await versions.create(ctx, ['ns', 't1'], { version: 1, manifest_path: STAGED })).version.version).toBe(1);
+  });
+
+  it('a batch cannot declare a name while a drop of it is at work', async () => {
+    const { namespaces, tables, deps, versions } = services();
+    await namespaces.create(ctx, ['ns'], {});
+    await tables.declare(ctx, ['ns', 't1'], {});
+    // A write under way keeps the drop at work (it waits for the write's lease) after its tombstone.
+    const write = await deps.fences.enterWrite(await readTableState(root.store, tableRefOf(['ns', 't1'])), 'writer');
+    const dropping = tables.drop(ctx, ['ns', 't1']);
+    await expect.poll(() => root.store.head(deregisteredMarkerKey(tableRefOf(['ns', 't1']))), { interval: 5 }).not.toBeNull();
+    const refused = await versions.batchCommit(ctx, [{ declare_table: { id: ['ns', 't1'] } }]).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(NamespaceError);
+    expect((refused as NamespaceError).code).toBe(ErrorCode.ConcurrentModification);
+    expect((refused as NamespaceError).message).toContain('is being dropped; retry');
+    await write.release().catch(() => undefined);
+    await dropping;
+    // Once the drop is done, the name is free for a batch.
+    await versions.batchCommit(ctx, [{ declare_table: { id: ['ns', 't1'] } }]);
+    await tables.exists(ctx, ['ns', 't1'], undefined);
   });
 });

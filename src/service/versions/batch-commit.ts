@@ -15,6 +15,7 @@ import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '
 import { encodeRecord, type TableRecord } from '../catalog/records.js';
 import type { RequestContext } from '../context/request-context.js';
 import { faultPoint, pausePoint } from '../coordination/fault-points.js';
+import { refuseWhileDropping } from '../tables/name-claim.js';
 import { resolveTable } from '../tables/resolved-table.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable, type TableState, tableNotFound } from '../tables/table-state.js';
@@ -315,6 +316,8 @@ export class BatchCommits {
     const state = await readTableState(this.deps.store, ref);
     // Staged manifests may already sit in the directory; a record (the claim) or data may not.
     if (isVisible(state)) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
+    // A drop still deleting would delete what the batch claims: the record, its staged manifests.
+    refuseWhileDropping(state);
     // A batch's declared table lives in its name's directory (its versions are staged there).
     if (state.retired) {
       throw new NamespaceError(
