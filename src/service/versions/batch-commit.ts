@@ -85,6 +85,8 @@ export class BatchCommits {
     const ops: TableOp[] = [];
     /** The incarnation of each table the batch declares, by its id. */
     const declared = new Map<string, string>();
+    /** Versions the delete_table_versions operations delete, all together (bounded: the record holds each). */
+    let deleting = 0;
     /** Where each deregistered table's data lives. */
     const deregistered = new Map<TableOp, string>();
     // Each namespace a declare goes into, resolved once: it serves the managed flag and the claim.
@@ -120,6 +122,13 @@ export class BatchCommits {
         requireMainBranch(branch);
         const versions = new TableVersions((await resolveTable(this.deps, id)).dir);
         const doomed = (await versions.all()).filter((v) => inRanges(v.version, ranges));
+        deleting += doomed.length;
+        const max = this.settings.maxDeletedVersions;
+        if (max !== undefined && deleting > max) {
+          throw invalidInput(
+            `delete_table_versions: at most ${max} versions may be deleted by one BatchCommitTables (--max-batch-deleted-versions), these ranges match ${deleting}`,
+          );
+        }
         ops.push({
           kind: 'delete_versions',
           table_id: id,

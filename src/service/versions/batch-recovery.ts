@@ -32,6 +32,8 @@ export interface VersionSettings {
   leaseMs: number;
   /** How often unfinished batches are looked for (default: derived from the lease, see pollIntervalMs). */
   pollMs?: number;
+  /** Versions one BatchCommitTables may delete, its delete_table_versions together (--max-batch-deleted-versions; unset: any number). */
+  maxDeletedVersions?: number;
 }
 
 const ignorePrecondition = (e: unknown): void => {
