@@ -11,7 +11,9 @@
 //   1. BatchCommitTables of N declare_table operations (new tables in one namespace): what the issue's 50,000-declare batch was made of;
 //   2. BatchCreateTableVersions of N entries: version 1 of each of those N tables, each from a
 //      small Lance manifest staged first through the service's store, as a Lance writer does;
-//   3. BatchCommitTables of N operations, N/2 declares and the first version of each of them.
+//   3. BatchCommitTables of N operations, N/2 declares and the first version of each of them;
+//   4. BatchCommitTables of one delete_table_versions deleting N versions of one table (committed
+//      first by one BatchCreateTableVersions of versions 1..N of it).
 // Each batch is one request, answered once the batch is finished (committed, cleaned up).
 // Temporary roots and the radosgw are removed at exit, also on errors and on Ctrl-C.
 
@@ -39,19 +41,21 @@ async function call(service: BenchService, route: string, body: unknown): Promis
   return text === '' ? {} : (JSON.parse(text) as Record<string, unknown>);
 }
 
-/** Stages a version 1 manifest for each table; returns each one's path relative to its table. */
-async function stageFirstVersions(service: BenchService, tables: string[]): Promise<string[]> {
+/** Stages a manifest of each version of each table, as a Lance writer does; returns each one's path relative to its table. */
+async function stageManifests(service: BenchService, versions: Array<{ table: string; version: number }>): Promise<string[]> {
   const limit = pLimit(STAGE_CONCURRENCY);
   return Promise.all(
-    tables.map((name) =>
+    versions.map(({ table, version }) =>
       limit(async () => {
-        const relative = `${VERSIONS_DIR}/1.manifest-${randomUUID()}`;
-        await service.app.store.put(`${tableDirKey({ namespace: [NAMESPACE], name })}${relative}`, manifestBytes(1));
+        const relative = `${VERSIONS_DIR}/${version}.manifest-${randomUUID()}`;
+        await service.app.store.put(`${tableDirKey({ namespace: [NAMESPACE], name: table })}${relative}`, manifestBytes(version));
         return relative;
       }),
     ),
   );
 }
+
+const firstVersions = (tables: string[]) => tables.map((table) => ({ table, version: 1 }));
 
 /** Times one batch request (ms). */
 async function timed(service: BenchService, route: string, body: unknown): Promise<number> {
@@ -75,6 +79,8 @@ async function benchBackend(backend: BackendName, sizes: number[], runs: number,
     String(largest),
     '--max-batch-entries',
     String(largest),
+    '--max-batch-deleted-versions',
+    String(largest),
   ]);
   await call(service, `/v1/namespace/${NAMESPACE}/create`, {});
   let serial = 0;
@@ -86,14 +92,14 @@ async function benchBackend(backend: BackendName, sizes: number[], runs: number,
       rows.push({ backend, size, what: `BatchCommitTables, ${size} declare_table`, ms: declareMs });
       log(`${backend}: ${size} declares in ${secs(declareMs)}`);
 
-      const staged = await stageFirstVersions(service, declared);
+      const staged = await stageManifests(service, firstVersions(declared));
       const entries = declared.map((name, i) => ({ id: [NAMESPACE, name], version: 1, manifest_path: staged[i] }));
       const versionsMs = await timed(service, '/v1/table/version/batch-create', { entries });
       rows.push({ backend, size, what: `BatchCreateTableVersions, ${size} entries (v1 of ${size} tables)`, ms: versionsMs });
       log(`${backend}: ${size} versions in ${secs(versionsMs)}`);
 
       const mixed = names(Math.floor(size / 2), 'm');
-      const mixedStaged = await stageFirstVersions(service, mixed);
+      const mixedStaged = await stageManifests(service, firstVersions(mixed));
       const operations = [
         ...mixed.map((name) => ({ declare_table: { id: [NAMESPACE, name] } })),
         ...mixed.map((name, i) => ({ create_table_version: { id: [NAMESPACE, name], version: 1, manifest_path: mixedStaged[i] } })),
@@ -101,6 +107,21 @@ async function benchBackend(backend: BackendName, sizes: number[], runs: number,
       const mixedMs = await timed(service, '/v1/table/batch-commit', { operations });
       rows.push({ backend, size, what: `BatchCommitTables, ${mixed.length} declares + their v1`, ms: mixedMs });
       log(`${backend}: ${mixed.length} declares + versions in ${secs(mixedMs)}`);
+
+      const [long = ''] = names(1, 'v');
+      await call(service, `/v1/table/${NAMESPACE}$${long}/declare`, {});
+      const history = await stageManifests(
+        service,
+        Array.from({ length: size }, (_, i) => ({ table: long, version: i + 1 })),
+      );
+      await call(service, '/v1/table/version/batch-create', {
+        entries: history.map((path, i) => ({ id: [NAMESPACE, long], version: i + 1, manifest_path: path })),
+      });
+      const deleteMs = await timed(service, '/v1/table/batch-commit', {
+        operations: [{ delete_table_versions: { id: [NAMESPACE, long], ranges: [{ start_version: 1, end_version: -1 }] } }],
+      });
+      rows.push({ backend, size, what: `BatchCommitTables, delete_table_versions of ${size} versions`, ms: deleteMs });
+      log(`${backend}: ${size} versions deleted in ${secs(deleteMs)}`);
     }
   }
 }

@@ -91,7 +91,12 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     metrics,
   });
   const transactionLog = new TransactionLog(store);
-  const versions = new TableVersionService(deps, transactionLog, { leaseMs: config.transactionLeaseMs }, logger);
+  const versions = new TableVersionService(
+    deps,
+    transactionLog,
+    { leaseMs: config.transactionLeaseMs, maxDeletedVersions: config.maxBatchDeletedVersions },
+    logger,
+  );
   const data = new DataTables(deps, versions);
   // Finish or roll back what a crash left in flight before serving.
   const { count: recovered, failures } = await versions.recoverAll();

@@ -260,6 +260,12 @@ export const LIMITS = group({
       help: 'entries of one BatchCreateTableVersions',
       details: 'Sized like `--max-batch-operations`.',
     }),
+    maxBatchDeletedVersions: option({
+      flag: 'max-batch-deleted-versions', arg: '<n>', kind: 'value', env: ['LANCE_NS_MAX_BATCH_DELETED_VERSIONS'], file: 'max_batch_deleted_versions',
+      schema: positiveInt(), default: DEFAULT_MAX_BATCH,
+      help: 'versions one BatchCommitTables deletes, its `delete_table_versions` operations together',
+      details: 'Its transaction record holds each, and it deletes each within its one request. Sized like `--max-batch-operations`.',
+    }),
   },
 });
 

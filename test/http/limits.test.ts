@@ -5,6 +5,7 @@ import { type Config, loadConfig } from '../../src/config.js';
 import { listenTestApp, startTestApp, type TestApp, useTestApp } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends, localBackend, type TestRoot } from '../support/backends.js';
+import { manifestBytes } from '../support/manifests.js';
 
 // Big inputs cost what they must. String maps past the documented limits are
 // refused before validation or any write; large Arrow bodies are admitted a few at a time.
@@ -23,6 +24,7 @@ describe('documented defaults', () => {
       maxConcurrentLargeBodies: 2,
       maxBatchOperations: 500,
       maxBatchEntries: 500,
+      maxBatchDeletedVersions: 500,
     });
   });
 });
@@ -65,7 +67,7 @@ describe.each(backends())('string map limits on $name', (backend) => {
 // A batch is applied in one request, under one lease, at a cost of store round
 // trips per item; past the limits it is refused before anything is validated in depth or written.
 describe('batch limits', () => {
-  const fx = useTestApp(localBackend, { maxBatchOperations: 3, maxBatchEntries: 3 });
+  const fx = useTestApp(localBackend, { maxBatchOperations: 3, maxBatchEntries: 3, maxBatchDeletedVersions: 3 });
   beforeAll(async () => {
     expect((await fx.t.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
   });
@@ -92,6 +94,32 @@ describe('batch limits', () => {
     expect(res.json.code).toBe(13);
     expect(String(res.json.error)).toBe('entries: at most 3 are allowed in one request, got 4');
     expect(await written()).toEqual([]);
+  });
+
+  it('refuses a BatchCommitTables deleting more versions, naming the field and the limit, and deletes nothing', async () => {
+    // Its transaction record holds every version it deletes, and it deletes each within the one request.
+    expect((await fx.t.call('POST', '/v1/table/ns%24many/declare', {})).status).toBe(200);
+    for (const version of [1, 2, 3, 4]) {
+      const staged = `_versions/${version}.manifest-staged`;
+      await fx.root.store.put(`ns/many.lance/${staged}`, manifestBytes(version));
+      expect((await fx.t.call('POST', '/v1/table/ns%24many/version/create', { version, manifest_path: staged })).status).toBe(200);
+    }
+    const deleting = (start_version: number, end_version: number) => ({
+      delete_table_versions: { id: ['ns', 'many'], ranges: [{ start_version, end_version }] },
+    });
+    // Two operations of two versions each: the limit bounds them together.
+    const res = await fx.t.call('POST', '/v1/table/batch-commit', { operations: [deleting(1, 3), deleting(3, 5)] });
+    expect(res.status, res.text).toBe(400);
+    expect(res.json.code).toBe(13);
+    expect(String(res.json.error)).toBe(
+      'delete_table_versions: at most 3 versions may be deleted by one BatchCommitTables (--max-batch-deleted-versions), these ranges match 4',
+    );
+    expect(await written()).toEqual([]);
+    const listed = async () => ((await fx.t.call('GET', '/v1/table/ns%24many/version/list')).json.versions as Array<{ version: number }>).map((v) => v.version);
+    expect(await listed()).toEqual([1, 2, 3, 4]);
+    const within = await fx.t.call('POST', '/v1/table/batch-commit', { operations: [deleting(1, 4)] });
+    expect(within.status, within.text).toBe(200);
+    expect(await listed()).toEqual([4]);
   });
 
   it('accepts a batch at the limit', async () => {

@@ -22,6 +22,13 @@ const retryOnLostRace =
     throw e;
   };
 
+/** 409 (retry) while a drop of the name is still at work: it would delete what a new table of the name puts there. Every claim of a name asks. */
+export function refuseWhileDropping(state: TableState): void {
+  if (state.dropped && state.record && !state.creating && state.dropUnderWay) {
+    throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId([...state.ref.namespace, state.ref.name])} is being dropped; retry`);
+  }
+}
+
 /**
  * Takes the name for a new table: the record's create-if-absent inside `namespace`, live (the
  * linearization point of every new table, see createInNamespace), or a replace-if-unchanged of
@@ -42,9 +49,7 @@ export async function claimName(
   const { ref } = state;
   const id = [...ref.namespace, ref.name];
   if (state.creating?.live) throw tableAlreadyExists(id, 'is being created by another request');
-  if (state.dropped && state.record && !state.creating && state.dropUnderWay) {
-    throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} is being dropped; retry`);
-  }
+  refuseWhileDropping(state);
   const key = tableRecordKey(ref);
   const markerKey = deregisteredMarkerKey(ref);
   let { marker, markerEtag } = state;

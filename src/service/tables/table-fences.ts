@@ -8,7 +8,8 @@ import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '../coordination/leases.js';
-import { TableVersions } from '../versions/dataset-versions.js';
+import { holdsSlots, TransactionLog } from '../transactions/transaction-log.js';
+import { Reservation, TableVersions } from '../versions/dataset-versions.js';
 import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type NameMarker, type TableState, tableNotFound } from './table-state.js';
 
 // Where writes to a table and its drop meet.
@@ -28,6 +29,16 @@ import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type
 // and waited for by the drop; a writer that saw it never starts. A writer whose lease runs out
 // (it stopped renewing: dead or stuck) is no longer waited for; should it wake, its release finds
 // its lease gone and reports the write as failed.
+//
+// A batch's version-slot reservations (version-slots.ts) are held by its batch, not by their own
+// lease: a batch may rightly work longer than a lease, renewing only its transaction record
+// (batch-lease.ts). Invariant: a drop deletes nothing while a batch holding a slot of the table is
+// unfinished. It brings each such batch as far as it may (BatchRecovery.holdsSlots: rolled back
+// before its commit point once its lease ran out, so that its coordinator can no longer commit;
+// rolled forward past it, so that the batch, which happened before the drop, completes) and waits
+// for one before its commit point for as long as its holder renews its lease, with no other bound.
+// The batch, holding its slots, looks at its tables again before its commit point (batch-commit.ts):
+// so a batch that saw no tombstone is waited for, and one that saw it stops before its commit point.
 
 /**
  * The writer's look after it announced itself (a write lease, or a version-slot reservation):
@@ -69,8 +80,11 @@ export async function putDeregisterMarker(store: ObjectStore, state: TableState)
   }
 }
 
-/** A writer's lease, and the part of a version-slot reservation the drop reads. */
+/** A writer's lease. */
 const Lease = z.object({ expires_at: z.string() });
+
+/** Whether batch `transactionId`, which holds a slot of a table being dropped, still holds it once brought as far as may be. */
+export type BatchSlotHolds = (transactionId: string) => Promise<boolean>;
 
 export interface WriteLease {
   /** Ends the write; throws 409 when a drop did not wait for it (the write may have gone with the table). */
@@ -78,10 +92,22 @@ export interface WriteLease {
 }
 
 export class TableFences {
+  /**
+   * See BatchSlotHolds: BatchRecovery.holdsSlots, once the versions service is built
+   * (settleBatchesWith). Until then a batch is waited for until its record says it is done, which
+   * the pollers of every replica bring about once its lease has run out.
+   */
+  private batchHoldsSlot: BatchSlotHolds = async (transactionId) => holdsSlots(await new TransactionLog(this.store).read(transactionId));
+
   constructor(
     private readonly store: ObjectStore,
     private readonly leaseMs: number,
   ) {}
+
+  /** How a drop brings a batch holding one of the table's version slots to an end (see BatchSlotHolds). */
+  settleBatchesWith(holds: BatchSlotHolds): void {
+    this.batchHoldsSlot = holds;
+  }
 
   /**
    * Announces a write to the table `resolved` describes. 404 when the table was dropped (or
@@ -198,18 +224,20 @@ export class TableFences {
   }
 
   /**
-   * Waits (up to one lease) until no write holds a live lease on the table and no version slot of
-   * its dataset is held, then deletes everything in the table directory but the tombstone (in a
-   * retired one, the table's own directory elsewhere and its record instead: see leftoverDir). A
-   * writer still renewing after that long is not waited for further; its release reports it.
+   * Waits until no write holds a live lease on the table and no version slot of its dataset is
+   * held, then deletes everything in the table directory but the tombstone (in a retired one, the
+   * table's own directory elsewhere and its record instead: see leftoverDir). A writer (or a single
+   * commit's slot) still renewing after one lease is not waited for further; its release reports
+   * it. A batch holding a slot is waited for as long as it holds it (see the invariant above).
    */
   async finishDrop(state: TableState, data: StoreDir, begun: { renewal: Renewal }): Promise<void> {
     try {
-      await pollUntil(
-        async () =>
-          !(await this.anyLive(this.store, writersDirKey(state.ref))) && !(await this.anyLive(data.store, new TableVersions(data).reservationsPrefix)),
-        Date.now() + this.leaseMs,
-      );
+      const writersDeadline = Date.now() + this.leaseMs;
+      await pollUntil(async () => {
+        const slots = await this.slotsHeld(data);
+        if (slots.byBatch) return false;
+        return Date.now() >= writersDeadline || (!slots.bySingleWriter && !(await this.anyLive(this.store, writersDirKey(state.ref))));
+      }, Number.POSITIVE_INFINITY);
       const leftovers = leftoverDir(state);
       if (leftovers !== null) await this.store.deletePrefix(leftovers, { keep: [deregisteredMarkerKey(state.ref)] });
       // In a retired directory the record goes last, as it does with the rest of any other: a drop
@@ -221,6 +249,24 @@ export class TableFences {
     } finally {
       await begun.renewal.stop().catch(() => undefined);
     }
+  }
+
+  /**
+   * Who holds version slots of the dataset: a single writer within its reservation's lease, or a
+   * batch that still holds them (each batch asked once, see BatchSlotHolds). An unreadable
+   * reservation (cut short by a crash) holds nothing.
+   */
+  private async slotsHeld(data: StoreDir): Promise<{ bySingleWriter: boolean; byBatch: boolean }> {
+    const { objects } = await listAll(data.store, new TableVersions(data).reservationsPrefix);
+    let bySingleWriter = false;
+    const batches = new Set<string>();
+    for (const o of objects) {
+      const held = await readRecord(data.store, o.key, Reservation).catch(() => null);
+      if (held?.value.transaction_id !== undefined) batches.add(held.value.transaction_id);
+      else if (held && !leaseExpired(held.value.expires_at)) bySingleWriter = true;
+    }
+    for (const id of batches) if (await this.batchHoldsSlot(id)) return { bySingleWriter, byBatch: true };
+    return { bySingleWriter, byBatch: false };
   }
 
   private async anyLive(store: ObjectStore, prefix: string): Promise<boolean> {

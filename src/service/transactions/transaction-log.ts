@@ -26,6 +26,11 @@ export const BatchEntry = z.object({
   manifest_size: z.number().int().min(0).optional(),
   e_tag: z.string().optional(),
   metadata: z.record(z.string(), z.string()).optional(),
+  /**
+   * The table as planned (its incarnation: for a table the batch declares, the one its declare
+   * gives it; absent in older records), so that rolling forward knows a table dropped since.
+   */
+  incarnation: z.string().optional(),
 });
 export type BatchEntry = z.infer<typeof BatchEntry>;
 
@@ -36,6 +41,8 @@ export const TableOp = z.discriminatedUnion('kind', [
     table_id: z.array(z.string()),
     properties: z.record(z.string(), z.string()),
     managed_versioning: z.boolean(),
+    /** The declared table's incarnation, chosen when the batch was planned (absent in older records: chosen at its claim). */
+    incarnation: z.string().optional(),
   }),
   z.object({
     kind: z.literal('delete_versions'),
@@ -130,3 +137,10 @@ export async function isCommitted(store: ObjectStore, id: string): Promise<boole
   const record = await new TransactionLog(store).read(id);
   return record !== null && (record.value.phase === 'committing' || record.value.status === 'Succeeded');
 }
+
+/**
+ * Whether a batch still holds the version slots it reserved: until it is done (rolled back, or
+ * forward), whatever its reservations' own leases say; a drop waits for it (see table-fences.ts).
+ */
+export const holdsSlots = (record: Versioned<TransactionRecord> | null): boolean =>
+  record !== null && record.value.entries !== undefined && record.value.phase !== 'done';

@@ -15,11 +15,13 @@ import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '
 import { encodeRecord, type TableRecord } from '../catalog/records.js';
 import type { RequestContext } from '../context/request-context.js';
 import { faultPoint, pausePoint } from '../coordination/fault-points.js';
+import { refuseWhileDropping } from '../tables/name-claim.js';
 import { resolveTable } from '../tables/resolved-table.js';
-import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable } from '../tables/table-state.js';
+import { isStillResolved } from '../tables/table-fences.js';
+import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable, type TableState, tableNotFound } from '../tables/table-state.js';
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
-import type { BatchRecovery } from './batch-recovery.js';
+import type { BatchRecovery, VersionSettings } from './batch-recovery.js';
 import { conflict, type PlannedVersion, planVersion, stagedMissing, versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -30,12 +32,19 @@ import type { VersionSlots } from './version-slots.js';
 //
 // Protocol: a batch writes its marker, then its transaction record (`reserving`), then claims
 // all its slots (version-slots.ts; fsynced, unlike a single writer's: after a crash of the machine
-// recovery rolls the batch forward into them) and the names it declares, then flips the record to
+// recovery rolls the batch forward into them) and the names it declares, then, holding its slots,
+// looks again at each table it writes (a drop that began meanwhile stops it here, 404: see
+// table-fences.ts for why one of the two always sees the other), then flips the record to
 // `committing` (the commit point, a replace-if-unchanged), then writes the manifests. Before the
 // commit point a crash leaves only reservations and pending table records, which are rolled back
 // once the lease expires; after it, whoever finds the record rolls it forward (batch-recovery.ts).
 // The coordinator keeps the lease renewed while it works, and stops before the commit point once
 // another process has taken the batch over (batch-lease.ts).
+
+/** A version a batch commits, with the table as the batch resolved it (null: a table the batch declares). */
+interface BatchVersion extends PlannedVersion {
+  resolved: TableState | null;
+}
 
 export class BatchCommits {
   constructor(
@@ -43,12 +52,15 @@ export class BatchCommits {
     private readonly log: TransactionLog,
     private readonly slots: VersionSlots,
     private readonly recovery: BatchRecovery,
-    private readonly leaseMs: number,
+    private readonly settings: VersionSettings,
   ) {}
 
   /** A version of an existing table, resolved once. */
-  private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<PlannedVersion> {
-    return planVersion(id, new TableVersions((await resolveTable(this.deps, id)).dir), request);
+  private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<BatchVersion> {
+    const { dir, state } = await resolveTable(this.deps, id);
+    const planned = await planVersion(id, new TableVersions(dir), request);
+    const incarnation = incarnationOf(state);
+    return { ...planned, entry: { ...planned.entry, ...(incarnation !== null ? { incarnation } : {}) }, resolved: state };
   }
 
   /**
@@ -56,7 +68,7 @@ export class BatchCommits {
    * See the protocol at the top of this file.
    */
   async batchCreate(_ctx: RequestContext, entries: CreateTableVersionEntry[]): Promise<BatchCreateTableVersionsResponse> {
-    const planned: PlannedVersion[] = [];
+    const planned: BatchVersion[] = [];
     for (const e of entries) planned.push(await this.plan(e.id, e));
     const { transactionId, committed } = await this.runBatch('batch_create_table_versions', planned, []);
     return { versions: await this.wireOf(planned, committed), transaction_id: transactionId };
@@ -69,9 +81,12 @@ export class BatchCommits {
    * changes are made only after it.
    */
   async batchCommit(ctx: RequestContext, operations: CommitTableOperation[]): Promise<BatchCommitTablesResponse> {
-    const planned: PlannedVersion[] = [];
+    const planned: BatchVersion[] = [];
     const ops: TableOp[] = [];
-    const declared = new Set<string>();
+    /** The incarnation of each table the batch declares, by its id. */
+    const declared = new Map<string, string>();
+    /** Versions the delete_table_versions operations delete, all together (bounded: the record holds each). */
+    let deleting = 0;
     /** Where each deregistered table's data lives. */
     const deregistered = new Map<TableOp, string>();
     // Each namespace a declare goes into, resolved once: it serves the managed flag and the claim.
@@ -89,22 +104,31 @@ export class BatchCommits {
         const nsKey = JSON.stringify(ref.namespace);
         const namespace = namespaces.get(nsKey) ?? (await resolveNamespace(this.deps.store, ref.namespace));
         namespaces.set(nsKey, namespace);
+        const incarnation = randomUUID();
         ops.push({
           kind: 'declare',
           table_id: op.declare_table.id,
           properties,
           managed_versioning: await resolveManagedVersioning(this.deps, namespace, properties),
+          incarnation,
         });
-        declared.add(JSON.stringify(op.declare_table.id));
+        declared.set(JSON.stringify(op.declare_table.id), incarnation);
       } else if (op.create_table_version) {
         const request = op.create_table_version;
-        const newTable = declared.has(JSON.stringify(request.id));
-        planned.push(await (newTable ? this.planNewTable(request.id, request) : this.plan(request.id, request)));
+        const newTable = declared.get(JSON.stringify(request.id));
+        planned.push(await (newTable !== undefined ? this.planNewTable(request.id, request, newTable) : this.plan(request.id, request)));
       } else if (op.delete_table_versions) {
         const { id, ranges, branch } = op.delete_table_versions;
         requireMainBranch(branch);
         const versions = new TableVersions((await resolveTable(this.deps, id)).dir);
         const doomed = (await versions.all()).filter((v) => inRanges(v.version, ranges));
+        deleting += doomed.length;
+        const max = this.settings.maxDeletedVersions;
+        if (max !== undefined && deleting > max) {
+          throw invalidInput(
+            `delete_table_versions: at most ${max} versions may be deleted by one BatchCommitTables (--max-batch-deleted-versions), these ranges match ${deleting}`,
+          );
+        }
         ops.push({
           kind: 'delete_versions',
           table_id: id,
@@ -150,28 +174,50 @@ export class BatchCommits {
     return { results, transaction_id: transactionId };
   }
 
-  /** A version of a table this batch declares: it has no record yet, so no state to read, and no versions. */
-  private planNewTable(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<PlannedVersion> {
-    return planVersion(id, new TableVersions(this.deps.locations.own(tableDirKey(tableRefOf(id)))), request, null);
+  /** A version of a table this batch declares (as `incarnation`): it has no record yet, so no state to read, and no versions. */
+  private async planNewTable(id: string[], request: Omit<CreateTableVersionEntry, 'id'>, incarnation: string): Promise<BatchVersion> {
+    const planned = await planVersion(id, new TableVersions(this.deps.locations.own(tableDirKey(tableRefOf(id)))), request, null);
+    return { ...planned, entry: { ...planned.entry, incarnation }, resolved: null };
   }
 
+  /**
+   * The versions committed, one for each planned. A version of a table dropped after the batch's
+   * commit point (see BatchRecovery.writeEntry) is reported as the batch committed it, from the
+   * request: its number, manifest path, metadata, and size and e_tag where the request gave them.
+   */
   private async wireOf(planned: PlannedVersion[], committed: Map<string, CommittedVersion>): Promise<TableVersion[]> {
     const wire: TableVersion[] = [];
-    for (const p of planned) {
-      const c = committed.get(`${p.entry.location}#${p.entry.version}`);
-      if (c) wire.push(...(await versionsOnWire(p.versions, [c])));
+    for (const { entry, versions } of planned) {
+      const c = committed.get(`${entry.location}#${entry.version}`);
+      if (c) wire.push(...(await versionsOnWire(versions, [c])));
+      else {
+        wire.push({
+          version: entry.version,
+          manifest_path: versions.manifestPath(entry.final_key),
+          ...(entry.manifest_size !== undefined ? { manifest_size: entry.manifest_size } : {}),
+          ...(entry.e_tag !== undefined ? { e_tag: entry.e_tag } : {}),
+          metadata: entry.metadata ?? {},
+        });
+      }
     }
     return wire;
   }
 
-  /** Checks that the planned versions of one table are exactly latest + 1, latest + 2, ... */
-  private async checkNext(planned: PlannedVersion[]): Promise<void> {
-    const byTable = new Map<string, PlannedVersion[]>();
+  /**
+   * Holding its slots, looks again at each table the batch writes: 404 if it was dropped (or
+   * deregistered, or dropped and created again) since it was resolved (see the protocol above);
+   * and checks that its planned versions are exactly latest + 1, latest + 2, ... One round trip a table.
+   */
+  private async lookAgain(planned: BatchVersion[]): Promise<void> {
+    const byTable = new Map<string, BatchVersion[]>();
     for (const p of planned) byTable.set(p.entry.location, [...(byTable.get(p.entry.location) ?? []), p]);
     for (const group of byTable.values()) {
       const first = group[0];
       if (!first) continue;
-      const latest = (await first.versions.latest())?.version ?? 0;
+      const { resolved } = first;
+      const [same, latestVersion] = await Promise.all([resolved === null || isStillResolved(this.deps.store, resolved), first.versions.latest()]);
+      if (!same) throw tableNotFound(first.entry.table_id);
+      const latest = latestVersion?.version ?? 0;
       group.sort((a, b) => a.entry.version - b.entry.version);
       group.forEach((p, i) => {
         if (p.entry.version !== latest + 1 + i) {
@@ -184,7 +230,7 @@ export class BatchCommits {
   /** The batch protocol (see the top of this file). */
   private async runBatch(
     operation: string,
-    planned: PlannedVersion[],
+    planned: BatchVersion[],
     ops: TableOp[],
     namespaces = new Map<string, ResolvedNamespace>(),
   ): Promise<{ transactionId: string; committed: Map<string, CommittedVersion> }> {
@@ -212,14 +258,14 @@ export class BatchCommits {
   private async coordinate(
     transactionId: string,
     operation: string,
-    planned: PlannedVersion[],
+    planned: BatchVersion[],
     ops: TableOp[],
     namespaces: Map<string, ResolvedNamespace>,
   ): Promise<{ transactionId: string; committed: Map<string, CommittedVersion> }> {
     const now = new Date().toISOString();
     const tables = [...planned.map((p) => p.entry.table_id), ...ops.map((o) => o.table_id)];
     // Held, and renewed, until the batch is finished (batch-lease.ts): every step below may outlast one lease.
-    const lease = await BatchLease.begin(this.log, this.leaseMs, {
+    const lease = await BatchLease.begin(this.log, this.settings.leaseMs, {
       id: transactionId,
       status: 'Running',
       operation,
@@ -254,7 +300,8 @@ export class BatchCommits {
           }
           faultPoint(`batch:after-reserve-${i}`);
         }
-        await this.checkNext(planned);
+        await pausePoint('batch:after-claims');
+        await this.lookAgain(planned);
         for (const p of planned) {
           if (!(await p.versions.store.head(p.entry.staged_key))) throw stagedMissing(p);
         }
@@ -278,6 +325,8 @@ export class BatchCommits {
     const state = await readTableState(this.deps.store, ref);
     // Staged manifests may already sit in the directory; a record (the claim) or data may not.
     if (isVisible(state)) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
+    // A drop still deleting would delete what the batch claims: the record, its staged manifests.
+    refuseWhileDropping(state);
     // A batch's declared table lives in its name's directory (its versions are staged there).
     if (state.retired) {
       throw new NamespaceError(
@@ -293,7 +342,7 @@ export class BatchCommits {
       created_at: new Date().toISOString(),
       managed_versioning: op.managed_versioning,
       pending_transaction: transactionId,
-      incarnation: randomUUID(),
+      incarnation: op.incarnation ?? randomUUID(),
     };
     // The listing index hears of the name once the batch is applied or undone (applyTableOps, undoTableOps).
     await this.deps.listingIndex.begin('table', ref, transactionId);

@@ -7,10 +7,10 @@ import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { leaseExpired } from '../coordination/leases.js';
 import { type Marker, Poller, pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
 import { putDeregisterMarker } from '../tables/table-fences.js';
-import { incarnationOf, isVisible, LinkedTableDir, readTableState } from '../tables/table-state.js';
-import type { BatchEntry, TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
+import { dataDir, incarnationOf, isVisible, LinkedTableDir, readTableState } from '../tables/table-state.js';
+import { type BatchEntry, holdsSlots, type TransactionLog, type TransactionRecord } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
-import { type PlannedVersion, writeManifest } from './commit-steps.js';
+import { type PlannedVersion, StagedManifestMissing, writeManifest } from './commit-steps.js';
 import { type CommittedVersion, TableVersions } from './dataset-versions.js';
 
 // Bringing batches to an end (see the protocol in batch-commit.ts): past the commit point, whoever
@@ -32,6 +32,8 @@ export interface VersionSettings {
   leaseMs: number;
   /** How often unfinished batches are looked for (default: derived from the lease, see pollIntervalMs). */
   pollMs?: number;
+  /** Versions one BatchCommitTables may delete, its delete_table_versions together (--max-batch-deleted-versions; unset: any number). */
+  maxDeletedVersions?: number;
 }
 
 const ignorePrecondition = (e: unknown): void => {
@@ -125,8 +127,8 @@ export class BatchRecovery {
     const record = lease.record.value;
     const committed = new Map<string, CommittedVersion>();
     for (const [i, entry] of (record.entries ?? []).entries()) {
-      const p = this.planFromEntry(entry);
-      committed.set(`${entry.location}#${entry.version}`, await writeManifest(p, record.id));
+      const written = await this.writeEntry(entry, record.id);
+      if (written) committed.set(`${entry.location}#${entry.version}`, written);
       faultPoint(`batch:after-manifest-${i}`);
     }
     await this.applyTableOps(record);
@@ -139,6 +141,31 @@ export class BatchRecovery {
     if (done) await this.finish(lease, done);
     else await this.cleanUpVanished(record, true);
     return committed;
+  }
+
+  /**
+   * Writes the version of a committed batch's entry; null when its table was dropped since (or
+   * deregistered, or dropped and created again) and its staged manifest went with it. The batch
+   * happened before the drop, and of such a table nothing is left to write: the entry is done, and
+   * the rest of the batch goes on (a drop waits for a batch holding its table's slots, see
+   * table-fences.ts; this covers whoever rolls forward after it: the coordinator, a helper, a
+   * drop that died while it waited). Costs nothing more on the way every other entry takes.
+   */
+  private async writeEntry(entry: BatchEntry, transactionId: string): Promise<CommittedVersion | null> {
+    try {
+      return await writeManifest(this.planFromEntry(entry), transactionId);
+    } catch (e) {
+      if (e instanceof StagedManifestMissing && (await this.droppedSince(entry))) return null;
+      throw e;
+    }
+  }
+
+  /** Whether the table of `entry` is no longer the one the batch planned: not visible, another incarnation, or its data elsewhere. */
+  private async droppedSince(entry: BatchEntry): Promise<boolean> {
+    const state = await readTableState(this.deps.store, tableRefOf(entry.table_id));
+    if (!isVisible(state) || (entry.incarnation !== undefined && incarnationOf(state) !== entry.incarnation)) return true;
+    const dir = dataDir(this.deps.locations, state);
+    return dir.store.location(dir.key) !== entry.location;
   }
 
   /**
@@ -217,6 +244,17 @@ export class BatchRecovery {
       await lease.end();
     }
     return true;
+  }
+
+  /**
+   * Brings batch `transactionId` as far as this process may (recover: rolled back or forward once
+   * its lease has run out, helped forward past its commit point), and says whether it still holds
+   * the version slots it reserved (holdsSlots): only a batch before its commit point whose
+   * holder still renews its lease does, once this returns. A drop asks (see table-fences.ts).
+   */
+  async holdsSlots(transactionId: string): Promise<boolean> {
+    await this.recover(transactionId);
+    return holdsSlots(await this.log.read(transactionId));
   }
 
   private async finishBatch(lease: BatchLease): Promise<void> {

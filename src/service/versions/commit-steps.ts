@@ -77,8 +77,11 @@ export async function planVersion(
   };
 }
 
-export function stagedMissing(p: PlannedVersion): NamespaceError {
-  return invalidInput(`staged manifest ${JSON.stringify(p.versions.manifestPath(p.entry.staged_key))} does not exist`);
+/** A version's staged manifest is not there, nor the version committed: 400 to a request; to a batch's roll-forward, see BatchRecovery.writeEntry. */
+export class StagedManifestMissing extends NamespaceError {}
+
+export function stagedMissing(p: PlannedVersion): StagedManifestMissing {
+  return new StagedManifestMissing(ErrorCode.InvalidInput, `staged manifest ${JSON.stringify(p.versions.manifestPath(p.entry.staged_key))} does not exist`);
 }
 
 /** The writes of one version's commit under way: the manifest's create-if-absent, then its sidecar; Lance's hint to follow. */

@@ -53,9 +53,11 @@ export class TableVersionService {
   ) {
     this.recovery = new BatchRecovery(deps, log, settings, logger);
     const slots = new VersionSlots(settings.leaseMs, (transactionId) => this.recovery.recover(transactionId));
+    // A drop meeting a batch's slot brings the batch to an end, as a writer of the slot would (see table-fences.ts).
+    deps.fences.settleBatchesWith((transactionId) => this.recovery.holdsSlots(transactionId));
     this.after = new AfterAnswer(logger);
     this.single = new SingleCommits(deps, slots, this.after);
-    this.batches = new BatchCommits(deps, log, slots, this.recovery, settings.leaseMs);
+    this.batches = new BatchCommits(deps, log, slots, this.recovery, settings);
   }
 
   private async tableVersions(id: string[]): Promise<TableVersions> {

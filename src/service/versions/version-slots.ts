@@ -3,9 +3,11 @@ import type { Reservation, TableVersions } from './dataset-versions.js';
 // Version slots. Every writer of version v of a dataset, single or batch, first holds v's
 // reservation (create-if-absent of `_catalog/reservations/v` in the dataset directory), so that
 // one writer at a time works on a version, and a drop can wait for the commits under way (see
-// table-fences.ts). A reservation carries a lease: past it, its holder is presumed dead and the
-// slot may be taken over. A batch's reservation names its transaction; whoever meets it resolves
-// the batch (rolled forward or back), which frees the slot.
+// table-fences.ts). A single writer's reservation carries a lease: past it, its holder is presumed
+// dead and the slot may be taken over. A batch's reservation names its transaction and is held for
+// as long as the batch is unfinished, whatever its own `expires_at` says (a batch renews only its
+// record's lease, see batch-lease.ts); whoever meets it resolves the batch (rolled forward or back,
+// once its lease has run out; helped forward past its commit point), which frees the slot.
 
 /** Longest a writer waits for another writer's hold on the same version slot. */
 const MAX_SLOT_WAIT_MS = 10_000;
