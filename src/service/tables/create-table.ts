@@ -9,7 +9,7 @@ import { reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
 import type { RequestContext } from '../context/request-context.js';
-import { faultPoint } from '../coordination/fault-points.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { engineFailure } from '../errors/engine-errors.js';
 import { claimDatasetCreation } from './dataset-creation.js';
@@ -173,7 +173,7 @@ async function createNew(
       : null;
     const at = { ...datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: coordinatorFor(own, claimed, false) } : {}) };
     ({ version } = await deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
-    faultPoint('create:after-data');
+    await pausePoint('create:after-data');
     await renewal.stop();
     await deps.store.put(key, encodeRecord(table), { ifMatch: etag });
   } catch (e) {

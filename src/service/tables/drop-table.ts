@@ -1,7 +1,7 @@
 import type { DropTableResponse } from '../../model/tables.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { type TableRef, tableDirKey, tableRefOf, versionsDirKey } from '../catalog/layout.js';
-import { faultPoint } from '../coordination/fault-points.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { putDeregisterMarker } from './table-fences.js';
 import { dataDir, isVisible, LinkedTableDir, readTableState, requireVisibleTable, tableNotFound } from './table-state.js';
 
@@ -71,6 +71,7 @@ async function dropLink(deps: CatalogDeps, id: string[], ref: TableRef): Promise
 export async function deregisterTable(deps: CatalogDeps, id: string[]): Promise<DropTableResponse> {
   const ref = tableRefOf(id);
   const state = await requireVisibleTable(deps.store, ref);
+  await pausePoint('deregister:after-read');
   const dir = dataDir(deps.locations, state);
   await deps.listingIndex.around(
     'table',

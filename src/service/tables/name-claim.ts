@@ -4,7 +4,7 @@ import { type ObjectStore, PreconditionFailedError } from '../../store/object-st
 import { createInNamespace, displayId, type ResolvedNamespace } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, ownTableDirKey, tableRecordKey } from '../catalog/layout.js';
 import { encodeRecord, type TableRecord } from '../catalog/records.js';
-import { faultPoint } from '../coordination/fault-points.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { incarnationOf, isTombstone, leftoverDir, livesInNameDir, type NameMarker, retiredMarker, type TableState } from './table-state.js';
 
 // Taking a name for a new table (declare, create, register, and the next table of a deregistered
@@ -74,6 +74,7 @@ export async function claimName(
   if ((taken || state.dropped) && leftovers !== null && !(options.keepData && leftovers === state.dirKey)) {
     await store.deletePrefix(leftovers, { keep: [key, markerKey] });
   }
+  await pausePoint('claim:before-settle');
   if (marker && markerEtag) await settleMarker(store, state, marker, markerEtag, record);
   return etag;
 }

@@ -8,6 +8,7 @@ import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { namespaceDirKey, namespaceHolding, reservedMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, type TableRecord } from '../catalog/records.js';
 import type { RequestContext } from '../context/request-context.js';
+import { pausePoint } from '../coordination/fault-points.js';
 import { engineFailure } from '../errors/engine-errors.js';
 import { claimName, settleMarker, tableAlreadyExists } from './name-claim.js';
 import { datasetAt } from './table-location.js';
@@ -67,6 +68,7 @@ async function registerAt(deps: CatalogDeps, namespace: ResolvedNamespace, state
         throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the register; retry`);
       throw e;
     }
+    await pausePoint('claim:before-settle');
     if (state.marker && state.markerEtag) await settleMarker(deps.store, state, state.marker, state.markerEtag, record);
   } else {
     // A free name, a deregistered table's among them (registering its directory again brings it back).

@@ -4,6 +4,7 @@ import { PreconditionFailedError } from '../../store/object-store.js';
 import { createInNamespace, displayId, type ResolvedNamespace, resolveNamespace } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
+import { pausePoint } from '../coordination/fault-points.js';
 import { tableAlreadyExists } from './name-claim.js';
 import { dataDir, readTableState, requireVisibleTable, type TableState } from './table-state.js';
 
@@ -40,6 +41,7 @@ export async function renameTable(deps: CatalogDeps, id: string[], request: Rena
   // A dropped table's directory holds no table: it is cleared to make room.
   if (targetState.dropped && !targetState.record) await deps.store.deletePrefix(targetState.dirKey);
   else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
+  await pausePoint('rename:after-check');
   // Both names change: the index hears of both (see catalog/listing-index.ts).
   await deps.listingIndex.around(
     'table',

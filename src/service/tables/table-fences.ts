@@ -6,7 +6,7 @@ import { displayId } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, type TableRef, tableRecordKey, writeLeaseKey, writersDirKey } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import { faultPoint } from '../coordination/fault-points.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '../coordination/leases.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type NameMarker, type TableState, tableNotFound } from './table-state.js';
@@ -152,7 +152,11 @@ export class TableFences {
    * one round trip fewer than resolving first and reading again.
    */
   async whileWritingTo<T>(ref: TableRef, requestId: string, resolveAndWrite: () => Promise<T>): Promise<T> {
-    return this.under(await this.announce(ref, requestId), resolveAndWrite);
+    const lease = await this.announce(ref, requestId);
+    return this.under(lease, async () => {
+      await pausePoint('write:after-lease');
+      return resolveAndWrite();
+    });
   }
 
   private async under<T>(lease: WriteLease, write: () => Promise<T>): Promise<T> {
