@@ -27,7 +27,8 @@ import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type
 // writes before it reads, so at least one sees the other: a writer that saw no tombstone is seen
 // and waited for by the drop; a writer that saw it never starts. A writer whose lease runs out
 // (it stopped renewing: dead or stuck) is no longer waited for; should it wake, its release finds
-// its lease gone and reports the write as failed.
+// its lease gone and reports the write as failed. A deregister meets writers the same way with its
+// marker (drop-table.ts), but waits for them as long as they renew (writesEnded): it keeps the data.
 
 /**
  * The writer's look after it announced itself (a write lease, or a version-slot reservation):
@@ -209,11 +210,7 @@ export class TableFences {
    */
   async finishDrop(state: TableState, data: StoreDir, begun: { renewal: Renewal }): Promise<void> {
     try {
-      await pollUntil(
-        async () =>
-          !(await this.anyLive(this.store, writersDirKey(state.ref))) && !(await this.anyLive(data.store, new TableVersions(data).reservationsPrefix)),
-        Date.now() + this.leaseMs,
-      );
+      await pollUntil(async () => !(await this.writesUnderWay(state, data)), Date.now() + this.leaseMs);
       const leftovers = leftoverDir(state);
       if (leftovers !== null) await this.store.deletePrefix(leftovers, { keep: [deregisteredMarkerKey(state.ref)] });
       // In a retired directory the record goes last, as it does with the rest of any other: a drop
@@ -225,6 +222,21 @@ export class TableFences {
     } finally {
       await begun.renewal.stop().catch(() => undefined);
     }
+  }
+
+  /**
+   * Waits until no write to the table `state` holds (its data in `data`) is under way, for as long
+   * as one is: a deregister waits for the writes that entered before its marker, since it keeps
+   * their data and promises it unchanged from its answer on (unlike a drop, it has nothing to cut
+   * off). A writer that died stops renewing its lease and is waited for until it runs out.
+   */
+  async writesEnded(state: TableState, data: StoreDir): Promise<void> {
+    await pollUntil(async () => !(await this.writesUnderWay(state, data)), Number.POSITIVE_INFINITY);
+  }
+
+  /** Whether a write holds a live lease on the table, or a version slot of its dataset is held. */
+  private async writesUnderWay(state: TableState, data: StoreDir): Promise<boolean> {
+    return (await this.anyLive(this.store, writersDirKey(state.ref))) || (await this.anyLive(data.store, new TableVersions(data).reservationsPrefix));
   }
 
   private async anyLive(store: ObjectStore, prefix: string): Promise<boolean> {
