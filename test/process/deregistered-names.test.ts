@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { listAll } from '../../src/store/object-store.js';
 import { peopleStream, readRows } from '../support/arrow-data.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
@@ -206,6 +206,37 @@ describe.each(backends())('a create or drop over a deregistered name killed half
     });
   }
 
+  it('a register in place killed holding the marker: once its lease ends the name is as the marker it replaced says, the data untouched', async () => {
+    const table = 'held_register';
+    const { oldKey, files } = await deregistered(table, false);
+    const dying = await crash.start('claim:before-settle');
+    await expect(dying.call('POST', path(table, 'register'), { location: `${table}.lance` })).rejects.toThrow();
+    expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
+    // Held: no table, until the hold's lease ends.
+    await expectInvisible(crash.watcher(), table);
+    const started = Date.now();
+    while ((await crash.watcher().call('POST', path(table, 'describe'), {})).status !== 200 && Date.now() - started < LEASE_MS * 4) await pause(50);
+    // Its record was in: the data is registered (and the directory still retired, so its drop keeps it).
+    expect(await rowCount(crash.watcher(), table)).toBe(2);
+    expect((await crash.watcher().call('POST', path(table, 'drop'), {})).status).toBe(200);
+    expect(await datasetFiles(crash.root(), oldKey)).toEqual(files);
+  });
+
+  it.runIf(backend.name === 'local')('a rename killed holding the marker: once its lease ends the table is back under its name, whole', async () => {
+    const made = await crash.watcher().call('POST', path('held_rename', 'create'), peopleStream([1, 2]), ARROW);
+    expect(made.status).toBe(200);
+    const dying = await crash.start('rename:held');
+    await expect(dying.call('POST', path('held_rename', 'rename'), { new_table_name: 'held_renamed' })).rejects.toThrow();
+    expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
+    await expectInvisible(crash.watcher(), 'held_rename');
+    const started = Date.now();
+    while ((await crash.watcher().call('POST', path('held_rename', 'describe'), {})).status !== 200 && Date.now() - started < LEASE_MS * 4) await pause(50);
+    expect(await rowCount(crash.watcher(), 'held_rename')).toBe(2);
+    expect((await crash.watcher().call('POST', path('held_rename', 'rename'), { new_table_name: 'held_renamed' })).status).toBe(200);
+    expect(await rowCount(crash.watcher(), 'held_renamed')).toBe(2);
+    expect(await crash.root().store.head('ns/held_renamed.lance/.lance-deregistered')).toBeNull();
+  });
+
   for (const point of ['drop:after-tombstone', 'drop:before-record']) {
     it(`a drop of a re-created table killed at ${point}: the table stays dropped, the name frees up, the deregistered data is untouched`, async () => {
       const table = point.replace(/\W/g, '_');
@@ -222,4 +253,191 @@ describe.each(backends())('a create or drop over a deregistered name killed half
       expect(await datasetFiles(crash.root(), oldKey)).toEqual(files);
     });
   }
+});
+
+// One process stops, alive, at a step of a request (LANCE_NS_PAUSE_POINTS) while the other
+// deregisters, drops, or drops the namespace. Each case but the 404 of a late writer failed on the
+// old code: the deregister did not wait for the writes under way, a claim or register deleted the
+// name's marker (a deregister's, a drop's tombstone) unconditionally after its record was visible,
+// a Cascade namespace drop deleted a live create's own directory and let it answer 200, a rename
+// moved a directory a deregister had just retired, and a deregister put its marker over the next
+// table of the name.
+describe.each(backends())('deregister races, one process paused at a step, on $name', (backend: Backend) => {
+  const crash = useCrashRoot(backend, LEASE_MS);
+  /** Long enough for the other process's request to be answered while this one waits. */
+  const PAUSE_MS = backend.name === 'local' ? 4_000 : 8_000;
+  const paused: ServiceProcess[] = [];
+  afterEach(() => {
+    for (const p of paused.splice(0)) p.child.kill('SIGKILL');
+  });
+
+  /** A second process that pauses, alive, at `point`; `reached` resolves once it waits there. */
+  async function pausing(point: string): Promise<{ replica: ServiceProcess; reached: () => Promise<void> }> {
+    const replica = await crash.start(undefined, { points: [point], ms: PAUSE_MS });
+    paused.push(replica);
+    const reached = () => expect.poll(() => replica.stderr().includes(`pause point ${point}:`), { timeout: 60_000, interval: 10 }).toBe(true) as Promise<void>;
+    return { replica, reached };
+  }
+  /** A table made and deregistered by the watcher: where its data lies, and its files. */
+  async function deregisteredData(id: string): Promise<{ location: string; key: string; files: Record<string, string> }> {
+    const made = await crash.watcher().call('POST', `/v1/table/${id}/create`, peopleStream([1, 2]), ARROW);
+    expect(made.status, made.text).toBe(200);
+    expect((await crash.watcher().call('POST', `/v1/table/${id}/deregister`, {})).status).toBe(200);
+    const location = String(made.json.location);
+    const key = keyOf(crash.root(), location);
+    return { location, key, files: await datasetFiles(crash.root(), key) };
+  }
+
+  it('an insert that resolved the table before the deregister lands before its answer: the deregistered data is as the answer left it', async () => {
+    const made = await crash.watcher().call('POST', path('ins', 'create'), peopleStream([1, 2]), ARROW);
+    const key = keyOf(crash.root(), String(made.json.location));
+    const writer = await pausing('write:after-resolve');
+    const insert = writer.replica.call('POST', path('ins', 'insert'), peopleStream([3]), ARROW);
+    await writer.reached();
+    const deregistered = await crash.watcher().call('POST', path('ins', 'deregister'), {});
+    const atAnswer = await datasetFiles(crash.root(), key);
+    const inserted = await insert;
+    expect(deregistered.status, deregistered.text).toBe(200);
+    expect(inserted.status, inserted.text).toBe(200);
+    // The old code answered the deregister at once; the insert then committed into the deregistered data.
+    expect(await datasetFiles(crash.root(), key), 'the deregistered data changed after the answer').toEqual(atAnswer);
+    await expectInvisible(crash.watcher(), 'ins');
+    expect((await crash.watcher().call('POST', path('insback', 'register'), { location: made.json.location })).status).toBe(200);
+    expect(await rowCount(crash.watcher(), 'insback')).toBe(3);
+  });
+
+  it('an insert that meets the deregister after taking its lease fails cleanly with 404 and writes nothing', async () => {
+    const made = await crash.watcher().call('POST', path('late', 'create'), peopleStream([1, 2]), ARROW);
+    const key = keyOf(crash.root(), String(made.json.location));
+    const before = await datasetFiles(crash.root(), key);
+    const writer = await pausing('write:after-lease');
+    const insert = writer.replica.call('POST', path('late', 'insert'), peopleStream([3]), ARROW);
+    await writer.reached();
+    const deregistered = await crash.watcher().call('POST', path('late', 'deregister'), {});
+    expect(deregistered.status, deregistered.text).toBe(200);
+    const inserted = await insert;
+    expect(inserted.status, inserted.text).toBe(404);
+    expect(await datasetFiles(crash.root(), key)).toEqual(before);
+  });
+
+  for (const other of ['deregister', 'drop']) {
+    it(`a ${other} racing the register in place of deregistered data: whatever it answered holds`, async () => {
+      const table = `rip${other}`;
+      const { key, files } = await deregisteredData(`ns%24${table}`);
+      const registering = await pausing('claim:before-settle');
+      const register = registering.replica.call('POST', path(table, 'register'), { location: `${table}.lance` });
+      await registering.reached();
+      const raced = await crash.watcher().call('POST', path(table, other), {});
+      const registered = await register;
+      expect(registered.status, registered.text).toBe(200);
+      expect([200, 404], raced.text).toContain(raced.status);
+      // The old code answered the race 200 while the name was half registered, then deleted its marker (or tombstone): served again.
+      if (raced.status === 200) await expectInvisible(crash.watcher(), table);
+      else expect(await rowCount(crash.watcher(), table)).toBe(2);
+      if (other === 'deregister' || raced.status === 404) expect(await datasetFiles(crash.root(), key)).toEqual(files);
+    });
+  }
+
+  it('a deregister racing a declare over a deregistered name whose data lived elsewhere: whatever it answered holds', async () => {
+    const source = await crash.watcher().call('POST', path('elsewhere', 'create'), peopleStream([1]), ARROW);
+    expect((await crash.watcher().call('POST', path('alias', 'register'), { location: source.json.location })).status).toBe(200);
+    expect((await crash.watcher().call('POST', path('alias', 'deregister'), {})).status).toBe(200);
+    const declaring = await pausing('claim:before-settle');
+    const declare = declaring.replica.call('POST', path('alias', 'declare'), {});
+    await declaring.reached();
+    const deregistered = await crash.watcher().call('POST', path('alias', 'deregister'), {});
+    expect((await declare).status).toBe(200);
+    expect([200, 404], deregistered.text).toContain(deregistered.status);
+    if (deregistered.status === 200) await expectInvisible(crash.watcher(), 'alias');
+    else expect((await crash.watcher().call('POST', path('alias', 'describe'), {})).status).toBe(200);
+    expect(await rowCount(crash.watcher(), 'elsewhere')).toBe(1);
+  });
+
+  it('a Cascade namespace drop racing the create of a deregistered name: the create fails, nothing is left in the dropped namespace', async () => {
+    expect((await crash.watcher().call('POST', '/v1/namespace/casc/create', {})).status).toBe(200);
+    const { key, files } = await deregisteredData('casc%24t');
+    const creating = await pausing('create:after-data');
+    const create = creating.replica.call('POST', '/v1/table/casc%24t/create', peopleStream([5, 6, 7]), ARROW);
+    await creating.reached();
+    const dropped = await crash.watcher().call('POST', '/v1/namespace/casc/drop', { behavior: 'Cascade' });
+    expect(dropped.status, dropped.text).toBe(200);
+    const created = await create;
+    // The old code deleted the create's directory under it and let it answer 200 inside the dropped namespace.
+    expect(created.status, created.text).toBe(409);
+    expect((await crash.watcher().call('POST', '/v1/namespace/casc/exists', {})).status).toBe(404);
+    expect(await datasetFiles(crash.root(), key)).toEqual(files);
+    expect((await listAll(crash.root().store, 'casc/')).objects.filter((o) => !o.key.startsWith('casc/t.lance/'))).toEqual([]);
+    expect((await crash.watcher().call('POST', '/v1/namespace/casc/create', {})).status).toBe(200);
+    expect((await crash.watcher().call('GET', '/v1/namespace/casc/table/list?include_declared=true')).json.tables).toEqual([]);
+    expect((await crash.watcher().call('POST', '/v1/table/casc%24t/describe', {})).status).toBe(404);
+  });
+
+  it('a namespace drop meeting a name held by a declare fails with 409 and leaves the namespace; the declare goes on at once', async () => {
+    expect((await crash.watcher().call('POST', '/v1/namespace/heldns/create', {})).status).toBe(200);
+    const source = await crash.watcher().call('POST', '/v1/table/heldns%24src/create', peopleStream([1]), ARROW);
+    expect((await crash.watcher().call('POST', '/v1/table/heldns%24alias/register', { location: source.json.location })).status).toBe(200);
+    expect((await crash.watcher().call('POST', '/v1/table/heldns%24alias/deregister', {})).status).toBe(200);
+    const declaring = await pausing('claim:before-settle');
+    const declare = declaring.replica.call('POST', '/v1/table/heldns%24alias/declare', {});
+    await declaring.reached();
+    for (const behavior of ['Restrict', 'Cascade']) {
+      const dropped = await crash.watcher().call('POST', '/v1/namespace/heldns/drop', { behavior });
+      expect(dropped.status, dropped.text).toBe(409);
+      expect(dropped.json.code, dropped.text).toBe(behavior === 'Restrict' ? 3 : 14);
+    }
+    expect((await crash.watcher().call('POST', '/v1/namespace/heldns/exists', {})).status).toBe(200);
+    expect((await declare).status).toBe(200);
+    expect((await crash.watcher().call('POST', '/v1/table/heldns%24alias/describe', {})).status).toBe(200);
+  });
+
+  it.runIf(backend.name === 'local')(
+    'a rename that checked the table before a deregister moves nothing: the deregistered data stays where it was',
+    async () => {
+      const made = await crash.watcher().call('POST', path('mv', 'create'), peopleStream([1, 2]), ARROW);
+      const key = keyOf(crash.root(), String(made.json.location));
+      const files = await datasetFiles(crash.root(), key);
+      const renaming = await pausing('rename:after-check');
+      const rename = renaming.replica.call('POST', path('mv', 'rename'), { new_table_name: 'mv2' });
+      await renaming.reached();
+      expect((await crash.watcher().call('POST', path('mv', 'deregister'), {})).status).toBe(200);
+      const renamed = await rename;
+      // The old code moved the deregistered (retired) directory to the new name.
+      expect([404, 409], renamed.text).toContain(renamed.status);
+      expect(await datasetFiles(crash.root(), key)).toEqual(files);
+      await expectInvisible(crash.watcher(), 'mv2');
+      expect((await listAll(crash.root().store, 'ns/mv2.lance/')).objects).toEqual([]);
+    },
+  );
+
+  it.runIf(backend.name === 'local')('a deregister or drop meeting a rename under way finds no table; the table moves whole', async () => {
+    for (const other of ['deregister', 'drop']) {
+      const table = `held${other}`;
+      expect((await crash.watcher().call('POST', path(table, 'create'), peopleStream([1, 2]), ARROW)).status).toBe(200);
+      const renaming = await pausing('rename:held');
+      const rename = renaming.replica.call('POST', path(table, 'rename'), { new_table_name: `${table}2` });
+      await renaming.reached();
+      expect((await crash.watcher().call('POST', path(table, other), {})).status).toBe(404);
+      expect((await rename).status).toBe(200);
+      expect(await rowCount(crash.watcher(), `${table}2`)).toBe(2);
+      expect(await crash.root().store.head(`ns/${table}2.lance/.lance-deregistered`)).toBeNull();
+      await expectInvisible(crash.watcher(), table);
+      renaming.replica.child.kill('SIGKILL');
+    }
+  });
+
+  it.runIf(backend.name === 'local')('a deregister that read the table before it was renamed and its name taken again deregisters nothing', async () => {
+    const made = await crash.watcher().call('POST', path('mw', 'create'), peopleStream([1, 2]), ARROW);
+    expect(made.status).toBe(200);
+    const deregistering = await pausing('deregister:after-read');
+    const deregister = deregistering.replica.call('POST', path('mw', 'deregister'), {});
+    await deregistering.reached();
+    expect((await crash.watcher().call('POST', path('mw', 'rename'), { new_table_name: 'mw2' })).status).toBe(200);
+    expect((await crash.watcher().call('POST', path('mw', 'create'), peopleStream([3]), ARROW)).status).toBe(200);
+    const deregistered = await deregister;
+    // The old code put its marker over the new table of the name, retiring its directory.
+    expect(deregistered.status, deregistered.text).toBe(404);
+    expect(await crash.root().store.head('ns/mw.lance/.lance-deregistered')).toBeNull();
+    expect(await rowCount(crash.watcher(), 'mw')).toBe(1);
+    expect(await rowCount(crash.watcher(), 'mw2')).toBe(2);
+  });
 });

@@ -11,6 +11,7 @@ import type {
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import type { RequestContext } from '../context/request-context.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
+import { nameBeingChanged } from '../tables/name-claim.js';
 import { dropDataDir, isVisible, LinkedTableDir, leftoverDir, readTableState, stateWithoutLinks } from '../tables/table-state.js';
 import { createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
 import type { CatalogDeps } from './catalog-deps.js';
@@ -175,10 +176,6 @@ export class NamespaceService {
       try {
         const children = await this.childrenOf(ns);
         if (children.length > 0 && behavior === 'Restrict') {
-          await renewal.stop();
-          await this.store.put(key, encodeRecord(existing.value), { ifMatch: etag }).catch((e: unknown) => {
-            if (!(e instanceof PreconditionFailedError)) throw e;
-          });
           throw new NamespaceError(
             ErrorCode.NamespaceNotEmpty,
             `namespace ${displayId(ns)} is not empty: it contains ${children.slice(0, NAMED_CHILDREN).join(', ')}${children.length > NAMED_CHILDREN ? ', ...' : ''}`,
@@ -206,6 +203,13 @@ export class NamespaceService {
         await renewal.stop();
         await this.store.delete(key);
         return { properties: existing.value.properties };
+      } catch (e) {
+        // The namespace stays (a Cascade drop may have dropped some children by then): the record
+        // it replaced goes back, so that creators waiting for the outcome go on at once (should
+        // that fail too, the mark means nothing once its lease has run out).
+        await renewal.stop().catch(() => undefined);
+        await this.store.put(key, encodeRecord(existing.value), { ifMatch: etag }).catch(() => undefined);
+        throw e;
       } finally {
         await renewal.stop().catch(() => undefined);
       }
@@ -241,7 +245,7 @@ export class NamespaceService {
               if (e instanceof LinkedTableDir) return null;
               throw e;
             });
-            return state !== null && (isVisible(state) || state.creating?.live === true) ? `table ${child.name}` : null;
+            return state !== null && (isVisible(state) || state.creating?.live === true || state.held) ? `table ${child.name}` : null;
           }),
         ),
       );
@@ -255,11 +259,16 @@ export class NamespaceService {
    * mode what dropped tables and dead creates left, and a table a symbolic link keeps the catalog
    * out of, whose links go first, as in DropTable): its writes under way end first. Returns
    * whether the name's directory may go too: not when it holds a deregistered table's data.
+   * A create under way is fenced as a table is (its claim, its data and its own directory go with
+   * the drop, and its last replace fails), in a retired directory too. A name whose marker another
+   * request holds (see tables/table-state.ts) fails the namespace drop with 409: that request may
+   * itself wait for this drop's outcome (createInNamespace), and deletes the marker once done.
    */
   private async dropTableData(ref: TableRef): Promise<boolean> {
     for (let attempt = 0; attempt < CAS_RETRIES; attempt++) {
       const state = await stateWithoutLinks(this.store, ref);
-      if (state.retired && !isVisible(state)) {
+      if (state.held) throw nameBeingChanged([...ref.namespace, ref.name]);
+      if (state.retired && !isVisible(state) && !state.creating?.live) {
         const leftovers = leftoverDir(state);
         if (leftovers !== null) await this.store.deletePrefix(leftovers);
         return false;

@@ -5,6 +5,7 @@ import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { stagedManifestPath, type TableRef, tableRefOf } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
+import { pausePoint } from '../coordination/fault-points.js';
 import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
 import { latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
@@ -69,7 +70,11 @@ export class DataTables {
   async write<T>(ctx: RequestContext, id: string[], write: (table: OpenTable) => Promise<T>, options: { allowDeclared?: boolean } = {}): Promise<T> {
     const ref = tableRefOf(id);
     const nameLinks = requireUnlinkedTable(this.deps.store, ref);
-    return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () => write(await this.open(ctx, id, { ...options, nameLinks })));
+    return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () => {
+      const table = await this.open(ctx, id, { ...options, nameLinks });
+      await pausePoint('write:after-resolve');
+      return write(table);
+    });
   }
 
   /**

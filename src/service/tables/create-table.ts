@@ -9,7 +9,7 @@ import { reservedMarkerKey, tableRecordKey, tableRefOf } from '../catalog/layout
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import { resolveNamespaceCreatingSystem } from '../catalog/system-namespace.js';
 import type { RequestContext } from '../context/request-context.js';
-import { faultPoint } from '../coordination/fault-points.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
 import { engineFailure } from '../errors/engine-errors.js';
 import { claimDatasetCreation } from './dataset-creation.js';
@@ -154,7 +154,7 @@ async function createNew(
   const claim = (): TableRecord => ({ ...table, creating: { request_id: own.requestId, lease_until: leaseUntil(leaseMs) } });
   const key = tableRecordKey(ref);
   const claimedAt = Date.now();
-  let etag = await claimName(deps.store, namespace, state, claim());
+  let etag = await claimName(deps.store, namespace, state, claim(), { leaseMs });
   faultPoint('create:after-claim');
   const renewal = keepRenewed(
     leaseMs,
@@ -173,13 +173,13 @@ async function createNew(
       : null;
     const at = { ...datasetAt(dir, input.storageOptions), ...(claimed ? { coordinator: coordinatorFor(own, claimed, false) } : {}) };
     ({ version } = await deps.engine.createDataset(at, input.arrowIpcStream, 'create'));
-    faultPoint('create:after-data');
+    await pausePoint('create:after-data');
     await renewal.stop();
     await deps.store.put(key, encodeRecord(table), { ifMatch: etag });
   } catch (e) {
     await renewal.stop().catch(() => undefined);
     // Best effort: should this fail too (the store is down), the claim's lease runs out instead.
-    await abandonClaim(deps, state, own.requestId).catch(() => undefined);
+    await abandonClaim(deps, state, own.requestId, table.dir).catch(() => undefined);
     if (e instanceof PreconditionFailedError) {
       throw new NamespaceError(
         ErrorCode.ConcurrentModification,
@@ -209,14 +209,17 @@ async function createNew(
 }
 
 /**
- * Deletes what a failed create wrote, if the name is still held by its claim: the name's
+ * Deletes what a failed create wrote: if the name is still held by its claim, the name's
  * directory, or in a retired one (see table-state.ts) the claim's own directory and the claim.
+ * A directory of its own (`ownDir`) is deleted too when the claim was taken from it (a drop
+ * fenced it, or its lease ran out), unless the record names it (the create's last put landed
+ * after all): no other table ever lives there, and the engine may have written there after
+ * whoever took the claim cleared it.
  */
-async function abandonClaim(deps: CatalogDeps, state: TableState, requestId: string): Promise<void> {
+async function abandonClaim(deps: CatalogDeps, state: TableState, requestId: string, ownDir: string | undefined): Promise<void> {
   const key = tableRecordKey(state.ref);
   const current = await readRecord(deps.store, key, TableRecord);
-  if (current?.value.creating?.request_id !== requestId) return;
-  const { dir } = current.value;
-  await deps.store.deletePrefix(dir ?? state.dirKey);
-  if (dir !== undefined) await deps.store.delete(key);
+  const held = current?.value.creating?.request_id === requestId;
+  if (held || (ownDir !== undefined && current?.value.dir !== ownDir)) await deps.store.deletePrefix(ownDir ?? state.dirKey);
+  if (held && ownDir !== undefined) await deps.store.delete(key);
 }

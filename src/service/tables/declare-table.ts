@@ -28,8 +28,9 @@ export async function declareTable(deps: CatalogDeps, ctx: RequestContext, id: s
     'table',
     ref,
     async () => {
-      if (!livesInNameDir(record)) return void (await claimName(deps.store, namespace, state, record));
-      await claimName(deps.store, namespace, state, record, { undo: () => deps.store.delete(reservedMarkerKey(ref)) });
+      const { leaseMs } = deps.settings;
+      if (!livesInNameDir(record)) return void (await claimName(deps.store, namespace, state, record, { leaseMs }));
+      await claimName(deps.store, namespace, state, record, { leaseMs, undo: () => deps.store.delete(reservedMarkerKey(ref)) });
       // Lance's directory catalog recognizes a declared table by this marker (in the name's directory, which it lists).
       await deps.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch((e: unknown) => {
         if (!(e instanceof PreconditionFailedError)) throw e;

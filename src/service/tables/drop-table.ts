@@ -1,9 +1,22 @@
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { DropTableResponse } from '../../model/tables.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
-import { type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
-import { faultPoint } from '../coordination/fault-points.js';
-import { putDeregisterMarker } from './table-fences.js';
-import { dataDir, dropDataDir, isVisible, LinkedTableDir, requireVisibleTable, stateWithoutLinks, tableNotFound } from './table-state.js';
+import { type TableRef, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
+import { readRecord, TableRecord } from '../catalog/records.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
+import { holdMarker } from './name-claim.js';
+import {
+  dataDir,
+  deregisterMarker,
+  dropDataDir,
+  incarnationOf,
+  incarnationOfRecord,
+  isVisible,
+  LinkedTableDir,
+  requireVisibleTable,
+  stateWithoutLinks,
+  tableNotFound,
+} from './table-state.js';
 
 // DropTable and DeregisterTable: a name freed, its data deleted or kept.
 
@@ -64,19 +77,44 @@ async function dropLink(deps: CatalogDeps, id: string[], ref: TableRef): Promise
  * and retires the name's directory when the data lives there (see table-state.ts), so that the
  * next table of the name is placed elsewhere. Registering the location again brings it back.
  * Of concurrent deregisters and drops one wins, the others answer 404.
+ *
+ * Invariant: from the deregister's answer on, the deregistered data stays as it is. Writers see
+ * the marker as they see a drop's tombstone (table-fences.ts): one that entered before it is
+ * waited for, as long as it works, and lands before the answer; one that comes after fails with
+ * 404 and writes nothing.
  */
 export async function deregisterTable(deps: CatalogDeps, id: string[]): Promise<DropTableResponse> {
   const ref = tableRefOf(id);
   const state = await requireVisibleTable(deps.store, ref);
+  await pausePoint('deregister:after-read');
   const dir = dataDir(deps.locations, state);
   await deps.listingIndex.around(
     'table',
     ref,
     async () => {
-      if (!(await putDeregisterMarker(deps.store, state))) throw tableNotFound(id);
+      // The marker read (none, mostly) is held first, and the table checked under the hold: "no
+      // marker" may be another table's by now (this one dropped, or renamed away, and its name
+      // taken anew), and its marker must not go over that one (see table-state.ts).
+      const hold = await holdMarker(deps.store, state, deps.settings.leaseMs).catch((e: unknown) => {
+        if (e instanceof NamespaceError && e.code === ErrorCode.ConcurrentModification) throw tableNotFound(id);
+        throw e;
+      });
+      const same = await readRecord(deps.store, tableRecordKey(ref), TableRecord).then(
+        (now) => incarnationOfRecord(now?.value) === incarnationOf(state),
+        async (e: unknown) => {
+          await hold.restore().catch(() => undefined);
+          throw e;
+        },
+      );
+      if (!same) {
+        await hold.restore();
+        throw tableNotFound(id);
+      }
+      await hold.replace(deregisterMarker(state));
     },
     { visible: false, data: false },
   );
+  await deps.fences.writesEnded(state, dir);
   deps.engine.forget(dir.store.location(dir.key));
   return { id, location: dir.store.location(dir.key), properties: state.record?.value.properties ?? {} };
 }

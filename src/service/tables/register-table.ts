@@ -9,7 +9,7 @@ import { namespaceDirKey, namespaceHolding, reservedMarkerKey, tableDirKey, tabl
 import { encodeRecord, type TableRecord } from '../catalog/records.js';
 import type { RequestContext } from '../context/request-context.js';
 import { engineFailure } from '../errors/engine-errors.js';
-import { claimName, settleMarker, tableAlreadyExists } from './name-claim.js';
+import { claimName, tableAlreadyExists, withMarkerSettled } from './name-claim.js';
 import { datasetAt } from './table-location.js';
 import { isVisible, readTableState, type TableState } from './table-state.js';
 
@@ -60,19 +60,22 @@ export async function registerTable(deps: CatalogDeps, ctx: RequestContext, id: 
 async function registerAt(deps: CatalogDeps, namespace: ResolvedNamespace, state: TableState, record: TableRecord, isOwnDir: boolean): Promise<void> {
   const { ref } = state;
   const id = [...ref.namespace, ref.name];
-  if (state.record && isVisible(state)) {
+  const { leaseMs } = deps.settings;
+  const replaced = state.record;
+  if (replaced && isVisible(state)) {
     // Overwrite: replace exactly the record that was read.
-    try {
-      await deps.store.put(tableRecordKey(ref), encodeRecord(record), { ifMatch: state.record.etag });
-    } catch (e) {
-      if (e instanceof PreconditionFailedError)
-        throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the register; retry`);
-      throw e;
-    }
-    if (state.marker && state.markerEtag) await settleMarker(deps.store, state, state.marker, state.markerEtag, record);
+    await withMarkerSettled(deps.store, state, record, leaseMs, async () => {
+      try {
+        await deps.store.put(tableRecordKey(ref), encodeRecord(record), { ifMatch: replaced.etag });
+      } catch (e) {
+        if (e instanceof PreconditionFailedError)
+          throw new NamespaceError(ErrorCode.ConcurrentModification, `table ${displayId(id)} changed during the register; retry`);
+        throw e;
+      }
+    });
   } else {
     // A free name, a deregistered table's among them (registering its directory again brings it back).
-    await claimName(deps.store, namespace, state, record, { keepData: isOwnDir });
+    await claimName(deps.store, namespace, state, record, { leaseMs, keepData: isOwnDir });
   }
   if (state.reserved) await deps.store.delete(reservedMarkerKey(ref));
 }

@@ -3,8 +3,9 @@ import type { RenameTableRequest, RenameTableResponse } from '../../model/tables
 import { PreconditionFailedError } from '../../store/object-store.js';
 import { createInNamespace, displayId, type ResolvedNamespace, resolveNamespace } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
-import { type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
-import { tableAlreadyExists } from './name-claim.js';
+import { deregisteredMarkerKey, type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
+import { pausePoint } from '../coordination/fault-points.js';
+import { holdMarker, nameBeingChanged, tableAlreadyExists } from './name-claim.js';
 import { dataDir, readTableState, requireVisibleTable, type TableState } from './table-state.js';
 
 // RenameTable: a directory renamed, where the store can do it atomically.
@@ -12,6 +13,11 @@ import { dataDir, readTableState, requireVisibleTable, type TableState } from '.
 /**
  * Renames (or moves) a table by renaming its directory, which is atomic on a local file system
  * and refused when the destination exists. Object stores have no rename, so there it is a 406.
+ *
+ * Invariant: a directory a deregister retired never moves (see table-state.ts). The move holds
+ * the name's marker, in place of exactly the marker read with the table (holdMarker): a
+ * deregister or drop that came before fails the hold (404), one that comes after finds no table
+ * or fails its own conditional put; the hold moves with the directory and goes after it.
  */
 export async function renameTable(deps: CatalogDeps, id: string[], request: RenameTableRequest): Promise<RenameTableResponse> {
   const ref = tableRefOf(id);
@@ -40,6 +46,7 @@ export async function renameTable(deps: CatalogDeps, id: string[], request: Rena
   // A dropped table's directory holds no table: it is cleared to make room.
   if (targetState.dropped && !targetState.record) await deps.store.deletePrefix(targetState.dirKey);
   else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
+  await pausePoint('rename:after-check');
   // Both names change: the index hears of both (see catalog/listing-index.ts).
   await deps.listingIndex.around(
     'table',
@@ -58,16 +65,26 @@ async function moveTable(
   newName: string,
   renameDir: (from: string, to: string) => Promise<void>,
 ): Promise<void> {
+  const { ref } = state;
   await createInNamespace(
     deps.store,
     targetNamespace,
     async () => {
+      const hold = await holdMarker(deps.store, state, deps.settings.leaseMs).catch(async (e: unknown) => {
+        // Deregistered or dropped since it was read: no such table any more.
+        await requireVisibleTable(deps.store, ref);
+        throw e;
+      });
+      await pausePoint('rename:held');
+      if (!(await hold.end())) throw nameBeingChanged([...ref.namespace, ref.name]);
       try {
         await renameDir(state.dirKey, tableDirKey(target));
       } catch (e) {
+        await hold.restore();
         if (e instanceof PreconditionFailedError) throw tableAlreadyExists([...target.namespace, newName]);
         throw e;
       }
+      await hold.release(deregisteredMarkerKey(target));
     },
     () => renameDir(tableDirKey(target), state.dirKey),
   );

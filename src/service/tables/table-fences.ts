@@ -6,7 +6,7 @@ import { displayId } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, type TableRef, tableRecordKey, writeLeaseKey, writersDirKey } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
-import { faultPoint } from '../coordination/fault-points.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import { keepRenewed, leaseExpired, leaseUntil, pollUntil, type Renewal } from '../coordination/leases.js';
 import { holdsSlots, TransactionLog } from '../transactions/transaction-log.js';
 import { Reservation, TableVersions } from '../versions/dataset-versions.js';
@@ -39,6 +39,9 @@ import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type
 // for one before its commit point for as long as its holder renews its lease, with no other bound.
 // The batch, holding its slots, looks at its tables again before its commit point (batch-commit.ts):
 // so a batch that saw no tombstone is waited for, and one that saw it stops before its commit point.
+//
+// A deregister meets writers the same way with its marker (drop-table.ts), but waits for them,
+// single writers and batches alike, as long as they renew (writesEnded): it keeps the data.
 
 /**
  * The writer's look after it announced itself (a write lease, or a version-slot reservation):
@@ -178,7 +181,11 @@ export class TableFences {
    * one round trip fewer than resolving first and reading again.
    */
   async whileWritingTo<T>(ref: TableRef, requestId: string, resolveAndWrite: () => Promise<T>): Promise<T> {
-    return this.under(await this.announce(ref, requestId), resolveAndWrite);
+    const lease = await this.announce(ref, requestId);
+    return this.under(lease, async () => {
+      await pausePoint('write:after-lease');
+      return resolveAndWrite();
+    });
   }
 
   private async under<T>(lease: WriteLease, write: () => Promise<T>): Promise<T> {
@@ -267,6 +274,19 @@ export class TableFences {
     }
     for (const id of batches) if (await this.batchHoldsSlot(id)) return { bySingleWriter, byBatch: true };
     return { bySingleWriter, byBatch: false };
+  }
+
+  /**
+   * Waits until no write to the table `state` holds (its data in `data`) is under way, for as long
+   * as one is: a deregister waits for the writes that entered before its marker, since it keeps
+   * their data and promises it unchanged from its answer on (unlike a drop, it has nothing to cut
+   * off). A writer that died stops renewing its lease and is waited for until it runs out.
+   */
+  async writesEnded(state: TableState, data: StoreDir): Promise<void> {
+    await pollUntil(async () => {
+      const slots = await this.slotsHeld(data);
+      return !slots.byBatch && !slots.bySingleWriter && !(await this.anyLive(this.store, writersDirKey(state.ref)));
+    }, Number.POSITIVE_INFINITY);
   }
 
   private async anyLive(store: ObjectStore, prefix: string): Promise<boolean> {

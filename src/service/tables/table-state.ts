@@ -39,9 +39,21 @@ import { TableVersions } from '../versions/dataset-versions.js';
 // drop's tombstone, the plain retired marker a claim puts after that drop), and each replacement
 // says `retired` again; every reader of a name reads its marker in the same round trip as its
 // record, so every decision to delete or to place a table sees it. A directory is handed back only
-// by registering its data again in place, which deletes the marker after the record is replaced.
+// by registering its data again in place, which deletes the marker (under a hold, below) after the
+// record is replaced.
 // Markers of earlier versions (no `retired`) retire the directory when the table they hide lived in
 // it; a claim rewrites such a marker in the new form before it replaces the record.
+//
+// Invariant: a marker is deleted only by the request that holds it. Deleting cannot be made
+// conditional, so whoever deletes a name's marker (a claim whose table lives in the name's directory
+// or whose directory is not retired, the register in place that ends a retirement, a rename) first
+// replaces exactly the marker it read by its held form (`held_until`, see holdMarker in
+// name-claim.ts), renewed while it works, and deletes it once the record is changed (or puts the
+// marker it replaced back). While the hold runs the name holds no table and nothing but the holder
+// replaces the marker (deregisters and drops find no table; claims and namespace drops answer 409),
+// so the delete undoes nobody's deregister or drop. A deregister holds the marker too while it
+// checks that the name still has the table it read. A hold whose request died stands for the marker
+// it replaced once its lease has run out.
 
 /** Lance's deregistered marker as the catalog writes it: a deregister's marker, a drop's tombstone, or a retired directory's plain marker. */
 export const NameMarker = z.object({
@@ -54,6 +66,10 @@ export const NameMarker = z.object({
   since: z.string().optional(),
   dropped_at: z.string().optional(),
   lease_until: z.string().optional(),
+  /** The marker is held, until then, by a request changing the name (see the invariant above); its other fields are the marker it replaced. */
+  held_until: z.string().optional(),
+  /** A held marker that replaced none. */
+  was_absent: z.boolean().optional(),
 });
 export type NameMarker = z.infer<typeof NameMarker>;
 
@@ -72,7 +88,9 @@ export interface TableState {
   dropped: boolean;
   /** The drop is still running (its tombstone's lease has not run out). */
   dropUnderWay: boolean;
-  /** The deregistered marker (or tombstone) and its etag, when there is one. */
+  /** Another request holds the name's marker to change the name (see the invariant above): no table is the name's meanwhile. */
+  held: boolean;
+  /** The deregistered marker (or tombstone), or the marker a held one stands for, and the etag of the marker file, when there is one. */
   marker: NameMarker | null;
   markerEtag: string | null;
   /** The record is a CreateTable's claim on the name, not a table yet; `live` while the claim's lease runs. */
@@ -91,7 +109,7 @@ export interface TableState {
  * catalog), or versions (written by Lance).
  */
 export const isVisible = (s: TableState): boolean =>
-  !s.deregistered && !s.dropped && s.creating === null && (s.record !== null || s.reserved || s.writtenByLance);
+  !s.held && !s.deregistered && !s.dropped && s.creating === null && (s.record !== null || s.reserved || s.writtenByLance);
 
 /** Whether the record's table keeps its data in its name's directory (not registered elsewhere, nor placed in a directory of its own). */
 export const livesInNameDir = (record: TableRecord): boolean => record.location === undefined && record.dir === undefined;
@@ -217,7 +235,10 @@ export async function readTableState(store: ObjectStore, ref: TableRef, nameLink
   const files = await readNameFiles(store, ref);
   let { record } = files;
   const recordFile = record !== null;
-  const marker = files.marker ? markerOf(files.marker.body) : null;
+  const stored = files.marker ? markerOf(files.marker.body) : null;
+  const { held_until: heldUntil, was_absent: wasAbsent, ...replaced } = stored ?? {};
+  // A held marker stands for the marker it replaced (see the invariant above).
+  const marker = stored === null || wasAbsent ? null : heldUntil === undefined ? stored : replaced;
   const tombstone = marker !== null && isTombstone(marker) ? marker : null;
   const retired =
     marker !== null && (tombstone ? tombstone.retired === true : (marker.retired ?? (files.record === null || livesInNameDir(files.record.value))));
@@ -238,7 +259,7 @@ export async function readTableState(store: ObjectStore, ref: TableRef, nameLink
   // (a client staging before its batch commit declares the table) do not make a table.
   // After a drop or a deregister, versions are never a table of the name's.
   const writtenByLance =
-    record === null && !reserved && marker === null && !recordFile && files.versionsDir !== false
+    record === null && !reserved && stored === null && !recordFile && files.versionsDir !== false
       ? await new TableVersions({ store, key: dirKey, owned: true }).hasCommitted()
       : false;
   return {
@@ -246,6 +267,7 @@ export async function readTableState(store: ObjectStore, ref: TableRef, nameLink
     dirKey,
     record,
     reserved,
+    held: heldUntil !== undefined && !leaseExpired(heldUntil),
     deregistered: marker !== null && !tombstone && record !== null && hides(marker, record.value),
     retired,
     dropped: tombstone !== null,

@@ -15,7 +15,7 @@ import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '
 import { encodeRecord, type TableRecord } from '../catalog/records.js';
 import type { RequestContext } from '../context/request-context.js';
 import { faultPoint, pausePoint } from '../coordination/fault-points.js';
-import { refuseWhileDropping } from '../tables/name-claim.js';
+import { refuseWhileBusy, withMarkerSettled } from '../tables/name-claim.js';
 import { resolveTable } from '../tables/resolved-table.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable, type TableState, tableNotFound } from '../tables/table-state.js';
@@ -326,7 +326,7 @@ export class BatchCommits {
     // Staged manifests may already sit in the directory; a record (the claim) or data may not.
     if (isVisible(state)) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
     // A drop still deleting would delete what the batch claims: the record, its staged manifests.
-    refuseWhileDropping(state);
+    refuseWhileBusy(state);
     // A batch's declared table lives in its name's directory (its versions are staged there).
     if (state.retired) {
       throw new NamespaceError(
@@ -346,25 +346,28 @@ export class BatchCommits {
     };
     // The listing index hears of the name once the batch is applied or undone (applyTableOps, undoTableOps).
     await this.deps.listingIndex.begin('table', ref, transactionId);
-    try {
-      await createInNamespace(
-        this.deps.store,
-        namespace,
-        () => this.deps.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }),
-        () => this.deps.store.delete(key),
-      );
-    } catch (e) {
-      if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
-      throw e;
-    }
-    // A dropped or deregistered table's directory is cleared for the new one, but for the manifests staged for it.
-    if (state.dropped || taken) {
-      const staging = new TableVersions(this.deps.locations.own(state.dirKey));
-      const marker = deregisteredMarkerKey(ref);
-      for (const o of (await listAll(this.deps.store, state.dirKey)).objects) {
-        if (o.key !== key && o.key !== marker && !staging.isStagingKey(o.key)) await this.deps.store.delete(o.key);
+    // The name's marker (a drop's tombstone, a deregister's marker) is held across the change and
+    // deleted after it, never unconditionally (see withMarkerSettled and table-state.ts).
+    await withMarkerSettled(this.deps.store, state, record, this.deps.settings.leaseMs, async () => {
+      try {
+        await createInNamespace(
+          this.deps.store,
+          namespace,
+          () => this.deps.store.put(key, encodeRecord(record), taken ? { ifMatch: taken.etag } : { ifNoneMatch: '*' }),
+          () => this.deps.store.delete(key),
+        );
+      } catch (e) {
+        if (e instanceof PreconditionFailedError) throw new NamespaceError(ErrorCode.TableAlreadyExists, `table ${displayId(op.table_id)} already exists`);
+        throw e;
       }
-      await this.deps.store.delete(marker);
-    }
+      // A dropped or deregistered table's directory is cleared for the new one, but for the manifests staged for it.
+      if (state.dropped || taken) {
+        const staging = new TableVersions(this.deps.locations.own(state.dirKey));
+        const marker = deregisteredMarkerKey(ref);
+        for (const o of (await listAll(this.deps.store, state.dirKey)).objects) {
+          if (o.key !== key && o.key !== marker && !staging.isStagingKey(o.key)) await this.deps.store.delete(o.key);
+        }
+      }
+    });
   }
 }
