@@ -1,3 +1,4 @@
+import { INDEX_TYPES } from '../../model/indices.js';
 import { arrow } from '../arrow.js';
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import type { EngineIndexType, IndexDescription, IndexOps, IndexSpec } from '../ports/indices.js';
@@ -40,25 +41,7 @@ const typeKey = (v: string): string => v.replace(/[_\- ]/g, '').toLowerCase();
 
 /** listIndices spells types IvfPq, BTree, LabelList, FTS/Inverted...; the spec's friendly names are IVF_PQ, BTREE... */
 const FRIENDLY_TYPE = new Map<string, string>([
-  ...(
-    [
-      'IVF_PQ',
-      'IVF_FLAT',
-      'IVF_SQ',
-      'IVF_RQ',
-      'IVF_HNSW_FLAT',
-      'IVF_HNSW_SQ',
-      'IVF_HNSW_PQ',
-      'BTREE',
-      'BITMAP',
-      'LABEL_LIST',
-      'FTS',
-      'NGRAM',
-      'ZONEMAP',
-      'BLOOMFILTER',
-      'RTREE',
-    ] as const
-  ).map((t) => [typeKey(t), t] as const),
+  ...INDEX_TYPES.map((t) => [typeKey(t), t] as const),
   ['inverted', 'FTS'],
 ]);
 
