@@ -40,10 +40,7 @@ const FTS_LANGUAGES = [
 const typeKey = (v: string): string => v.replace(/[_\- ]/g, '').toLowerCase();
 
 /** listIndices spells types IvfPq, BTree, LabelList, FTS/Inverted...; the spec's friendly names are IVF_PQ, BTREE... */
-const FRIENDLY_TYPE = new Map<string, string>([
-  ...INDEX_TYPES.map((t) => [typeKey(t), t] as const),
-  ['inverted', 'FTS'],
-]);
+const FRIENDLY_TYPE = new Map<string, string>([...INDEX_TYPES.map((t) => [typeKey(t), t] as const), ['inverted', 'FTS']]);
 
 const friendlyType = (engineType: string): string => FRIENDLY_TYPE.get(typeKey(engineType)) ?? engineType.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
 
