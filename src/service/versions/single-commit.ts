@@ -46,7 +46,8 @@ import type { VersionSlots } from './version-slots.js';
 // 2 more HEADs to the lookup and the hint after the answer (not fsynced: readers probe past a
 // stale one): 16 calls (before the hint was left to its writers, 14 and 4 fsyncs; before that,
 // 16 and 8). The first version of a declared table: 14 (no hint yet, one LIST instead; Lance's
-// reserved marker goes).
+// reserved marker goes). On a branch, one GET more, the branch's ref, read at once with the
+// latest version: 13 for what Lance's clients commit.
 
 export class SingleCommits {
   constructor(
