@@ -9,7 +9,7 @@ import type {
   TableVersion,
 } from '../../model/versions.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
-import { normalizeBranch } from '../branches/branch-refs.js';
+import { branchNotFound, normalizeBranch } from '../branches/branch-refs.js';
 import { createInNamespace, displayId, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
@@ -23,7 +23,7 @@ import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable,
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
 import type { BatchRecovery, VersionSettings } from './batch-recovery.js';
-import { nextVersionOn, refOf, requireBranchFound, slotId, type VersionLine, versionLine } from './branch-versions.js';
+import { lineId, nextVersionOn, onBranch, refOf, requireBranchFound, slotId, type VersionLine, versionLine } from './branch-versions.js';
 import { conflict, type PlannedVersion, planVersion, stagedMissing, versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -184,8 +184,9 @@ export class BatchCommits {
 
   /** A version of a table this batch declares (as `incarnation`): it has no record yet, so no state to read, and no versions. */
   private async planNewTable(id: string[], request: Omit<CreateTableVersionEntry, 'id'>, incarnation: string): Promise<BatchVersion> {
-    if (normalizeBranch(request.branch) !== null)
-      throw invalidInput(`create_table_version: table ${displayId(id)} is declared by this batch: it has no branch ${JSON.stringify(request.branch)}`);
+    const branch = normalizeBranch(request.branch);
+    // A table the batch declares has no branch yet.
+    if (branch !== null) throw branchNotFound(displayId(id), branch);
     const line = versionLine(this.deps.locations.own(tableDirKey(tableRefOf(id))), null);
     const planned = await planVersion(id, line, request, null);
     return { ...planned, entry: { ...planned.entry, incarnation }, resolved: null, line };
@@ -224,7 +225,7 @@ export class BatchCommits {
   private async lookAgain(planned: BatchVersion[]): Promise<void> {
     const byLine = new Map<string, BatchVersion[]>();
     for (const p of planned) {
-      const line = slotId({ ...p.entry, version: 0 });
+      const line = lineId(p.entry);
       byLine.set(line, [...(byLine.get(line) ?? []), p]);
     }
     for (const group of byLine.values()) {
@@ -242,7 +243,7 @@ export class BatchCommits {
       group.forEach((p, i) => {
         if (p.entry.version !== next + i) {
           throw conflict(
-            `table ${displayId(p.entry.table_id)}: version ${p.entry.version}${line.branch === null ? '' : ` of branch ${JSON.stringify(line.branch)}`} is not the next version (the latest is ${latestVersion?.version ?? 0})`,
+            `table ${displayId(p.entry.table_id)}: version ${p.entry.version}${onBranch(line.branch)} is not the next version (the latest is ${latestVersion?.version ?? 0})`,
           );
         }
       });
@@ -306,7 +307,7 @@ export class BatchCommits {
       faultPoint('batch:after-record');
       // A fixed order of claims: two overlapping batches cannot each hold a slot the other needs forever.
       const order = [...planned].sort((a, b) => {
-        const [lineA, lineB] = [slotId({ ...a.entry, version: 0 }), slotId({ ...b.entry, version: 0 })];
+        const [lineA, lineB] = [lineId(a.entry), lineId(b.entry)];
         return lineA < lineB ? -1 : lineA > lineB ? 1 : a.entry.version - b.entry.version;
       });
       try {

@@ -40,8 +40,14 @@ export const versionLine = (dataDir: StoreDir, branch: BranchName): VersionLine 
 /** The line of history a batch's entry commits on (its location is the table's dataset). */
 export const branchOfEntry = (entry: Pick<BatchEntry, 'branch'>): BranchName => entry.branch ?? null;
 
+/** One line of history of one dataset (its location and branch), as a key of maps and sets. */
+export const lineId = (entry: Pick<BatchEntry, 'location' | 'branch'>): string => `${entry.location}#${entry.branch ?? ''}`;
+
 /** One version slot of one line of one dataset, as a key of maps and sets. */
-export const slotId = (entry: Pick<BatchEntry, 'location' | 'branch' | 'version'>): string => `${entry.location}#${entry.branch ?? ''}#${entry.version}`;
+export const slotId = (entry: Pick<BatchEntry, 'location' | 'branch' | 'version'>): string => `${lineId(entry)}#${entry.version}`;
+
+/** The words that name a line of history in a message: none for main. */
+export const onBranch = (branch: BranchName): string => (branch === null ? '' : ` on branch ${JSON.stringify(branch)}`);
 
 /**
  * The ref of the branch of `line` (null for main, or a branch without one): one GET, made at the

@@ -10,7 +10,7 @@ import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
 import { type AfterAnswer, nextTurn } from './after-answer.js';
-import { nextVersionOn, refOf, versionLine } from './branch-versions.js';
+import { nextVersionOn, onBranch, refOf, versionLine } from './branch-versions.js';
 import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
 import type { CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -106,8 +106,9 @@ export class SingleCommits {
       // Holding the slot, look again: a drop that began after the table was resolved either sees
       // this reservation and waits for the commit, or is seen here (see table-fences.ts). One
       // lookup of the latest version, while holding the slot, decides everything else. On a
-      // branch, its ref is read then too: a branch deleted before the slot was held is seen here,
-      // one deleted after waits for the slot's release (as a drop does, see table-fences.ts).
+      // branch, its ref is read then too: a branch deleted before the slot was held takes no
+      // version (a delete after it must wait for the slot's release, as a drop waits for a
+      // table's: see table-fences.ts).
       const [same, latest, ref] = await Promise.all([
         underWriteLease || isStillResolved(this.deps.store, state, ctx.requestId),
         versions.latest(),
@@ -171,8 +172,6 @@ export class SingleCommits {
     return existing;
   }
 }
-
-const onBranch = (branch: string | null): string => (branch === null ? '' : ` of branch ${JSON.stringify(branch)}`);
 
 /** The TableVersion of a version this request just committed, without reading it back. */
 function wireOfEntry(versions: TableVersions, entry: BatchEntry, committed: CommittedVersion): TableVersion {

@@ -23,7 +23,7 @@ import type { TransactionLog } from '../transactions/transaction-log.js';
 import { AfterAnswer } from './after-answer.js';
 import { BatchCommits } from './batch-commit.js';
 import { BatchRecovery, type VersionSettings } from './batch-recovery.js';
-import { refOf, requireBranchFound, type VersionLine, versionLine } from './branch-versions.js';
+import { onBranch, refOf, requireBranchFound, type VersionLine, versionLine } from './branch-versions.js';
 import { commitCoordinator } from './commit-coordinator.js';
 import { versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
@@ -36,8 +36,6 @@ export type { VersionSettings } from './batch-recovery.js';
 // batch-commit.ts (the invariants every commit keeps are in commit-steps.ts), over the version
 // slots of version-slots.ts; batches whose coordinator died are finished by batch-recovery.ts;
 // the engine's commits of managed tables come in through commit-coordinator.ts.
-
-const onBranch = (branch: BranchName): string => (branch === null ? '' : ` on branch ${JSON.stringify(branch)}`);
 
 const versionNotFound = (id: string[], version: number, branch: BranchName) =>
   new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}${onBranch(branch)}`);
