@@ -216,6 +216,16 @@ describe.each(backends())('table versions on branches on $name', (backend) => {
     });
     expect([missing.status, missing.json.code]).toEqual([404, 22]);
     expect(await b.list('exp')).toEqual([1, 2, 3]);
+    // A table the batch declares has no branch yet: nothing is declared.
+    const fresh = [a.ns, 'fresh'];
+    const declaring = await fx.t.call('POST', '/v1/table/batch-commit', {
+      operations: [
+        { declare_table: { id: fresh } },
+        { create_table_version: { id: fresh, version: 1, manifest_path: '_versions/1.manifest-x', branch: 'dev' } },
+      ],
+    });
+    expect([declaring.status, declaring.json.code]).toEqual([404, 22]);
+    expect((await fx.t.call('POST', `/v1/table/${a.ns}%24fresh/exists`, {})).status).toBe(404);
   });
 
   it("holds a branch's version slots where a drop of the table waits for slots, outside the branch's tree", async () => {
