@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { manifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { versionsOn } from '../../src/service/versions/branch-versions.js';
 import { TableVersions } from '../../src/service/versions/dataset-versions.js';
-import { useTestApp } from '../support/app.js';
+import { startTestApp, useTestApp } from '../support/app.js';
 import { backends } from '../support/backends.js';
 import { manifestBytes } from '../support/manifests.js';
 
@@ -170,6 +170,33 @@ describe.each(backends())('table versions on branches on $name', (backend) => {
     expect((await t.manifest(3, 'dev'))?.body.equals(winner?.body ?? Buffer.alloc(0))).toBe(true);
     await fx.t.app.settled();
     expect(await t.reservations()).toEqual([]);
+  });
+
+  it('two replicas over one root: of 20 writers of the next version of a branch, split between them, exactly one wins', async () => {
+    const other = await startTestApp(fx.root);
+    try {
+      const t = await table(1);
+      await t.register('dev', 1);
+      for (let version = 1; version <= 3; version++) {
+        const staged = await Promise.all(Array.from({ length: 20 }, () => t.stage(version, 'dev')));
+        const results = await Promise.all(
+          staged.map((s, i) => (i % 2 === 0 ? fx.t : other).call('POST', `${t.path}/version/create`, { version, manifest_path: s.path, branch: 'dev' })),
+        );
+        expect(
+          results.filter((r) => r.status === 200),
+          `version ${version}`,
+        ).toHaveLength(1);
+        expect(results.filter((r) => r.status !== 200).every((r) => r.status === 409 && r.json.code === 14)).toBe(true);
+        const winner = staged[results.findIndex((r) => r.status === 200)];
+        expect((await t.manifest(version, 'dev'))?.body.equals(winner?.body ?? Buffer.alloc(0))).toBe(true);
+      }
+      expect(await t.list('dev')).toEqual([1, 2, 3]);
+      expect(await t.list()).toEqual([1]);
+      await Promise.all([fx.t.app.settled(), other.app.settled()]);
+      expect(await t.reservations()).toEqual([]);
+    } finally {
+      await other.close();
+    }
   });
 
   it('commits a batch across lines of history of several tables all or nothing', async () => {
