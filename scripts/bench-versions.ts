@@ -9,7 +9,9 @@
 //   1. commits per second through POST /v1/table/{id}/version/create: sequential commits on one
 //      table, and 16 sequential committers on 16 tables in parallel. Each commit first stages a
 //      small Lance manifest at `<table>/_versions/<v>.manifest-<uuid>` through the service's
-//      store, as a Lance writer does, then sends its path relative to the table.
+//      store, as a Lance writer does, then sends its path relative to the table. The same
+//      sequential commits on a branch of a table (`branch: dev`, its own history under
+//      `tree/dev/`), beside main's: a branch commit costs one GET more (the branch's ref).
 //   2. latency of GET /v1/table/{id}/version/list?descending=true&limit=1 (what every Lance
 //      writer calls before committing) at 100, 10,000 and 100,000 versions. The versions are
 //      written straight into `_versions/` with V2 names, as Lance's own writers leave them;
@@ -79,14 +81,17 @@ async function declareTable(service: Service, name: string): Promise<void> {
   await call(service, 'POST', `/v1/table/${tablePath(name)}/declare`, {});
 }
 
-/** Stages a manifest through the store and commits it as `version` over HTTP; returns the request's ms. */
-async function commit(service: Service, table: string, version: number): Promise<number> {
+/** Stages a manifest through the store and commits it as `version` (of `branch`, else main) over HTTP; returns the request's ms. */
+async function commit(service: Service, table: string, version: number, branch?: string): Promise<number> {
   checkAborted();
-  const relative = `${VERSIONS_DIR}/${version}.manifest-${randomUUID()}`;
+  const line = branch === undefined ? '' : `tree/${branch}/`;
+  const staged = `${tableKey(table)}${line}${VERSIONS_DIR}/${version}.manifest-${randomUUID()}`;
   // The service parses what it commits: a real (minimal) Lance manifest of this version.
-  await service.app.store.put(`${tableKey(table)}${relative}`, manifestBytes(version));
+  await service.app.store.put(staged, manifestBytes(version));
+  // Main's path relative to the table; a branch's as Lance's clients send it (object_store's form).
+  const manifest_path = branch === undefined ? staged.slice(tableKey(table).length) : service.app.store.objectPath(staged);
   const started = now();
-  const response = await call(service, 'POST', `/v1/table/${tablePath(table)}/version/create`, { version, manifest_path: relative });
+  const response = await call(service, 'POST', `/v1/table/${tablePath(table)}/version/create`, { version, manifest_path, ...(branch ? { branch } : {}) });
   const elapsed = now() - started;
   const committed = (response as { version?: { version?: unknown } }).version?.version;
   if (committed !== version) throw new Error(`table ${table}: committed ${String(committed)}, expected ${version}`);
@@ -121,6 +126,23 @@ async function benchCommits(service: Service, sizes: Sizes, rows: Row[]): Promis
   rows.push({ metric: `commits/s, 1 table (${sizes.singleCommits} sequential, stage + create)`, value: single.toFixed(1) });
   rows.push({ metric: '  version/create request p50 / p95', value: `${ms(s.p50)} / ${ms(s.p95)} ms` });
   log(`1 table: ${single.toFixed(1)} commits/s`);
+
+  // The same on a branch forked at version 1 (its ref as Lance writes it; its history starts there).
+  await declareTable(service, 'branched');
+  await commit(service, 'branched', 1);
+  await service.app.store.put(
+    `${tableKey('branched')}_refs/branches/dev.json`,
+    JSON.stringify({ parentVersion: 1, createAt: 0, manifestSize: 0, metadata: {} }),
+  );
+  const branchMs: number[] = [];
+  const branchStarted = now();
+  for (let v = 1; v <= sizes.singleCommits; v++) branchMs.push(await commit(service, 'branched', v, 'dev'));
+  const onBranch = sizes.singleCommits / ((now() - branchStarted) / 1000);
+  const b = summarize(branchMs);
+  rows.push({ metric: `commits/s, 1 table's branch (${sizes.singleCommits} sequential, stage + create)`, value: onBranch.toFixed(1) });
+  rows.push({ metric: '  version/create request p50 / p95', value: `${ms(b.p50)} / ${ms(b.p95)} ms` });
+  rows.push({ metric: '  branch p50 / main p50', value: (b.p50 / s.p50).toFixed(2) });
+  log(`1 table's branch: ${onBranch.toFixed(1)} commits/s`);
 
   const tables = Array.from({ length: sizes.parallelTables }, (_, i) => `par${i}`);
   for (const t of tables) await declareTable(service, t);

@@ -4,7 +4,9 @@ import { Context, caseInsensitiveEnum, Identity, PageLimit, PageToken, QueryBool
 export const ManifestNamingScheme = caseInsensitiveEnum(['V1', 'V2'], 'Naming scheme of manifest files under _versions/.');
 
 const Version = z.number().int().min(0);
-const Branch = z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' });
+const Branch = z.string().nullable().optional().meta({
+  description: 'The branch whose own history the request is about; absent, null, "" or "main": main. A branch the table does not have is 404 code 22.',
+});
 
 export const TableVersion = z
   .object({

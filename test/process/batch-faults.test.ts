@@ -13,7 +13,9 @@ import { rootArgs, type ServiceProcess, startServiceProcess, stopService } from 
 // point of the batch commit protocol (src/service/versions/), restarted on the same root, and
 // the catalog must then be all-or-nothing: every table of the batch has the new version (a crash
 // at or after the commit point rolls forward) or none has (a crash before it rolls back), with no
-// reservation left behind and the transaction record finished.
+// reservation left behind and the transaction record finished. The batch's entry for t1 is on its
+// branch `dev` (its own history, tree/dev/_versions/), those of t0 and t2 on main: a batch
+// mixing lines of history rolls each forward or back on its own line.
 //
 // Service starts dominate the cost (about a second of CPU each), so the tables are made once per
 // backend by a clean service in a template root, and every point gets a fresh root holding a copy
@@ -50,10 +52,16 @@ const startService = (live: Set<ChildProcess>, root: TestRoot, faultPoint?: stri
 
 const tableId = (t: string) => `ns$${t}`;
 const tableDir = (t: string) => `ns/${t}.lance/`;
+/** The branch the batch commits on, by table (absent: main). */
+const BRANCH: Record<string, string> = { t1: 'dev' };
+const onBranch = (t: string) => (BRANCH[t] === undefined ? {} : { branch: BRANCH[t] });
+/** Where the line of history the batch commits on lives: the table's directory, or its branch's tree. */
+const lineDir = (t: string) => `${tableDir(t)}${BRANCH[t] === undefined ? '' : `tree/${BRANCH[t]}/`}`;
 
-/** Versions of a table as ListTableVersions reports them. */
+/** Versions of the line of history of a table the batch commits on, as ListTableVersions reports them. */
 async function listedVersions(expect: ExpectStatic, running: Running, t: string): Promise<number[]> {
-  const res = await running.call('GET', `/v1/table/${encodeURIComponent(tableId(t))}/version/list`);
+  const branch = BRANCH[t] === undefined ? '' : `?branch=${BRANCH[t]}`;
+  const res = await running.call('GET', `/v1/table/${encodeURIComponent(tableId(t))}/version/list${branch}`);
   expect(res.status, res.text).toBe(200);
   const versions = res.json.versions as Array<{ version: number }>;
   return versions.map((v) => v.version).sort((a, b) => a - b);
@@ -65,24 +73,24 @@ async function keysUnder(root: TestRoot, prefix: string): Promise<string[]> {
 }
 
 async function committedVersionsInStore(root: TestRoot, t: string): Promise<number[]> {
-  const prefix = `${tableDir(t)}_versions/`;
+  const prefix = `${lineDir(t)}_versions/`;
   return (await keysUnder(root, prefix))
     .map((k) => parseManifestFileName(k.slice(prefix.length))?.version)
     .filter((v): v is number => v !== undefined)
     .sort((a, b) => a - b);
 }
 
-/** Stages a version 2 manifest made from the table's committed v1 manifest; returns its path relative to the table. */
+/** Stages a version 2 manifest made from the line's committed v1 manifest; returns its path (relative to the table on main, else the object path). */
 async function stageManifest(root: TestRoot, t: string): Promise<{ relative: string; bytes: Buffer }> {
-  const prefix = `${tableDir(t)}_versions/`;
+  const prefix = `${lineDir(t)}_versions/`;
   const v1 = (await keysUnder(root, prefix)).find((k) => parseManifestFileName(k.slice(prefix.length))?.version === 1);
   if (!v1) throw new Error(`table ${t} has no committed version 1`);
   const base = (await root.store.get(v1))?.body;
   if (!base) throw new Error(`manifest ${v1} vanished`);
   const bytes = nextManifestWithSchemaMetadata(base, { version: 2, schemaMetadata: { staged: randomUUID() }, timestampMillis: Date.now() });
-  const relative = `_versions/2.manifest-${randomUUID()}`;
-  await root.store.put(`${tableDir(t)}${relative}`, bytes);
-  return { relative, bytes };
+  const name = `_versions/2.manifest-${randomUUID()}`;
+  await root.store.put(`${lineDir(t)}${name}`, bytes);
+  return { relative: BRANCH[t] === undefined ? name : root.store.objectPath(`${lineDir(t)}${name}`), bytes };
 }
 
 interface TxRecord {
@@ -120,6 +128,21 @@ async function makeTemplate(expect: ExpectStatic, backend: Backend): Promise<Tes
       });
       expect(res.status, res.text).toBe(200);
       expect(res.json.version).toBe(1);
+      const branch = BRANCH[t];
+      if (branch !== undefined) {
+        // The branch forked at version 1, as Lance's create_branch commits it: its first manifest, then its ref.
+        const prefix = `${tableDir(t)}_versions/`;
+        const v1 = (await keysUnder(root, prefix)).find((k) => parseManifestFileName(k.slice(prefix.length))?.version === 1) ?? '';
+        const staged = `${lineDir(t)}_versions/1.manifest-${randomUUID()}`;
+        await root.store.put(staged, (await root.store.get(v1))?.body ?? Buffer.alloc(0));
+        const first = await setup.call('POST', `/v1/table/${encodeURIComponent(tableId(t))}/version/create`, {
+          version: 1,
+          manifest_path: root.store.objectPath(staged),
+          branch,
+        });
+        expect(first.status, first.text).toBe(200);
+        await root.store.put(`${tableDir(t)}_refs/branches/${branch}.json`, JSON.stringify({ parentVersion: 1, createAt: 1, manifestSize: 1 }));
+      }
     }
     await stopService(setup, expect);
     return root;
@@ -170,7 +193,7 @@ async function crashAndRecover(expect: ExpectStatic, root: TestRoot, live: Set<C
 
   // 2. The same root with the fault armed: the batch kills the process, so the request fails.
   const faulty = await startService(live, root, point.name);
-  const batch = { entries: TABLES.map((t) => ({ id: ['ns', t], version: 2, manifest_path: stagedOf(t).relative })) };
+  const batch = { entries: TABLES.map((t) => ({ id: ['ns', t], version: 2, manifest_path: stagedOf(t).relative, ...onBranch(t) })) };
   await expect(faulty.call('POST', '/v1/table/version/batch-create', batch)).rejects.toThrow();
   expect(await faulty.exited).toEqual({ code: null, signal: 'SIGKILL' });
   expect(faulty.stderr()).toContain(`fault point ${point.name}: killing the process`);
@@ -210,17 +233,22 @@ async function crashAndRecover(expect: ExpectStatic, root: TestRoot, live: Set<C
   if (point.forward) {
     // Rolled forward: each committed v2 holds the staged bytes, and the staged copies are gone.
     for (const t of TABLES) {
-      const prefix = `${tableDir(t)}_versions/`;
+      const prefix = `${lineDir(t)}_versions/`;
       const finals = (await keysUnder(root, prefix)).filter((k) => parseManifestFileName(k.slice(prefix.length))?.version === 2);
       expect(finals).toHaveLength(1);
       expect((await root.store.get(finals[0] ?? ''))?.body.equals(stagedOf(t).bytes)).toBe(true);
-      expect(await root.store.head(`${tableDir(t)}${stagedOf(t).relative}`), `staged manifest of ${t}`).toBeNull();
+      const stagedName = stagedOf(t).relative.slice(stagedOf(t).relative.lastIndexOf('_versions/'));
+      expect(await root.store.head(`${lineDir(t)}${stagedName}`), `staged manifest of ${t}`).toBeNull();
     }
   } else {
     // Rolled back: the slots are free, so a plain CreateTableVersion of version 2 succeeds.
     for (const t of TABLES) {
       const single = await stageManifest(root, t);
-      const res = await recovered.call('POST', `/v1/table/${encodeURIComponent(tableId(t))}/version/create`, { version: 2, manifest_path: single.relative });
+      const res = await recovered.call('POST', `/v1/table/${encodeURIComponent(tableId(t))}/version/create`, {
+        version: 2,
+        manifest_path: single.relative,
+        ...onBranch(t),
+      });
       expect(res.status, res.text).toBe(200);
       expect((res.json.version as { version: number }).version).toBe(2);
       expect(await listedVersions(expect, recovered, t)).toEqual([1, 2]);

@@ -9,8 +9,9 @@ import { useCrashRoot } from '../support/service-process.js';
 // A create_table_version killed at each step of its writes (src/service/versions/commit-steps.ts):
 // after its files were written (before the checks allowed their placement), and after the manifest
 // was committed (before its sidecar was placed). Never a sidecar without its manifest; a version
-// either committed or not; and a retry of the same create by a live replica succeeds. And killed
-// just after its answer, before what it leaves for after it.
+// either committed or not; and a retry of the same create by a live replica succeeds; on main and
+// on a branch (its own history under tree/<branch>/). And killed just after its answer, before
+// what it leaves for after it.
 
 const LEASE_MS = 1_500;
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
@@ -18,9 +19,14 @@ const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 describe.each(backends())('create_table_version killed half-way on $name', (backend: Backend) => {
   const crash = useCrashRoot(backend, LEASE_MS);
 
-  for (const point of ['commit:before-place', 'commit:before-sidecar']) {
-    it(`killed at ${point}: the version is committed only past the manifest, never a sidecar alone, and a retry succeeds`, async () => {
-      const table = point.replace(/\W/g, '_');
+  for (const [point, branch] of [
+    ['commit:before-place', undefined],
+    ['commit:before-sidecar', undefined],
+    ['commit:before-place', 'dev'],
+    ['commit:before-sidecar', 'dev'],
+  ] as const) {
+    it(`killed at ${point}${branch ? ' on a branch' : ''}: the version is committed only past the manifest, never a sidecar alone, and a retry succeeds`, async () => {
+      const table = `${point}${branch ?? ''}`.replace(/\W/g, '_');
       const path = `/v1/table/ns%24${table}`;
       const created = await crash.watcher().call('POST', `${path}/create`, peopleStream([1, 2]), ARROW);
       expect(created.status, created.text).toBe(200);
@@ -28,16 +34,34 @@ describe.each(backends())('create_table_version killed half-way on $name', (back
       const store = crash.root().store;
       const v1 = (await listAll(store, `${dir}_versions/`)).objects.find((o) => parseManifestFileName(o.key.slice(`${dir}_versions/`.length))?.version === 1);
       expect(v1).toBeDefined();
-      await store.put(`${dir}_versions/2.manifest-staged`, manifestBytes(2));
-      const request = { version: 2, manifest_path: '_versions/2.manifest-staged', e_tag: 'mine', manifest_size: 1, naming_scheme: 'V2' };
+      // On a branch: forked at version 1 (its first manifest, then its ref, as Lance's create_branch commits them).
+      const line = branch === undefined ? dir : `${dir}tree/${branch}/`;
+      const onBranch = branch === undefined ? {} : { branch };
+      if (branch !== undefined) {
+        await store.put(`${line}_versions/1.manifest-staged`, (await store.get(v1?.key ?? ''))?.body ?? Buffer.alloc(0));
+        const first = await crash
+          .watcher()
+          .call('POST', `${path}/version/create`, { version: 1, manifest_path: store.objectPath(`${line}_versions/1.manifest-staged`), branch });
+        expect(first.status, first.text).toBe(200);
+        await store.put(`${dir}_refs/branches/${branch}.json`, JSON.stringify({ parentVersion: 1, createAt: 1, manifestSize: 1 }));
+      }
+      await store.put(`${line}_versions/2.manifest-staged`, manifestBytes(2));
+      const request = {
+        version: 2,
+        manifest_path: store.objectPath(`${line}_versions/2.manifest-staged`),
+        e_tag: 'mine',
+        manifest_size: 1,
+        naming_scheme: 'V2',
+        ...onBranch,
+      };
 
       const dying = await crash.start(point);
       await expect(dying.call('POST', `${path}/version/create`, request)).rejects.toThrow();
       expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
       const committed = point === 'commit:before-sidecar';
-      expect((await store.head(`${dir}_versions/${'18446744073709551613'}.manifest`)) !== null).toBe(committed);
-      expect(await store.head(`${dir}_catalog/versions/00000000000000000002.json`)).toBeNull();
-      const listed = await crash.watcher().call('GET', `${path}/version/list`);
+      expect((await store.head(`${line}_versions/${'18446744073709551613'}.manifest`)) !== null).toBe(committed);
+      expect(await store.head(`${line}_catalog/versions/00000000000000000002.json`)).toBeNull();
+      const listed = await crash.watcher().call('GET', `${path}/version/list${branch ? `?branch=${branch}` : ''}`);
       expect((listed.json.versions as Array<{ version: number }>).map((v) => v.version).sort()).toEqual(committed ? [1, 2] : [1]);
 
       // The dead writer's slot is taken over once its lease ends; the retry commits, or finds its own commit.
@@ -49,8 +73,12 @@ describe.each(backends())('create_table_version killed half-way on $name', (back
       }
       expect(retry.status, retry.text).toBe(200);
       expect((retry.json.version as { version: number }).version).toBe(2);
-      const described = await crash.watcher().call('POST', `${path}/version/describe`, { version: 2 });
+      const described = await crash.watcher().call('POST', `${path}/version/describe`, { version: 2, ...onBranch });
       expect(described.status, described.text).toBe(200);
+      if (branch !== undefined) {
+        const main = await crash.watcher().call('GET', `${path}/version/list`);
+        expect((main.json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([1]);
+      }
     });
   }
 

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { tableDirKey } from '../../src/service/catalog/layout.js';
 import { listAll } from '../../src/store/object-store.js';
+import { committedVersions } from '../support/app.js';
 import { connectTable } from '../support/arrow-data.js';
 import { backends, type TestRoot } from '../support/backends.js';
 import { lancedb, useLancedbRestClient } from '../support/lancedb-client.js';
@@ -299,5 +300,29 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
     await client.db.dropNamespace([a]);
     expect((await client.db.listNamespaces()).namespaces).not.toContain(a);
     await expect(client.db.describeNamespace([a])).rejects.toThrow(/not found|does not exist/i);
+  });
+
+  it('creates a branch of a managed table and appends to it: every commit through the service, main unmoved', async () => {
+    const ns = unique('branches');
+    await client.db.createNamespace([ns], { properties: { managed_versioning: 'true' } });
+    const name = unique('t');
+    const table = await client.db.createTable(name, arrowTable(makeRows(0, 3)), [ns], { schema });
+    await table.add(arrowTable(makeRows(3, 2)));
+    const before = await committedVersions(client.app);
+    // The engine asks for the branch's latest version (404 code 22: none yet), then commits its first manifest through the service.
+    const dev = await (await table.branches()).create('dev');
+    expect(await dev.version()).toBe(2);
+    await dev.add(arrowTable(makeRows(10, 2)));
+    const opened = await client.db.openTable(name, [ns], { branch: 'dev' });
+    expect([await opened.version(), await opened.countRows()]).toEqual([3, 7]);
+    await opened.add(arrowTable(makeRows(20, 1)));
+    expect(await committedVersions(client.app)).toBe(before + 3);
+    const main = await client.db.openTable(name, [ns]);
+    expect([await main.version(), await main.countRows()]).toEqual([2, 5]);
+    const listed = await fetch(`${client.app.url}/v1/table/${encodeURIComponent(`${ns}$${name}`)}/version/list?branch=dev`);
+    expect(((await listed.json()) as { versions: Array<{ version: number }> }).versions.map((v) => v.version)).toEqual([2, 3, 4]);
+    for (const t of [table, dev, opened, main]) t.close();
+    await client.db.dropTable(name, [ns]);
+    await client.db.dropNamespace([ns]);
   });
 });

@@ -14,6 +14,8 @@ Every query's answer is checked against rows computed here from the data the tes
 test_hybrid_search runs LanceDB's hybrid search (vector + full text, fused by its RRF reranker) in
 each mode and checks it against the same search on the table opened directly (lancedb.connect at
 the location DescribeTable answers; on S3, see open_directly).
+test_managed_branch_commits_through_the_service forks a branch of a managed table and writes on it,
+every commit through the service.
 test_phrase_query_pushed_down records a client bug: a phrase or boolean full-text query is
 pushed down as the Debug text of the Rust query.
 
@@ -297,6 +299,34 @@ def test_create_existing_table_raises_and_exist_ok_opens():
         assert again.count_rows() == 3
         overwritten = db.create_table("t", make_rows(10, 2), namespace_path=[namespace], mode="overwrite")
         assert sorted(ids_of(overwritten.to_arrow())) == [10, 11]
+    finally:
+        drop_namespace_quietly(connect(), namespace)
+
+
+def test_managed_branch_commits_through_the_service():
+    """On a table with managed versioning, LanceDB's branches().create and its writes on the branch
+    (the handle it returns, and the table opened with branch=) commit through the service; main
+    does not move."""
+    db = lancedb.connect_namespace("rest", {"uri": server_url()})
+    namespace = unique("ldb_branch")
+    path = [namespace]
+    try:
+        db.create_namespace(path, properties={"managed_versioning": "true"})
+        table = db.create_table("t", make_rows(0, 3), namespace_path=path)
+        table.add(make_rows(3, 2))
+        commits_before = service_commits()
+        dev = table.branches.create("dev")
+        assert dev.version == 2
+        dev.add(make_rows(10, 2))
+        opened = db.open_table("t", namespace_path=path, branch="dev")
+        assert (opened.version, opened.count_rows()) == (3, 7)
+        opened.add(make_rows(20, 1))
+        # The branch's first manifest and both adds went through the service.
+        assert service_commits() - commits_before == 3
+        main = db.open_table("t", namespace_path=path)
+        assert (main.version, main.count_rows()) == (2, 5)
+        versions = connect().list_table_versions(ListTableVersionsRequest(id=[namespace, "t"], branch="dev")).versions
+        assert [v.version for v in versions] == [2, 3, 4]
     finally:
         drop_namespace_quietly(connect(), namespace)
 

@@ -547,6 +547,57 @@ def test_dataset_writes_through_the_namespace(ns, managed):
         drop_namespace_quietly(ns, namespace)
 
 
+def test_managed_branch_commits_through_the_service(ns):
+    """On a table with managed versioning, pylance's create_branch and its writes on the branch
+    commit through the service (create_table_version with the branch): the branch's history is the
+    service's to list and describe, starts at the version it was forked at, and main does not move.
+    Before it commits the branch's first manifest pylance asks for the branch's latest version, and
+    takes the service's 404 code 22 for "no version yet"."""
+    namespace = unique("mvb_ns")
+    table_id = [namespace, "t"]
+    try:
+        create_namespace(ns, namespace, {"managed_versioning": "true"})
+        lance.write_dataset(rows(0, 3), namespace_client=ns, table_id=table_id)
+        lance.write_dataset(rows(3, 2), namespace_client=ns, table_id=table_id, mode="append")
+        commits_before = service_commits()
+
+        branch = lance.dataset(namespace_client=ns, table_id=table_id).create_branch("dev")
+        assert branch.version == 2
+        branch.insert(rows(10, 2))
+        on_dev = lance.dataset(namespace_client=ns, table_id=table_id).checkout_version(("dev", None))
+        assert (on_dev.version, on_dev.count_rows()) == (3, 7)
+        on_dev.insert(rows(20, 1))
+        # The branch's first manifest and both inserts went through the service.
+        assert service_commits() - commits_before == 3
+
+        main = lance.dataset(namespace_client=ns, table_id=table_id)
+        assert (main.version, main.count_rows()) == (2, 5)
+        assert sorted_by_id(main.checkout_version(("dev", None)).to_table()).equals(sorted_by_id(pa.concat_tables([rows(0, 5), rows(10, 2), rows(20, 1)])))
+        assert [v.version for v in ns.list_table_versions(ListTableVersionsRequest(id=table_id, branch="dev")).versions] == [2, 3, 4]
+        assert [v.version for v in all_versions(ns, table_id)] == [1, 2]
+        request = DescribeTableVersionRequest(id=table_id, branch="dev")
+        try:
+            latest = ns.describe_table_version(request)
+        except TypeError:
+            latest = ns.describe_table_version(request.model_dump(exclude_none=True))
+        latest = DescribeTableVersionResponse.from_dict(latest) if isinstance(latest, dict) else latest
+        assert latest.version.version == 4
+        assert "/tree/dev/_versions/" in latest.version.manifest_path
+        assert list(main.branches.list()) == ["dev"]
+
+        location = ns.describe_table(DescribeTableRequest(id=table_id)).location
+        directory = local_dir(location)
+        if directory is not None:
+            # Read straight from storage, without the service: the same branch.
+            assert lance.dataset(directory).checkout_version(("dev", None)).count_rows() == 8
+
+        with pytest.raises(Exception) as info:
+            ns.list_table_versions(ListTableVersionsRequest(id=table_id, branch="nope"))
+        assert "branch" in error_text(info.value)
+    finally:
+        drop_namespace_quietly(ns, namespace)
+
+
 # ---------------------------------------------------------------------------------------------
 # Errors
 # ---------------------------------------------------------------------------------------------

@@ -61,40 +61,50 @@ describe('the cost of one create_table_version on a local root', () => {
   const root = useLocalRoot('lance-ns-commit-cost-');
   afterEach(() => vi.restoreAllMocks());
 
+  /** `branch`: the commits are on that branch (registered, forked at version 1 of main), else on main. */
   async function commitCost(
     withDataOf: number,
     extra: { naming_scheme?: 'V2' } | 'as Lance' = {},
+    branch?: string,
   ): Promise<{ calls: string[]; fsyncs: number; chain: number }> {
     const { store, calls } = counting(root.store);
     const deps = localCatalogDeps(store, root.dir);
     const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: 30_000 });
     const tables = new TableService(deps, (...a) => versions.coordinatorFor(...a));
     await tables.declare(ctx, ['t'], {});
-    const stage = async (v: number) => {
-      const staged = `_versions/${v}.manifest-staged`;
+    const line = branch === undefined ? '' : `tree/${branch}/`;
+    const onLine = branch === undefined ? {} : { branch };
+    // The path as Lance's clients send it (object_store's form), relative to the table on main.
+    const stage = async (v: number, dir = line) => {
+      const staged = `${dir}_versions/${v}.manifest-staged`;
       await root.store.put(`t.lance/${staged}`, manifestBytes(v));
-      return staged;
+      return dir === '' ? staged : root.store.objectPath(`t.lance/${staged}`);
     };
+    if (branch !== undefined) {
+      await versions.create(ctx, ['t'], { version: 1, manifest_path: await stage(1, '') });
+      await root.store.put(`t.lance/_refs/branches/${branch}.json`, JSON.stringify({ parentVersion: 1, createAt: 1, manifestSize: 1 }));
+    }
+    // A branch forked at version 1 starts there.
     for (let v = 1; v <= withDataOf; v++) {
-      await versions.create(ctx, ['t'], { version: v, manifest_path: await stage(v) });
+      await versions.create(ctx, ['t'], { version: v, manifest_path: await stage(v), ...onLine });
       await versions.settled(); // the hint, if the service places one, in place
       // Lance's clients place the hint themselves after each commit.
-      if (extra === 'as Lance') await root.store.put(`t.lance/_versions/latest_version_hint.json`, JSON.stringify({ version: v }));
+      if (extra === 'as Lance') await root.store.put(`t.lance/${line}_versions/latest_version_hint.json`, JSON.stringify({ version: v }));
     }
     const staged = await stage(withDataOf + 1);
     // Lance's clients send what their store reported of the staged file (and name their scheme).
-    const info = await root.store.head(`t.lance/${staged}`);
+    const info = await root.store.head(`t.lance/${line}_versions/${withDataOf + 1}.manifest-staged`);
     const said =
       extra === 'as Lance'
         ? { e_tag: info?.etag ?? '', manifest_size: info?.size ?? 0, naming_scheme: 'V2' as const }
         : { e_tag: 'e', manifest_size: 10, ...extra };
     calls.length = 0;
     const fsyncs = countFsyncs();
-    await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, ...said });
+    await versions.create(ctx, ['t'], { version: withDataOf + 1, manifest_path: staged, ...said, ...onLine });
     // Lance's hint and the slot's release end after the answer.
     await versions.settled();
     const result = { calls: [...calls], fsyncs: fsyncs.count(), chain: fsyncs.chain() };
-    expect((await versions.describe(ctx, ['t'], withDataOf + 1)).version.e_tag).toBe(said.e_tag);
+    expect((await versions.describe(ctx, ['t'], withDataOf + 1, branch)).version.e_tag).toBe(said.e_tag);
     return result;
   }
 
@@ -148,6 +158,14 @@ describe('the cost of one create_table_version on a local root', () => {
     // The manifest as the staged file (linked, the file fsynced while the checks run); the hint
     // found names the version before, so the client keeps it: only the slot's release after the answer.
     expect(calls.join(' ')).toBe(writesBeforeTheSlot('put', 'get head head', 'delete'));
+    expect(fsyncs).toBe(2);
+    expect(chain).toBe(2);
+  });
+
+  it("the next version of a branch as Lance's clients commit it: main's 12 store calls and one GET more (the branch's ref, with the latest version), 2 fsyncs in turn", async () => {
+    const { calls, fsyncs, chain } = await commitCost(2, 'as Lance', 'dev');
+    // The latest version of the branch (its hint, its manifest, the next) and, at once, its ref.
+    expect(calls.join(' ')).toBe(writesBeforeTheSlot('put', 'get get head head', 'delete'));
     expect(fsyncs).toBe(2);
     expect(chain).toBe(2);
   });

@@ -26,7 +26,6 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       methods: ['POST'],
       body: CreateTableVersionRequest,
       response: CreateTableVersionResponse,
-      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => versions.create(ctx, id, body),
     }),
@@ -38,8 +37,7 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       methods: ['POST'],
       body: DescribeTableVersionRequest,
       response: DescribeTableVersionResponse,
-      mainBranchOnly: true,
-      handler: ({ ctx, id, body }) => versions.describe(ctx, id, body.version),
+      handler: ({ ctx, id, body }) => versions.describe(ctx, id, body.version, body.branch),
     }),
     defineRoute({
       operationId: 'ListTableVersions',
@@ -50,7 +48,6 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       body: ListTableVersionsRequest,
       query: ListTableVersionsQuery,
       response: ListTableVersionsResponse,
-      mainBranchOnly: true,
       handler: ({ ctx, id, body, query }) => {
         const { page_token, limit, descending, branch } = queryOrBody(query, body, ['page_token', 'limit', 'descending', 'branch']);
         return versions.list(ctx, id, { pageToken: page_token, limit, descending, branch });
@@ -64,7 +61,6 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       methods: ['POST'],
       body: BatchDeleteTableVersionsRequest,
       response: BatchDeleteTableVersionsResponse,
-      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => versions.batchDelete(ctx, id, body),
     }),

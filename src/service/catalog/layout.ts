@@ -199,6 +199,11 @@ export const creationClaimKey = (t: TableRef): string => `${tableDirKey(t)}${CAT
 //   _transactions/<file>.txn                Lance's transaction files
 //   _catalog/versions/<version>.json        the service's version metadata (versions/dataset-versions.ts)
 //   _catalog/reservations/<version>.json    version-slot reservations (versions/version-slots.ts)
+//   _catalog/reservations/branches/<b>/<version>.json  the same for branch <b> (its name as one segment):
+//                                           here, not in the branch's tree, so that a drop, which waits for
+//                                           every reservation under `_catalog/reservations/`, sees them too
+//   tree/<branch>/                          a branch's own history (Lance's layout): `_versions/`, `_transactions/`,
+//                                           and the service's `_catalog/versions/` of its versions
 //   _udfs/<sha256>                          UDF envelopes (data/python-udf-columns.ts)
 
 /** Lance's latest-version hint, in `_versions/`. */
@@ -217,6 +222,9 @@ export const lanceTransactionsDirKey = (dataset: string): string => `${dataset}_
 export const lanceTransactionKey = (dataset: string, file: string): string => `${lanceTransactionsDirKey(dataset)}${file}`;
 export const versionSidecarKey = (dataset: string, version: number): string => `${dataset}${CATALOG_DIR}/versions/${padVersion(version)}.json`;
 export const reservationsDirKey = (dataset: string): string => `${dataset}${CATALOG_DIR}/reservations/`;
-export const reservationKey = (dataset: string, version: number): string => `${reservationsDirKey(dataset)}${padVersion(version)}.json`;
+/** The reservations of a branch's versions (`branchSegment`: its name as one path segment). */
+export const branchReservationsDirKey = (dataset: string, branchSegment: string): string => `${reservationsDirKey(dataset)}branches/${branchSegment}/`;
+/** The reservation of `version` in a reservations directory (reservationsDirKey, branchReservationsDirKey). */
+export const reservationKey = (reservationsDir: string, version: number): string => `${reservationsDir}${padVersion(version)}.json`;
 /** Where, relative to a dataset, the envelope whose sha256 is `hash` is stored. */
 export const udfEnvelopePath = (hash: string): string => `${UDF_DIR}/${hash}`;

@@ -19,6 +19,8 @@ export const BatchEntry = z.object({
   table_id: z.array(z.string()),
   /** Dataset location as Locations.resolve takes it. */
   location: z.string(),
+  /** The branch the version is of (its history under the dataset's `tree/<branch>/`); absent: main. */
+  branch: z.string().optional(),
   version: z.number().int().min(0),
   staged_key: z.string(),
   final_key: z.string(),
@@ -48,6 +50,8 @@ export const TableOp = z.discriminatedUnion('kind', [
     kind: z.literal('delete_versions'),
     table_id: z.array(z.string()),
     location: z.string(),
+    /** As in BatchEntry: absent, main. */
+    branch: z.string().optional(),
     /** Resolved when the batch was planned, so that replaying it deletes the same versions. */
     versions: z.array(z.object({ version: z.number().int().min(0), key: z.string() })),
   }),

@@ -9,7 +9,8 @@ import type {
   TableVersion,
 } from '../../model/versions.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
-import { createInNamespace, displayId, type ResolvedNamespace, requireMainBranch, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
+import { branchNotFound, normalizeBranch } from '../branches/branch-refs.js';
+import { createInNamespace, displayId, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { encodeRecord, type TableRecord } from '../catalog/records.js';
@@ -22,6 +23,7 @@ import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable,
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
 import type { BatchRecovery, VersionSettings } from './batch-recovery.js';
+import { lineId, nextVersionOn, onBranch, refOf, requireBranchFound, slotId, type VersionLine, versionLine } from './branch-versions.js';
 import { conflict, type PlannedVersion, planVersion, stagedMissing, versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -41,9 +43,10 @@ import type { VersionSlots } from './version-slots.js';
 // The coordinator keeps the lease renewed while it works, and stops before the commit point once
 // another process has taken the batch over (batch-lease.ts).
 
-/** A version a batch commits, with the table as the batch resolved it (null: a table the batch declares). */
+/** A version a batch commits, with the table as the batch resolved it (null: a table the batch declares) and the line of its history. */
 interface BatchVersion extends PlannedVersion {
   resolved: TableState | null;
+  line: VersionLine;
 }
 
 export class BatchCommits {
@@ -55,12 +58,14 @@ export class BatchCommits {
     private readonly settings: VersionSettings,
   ) {}
 
-  /** A version of an existing table, resolved once. */
+  /** A version of an existing table (on the line of its history the request's `branch` names), resolved once. */
   private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<BatchVersion> {
+    const branch = normalizeBranch(request.branch);
     const { dir, state } = await resolveTable(this.deps, id);
-    const planned = await planVersion(id, new TableVersions(dir), request);
+    const line = versionLine(dir, branch);
+    const planned = await planVersion(id, line, request);
     const incarnation = incarnationOf(state);
-    return { ...planned, entry: { ...planned.entry, ...(incarnation !== null ? { incarnation } : {}) }, resolved: state };
+    return { ...planned, entry: { ...planned.entry, ...(incarnation !== null ? { incarnation } : {}) }, resolved: state, line };
   }
 
   /**
@@ -119,9 +124,11 @@ export class BatchCommits {
         planned.push(await (newTable !== undefined ? this.planNewTable(request.id, request, newTable) : this.plan(request.id, request)));
       } else if (op.delete_table_versions) {
         const { id, ranges, branch } = op.delete_table_versions;
-        requireMainBranch(branch);
-        const versions = new TableVersions((await resolveTable(this.deps, id)).dir);
-        const doomed = (await versions.all()).filter((v) => inRanges(v.version, ranges));
+        const line = versionLine((await resolveTable(this.deps, id)).dir, normalizeBranch(branch));
+        const { versions } = line;
+        const [ref, all] = await Promise.all([refOf(line), versions.all()]);
+        requireBranchFound(id, line, ref, all.length > 0);
+        const doomed = all.filter((v) => inRanges(v.version, ranges));
         deleting += doomed.length;
         const max = this.settings.maxDeletedVersions;
         if (max !== undefined && deleting > max) {
@@ -132,7 +139,8 @@ export class BatchCommits {
         ops.push({
           kind: 'delete_versions',
           table_id: id,
-          location: versions.store.location(versions.dir.key),
+          location: line.dataDir.store.location(line.dataDir.key),
+          ...(line.branch !== null ? { branch: line.branch } : {}),
           versions: doomed.map((v) => ({ version: v.version, key: v.key })),
         });
       } else if (op.deregister_table) {
@@ -176,8 +184,12 @@ export class BatchCommits {
 
   /** A version of a table this batch declares (as `incarnation`): it has no record yet, so no state to read, and no versions. */
   private async planNewTable(id: string[], request: Omit<CreateTableVersionEntry, 'id'>, incarnation: string): Promise<BatchVersion> {
-    const planned = await planVersion(id, new TableVersions(this.deps.locations.own(tableDirKey(tableRefOf(id)))), request, null);
-    return { ...planned, entry: { ...planned.entry, incarnation }, resolved: null };
+    const branch = normalizeBranch(request.branch);
+    // A table the batch declares has no branch yet.
+    if (branch !== null) throw branchNotFound(displayId(id), branch);
+    const line = versionLine(this.deps.locations.own(tableDirKey(tableRefOf(id))), null);
+    const planned = await planVersion(id, line, request, null);
+    return { ...planned, entry: { ...planned.entry, incarnation }, resolved: null, line };
   }
 
   /**
@@ -188,7 +200,7 @@ export class BatchCommits {
   private async wireOf(planned: PlannedVersion[], committed: Map<string, CommittedVersion>): Promise<TableVersion[]> {
     const wire: TableVersion[] = [];
     for (const { entry, versions } of planned) {
-      const c = committed.get(`${entry.location}#${entry.version}`);
+      const c = committed.get(slotId(entry));
       if (c) wire.push(...(await versionsOnWire(versions, [c])));
       else {
         wire.push({
@@ -206,22 +218,33 @@ export class BatchCommits {
   /**
    * Holding its slots, looks again at each table the batch writes: 404 if it was dropped (or
    * deregistered, or dropped and created again) since it was resolved (see the protocol above);
-   * and checks that its planned versions are exactly latest + 1, latest + 2, ... One round trip a table.
+   * and checks that its planned versions of each line of its history are exactly the next ones
+   * (nextVersionOn, from the line's latest version and, on a branch, its ref, read then: a branch
+   * deleted meanwhile is 404 code 22). One round trip a line.
    */
   private async lookAgain(planned: BatchVersion[]): Promise<void> {
-    const byTable = new Map<string, BatchVersion[]>();
-    for (const p of planned) byTable.set(p.entry.location, [...(byTable.get(p.entry.location) ?? []), p]);
-    for (const group of byTable.values()) {
+    const byLine = new Map<string, BatchVersion[]>();
+    for (const p of planned) {
+      const line = lineId(p.entry);
+      byLine.set(line, [...(byLine.get(line) ?? []), p]);
+    }
+    for (const group of byLine.values()) {
       const first = group[0];
       if (!first) continue;
-      const { resolved } = first;
-      const [same, latestVersion] = await Promise.all([resolved === null || isStillResolved(this.deps.store, resolved), first.versions.latest()]);
+      const { resolved, line } = first;
+      const [same, latestVersion, ref] = await Promise.all([
+        resolved === null || isStillResolved(this.deps.store, resolved),
+        first.versions.latest(),
+        refOf(line),
+      ]);
       if (!same) throw tableNotFound(first.entry.table_id);
-      const latest = latestVersion?.version ?? 0;
       group.sort((a, b) => a.entry.version - b.entry.version);
+      const next = nextVersionOn(first.entry.table_id, line, ref, latestVersion, first.entry.version);
       group.forEach((p, i) => {
-        if (p.entry.version !== latest + 1 + i) {
-          throw conflict(`table ${displayId(p.entry.table_id)}: version ${p.entry.version} is not the next version (the latest is ${latest})`);
+        if (p.entry.version !== next + i) {
+          throw conflict(
+            `table ${displayId(p.entry.table_id)}: version ${p.entry.version}${onBranch(line.branch)} is not the next version (the latest is ${latestVersion?.version ?? 0})`,
+          );
         }
       });
     }
@@ -236,7 +259,7 @@ export class BatchCommits {
   ): Promise<{ transactionId: string; committed: Map<string, CommittedVersion> }> {
     const seen = new Set<string>();
     for (const p of planned) {
-      const slot = `${p.entry.location}#${p.entry.version}`;
+      const slot = slotId(p.entry);
       if (seen.has(slot)) throw invalidInput(`version ${p.entry.version} of table ${displayId(p.entry.table_id)} appears twice`);
       seen.add(slot);
     }
@@ -283,9 +306,10 @@ export class BatchCommits {
     try {
       faultPoint('batch:after-record');
       // A fixed order of claims: two overlapping batches cannot each hold a slot the other needs forever.
-      const order = [...planned].sort((a, b) =>
-        a.entry.location < b.entry.location ? -1 : a.entry.location > b.entry.location ? 1 : a.entry.version - b.entry.version,
-      );
+      const order = [...planned].sort((a, b) => {
+        const [lineA, lineB] = [lineId(a.entry), lineId(b.entry)];
+        return lineA < lineB ? -1 : lineA > lineB ? 1 : a.entry.version - b.entry.version;
+      });
       try {
         // Each step first checks that the batch is still held: one that lost it stops at once.
         for (const op of ops) {

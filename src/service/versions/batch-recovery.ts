@@ -10,8 +10,9 @@ import { putDeregisterMarker } from '../tables/table-fences.js';
 import { dataDir, incarnationOf, isVisible, LinkedTableDir, readTableState } from '../tables/table-state.js';
 import { type BatchEntry, holdsSlots, type TransactionLog, type TransactionRecord } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
+import { branchOfEntry, slotId, versionsOn } from './branch-versions.js';
 import { type PlannedVersion, StagedManifestMissing, writeManifest } from './commit-steps.js';
-import { type CommittedVersion, TableVersions } from './dataset-versions.js';
+import type { CommittedVersion } from './dataset-versions.js';
 
 // Bringing batches to an end (see the protocol in batch-commit.ts): past the commit point, whoever
 // finds a batch's record (a later request, a restart, another replica) rolls it forward from the
@@ -69,7 +70,7 @@ export class BatchRecovery {
         }
         await this.deps.store.put(reservedMarkerKey(ref), '', { ifNoneMatch: '*' }).catch(ignorePrecondition);
       } else if (op.kind === 'delete_versions') {
-        const versions = new TableVersions(this.deps.locations.resolve(op.location));
+        const versions = versionsOn(this.deps.locations.resolve(op.location), op.branch ?? null);
         for (const v of op.versions) {
           await versions.store.delete(v.key);
           await versions.store.delete(versions.sidecarKey(v.version));
@@ -100,7 +101,7 @@ export class BatchRecovery {
   }
 
   private planFromEntry(entry: BatchEntry): PlannedVersion {
-    return { entry, versions: new TableVersions(this.deps.locations.resolve(entry.location)) };
+    return { entry, versions: versionsOn(this.deps.locations.resolve(entry.location), branchOfEntry(entry)) };
   }
 
   /**
@@ -128,7 +129,7 @@ export class BatchRecovery {
     const committed = new Map<string, CommittedVersion>();
     for (const [i, entry] of (record.entries ?? []).entries()) {
       const written = await this.writeEntry(entry, record.id);
-      if (written) committed.set(`${entry.location}#${entry.version}`, written);
+      if (written) committed.set(slotId(entry), written);
       faultPoint(`batch:after-manifest-${i}`);
     }
     await this.applyTableOps(record);

@@ -2,11 +2,13 @@ import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '..
 import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { TableVersion } from '../../model/versions.js';
+import type { BranchName } from '../branches/branch-refs.js';
 import type { RequestContext } from '../context/request-context.js';
 import { isStoreOutage } from '../errors/engine-errors.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
+import { versionsOn } from './branch-versions.js';
 import { versionsOnWire } from './commit-steps.js';
-import { type CommittedVersion, TableVersions } from './dataset-versions.js';
+import type { CommittedVersion } from './dataset-versions.js';
 import type { SingleCommits } from './single-commit.js';
 
 const coordinated = (v: TableVersion): CoordinatedVersion => ({
@@ -21,7 +23,8 @@ const coordinated = (v: TableVersion): CoordinatedVersion => ({
  * The commit path of one table as the engine sees it: the service's own writes to a table with
  * managed versioning commit through the same create-if-absent of the next manifest, under the
  * same reservations, as clients' commits. Every callback works on the table as the request
- * resolved it; none looks it up again. `underWriteLease`: see SingleCommits.commit.
+ * resolved it; none looks it up again. `underWriteLease`: see SingleCommits.commit. `branch`: the
+ * line of history it commits on (branch-versions.ts), main by default.
  */
 export function commitCoordinator(
   commits: Pick<SingleCommits, 'commit'>,
@@ -29,8 +32,9 @@ export function commitCoordinator(
   table: ResolvedTable,
   underWriteLease: boolean,
   metrics: Metrics = NO_METRICS,
+  branch: BranchName = null,
 ): CommitCoordinator {
-  const versions = new TableVersions(table.dir);
+  const versions = versionsOn(table.dir, branch);
   const onWire = async (found: CommittedVersion[]) => (await versionsOnWire(versions, found)).map(coordinated);
   return outagesAsEngineErrors({
     latest: async () => {
@@ -50,6 +54,7 @@ export function commitCoordinator(
           {
             version: request.version,
             manifest_path: request.manifestPath,
+            ...(branch !== null ? { branch } : {}),
             ...(request.manifestSize !== undefined ? { manifest_size: request.manifestSize } : {}),
             ...(request.eTag !== undefined ? { e_tag: request.eTag } : {}),
             ...(request.namingScheme !== undefined ? { naming_scheme: request.namingScheme } : {}),

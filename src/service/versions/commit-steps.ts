@@ -2,19 +2,21 @@ import type { ManifestNamingScheme } from '../../engine/lance-format/manifest-na
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type { CreateTableVersionEntry, TableVersion } from '../../model/versions.js';
 import { type ObjectInfo, PreconditionFailedError, type StoredObject } from '../../store/object-store.js';
-import { displayId, requireMainBranch } from '../catalog/catalog.js';
+import { displayId } from '../catalog/catalog.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
+import type { VersionLine } from './branch-versions.js';
 import type { CommittedVersion, TableVersions, VersionSidecar } from './dataset-versions.js';
 
 // The steps every commit of a version takes, single (single-commit.ts) or batch (batch-commit.ts).
 //
-// Invariants:
+// Invariants (of every line of history: main and each branch, see branch-versions.ts):
 // - A version is committed by one create-if-absent of its final manifest name, so an
 //   acknowledged version is never overwritten and of two writers of one version exactly one wins
 //   (the other gets 409 code 14 and Lance rebases).
-// - Only version latest + 1 may be created, so the history has no gaps.
-// - Only a staged manifest is ever consumed: a staging name under the dataset's `_versions/`
+// - Only version latest + 1 may be created, so the history has no gaps (a line's first version:
+//   nextVersionOn in branch-versions.ts).
+// - Only a staged manifest is ever consumed: a staging name under the line's own `_versions/`
 //   holding a Lance manifest of the requested version (TableVersions.stagedKey, readStaged),
 //   checked before any reservation, record or marker is written, so a create can never delete a
 //   committed manifest, a data file, an index or a record.
@@ -37,17 +39,18 @@ export interface PlannedVersion {
 }
 
 /**
- * Resolves a version request against the dataset of table `id`. Without a naming scheme in the
- * request, the scheme of the latest version is used: `latest` when the caller knows it (null: no
- * version yet), else one lookup here.
+ * Resolves a version request against a line of history of table `id` (the request's `branch`,
+ * which the caller resolved into `line`). Without a naming scheme in the request, the scheme of
+ * the line's latest version is used: `latest` when the caller knows it (null: no version yet),
+ * else one lookup here.
  */
 export async function planVersion(
   id: string[],
-  versions: TableVersions,
+  line: VersionLine,
   request: Omit<CreateTableVersionEntry, 'id'>,
   latest?: CommittedVersion | null,
 ): Promise<PlannedVersion> {
-  requireMainBranch(request.branch);
+  const { versions } = line;
   const stagedKey = versions.stagedKey(request.manifest_path);
   const current =
     request.naming_scheme === undefined || request.naming_scheme === null || request.naming_scheme === 'V1'
@@ -65,7 +68,8 @@ export async function planVersion(
     versions,
     entry: {
       table_id: id,
-      location: versions.store.location(versions.dir.key),
+      location: line.dataDir.store.location(line.dataDir.key),
+      ...(line.branch !== null ? { branch: line.branch } : {}),
       version: request.version,
       staged_key: stagedKey,
       final_key: versions.finalKey(request.version, scheme),

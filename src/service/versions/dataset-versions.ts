@@ -78,7 +78,15 @@ export class TableVersions {
   /** The version Lance's hint named when this handle last read it (undefined: not read, absent or unreadable). */
   private hintRead: number | undefined;
 
-  constructor(readonly dir: StoreDir) {}
+  /**
+   * `dir`: the directory of the line of history (the dataset's own for main, a branch's tree);
+   * `reservationsDir`: where its version slots are held (see branch-versions.ts), by default
+   * the dataset's own.
+   */
+  constructor(
+    readonly dir: StoreDir,
+    private readonly reservationsDir: string = reservationsDirKey(dir.key),
+  ) {}
 
   get store() {
     return this.dir.store;
@@ -98,11 +106,11 @@ export class TableVersions {
 
   /** Where version-slot reservations live (a drop waits for the live ones, see table-fences.ts). */
   get reservationsPrefix(): string {
-    return reservationsDirKey(this.dir.key);
+    return this.reservationsDir;
   }
 
   reservationKey(version: number): string {
-    return reservationKey(this.dir.key, version);
+    return reservationKey(this.reservationsDir, version);
   }
 
   private parse(info: ObjectInfo): CommittedVersion | null {

@@ -1,5 +1,6 @@
 import type { CreateTableVersionEntry, CreateTableVersionResponse, TableVersion } from '../../model/versions.js';
-import { displayId, requireMainBranch } from '../catalog/catalog.js';
+import { normalizeBranch } from '../branches/branch-refs.js';
+import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { reservedMarkerKey } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
@@ -9,8 +10,9 @@ import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
 import { type AfterAnswer, nextTurn } from './after-answer.js';
+import { nextVersionOn, onBranch, refOf, versionLine } from './branch-versions.js';
 import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
-import { type CommittedVersion, TableVersions } from './dataset-versions.js';
+import type { CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
 
 // One create_table_version: the commit of one version of one table (see the invariants in
@@ -44,7 +46,8 @@ import type { VersionSlots } from './version-slots.js';
 // 2 more HEADs to the lookup and the hint after the answer (not fsynced: readers probe past a
 // stale one): 16 calls (before the hint was left to its writers, 14 and 4 fsyncs; before that,
 // 16 and 8). The first version of a declared table: 14 (no hint yet, one LIST instead; Lance's
-// reserved marker goes).
+// reserved marker goes). On a branch, one GET more, the branch's ref, read at once with the
+// latest version: 13 for what Lance's clients commit.
 
 export class SingleCommits {
   constructor(
@@ -65,16 +68,17 @@ export class SingleCommits {
     request: Omit<CreateTableVersionEntry, 'id'>,
     underWriteLease: boolean,
   ): Promise<CreateTableVersionResponse> {
-    requireMainBranch(request.branch);
     const { id, state } = table;
-    const versions = new TableVersions(table.dir);
+    // The line of history the version is for: main, or a branch (its own history, branch-versions.ts).
+    const line = versionLine(table.dir, normalizeBranch(request.branch));
+    const { versions } = line;
     // Only a staged Lance manifest of this version is ever consumed; checked before anything is written.
     const staged = await versions.readStaged(versions.stagedKey(request.manifest_path), request.version);
     const busy = () => conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
     // A request that names its naming scheme (Lance's do) knows its final manifest name before the
     // latest version: its manifest and sidecar are written (on a local disk, fsynced) while the slot
     // is claimed and the checks below run, out of sight, and placed only if they pass.
-    const early = staged && request.naming_scheme === 'V2' ? beginWrites({ ...(await planVersion(id, versions, request, null)), staged }) : undefined;
+    const early = staged && request.naming_scheme === 'V2' ? beginWrites({ ...(await planVersion(id, line, request, null)), staged }) : undefined;
     // Lance's hint and then the slot's release are left for after the answer (after-answer.ts);
     // a failed commit waits for the hold's release (and the discarding of its early writes)
     // before it answers.
@@ -101,14 +105,23 @@ export class SingleCommits {
     try {
       // Holding the slot, look again: a drop that began after the table was resolved either sees
       // this reservation and waits for the commit, or is seen here (see table-fences.ts). One
-      // lookup of the latest version, while holding the slot, decides everything else.
-      const [same, latest] = await Promise.all([underWriteLease || isStillResolved(this.deps.store, state, ctx.requestId), versions.latest()]);
+      // lookup of the latest version, while holding the slot, decides everything else. On a
+      // branch, its ref is read then too: a branch deleted before the slot was held takes no
+      // version (a delete after it must wait for the slot's release, as a drop waits for a
+      // table's: see table-fences.ts).
+      const [same, latest, ref] = await Promise.all([
+        underWriteLease || isStillResolved(this.deps.store, state, ctx.requestId),
+        versions.latest(),
+        refOf(line),
+      ]);
       if (!same) throw tableNotFound(id);
-      const p = { ...(await planVersion(id, versions, request, latest)), staged };
+      const p = { ...(await planVersion(id, line, request, latest)), staged };
       const { entry } = p;
-      const next = (latest?.version ?? 0) + 1;
+      const next = nextVersionOn(id, line, ref, latest, entry.version);
       if (entry.version > next) {
-        throw conflict(`table ${displayId(id)}: version ${entry.version} is not the next version (the latest is ${latest?.version ?? 0})`);
+        throw conflict(
+          `table ${displayId(id)}: version ${entry.version} is not the next version${onBranch(line.branch)} (the latest is ${latest?.version ?? 0})`,
+        );
       }
       const retried = entry.version < next ? await this.acceptRetry(p) : null;
       const committed = retried ?? (await writeManifest(p, undefined, early && early.entry.final_key === entry.final_key ? early : undefined, leave));
@@ -117,7 +130,7 @@ export class SingleCommits {
       // A later step may throw before it is awaited below: its failure must not go unhandled then.
       stagedGone.catch(() => undefined);
       // A declared table that now has data is declared no more (Lance's marker goes with the first version).
-      if (state.reserved && latest === null) await this.deps.store.delete(reservedMarkerKey(state.ref));
+      if (state.reserved && latest === null && line.branch === null) await this.deps.store.delete(reservedMarkerKey(state.ref));
       const [known] = retried ? await versionsOnWire(versions, [retried]) : [];
       await stagedGone;
       const answer = { version: known ?? wireOfEntry(versions, entry, committed) };

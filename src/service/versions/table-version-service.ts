@@ -11,6 +11,7 @@ import type {
   DescribeTableVersionResponse,
   ListTableVersionsResponse,
 } from '../../model/versions.js';
+import { type BranchName, type BranchRef, normalizeBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
@@ -22,6 +23,7 @@ import type { TransactionLog } from '../transactions/transaction-log.js';
 import { AfterAnswer } from './after-answer.js';
 import { BatchCommits } from './batch-commit.js';
 import { BatchRecovery, type VersionSettings } from './batch-recovery.js';
+import { onBranch, refOf, requireBranchFound, type VersionLine, versionLine } from './branch-versions.js';
 import { commitCoordinator } from './commit-coordinator.js';
 import { versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
@@ -35,8 +37,8 @@ export type { VersionSettings } from './batch-recovery.js';
 // slots of version-slots.ts; batches whose coordinator died are finished by batch-recovery.ts;
 // the engine's commits of managed tables come in through commit-coordinator.ts.
 
-const versionNotFound = (id: string[], version: number) =>
-  new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}`);
+const versionNotFound = (id: string[], version: number, branch: BranchName) =>
+  new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${version}${onBranch(branch)}`);
 
 export class TableVersionService {
   private readonly single: SingleCommits;
@@ -60,8 +62,13 @@ export class TableVersionService {
     this.batches = new BatchCommits(deps, log, slots, this.recovery, settings);
   }
 
-  private async tableVersions(id: string[]): Promise<TableVersions> {
-    return new TableVersions((await resolveTable(this.deps, id)).dir);
+  /**
+   * The table `id` and the line of its history `branch` names (main, or a branch: see
+   * branch-versions.ts); a bad branch name is 400 code 13 before anything is read.
+   */
+  private async lineOf(id: string[], branch: string | null | undefined): Promise<VersionLine> {
+    const name = normalizeBranch(branch);
+    return versionLine((await resolveTable(this.deps, id)).dir, name);
   }
 
   /** Reports how a commit on `path` ended (a lost race is 409 code 14: a conflict). */
@@ -93,29 +100,40 @@ export class TableVersionService {
   /**
    * The engine's commit path for managed `table` (see commit-coordinator.ts). `underWriteLease`:
    * the request holds a write lease on the table; without one (a table being created), each commit
-   * looks again at the table while it holds the version's slot.
+   * looks again at the table while it holds the version's slot. `branch`: the line of history the
+   * engine commits on (main by default), which the request resolved.
    */
-  coordinatorFor(ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean): CommitCoordinator {
+  coordinatorFor(ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean, branch: BranchName = null): CommitCoordinator {
     const commits = { commit: (...args: Parameters<SingleCommits['commit']>) => this.counted('engine', () => this.single.commit(...args)) };
-    return commitCoordinator(commits, ctx, table, underWriteLease, this.deps.metrics);
+    return commitCoordinator(commits, ctx, table, underWriteLease, this.deps.metrics, branch);
   }
 
-  async describe(_ctx: RequestContext, id: string[], version: number | null | undefined): Promise<DescribeTableVersionResponse> {
+  async describe(_ctx: RequestContext, id: string[], version: number | null | undefined, branch?: string | null): Promise<DescribeTableVersionResponse> {
+    const name = normalizeBranch(branch);
     let versions: TableVersions;
     let committed: CommittedVersion | null;
-    if (version === undefined || version === null) {
+    if (name === null && (version === undefined || version === null)) {
       // The latest is looked up while the table is resolved (one round trip less on S3).
       const { table, latest } = await resolveTableWithLatest(this.deps, id);
       versions = new TableVersions(table.dir);
       committed = latest;
       if (!committed) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no versions`);
     } else {
-      versions = await this.tableVersions(id);
-      committed = await versions.get(version);
-      if (!committed) throw versionNotFound(id, version);
+      const line = await this.lineOf(id, name);
+      versions = line.versions;
+      // A branch's ref is read with its version: a branch with neither is 404 code 22.
+      const [ref, found] = await Promise.all([refOf(line), version === undefined || version === null ? versions.latest() : versions.get(version)]);
+      committed = found;
+      if (!committed) {
+        if (line.branch !== null && ref === null)
+          requireBranchFound(id, line, ref, version !== undefined && version !== null && (await versions.hasCommitted()));
+        if (version === undefined || version === null)
+          throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no versions${onBranch(line.branch)}`);
+        throw versionNotFound(id, version, line.branch);
+      }
     }
     const [wire] = await versionsOnWire(versions, [committed]);
-    if (!wire) throw versionNotFound(id, committed.version);
+    if (!wire) throw versionNotFound(id, committed.version, name);
     return { version: wire };
   }
 
@@ -124,21 +142,38 @@ export class TableVersionService {
     id: string[],
     page: PageRequest & { descending?: boolean | null | undefined; branch?: string | null | undefined },
   ): Promise<ListTableVersionsResponse> {
-    const scope = JSON.stringify(id);
+    const branch = normalizeBranch(page.branch);
+    // A token is good only for the line of history it was given for.
+    const scope = JSON.stringify(branch === null ? id : [...id, { branch }]);
     const afterToken = this.deps.pageTokens.decode('versions', scope, page.pageToken);
     const descending = page.descending ?? false;
     let ordered: CommittedVersion[];
     if (descending && page.limit === 1 && afterToken === undefined) {
-      // The commit path of every Lance client: constant cost on V2 tables, looked up while the table is resolved.
-      const { table, latest } = await resolveTableWithLatest(this.deps, id);
-      const versions = new TableVersions(table.dir);
+      // The commit path of every Lance client: constant cost on V2 tables, looked up while the table
+      // is resolved (on main; a branch's, with its ref, once the table is).
+      let versions: TableVersions;
+      let latest: CommittedVersion | null;
+      if (branch === null) {
+        const resolved = await resolveTableWithLatest(this.deps, id);
+        versions = new TableVersions(resolved.table.dir);
+        latest = resolved.latest;
+      } else {
+        const line = await this.lineOf(id, branch);
+        versions = line.versions;
+        let ref: BranchRef | null;
+        [ref, latest] = await Promise.all([refOf(line), versions.latest()]);
+        requireBranchFound(id, line, ref, latest !== null);
+      }
       ordered = latest ? [latest] : [];
       const [next, wire] = await Promise.all([latest ? this.hasOlder(versions, latest.version) : false, versionsOnWire(versions, ordered)]);
       const pageToken = next && latest ? this.deps.pageTokens.encode('versions', scope, String(latest.version)) : null;
       return { versions: wire, page_token: pageToken };
     }
-    const versions = await this.tableVersions(id);
-    ordered = await versions.all();
+    const line = await this.lineOf(id, branch);
+    const { versions } = line;
+    const [ref, all] = await Promise.all([refOf(line), versions.all()]);
+    requireBranchFound(id, line, ref, all.length > 0);
+    ordered = all;
     if (descending) ordered.reverse();
     if (afterToken !== undefined && afterToken !== '') {
       const after = Number(afterToken);
@@ -164,8 +199,11 @@ export class TableVersionService {
         throw invalidInput(`ranges: end_version ${r.end_version} is before start_version ${r.start_version}`);
       }
     }
-    const versions = await this.tableVersions(id);
-    const doomed = (await versions.all()).filter((v) => inRanges(v.version, request.ranges));
+    const line = await this.lineOf(id, request.branch);
+    const { versions } = line;
+    const [ref, all] = await Promise.all([refOf(line), versions.all()]);
+    requireBranchFound(id, line, ref, all.length > 0);
+    const doomed = all.filter((v) => inRanges(v.version, request.ranges));
     for (const v of doomed) {
       await versions.store.delete(v.key);
       await versions.store.delete(versions.sidecarKey(v.version));

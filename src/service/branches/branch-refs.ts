@@ -1,0 +1,207 @@
+import { z } from 'zod';
+import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
+import { listAll } from '../../store/object-store.js';
+import type { StoreDir } from '../catalog/locations.js';
+
+// Lance's branches as they lie in a dataset's directory (pylance 14 and @lancedb/lancedb 0.39
+// write and read exactly this): the branch `<name>` is the ref `_refs/branches/<encoded>.json`
+// (camelCase JSON: parentBranch, identifier, parentVersion, createAt, manifestSize, metadata;
+// the spec's BranchContents names the same fields) and its own line of history under
+// `tree/<name>/` (`_versions/`, `_transactions/`, and what its writes add; its first manifest
+// reuses the parent's data files). `<encoded>` is the name with every byte but an ASCII letter,
+// digit, '.', '-' or '_' percent-encoded (object_store's path segment: '/' becomes %2F), while
+// `tree/<name>/` keeps the name as it is, so `a/b` lives in `tree/a/b/`.
+//
+// A branch exists exactly when its ref does: every lookup of a branch reads that one object (one
+// GET), once per request, and the request hands the BranchRef down with its table.
+
+/** The branch a request addresses: null is main (the dataset's own history), else a named branch. */
+export type BranchName = string | null;
+
+const MAIN = 'main';
+
+/**
+ * Lance's rule for a branch name (lance-table `check_valid_branch`, as pylance 14 applies it):
+ * '/'-separated segments, none empty, each of Unicode letters and digits, '.', '-', '_' only;
+ * no '..', no leading or trailing '/', not ending in '.lock', and not 'main' (the default
+ * branch). Returns what is wrong, or null for a good name.
+ */
+export function branchNameProblem(name: string): string | null {
+  if (name === '') return 'a branch name must not be empty';
+  if (name === MAIN) return '"main" is the default branch';
+  if (name.startsWith('/') || name.endsWith('/')) return 'a branch name must not start or end with "/"';
+  if (name.includes('..')) return 'a branch name must not contain ".."';
+  for (const segment of name.split('/')) {
+    if (segment === '') return 'a branch name must not have an empty segment between "/"';
+    if (!SEGMENT.test(segment)) return `its segment ${JSON.stringify(segment)} has a character other than a letter, a digit, ".", "-" or "_"`;
+  }
+  if (name.endsWith('.lock')) return 'a branch name must not end with ".lock"';
+  return null;
+}
+
+// Rust's char::is_alphanumeric is Unicode's Alphabetic or Numeric.
+const SEGMENT = /^[\p{Alphabetic}\p{N}._-]+$/u;
+
+/** A 400 code 13 unless `name` is a name Lance accepts for a new branch. */
+export function requireBranchName(name: string, field = 'name'): void {
+  const problem = branchNameProblem(name);
+  if (problem !== null) throw invalidInput(`${field} ${JSON.stringify(name)} is not a branch name Lance accepts: ${problem}`);
+}
+
+/**
+ * The branch a request's `branch` field names: absent, null, "" and "main" are main (as Lance's
+ * reference server reads them); any other name must be one Lance accepts (400 code 13 otherwise).
+ */
+export function normalizeBranch(branch: string | null | undefined, field = 'branch'): BranchName {
+  if (branch === undefined || branch === null || branch === '' || branch === MAIN) return null;
+  requireBranchName(branch, field);
+  return branch;
+}
+
+/** The stored ref of a branch (lance-table's BranchContents, serialized by serde in camelCase). */
+const StoredBranchContents = z.object({
+  parentBranch: z.string().nullish(),
+  parentVersion: z.number().int().nonnegative(),
+  createAt: z.number().int().nonnegative(),
+  manifestSize: z.number().int().nonnegative(),
+  metadata: z.record(z.string(), z.string()).nullish(),
+});
+
+/** What a branch's ref says (the spec's BranchContents: parentBranch absent when forked from main). */
+export interface BranchContents {
+  parentBranch?: string;
+  parentVersion: number;
+  createAt: number;
+  manifestSize: number;
+  metadata: Record<string, string>;
+}
+
+/** A branch as one request read it: its name, what its ref says, and that ref's etag. */
+export interface BranchRef {
+  name: string;
+  contents: BranchContents;
+  etag: string;
+}
+
+const REFS = '_refs/branches/';
+const TREE = 'tree/';
+
+/** The name as one segment of an object_store path (see above). */
+export function encodeBranchSegment(name: string): string {
+  // encodeURIComponent leaves exactly the ASCII letters, digits and "-_.!~*'()" alone; a branch
+  // name holds none of the last five, so for a branch name this is object_store's encoding.
+  return encodeURIComponent(name);
+}
+
+/** The key of the ref of branch `name` in the dataset at `dataDir`. */
+export function branchRefKey(dataDir: StoreDir, name: string): string {
+  return `${dataDir.key}${REFS}${encodeBranchSegment(name)}.json`;
+}
+
+/** The directory of the refs of every branch of the dataset at `dataDir`. */
+export function branchRefsPrefix(dataDir: StoreDir): string {
+  return `${dataDir.key}${REFS}`;
+}
+
+/** Where branch `name` of the dataset at `dataDir` keeps its own history (its `_versions/` and `_transactions/` are below). */
+export function branchTreeDir(dataDir: StoreDir, name: string): StoreDir {
+  return { ...dataDir, key: `${dataDir.key}${TREE}${name}/` };
+}
+
+/** The directory a request on `branch` reads and writes versions in: the dataset's own for main. */
+export function branchDir(dataDir: StoreDir, branch: BranchRef | null): StoreDir {
+  return branch === null ? dataDir : branchTreeDir(dataDir, branch.name);
+}
+
+/** The branch's name from its ref's key (null: not a ref Lance would have written). */
+function nameOfRefKey(prefix: string, key: string): string | null {
+  if (!key.startsWith(prefix) || !key.endsWith('.json')) return null;
+  const segment = key.slice(prefix.length, -'.json'.length);
+  if (segment.includes('/')) return null;
+  let name: string;
+  try {
+    name = decodeURIComponent(segment);
+  } catch {
+    return null;
+  }
+  return branchNameProblem(name) === null && encodeBranchSegment(name) === segment ? name : null;
+}
+
+function parseBranchRef(name: string, key: string, body: Buffer, etag: string): BranchRef {
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch (cause) {
+    throw new NamespaceError(ErrorCode.Internal, `the ref of branch ${JSON.stringify(name)} (${key}) is not JSON`, { cause });
+  }
+  const parsed = StoredBranchContents.safeParse(json);
+  if (!parsed.success) throw new NamespaceError(ErrorCode.Internal, `the ref of branch ${JSON.stringify(name)} (${key}) is not a Lance branch ref`);
+  const { parentBranch, parentVersion, createAt, manifestSize, metadata } = parsed.data;
+  const contents: BranchContents = { parentVersion, createAt, manifestSize, metadata: metadata ?? {} };
+  if (parentBranch !== null && parentBranch !== undefined && parentBranch !== MAIN) contents.parentBranch = parentBranch;
+  return { name, contents, etag };
+}
+
+/** The 404 code 22 of a branch that does not exist. */
+export function branchNotFound(tableName: string, name: string): NamespaceError {
+  return new NamespaceError(ErrorCode.TableBranchNotFound, `table ${tableName} has no branch ${JSON.stringify(name)}`);
+}
+
+/** Branch `name`'s ref, or null when the dataset at `dataDir` has no such branch (one GET). */
+export async function findBranchRef(dataDir: StoreDir, name: string): Promise<BranchRef | null> {
+  const key = branchRefKey(dataDir, name);
+  const object = await dataDir.store.get(key);
+  return object && parseBranchRef(name, key, object.body, object.etag);
+}
+
+/**
+ * The branch a request names, resolved once: null for main (no store call), else its ref (one
+ * GET); 404 code 22 when the table `tableName` has no such branch.
+ */
+export async function resolveBranch(dataDir: StoreDir, branch: BranchName, tableName: string): Promise<BranchRef | null> {
+  if (branch === null) return null;
+  const ref = await findBranchRef(dataDir, branch);
+  if (!ref) throw branchNotFound(tableName, branch);
+  return ref;
+}
+
+/** One page of a dataset's branches, in the byte order of their refs' keys. */
+export interface BranchRefPage {
+  branches: BranchRef[];
+  /** The name of the last branch of this page when more may follow; null at the end. */
+  lastName: string | null;
+}
+
+/**
+ * Up to `limit` branches after the branch `afterName` (from the first when undefined): one LIST of
+ * the refs' directory (a page of it) and one GET per branch listed, at the same time. A ref deleted
+ * between the two is left out.
+ */
+export async function listBranchRefs(dataDir: StoreDir, options: { afterName?: string; limit: number }): Promise<BranchRefPage> {
+  const { store } = dataDir;
+  const prefix = branchRefsPrefix(dataDir);
+  const names: string[] = [];
+  let startAfter = options.afterName === undefined ? undefined : branchRefKey(dataDir, options.afterName);
+  let more = true;
+  // Entries that are not refs (another tool's files) are skipped, so a page may take more than one LIST.
+  while (more && names.length < options.limit) {
+    const page = await store.list(prefix, { delimiter: '/', startAfter, maxKeys: options.limit - names.length });
+    for (const { key } of page.objects) {
+      const name = nameOfRefKey(prefix, key);
+      if (name !== null) names.push(name);
+    }
+    more = page.nextStartAfter !== undefined;
+    startAfter = page.nextStartAfter;
+  }
+  const refs = await Promise.all(names.map((name) => findBranchRef(dataDir, name)));
+  const branches = refs.filter((ref): ref is BranchRef => ref !== null);
+  const lastName = more ? (names.at(-1) ?? null) : null;
+  return { branches, lastName };
+}
+
+/** Every branch's name, in the order of their refs' keys: for the few callers that must see them all (a delete looks for branches below the one it deletes). */
+export async function allBranchNames(dataDir: StoreDir): Promise<string[]> {
+  const prefix = branchRefsPrefix(dataDir);
+  const { objects } = await listAll(dataDir.store, prefix, { delimiter: '/' });
+  return objects.map(({ key }) => nameOfRefKey(prefix, key)).filter((name): name is string => name !== null);
+}
