@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
-import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
+import { type BranchName, type BranchRef, resolveBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { stagedManifestPath, type TableRef, tableRefOf } from '../catalog/layout.js';
@@ -16,6 +17,8 @@ export interface DataTable extends ResolvedTable {
   ref: TableRef;
   /** For the engine; carries the commit coordinator when the table's versions are managed. */
   at: DatasetLocation;
+  /** The branch the request works on, as its ref was read for it; null for main. */
+  branch: BranchRef | null;
 }
 
 /** A table opened for a data operation, and whether its dataset exists yet. */
@@ -25,6 +28,16 @@ export type OpenTable = DataTable & { hasData: boolean };
 export interface TableWorkOptions extends EngineFailureContext {
   /** A declared table without data is opened too (otherwise it is a 409 code 19). */
   allowDeclared?: boolean;
+  /** The branch to work on (branch-refs.ts normalizeBranch); main when absent or null. */
+  branch?: BranchName;
+}
+
+/** How `open` opens a table: TableWorkOptions, the links its name's directory was seen to hold, and whether the work writes. */
+interface OpenOptions {
+  allowDeclared?: boolean | undefined;
+  branch?: BranchName | undefined;
+  nameLinks?: string[];
+  writing?: boolean;
 }
 
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
@@ -38,7 +51,7 @@ export class DataTables {
    * The visible table `id`. Unless `allowDeclared`, a declared table without data is a 409 code
    * 19: there is no dataset to operate on yet.
    */
-  async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean; nameLinks?: string[] } = {}): Promise<OpenTable> {
+  async open(ctx: RequestContext, id: string[], options: OpenOptions = {}): Promise<OpenTable> {
     // One look at the latest committed version answers whether the table has data and lets the
     // engine serve the request from the dataset it keeps open (checked against this version).
     const resolved = await resolveTableWithLatest(this.deps, id, options.nameLinks);
@@ -49,14 +62,26 @@ export class DataTables {
     if (!hasData && !options.allowDeclared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet`);
     }
+    const location = { location: dir.store.location(dir.key), storageOptions: dir.store.engineStorageOptions() };
+    const managed = await table.managedVersioning();
+    // A branch: its ref, read once (404 code 22 when absent); the engine opens the dataset on it.
+    const branch = await resolveBranch(dir, options.branch ?? null, displayId(id));
+    if (branch !== null) {
+      // The commit coordinator commits to main's history: a managed table's branch is read from
+      // the store as Lance lays it out, and not written until its commits have a path of their own.
+      if (managed && options.writing)
+        throw unsupported(
+          `writes to branch ${JSON.stringify(branch.name)} of table ${displayId(id)}, whose versions the service manages, are not supported yet`,
+        );
+      return { ...table, ref: state.ref, at: { ...location, branch: branch.name }, branch, hasData };
+    }
     // The engine commits only through `write`, under a write lease a drop waits for.
     const at: DatasetLocation = {
-      location: dir.store.location(dir.key),
-      storageOptions: dir.store.engineStorageOptions(),
-      ...((await table.managedVersioning()) ? { coordinator: this.versions.coordinatorFor(ctx, table, true) } : {}),
+      ...location,
+      ...(managed ? { coordinator: this.versions.coordinatorFor(ctx, table, true) } : {}),
       ...(latest ? { latest } : {}),
     };
-    return { ...table, ref: state.ref, at, hasData };
+    return { ...table, ref: state.ref, at, branch: null, hasData };
   }
 
   /**
@@ -66,10 +91,17 @@ export class DataTables {
    * runner tells transient ones from the rest by them). The lease is put only in a `_catalog/`
    * neither reached through a symbolic link nor one (a 404 otherwise, see LinkedTableDir).
    */
-  async write<T>(ctx: RequestContext, id: string[], write: (table: OpenTable) => Promise<T>, options: { allowDeclared?: boolean } = {}): Promise<T> {
+  async write<T>(
+    ctx: RequestContext,
+    id: string[],
+    write: (table: OpenTable) => Promise<T>,
+    options: { allowDeclared?: boolean | undefined; branch?: BranchName | undefined } = {},
+  ): Promise<T> {
     const ref = tableRefOf(id);
     const nameLinks = requireUnlinkedTable(this.deps.store, ref);
-    return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () => write(await this.open(ctx, id, { ...options, nameLinks })));
+    return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () =>
+      write(await this.open(ctx, id, { allowDeclared: options.allowDeclared, branch: options.branch, nameLinks, writing: true })),
+    );
   }
 
   /**

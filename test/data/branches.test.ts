@@ -1,0 +1,149 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useNamespaceFixture } from '../support/app.js';
+import { connectTable, peopleStream } from '../support/arrow-data.js';
+import { backends } from '../support/backends.js';
+
+const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
+
+describe.each(backends())('branches on $name', (backend) => {
+  const { fx, path, post, engineOptions: options } = useNamespaceFixture(backend);
+  let engineOptions: Record<string, string>;
+  beforeAll(() => {
+    engineOptions = options();
+  });
+
+  /** Creates ns$<table> with `versions` versions (the first with rows 1..5, then one delete each); returns its location. */
+  async function createTable(table: string, versions: number): Promise<string> {
+    const res = await fx.t.call('POST', path(table, 'create'), peopleStream([1, 2, 3, 4, 5]), ARROW);
+    expect(res.status).toBe(200);
+    for (let v = 2; v <= versions; v++) expect((await post(table, 'delete', { predicate: `id = ${v}` })).json.version).toBe(v);
+    return String(res.json.location);
+  }
+
+  /** [version, rows] of a branch (main when null) as the engine reads it from the store. */
+  async function engineView(location: string, branch: string | null): Promise<[number, number]> {
+    const table = await connectTable(location, engineOptions);
+    try {
+      const on = branch === null ? table : await (await table.branches()).checkout(branch);
+      return [await on.version(), await on.countRows()];
+    } finally {
+      table.close();
+    }
+  }
+
+  const expectError = (res: { status: number; json: Record<string, unknown> }, status: number, code: number, message?: RegExp) => {
+    expect([res.status, res.json.code], JSON.stringify(res.json)).toEqual([status, code]);
+    if (message) expect(String(res.json.error)).toMatch(message);
+  };
+
+  it('forks from main at its latest by default, from a version, and from another branch; lists them as Lance records them', async () => {
+    const location = await createTable('b1', 3);
+    expect((await post('b1', 'branches/create', { name: 'dev' })).status).toBe(200);
+    expect((await post('b1', 'branches/create', { name: 'old', from_version: 1 })).status).toBe(200);
+    expect((await post('b1', 'branches/create', { name: 'dev/sub', from_branch: 'dev', from_version: 3 })).status).toBe(200);
+    expect((await post('b1', 'branches/create', { name: 'main-too', from_branch: 'main' })).status).toBe(200);
+    expect(await engineView(location, 'dev')).toEqual([3, 3]);
+    expect(await engineView(location, 'old')).toEqual([1, 5]);
+    expect(await engineView(location, 'dev/sub')).toEqual([3, 3]);
+    expect(await engineView(location, null)).toEqual([3, 3]);
+
+    const listed = await post('b1', 'branches/list');
+    expect(listed.status).toBe(200);
+    const branches = listed.json.branches as Record<string, Record<string, unknown>>;
+    expect(Object.keys(branches)).toEqual(['dev%2Fsub', 'dev', 'main-too', 'old'].map(decodeURIComponent));
+    expect(branches.dev).toMatchObject({ parentVersion: 3, metadata: {} });
+    expect(branches.dev).not.toHaveProperty('parentBranch');
+    expect(branches['dev/sub']).toMatchObject({ parentBranch: 'dev', parentVersion: 3 });
+    expect(branches.old).toMatchObject({ parentVersion: 1 });
+    for (const contents of Object.values(branches)) {
+      expect(Number(contents.manifestSize)).toBeGreaterThan(0);
+      expect(Math.abs(Number(contents.createAt) - Date.now() / 1000)).toBeLessThan(3600);
+    }
+    // The engine lists the same branches with the same parents.
+    const table = await connectTable(location, engineOptions);
+    try {
+      const engine = await (await table.branches()).list();
+      expect(Object.keys(engine).sort()).toEqual(Object.keys(branches).sort());
+      for (const [name, c] of Object.entries(engine))
+        expect([c.parentVersion, c.manifestSize]).toEqual([branches[name]?.parentVersion, branches[name]?.manifestSize]);
+    } finally {
+      table.close();
+    }
+    expect((await fx.t.call('GET', path('b1', 'branches/list'))).json.branches).toEqual(branches);
+  });
+
+  it('refuses a taken name (409 code 23), a missing source branch (404 code 22), a missing version (404 code 11) and names Lance refuses (400 code 13), changing nothing', async () => {
+    const location = await createTable('b2', 2);
+    expect((await post('b2', 'branches/create', { name: 'dev' })).status).toBe(200);
+    const before = (await post('b2', 'branches/list')).json.branches;
+    expectError(await post('b2', 'branches/create', { name: 'dev' }), 409, 23, /dev/);
+    expectError(await post('b2', 'branches/create', { name: 'dev', from_version: 1 }), 409, 23);
+    expectError(await post('b2', 'branches/create', { name: 'x', from_branch: 'nope' }), 404, 22, /nope/);
+    expectError(await post('b2', 'branches/create', { name: 'x', from_version: 9 }), 404, 11, /version 9/);
+    expectError(await post('b2', 'branches/create', { name: 'x', from_branch: 'dev', from_version: 9 }), 404, 11, /version 9/);
+    for (const name of ['main', '', 'a..b', 'a//b', '/a', 'a/', 'x.lock', 'sp ace', 'at@', 'back\\slash'])
+      expectError(await post('b2', 'branches/create', { name }), 400, 13, /branch name/);
+    expectError(await post('b2', 'branches/create', { name: 'x', from_branch: 'a..b' }), 400, 13, /from_branch/);
+    expect((await post('b2', 'branches/list')).json.branches).toEqual(before);
+    expect(await engineView(location, 'dev')).toEqual([2, 4]);
+    expectError(await post('missing', 'branches/create', { name: 'x' }), 404, 4);
+    expectError(await post('missing', 'branches/list'), 404, 4);
+  });
+
+  it("deletes a branch and its tree, keeps one others were forked from (Lance's rule: 409 code 19 naming them), 404 code 22 for a missing one", async () => {
+    const location = await createTable('b3', 2);
+    expect((await post('b3', 'branches/create', { name: 'parent' })).status).toBe(200);
+    expect((await post('b3', 'branches/create', { name: 'child', from_branch: 'parent' })).status).toBe(200);
+    const { store } = fx.root;
+    const treeKey = `${location.slice(store.location('').length).replace(/^\//, '')}/tree/`;
+    expect((await store.list(treeKey)).objects.length).toBeGreaterThan(0);
+    expectError(await post('b3', 'branches/delete', { name: 'parent' }), 409, 19, /child/);
+    expect(Object.keys((await post('b3', 'branches/list')).json.branches as object).sort()).toEqual(['child', 'parent']);
+    expect((await post('b3', 'branches/delete', { name: 'child' })).status).toBe(200);
+    expect((await post('b3', 'branches/delete', { name: 'parent' })).status).toBe(200);
+    expect((await post('b3', 'branches/list')).json.branches).toEqual({});
+    expect((await store.list(treeKey)).objects).toEqual([]);
+    expectError(await post('b3', 'branches/delete', { name: 'parent' }), 404, 22, /parent/);
+    expectError(await post('b3', 'branches/delete', { name: 'main' }), 400, 13);
+    // A deleted name can be taken again.
+    expect((await post('b3', 'branches/create', { name: 'parent' })).status).toBe(200);
+    expect(await engineView(location, null)).toEqual([2, 4]);
+  });
+
+  it('settles concurrent creates of one name: one wins, the others are 409 code 23, and the branch is whole', async () => {
+    const location = await createTable('b5', 2);
+    const results = await Promise.all([1, 2, 3, 4].map((v) => post('b5', 'branches/create', { name: 'race', from_version: v <= 2 ? v : undefined })));
+    const statuses = results.map((r) => [r.status, r.json.code ?? null]);
+    expect(
+      statuses.filter(([s]) => s === 200),
+      JSON.stringify(statuses),
+    ).toHaveLength(1);
+    for (const [s, code] of statuses.filter(([s]) => s !== 200)) expect([s, code]).toEqual([409, 23]);
+    const winner = results.findIndex((r) => r.status === 200);
+    const version = winner < 2 ? winner + 1 : 2;
+    const listed = (await post('b5', 'branches/list')).json.branches as Record<string, { parentVersion: number }>;
+    expect(listed.race?.parentVersion).toBe(version);
+    expect(await engineView(location, 'race')).toEqual([version, version === 1 ? 5 : 4]);
+  });
+
+  it('pages the listing with signed tokens bound to the table', async () => {
+    await createTable('b4', 1);
+    const names = ['a', 'b', 'c', 'd', 'e'];
+    for (const name of names) expect((await post('b4', 'branches/create', { name })).status).toBe(200);
+    const seen: string[] = [];
+    let token: string | null = null;
+    do {
+      const query: string = `?limit=2${token ? `&page_token=${encodeURIComponent(token)}` : ''}`;
+      const page = await fx.t.call('GET', path('b4', 'branches/list', query));
+      expect(page.status).toBe(200);
+      const got = Object.keys(page.json.branches as object);
+      expect(got.length).toBeLessThanOrEqual(2);
+      seen.push(...got);
+      token = (page.json.page_token as string | null | undefined) ?? null;
+    } while (token !== null);
+    expect(seen).toEqual(names);
+    expect((await post('b4', 'branches/list', { limit: 0 })).json).toEqual({ branches: {}, page_token: null });
+    const first = await post('b4', 'branches/list', { limit: 1 });
+    expectError(await post('b1', 'branches/list', { page_token: first.json.page_token }), 400, 13, /page_token/);
+  });
+});
