@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { arrow } from '../../src/engine/arrow.js';
 import { useNamespaceFixture } from '../support/app.js';
 import { connectTable, peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
@@ -124,6 +125,89 @@ describe.each(backends())('branches on $name', (backend) => {
     const listed = (await post('b5', 'branches/list')).json.branches as Record<string, { parentVersion: number }>;
     expect(listed.race?.parentVersion).toBe(version);
     expect(await engineView(location, 'race')).toEqual([version, version === 1 ? 5 : 4]);
+  });
+
+  /** Forks `branch` from main's latest and deletes the rows `predicate` selects on it straight through the engine (a Lance client writing the branch). */
+  async function forkAndDelete(location: string, table: string, branch: string, predicate: string): Promise<void> {
+    expect((await post(table, 'branches/create', { name: branch })).status).toBe(200);
+    const opened = await connectTable(location, engineOptions);
+    try {
+      const on = await (await opened.branches()).checkout(branch);
+      await on.delete(predicate);
+      on.close();
+    } finally {
+      opened.close();
+    }
+  }
+
+  /** The ids a query returns, through the service. */
+  async function queryIds(table: string, body: Record<string, unknown>): Promise<number[]> {
+    const res = await fx.t.app.server.inject({
+      method: 'POST',
+      url: path(table, 'query'),
+      payload: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    return arrow
+      .tableFromIPC(res.rawPayload)
+      .toArray()
+      .map((r: { id: bigint }) => Number(r.id))
+      .sort((a: number, b: number) => a - b);
+  }
+
+  it('reads a branch: describe, count, query, plans, stats, indices and index stats see its history, main stays as it was', async () => {
+    const location = await createTable('r1', 2);
+    expect((await post('r1', 'create_scalar_index', { column: 'id', index_type: 'btree', name: 'id_idx' })).status).toBe(200);
+    await forkAndDelete(location, 'r1', 'dev', 'id <= 4');
+    const [mainVersion] = await engineView(location, null);
+    const [devVersion, devRows] = await engineView(location, 'dev');
+    expect(devRows).toBe(1);
+
+    const described = await post('r1', 'describe', { branch: 'dev', load_detailed_metadata: true });
+    expect(described.status).toBe(200);
+    expect(described.json.version).toBe(devVersion);
+    expect((described.json.schema as { fields: Array<{ name: string }> }).fields.map((f) => f.name)).toEqual(['id', 'name']);
+    expect((await post('r1', 'describe', { load_detailed_metadata: true })).json.version).toBe(mainVersion);
+    const devAtFork = await post('r1', 'describe', { branch: 'dev', version: devVersion - 1, load_detailed_metadata: true });
+    expect(devAtFork.json.version).toBe(devVersion - 1);
+
+    expect((await post('r1', 'count_rows', { branch: 'dev' })).text).toBe('1');
+    expect((await fx.t.call('GET', path('r1', 'count_rows', '?branch=dev'))).text).toBe('1');
+    expect((await post('r1', 'count_rows', { branch: 'dev', version: devVersion - 1 })).text).toBe('4');
+    expect((await post('r1', 'count_rows', {})).text).toBe('4');
+    expect((await post('r1', 'count_rows', { branch: 'main' })).text).toBe('4');
+
+    expect(await queryIds('r1', { branch: 'dev', k: 10, vector: null })).toEqual([5]);
+    expect(await queryIds('r1', { k: 10, vector: null })).toEqual([1, 3, 4, 5]);
+    const plan = await post('r1', 'explain_plan', { branch: 'dev', query: { k: 10, vector: null, filter: 'id > 0' } });
+    expect(plan.status).toBe(200);
+    const analyzed = await post('r1', 'analyze_plan', { branch: 'dev', k: 10, vector: null, filter: 'id > 0' });
+    expect(analyzed.text).toMatch(/output_rows=1\b/);
+    expectError(await post('r1', 'explain_plan', { branch: 'dev', query: { branch: 'other', k: 1, vector: null } }), 400, 13, /different branches/);
+
+    const stats = await post('r1', 'stats', { branch: 'dev' });
+    expect(stats.json).toMatchObject({ num_rows: 1, num_indices: 1 });
+    expect((await post('r1', 'stats', {})).json).toMatchObject({ num_rows: 4 });
+    const indices = await fx.t.call('GET', path('r1', 'index/list', '?branch=dev'));
+    expect((indices.json.indexes as Array<{ index_name: string }>).map((i) => i.index_name)).toEqual(['id_idx']);
+    const indexStats = await fx.t.call('GET', path('r1', 'index/id_idx/stats', '?branch=dev'));
+    expect(indexStats.json).toMatchObject({ index_type: 'BTREE' });
+
+    // A missing branch is 404 code 22 on every read; a bad name 400 code 13.
+    for (const [op, body] of [
+      ['describe', { branch: 'nope' }],
+      ['count_rows', { branch: 'nope' }],
+      ['query', { branch: 'nope', k: 1, vector: null }],
+      ['explain_plan', { query: { branch: 'nope', k: 1, vector: null } }],
+      ['analyze_plan', { branch: 'nope', k: 1, vector: null }],
+      ['stats', { branch: 'nope' }],
+      ['index/list', { branch: 'nope' }],
+      ['index/id_idx/stats', { branch: 'nope' }],
+    ] as const)
+      expectError(await post('r1', op, body), 404, 22, /nope/);
+    expectError(await post('r1', 'count_rows', { branch: 'a..b' }), 400, 13);
+    expectError(await post('r1', 'count_rows', { branch: 'dev', version: 99 }), 404, 11);
   });
 
   it('pages the listing with signed tokens bound to the table', async () => {

@@ -1049,8 +1049,8 @@ def test_branches(namespaces, tables, api):
     branches.delete_table_branch(tid(ns, "t"), m.DeleteTableBranchRequest(name="dev"))
     expect_error(lambda: branches.delete_table_branch(tid(ns, "t"), m.DeleteTableBranchRequest(name="dev")), NotFoundException, 404, 22)
     assert branches.list_table_branches(tid(ns, "t")).branches == {}
-    # A branch other than main on an operation that does not take one yet is 406.
-    expect_error(lambda: tables.count_table_rows(tid(ns, "t"), m.CountTableRowsRequest(branch="dev")), ApiException, 406, 0)
+    # A missing branch is 404 code 22 wherever a request names one.
+    expect_error(lambda: tables.count_table_rows(tid(ns, "t"), m.CountTableRowsRequest(branch="dev")), NotFoundException, 404, 22)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -91,8 +91,7 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       body: GetTableStatsRequest,
       query: BranchQuery,
       response: GetTableStatsResponse,
-      mainBranchOnly: true,
-      handler: ({ ctx, id }) => columns.tableStats(ctx, id),
+      handler: ({ ctx, id, body, query }) => columns.tableStats(ctx, id, queryOrBody(query, body, ['branch']).branch),
     }),
     defineRoute({
       operationId: 'DescribeTableIndexStats',
@@ -103,9 +102,8 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       body: DescribeTableIndexStatsRequest,
       query: DescribeTableIndexStatsQuery,
       response: DescribeTableIndexStatsResponse,
-      mainBranchOnly: true,
       handler: ({ ctx, id, body, query, params }) =>
-        columns.indexStats(ctx, id, { indexName: params.index_name ?? '', bodyIndexName: body.index_name, ...queryOrBody(query, body, ['version']) }),
+        columns.indexStats(ctx, id, { indexName: params.index_name ?? '', bodyIndexName: body.index_name, ...queryOrBody(query, body, ['version', 'branch']) }),
     }),
   ]);
 }

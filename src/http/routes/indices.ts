@@ -48,10 +48,9 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       body: ListTableIndicesRequest,
       query: ListTableIndicesQuery,
       response: ListTableIndicesResponse,
-      mainBranchOnly: true,
       handler: ({ ctx, id, body, query }) => {
-        const { page_token, limit, version } = queryOrBody(query, body, ['page_token', 'limit', 'version']);
-        return indices.list(ctx, id, { pageToken: page_token, limit, version });
+        const { page_token, limit, version, branch } = queryOrBody(query, body, ['page_token', 'limit', 'version', 'branch']);
+        return indices.list(ctx, id, { pageToken: page_token, limit, version, branch });
       },
     }),
     defineRoute({

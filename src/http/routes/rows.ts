@@ -78,8 +78,7 @@ export function rowRoutes(rows: RowService): RouteGroup {
       body: CountTableRowsRequest,
       query: CountTableRowsQuery,
       response: CountTableRowsResponse,
-      mainBranchOnly: true,
-      handler: ({ ctx, id, body, query }) => rows.count(ctx, id, queryOrBody(query, body, ['predicate', 'version'])),
+      handler: ({ ctx, id, body, query }) => rows.count(ctx, id, queryOrBody(query, body, ['predicate', 'version', 'branch'])),
     }),
     defineRoute({
       operationId: 'RestoreTable',

@@ -154,15 +154,19 @@ export async function findBranchRef(dataDir: StoreDir, name: string): Promise<Br
   return object && parseBranchRef(name, key, object.body, object.etag);
 }
 
+/** Branch `name`'s ref (one GET); 404 code 22 when the table `tableName` has no such branch. */
+export async function requireBranchRef(dataDir: StoreDir, name: string, tableName: string): Promise<BranchRef> {
+  const ref = await findBranchRef(dataDir, name);
+  if (!ref) throw branchNotFound(tableName, name);
+  return ref;
+}
+
 /**
  * The branch a request names, resolved once: null for main (no store call), else its ref (one
  * GET); 404 code 22 when the table `tableName` has no such branch.
  */
 export async function resolveBranch(dataDir: StoreDir, branch: BranchName, tableName: string): Promise<BranchRef | null> {
-  if (branch === null) return null;
-  const ref = await findBranchRef(dataDir, branch);
-  if (!ref) throw branchNotFound(tableName, branch);
-  return ref;
+  return branch === null ? null : requireBranchRef(dataDir, branch, tableName);
 }
 
 /** One page of a dataset's branches, in the byte order of their refs' keys. */

@@ -21,6 +21,7 @@ import {
   VIRTUAL_COLUMN_METADATA,
 } from '../../model/columns.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
+import { normalizeBranch } from '../branches/branch-refs.js';
 import type { RequestContext } from '../context/request-context.js';
 import type { DataTable, DataTables } from './data-tables.js';
 import { manifestIndex, manifestIndices } from './index-manifest.js';
@@ -358,9 +359,12 @@ export class ColumnService {
     }
   }
 
-  async tableStats(ctx: RequestContext, id: string[]): Promise<GetTableStatsResponse> {
+  async tableStats(ctx: RequestContext, id: string[], branchField?: string | null): Promise<GetTableStatsResponse> {
+    const branch = normalizeBranch(branchField);
     // The engine counts only the indices it can name; the manifest has them all.
-    const [s, indices] = await this.tables.readTable(ctx, id, (table) => Promise.all([this.engine.columns.tableStats(table.at), manifestIndices(table)]));
+    const [s, indices] = await this.tables.readTable(ctx, id, (table) => Promise.all([this.engine.columns.tableStats(table.at), manifestIndices(table)]), {
+      branch,
+    });
     return {
       total_bytes: s.totalBytes,
       num_rows: s.numRows,
@@ -373,12 +377,13 @@ export class ColumnService {
   async indexStats(
     ctx: RequestContext,
     id: string[],
-    request: { indexName: string; bodyIndexName?: string | undefined; version?: number | null | undefined },
+    request: { indexName: string; bodyIndexName?: string | undefined; version?: number | null | undefined; branch?: string | null | undefined },
   ): Promise<DescribeTableIndexStatsResponse> {
     if (request.bodyIndexName !== undefined && request.bodyIndexName !== request.indexName) {
       throw invalidInput(`index_name ${JSON.stringify(request.bodyIndexName)} in the body does not match ${JSON.stringify(request.indexName)} in the path`);
     }
     const version = request.version ?? undefined;
+    const branch = normalizeBranch(request.branch);
     return this.tables.readTable(
       ctx,
       id,
@@ -393,7 +398,7 @@ export class ColumnService {
           num_indices: index.numSegments,
         };
       },
-      { version },
+      { version, branch },
     );
   }
 }

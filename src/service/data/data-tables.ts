@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
-import { type BranchName, type BranchRef, resolveBranch } from '../branches/branch-refs.js';
+import { type BranchName, type BranchRef, branchTreeDir, requireBranchRef } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { stagedManifestPath, type TableRef, tableRefOf } from '../catalog/layout.js';
+import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
 import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
 import { latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
@@ -19,6 +20,8 @@ export interface DataTable extends ResolvedTable {
   at: DatasetLocation;
   /** The branch the request works on, as its ref was read for it; null for main. */
   branch: BranchRef | null;
+  /** Where the versions of that branch are: the dataset's own directory for main, `tree/<branch>/` else. */
+  versionsDir: StoreDir;
 }
 
 /** A table opened for a data operation, and whether its dataset exists yet. */
@@ -64,16 +67,20 @@ export class DataTables {
     }
     const location = { location: dir.store.location(dir.key), storageOptions: dir.store.engineStorageOptions() };
     const managed = await table.managedVersioning();
-    // A branch: its ref, read once (404 code 22 when absent); the engine opens the dataset on it.
-    const branch = await resolveBranch(dir, options.branch ?? null, displayId(id));
-    if (branch !== null) {
+    if (options.branch) {
+      // A branch: its ref, read once (404 code 22 when absent), and its latest version at the same
+      // time; the engine opens the dataset on it.
+      const versionsDir = branchTreeDir(dir, options.branch);
+      const [branch, branchLatest] = await Promise.all([requireBranchRef(dir, options.branch, displayId(id)), new TableVersions(versionsDir).latest()]);
       // The commit coordinator commits to main's history: a managed table's branch is read from
       // the store as Lance lays it out, and not written until its commits have a path of their own.
       if (managed && options.writing)
         throw unsupported(
           `writes to branch ${JSON.stringify(branch.name)} of table ${displayId(id)}, whose versions the service manages, are not supported yet`,
         );
-      return { ...table, ref: state.ref, at: { ...location, branch: branch.name }, branch, hasData };
+      const committed = latestCommitted(branchLatest, state);
+      const at: DatasetLocation = { ...location, branch: branch.name, ...(committed ? { latest: committed } : {}) };
+      return { ...table, ref: state.ref, at, branch, versionsDir, hasData };
     }
     // The engine commits only through `write`, under a write lease a drop waits for.
     const at: DatasetLocation = {
@@ -81,7 +88,7 @@ export class DataTables {
       ...(managed ? { coordinator: this.versions.coordinatorFor(ctx, table, true) } : {}),
       ...(latest ? { latest } : {}),
     };
-    return { ...table, ref: state.ref, at, branch: null, hasData };
+    return { ...table, ref: state.ref, at, branch: null, versionsDir: dir, hasData };
   }
 
   /**

@@ -9,6 +9,7 @@ import {
   type ListTableIndicesResponse,
   VECTOR_INDEX_TYPES,
 } from '../../model/indices.js';
+import { normalizeBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { type PageTokens, paginate } from '../catalog/page-token.js';
@@ -124,8 +125,14 @@ export class IndexService {
     return {};
   }
 
-  async list(ctx: RequestContext, id: string[], page: PageRequest & { version?: number | null | undefined }): Promise<ListTableIndicesResponse> {
-    const scope = JSON.stringify(id);
+  async list(
+    ctx: RequestContext,
+    id: string[],
+    page: PageRequest & { version?: number | null | undefined; branch?: string | null | undefined },
+  ): Promise<ListTableIndicesResponse> {
+    const branch = normalizeBranch(page.branch);
+    // A page token continues the listing of one table and one branch.
+    const scope = JSON.stringify(branch === null ? id : [...id, { branch }]);
     const after = this.pageTokens.decode('indices', scope, page.pageToken);
     const version = opt(page.version);
     const indices = await this.tables.readTable(
@@ -135,7 +142,7 @@ export class IndexService {
         const listed = await manifestIndices(table, version);
         return listed.length === 0 ? [] : withEngineDetails(listed, await this.tables.engine.indices.listIndices(table.at, { version }));
       },
-      { allowDeclared: true },
+      { allowDeclared: true, branch },
     );
     const ordered = indices.sort(byName).filter((i) => after === undefined || Buffer.compare(Buffer.from(i.name), Buffer.from(after)) > 0);
     const { page: shown, pageToken } = paginate(

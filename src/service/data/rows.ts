@@ -13,6 +13,7 @@ import type {
   UpdateTableResponse,
 } from '../../model/rows.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
+import { normalizeBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import { reservedMarkerKey, tableRecordKey } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
@@ -226,10 +227,16 @@ export class RowService {
     }
   }
 
-  async count(ctx: RequestContext, id: string[], request: { predicate?: string | null | undefined; version?: number | null | undefined }): Promise<number> {
+  async count(
+    ctx: RequestContext,
+    id: string[],
+    request: { predicate?: string | null | undefined; version?: number | null | undefined; branch?: string | null | undefined },
+  ): Promise<number> {
     const version = request.version ?? undefined;
+    const branch = normalizeBranch(request.branch);
     return this.tables.readTable(ctx, id, (table) => this.engine.rows.countRows(table.at, { predicate: optionalPredicate(request.predicate), version }), {
       version,
+      branch,
     });
   }
 
