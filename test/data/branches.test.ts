@@ -210,6 +210,95 @@ describe.each(backends())('branches on $name', (backend) => {
     expectError(await post('r1', 'count_rows', { branch: 'dev', version: 99 }), 404, 11);
   });
 
+  /** What a write may change of a line of history, as the engine reads it: version, rows (ids), columns, indices. */
+  async function lineOf(location: string, branch: string | null) {
+    const opened = await connectTable(location, engineOptions);
+    try {
+      const on = branch === null ? opened : await (await opened.branches()).checkout(branch);
+      const rows = (await on.query().toArray()) as Array<{ id: bigint }>;
+      return {
+        version: await on.version(),
+        ids: rows.map((r) => Number(r.id)).sort((a, b) => a - b),
+        columns: (await on.schema()).fields.map((f) => f.name),
+        indices: (await on.listIndices()).map((i) => i.name).sort(),
+      };
+    } finally {
+      opened.close();
+    }
+  }
+
+  it('writes on a branch land on it alone: rows, columns, metadata, indices, tags and restore; main and the other branches stay as they were', async () => {
+    const location = await createTable('w1', 1);
+    expect((await post('w1', 'branches/create', { name: 'dev' })).status).toBe(200);
+    expect((await post('w1', 'branches/create', { name: 'other' })).status).toBe(200);
+    const main = await lineOf(location, null);
+    const other = await lineOf(location, 'other');
+    const ok = async (res: Promise<{ status: number; json: Record<string, unknown>; text: string }>) => {
+      const r = await res;
+      expect(r.status, r.text).toBe(200);
+      return r.json;
+    };
+    const dev = { branch: 'dev' };
+    expect((await ok(fx.t.call('POST', path('w1', 'insert', '?branch=dev'), peopleStream([6, 7]), ARROW))).num_inserted_rows).toBe(2);
+    await ok(
+      fx.t.call(
+        'POST',
+        path('w1', 'merge_insert', '?branch=dev&on=id&when_matched_update_all=true&when_not_matched_insert_all=true'),
+        peopleStream([7, 8]),
+        ARROW,
+      ),
+    );
+    expect((await ok(post('w1', 'update', { ...dev, updates: [['name', "'u'"]], predicate: 'id = 1' }))).updated_rows).toBe(1);
+    await ok(post('w1', 'delete', { ...dev, predicate: 'id = 2' }));
+    expect(await lineOf(location, 'dev')).toMatchObject({ ids: [1, 3, 4, 5, 6, 7, 8] });
+    await ok(post('w1', 'add_columns', { ...dev, new_columns: [{ name: 'twice', expression: 'id * 2' }] }));
+    await ok(post('w1', 'alter_columns', { ...dev, alterations: [{ path: 'twice', rename: 'double' }] }));
+    await ok(post('w1', 'update_field_metadata', { ...dev, updates: [{ path: 'name', metadata: { k: 'v' } }] }));
+    await ok(post('w1', 'drop_columns', { ...dev, columns: ['double'] }));
+    await ok(post('w1', 'add_columns', { ...dev, new_columns: [{ name: 'kept', expression: 'id + 1' }] }));
+    await ok(post('w1', 'create_scalar_index', { ...dev, column: 'id', index_type: 'btree', name: 'id_idx' }));
+    await ok(post('w1', 'create_index', { ...dev, column: 'name', index_type: 'FTS', name: 'name_fts' }));
+    await ok(fx.t.call('POST', path('w1', 'index/name_fts/drop', '?branch=dev'), {}));
+    const devLine = await lineOf(location, 'dev');
+    expect(devLine).toMatchObject({ ids: [1, 3, 4, 5, 6, 7, 8], columns: ['id', 'name', 'kept'], indices: ['id_idx'] });
+    const described = await post('w1', 'describe', { ...dev, load_detailed_metadata: true });
+    expect(described.json.version).toBe(devLine.version);
+
+    // Tags into the branch: Lance records the branch, and the listing says it.
+    await ok(post('w1', 'tags/create', { ...dev, tag: 'dev-head', version: devLine.version }));
+    await ok(post('w1', 'tags/create', { tag: 'main-head', version: main.version }));
+    await ok(post('w1', 'tags/update', { ...dev, tag: 'main-head', version: 2 }));
+    const tags = (await post('w1', 'tags/list')).json.tags as Record<string, { branch?: string; version: number }>;
+    expect(tags['dev-head']).toMatchObject({ branch: 'dev', version: devLine.version });
+    expect(tags['main-head']).toMatchObject({ branch: 'dev', version: 2 });
+    expect((await post('w1', 'tags/version', { tag: 'dev-head' })).json).toEqual({ version: devLine.version, branch: 'dev' });
+    expectError(await post('w1', 'tags/create', { ...dev, tag: 'far', version: 99 }), 404, 11);
+
+    // Restore on the branch: an earlier version of the branch becomes its latest.
+    const restored = await ok(post('w1', 'restore', { ...dev, version: 2 }));
+    expect(restored).toEqual({});
+    expect(await lineOf(location, 'dev')).toMatchObject({ version: devLine.version + 1, ids: [1, 2, 3, 4, 5, 6, 7] });
+
+    expect(await lineOf(location, null)).toEqual(main);
+    expect(await lineOf(location, 'other')).toEqual(other);
+
+    // A write naming a missing branch is 404 code 22 and changes nothing.
+    expectError(await post('w1', 'delete', { branch: 'nope', predicate: 'true' }), 404, 22);
+    expectError(await fx.t.call('POST', path('w1', 'insert', '?branch=nope'), peopleStream([9]), ARROW), 404, 22);
+    expect(await lineOf(location, null)).toEqual(main);
+  });
+
+  it('refuses writes to a branch of a managed table (406) until its commits have their own path, and reads it', async () => {
+    expect((await fx.t.call('POST', '/v1/namespace/managed/create', { properties: { managed_versioning: 'true' } })).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/table/managed%24m/create', peopleStream([1, 2, 3]), ARROW)).status).toBe(200);
+    const mpost = (op: string, body: unknown) => fx.t.call('POST', `/v1/table/managed%24m/${op}`, body);
+    expect((await mpost('branches/create', { name: 'dev' })).status).toBe(200);
+    expect((await mpost('count_rows', { branch: 'dev' })).text).toBe('3');
+    expectError(await mpost('delete', { branch: 'dev', predicate: 'id = 1' }), 406, 0, /managed|manages/);
+    expect((await mpost('count_rows', { branch: 'dev' })).text).toBe('3');
+    expect((await mpost('count_rows', {})).text).toBe('3');
+  });
+
   it('pages the listing with signed tokens bound to the table', async () => {
     await createTable('b4', 1);
     const names = ['a', 'b', 'c', 'd', 'e'];

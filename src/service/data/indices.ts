@@ -115,13 +115,19 @@ export class IndexService {
       throw invalidInput(`index_type: ${request.index_type} is a vector index; create it with create_index, not create_scalar_index`);
     }
     const spec = specOf(request);
-    await this.tables.writeTable(ctx, id, async (table) => {
-      // Against the manifest, which lists every index whichever engine built it (the engines refuse a taken name too).
-      if ((await manifestIndices(table)).some((i) => i.name === spec.name)) {
-        throw new NamespaceError(ErrorCode.TableIndexAlreadyExists, `table ${displayId(id)} already has an index named ${JSON.stringify(spec.name)}`);
-      }
-      return this.tables.engine.indices.createIndex(table.at, spec);
-    });
+    const branch = normalizeBranch(request.branch);
+    await this.tables.writeTable(
+      ctx,
+      id,
+      async (table) => {
+        // Against the manifest, which lists every index whichever engine built it (the engines refuse a taken name too).
+        if ((await manifestIndices(table)).some((i) => i.name === spec.name)) {
+          throw new NamespaceError(ErrorCode.TableIndexAlreadyExists, `table ${displayId(id)} already has an index named ${JSON.stringify(spec.name)}`);
+        }
+        return this.tables.engine.indices.createIndex(table.at, spec);
+      },
+      { branch },
+    );
     return {};
   }
 
@@ -154,8 +160,9 @@ export class IndexService {
     return { indexes: shown.map(contentOf), page_token: pageToken };
   }
 
-  async drop(ctx: RequestContext, id: string[], name: string): Promise<DropTableIndexResponse> {
-    await this.tables.writeTable(ctx, id, (table) => this.tables.engine.indices.dropIndex(table.at, name));
+  async drop(ctx: RequestContext, id: string[], name: string, branchField?: string | null): Promise<DropTableIndexResponse> {
+    const branch = normalizeBranch(branchField);
+    await this.tables.writeTable(ctx, id, (table) => this.tables.engine.indices.dropIndex(table.at, name), { branch });
     return {};
   }
 }
