@@ -299,6 +299,36 @@ describe.each(backends())('branches on $name', (backend) => {
     expect((await mpost('count_rows', {})).text).toBe('3');
   });
 
+  it('drop takes the branches with the table; rename carries them; deregister and register keep them with the data', async () => {
+    const location = await createTable('d1', 1);
+    await forkAndDelete(location, 'd1', 'dev', 'id = 1');
+    expect((await post('d1', 'drop', {})).status).toBe(200);
+    await createTable('d1', 1);
+    expect((await post('d1', 'branches/list')).json.branches).toEqual({});
+    expectError(await post('d1', 'count_rows', { branch: 'dev' }), 404, 22);
+
+    const moved = await createTable('d2', 1);
+    await forkAndDelete(moved, 'd2', 'dev', 'id = 1');
+    const renamed = await post('d2', 'rename', { new_table_name: 'd2moved' });
+    if (renamed.status === 200) {
+      expect(Object.keys((await post('d2moved', 'branches/list')).json.branches as object)).toEqual(['dev']);
+      expect((await post('d2moved', 'count_rows', { branch: 'dev' })).text).toBe('4');
+      expect((await post('d2moved', 'count_rows', {})).text).toBe('5');
+    } else {
+      // RenameTable is a 406 on S3 (no atomic rename of a directory): the branches stay where they are.
+      expectError(renamed, 406, 0);
+      expect(Object.keys((await post('d2', 'branches/list')).json.branches as object)).toEqual(['dev']);
+    }
+
+    const kept = await createTable('d3', 1);
+    await forkAndDelete(kept, 'd3', 'dev', 'id = 1');
+    expect((await post('d3', 'deregister', {})).status).toBe(200);
+    expectError(await post('d3', 'branches/list'), 404, 4);
+    expect((await post('d3again', 'register', { location: kept })).status).toBe(200);
+    expect(Object.keys((await post('d3again', 'branches/list')).json.branches as object)).toEqual(['dev']);
+    expect((await post('d3again', 'count_rows', { branch: 'dev' })).text).toBe('4');
+  });
+
   it('pages the listing with signed tokens bound to the table', async () => {
     await createTable('b4', 1);
     const names = ['a', 'b', 'c', 'd', 'e'];

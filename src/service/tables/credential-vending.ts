@@ -17,10 +17,16 @@ import type { RequestContext, VendRecord } from '../context/request-context.js';
 /** The key that says why a response carries no credentials (Lance ignores keys it does not know). */
 export const NO_CREDENTIALS_KEY = 'vended_credentials';
 
-/** Keys of a table directory that vended credentials may not write, relative to the directory. */
+/**
+ * Keys of a table directory that vended credentials may not write, relative to the directory. With
+ * managed versioning, the committed manifests of every branch too: a branch's history is
+ * `tree/<branch>/_versions/` (an IAM `*` spans '/', so `tree/*` covers names with '/').
+ */
 export function protectedKeys(managedVersioning: boolean): string[] {
   const own = ['.lance-*', `${CATALOG_DIR}/*`];
-  return managedVersioning ? [...own, `${VERSIONS_DIR}/*.manifest`, `${VERSIONS_DIR}/${LATEST_HINT}`] : own;
+  if (!managedVersioning) return own;
+  const history = (dir: string) => [`${dir}${VERSIONS_DIR}/*.manifest`, `${dir}${VERSIONS_DIR}/${LATEST_HINT}`];
+  return [...own, ...history(''), ...history('tree/*/')];
 }
 
 export interface VendTarget {
