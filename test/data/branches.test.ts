@@ -263,6 +263,13 @@ describe.each(backends())('branches on $name', (backend) => {
     expect(devLine).toMatchObject({ ids: [1, 3, 4, 5, 6, 7, 8], columns: ['id', 'name', 'kept'], indices: ['id_idx'] });
     const described = await post('w1', 'describe', { ...dev, load_detailed_metadata: true });
     expect(described.json.version).toBe(devLine.version);
+    // LanceDB opens the branch the service wrote straight from the store.
+    const lancedbDev = await connectTable(location, engineOptions, 'dev');
+    try {
+      expect([await lancedbDev.version(), await lancedbDev.countRows(), lancedbDev.currentBranch()]).toEqual([devLine.version, 7, 'dev']);
+    } finally {
+      lancedbDev.close();
+    }
 
     // Tags into the branch: Lance records the branch, and the listing says it.
     await ok(post('w1', 'tags/create', { ...dev, tag: 'dev-head', version: devLine.version }));
