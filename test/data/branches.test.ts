@@ -1,5 +1,7 @@
+import { existsSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
+import { DEFAULT_INDEX_PYTHON } from '../../src/engine/pylance/pylance-indices.js';
 import { useNamespaceFixture } from '../support/app.js';
 import { connectTable, peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
@@ -293,6 +295,19 @@ describe.each(backends())('branches on $name', (backend) => {
     expectError(await post('w1', 'delete', { branch: 'nope', predicate: 'true' }), 404, 22);
     expectError(await fx.t.call('POST', path('w1', 'insert', '?branch=nope'), peopleStream([9]), ARROW), 404, 22);
     expect(await lineOf(location, null)).toEqual(main);
+  });
+
+  it.skipIf(!existsSync(DEFAULT_INDEX_PYTHON))('builds the index types pylance builds on the branch alone', async () => {
+    const location = await createTable('x1', 1);
+    expect((await post('x1', 'branches/create', { name: 'dev' })).status).toBe(200);
+    const built = await post('x1', 'create_scalar_index', { branch: 'dev', column: 'id', index_type: 'ZONEMAP', name: 'id_zones' });
+    expect(built.status, built.text).toBe(200);
+    expect(await lineOf(location, null)).toMatchObject({ version: 1, indices: [] });
+    const listed = await fx.t.call('GET', path('x1', 'index/list', '?branch=dev'));
+    expect((listed.json.indexes as Array<{ index_name: string; index_type: string }>).map((i) => [i.index_name, i.index_type])).toEqual([
+      ['id_zones', 'ZONEMAP'],
+    ]);
+    expect((await fx.t.call('GET', path('x1', 'index/list'))).json.indexes).toEqual([]);
   });
 
   it('refuses writes to a branch of a managed table (406) until its commits have their own path, and reads it', async () => {

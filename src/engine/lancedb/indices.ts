@@ -169,12 +169,7 @@ export class LancedbIndices implements IndexOps {
   ) {}
 
   createIndex(at: DatasetLocation, spec: IndexSpec): Promise<{ name: string; version: number }> {
-    if (!BUILDABLE.includes(spec.type)) {
-      // The index workers open the dataset by the resolver's handle, which names no branch.
-      if (at.branch !== undefined)
-        return Promise.reject(new EngineError('unsupported', `a ${spec.type} index on a branch is not supported yet (branch ${JSON.stringify(at.branch)})`));
-      return this.pylance.createIndex(at, spec);
-    }
+    if (!BUILDABLE.includes(spec.type)) return this.pylance.createIndex(at, spec);
     return this.access.write(at, async (table) => {
       try {
         // Built in this call: the binding returns once the index is committed.
