@@ -87,6 +87,12 @@ describe.each(backends())('branches on $name', (backend) => {
     for (const name of ['main', '', 'a..b', 'a//b', '/a', 'a/', 'x.lock', 'sp ace', 'at@', 'back\\slash'])
       expectError(await post('b2', 'branches/create', { name }), 400, 13, /branch name/);
     expectError(await post('b2', 'branches/create', { name: 'x', from_branch: 'a..b' }), 400, 13, /from_branch/);
+    // A name no store can hold as a file name (255 bytes on a local disk; S3 keys end at 1,024).
+    for (const name of ['x'.repeat(300), 'é'.repeat(200), `${'seg/'.repeat(300)}x`]) {
+      const res = await post('b2', 'branches/create', { name });
+      expect([res.status, res.json.code], res.text).toEqual([400, 13]);
+      expectError(await post('b2', 'count_rows', { branch: name }), 400, 13);
+    }
     expect((await post('b2', 'branches/list')).json.branches).toEqual(before);
     expect(await engineView(location, 'dev')).toEqual([2, 4]);
     expectError(await post('missing', 'branches/create', { name: 'x' }), 404, 4);

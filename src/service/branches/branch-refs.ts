@@ -36,8 +36,16 @@ export function branchNameProblem(name: string): string | null {
     if (!SEGMENT.test(segment)) return `its segment ${JSON.stringify(segment)} has a character other than a letter, a digit, ".", "-" or "_"`;
   }
   if (name.endsWith('.lock')) return 'a branch name must not end with ".lock"';
+  if (encodeBranchSegment(name).length > MAX_ENCODED_NAME_BYTES)
+    return `its ref's file name would be longer than every store takes (at most ${MAX_ENCODED_NAME_BYTES} bytes with each byte but a letter, a digit, ".", "-" and "_" as three)`;
   return null;
 }
+
+/**
+ * The ref `_refs/branches/<encoded>.json` is one file name on a local disk (255 bytes at most):
+ * the same bound on every store, so that a name the service accepts on S3 works on a disk too.
+ */
+const MAX_ENCODED_NAME_BYTES = 200;
 
 // Rust's char::is_alphanumeric is Unicode's Alphabetic or Numeric.
 const SEGMENT = /^[\p{Alphabetic}\p{N}._-]+$/u;
@@ -45,7 +53,7 @@ const SEGMENT = /^[\p{Alphabetic}\p{N}._-]+$/u;
 /** A 400 code 13 unless `name` is a name Lance accepts for a new branch. */
 export function requireBranchName(name: string, field = 'name'): void {
   const problem = branchNameProblem(name);
-  if (problem !== null) throw invalidInput(`${field} ${JSON.stringify(name)} is not a branch name Lance accepts: ${problem}`);
+  if (problem !== null) throw invalidInput(`${field} ${JSON.stringify(name)} is not a valid branch name: ${problem}`);
 }
 
 /**
