@@ -53,8 +53,8 @@ export interface DatasetLocation {
   latest?: LatestCommitted;
   /**
    * A branch other than main (Lance's `tree/<branch>/`): the dataset is opened on it, so reads see
-   * its history and writes commit to it alone. `latest` is then the branch's; the datasets the
-   * engine keeps open are main's alone.
+   * its history and writes commit to it alone. `latest` is then the branch's (the engine keeps a
+   * dataset open per branch too).
    */
   branch?: string;
 }

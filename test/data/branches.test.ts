@@ -357,6 +357,20 @@ describe.each(backends())('branches on $name', (backend) => {
     expect((await post('d3again', 'count_rows', { branch: 'dev' })).text).toBe('4');
   });
 
+  it('a branch deleted and forked again under its name is read afresh, never from the dataset kept for the old one', async () => {
+    await createTable('k1', 1);
+    expect((await post('k1', 'branches/create', { name: 'dev' })).status).toBe(200);
+    expect((await post('k1', 'delete', { branch: 'dev', predicate: 'id <= 2' })).status).toBe(200);
+    expect((await post('k1', 'delete', { branch: 'dev', predicate: 'id = 3' })).status).toBe(200);
+    expect((await post('k1', 'count_rows', { branch: 'dev' })).text).toBe('2');
+    expect((await post('k1', 'branches/delete', { name: 'dev' })).status).toBe(200);
+    expect((await post('k1', 'branches/create', { name: 'dev' })).status).toBe(200);
+    expect((await post('k1', 'count_rows', { branch: 'dev' })).text).toBe('5');
+    expect((await post('k1', 'delete', { branch: 'dev', predicate: 'id = 5' })).status).toBe(200);
+    expect((await post('k1', 'count_rows', { branch: 'dev' })).text).toBe('4');
+    expect((await post('k1', 'count_rows', {})).text).toBe('5');
+  });
+
   it('pages the listing with signed tokens bound to the table', async () => {
     await createTable('b4', 1);
     const names = ['a', 'b', 'c', 'd', 'e'];

@@ -3,7 +3,7 @@ import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind } from '../dataset-location.js';
-import { DEFAULT_HANDLE_CACHE_LIMITS, HandleCache, type HandleCacheLimits, type HandleCacheStats } from './handle-cache.js';
+import { branchKey, DEFAULT_HANDLE_CACHE_LIMITS, HandleCache, type HandleCacheLimits, type HandleCacheStats } from './handle-cache.js';
 
 export type LancedbModule = typeof import('@lancedb/lancedb');
 export type Connection = import('@lancedb/lancedb').Connection;
@@ -299,15 +299,13 @@ export class TableAccess {
   /**
    * Runs a read on the dataset. At the latest version, and when the caller read the latest
    * committed version for this request (`at.latest`), the read runs on the dataset kept open for
-   * the location (see handle-cache.ts); otherwise on one opened for it. The kept datasets are
-   * main's: a branch's read opens its own.
+   * the location (see handle-cache.ts), each branch's apart; otherwise on one opened for it.
    */
   async read<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number | undefined } = {}): Promise<T> {
     const latest = at.latest;
-    if (options.version !== undefined || latest === undefined || at.branch !== undefined || !this.kept.enabled)
-      return this.withFreshTable(at, fn, options.version);
+    if (options.version !== undefined || latest === undefined || !this.kept.enabled) return this.withFreshTable(at, fn, options.version);
     return this.kept.use(
-      at.location,
+      branchKey(at.location, at.branch),
       latest,
       () => this.openKept(at),
       (kept) => {
@@ -324,21 +322,20 @@ export class TableAccess {
 
   /**
    * Runs a write on a dataset opened for it (at `version` when given: a restore). A handle that
-   * committed is current: with `at.latest` known, it becomes the location's kept handle (main's
-   * only: a branch's write leaves the kept dataset as it is).
+   * committed is current: with `at.latest` known, it becomes the location's (or its branch's) kept handle.
    */
   async write<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number | undefined } = {}): Promise<T> {
     const latest = at.latest;
-    if (latest === undefined || at.branch !== undefined || !this.kept.enabled) return this.withFreshTable(at, fn, options.version);
+    if (latest === undefined || !this.kept.enabled) return this.withFreshTable(at, fn, options.version);
     const name = this.register(at);
     let table: Table | undefined;
     let adopted = false;
     try {
-      table = await this.openTable(name, options.version);
+      table = await this.openTable(name, options.version, at.branch);
       const result = await fn(table);
       const version = await table.version().catch(() => undefined);
       if (version !== undefined) {
-        this.kept.adopt(at.location, latest.incarnation, this.keptTable(table, name), version, latest.manifestSize);
+        this.kept.adopt(branchKey(at.location, at.branch), latest.incarnation, this.keptTable(table, name), version, latest.manifestSize);
         adopted = true;
       }
       return result;
@@ -353,7 +350,7 @@ export class TableAccess {
   private async openKept(at: DatasetLocation): Promise<KeptTable> {
     const name = this.register(at);
     try {
-      return this.keptTable(await this.openTable(name, undefined), name);
+      return this.keptTable(await this.openTable(name, undefined, at.branch), name);
     } catch (e) {
       this.unregister(name);
       throw e;

@@ -8,7 +8,7 @@ import { stagedManifestPath, type TableRef, tableRefOf } from '../catalog/layout
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
 import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
-import { latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
+import { branchLatestCommitted, latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
@@ -78,7 +78,7 @@ export class DataTables {
         throw unsupported(
           `writes to branch ${JSON.stringify(branch.name)} of table ${displayId(id)}, whose versions the service manages, are not supported yet`,
         );
-      const committed = latestCommitted(branchLatest, state);
+      const committed = branchLatestCommitted(branchLatest, state, branch);
       const at: DatasetLocation = { ...location, branch: branch.name, ...(committed ? { latest: committed } : {}) };
       return { ...table, ref: state.ref, at, branch, versionsDir, hasData };
     }

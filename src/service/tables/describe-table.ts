@@ -9,7 +9,7 @@ import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
 import { engineFailure, onEngine } from '../errors/engine-errors.js';
 import { TableVersions } from '../versions/dataset-versions.js';
-import { latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
+import { branchLatestCommitted, latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { datasetAt } from './table-location.js';
 import { dataDir, requireVisibleTable, tableHasData } from './table-state.js';
 
@@ -52,7 +52,7 @@ export async function describeTable(
     }
     const asked = await askedVersion(deps, id, dir, request);
     const versions = new TableVersions(branchDir(dir, branch));
-    const branchLatest = branch === null ? undefined : latestCommitted(await versions.latest(), state);
+    const branchLatest = branch === null ? undefined : branchLatestCommitted(await versions.latest(), state, branch);
     const latest = branch === null ? (detailed?.latest ? latestCommitted(detailed.latest, state) : undefined) : branchLatest;
     // The manifest of the version the engine is expected to describe is read meanwhile.
     const expected = asked ?? latest?.version;
