@@ -4,13 +4,13 @@ import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
 import { type BranchName, type BranchRef, branchTreeDir, requireBranchRef } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
-import { stagedManifestPath, type TableRef, tableRefOf } from '../catalog/layout.js';
+import { stagedManifestPath, type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
 import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
 import { branchLatestCommitted, latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
-import { TableVersions } from '../versions/dataset-versions.js';
+import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 
 /** A table resolved for a data operation: where its dataset is and how the engine opens it. */
@@ -43,6 +43,28 @@ interface OpenOptions {
   writing?: boolean;
 }
 
+/** A branch's ref (404 code 22 when absent) and its latest version, read at the same time. */
+async function readBranch(
+  dir: StoreDir,
+  name: string,
+  id: string[],
+): Promise<{ branch: BranchRef; branchLatest: CommittedVersion | null; versionsDir: StoreDir }> {
+  const versionsDir = branchTreeDir(dir, name);
+  const [branch, branchLatest] = await Promise.all([requireBranchRef(dir, name, displayId(id)), new TableVersions(versionsDir).latest()]);
+  return { branch, branchLatest, versionsDir };
+}
+
+/** A promise that never rejects (read ahead, maybe never awaited), and its outcome. */
+const settled = <T>(p: Promise<T>): Promise<{ value: T } | { error: unknown }> =>
+  p.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+const unwrap = <T>(outcome: { value: T } | { error: unknown }): T => {
+  if ('error' in outcome) throw outcome.error;
+  return outcome.value;
+};
+
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
 export class DataTables {
   constructor(
@@ -57,7 +79,14 @@ export class DataTables {
   async open(ctx: RequestContext, id: string[], options: OpenOptions = {}): Promise<OpenTable> {
     // One look at the latest committed version answers whether the table has data and lets the
     // engine serve the request from the dataset it keeps open (checked against this version).
-    const resolved = await resolveTableWithLatest(this.deps, id, options.nameLinks);
+    const ref = tableRefOf(id);
+    const nameLinks = options.nameLinks ?? requireUnlinkedTable(this.deps.store, ref);
+    // A branch's ref and latest version are read beside the table's own reads when its dataset is
+    // the name's directory (every table's but a registered one's), as resolveTableWithLatest does
+    // for main's; only once the table is known to be there do they count (a 404 code 4 first).
+    const ownDir = this.deps.locations.own(tableDirKey(ref));
+    const early = options.branch && nameLinks.length === 0 ? settled(readBranch(ownDir, options.branch, id)) : undefined;
+    const resolved = await resolveTableWithLatest(this.deps, id, nameLinks);
     const { table } = resolved;
     const { state, dir } = table;
     const latest = latestCommitted(resolved.latest, state);
@@ -70,8 +99,8 @@ export class DataTables {
     if (options.branch) {
       // A branch: its ref, read once (404 code 22 when absent), and its latest version at the same
       // time; the engine opens the dataset on it.
-      const versionsDir = branchTreeDir(dir, options.branch);
-      const [branch, branchLatest] = await Promise.all([requireBranchRef(dir, options.branch, displayId(id)), new TableVersions(versionsDir).latest()]);
+      const own = early !== undefined && dir.store === ownDir.store && dir.key === ownDir.key;
+      const { branch, branchLatest, versionsDir } = own ? unwrap(await early) : await readBranch(dir, options.branch, id);
       // The commit coordinator commits to main's history: a managed table's branch is read from
       // the store as Lance lays it out, and not written until its commits have a path of their own.
       if (managed && options.writing)
