@@ -75,6 +75,10 @@ describe('session policy', () => {
         '_versions/latest_version_hint.json',
         'tree/*/_versions/*.manifest',
         'tree/*/_versions/latest_version_hint.json',
+        'tree/*/*/_versions/*.manifest',
+        'tree/*/*/_versions/latest_version_hint.json',
+        'tree/*/*/*/_versions/*.manifest',
+        'tree/*/*/*/_versions/latest_version_hint.json',
       ].map((k) => `arn:aws:s3:::bkt/ns/t.lance/${k}`),
     });
     expect(protectedKeys(false)).toEqual(['.lance-*', '_catalog/*']);
