@@ -15,26 +15,13 @@
 // them in one page (one LIST of the refs and one GET per branch), and of a page of 100.
 
 import { parseArgs } from 'node:util';
-import { arrow } from '../src/engine/arrow.js';
+import { peopleStream } from '../test/support/arrow-data.js';
 import { ms, now, runMain, type Summary, startBenchService, summarize } from './bench-support.js';
 
 const TABLE = '/v1/table/bench%24t';
 
 function log(message: string): void {
   process.stderr.write(`[bench] ${message}\n`);
-}
-
-/** An Arrow IPC stream of rows {id: int64, name: utf8} for ids from..from+count-1. */
-function rowsStream(from: number, count: number): Buffer {
-  const ids = Array.from({ length: count }, (_, i) => from + i);
-  const table = new arrow.Table({
-    id: arrow.vectorFromArray(BigInt64Array.from(ids.map(BigInt))),
-    name: arrow.vectorFromArray(
-      ids.map((i) => `name-${i}`),
-      new arrow.Utf8(),
-    ),
-  });
-  return Buffer.from(arrow.tableToIPC(table, 'stream'));
 }
 
 async function main(): Promise<void> {
@@ -56,7 +43,7 @@ async function main(): Promise<void> {
     return res;
   };
   await call('POST', '/v1/namespace/bench/create', {});
-  await call('POST', `${TABLE}/create`, rowsStream(0, 1000), true);
+  await call('POST', `${TABLE}/create`, peopleStream(Array.from({ length: 1000 }, (_, i) => i)), true);
   await call('POST', `${TABLE}/branches/create`, { name: 'dev' });
 
   let nextId = 1_000_000;
@@ -66,7 +53,7 @@ async function main(): Promise<void> {
       'insert 10 rows',
       (branch) => {
         nextId += 10;
-        return call('POST', `${TABLE}/insert${branch ? `?branch=${branch}` : ''}`, rowsStream(nextId, 10), true);
+        return call('POST', `${TABLE}/insert${branch ? `?branch=${branch}` : ''}`, peopleStream(Array.from({ length: 10 }, (_, i) => nextId + i)), true);
       },
     ],
     ['count rows', (branch) => call('POST', `${TABLE}/count_rows`, branch ? { branch } : {})],

@@ -8,7 +8,7 @@ import { TransactionLog } from '../../src/service/transactions/transaction-log.j
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
 import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
-import { storeDouble } from '../support/store-double.js';
+import { readLog } from '../support/store-double.js';
 
 // What a branch costs in store calls: a page of ListTableBranches is one LIST of the refs and one
 // GET per branch of the page, whatever the number of branches; a request on a branch reads its ref
@@ -18,22 +18,6 @@ const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 
 const ref = (parentVersion: number) =>
   JSON.stringify({ parentBranch: null, identifier: { version_mapping: [] }, parentVersion, createAt: 1795795132, manifestSize: 423, metadata: {} });
-
-/** `inner`, recording every get and list ("list <prefix>"). */
-function readLog(inner: ObjectStore): { store: ObjectStore; reads: string[] } {
-  const reads: string[] = [];
-  const logged = <T>(key: string, answer: T): T => {
-    reads.push(key);
-    return answer;
-  };
-  return {
-    store: storeDouble(inner, {
-      get: (key) => logged(key, inner.get(key)),
-      list: ((prefix: string, options?: Parameters<ObjectStore['list']>[1]) => logged(`list ${prefix}`, inner.list(prefix, options))) as ObjectStore['list'],
-    }),
-    reads,
-  };
-}
 
 describe.each(catalogRootKinds)('branch costs (%s)', (kind) => {
   const root = useCatalogRoot(kind);
