@@ -6,6 +6,7 @@ import type { PythonUdfOptions } from './engine/python-udf/python-udfs.js';
 import { isLoopbackAddress } from './http/browser-guard.js';
 import { buildHttpServer } from './http/server.js';
 import { PrometheusMetrics } from './metrics/prometheus-metrics.js';
+import { BranchService } from './service/branches/branch-service.js';
 import { catalogDeps } from './service/catalog/catalog-deps.js';
 import { Locations } from './service/catalog/locations.js';
 import { NamespaceService } from './service/catalog/namespace-service.js';
@@ -121,6 +122,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
       columns: new ColumnService(data),
       indices: new IndexService(data),
       tags: new TagService(data),
+      branches: new BranchService(data),
       queries: new QueryService(data),
       health: new HealthService(store, storeCheck),
       jobs,

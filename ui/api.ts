@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { ListTableBranchesResponse } from '../src/model/branches.js';
 import type { DescribeTableIndexStatsResponse, GetTableStatsResponse } from '../src/model/columns.js';
 import type { ListTableIndicesResponse } from '../src/model/indices.js';
 import type { DescribeNamespaceResponse, ListNamespacesResponse } from '../src/model/namespaces.js';
@@ -20,6 +21,7 @@ export type {
   DescribeTableResponse,
   GetTableStatsResponse,
   ListNamespacesResponse,
+  ListTableBranchesResponse,
   ListTableIndicesResponse,
   ListTablesResponse,
   ListTableTagsResponse,
@@ -246,6 +248,10 @@ export const api = {
   listTags(id: readonly string[], { limit, pageToken, signal }: PageArgs): Promise<ListTableTagsResponse> {
     const { segment, query } = idPath(id);
     return call('ListTableTags', 'GET', `/v1/table/${segment}/tags/list`, { ...query, limit, page_token: pageToken }, undefined, signal);
+  },
+  listBranches(id: readonly string[], { limit, pageToken, signal }: PageArgs): Promise<ListTableBranchesResponse> {
+    const { segment, query } = idPath(id);
+    return call('ListTableBranches', 'GET', `/v1/table/${segment}/branches/list`, { ...query, limit, page_token: pageToken }, undefined, signal);
   },
   /** Versions newest first. */
   listVersions(id: readonly string[], { limit, pageToken, signal }: PageArgs): Promise<ListTableVersionsResponse> {

@@ -13,7 +13,8 @@ Requests:
    "column": "<column>", "index_type": "IVF_SQ" | "IVF_HNSW_FLAT" | "NGRAM" | "ZONEMAP" | "BLOOMFILTER" | "RTREE",
    "name": "<index name>", "distance_type": "l2" | "cosine" | "dot" | "hamming" | null,
    "num_partitions", "target_partition_size", "num_bits", "sample_rate", "max_iterations", "m",
-   "ef_construction": <positive int> | null (the vector types' build parameters; others ignore them)}
+   "ef_construction": <positive int> | null (the vector types' build parameters; others ignore them),
+   "branch": "<branch>" | null (a branch other than main: the index is built on it and committed to it)}
       Opens the dataset through the resolver (a Lance Namespace REST endpoint that answers describe
       and, for a table with managed versioning, the version calls: Lance then commits through the
       namespace, which is the service's commit path), refuses a taken name, checks that an RTREE's
@@ -101,7 +102,10 @@ class Worker:
         if distance is not None and distance not in ("l2", "cosine", "dot", "hamming"):
             raise Failure("invalid_input", f"unknown distance_type {distance!r}")
 
-        ds = _open(_namespace(resolver), table_id)
+        branch = request.get("branch")
+        if branch is not None and not isinstance(branch, str):
+            raise Failure("invalid_input", "branch must be a string")
+        ds = _open(_namespace(resolver), table_id, branch)
         if any(index.name == name for index in ds.describe_indices()):
             raise Failure("exists", f"an index named {name!r} already exists")
         field = _field_of(ds, column)
@@ -138,10 +142,11 @@ def _classified(e):
     return None
 
 
-def _open(ns, table_id):
-    """The dataset behind a resolver handle, at its latest version."""
+def _open(ns, table_id, branch=None):
+    """The dataset behind a resolver handle, at its latest version (of `branch` when given)."""
     try:
-        return lance.dataset(namespace_client=ns, table_id=table_id)
+        ds = lance.dataset(namespace_client=ns, table_id=table_id)
+        return ds if branch is None else ds.checkout_version((branch, None))
     except Exception as e:  # noqa: BLE001
         if NOT_FOUND.search(str(e)):
             raise Failure("not_found", f"no dataset: {e}", what="dataset") from e

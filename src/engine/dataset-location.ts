@@ -51,6 +51,12 @@ export interface DatasetLocation {
   coordinator?: CommitCoordinator;
   /** Present when the caller read the latest version for this request: lets the engine reuse a kept handle. */
   latest?: LatestCommitted;
+  /**
+   * A branch other than main (Lance's `tree/<branch>/`): the dataset is opened on it, so reads see
+   * its history and writes commit to it alone. `latest` is then the branch's (the engine keeps a
+   * dataset open per branch too).
+   */
+  branch?: string;
 }
 
 export type EngineErrorKind =
@@ -62,6 +68,10 @@ export type EngineErrorKind =
   | 'index_exists'
   | 'tag_not_found'
   | 'tag_exists'
+  | 'branch_not_found'
+  | 'branch_exists'
+  /** A branch other branches were forked from: Lance keeps it while they refer to its versions. */
+  | 'branch_in_use'
   | 'already_exists'
   | 'conflict'
   | 'unsupported'

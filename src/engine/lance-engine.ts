@@ -1,5 +1,6 @@
 import type { DatasetLocation } from './dataset-location.js';
 import type { JsonArrowSchema } from './json-arrow-schema.js';
+import type { BranchOps } from './ports/branches.js';
 import type { ColumnOps } from './ports/columns.js';
 import type { IndexOps } from './ports/indices.js';
 import type { QueryOps } from './ports/queries.js';
@@ -55,6 +56,7 @@ export interface LanceEngine {
   readonly columns: ColumnOps;
   readonly indices: IndexOps;
   readonly tags: TagOps;
+  readonly branches: BranchOps;
   readonly queries: QueryOps;
   readonly views: ViewOps;
   /** Python UDFs (Geneva's); undefined unless the engine was configured to run them. */

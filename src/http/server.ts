@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import type { ScrapedMetrics } from '../metrics/metrics.js';
+import type { BranchService } from '../service/branches/branch-service.js';
 import type { NamespaceService } from '../service/catalog/namespace-service.js';
 import type { RequestContext } from '../service/context/request-context.js';
 import type { ColumnService } from '../service/data/columns.js';
@@ -27,6 +28,7 @@ import { buildOpenApi } from './openapi.js';
 import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 import { useRequestHooks } from './request-hooks.js';
 import { prefixedRoutes, type RouteGroup, type RouteGroupOptions, routeMethods, withContext } from './route.js';
+import { branchRoutes } from './routes/branches.js';
 import { columnRoutes } from './routes/columns.js';
 import { healthRoutes } from './routes/health.js';
 import { indexRoutes } from './routes/indices.js';
@@ -51,6 +53,7 @@ export interface Services {
   columns: ColumnService;
   indices: IndexService;
   tags: TagService;
+  branches: BranchService;
   queries: QueryService;
   health: HealthService;
   jobs: JobService;
@@ -117,6 +120,7 @@ export function routeGroups(services: Services): RouteGroup[] {
     columnRoutes(services.columns),
     indexRoutes(services.indices),
     tagRoutes(services.tags),
+    branchRoutes(services.branches),
     queryRoutes(services.queries),
     jobRoutes(services.jobs),
     viewRoutes(services.views),

@@ -1,11 +1,9 @@
 import { z } from 'zod';
-import { QueryLimit, RequestBase, ResponseBase } from './common.js';
+import { BranchField, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 // Column, field-metadata and statistics operations: AlterTableAlterColumns, AlterTableDropColumns,
 // AlterTableAddColumns, UpdateFieldMetadata, UpdateTableSchemaMetadata, GetTableStats and
 // DescribeTableIndexStats, plus the spec's field-path contract.
-
-const Branch = z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' });
 
 const Version = z.number().int().min(0).meta({ description: 'The table version the operation committed.' });
 
@@ -163,7 +161,7 @@ export const AlterColumnsEntry = z
 export type AlterColumnsEntry = z.infer<typeof AlterColumnsEntry>;
 
 export const AlterTableAlterColumnsRequest = z
-  .object({ ...RequestBase, branch: Branch, alterations: z.array(AlterColumnsEntry) })
+  .object({ ...RequestBase, branch: BranchField, alterations: z.array(AlterColumnsEntry) })
   .meta({ id: 'AlterTableAlterColumnsRequest', description: 'All alterations are one commit: all apply or none.' });
 export type AlterTableAlterColumnsRequest = z.infer<typeof AlterTableAlterColumnsRequest>;
 
@@ -174,7 +172,7 @@ export type AlterTableAlterColumnsResponse = z.infer<typeof AlterTableAlterColum
 // AlterTableDropColumns
 
 export const AlterTableDropColumnsRequest = z
-  .object({ ...RequestBase, branch: Branch, columns: z.array(FieldPath) })
+  .object({ ...RequestBase, branch: BranchField, columns: z.array(FieldPath) })
   .meta({ id: 'AlterTableDropColumnsRequest' });
 export type AlterTableDropColumnsRequest = z.infer<typeof AlterTableDropColumnsRequest>;
 
@@ -242,7 +240,7 @@ export const AddColumnsEntry = z
   .meta({ id: 'AddColumnsEntry', description: 'Exactly one of expression, computed or virtual_column.' });
 export type AddColumnsEntry = z.infer<typeof AddColumnsEntry>;
 
-export const AlterTableAddColumnsRequest = z.object({ ...RequestBase, branch: Branch, new_columns: z.array(AddColumnsEntry) }).meta({
+export const AlterTableAddColumnsRequest = z.object({ ...RequestBase, branch: BranchField, new_columns: z.array(AddColumnsEntry) }).meta({
   id: 'AlterTableAddColumnsRequest',
   description: 'One commit: the entries are either all expression columns or all computed columns.',
 });
@@ -264,7 +262,7 @@ export const UpdateFieldMetadataEntry = z
 export type UpdateFieldMetadataEntry = z.infer<typeof UpdateFieldMetadataEntry>;
 
 export const UpdateFieldMetadataRequest = z
-  .object({ ...RequestBase, branch: Branch, updates: z.array(UpdateFieldMetadataEntry) })
+  .object({ ...RequestBase, branch: BranchField, updates: z.array(UpdateFieldMetadataEntry) })
   .meta({ id: 'UpdateFieldMetadataRequest', description: 'Entries for the same field apply in order; all are one commit.' });
 export type UpdateFieldMetadataRequest = z.infer<typeof UpdateFieldMetadataRequest>;
 
@@ -289,7 +287,7 @@ export const UpdateTableSchemaMetadataQuery = z.object({ branch: z.string().opti
 // ---------------------------------------------------------------------------------------------
 // GetTableStats
 
-export const GetTableStatsRequest = z.object({ ...RequestBase, branch: Branch }).meta({ id: 'GetTableStatsRequest' });
+export const GetTableStatsRequest = z.object({ ...RequestBase, branch: BranchField }).meta({ id: 'GetTableStatsRequest' });
 export type GetTableStatsRequest = z.infer<typeof GetTableStatsRequest>;
 
 export const BranchQuery = z.object({ branch: z.string().optional() });
@@ -320,7 +318,7 @@ export const DescribeTableIndexStatsRequest = z
   .object({
     ...RequestBase,
     version: z.number().int().min(0).nullable().optional().meta({ description: 'Stats as of this table version (default: latest).' }),
-    branch: Branch,
+    branch: BranchField,
     index_name: z.string().optional().meta({ description: 'Must match the {index_name} path segment when given.' }),
   })
   .meta({ id: 'DescribeTableIndexStatsRequest' });

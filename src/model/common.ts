@@ -28,6 +28,13 @@ export const PageToken = z.string().nullable().meta({ id: 'PageToken', descripti
 
 export const PageLimit = z.number().int().min(0).nullable().meta({ id: 'PageLimit', description: 'Inclusive upper bound on items returned.' });
 
+/** The `branch` of a request on a table's data (service/branches/branch-refs.ts reads it). */
+export const BranchField = z
+  .string()
+  .nullable()
+  .optional()
+  .meta({ description: 'Branch to work on: absent, null, "" or "main" is main; a branch that does not exist is a 404 code 22.' });
+
 /** Fields every JSON request body may carry. */
 export const RequestBase = {
   identity: Identity.optional(),

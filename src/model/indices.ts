@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { PageLimit, PageToken, QueryLimit, RequestBase, ResponseBase } from './common.js';
+import { BranchField, PageLimit, PageToken, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 // Index operations: CreateTableIndex / CreateTableScalarIndex, ListTableIndices, DropTableIndex.
 
@@ -71,7 +71,6 @@ export const DistanceTypeName = z
   })
   .meta({ description: `Distance metric, case-insensitive: ${DISTANCE_TYPES.join(', ')} (euclidean = l2).` });
 
-const Branch = z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' });
 /**
  * The engine takes build parameters as u32 and would silently wrap larger values; an
  * ef_construction in the billions makes it abort the process on a failed allocation.
@@ -82,7 +81,7 @@ const BuildParam = z.number().int().min(1).max(U32_MAX).nullable().optional();
 export const CreateTableIndexRequest = z
   .object({
     ...RequestBase,
-    branch: Branch,
+    branch: BranchField,
     column: z.string().min(1),
     index_type: IndexTypeName,
     name: z.string().min(1).nullable().optional().meta({ description: 'Index name; `<column>_idx` when absent.' }),
@@ -120,7 +119,7 @@ export const ListTableIndicesRequest = z
   .object({
     ...RequestBase,
     version: z.number().int().min(0).nullable().optional(),
-    branch: Branch,
+    branch: BranchField,
     page_token: PageToken.optional(),
     limit: PageLimit.optional(),
   })
@@ -161,7 +160,7 @@ export type ListTableIndicesResponse = z.infer<typeof ListTableIndicesResponse>;
 
 /** DropTableIndex has no body in REST; one that is sent must agree with the path. */
 export const DropTableIndexRequest = z
-  .object({ ...RequestBase, branch: Branch, index_name: z.string().nullable().optional() })
+  .object({ ...RequestBase, branch: BranchField, index_name: z.string().nullable().optional() })
   .meta({ id: 'DropTableIndexRequest' });
 
 export const DropTableIndexQuery = z.object({ branch: z.string().optional() });

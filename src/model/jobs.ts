@@ -12,7 +12,11 @@ export const AlterTableBackfillColumnsRequest = z
     column: z.string().min(1).meta({
       description: 'The column to fill: a top-level column bound to SQL (add_columns `computed` or alter_columns `virtual_column` with udf_backend "sql").',
     }),
-    branch: z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' }),
+    branch: z
+      .string()
+      .nullable()
+      .optional()
+      .meta({ description: 'Branch whose column to fill (absent, null, "" or "main": main); a Python UDF column only on main (406 otherwise).' }),
     where: z.string().nullable().optional().meta({
       description:
         'SQL filter: only matching rows are filled (virtual SQL columns; a Lance computed column is always refreshed whole, so a filter on one is a 406).',

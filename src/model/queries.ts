@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { caseInsensitiveEnum, RequestBase } from './common.js';
+import { BranchField, caseInsensitiveEnum, RequestBase } from './common.js';
 import { DistanceTypeName } from './indices.js';
 
 // QueryTable, ExplainTableQueryPlan and AnalyzeTableQueryPlan. Optional fields also accept null:
@@ -130,7 +130,7 @@ const exactlyOneOrNone = (values: unknown[]): boolean => values.filter((x) => x 
 /** The fields of a query; AnalyzeTableQueryPlan takes them flat, ExplainTableQueryPlan under `query`. */
 const QueryFields = {
   ...RequestBase,
-  branch: z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' }),
+  branch: BranchField,
   vector: z
     .object({ single_vector: nullish(z.array(z.number())), multi_vector: nullish(z.array(z.array(z.number()))) })
     .refine((v) => exactlyOneOrNone([v.single_vector, v.multi_vector]), { message: 'give either single_vector or multi_vector, not both' })

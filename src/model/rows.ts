@@ -1,18 +1,17 @@
 import { z } from 'zod';
-import { caseInsensitiveEnum, Properties, QueryBoolean, QueryLimit, RequestBase, ResponseBase } from './common.js';
+import { BranchField, caseInsensitiveEnum, Properties, QueryBoolean, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 // Row operations of the spec: update, delete, insert, merge-insert, count, restore. Insert and
 // merge-insert carry an Arrow IPC stream as the body and their fields in the query string.
 
 const Version = z.number().int().min(0);
-const Branch = z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' });
 /** A SQL predicate; empty or blank means none where the predicate is optional. */
 const Predicate = z.string().meta({ description: 'SQL predicate over Lance field paths.' });
 
 export const UpdateTableRequest = z
   .object({
     ...RequestBase,
-    branch: Branch,
+    branch: BranchField,
     predicate: Predicate.nullable().optional(),
     updates: z
       .array(z.tuple([z.string().min(1), z.string()]).meta({ description: '[field_path, SQL expression]' }))
@@ -34,7 +33,7 @@ export const UpdateTableResponse = z
   .meta({ id: 'UpdateTableResponse' });
 export type UpdateTableResponse = z.infer<typeof UpdateTableResponse>;
 
-export const DeleteFromTableRequest = z.object({ ...RequestBase, branch: Branch, predicate: Predicate }).meta({ id: 'DeleteFromTableRequest' });
+export const DeleteFromTableRequest = z.object({ ...RequestBase, branch: BranchField, predicate: Predicate }).meta({ id: 'DeleteFromTableRequest' });
 export type DeleteFromTableRequest = z.infer<typeof DeleteFromTableRequest>;
 
 export const DeleteFromTableResponse = z
@@ -82,7 +81,7 @@ export const MergeInsertIntoTableResponse = z
 export type MergeInsertIntoTableResponse = z.infer<typeof MergeInsertIntoTableResponse>;
 
 export const CountTableRowsRequest = z
-  .object({ ...RequestBase, version: Version.nullable().optional(), branch: Branch, predicate: Predicate.nullable().optional() })
+  .object({ ...RequestBase, version: Version.nullable().optional(), branch: BranchField, predicate: Predicate.nullable().optional() })
   .meta({ id: 'CountTableRowsRequest' });
 
 /** Older clients send CountTableRows as a GET with its fields in the query string. */
@@ -96,7 +95,7 @@ export const CountTableRowsQuery = z.object({
 export const CountTableRowsResponse = z.number().int().min(0).meta({ id: 'CountTableRowsResponse' });
 
 export const RestoreTableRequest = z
-  .object({ ...RequestBase, version: Version.meta({ description: 'Version to restore; its content becomes a new latest version.' }), branch: Branch })
+  .object({ ...RequestBase, version: Version.meta({ description: 'Version to restore; its content becomes a new latest version.' }), branch: BranchField })
   .meta({ id: 'RestoreTableRequest' });
 export type RestoreTableRequest = z.infer<typeof RestoreTableRequest>;
 

@@ -1,10 +1,9 @@
 import { z } from 'zod';
-import { PageLimit, PageToken, QueryLimit, RequestBase, ResponseBase } from './common.js';
+import { BranchField, PageLimit, PageToken, QueryLimit, RequestBase, ResponseBase } from './common.js';
 
 // Tags of a table: named pointers to versions, kept by Lance under `_refs/tags/` of the dataset.
 
 const Version = z.number().int().min(0);
-const Branch = z.string().nullable().optional().meta({ description: 'Only the main branch is supported; any other value is a 406.' });
 /** A tag is a file `_refs/tags/<name>.json`: its name must fit a file name (255 bytes) on every store. */
 const MAX_TAG_NAME_BYTES = 200;
 const TagName = z
@@ -45,13 +44,13 @@ export const GetTableTagVersionResponse = z
   .meta({ id: 'GetTableTagVersionResponse' });
 export type GetTableTagVersionResponse = z.infer<typeof GetTableTagVersionResponse>;
 
-export const CreateTableTagRequest = z.object({ ...RequestBase, tag: TagName, version: Version, branch: Branch }).meta({ id: 'CreateTableTagRequest' });
+export const CreateTableTagRequest = z.object({ ...RequestBase, tag: TagName, version: Version, branch: BranchField }).meta({ id: 'CreateTableTagRequest' });
 export type CreateTableTagRequest = z.infer<typeof CreateTableTagRequest>;
 
 export const CreateTableTagResponse = z.object({ ...ResponseBase, transaction_id: z.string().optional() }).meta({ id: 'CreateTableTagResponse' });
 export type CreateTableTagResponse = z.infer<typeof CreateTableTagResponse>;
 
-export const UpdateTableTagRequest = z.object({ ...RequestBase, tag: TagName, version: Version, branch: Branch }).meta({ id: 'UpdateTableTagRequest' });
+export const UpdateTableTagRequest = z.object({ ...RequestBase, tag: TagName, version: Version, branch: BranchField }).meta({ id: 'UpdateTableTagRequest' });
 export type UpdateTableTagRequest = z.infer<typeof UpdateTableTagRequest>;
 
 export const UpdateTableTagResponse = z.object({ ...ResponseBase, transaction_id: z.string().optional() }).meta({ id: 'UpdateTableTagResponse' });

@@ -125,13 +125,14 @@ describe.skipIf(missing)('web console in chromium', () => {
     await poll(text(schema.locator('tr[data-path="lines"] td').nth(1))).toBe('list<struct>');
     await poll(text(schema.locator('tr[data-path="lines.qty"] td').nth(1))).toBe('int32');
     await poll(text(schema.locator('tr[data-path="embedding"] td').nth(1))).toBe('fixed_size_list<float32>[8]');
-    // Indices with their stats, and tags.
+    // Indices with their stats, tags and branches.
     const indices = page.getByTestId('indices');
     await poll(text(indices.locator('tr[data-index="id_idx"]'))).toMatch(/BTREE\s*294\s*0/);
     await poll(text(indices.locator('tr[data-index="status_bitmap"]'))).toContain('BITMAP');
     await poll(text(indices.locator('tr[data-index="embedding_idx"]'))).toMatch(/IVF_FLAT.*cosine/);
-    await poll(text(page.getByTestId('tags'))).toMatch(/first-load\s*2/);
-    await poll(text(page.getByTestId('tags'))).toMatch(/indexed\s*8/);
+    await poll(text(page.getByTestId('tags'))).toMatch(/first-load\s*main\s*2/);
+    await poll(text(page.getByTestId('tags'))).toMatch(/indexed\s*main\s*8/);
+    await poll(text(page.getByTestId('branches'))).toMatch(/exp\/first-load\s*main\s*2/);
 
     await page.getByRole('link', { name: 'Version timeline →' }).click();
     const versions = page.getByTestId('versions');

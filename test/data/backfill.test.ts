@@ -55,6 +55,41 @@ describe.each(backends())('backfill_column on $name', (backend) => {
     console.log(`backfill of ${BIG} rows on ${backend.name}: ${elapsed} ms`);
   });
 
+  it('fills the column on a branch alone: bound and backfilled there, main keeps no such column', async () => {
+    const name = `br${++seq}`;
+    const created = await fx.t.call('POST', path(name, 'create'), numbersStream(300), ARROW);
+    expect(created.status, created.text).toBe(200);
+    const location = String(created.json.location);
+    expect((await post(name, 'branches/create', { name: 'dev' })).status).toBe(200);
+    const dev = { branch: 'dev' };
+    expect((await post(name, 'add_columns', { ...dev, new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] })).status).toBe(200);
+    const bound = await post(name, 'alter_columns', { ...dev, alterations: [{ path: 'v', virtual_column: { udf_backend: 'sql', udf: 'id * 3 + x' } }] });
+    expect(bound.status, bound.text).toBe(200);
+    const onMain = await post(name, 'backfill_column', { column: 'v' });
+    expect([onMain.status, onMain.json.code]).toEqual([404, 12]);
+    const res = await post(name, 'backfill_column', { ...dev, column: 'v', checkpoint_size: 100 });
+    expect(res.status, res.text).toBe(202);
+    const done = await waitForJob(fx.t, String(res.json.job_id));
+    expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+    expect(done.properties).toMatchObject({ branch: 'dev', rows_done: '300', chunks_done: '3' });
+    const table = await connectTable(location, engineOptions(), 'dev');
+    try {
+      const rows = (await table.query().select(['id', 'x', 'v']).toArray()) as Array<{ id: bigint; x: bigint; v: bigint | null }>;
+      expect(rows).toHaveLength(300);
+      for (const r of rows) expect(r.v).toBe(r.id * 3n + r.x);
+    } finally {
+      table.close();
+    }
+    const main = await connectTable(location, engineOptions());
+    try {
+      expect((await main.schema()).fields.map((f) => f.name)).toEqual(['id', 'x']);
+    } finally {
+      main.close();
+    }
+    const missing = await post(name, 'backfill_column', { branch: 'nope', column: 'v' });
+    expect([missing.status, missing.json.code]).toEqual([404, 22]);
+  });
+
   it('fills only the rows matching where; rebinding changes the expression of the next backfill', async () => {
     const { name, location } = await boundTable('where', 1000);
     const res = await post(name, 'backfill_column', { column: 'v', where: 'id % 2 = 0', checkpoint_size: 100 });

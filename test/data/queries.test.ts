@@ -303,7 +303,7 @@ describe.each(backends())('queries on $name', (backend) => {
       13,
       /INVERTED index/,
     );
-    await expectError({ vector: null, k: 3, branch: 'dev' }, 406, 0, /branch/);
+    await expectError({ vector: null, k: 3, branch: 'dev' }, 404, 22, /branch "dev"/);
     await expectError({ query: { vector: null, k: 3, filter: 'id >* 3' } }, 400, 13, /Error parsing statement/, 'explain_plan');
     await expectError({ query: { vector: null, k: 3, id: ['ns', 'other'] } }, 400, 13, /does not match/, 'explain_plan');
     await expectError({ vector: null, k: 3, filter: 'nope = 1' }, 404, 12, /nope/, 'analyze_plan');

@@ -63,6 +63,19 @@ describe('authorization', () => {
     expect((await app.call('POST', '/v1/table/sales%24t/count_rows', {}, as('admin'))).json).toEqual({ value: 1 });
   });
 
+  it('lets a reader list and read branches, and only a writer fork and delete them', async () => {
+    await denied('reader', 'POST', '/v1/table/sales%24t/branches/create', { name: 'dev' });
+    const forked = await app.call('POST', '/v1/table/sales%24t/branches/create', { name: 'dev' }, as('writer'));
+    expect(forked.status, forked.text).toBe(200);
+    expect(Object.keys((await app.call('GET', '/v1/table/sales%24t/branches/list', undefined, as('reader'))).json.branches as object)).toEqual(['dev']);
+    expect((await app.call('POST', '/v1/table/sales%24t/count_rows', { branch: 'dev' }, as('reader'))).json).toEqual({ value: 1 });
+    await denied('reader', 'POST', '/v1/table/sales%24t/insert?branch=dev', peopleStream([2]), ARROW);
+    await denied('reader', 'POST', '/v1/table/sales%24t/branches/delete', { name: 'dev' });
+    await denied('reader', 'GET', '/v1/table/hr%24secret/branches/list');
+    await denied('writer', 'POST', '/v1/table/hr%24secret/branches/create', { name: 'dev' });
+    expect((await app.call('POST', '/v1/table/sales%24t/branches/delete', { name: 'dev' }, as('writer'))).status).toBe(200);
+  });
+
   it('refuses before reading the body: a reader announcing a 100 MB insert is answered 403 without sending it', async () => {
     await app.app.server.listen({ host: '127.0.0.1', port: 0 });
     const { port } = app.app.server.server.address() as AddressInfo;

@@ -43,6 +43,35 @@ describe.each(backends())('drop vs. in-flight writes on $name', (backend) => {
     }
   });
 
+  it('writes on a branch and branch forks on one replica, the drop on another: the drop waits for them, takes the branches, and stays final', async () => {
+    const other = await startTestApp(fx.root);
+    try {
+      await fx.t.call('POST', '/v1/namespace/branchy/create', {});
+      const path = (table: string, op: string) => `/v1/table/branchy%24${table}/${op}`;
+      for (let round = 0; round < rounds / 2; round++) {
+        const table = `t${round}`;
+        expect((await fx.t.call('POST', path(table, 'create'), peopleStream([0, 1]), ARROW)).status).toBe(200);
+        expect((await fx.t.call('POST', path(table, 'branches/create'), { name: 'dev' })).status).toBe(200);
+        const writes = [
+          fx.t.call('POST', `${path(table, 'insert')}?branch=dev`, peopleStream([10, 11]), ARROW),
+          fx.t.call('POST', path(table, 'update'), { branch: 'dev', updates: [['name', "concat(name, '-u')"]] }),
+          fx.t.call('POST', path(table, 'branches/create'), { name: 'dev2', from_branch: 'dev' }),
+        ];
+        const drop = await other.call('POST', path(table, 'drop'), {});
+        expect(drop.status, drop.text).toBe(200);
+        for (const w of await Promise.all(writes)) expect([200, 404, 409], w.text).toContain(w.status);
+        expect((await fx.t.call('POST', path(table, 'exists'), {})).status).toBe(404);
+        const again = await other.call('POST', path(table, 'create'), peopleStream([5]), ARROW);
+        expect(again.status, again.text).toBe(200);
+        expect((await fx.t.call('POST', path(table, 'branches/list'), {})).json.branches).toEqual({});
+        expect((await fx.root.store.list(`branchy/${table}.lance/tree/`)).objects).toEqual([]);
+        expect((await readRows(String(again.json.location), fx.root.store.engineStorageOptions())).map((r) => r.id)).toEqual([5]);
+      }
+    } finally {
+      await other.close();
+    }
+  });
+
   it('CreateTableVersion racing a drop (a Lance client committing a managed table): never a revived table', async () => {
     await fx.t.call('POST', '/v1/namespace/commits/create', { properties: { managed_versioning: 'true' } });
     const path = (table: string, op: string) => `/v1/table/commits%24${table}/${op}`;

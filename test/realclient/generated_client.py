@@ -1024,19 +1024,33 @@ def test_batches_and_transactions(namespaces, tables, transactions):
 
 
 # ---------------------------------------------------------------------------------------------
-# Unsupported operations: 406 code 0 (the client has no exception class for 406)
+# Branches; and the 406 code 0 of a branch on an operation that does not take one yet (the client has no exception class for 406)
 
 
 @covers("ListTableBranches", "CreateTableBranch", "DeleteTableBranch")
-def test_unsupported_operations(namespaces, tables, api):
+def test_branches(namespaces, tables, api):
     ns = new_namespace(namespaces)
     create_table(tables, ns, "t", rows(0, 2))
     branches = client.BranchApi(api)
-    expect_error(lambda: branches.list_table_branches(tid(ns, "t")), ApiException, 406, 0)
-    expect_error(lambda: branches.create_table_branch(tid(ns, "t"), m.CreateTableBranchRequest(name="dev")), ApiException, 406, 0)
-    expect_error(lambda: branches.delete_table_branch(tid(ns, "t"), m.DeleteTableBranchRequest(name="dev")), ApiException, 406, 0)
-    # A branch other than main on a supported operation is 406 too.
-    expect_error(lambda: tables.count_table_rows(tid(ns, "t"), m.CountTableRowsRequest(branch="dev")), ApiException, 406, 0)
+    branches.create_table_branch(tid(ns, "t"), m.CreateTableBranchRequest(name="dev"))
+    branches.create_table_branch(tid(ns, "t"), m.CreateTableBranchRequest(name="dev/sub", from_branch="dev", from_version=1))
+    listed = branches.list_table_branches(tid(ns, "t"))
+    assert sorted(listed.branches) == ["dev", "dev/sub"]
+    dev, sub = listed.branches["dev"], listed.branches["dev/sub"]
+    assert (dev.parent_branch, dev.parent_version) == (None, 1) and dev.manifest_size > 0 and dev.create_at > 0
+    assert (sub.parent_branch, sub.parent_version) == ("dev", 1)
+    page = branches.list_table_branches(tid(ns, "t"), limit=1)
+    assert len(page.branches) == 1 and page.page_token
+    expect_error(lambda: branches.create_table_branch(tid(ns, "t"), m.CreateTableBranchRequest(name="dev")), ConflictException, 409, 23)
+    expect_error(lambda: branches.create_table_branch(tid(ns, "t"), m.CreateTableBranchRequest(name="x", from_branch="nope")), NotFoundException, 404, 22)
+    expect_error(lambda: branches.create_table_branch(tid(ns, "t"), m.CreateTableBranchRequest(name="x", from_version=9)), NotFoundException, 404, 11)
+    expect_error(lambda: branches.create_table_branch(tid(ns, "t"), m.CreateTableBranchRequest(name="a..b")), BadRequestException, 400, 13)
+    branches.delete_table_branch(tid(ns, "t"), m.DeleteTableBranchRequest(name="dev/sub"))
+    branches.delete_table_branch(tid(ns, "t"), m.DeleteTableBranchRequest(name="dev"))
+    expect_error(lambda: branches.delete_table_branch(tid(ns, "t"), m.DeleteTableBranchRequest(name="dev")), NotFoundException, 404, 22)
+    assert branches.list_table_branches(tid(ns, "t")).branches == {}
+    # A missing branch is 404 code 22 wherever a request names one.
+    expect_error(lambda: tables.count_table_rows(tid(ns, "t"), m.CountTableRowsRequest(branch="dev")), NotFoundException, 404, 22)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1178,7 +1192,7 @@ def test_routes_without_a_client_method(namespaces, tables, indices, http):
     status, data = get(f"/v1/table/{table}/tags/list")
     assert status == 200 and m.ListTableTagsResponse.from_json(data).tags == {}
     status, data = get(f"/v1/table/{table}/branches/list")
-    assert status == 406 and m.ErrorResponse.from_json(data).code == 0
+    assert status == 200 and m.ListTableBranchesResponse.from_json(data).branches == {}
 
     res = http.request("POST", f"{base}/v1/table/{quote(tid(ns, 'old'), safe='')}/create-empty", body=b"{}", headers={"content-type": "application/json"})
     assert res.status == 200 and m.DeclareTableResponse.from_json(res.data).location.endswith("old.lance")

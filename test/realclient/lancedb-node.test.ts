@@ -271,6 +271,52 @@ describe.each(backends())('@lancedb/lancedb REST namespace client on $name', (ba
     await client.db.dropNamespace([ns]);
   });
 
+  it('branches both ways: the client opens and writes a branch the service forked, the service lists and counts one the client forked', async () => {
+    const ns = unique('ns');
+    await client.db.createNamespace([ns]);
+    const name = unique('items');
+    (await client.db.createTable(name, arrowTable(makeRows(0, 4)), [ns], { schema })).close();
+    const enc = encodeURIComponent(`${ns}$${name}`);
+    const call = async (op: string, body: unknown) => {
+      const res = await fetch(`${client.app.url}/v1/table/${enc}/${op}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, text: await res.text() };
+    };
+    expect((await call('branches/create', { name: 'dev' })).status).toBe(200);
+    const dev = await client.db.openTable(name, [ns], { branch: 'dev' });
+    try {
+      expect(dev.currentBranch()).toBe('dev');
+      await dev.add(arrowTable(makeRows(10, 2)));
+      expect(await dev.countRows()).toBe(6);
+    } finally {
+      dev.close();
+    }
+    expect((await call('count_rows', { branch: 'dev' })).text).toBe('6');
+    expect((await call('count_rows', {})).text).toBe('4');
+
+    const main = await client.db.openTable(name, [ns]);
+    try {
+      (await (await main.branches()).create('client/fork')).close();
+    } finally {
+      main.close();
+    }
+    const listed = JSON.parse((await call('branches/list', {})).text) as { branches: Record<string, { parentVersion: number }> };
+    expect(Object.keys(listed.branches).sort()).toEqual(['client/fork', 'dev']);
+    expect((await call('delete', { branch: 'client/fork', predicate: 'id = 0' })).status).toBe(200);
+    const fork = await client.db.openTable(name, [ns], { branch: 'client/fork' });
+    try {
+      expect(await fork.countRows()).toBe(3);
+    } finally {
+      fork.close();
+    }
+    expect((await call('branches/delete', { name: 'client/fork' })).status).toBe(200);
+    expect((await call('branches/delete', { name: 'dev' })).status).toBe(200);
+    expect(JSON.parse((await call('branches/list', {})).text)).toEqual({ branches: {}, page_token: null });
+  });
+
   it('works in a nested namespace a/b', async () => {
     const a = unique('a');
     const b = unique('b');

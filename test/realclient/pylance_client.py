@@ -30,10 +30,14 @@ import lance_namespace
 import pyarrow as pa
 import pytest
 from lance_namespace import (
+    CountTableRowsRequest,
     CreateNamespaceRequest,
+    CreateTableBranchRequest,
     CreateTableRequest,
     CreateTableTagRequest,
     DeclareTableRequest,
+    DeleteFromTableRequest,
+    DeleteTableBranchRequest,
     DeregisterTableRequest,
     DescribeNamespaceRequest,
     DescribeTableRequest,
@@ -42,6 +46,8 @@ from lance_namespace import (
     DropNamespaceRequest,
     DropTableRequest,
     GetTableTagVersionRequest,
+    InsertIntoTableRequest,
+    ListTableBranchesRequest,
     ListNamespacesRequest,
     ListTablesRequest,
     ListTableTagsRequest,
@@ -594,6 +600,50 @@ def test_managed_branch_commits_through_the_service(ns):
         with pytest.raises(Exception) as info:
             ns.list_table_versions(ListTableVersionsRequest(id=table_id, branch="nope"))
         assert "branch" in error_text(info.value)
+    finally:
+        drop_namespace_quietly(ns, namespace)
+
+
+def ipc_stream(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def test_branches_both_ways(ns):
+    """A branch the service forks and writes is read by pylance from storage; a branch pylance
+    forks is listed, counted and written by the service; main never changes."""
+    namespace = unique("br_ns")
+    table_id = [namespace, "t"]
+    try:
+        create_namespace(ns, namespace)
+        lance.write_dataset(rows(0, 3), namespace_client=ns, table_id=table_id)
+        ns.create_table_branch(CreateTableBranchRequest(id=table_id, name="dev"))
+        ns.insert_into_table(InsertIntoTableRequest(id=table_id, branch="dev"), ipc_stream(rows(3, 2)))
+        dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+        dev = dataset.checkout_version(("dev", None))
+        assert sorted_by_id(dev.to_table()).equals(rows(0, 5))
+        assert dataset.count_rows() == 3
+        assert set(dataset.branches.list()) == {"dev"}
+
+        # pylance forks a branch itself (from main's version 1) and writes it; the service sees it.
+        forked = dataset.create_branch("py/feature", 1)
+        lance.write_dataset(rows(10, 1), forked, mode="append")
+        listed = ns.list_table_branches(ListTableBranchesRequest(id=table_id)).branches
+        assert set(listed) == {"dev", "py/feature"}
+        assert listed["py/feature"].parent_version == 1
+        assert ns.count_table_rows(CountTableRowsRequest(id=table_id, branch="py/feature")).count == 4
+        ns.delete_from_table(DeleteFromTableRequest(id=table_id, branch="py/feature", predicate="id = 0"))
+        py = lance.dataset(namespace_client=ns, table_id=table_id).checkout_version(("py/feature", None))
+        assert sorted(py.to_table(columns=["id"]).column("id").to_pylist()) == [1, 2, 10]
+        assert ns.count_table_rows(CountTableRowsRequest(id=table_id)).count == 3
+
+        ns.delete_table_branch(DeleteTableBranchRequest(id=table_id, name="dev"))
+        assert set(lance.dataset(namespace_client=ns, table_id=table_id).branches.list()) == {"py/feature"}
+        with pytest.raises(Exception) as info:
+            ns.count_table_rows(CountTableRowsRequest(id=table_id, branch="dev"))
+        assert "dev" in error_text(info.value)
     finally:
         drop_namespace_quietly(ns, namespace)
 

@@ -219,7 +219,7 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
     ]);
   });
 
-  it("a writer's credentials write its table's data, but not the service's records, a managed table's committed manifests or a sibling; a reader's write nothing", async () => {
+  it("a writer's credentials write its table's data, but not the service's records, a managed table's committed manifests (of main and of its branches) or a sibling; a reader's write nothing", async () => {
     expect((await call('admin', '/v1/table/vendm$m/create', peopleStream([1]), { 'content-type': 'application/vnd.apache.arrow.stream' })).status).toBe(200);
     const vended = async (who: string, id: string) => {
       const res = await call(who, `/v1/table/${id}/describe`, { vend_credentials: true });
@@ -271,6 +271,14 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
       expect(await put(managed, `${managed.dir}_versions/latest_version_hint.json`)).toBe(403);
       expect(await put(managed, `${managed.dir}_versions/2.manifest-0b7e1c2a-staged`)).toBe(200);
       expect(await put(managed, `${managed.dir}data/new.lance`)).toBe(200);
+      // So are those of each of its branches (a name with '/' too); the rest of a branch's tree is the client's.
+      expect(await put(managed, `${managed.dir}tree/dev/_versions/2.manifest`)).toBe(403);
+      expect(await put(managed, `${managed.dir}tree/dev/_versions/latest_version_hint.json`)).toBe(403);
+      expect(await put(managed, `${managed.dir}tree/a/b/_versions/18446744073709551613.manifest`)).toBe(403);
+      expect(await put(managed, `${managed.dir}tree/dev/_versions/2.manifest-0b7e1c2a-staged`)).toBe(200);
+      expect(await put(managed, `${managed.dir}tree/dev/data/new.lance`)).toBe(200);
+      // Without managed versioning a branch's manifests are the client's to write, as main's are.
+      expect(await put(writer, `${writer.dir}tree/dev/_versions/2.manifest`)).toBe(200);
       // A reader's credentials read and list, and write nothing.
       expect(await list(reader, reader.dir)).toBe(200);
       expect(await put(reader, `${reader.dir}data/planted.bin`)).toBe(403);

@@ -8,30 +8,12 @@ import { TableVersionService } from '../../src/service/versions/table-version-se
 import type { ObjectStore } from '../../src/store/object-store.js';
 import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { manifestBytes } from '../support/manifests.js';
-import { storeDouble } from '../support/store-double.js';
+import { readLog } from '../support/store-double.js';
 
 // A request resolves what it touches once: these count the reads of the
 // records that resolution is made of.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
-
-/** `inner`, recording the key of every get, head and list. */
-function readLog(inner: ObjectStore): { store: ObjectStore; reads: string[] } {
-  const reads: string[] = [];
-  /** The answer of a read, its key logged. */
-  const logged = <T>(key: string, answer: T): T => {
-    reads.push(key);
-    return answer;
-  };
-  return {
-    store: storeDouble(inner, {
-      get: (key) => logged(key, inner.get(key)),
-      head: (key) => logged(key, inner.head(key)),
-      list: ((prefix: string, options?: Parameters<ObjectStore['list']>[1]) => logged(`list ${prefix}`, inner.list(prefix, options))) as ObjectStore['list'],
-    }),
-    reads,
-  };
-}
 
 describe.each(catalogRootKinds)('one resolution per request (%s)', (kind) => {
   const root = useCatalogRoot(kind);

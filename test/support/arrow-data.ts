@@ -15,12 +15,12 @@ export function peopleStream(ids: number[]): Buffer {
   return Buffer.from(arrow.tableToIPC(table, 'stream'));
 }
 
-/** Opens the Lance dataset at a location straight through the engine library. */
-export async function connectTable(location: string, storageOptions: Record<string, string> = {}): Promise<import('@lancedb/lancedb').Table> {
+/** Opens the Lance dataset at a location straight through the engine library (on `branch` when given). */
+export async function connectTable(location: string, storageOptions: Record<string, string> = {}, branch?: string): Promise<import('@lancedb/lancedb').Table> {
   const lancedb = require('@lancedb/lancedb') as typeof import('@lancedb/lancedb');
   const slash = location.lastIndexOf('/');
   const db = await lancedb.connect(location.slice(0, slash), { storageOptions });
-  return db.openTable(location.slice(slash + 1).replace(/\.lance$/, ''));
+  return db.openTable(location.slice(slash + 1).replace(/\.lance$/, ''), undefined, branch === undefined ? {} : { branch });
 }
 
 /** Reads every row of the Lance dataset at a location straight through the engine library, ordered by id. */

@@ -96,6 +96,7 @@ export async function seedCatalog(call: Call): Promise<SeededCatalog> {
   await ok(call, 'POST', `${table('sales$orders')}/create_scalar_index`, { column: 'status', index_type: 'BITMAP', name: 'status_bitmap' });
   await ok(call, 'POST', `${table('sales$orders')}/create_index`, { column: 'embedding', index_type: 'IVF_FLAT', num_partitions: 2, distance_type: 'cosine' });
   await ok(call, 'POST', `${table('sales$orders')}/tags/create`, { tag: 'indexed', version: 8 });
+  await ok(call, 'POST', `${table('sales$orders')}/branches/create`, { name: 'exp/first-load', from_version: 2 });
   await ok(call, 'POST', `${table('sales$customers')}/create`, ordersStream(0, 20), ARROW);
   await ok(call, 'POST', `${table('sales$returns')}/declare`, { properties: { note: 'filled by the nightly job' } });
   await ok(call, 'POST', `${table('sales$eu$invoices')}/create`, ordersStream(0, 5), ARROW);

@@ -58,6 +58,8 @@ describe('branch names, as Lance checks them', () => {
       'bad segment',
       'main',
       'a%2Fb',
+      'x'.repeat(201),
+      'é'.repeat(34),
     ])
       expect(branchNameProblem(name), name).not.toBeNull();
   });

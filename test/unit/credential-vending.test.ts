@@ -60,7 +60,7 @@ describe('session policy', () => {
     ]);
   });
 
-  it("writes the directory but never the service's records, for a writer; with managed versioning not the committed manifests either", () => {
+  it("writes the directory but never the service's records, for a writer; with managed versioning not the committed manifests of main or of a branch either", () => {
     const policy = JSON.parse(sessionPolicy({ ...scope('ns/t.lance/', 'read-write'), protectedKeys: protectedKeys(true) })) as {
       Statement: Array<Record<string, unknown>>;
     };
@@ -68,7 +68,18 @@ describe('session policy', () => {
     expect(policy.Statement[2]).toEqual({
       Effect: 'Deny',
       Action: ['s3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload', 's3:ListMultipartUploadParts'],
-      Resource: ['.lance-*', '_catalog/*', '_versions/*.manifest', '_versions/latest_version_hint.json'].map((k) => `arn:aws:s3:::bkt/ns/t.lance/${k}`),
+      Resource: [
+        '.lance-*',
+        '_catalog/*',
+        '_versions/*.manifest',
+        '_versions/latest_version_hint.json',
+        'tree/*/_versions/*.manifest',
+        'tree/*/_versions/latest_version_hint.json',
+        'tree/*/*/_versions/*.manifest',
+        'tree/*/*/_versions/latest_version_hint.json',
+        'tree/*/*/*/_versions/*.manifest',
+        'tree/*/*/*/_versions/latest_version_hint.json',
+      ].map((k) => `arn:aws:s3:::bkt/ns/t.lance/${k}`),
     });
     expect(protectedKeys(false)).toEqual(['.lance-*', '_catalog/*']);
   });

@@ -1,10 +1,10 @@
 import { ApiError, api, type DescribeTableResponse, type IndexContent } from '../api.js';
 import { Breadcrumbs, ErrorBox, Link, Loading, listPlaceholder, Pager, PropertiesTable, useApi, usePagedList } from '../components.js';
-import { childrenOf, formatBytes, formatCount, isNested, type JsonArrowField, typeLabel } from '../format.js';
+import { childrenOf, formatBytes, formatCount, formatTime, isNested, type JsonArrowField, typeLabel } from '../format.js';
 
 // A table: where it is, its properties and managed versioning, its schema (nested types as a tree),
-// rows and size, indices with their stats, and tags. Four API calls (describe, stats, a page of
-// indices, a page of tags) plus one stats call per index on the page.
+// rows and size, indices with their stats, tags and branches. Five API calls (describe, stats, a
+// page of indices, of tags, of branches) plus one stats call per index on the page.
 
 const LIST_PAGE = 100;
 
@@ -56,6 +56,8 @@ export function TablePage({ id }: { id: string[] }) {
               <Indices id={id} />
               <h2>Tags</h2>
               <Tags id={id} />
+              <h2>Branches</h2>
+              <Branches id={id} />
             </>
           )}
         </>
@@ -245,6 +247,7 @@ function Tags({ id }: { id: string[] }) {
         <thead>
           <tr>
             <th>tag</th>
+            <th>branch</th>
             <th class="num">version</th>
             <th class="num">manifest size</th>
           </tr>
@@ -253,15 +256,51 @@ function Tags({ id }: { id: string[] }) {
           {list.items.map(([name, tag]) => (
             <tr key={name}>
               <td class="mono">{name}</td>
-              <td class="num">
-                <Link to={{ page: 'transaction', id: [...id, String(tag.version)] }}>{tag.version}</Link>
-              </td>
+              <td class="mono">{tag.branch ?? 'main'}</td>
+              <td class="num">{tag.branch ? tag.version : <Link to={{ page: 'transaction', id: [...id, String(tag.version)] }}>{tag.version}</Link>}</td>
               <td class="num">{formatBytes(tag.manifestSize)}</td>
             </tr>
           ))}
         </tbody>
       </table>
       <Pager list={list} what="tags" />
+    </>
+  );
+}
+
+/** The table's branches (Lance's own): where each was forked from, when, and its first manifest's size. */
+function Branches({ id }: { id: string[] }) {
+  const list = usePagedList(async (token, signal) => {
+    const page = await api.listBranches(id, { limit: LIST_PAGE, pageToken: token, signal });
+    return { items: Object.entries(page.branches), pageToken: page.page_token ?? undefined };
+  });
+  const placeholder = listPlaceholder(list, 'branches');
+  if (placeholder) return placeholder;
+  return (
+    <>
+      <table class="grid" data-testid="branches">
+        <thead>
+          <tr>
+            <th>branch</th>
+            <th>forked from</th>
+            <th class="num">at version</th>
+            <th>created</th>
+            <th class="num">manifest size</th>
+          </tr>
+        </thead>
+        <tbody>
+          {list.items.map(([name, branch]) => (
+            <tr key={name}>
+              <td class="mono">{name}</td>
+              <td class="mono">{branch.parentBranch ?? 'main'}</td>
+              <td class="num">{branch.parentVersion}</td>
+              <td>{formatTime(branch.createAt * 1000)}</td>
+              <td class="num">{formatBytes(branch.manifestSize)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <Pager list={list} what="branches" />
     </>
   );
 }

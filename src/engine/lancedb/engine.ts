@@ -5,6 +5,7 @@ import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
 import type { UdfOps } from '../ports/udfs.js';
 import { PylanceIndexBuilder, type PylanceIndexOptions } from '../pylance/pylance-indices.js';
 import { type PythonUdfOptions, PythonUdfs } from '../python-udf/python-udfs.js';
+import { LancedbBranches } from './branches.js';
 import { LancedbColumns } from './columns.js';
 import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
 import { LancedbIndices } from './indices.js';
@@ -33,6 +34,7 @@ export class LancedbEngine implements LanceEngine {
   readonly columns: LancedbColumns;
   readonly indices: LancedbIndices;
   readonly tags: LancedbTags;
+  readonly branches: LancedbBranches;
   readonly queries: LancedbQueries;
   readonly views: LancedbViews;
   readonly udfs: UdfOps | undefined;
@@ -47,6 +49,7 @@ export class LancedbEngine implements LanceEngine {
     this.columns = new LancedbColumns(access);
     this.indices = new LancedbIndices(access, pylance);
     this.tags = new LancedbTags(access);
+    this.branches = new LancedbBranches(access);
     this.queries = new LancedbQueries(access);
     this.views = new LancedbViews(access);
   }

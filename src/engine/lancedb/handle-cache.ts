@@ -1,5 +1,12 @@
 import type { LatestCommitted } from '../dataset-location.js';
 
+/** Between a location and a branch in the key of a branch's kept handle: no location holds it. */
+const BRANCH_SEPARATOR = '\n';
+
+/** The key a dataset is kept under: its location for main, the location and the branch for a branch. */
+export const branchKey = (location: string, branch: string | undefined): string =>
+  branch === undefined ? location : `${location}${BRANCH_SEPARATOR}${branch}`;
+
 // Open datasets kept across requests, one per location, so that a data operation does not open
 // its dataset afresh (a describe through the resolver, the latest-version lookup, the manifest
 // read) every time.
@@ -132,12 +139,15 @@ export class HandleCache<H extends KeptHandle> {
     this.release(entry);
   }
 
-  /** Closes the handle kept for `location` (its table was dropped, deregistered or renamed) and discards an open in flight. */
+  /**
+   * Closes the handles kept for `location` and for its branches (keyed by branchKey; its table was
+   * dropped, deregistered or renamed) and discards the opens in flight.
+   */
   forget(location: string): void {
-    const entry = this.entries.get(location);
-    if (entry) this.evict(entry);
+    const ofLocation = (key: string) => key === location || key.startsWith(`${location}${BRANCH_SEPARATOR}`);
+    for (const [key, entry] of [...this.entries]) if (ofLocation(key)) this.evict(entry);
     // Whoever waits for an open in flight still gets it, but it is not kept.
-    this.opening.delete(location);
+    for (const key of [...this.opening.keys()]) if (ofLocation(key)) this.opening.delete(key);
   }
 
   /** Closes every handle not in use; the ones in use close when their last user is done. */

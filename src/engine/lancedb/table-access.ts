@@ -3,7 +3,7 @@ import http from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { type CoordinatedVersion, type DatasetLocation, EngineError, type EngineErrorKind } from '../dataset-location.js';
-import { DEFAULT_HANDLE_CACHE_LIMITS, HandleCache, type HandleCacheLimits, type HandleCacheStats } from './handle-cache.js';
+import { branchKey, DEFAULT_HANDLE_CACHE_LIMITS, HandleCache, type HandleCacheLimits, type HandleCacheStats } from './handle-cache.js';
 
 export type LancedbModule = typeof import('@lancedb/lancedb');
 export type Connection = import('@lancedb/lancedb').Connection;
@@ -120,6 +120,9 @@ const REQUEST_ERRORS: ReadonlySet<EngineErrorKind> = new Set([
   'index_exists',
   'tag_not_found',
   'tag_exists',
+  'branch_not_found',
+  'branch_exists',
+  'branch_in_use',
   'unsupported',
   'already_exists',
 ]);
@@ -242,8 +245,9 @@ export class TableAccess {
     }
   }
 
-  /** Opens the dataset by a registered handle name, at `version` when given. */
-  private async openTable(name: string, version: number | undefined): Promise<Table> {
+  /** Opens the dataset by a registered handle name, on `branch` (main when undefined), at `version` when given. */
+  private async openTable(name: string, version: number | undefined, branch?: string): Promise<Table> {
+    if (branch !== undefined) return this.openBranch(name, branch, version);
     let table: Table;
     try {
       table = await this.connection.openTable(name);
@@ -264,10 +268,26 @@ export class TableAccess {
     return table;
   }
 
+  /**
+   * Opens the dataset on a branch (Lance reads `tree/<branch>/_versions/`), at `version` of that
+   * branch when given. The service looked its ref up first, so a history that is not there is a
+   * missing version (or a branch deleted meanwhile).
+   */
+  private async openBranch(name: string, branch: string, version: number | undefined): Promise<Table> {
+    try {
+      return await this.connection.openTable(name, undefined, version === undefined ? { branch } : { branch, version });
+    } catch (e) {
+      const failure = classify(e);
+      if (failure.kind !== 'not_a_dataset') throw failure;
+      const kind = version === undefined ? 'branch_not_found' : 'version_not_found';
+      throw new EngineError(kind, e instanceof Error ? e.message : String(e), { cause: e });
+    }
+  }
+
   /** Opens the dataset (at `version` when given) for one operation and closes it afterwards. */
   private async withFreshTable<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, version: number | undefined): Promise<T> {
     return this.withHandle(at, async (name) => {
-      const table = await this.openTable(name, version);
+      const table = await this.openTable(name, version, at.branch);
       try {
         return await fn(table);
       } finally {
@@ -279,13 +299,13 @@ export class TableAccess {
   /**
    * Runs a read on the dataset. At the latest version, and when the caller read the latest
    * committed version for this request (`at.latest`), the read runs on the dataset kept open for
-   * the location (see handle-cache.ts); otherwise on one opened for it.
+   * the location (see handle-cache.ts), each branch's apart; otherwise on one opened for it.
    */
   async read<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number | undefined } = {}): Promise<T> {
     const latest = at.latest;
     if (options.version !== undefined || latest === undefined || !this.kept.enabled) return this.withFreshTable(at, fn, options.version);
     return this.kept.use(
-      at.location,
+      branchKey(at.location, at.branch),
       latest,
       () => this.openKept(at),
       (kept) => {
@@ -302,7 +322,7 @@ export class TableAccess {
 
   /**
    * Runs a write on a dataset opened for it (at `version` when given: a restore). A handle that
-   * committed is current: with `at.latest` known, it becomes the location's kept handle.
+   * committed is current: with `at.latest` known, it becomes the location's (or its branch's) kept handle.
    */
   async write<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number | undefined } = {}): Promise<T> {
     const latest = at.latest;
@@ -311,11 +331,11 @@ export class TableAccess {
     let table: Table | undefined;
     let adopted = false;
     try {
-      table = await this.openTable(name, options.version);
+      table = await this.openTable(name, options.version, at.branch);
       const result = await fn(table);
       const version = await table.version().catch(() => undefined);
       if (version !== undefined) {
-        this.kept.adopt(at.location, latest.incarnation, this.keptTable(table, name), version, latest.manifestSize);
+        this.kept.adopt(branchKey(at.location, at.branch), latest.incarnation, this.keptTable(table, name), version, latest.manifestSize);
         adopted = true;
       }
       return result;
@@ -330,7 +350,7 @@ export class TableAccess {
   private async openKept(at: DatasetLocation): Promise<KeptTable> {
     const name = this.register(at);
     try {
-      return this.keptTable(await this.openTable(name, undefined), name);
+      return this.keptTable(await this.openTable(name, undefined, at.branch), name);
     } catch (e) {
       this.unregister(name);
       throw e;

@@ -87,6 +87,7 @@ export class PylanceIndexBuilder {
           max_iterations: v.maxIterations ?? null,
           m: v.m ?? null,
           ef_construction: v.efConstruction ?? null,
+          branch: at.branch ?? null,
         };
         const answer = await worker.request(request).catch((e: unknown) => {
           if (e instanceof WorkerGone)

@@ -29,7 +29,6 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       methods: ['POST'],
       body: AlterTableAlterColumnsRequest,
       response: AlterTableAlterColumnsResponse,
-      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => columns.alterColumns(ctx, id, body),
     }),
@@ -41,7 +40,6 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       methods: ['POST'],
       body: AlterTableDropColumnsRequest,
       response: AlterTableDropColumnsResponse,
-      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => columns.dropColumns(ctx, id, body),
     }),
@@ -53,7 +51,6 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       methods: ['POST'],
       body: AlterTableAddColumnsRequest,
       response: AlterTableAddColumnsResponse,
-      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => columns.addColumns(ctx, id, body),
     }),
@@ -65,7 +62,6 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       methods: ['POST'],
       body: UpdateFieldMetadataRequest,
       response: UpdateFieldMetadataResponse,
-      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => columns.updateFieldMetadata(ctx, id, body),
     }),
@@ -91,8 +87,7 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       body: GetTableStatsRequest,
       query: BranchQuery,
       response: GetTableStatsResponse,
-      mainBranchOnly: true,
-      handler: ({ ctx, id }) => columns.tableStats(ctx, id),
+      handler: ({ ctx, id, body, query }) => columns.tableStats(ctx, id, queryOrBody(query, body, ['branch']).branch),
     }),
     defineRoute({
       operationId: 'DescribeTableIndexStats',
@@ -103,9 +98,8 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       body: DescribeTableIndexStatsRequest,
       query: DescribeTableIndexStatsQuery,
       response: DescribeTableIndexStatsResponse,
-      mainBranchOnly: true,
       handler: ({ ctx, id, body, query, params }) =>
-        columns.indexStats(ctx, id, { indexName: params.index_name ?? '', bodyIndexName: body.index_name, ...queryOrBody(query, body, ['version']) }),
+        columns.indexStats(ctx, id, { indexName: params.index_name ?? '', bodyIndexName: body.index_name, ...queryOrBody(query, body, ['version', 'branch']) }),
     }),
   ]);
 }

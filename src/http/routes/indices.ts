@@ -23,7 +23,6 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       methods: ['POST'],
       body: CreateTableIndexRequest,
       response: CreateTableIndexResponse,
-      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => indices.create(ctx, id, body, { scalarOnly: false }),
     }),
@@ -35,7 +34,6 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       methods: ['POST'],
       body: CreateTableIndexRequest,
       response: CreateTableScalarIndexResponse,
-      mainBranchOnly: true,
       mutation: true,
       handler: ({ ctx, id, body }) => indices.create(ctx, id, body, { scalarOnly: true }),
     }),
@@ -48,10 +46,9 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       body: ListTableIndicesRequest,
       query: ListTableIndicesQuery,
       response: ListTableIndicesResponse,
-      mainBranchOnly: true,
       handler: ({ ctx, id, body, query }) => {
-        const { page_token, limit, version } = queryOrBody(query, body, ['page_token', 'limit', 'version']);
-        return indices.list(ctx, id, { pageToken: page_token, limit, version });
+        const { page_token, limit, version, branch } = queryOrBody(query, body, ['page_token', 'limit', 'version', 'branch']);
+        return indices.list(ctx, id, { pageToken: page_token, limit, version, branch });
       },
     }),
     defineRoute({
@@ -63,15 +60,14 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       body: DropTableIndexRequest,
       query: DropTableIndexQuery,
       response: DropTableIndexResponse,
-      mainBranchOnly: true,
       mutation: true,
-      handler: ({ ctx, id, body, params }) => {
+      handler: ({ ctx, id, body, query, params }) => {
         const name = params.index_name ?? '';
         if (name === '') throw invalidInput('index_name: the path must name the index');
         if (body.index_name && body.index_name !== name) {
           throw invalidInput(`the index_name in the body ${JSON.stringify(body.index_name)} does not match the one in the path ${JSON.stringify(name)}`);
         }
-        return indices.drop(ctx, id, name);
+        return indices.drop(ctx, id, name, queryOrBody(query, body, ['branch']).branch);
       },
     }),
   ]);

@@ -12,7 +12,6 @@ export function jobRoutes(jobs: JobService): RouteGroup {
       methods: ['POST'],
       body: AlterTableBackfillColumnsRequest,
       response: AlterTableBackfillColumnsResponse,
-      mainBranchOnly: true,
       successStatus: 202,
       mutation: true,
       handler: ({ ctx, id, body }) => jobs.backfill(ctx, id, body),

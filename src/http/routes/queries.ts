@@ -12,7 +12,6 @@ export function queryRoutes(queries: QueryService): RouteGroup {
       methods: ['POST'],
       body: QueryTableRequest,
       response: 'arrow-file',
-      mainBranchOnly: true,
       handler: ({ ctx, id, body }) => queries.query(ctx, id, body),
     }),
     defineRoute({
@@ -23,7 +22,6 @@ export function queryRoutes(queries: QueryService): RouteGroup {
       methods: ['POST'],
       body: ExplainTableQueryPlanRequest,
       response: QueryPlanText,
-      mainBranchOnly: true,
       handler: ({ ctx, id, body }) => queries.explain(ctx, id, body),
     }),
     defineRoute({
@@ -34,7 +32,6 @@ export function queryRoutes(queries: QueryService): RouteGroup {
       methods: ['POST'],
       body: AnalyzeTableQueryPlanRequest,
       response: QueryPlanText,
-      mainBranchOnly: true,
       handler: ({ ctx, id, body }) => queries.analyze(ctx, id, body),
     }),
   ]);

@@ -14,11 +14,7 @@ interface Pending {
   plannedIn: string;
 }
 
-export const PENDING_OPERATIONS: readonly Pending[] = [
-  { operationId: 'ListTableBranches', path: '/table/{id}/branches/list', methods: ['GET', 'POST'], plannedIn: 'a later milestone' },
-  { operationId: 'CreateTableBranch', path: '/table/{id}/branches/create', plannedIn: 'a later milestone' },
-  { operationId: 'DeleteTableBranch', path: '/table/{id}/branches/delete', plannedIn: 'a later milestone' },
-];
+export const PENDING_OPERATIONS: readonly Pending[] = [];
 
 export function unsupportedRoutes(): RouteGroup {
   const routes = PENDING_OPERATIONS.map((op) =>

@@ -36,8 +36,16 @@ export function branchNameProblem(name: string): string | null {
     if (!SEGMENT.test(segment)) return `its segment ${JSON.stringify(segment)} has a character other than a letter, a digit, ".", "-" or "_"`;
   }
   if (name.endsWith('.lock')) return 'a branch name must not end with ".lock"';
+  if (encodeBranchSegment(name).length > MAX_ENCODED_NAME_BYTES)
+    return `its ref's file name would be longer than every store takes (at most ${MAX_ENCODED_NAME_BYTES} bytes with each byte but a letter, a digit, ".", "-" and "_" as three)`;
   return null;
 }
+
+/**
+ * The ref `_refs/branches/<encoded>.json` is one file name on a local disk (255 bytes at most):
+ * the same bound on every store, so that a name the service accepts on S3 works on a disk too.
+ */
+const MAX_ENCODED_NAME_BYTES = 200;
 
 // Rust's char::is_alphanumeric is Unicode's Alphabetic or Numeric.
 const SEGMENT = /^[\p{Alphabetic}\p{N}._-]+$/u;
@@ -45,7 +53,7 @@ const SEGMENT = /^[\p{Alphabetic}\p{N}._-]+$/u;
 /** A 400 code 13 unless `name` is a name Lance accepts for a new branch. */
 export function requireBranchName(name: string, field = 'name'): void {
   const problem = branchNameProblem(name);
-  if (problem !== null) throw invalidInput(`${field} ${JSON.stringify(name)} is not a branch name Lance accepts: ${problem}`);
+  if (problem !== null) throw invalidInput(`${field} ${JSON.stringify(name)} is not a valid branch name: ${problem}`);
 }
 
 /**
@@ -154,15 +162,19 @@ export async function findBranchRef(dataDir: StoreDir, name: string): Promise<Br
   return object && parseBranchRef(name, key, object.body, object.etag);
 }
 
+/** Branch `name`'s ref (one GET); 404 code 22 when the table `tableName` has no such branch. */
+export async function requireBranchRef(dataDir: StoreDir, name: string, tableName: string): Promise<BranchRef> {
+  const ref = await findBranchRef(dataDir, name);
+  if (!ref) throw branchNotFound(tableName, name);
+  return ref;
+}
+
 /**
  * The branch a request names, resolved once: null for main (no store call), else its ref (one
  * GET); 404 code 22 when the table `tableName` has no such branch.
  */
 export async function resolveBranch(dataDir: StoreDir, branch: BranchName, tableName: string): Promise<BranchRef | null> {
-  if (branch === null) return null;
-  const ref = await findBranchRef(dataDir, branch);
-  if (!ref) throw branchNotFound(tableName, branch);
-  return ref;
+  return branch === null ? null : requireBranchRef(dataDir, branch, tableName);
 }
 
 /** One page of a dataset's branches, in the byte order of their refs' keys. */

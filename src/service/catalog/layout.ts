@@ -190,6 +190,8 @@ export const writersDirKey = (t: TableRef): string => `${tableDirKey(t)}${CATALO
 export const writeLeaseKey = (t: TableRef, id: string): string => `${writersDirKey(t)}${id}.json`;
 /** The claim of the one request that creates a declared table's dataset (tables/dataset-creation.ts). */
 export const creationClaimKey = (t: TableRef): string => `${tableDirKey(t)}${CATALOG_DIR}/dataset-create.json`;
+/** The claim of the one request that forks or deletes a branch of the table now (branches/branch-service.ts). */
+export const branchClaimKey = (t: TableRef): string => `${tableDirKey(t)}${CATALOG_DIR}/branches.json`;
 
 // ---- A table's dataset directory (`dataset`: a key ending in '/', in whichever store holds it).
 //

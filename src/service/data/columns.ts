@@ -21,6 +21,7 @@ import {
   VIRTUAL_COLUMN_METADATA,
 } from '../../model/columns.js';
 import { ErrorCode, invalidInput, NamespaceError, unsupported } from '../../model/errors.js';
+import { type BranchName, normalizeBranch } from '../branches/branch-refs.js';
 import type { RequestContext } from '../context/request-context.js';
 import type { DataTable, DataTables } from './data-tables.js';
 import { manifestIndex, manifestIndices } from './index-manifest.js';
@@ -47,6 +48,11 @@ function isSqlBinding(entry: VirtualColumnLike): boolean {
  * Virtual columns that are neither SQL bindings nor Geneva's Python UDFs are refused with the
  * reason: the UDF backends this service runs are those two.
  */
+/** Geneva's UDF envelopes are stored beside main's history: a Python UDF column on a branch is a 406. */
+function requireMainForPythonUdfs(branch: BranchName): void {
+  if (branch !== null) throw unsupported(`Python UDF columns on a branch are not supported yet: branch ${JSON.stringify(branch)}`);
+}
+
 function refuseVirtualColumn(column: string, entry: VirtualColumnLike): never {
   const backend = entry.udf_backend ? `udf_backend ${JSON.stringify(entry.udf_backend)}` : 'a virtual_column without udf_backend';
   throw unsupported(
@@ -95,8 +101,8 @@ export class ColumnService {
   }
 
   /** A request with nothing to do commits nothing and answers the current version. */
-  private currentVersion(ctx: RequestContext, id: string[]): Promise<{ version: number }> {
-    return this.tables.readTable(ctx, id, async (table) => ({ version: await this.engine.datasetVersion(table.at) }));
+  private currentVersion(ctx: RequestContext, id: string[], branch: BranchName = null): Promise<{ version: number }> {
+    return this.tables.readTable(ctx, id, async (table) => ({ version: await this.engine.datasetVersion(table.at) }), { branch });
   }
 
   /**
@@ -104,41 +110,47 @@ export class ColumnService {
    * "sql"): one commit of their field metadata. The expression is checked against the table
    * first (bad SQL 400 code 13, unknown columns 404 code 12).
    */
-  private async bindColumns(ctx: RequestContext, id: string[], bindings: SqlBinding[]): Promise<AlterTableAlterColumnsResponse> {
-    return this.tables.writeTable(ctx, id, async ({ at }) => {
-      const changes: FieldMetadataChange[] = [];
-      for (const b of bindings) {
-        const column = formatFieldPath(b.path);
-        const field = await this.engine.columns.field(at, b.path);
-        if (field.metadata[COMPUTED_COLUMN_METADATA.marker] === 'true') {
-          throw invalidInput(
-            `column ${column} was declared computed through add_columns; Lance keeps that binding immutable, so it cannot be rebound: drop the column and declare it again`,
-          );
+  private async bindColumns(ctx: RequestContext, id: string[], bindings: SqlBinding[], branch: BranchName): Promise<AlterTableAlterColumnsResponse> {
+    return this.tables.writeTable(
+      ctx,
+      id,
+      async ({ at }) => {
+        const changes: FieldMetadataChange[] = [];
+        for (const b of bindings) {
+          const column = formatFieldPath(b.path);
+          const field = await this.engine.columns.field(at, b.path);
+          if (field.metadata[COMPUTED_COLUMN_METADATA.marker] === 'true') {
+            throw invalidInput(
+              `column ${column} was declared computed through add_columns; Lance keeps that binding immutable, so it cannot be rebound: drop the column and declare it again`,
+            );
+          }
+          if (readsColumn(b.sql, b.path[0] as string)) {
+            throw invalidInput(
+              `virtual column ${column}: the expression may not read the column it fills (a backfill writes a chunk again after a crash, which must change nothing)`,
+            );
+          }
+          await this.engine.columns.checkExpression(at, b.sql);
+          for (const input of b.inputs ?? []) await this.engine.columns.field(at, segmentsOf(input, `virtual_column.input_columns of ${column}`));
+          changes.push({
+            path: b.path,
+            replace: false,
+            metadata: {
+              ...b.fieldMetadata,
+              [VIRTUAL_COLUMN_METADATA.marker]: 'true',
+              [VIRTUAL_COLUMN_METADATA.backend]: SQL_UDF_BACKEND,
+              [VIRTUAL_COLUMN_METADATA.expression]: b.sql,
+              [VIRTUAL_COLUMN_METADATA.inputs]: b.inputs === undefined ? null : JSON.stringify(b.inputs),
+            },
+          });
         }
-        if (readsColumn(b.sql, b.path[0] as string)) {
-          throw invalidInput(
-            `virtual column ${column}: the expression may not read the column it fills (a backfill writes a chunk again after a crash, which must change nothing)`,
-          );
-        }
-        await this.engine.columns.checkExpression(at, b.sql);
-        for (const input of b.inputs ?? []) await this.engine.columns.field(at, segmentsOf(input, `virtual_column.input_columns of ${column}`));
-        changes.push({
-          path: b.path,
-          replace: false,
-          metadata: {
-            ...b.fieldMetadata,
-            [VIRTUAL_COLUMN_METADATA.marker]: 'true',
-            [VIRTUAL_COLUMN_METADATA.backend]: SQL_UDF_BACKEND,
-            [VIRTUAL_COLUMN_METADATA.expression]: b.sql,
-            [VIRTUAL_COLUMN_METADATA.inputs]: b.inputs === undefined ? null : JSON.stringify(b.inputs),
-          },
-        });
-      }
-      return { version: (await this.engine.columns.updateFieldMetadata(at, changes)).version };
-    });
+        return { version: (await this.engine.columns.updateFieldMetadata(at, changes)).version };
+      },
+      { branch },
+    );
   }
 
   async alterColumns(ctx: RequestContext, id: string[], request: AlterTableAlterColumnsRequest): Promise<AlterTableAlterColumnsResponse> {
+    const branch = normalizeBranch(request.branch);
     const bound = request.alterations.filter((a) => a.virtual_column !== undefined && a.virtual_column !== null);
     if (bound.length > 0) {
       // A binding is a field-metadata commit, the other alterations a schema commit: one request is one commit.
@@ -148,6 +160,7 @@ export class ColumnService {
       }
       const seen = new Set<string>();
       if (python.length > 0) {
+        requireMainForPythonUdfs(branch);
         requirePythonUdfs(this.tables, ctx, id, 'alter_columns');
         const bindings = request.alterations.map((a, i) => {
           const where = `alterations[${i}]`;
@@ -180,7 +193,7 @@ export class ColumnService {
         if (sql.trim() === '') throw invalidInput(`${where}.virtual_column.udf: the SQL expression must not be empty`);
         return { path, sql, inputs: entry.input_columns ?? undefined, fieldMetadata: entry.field_metadata ?? {} };
       });
-      return this.bindColumns(ctx, id, bindings);
+      return this.bindColumns(ctx, id, bindings, branch);
     }
     const alterations: ColumnAlteration[] = request.alterations.map((a, i) => {
       const where = `alterations[${i}]`;
@@ -198,11 +211,12 @@ export class ColumnService {
       }
       return alteration;
     });
-    if (alterations.length === 0) return this.currentVersion(ctx, id);
-    return this.tables.writeTable(ctx, id, (table) => this.engine.columns.alterColumns(table.at, alterations));
+    if (alterations.length === 0) return this.currentVersion(ctx, id, branch);
+    return this.tables.writeTable(ctx, id, (table) => this.engine.columns.alterColumns(table.at, alterations), { branch });
   }
 
   async dropColumns(ctx: RequestContext, id: string[], request: AlterTableDropColumnsRequest): Promise<AlterTableDropColumnsResponse> {
+    const branch = normalizeBranch(request.branch);
     const seen = new Set<string>();
     const paths = request.columns.map((c, i) => {
       const path = segmentsOf(c, `columns[${i}]`);
@@ -211,11 +225,12 @@ export class ColumnService {
       seen.add(canonical);
       return path;
     });
-    if (paths.length === 0) return this.currentVersion(ctx, id);
-    return this.tables.writeTable(ctx, id, (table) => this.engine.columns.dropColumns(table.at, paths));
+    if (paths.length === 0) return this.currentVersion(ctx, id, branch);
+    return this.tables.writeTable(ctx, id, (table) => this.engine.columns.dropColumns(table.at, paths), { branch });
   }
 
   async addColumns(ctx: RequestContext, id: string[], request: AlterTableAddColumnsRequest): Promise<AlterTableAddColumnsResponse> {
+    const branch = normalizeBranch(request.branch);
     const kinds = request.new_columns.map((entry, i) => {
       const kind = kindOf(entry, `new_columns[${i}]`);
       if (kind === 'virtual' && entry.virtual_column && !isPythonUdf(entry.virtual_column))
@@ -225,6 +240,7 @@ export class ColumnService {
     if (kinds.includes('virtual')) {
       if (kinds.some((k) => k !== 'virtual'))
         throw invalidInput('new_columns: UDF columns and SQL columns cannot be added in the same request; send them separately');
+      requireMainForPythonUdfs(branch);
       return this.addPythonUdfColumns(ctx, id, request.new_columns);
     }
     const names = new Set<string>();
@@ -235,7 +251,7 @@ export class ColumnService {
       if (sql.trim() === '') throw invalidInput(`new_columns[${i}]: the SQL expression must not be empty`);
       return { name: entry.name, sql };
     });
-    if (columns.length === 0) return this.currentVersion(ctx, id);
+    if (columns.length === 0) return this.currentVersion(ctx, id, branch);
     const kind = kinds[0] as 'expression' | 'computed';
     // The engine adds expression columns and computed columns in separate commits; one request
     // is one commit (all or nothing), so it holds one kind.
@@ -243,7 +259,7 @@ export class ColumnService {
       throw invalidInput('new_columns: expression columns and computed columns cannot be added in the same request; send them separately');
     }
     const newColumns: NewColumns = { kind, columns };
-    return this.tables.writeTable(ctx, id, (table) => this.engine.columns.addColumns(table.at, newColumns));
+    return this.tables.writeTable(ctx, id, (table) => this.engine.columns.addColumns(table.at, newColumns), { branch });
   }
 
   /**
@@ -308,6 +324,7 @@ export class ColumnService {
   }
 
   async updateFieldMetadata(ctx: RequestContext, id: string[], request: UpdateFieldMetadataRequest): Promise<UpdateFieldMetadataResponse> {
+    const branch = normalizeBranch(request.branch);
     // Updates of the same field are folded into one, in order: the engine would otherwise apply
     // each to the original metadata and keep only the last.
     const byPath = new Map<string, FieldMetadataChange>();
@@ -327,8 +344,8 @@ export class ColumnService {
     const changes = [...byPath.values()].map((c) =>
       c.replace ? { ...c, metadata: Object.fromEntries(Object.entries(c.metadata).filter(([, v]) => v !== null)) } : c,
     );
-    if (changes.length === 0) return { ...(await this.currentVersion(ctx, id)), fields: {} };
-    const result = await this.tables.writeTable(ctx, id, (table) => this.engine.columns.updateFieldMetadata(table.at, changes));
+    if (changes.length === 0) return { ...(await this.currentVersion(ctx, id, branch)), fields: {} };
+    const result = await this.tables.writeTable(ctx, id, (table) => this.engine.columns.updateFieldMetadata(table.at, changes), { branch });
     const fields: Record<string, Record<string, string>> = {};
     changes.forEach((c, i) => {
       fields[formatFieldPath(c.path)] = result.fields[i] ?? {};
@@ -358,9 +375,12 @@ export class ColumnService {
     }
   }
 
-  async tableStats(ctx: RequestContext, id: string[]): Promise<GetTableStatsResponse> {
+  async tableStats(ctx: RequestContext, id: string[], branchField?: string | null): Promise<GetTableStatsResponse> {
+    const branch = normalizeBranch(branchField);
     // The engine counts only the indices it can name; the manifest has them all.
-    const [s, indices] = await this.tables.readTable(ctx, id, (table) => Promise.all([this.engine.columns.tableStats(table.at), manifestIndices(table)]));
+    const [s, indices] = await this.tables.readTable(ctx, id, (table) => Promise.all([this.engine.columns.tableStats(table.at), manifestIndices(table)]), {
+      branch,
+    });
     return {
       total_bytes: s.totalBytes,
       num_rows: s.numRows,
@@ -373,12 +393,13 @@ export class ColumnService {
   async indexStats(
     ctx: RequestContext,
     id: string[],
-    request: { indexName: string; bodyIndexName?: string | undefined; version?: number | null | undefined },
+    request: { indexName: string; bodyIndexName?: string | undefined; version?: number | null | undefined; branch?: string | null | undefined },
   ): Promise<DescribeTableIndexStatsResponse> {
     if (request.bodyIndexName !== undefined && request.bodyIndexName !== request.indexName) {
       throw invalidInput(`index_name ${JSON.stringify(request.bodyIndexName)} in the body does not match ${JSON.stringify(request.indexName)} in the path`);
     }
     const version = request.version ?? undefined;
+    const branch = normalizeBranch(request.branch);
     return this.tables.readTable(
       ctx,
       id,
@@ -393,7 +414,7 @@ export class ColumnService {
           num_indices: index.numSegments,
         };
       },
-      { version },
+      { version, branch },
     );
   }
 }

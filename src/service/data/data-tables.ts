@@ -1,15 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
-import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
+import { type BranchName, type BranchRef, branchTreeDir, requireBranchRef } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
-import { stagedManifestPath, type TableRef, tableRefOf } from '../catalog/layout.js';
+import { stagedManifestPath, type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
+import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
 import { pausePoint } from '../coordination/fault-points.js';
 import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
-import { latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
+import { branchLatestCommitted, latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
-import { TableVersions } from '../versions/dataset-versions.js';
+import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 
 /** A table resolved for a data operation: where its dataset is and how the engine opens it. */
@@ -17,6 +19,10 @@ export interface DataTable extends ResolvedTable {
   ref: TableRef;
   /** For the engine; carries the commit coordinator when the table's versions are managed. */
   at: DatasetLocation;
+  /** The branch the request works on, as its ref was read for it; null for main. */
+  branch: BranchRef | null;
+  /** Where the versions of that branch are: the dataset's own directory for main, `tree/<branch>/` else. */
+  versionsDir: StoreDir;
 }
 
 /** A table opened for a data operation, and whether its dataset exists yet. */
@@ -26,7 +32,39 @@ export type OpenTable = DataTable & { hasData: boolean };
 export interface TableWorkOptions extends EngineFailureContext {
   /** A declared table without data is opened too (otherwise it is a 409 code 19). */
   allowDeclared?: boolean;
+  /** The branch to work on (branch-refs.ts normalizeBranch); main when absent or null. */
+  branch?: BranchName;
 }
+
+/** How `open` opens a table: TableWorkOptions, the links its name's directory was seen to hold, and whether the work writes. */
+interface OpenOptions {
+  allowDeclared?: boolean | undefined;
+  branch?: BranchName | undefined;
+  nameLinks?: string[];
+  writing?: boolean;
+}
+
+/** A branch's ref (404 code 22 when absent) and its latest version, read at the same time. */
+async function readBranch(
+  dir: StoreDir,
+  name: string,
+  id: string[],
+): Promise<{ branch: BranchRef; branchLatest: CommittedVersion | null; versionsDir: StoreDir }> {
+  const versionsDir = branchTreeDir(dir, name);
+  const [branch, branchLatest] = await Promise.all([requireBranchRef(dir, name, displayId(id)), new TableVersions(versionsDir).latest()]);
+  return { branch, branchLatest, versionsDir };
+}
+
+/** A promise that never rejects (read ahead, maybe never awaited), and its outcome. */
+const settled = <T>(p: Promise<T>): Promise<{ value: T } | { error: unknown }> =>
+  p.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+const unwrap = <T>(outcome: { value: T } | { error: unknown }): T => {
+  if ('error' in outcome) throw outcome.error;
+  return outcome.value;
+};
 
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
 export class DataTables {
@@ -39,10 +77,17 @@ export class DataTables {
    * The visible table `id`. Unless `allowDeclared`, a declared table without data is a 409 code
    * 19: there is no dataset to operate on yet.
    */
-  async open(ctx: RequestContext, id: string[], options: { allowDeclared?: boolean; nameLinks?: string[] } = {}): Promise<OpenTable> {
+  async open(ctx: RequestContext, id: string[], options: OpenOptions = {}): Promise<OpenTable> {
     // One look at the latest committed version answers whether the table has data and lets the
     // engine serve the request from the dataset it keeps open (checked against this version).
-    const resolved = await resolveTableWithLatest(this.deps, id, options.nameLinks);
+    const ref = tableRefOf(id);
+    const nameLinks = options.nameLinks ?? requireUnlinkedTable(this.deps.store, ref);
+    // A branch's ref and latest version are read beside the table's own reads when its dataset is
+    // the name's directory (every table's but a registered one's), as resolveTableWithLatest does
+    // for main's; only once the table is known to be there do they count (a 404 code 4 first).
+    const ownDir = this.deps.locations.own(tableDirKey(ref));
+    const early = options.branch && nameLinks.length === 0 ? settled(readBranch(ownDir, options.branch, id)) : undefined;
+    const resolved = await resolveTableWithLatest(this.deps, id, nameLinks);
     const { table } = resolved;
     const { state, dir } = table;
     const latest = latestCommitted(resolved.latest, state);
@@ -50,14 +95,30 @@ export class DataTables {
     if (!hasData && !options.allowDeclared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet`);
     }
+    const location = { location: dir.store.location(dir.key), storageOptions: dir.store.engineStorageOptions() };
+    const managed = await table.managedVersioning();
+    if (options.branch) {
+      // A branch: its ref, read once (404 code 22 when absent), and its latest version at the same
+      // time; the engine opens the dataset on it.
+      const own = early !== undefined && dir.store === ownDir.store && dir.key === ownDir.key;
+      const { branch, branchLatest, versionsDir } = own ? unwrap(await early) : await readBranch(dir, options.branch, id);
+      // The commit coordinator commits to main's history: a managed table's branch is read from
+      // the store as Lance lays it out, and not written until its commits have a path of their own.
+      if (managed && options.writing)
+        throw unsupported(
+          `writes to branch ${JSON.stringify(branch.name)} of table ${displayId(id)}, whose versions the service manages, are not supported yet`,
+        );
+      const committed = branchLatestCommitted(branchLatest, state, branch);
+      const at: DatasetLocation = { ...location, branch: branch.name, ...(committed ? { latest: committed } : {}) };
+      return { ...table, ref: state.ref, at, branch, versionsDir, hasData };
+    }
     // The engine commits only through `write`, under a write lease a drop waits for.
     const at: DatasetLocation = {
-      location: dir.store.location(dir.key),
-      storageOptions: dir.store.engineStorageOptions(),
-      ...((await table.managedVersioning()) ? { coordinator: this.versions.coordinatorFor(ctx, table, true) } : {}),
+      ...location,
+      ...(managed ? { coordinator: this.versions.coordinatorFor(ctx, table, true) } : {}),
       ...(latest ? { latest } : {}),
     };
-    return { ...table, ref: state.ref, at, hasData };
+    return { ...table, ref: state.ref, at, branch: null, versionsDir: dir, hasData };
   }
 
   /**
@@ -67,11 +128,16 @@ export class DataTables {
    * runner tells transient ones from the rest by them). The lease is put only in a `_catalog/`
    * neither reached through a symbolic link nor one (a 404 otherwise, see LinkedTableDir).
    */
-  async write<T>(ctx: RequestContext, id: string[], write: (table: OpenTable) => Promise<T>, options: { allowDeclared?: boolean } = {}): Promise<T> {
+  async write<T>(
+    ctx: RequestContext,
+    id: string[],
+    write: (table: OpenTable) => Promise<T>,
+    options: { allowDeclared?: boolean | undefined; branch?: BranchName | undefined } = {},
+  ): Promise<T> {
     const ref = tableRefOf(id);
     const nameLinks = requireUnlinkedTable(this.deps.store, ref);
     return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () => {
-      const table = await this.open(ctx, id, { ...options, nameLinks });
+      const table = await this.open(ctx, id, { allowDeclared: options.allowDeclared, branch: options.branch, nameLinks, writing: true });
       await pausePoint('write:after-resolve');
       return write(table);
     });

@@ -16,7 +16,7 @@ export async function manifestIndices(table: OpenTable, version?: number): Promi
       throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(table.id)} is declared and has no version ${version}`);
     return [];
   }
-  const file = await new TableVersions(table.dir).readManifestFile(at);
+  const file = await new TableVersions(table.versionsDir).readManifestFile(at);
   if (!file) throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(table.id)} has no version ${at}`);
   try {
     return readManifestIndices(file);

@@ -9,6 +9,7 @@ import {
   type ListTableIndicesResponse,
   VECTOR_INDEX_TYPES,
 } from '../../model/indices.js';
+import { normalizeBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { type PageTokens, paginate } from '../catalog/page-token.js';
@@ -114,18 +115,30 @@ export class IndexService {
       throw invalidInput(`index_type: ${request.index_type} is a vector index; create it with create_index, not create_scalar_index`);
     }
     const spec = specOf(request);
-    await this.tables.writeTable(ctx, id, async (table) => {
-      // Against the manifest, which lists every index whichever engine built it (the engines refuse a taken name too).
-      if ((await manifestIndices(table)).some((i) => i.name === spec.name)) {
-        throw new NamespaceError(ErrorCode.TableIndexAlreadyExists, `table ${displayId(id)} already has an index named ${JSON.stringify(spec.name)}`);
-      }
-      return this.tables.engine.indices.createIndex(table.at, spec);
-    });
+    const branch = normalizeBranch(request.branch);
+    await this.tables.writeTable(
+      ctx,
+      id,
+      async (table) => {
+        // Against the manifest, which lists every index whichever engine built it (the engines refuse a taken name too).
+        if ((await manifestIndices(table)).some((i) => i.name === spec.name)) {
+          throw new NamespaceError(ErrorCode.TableIndexAlreadyExists, `table ${displayId(id)} already has an index named ${JSON.stringify(spec.name)}`);
+        }
+        return this.tables.engine.indices.createIndex(table.at, spec);
+      },
+      { branch },
+    );
     return {};
   }
 
-  async list(ctx: RequestContext, id: string[], page: PageRequest & { version?: number | null | undefined }): Promise<ListTableIndicesResponse> {
-    const scope = JSON.stringify(id);
+  async list(
+    ctx: RequestContext,
+    id: string[],
+    page: PageRequest & { version?: number | null | undefined; branch?: string | null | undefined },
+  ): Promise<ListTableIndicesResponse> {
+    const branch = normalizeBranch(page.branch);
+    // A page token continues the listing of one table and one branch.
+    const scope = JSON.stringify(branch === null ? id : [...id, { branch }]);
     const after = this.pageTokens.decode('indices', scope, page.pageToken);
     const version = opt(page.version);
     const indices = await this.tables.readTable(
@@ -135,7 +148,7 @@ export class IndexService {
         const listed = await manifestIndices(table, version);
         return listed.length === 0 ? [] : withEngineDetails(listed, await this.tables.engine.indices.listIndices(table.at, { version }));
       },
-      { allowDeclared: true },
+      { allowDeclared: true, branch },
     );
     const ordered = indices.sort(byName).filter((i) => after === undefined || Buffer.compare(Buffer.from(i.name), Buffer.from(after)) > 0);
     const { page: shown, pageToken } = paginate(
@@ -147,8 +160,9 @@ export class IndexService {
     return { indexes: shown.map(contentOf), page_token: pageToken };
   }
 
-  async drop(ctx: RequestContext, id: string[], name: string): Promise<DropTableIndexResponse> {
-    await this.tables.writeTable(ctx, id, (table) => this.tables.engine.indices.dropIndex(table.at, name));
+  async drop(ctx: RequestContext, id: string[], name: string, branchField?: string | null): Promise<DropTableIndexResponse> {
+    const branch = normalizeBranch(branchField);
+    await this.tables.writeTable(ctx, id, (table) => this.tables.engine.indices.dropIndex(table.at, name), { branch });
     return {};
   }
 }

@@ -1,6 +1,7 @@
 import type { FtsQuerySpec, FullTextSpec, MatchQuerySpec, TableQuery } from '../../engine/ports/queries.js';
 import { invalidInput } from '../../model/errors.js';
 import type { AnalyzeTableQueryPlanRequest, ExplainTableQueryPlanRequest, FtsQuery, MatchQuery, QueryTableRequest } from '../../model/queries.js';
+import { normalizeBranch } from '../branches/branch-refs.js';
 import type { RequestContext } from '../context/request-context.js';
 import type { DataTables } from './data-tables.js';
 
@@ -79,7 +80,8 @@ export class QueryService {
   /** QueryTable: the result as an Arrow IPC file. */
   async query(ctx: RequestContext, id: string[], request: QueryTableRequest): Promise<Buffer> {
     const query = tableQueryOf(request);
-    return this.tables.readTable(ctx, id, (table) => this.tables.engine.queries.query(table.at, query));
+    const branch = normalizeBranch(request.branch);
+    return this.tables.readTable(ctx, id, (table) => this.tables.engine.queries.query(table.at, query), { branch });
   }
 
   /** ExplainTableQueryPlan: the physical plan of `request.query`, not run. */
@@ -88,12 +90,18 @@ export class QueryService {
       throw invalidInput(`query.id ${JSON.stringify(request.query.id)} does not match the id in the path ${JSON.stringify(id)}`);
     }
     const query = tableQueryOf(request.query);
-    return this.tables.readTable(ctx, id, (table) => this.tables.engine.queries.explainPlan(table.at, query, request.verbose ?? false));
+    // The spec puts `branch` beside the query and in it: either names the branch, both the same one.
+    const [outer, inner] = [normalizeBranch(request.branch), normalizeBranch(request.query.branch, 'query.branch')];
+    if (outer !== null && inner !== null && outer !== inner)
+      throw invalidInput(`branch ${JSON.stringify(outer)} and query.branch ${JSON.stringify(inner)} name different branches`);
+    const branch = outer ?? inner;
+    return this.tables.readTable(ctx, id, (table) => this.tables.engine.queries.explainPlan(table.at, query, request.verbose ?? false), { branch });
   }
 
   /** AnalyzeTableQueryPlan: runs the query and returns its plan with execution metrics. */
   async analyze(ctx: RequestContext, id: string[], request: AnalyzeTableQueryPlanRequest): Promise<string> {
     const query = tableQueryOf(request);
-    return this.tables.readTable(ctx, id, (table) => this.tables.engine.queries.analyzePlan(table.at, query));
+    const branch = normalizeBranch(request.branch);
+    return this.tables.readTable(ctx, id, (table) => this.tables.engine.queries.analyzePlan(table.at, query), { branch });
   }
 }

@@ -13,6 +13,7 @@ import type {
   UpdateTableResponse,
 } from '../../model/rows.js';
 import { PreconditionFailedError } from '../../store/object-store.js';
+import { normalizeBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import { reservedMarkerKey, tableRecordKey } from '../catalog/layout.js';
 import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
@@ -72,13 +73,19 @@ export class RowService {
       if (seen.has(column)) throw invalidInput(`updates: column ${JSON.stringify(column)} is updated twice`);
       seen.add(column);
     }
-    return this.tables.writeTable(ctx, id, async (table) => {
-      const { updatedRows, version } = await this.engine.rows.update(table.at, request.updates, request.predicate ?? undefined);
-      // The rows are the operation; the properties are recorded once they are committed, so that a
-      // refused update changes nothing, and a committed one is answered as committed (see below).
-      const properties = await this.recordProperties(table, request.properties ?? {});
-      return { updated_rows: updatedRows, version, properties };
-    });
+    const branch = normalizeBranch(request.branch);
+    return this.tables.writeTable(
+      ctx,
+      id,
+      async (table) => {
+        const { updatedRows, version } = await this.engine.rows.update(table.at, request.updates, request.predicate ?? undefined);
+        // The rows are the operation; the properties are recorded once they are committed, so that a
+        // refused update changes nothing, and a committed one is answered as committed (see below).
+        const properties = await this.recordProperties(table, request.properties ?? {});
+        return { updated_rows: updatedRows, version, properties };
+      },
+      { branch },
+    );
   }
 
   /**
@@ -127,14 +134,16 @@ export class RowService {
 
   async delete(ctx: RequestContext, id: string[], request: DeleteFromTableRequest): Promise<DeleteFromTableResponse> {
     if (request.predicate.trim() === '') throw invalidInput("predicate: must not be empty (to delete every row, use 'true')");
-    return this.tables.writeTable(ctx, id, async (table) => ({ version: (await this.engine.rows.delete(table.at, request.predicate)).version }));
+    const branch = normalizeBranch(request.branch);
+    return this.tables.writeTable(ctx, id, async (table) => ({ version: (await this.engine.rows.delete(table.at, request.predicate)).version }), { branch });
   }
 
   async insert(
     ctx: RequestContext,
     id: string[],
-    input: { mode?: 'Append' | 'Overwrite' | undefined; arrowIpcStream: Buffer },
+    input: { mode?: 'Append' | 'Overwrite' | undefined; arrowIpcStream: Buffer; branch?: string | null | undefined },
   ): Promise<InsertIntoTableResponse> {
+    const branch = normalizeBranch(input.branch);
     return this.tables.writeTable(
       ctx,
       id,
@@ -146,7 +155,7 @@ export class RowService {
         const { insertedRows, version } = await this.engine.rows.insert(table.at, input.arrowIpcStream, input.mode === 'Overwrite' ? 'overwrite' : 'append');
         return { num_inserted_rows: insertedRows, version };
       },
-      { allowDeclared: true },
+      { allowDeclared: true, branch },
     );
   }
 
@@ -161,6 +170,7 @@ export class RowService {
       timeoutMs: query.timeout === undefined || query.timeout.trim() === '' ? undefined : parseTimeout(query.timeout),
       useIndex: query.use_index,
     };
+    const branch = normalizeBranch(query.branch);
     return this.tables.writeTable(
       ctx,
       id,
@@ -174,7 +184,7 @@ export class RowService {
         const result = await this.engine.rows.mergeInsert(table.at, arrowIpcStream, options);
         return { num_updated_rows: result.updatedRows, num_inserted_rows: result.insertedRows, num_deleted_rows: result.deletedRows, version: result.version };
       },
-      { allowDeclared: true },
+      { allowDeclared: true, branch },
     );
   }
 
@@ -226,15 +236,22 @@ export class RowService {
     }
   }
 
-  async count(ctx: RequestContext, id: string[], request: { predicate?: string | null | undefined; version?: number | null | undefined }): Promise<number> {
+  async count(
+    ctx: RequestContext,
+    id: string[],
+    request: { predicate?: string | null | undefined; version?: number | null | undefined; branch?: string | null | undefined },
+  ): Promise<number> {
     const version = request.version ?? undefined;
+    const branch = normalizeBranch(request.branch);
     return this.tables.readTable(ctx, id, (table) => this.engine.rows.countRows(table.at, { predicate: optionalPredicate(request.predicate), version }), {
       version,
+      branch,
     });
   }
 
   async restore(ctx: RequestContext, id: string[], request: RestoreTableRequest): Promise<RestoreTableResponse> {
-    await this.tables.writeTable(ctx, id, (table) => this.engine.rows.restore(table.at, request.version), { version: request.version });
+    const branch = normalizeBranch(request.branch);
+    await this.tables.writeTable(ctx, id, (table) => this.engine.rows.restore(table.at, request.version), { version: request.version, branch });
     return {};
   }
 }

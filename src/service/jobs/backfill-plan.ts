@@ -13,6 +13,8 @@ export type Chunk = z.infer<typeof Chunk>;
 export const BackfillJob = z.object({
   kind: z.literal('backfill_column'),
   table_id: z.array(z.string()),
+  /** The branch the job fills the column on; main when absent. */
+  branch: z.string().optional(),
   column: z.string(),
   /**
    * `update`: a virtual SQL column written chunk by chunk; `refresh`: a Lance computed column

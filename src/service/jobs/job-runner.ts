@@ -200,8 +200,11 @@ export class JobRunner {
   /** Works the job under a write lease on its table (a view's, for a refresh), so that a drop of the table waits for the job or stops it. */
   private async work(id: string, initial: Job, lease: JobLease): Promise<void> {
     const ctx = systemContext(id);
-    await this.tables.write(ctx, initial.table_id, (table) =>
-      initial.kind === 'refresh_materialized_view' ? this.refreshView(ctx, id, initial, lease, table) : this.workOn(id, initial, lease, table),
+    await this.tables.write(
+      ctx,
+      initial.table_id,
+      (table) => (initial.kind === 'refresh_materialized_view' ? this.refreshView(ctx, id, initial, lease, table) : this.workOn(id, initial, lease, table)),
+      { branch: initial.kind === 'backfill_column' ? (initial.branch ?? null) : null },
     );
   }
 

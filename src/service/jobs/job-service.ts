@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { COMPUTED_COLUMN_METADATA, formatFieldPath, parseFieldPath, SQL_UDF_BACKEND, VIRTUAL_COLUMN_METADATA } from '../../model/columns.js';
 import { invalidInput, unsupported } from '../../model/errors.js';
 import type { AlterTableBackfillColumnsRequest, AlterTableBackfillColumnsResponse } from '../../model/jobs.js';
+import { normalizeBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import { JOB_MARKERS_DIR } from '../catalog/layout.js';
 import type { ServiceLogger } from '../context/logger.js';
@@ -68,7 +69,8 @@ export class JobService {
     const parsed = parseFieldPath(request.column);
     if (!parsed.ok) throw invalidInput(`column: ${parsed.error}`);
     const column = formatFieldPath(parsed.segments);
-    const table = await this.tables.open(ctx, id);
+    const branch = normalizeBranch(request.branch);
+    const table = await this.tables.open(ctx, id, { branch });
     let binding: { mode: 'update' | 'refresh' | 'udf'; expression: string; udf?: { path: string; inputs: string[] | null } };
     try {
       const field = await this.engine.columns.field(table.at, parsed.segments);
@@ -77,6 +79,8 @@ export class JobService {
       const computedSql = m[COMPUTED_COLUMN_METADATA.expression];
       const python = pythonUdfOf(m);
       if (python) {
+        // The UDF workers open the table by the resolver's handle, which names no branch.
+        if (branch !== null) throw unsupported(`a Python UDF column's backfill on a branch is not supported yet: branch ${JSON.stringify(branch)}`);
         requirePythonUdfs(this.tables, ctx, id, 'backfill_column');
         binding = { mode: 'udf', expression: '', udf: { path: python.udfPath, inputs: python.inputs } };
       } else if (m[VIRTUAL_COLUMN_METADATA.marker] === 'true' && (m[VIRTUAL_COLUMN_METADATA.backend] ?? '').toLowerCase() === SQL_UDF_BACKEND && virtualSql) {
@@ -110,6 +114,7 @@ export class JobService {
     const job: BackfillJob = {
       kind: 'backfill_column',
       table_id: id,
+      ...(branch !== null ? { branch } : {}),
       column: parsed.segments[0] as string,
       mode: binding.mode,
       expression: binding.expression,
@@ -126,6 +131,7 @@ export class JobService {
     };
     const jobId = await this.submit(ctx, 'backfill_column', job, {
       table: JSON.stringify(id),
+      ...(branch !== null ? { branch } : {}),
       column,
       mode: binding.mode,
       ...(binding.udf ? { udf: binding.udf.path } : { expression: binding.expression }),

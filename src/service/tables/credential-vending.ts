@@ -17,11 +17,22 @@ import type { RequestContext, VendRecord } from '../context/request-context.js';
 /** The key that says why a response carries no credentials (Lance ignores keys it does not know). */
 export const NO_CREDENTIALS_KEY = 'vended_credentials';
 
-/** Keys of a table directory that vended credentials may not write, relative to the directory. */
+/**
+ * Keys of a table directory that vended credentials may not write, relative to the directory. With
+ * managed versioning, the committed manifests of every branch too: a branch's history is
+ * `tree/<branch>/_versions/`, and a branch name may have '/'. AWS's `*` spans '/', radosgw's does
+ * not: one pattern per depth, up to BRANCH_DEPTHS segments (the session policy has a size bound).
+ */
 export function protectedKeys(managedVersioning: boolean): string[] {
   const own = ['.lance-*', `${CATALOG_DIR}/*`];
-  return managedVersioning ? [...own, `${VERSIONS_DIR}/*.manifest`, `${VERSIONS_DIR}/${LATEST_HINT}`] : own;
+  if (!managedVersioning) return own;
+  const history = (dir: string) => [`${dir}${VERSIONS_DIR}/*.manifest`, `${dir}${VERSIONS_DIR}/${LATEST_HINT}`];
+  const branches = Array.from({ length: BRANCH_DEPTHS }, (_, depth) => history(`tree/${'*/'.repeat(depth + 1)}`)).flat();
+  return [...own, ...history(''), ...branches];
 }
+
+/** How many segments of a branch's name the Deny of its manifests spells out on a store whose `*` does not span '/'. */
+const BRANCH_DEPTHS = 3;
 
 export interface VendTarget {
   id: string[];

@@ -1,64 +1,13 @@
-import { type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
+import type { ObjectStore } from '../../store/object-store.js';
 import { creationClaimKey, type TableRef } from '../catalog/layout.js';
-import { encodeRecord } from '../catalog/records.js';
-import { keepRenewed, leaseExpired, leaseUntil } from '../coordination/leases.js';
+import { takeClaim } from '../coordination/claims.js';
 
 // Lance alone cannot settle concurrent creators of a dataset: the loser of version 1 rebases its
 // create (an overwrite) onto the winner's version and commits it as version 2, silently replacing
 // the winner's rows. So every request that creates the dataset of an existing (declared) table
-// first takes this claim, a create-if-absent in the table's `_catalog/`; only the holder creates.
-// The holder renews the claim's lease while it writes (a large body on S3 may take long); a claim
-// whose lease ran out was left by a dead holder and is taken over by a replace-if-unchanged of
-// exactly that claim. The holder releases only its own claim.
-
-/** When a creation claim's lease ends; undefined for an unreadable claim, which is then treated as stale. */
-function claimLease(body: Buffer): string | undefined {
-  try {
-    const until = (JSON.parse(body.toString('utf8')) as { lease_until?: unknown }).lease_until;
-    return typeof until === 'string' ? until : undefined;
-  } catch {
-    return undefined;
-  }
-}
+// first takes this claim (coordination/claims.ts) in the table's `_catalog/`; only the holder creates.
 
 /** Takes the claim to create a table's dataset; returns its release, or null while another request holds it. */
-export async function claimDatasetCreation(store: ObjectStore, ref: TableRef, requestId: string, leaseMs: number): Promise<(() => Promise<void>) | null> {
-  const key = creationClaimKey(ref);
-  const claim = () => encodeRecord({ request_id: requestId, lease_until: leaseUntil(leaseMs) });
-  /** Puts the claim under `condition` and keeps it renewed; returns its release. */
-  const hold = async (condition: { ifNoneMatch: '*' } | { ifMatch: string }) => {
-    const stampedAt = Date.now();
-    let current = (await store.put(key, claim(), condition)).etag;
-    const renewal = keepRenewed(
-      leaseMs,
-      async () => {
-        current = (await store.put(key, claim(), { ifMatch: current })).etag;
-      },
-      stampedAt,
-    );
-    return async () => {
-      const renewed = await renewal.stop().then(
-        () => true,
-        () => false,
-      );
-      if (renewed && (await store.head(key))?.etag === current) await store.delete(key);
-    };
-  };
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      return await hold({ ifNoneMatch: '*' });
-    } catch (e) {
-      if (!(e instanceof PreconditionFailedError)) throw e;
-    }
-    const held = await store.get(key);
-    if (!held) continue; // released in between: claim again
-    if (!leaseExpired(claimLease(held.body))) return null;
-    try {
-      return await hold({ ifMatch: held.etag });
-    } catch (e) {
-      if (e instanceof PreconditionFailedError) return null;
-      throw e;
-    }
-  }
-  return null;
+export function claimDatasetCreation(store: ObjectStore, ref: TableRef, requestId: string, leaseMs: number): Promise<(() => Promise<void>) | null> {
+  return takeClaim(store, creationClaimKey(ref), requestId, leaseMs);
 }

@@ -1,6 +1,7 @@
 import { EngineError } from '../../engine/lance-engine.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type { DescribeTableRequest, DescribeTableResponse } from '../../model/tables.js';
+import { branchDir, normalizeBranch, resolveBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { tableRefOf } from '../catalog/layout.js';
@@ -8,7 +9,7 @@ import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
 import { engineFailure, onEngine } from '../errors/engine-errors.js';
 import { TableVersions } from '../versions/dataset-versions.js';
-import { latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
+import { branchLatestCommitted, latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { datasetAt } from './table-location.js';
 import { dataDir, requireVisibleTable, tableHasData } from './table-state.js';
 
@@ -32,7 +33,8 @@ export async function describeTable(
   const detailed = flags.loadDetailedMetadata ? await resolveTableWithLatest(deps, id) : null;
   const table = detailed?.table ?? (await resolveTable(deps, id));
   const { state, dir } = table;
-  const latest = detailed?.latest ? latestCommitted(detailed.latest, state) : undefined;
+  // A branch (404 code 22 when it has no ref): its version, schema and stats, the rest the table's.
+  const branch = await resolveBranch(dir, normalizeBranch(request.branch), displayId(id));
   const properties = state.record?.value.properties ?? {};
   const managedVersioning = await table.managedVersioning();
   const response: DescribeTableResponse = {
@@ -49,13 +51,17 @@ export async function describeTable(
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
     }
     const asked = await askedVersion(deps, id, dir, request);
-    const versions = new TableVersions(dir);
+    const versions = new TableVersions(branchDir(dir, branch));
+    const branchLatest = branch === null ? undefined : branchLatestCommitted(await versions.latest(), state, branch);
+    const latest = branch === null ? (detailed?.latest ? latestCommitted(detailed.latest, state) : undefined) : branchLatest;
     // The manifest of the version the engine is expected to describe is read meanwhile.
     const expected = asked ?? latest?.version;
     const early = expected === undefined ? undefined : versions.readManifest(expected).catch(() => null);
-    const { version, schema } = await deps.engine.describeDataset({ ...datasetAt(dir), ...(latest ? { latest } : {}) }, asked).catch((e: unknown) => {
+    const at = { ...datasetAt(dir), ...(branch ? { branch: branch.name } : {}), ...(latest ? { latest } : {}) };
+    const { version, schema } = await deps.engine.describeDataset(at, asked).catch((e: unknown) => {
       if (e instanceof EngineError && e.kind === 'version_not_found') {
-        throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}`, { cause: e });
+        const where = branch ? ` on branch ${JSON.stringify(branch.name)}` : '';
+        throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}${where}`, { cause: e });
       }
       throw engineFailure(e, id);
     });

@@ -1,4 +1,5 @@
 import type { LatestCommitted } from '../../engine/lance-engine.js';
+import type { BranchRef } from '../branches/branch-refs.js';
 import { type ResolvedNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { tableDirKey, tableRefOf } from '../catalog/layout.js';
@@ -76,3 +77,13 @@ export async function resolveTableWithLatest(
 /** A committed version as the engine checks the dataset it keeps open against (handle-cache.ts). */
 export const latestCommitted = (latest: CommittedVersion | null, state: TableState): LatestCommitted | undefined =>
   latest ? { version: latest.version, manifestETag: latest.etag, manifestSize: latest.size, incarnation: incarnationOf(state) } : undefined;
+
+/**
+ * The same of a branch's latest version. A branch deleted and forked again under its name is
+ * another line of history in the same table: its ref's etag is part of the incarnation the engine
+ * checks its kept dataset against, so a dataset kept for the old branch is never served for it.
+ */
+export const branchLatestCommitted = (latest: CommittedVersion | null, state: TableState, branch: BranchRef): LatestCommitted | undefined => {
+  const committed = latestCommitted(latest, state);
+  return committed && { ...committed, incarnation: committed.incarnation === null ? null : `${committed.incarnation} ${branch.etag}` };
+};

@@ -1,0 +1,113 @@
+import type {
+  BranchContents,
+  CreateTableBranchRequest,
+  CreateTableBranchResponse,
+  DeleteTableBranchRequest,
+  DeleteTableBranchResponse,
+  ListTableBranchesResponse,
+} from '../../model/branches.js';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
+import { displayId } from '../catalog/catalog.js';
+import { branchClaimKey } from '../catalog/layout.js';
+import type { PageRequest } from '../catalog/namespace-service.js';
+import type { RequestContext } from '../context/request-context.js';
+import { awaitClaim } from '../coordination/claims.js';
+import type { DataTables, OpenTable } from '../data/data-tables.js';
+import { onEngine } from '../errors/engine-errors.js';
+import { resolveTable } from '../tables/resolved-table.js';
+import { findBranchRef, listBranchRefs, normalizeBranch, requireBranchName, resolveBranch } from './branch-refs.js';
+
+/** A page of branches without a `limit` holds at most this many: one LIST of the refs and as many GETs. */
+export const DEFAULT_BRANCH_PAGE = 1000;
+
+/** How long a fork or delete waits for another one of the same table before it is a 409 code 14 (retry). */
+const CLAIM_WAIT_MS = 10_000;
+
+/**
+ * The branch operations of the Lance namespace spec. A branch is Lance's own (branch-refs.ts): the
+ * engine forks and deletes it, under the table's write lease (a drop waits for it); the service
+ * reads the refs. Lance's rules hold: a taken name is a 409 code 23 (checked before the engine,
+ * which fails on it with an internal error), a branch other branches were forked from cannot be
+ * deleted while they refer to its versions (409 code 19, naming them), and a branch's delete
+ * removes its ref and its tree.
+ *
+ * Invariant: a table's refs change through one fork or delete at a time. Lance alone does not
+ * settle two forks of one name (the loser fails inside the engine, or forks over the winner), nor a
+ * fork from a branch and that branch's delete (the fork would refer to a deleted tree). So each
+ * takes the table's branch claim (coordination/claims.ts, `_catalog/branches.json`) and checks the
+ * refs only once it holds it: the name free, the source there. Test: data/branches.test.ts races them.
+ */
+export class BranchService {
+  constructor(private readonly tables: DataTables) {}
+
+  /** Branches by the byte order of their refs' keys, a page at a time; page tokens are signed and bound to the table. */
+  async list(_ctx: RequestContext, id: string[], page: PageRequest): Promise<ListTableBranchesResponse> {
+    const { pageTokens } = this.tables.catalog;
+    const scope = JSON.stringify(id);
+    const afterName = pageTokens.decode('branches', scope, page.pageToken);
+    const limit = page.limit ?? DEFAULT_BRANCH_PAGE;
+    if (limit === 0) return { branches: {}, page_token: null };
+    const table = await resolveTable(this.tables.catalog, id);
+    const listed = await listBranchRefs(table.dir, { ...(afterName === undefined ? {} : { afterName }), limit: Math.min(limit, DEFAULT_BRANCH_PAGE) });
+    const branches: Record<string, BranchContents> = {};
+    for (const { name, contents } of listed.branches) branches[name] = contents;
+    return { branches, page_token: listed.lastName === null ? null : pageTokens.encode('branches', scope, listed.lastName) };
+  }
+
+  async create(ctx: RequestContext, id: string[], request: CreateTableBranchRequest): Promise<CreateTableBranchResponse> {
+    requireBranchName(request.name);
+    const from = normalizeBranch(request.from_branch, 'from_branch');
+    const fromVersion = request.from_version ?? undefined;
+    await this.changeRefs(ctx, id, async (table) => {
+      const [source, taken] = await Promise.all([resolveBranch(table.dir, from, displayId(id)), findBranchRef(table.dir, request.name)]);
+      if (taken) throw this.exists(table, request.name);
+      try {
+        await onEngine(id, () => this.tables.engine.branches.create(unmanaged(table), request.name, source?.name ?? null, fromVersion), {
+          version: fromVersion,
+        });
+      } catch (e) {
+        // Another create of the name won the race past the check above.
+        if (e instanceof NamespaceError && e.code === ErrorCode.TableBranchAlreadyExists) throw this.exists(table, request.name);
+        throw e;
+      }
+    });
+    return {};
+  }
+
+  async delete(ctx: RequestContext, id: string[], request: DeleteTableBranchRequest): Promise<DeleteTableBranchResponse> {
+    requireBranchName(request.name);
+    await this.changeRefs(ctx, id, async (table) => {
+      await resolveBranch(table.dir, request.name, displayId(id));
+      await onEngine(id, () => this.tables.engine.branches.delete(unmanaged(table), request.name));
+    });
+    return {};
+  }
+
+  /** Runs `change` under the table's write lease and its branch claim (see the invariant above). */
+  private changeRefs(ctx: RequestContext, id: string[], change: (table: OpenTable) => Promise<void>): Promise<void> {
+    const { store, settings } = this.tables.catalog;
+    return this.tables.write(ctx, id, async (table) => {
+      const release = await awaitClaim(store, branchClaimKey(table.ref), ctx.requestId, settings.leaseMs, Date.now() + CLAIM_WAIT_MS);
+      if (release === null)
+        throw new NamespaceError(ErrorCode.ConcurrentModification, `another fork or delete of a branch of table ${displayId(id)} is under way; try again`);
+      try {
+        await change(table);
+      } finally {
+        await release();
+      }
+    });
+  }
+
+  private exists(table: OpenTable, name: string): NamespaceError {
+    return new NamespaceError(ErrorCode.TableBranchAlreadyExists, `table ${displayId(table.id)} already has a branch ${JSON.stringify(name)}`);
+  }
+}
+
+/**
+ * The table's main dataset without its commit coordinator: forking or deleting a branch commits
+ * nothing to main's history, and the coordinator answers for main's alone.
+ */
+function unmanaged(table: OpenTable) {
+  const { coordinator: _, ...at } = table.at;
+  return at;
+}
