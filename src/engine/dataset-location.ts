@@ -49,6 +49,11 @@ export interface DatasetLocation {
   storageOptions: Record<string, string>;
   /** Present for tables whose versions the service manages. */
   coordinator?: CommitCoordinator;
+  /**
+   * With `branch`: the commit paths of the table's other lines of history (main: null), for the
+   * version calls Lance makes on them while it works on the branch (it opens main's latest first).
+   */
+  coordinatorOn?: (branch: string | null) => CommitCoordinator;
   /** Present when the caller read the latest version for this request: lets the engine reuse a kept handle. */
   latest?: LatestCommitted;
   /**

@@ -316,15 +316,30 @@ describe.each(backends())('branches on $name', (backend) => {
     expect((await fx.t.call('GET', path('x1', 'index/list'))).json.indexes).toEqual([]);
   });
 
-  it('refuses writes to a branch of a managed table (406) until its commits have their own path, and reads it', async () => {
+  it('writes to a branch of a managed table through the service, on the branch alone', async () => {
     expect((await fx.t.call('POST', '/v1/namespace/managed/create', { properties: { managed_versioning: 'true' } })).status).toBe(200);
-    expect((await fx.t.call('POST', '/v1/table/managed%24m/create', peopleStream([1, 2, 3]), ARROW)).status).toBe(200);
+    const made = await fx.t.call('POST', '/v1/table/managed%24m/create', peopleStream([1, 2, 3]), ARROW);
+    expect(made.status).toBe(200);
+    const location = String(made.json.location);
     const mpost = (op: string, body: unknown) => fx.t.call('POST', `/v1/table/managed%24m/${op}`, body);
+    const versionsOf = async (branch?: string) =>
+      ((await mpost('version/list', branch === undefined ? {} : { branch })).json.versions as Array<{ version: number }>).map((v) => v.version);
     expect((await mpost('branches/create', { name: 'dev' })).status).toBe(200);
-    expect((await mpost('count_rows', { branch: 'dev' })).text).toBe('3');
-    expectError(await mpost('delete', { branch: 'dev', predicate: 'id = 1' }), 406, 0, /managed|manages/);
-    expect((await mpost('count_rows', { branch: 'dev' })).text).toBe('3');
+    const devBefore = await versionsOf('dev');
+    const mainBefore = await versionsOf();
+    const main = await lineOf(location, null);
+    // The old code answered 406 here: the engine's commit path knew main's history only.
+    const deleted = await mpost('delete', { branch: 'dev', predicate: 'id = 1' });
+    expect(deleted.status, deleted.text).toBe(200);
+    expect((await fx.t.call('POST', '/v1/table/managed%24m/insert?branch=dev', peopleStream([7, 8]), ARROW)).status).toBe(200);
+    expect((await mpost('count_rows', { branch: 'dev' })).text).toBe('4');
     expect((await mpost('count_rows', {})).text).toBe('3');
+    // Both commits went through the service onto the branch's history; main did not move.
+    const devAfter = await versionsOf('dev');
+    expect(devAfter.slice(0, devBefore.length)).toEqual(devBefore);
+    expect(devAfter.length).toBe(devBefore.length + 2);
+    expect(await versionsOf()).toEqual(mainBefore);
+    expect(await lineOf(location, null)).toEqual(main);
   });
 
   it('drop takes the branches with the table; rename carries them; deregister and register keep them with the data', async () => {

@@ -137,6 +137,9 @@ interface KeptTable {
   close(): void;
 }
 
+/** The line of history a version call names: main (absent, null, "" or "main") or a branch. */
+const lineOf = (branch: unknown): string | null => (typeof branch === 'string' && branch !== '' && branch !== 'main' ? branch : null);
+
 export class TableAccess {
   private readonly kept: HandleCache<KeptTable>;
 
@@ -193,18 +196,26 @@ export class TableAccess {
     try {
       const text = Buffer.concat(chunks).toString('utf8').trim();
       const body = (text === '' || text === 'null' ? {} : JSON.parse(text)) as Record<string, unknown>;
+      // The coordinator commits the handle's own line of history (main, or the branch it was opened
+      // on); Lance working on a branch also asks for other lines (main's latest, first).
+      const asked = lineOf(op === 'version/list' ? url.searchParams.get('branch') : body.branch);
+      const line = asked === (handle.branch ?? null) ? coordinator : handle.coordinatorOn?.(asked);
+      if (!line) {
+        send(res, 406, { code: 0, error: `this handle commits ${handle.branch === undefined ? 'main' : `branch ${handle.branch}`}, not ${asked ?? 'main'}` });
+        return;
+      }
       if (op === 'version/list') {
         const latestOnly = url.searchParams.get('descending') === 'true' && url.searchParams.get('limit') === '1';
-        const all = latestOnly ? [await coordinator.latest()].filter((v): v is CoordinatedVersion => v !== null) : await coordinator.list();
+        const all = latestOnly ? [await line.latest()].filter((v): v is CoordinatedVersion => v !== null) : await line.list();
         if (url.searchParams.get('descending') === 'true') all.sort((a, b) => b.version - a.version);
         send(res, 200, { versions: all.map(wireVersion) });
       } else if (op === 'version/describe') {
         const asked = typeof body.version === 'number' ? body.version : undefined;
-        const found = asked === undefined ? await coordinator.latest() : await coordinator.describe(asked);
+        const found = asked === undefined ? await line.latest() : await line.describe(asked);
         if (!found) send(res, 404, { code: 11, error: `version ${asked ?? 'latest'} not found` });
         else send(res, 200, { version: wireVersion(found) });
       } else {
-        const created = await coordinator.create({
+        const created = await line.create({
           version: Number(body.version),
           manifestPath: String(body.manifest_path),
           ...(typeof body.manifest_size === 'number' ? { manifestSize: body.manifest_size } : {}),

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
-import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type BranchName, type BranchRef, branchTreeDir, requireBranchRef } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
@@ -36,12 +36,11 @@ export interface TableWorkOptions extends EngineFailureContext {
   branch?: BranchName;
 }
 
-/** How `open` opens a table: TableWorkOptions, the links its name's directory was seen to hold, and whether the work writes. */
+/** How `open` opens a table: TableWorkOptions, and the links its name's directory was seen to hold. */
 interface OpenOptions {
   allowDeclared?: boolean | undefined;
   branch?: BranchName | undefined;
   nameLinks?: string[];
-  writing?: boolean;
 }
 
 /** A branch's ref (404 code 22 when absent) and its latest version, read at the same time. */
@@ -102,14 +101,19 @@ export class DataTables {
       // time; the engine opens the dataset on it.
       const own = early !== undefined && dir.store === ownDir.store && dir.key === ownDir.key;
       const { branch, branchLatest, versionsDir } = own ? unwrap(await early) : await readBranch(dir, options.branch, id);
-      // The commit coordinator commits to main's history: a managed table's branch is read from
-      // the store as Lance lays it out, and not written until its commits have a path of their own.
-      if (managed && options.writing)
-        throw unsupported(
-          `writes to branch ${JSON.stringify(branch.name)} of table ${displayId(id)}, whose versions the service manages, are not supported yet`,
-        );
       const committed = branchLatestCommitted(branchLatest, state, branch);
-      const at: DatasetLocation = { ...location, branch: branch.name, ...(committed ? { latest: committed } : {}) };
+      // A managed table's writes on the branch commit through the service, on the branch's own history.
+      const at: DatasetLocation = {
+        ...location,
+        branch: branch.name,
+        ...(managed
+          ? {
+              coordinator: this.versions.coordinatorFor(ctx, table, true, branch.name),
+              coordinatorOn: (line: string | null) => this.versions.coordinatorFor(ctx, table, true, line),
+            }
+          : {}),
+        ...(committed ? { latest: committed } : {}),
+      };
       return { ...table, ref: state.ref, at, branch, versionsDir, hasData };
     }
     // The engine commits only through `write`, under a write lease a drop waits for.
@@ -137,7 +141,7 @@ export class DataTables {
     const ref = tableRefOf(id);
     const nameLinks = requireUnlinkedTable(this.deps.store, ref);
     return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () => {
-      const table = await this.open(ctx, id, { allowDeclared: options.allowDeclared, branch: options.branch, nameLinks, writing: true });
+      const table = await this.open(ctx, id, { allowDeclared: options.allowDeclared, branch: options.branch, nameLinks });
       await pausePoint('write:after-resolve');
       return write(table);
     });
