@@ -9,19 +9,11 @@ import { backends } from '../support/backends.js';
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 
 describe.each(backends())('branches on $name', (backend) => {
-  const { fx, path, post, engineOptions: options } = useNamespaceFixture(backend);
+  const { fx, path, post, createTable, engineOptions: options } = useNamespaceFixture(backend);
   let engineOptions: Record<string, string>;
   beforeAll(() => {
     engineOptions = options();
   });
-
-  /** Creates ns$<table> with `versions` versions (the first with rows 1..5, then one delete each); returns its location. */
-  async function createTable(table: string, versions: number): Promise<string> {
-    const res = await fx.t.call('POST', path(table, 'create'), peopleStream([1, 2, 3, 4, 5]), ARROW);
-    expect(res.status).toBe(200);
-    for (let v = 2; v <= versions; v++) expect((await post(table, 'delete', { predicate: `id = ${v}` })).json.version).toBe(v);
-    return String(res.json.location);
-  }
 
   /** [version, rows] of a branch (main when null) as the engine reads it from the store. */
   async function engineView(location: string, branch: string | null): Promise<[number, number]> {

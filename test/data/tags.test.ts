@@ -11,19 +11,11 @@ interface EngineTag {
 }
 
 describe.each(backends())('tags on $name', (backend) => {
-  const { fx, path, post, engineOptions: options } = useNamespaceFixture(backend);
+  const { fx, path, post, createTable, engineOptions: options } = useNamespaceFixture(backend);
   let engineOptions: Record<string, string>;
   beforeAll(() => {
     engineOptions = options();
   });
-
-  /** Creates ns$<table> with `versions` versions (the first with rows 1..3, then one delete each); returns its location. */
-  async function createTable(table: string, versions: number): Promise<string> {
-    const res = await fx.t.call('POST', path(table, 'create'), peopleStream([1, 2, 3, 4, 5]), ARROW);
-    expect(res.status).toBe(200);
-    for (let v = 2; v <= versions; v++) expect((await post(table, 'delete', { predicate: `id = ${v}` })).json.version).toBe(v);
-    return String(res.json.location);
-  }
 
   /** The tags as the engine reads them from the dataset. */
   async function engineTags(location: string): Promise<Record<string, EngineTag>> {

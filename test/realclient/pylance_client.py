@@ -604,13 +604,6 @@ def test_managed_branch_commits_through_the_service(ns):
         drop_namespace_quietly(ns, namespace)
 
 
-def ipc_stream(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
 def test_branches_both_ways(ns):
     """A branch the service forks and writes is read by pylance from storage; a branch pylance
     forks is listed, counted and written by the service; main never changes."""
@@ -620,7 +613,7 @@ def test_branches_both_ways(ns):
         create_namespace(ns, namespace)
         lance.write_dataset(rows(0, 3), namespace_client=ns, table_id=table_id)
         ns.create_table_branch(CreateTableBranchRequest(id=table_id, name="dev"))
-        ns.insert_into_table(InsertIntoTableRequest(id=table_id, branch="dev"), ipc_stream(rows(3, 2)))
+        ns.insert_into_table(InsertIntoTableRequest(id=table_id, branch="dev"), arrow_stream(rows(3, 2)))
         dataset = lance.dataset(namespace_client=ns, table_id=table_id)
         dev = dataset.checkout_version(("dev", None))
         assert sorted_by_id(dev.to_table()).equals(rows(0, 5))

@@ -1,8 +1,9 @@
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { type App, createApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
+import { peopleStream } from './arrow-data.js';
 import type { Backend, TestRoot } from './backends.js';
 
 export interface TestApp {
@@ -110,12 +111,20 @@ export function useNamespaceFixture(backend: Backend, overrides: Partial<Config>
     if (res.status !== 200) throw new Error(`could not create the test namespace: ${res.text}`);
   });
   const path = (table: string, op: string, query = '') => `/v1/table/ns%24${table}/${op}${query}`;
+  const post = (table: string, op: string, body?: unknown, query = '') => fx.t.call('POST', path(table, op, query), body);
   return {
     fx,
     /** Options to open the root's datasets directly with the engine. */
     engineOptions: () => fx.root.store.engineStorageOptions(),
     path,
-    post: (table: string, op: string, body?: unknown, query = '') => fx.t.call('POST', path(table, op, query), body),
+    post,
+    /** Creates ns$<table> with `versions` versions (the first with rows 1..5, then one delete each); returns its location. */
+    async createTable(table: string, versions: number): Promise<string> {
+      const res = await fx.t.call('POST', path(table, 'create'), peopleStream([1, 2, 3, 4, 5]), { 'content-type': 'application/vnd.apache.arrow.stream' });
+      expect(res.status, res.text).toBe(200);
+      for (let v = 2; v <= versions; v++) expect((await post(table, 'delete', { predicate: `id = ${v}` })).json.version).toBe(v);
+      return String(res.json.location);
+    },
   };
 }
 
