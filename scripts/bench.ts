@@ -544,6 +544,8 @@ interface Sizes {
   dataCalls: number;
   /** Page size of the paged listing (radosgw). */
   pageSize: number;
+  /** Branches of the table whose branches are listed. */
+  branches: number;
 }
 
 function sizesFor(store: StoreKind, quick: boolean): Sizes {
@@ -564,6 +566,7 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
           lookups: 20,
           dataCalls: 10,
           pageSize: 100,
+          branches: 100,
         }
       : {
           rounds: 3,
@@ -580,6 +583,7 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
           lookups: 100,
           dataCalls: 30,
           pageSize: 100,
+          branches: 1000,
         };
   }
   return quick
@@ -598,6 +602,7 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
         lookups: 16,
         dataCalls: 5,
         pageSize: 25,
+        branches: 25,
       }
     : {
         rounds: 3,
@@ -614,6 +619,7 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
         lookups: 50,
         dataCalls: 15,
         pageSize: 100,
+        branches: 200,
       };
 }
 
@@ -888,6 +894,63 @@ async function appendsRow(bench: Bench, label: string, floorUri: string, nullRoo
   };
 }
 
+/**
+ * The branch rows, on Lance-written tables forked through each server's CreateTableBranch:
+ * ListTableBranches of bench$branched, forked `sizes.branches` times (the reference's forks run
+ * one at a time: Lance's create_branch of concurrent callers on one dataset may conflict), in one
+ * call; and CreateTableBranch of bench$forks, one client, its branches growing by the round.
+ */
+async function branchRows(bench: Bench, needs: (label: string) => boolean): Promise<RowSpec[]> {
+  const { servers, sizes } = bench;
+  const rows: RowSpec[] = [];
+  const n = sizes.branches;
+  const routeOf = (table: string) => `/v1/table/${idPath('bench', table)}/branches`;
+  const listLabel = `list branches, ${count(n)} branches, one call`;
+  if (needs(listLabel)) {
+    log(`fixture: bench$branched, forked ${count(n)} times on each side`);
+    await writeThrough(servers, ['bench', 'branched'], 100, 0);
+    for (const side of SIDES) {
+      const started = now();
+      const parallel = side === 'ours' ? 4 : 1;
+      for (let i = 0; i < n; i += parallel) {
+        await Promise.all(
+          Array.from({ length: Math.min(parallel, n - i) }, (_, j) =>
+            call(servers.url[side], 'POST', `${routeOf('branched')}/create`, { name: `b${String(i + j).padStart(5, '0')}` }),
+          ),
+        );
+      }
+      log(`  ${side === 'ours' ? 'this service' : 'reference'}: ${count(n)} branches forked in ${secs(now() - started)}`);
+    }
+    const list = (side: Side) => call(servers.url[side], 'POST', `${routeOf('branched')}/list`, { limit: n });
+    rows.push({
+      label: listLabel,
+      parts: ['list'],
+      run: async (side) => {
+        const listed = Object.keys(((await list(side)).branches as Record<string, unknown> | undefined) ?? {}).length;
+        if (listed !== n) throw new UnusableAnswer(`listed ${listed} of ${n} branches`);
+        return [latency(await closedLoop(1, sizes.listCalls, () => list(side).then(() => undefined)))];
+      },
+      probe: list,
+    });
+  }
+  const createLabel = 'create branch of a Lance-written table, 1 client';
+  if (needs(createLabel)) {
+    log('fixture: bench$forks');
+    await writeThrough(servers, ['bench', 'forks'], 100, 0);
+    let round = 0;
+    rows.push({
+      label: createLabel,
+      parts: ['create'],
+      run: async (side) => {
+        const prefix = `r${round++}`;
+        const fork = (i: number) => call(servers.url[side], 'POST', `${routeOf('forks')}/create`, { name: `${prefix}_${i}` }).then(() => undefined);
+        return [rate(await closedLoop(1, sizes.declares, fork))];
+      },
+    });
+  }
+  return rows;
+}
+
 async function localRows(bench: Bench): Promise<RowSpec[]> {
   const { servers, sizes, roots, s3 } = bench;
   const rows: RowSpec[] = [];
@@ -1058,6 +1121,7 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
       },
     });
   }
+  rows.push(...(await branchRows(bench, needs)));
   return rows;
 }
 
@@ -1161,6 +1225,7 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
       probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'data')}/count_rows`, {}),
     });
   }
+  rows.push(...(await branchRows(bench, needs)));
   return rows;
 }
 
