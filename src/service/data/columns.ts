@@ -358,15 +358,26 @@ export class ColumnService {
    * table is created, so the service makes this commit itself: the next version's manifest is the
    * latest one with only its version, schema metadata and time changed, committed through the
    * version path like any commit (a concurrent commit wins the race; this one is then retried on
-   * top of it, a bounded number of times).
+   * top of it, a bounded number of times). On a branch, the commit is the branch's next version
+   * (the branch's latest manifest, changed the same way); main and the other branches stay.
    */
-  async updateSchemaMetadata(ctx: RequestContext, id: string[], metadata: Record<string, string>): Promise<Record<string, string>> {
+  async updateSchemaMetadata(
+    ctx: RequestContext,
+    id: string[],
+    metadata: Record<string, string>,
+    branchField?: string | null,
+  ): Promise<Record<string, string>> {
+    const branch = normalizeBranch(branchField);
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.tables.write(ctx, id, (table) =>
-          this.tables.commitManifest(ctx, table, (latest) =>
-            nextManifestWithSchemaMetadata(latest.bytes, { version: latest.version + 1, schemaMetadata: metadata, timestampMillis: Date.now() }),
-          ),
+        await this.tables.write(
+          ctx,
+          id,
+          (table) =>
+            this.tables.commitManifest(ctx, table, (latest) =>
+              nextManifestWithSchemaMetadata(latest.bytes, { version: latest.version + 1, schemaMetadata: metadata, timestampMillis: Date.now() }),
+            ),
+          { branch },
         );
         return metadata;
       } catch (e) {
