@@ -343,14 +343,20 @@ describe.each(backends())('branches on $name', (backend) => {
     expect(await metadataOf('other')).toEqual(other);
   });
 
-  it("replaces the schema metadata of a managed table's branch through the service, on the branch alone", async () => {
-    expect((await fx.t.call('POST', '/v1/namespace/msm/create', { properties: { managed_versioning: 'true' } })).status).toBe(200);
-    const made = await fx.t.call('POST', '/v1/table/msm%24m/create', peopleStream([1, 2, 3]), ARROW);
+  /** A table `<ns>$m` with rows 1..3 in a new namespace with managed versioning, and a branch `dev` of it. */
+  async function managedTableWithBranch(ns: string) {
+    expect((await fx.t.call('POST', `/v1/namespace/${ns}/create`, { properties: { managed_versioning: 'true' } })).status).toBe(200);
+    const made = await fx.t.call('POST', `/v1/table/${ns}%24m/create`, peopleStream([1, 2, 3]), ARROW);
     expect(made.status).toBe(200);
-    const mpost = (op: string, body: unknown) => fx.t.call('POST', `/v1/table/msm%24m/${op}`, body);
+    const mpost = (op: string, body: unknown) => fx.t.call('POST', `/v1/table/${ns}%24m/${op}`, body);
     const versionsOf = async (branch?: string) =>
       ((await mpost('version/list', branch === undefined ? {} : { branch })).json.versions as Array<{ version: number }>).map((v) => v.version);
     expect((await mpost('branches/create', { name: 'dev' })).status).toBe(200);
+    return { location: String(made.json.location), mpost, versionsOf };
+  }
+
+  it("replaces the schema metadata of a managed table's branch through the service, on the branch alone", async () => {
+    const { mpost, versionsOf } = await managedTableWithBranch('msm');
     const devBefore = await versionsOf('dev');
     const mainBefore = await versionsOf();
     const updated = await fx.t.call('POST', '/v1/table/msm%24m/schema_metadata/update?branch=dev', { owner: 'dev-team' });
@@ -377,14 +383,7 @@ describe.each(backends())('branches on $name', (backend) => {
   });
 
   it('writes to a branch of a managed table through the service, on the branch alone', async () => {
-    expect((await fx.t.call('POST', '/v1/namespace/managed/create', { properties: { managed_versioning: 'true' } })).status).toBe(200);
-    const made = await fx.t.call('POST', '/v1/table/managed%24m/create', peopleStream([1, 2, 3]), ARROW);
-    expect(made.status).toBe(200);
-    const location = String(made.json.location);
-    const mpost = (op: string, body: unknown) => fx.t.call('POST', `/v1/table/managed%24m/${op}`, body);
-    const versionsOf = async (branch?: string) =>
-      ((await mpost('version/list', branch === undefined ? {} : { branch })).json.versions as Array<{ version: number }>).map((v) => v.version);
-    expect((await mpost('branches/create', { name: 'dev' })).status).toBe(200);
+    const { location, mpost, versionsOf } = await managedTableWithBranch('managed');
     const devBefore = await versionsOf('dev');
     const mainBefore = await versionsOf();
     const main = await lineOf(location, null);
