@@ -253,21 +253,22 @@ export const api = {
     const { segment, query } = idPath(id);
     return call('ListTableBranches', 'GET', `/v1/table/${segment}/branches/list`, { ...query, limit, page_token: pageToken }, undefined, signal);
   },
-  /** Versions newest first. */
-  listVersions(id: readonly string[], { limit, pageToken, signal }: PageArgs): Promise<ListTableVersionsResponse> {
+  /** Versions of `branch` (main when absent) newest first. */
+  listVersions(id: readonly string[], { limit, pageToken, signal }: PageArgs, branch?: string): Promise<ListTableVersionsResponse> {
     const { segment, query } = idPath(id);
     return call(
       'ListTableVersions',
       'GET',
       `/v1/table/${segment}/version/list`,
-      { ...query, limit, page_token: pageToken, descending: true },
+      { ...query, limit, page_token: pageToken, descending: true, branch },
       undefined,
       signal,
     );
   },
-  countRows(id: readonly string[], version: number, signal?: AbortSignal): Promise<number> {
+  /** The rows of `version` of `branch` (main when absent). */
+  countRows(id: readonly string[], version: number, signal?: AbortSignal, branch?: string): Promise<number> {
     const { segment, query } = idPath(id);
-    return call('CountTableRows', 'POST', `/v1/table/${segment}/count_rows`, query, { version }, signal);
+    return call('CountTableRows', 'POST', `/v1/table/${segment}/count_rows`, query, branch === undefined ? { version } : { version, branch }, signal);
   },
   /** QueryTable: the rows as the Arrow IPC file the API answers. */
   async queryTable(id: readonly string[], body: QueryTableBody, signal?: AbortSignal): Promise<ArrayBuffer> {

@@ -22,7 +22,7 @@ function Page({ route }: { route: Route }) {
     case 'table':
       return <TablePage id={route.id} />;
     case 'versions':
-      return <VersionsPage id={route.id} />;
+      return <VersionsPage id={route.id} branch={route.branch} />;
     case 'transactions':
       return <TransactionsPage />;
     case 'transaction':

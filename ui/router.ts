@@ -7,7 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 export type Route =
   | { page: 'namespace'; id: string[] }
   | { page: 'table'; id: string[] }
-  | { page: 'versions'; id: string[] }
+  | { page: 'versions'; id: string[]; branch?: string | undefined }
   | { page: 'transactions' }
   | { page: 'transaction'; id: string[] }
   | { page: 'search'; query: string }
@@ -30,7 +30,7 @@ export function href(route: Route): string {
     case 'table':
       return `#/table/${encodeId(route.id)}`;
     case 'versions':
-      return `#/versions/${encodeId(route.id)}`;
+      return `#/versions/${encodeId(route.id)}${route.branch === undefined ? '' : `?branch=${encodeURIComponent(route.branch)}`}`;
     case 'transactions':
       return '#/transactions';
     case 'transaction':
@@ -51,7 +51,12 @@ export function parseRoute(hash: string): Route {
   const match = /^\/(ns|table|versions|transaction)\/(.+)$/.exec(head);
   const id = match ? decodeId(match[2] as string) : null;
   if (match && id?.every((part) => part !== '')) {
-    const page = match[1] === 'ns' ? 'namespace' : (match[1] as 'table' | 'versions' | 'transaction');
+    if (match[1] === 'versions') {
+      // A branch's timeline (absent: main's).
+      const branch = new URLSearchParams(query).get('branch');
+      return branch ? { page: 'versions', id, branch } : { page: 'versions', id };
+    }
+    const page = match[1] === 'ns' ? 'namespace' : (match[1] as 'table' | 'transaction');
     return { page, id };
   }
   return { page: 'not-found', path };

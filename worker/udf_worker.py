@@ -15,7 +15,8 @@ Requests:
       -> {"id": 1, "ok": true, "pid": <int>, "versions": {"geneva": ..., "lance": ..., "pyarrow": ...}}
   {"id": 2, "op": "fill", "resolver": "http://127.0.0.1:<port>", "table_id": ["<handle>"],
    "column": "<top-level column>", "udf_path": "_udfs/<sha256>", "input_columns": [...] | null,
-   "filter": "<Lance SQL, _rowid allowed>", "batch_rows": <rows per UDF call when the UDF names none; optional>}
+   "filter": "<Lance SQL, _rowid allowed>", "batch_rows": <rows per UDF call when the UDF names none; optional>,
+   "branch": "<branch>" | null (a branch other than main: the rows are read from it and the commit goes on it)}
       Opens the dataset through the resolver (a Lance Namespace REST endpoint that answers
       describe and, for tables with managed versioning, the version calls), loads the Geneva UDF
       envelope at `<dataset>/<udf_path>` (DockerUDFSpecV1: JSON with a cloudpickled geneva UDF),
@@ -150,8 +151,16 @@ class Worker:
         if batch_rows is not None and not (isinstance(batch_rows, int) and batch_rows > 0):
             raise Failure("invalid_input", "batch_rows must be a positive integer")
 
+        branch = request.get("branch")
+        if branch is not None and not isinstance(branch, str):
+            raise Failure("invalid_input", "branch must be a string")
+
         ns = self.namespace(resolver)
         ds, described = _open_table(ns, table_id, None)
+        # A branch's dataset keeps the table's root (its envelopes in _udfs/), and Lance commits
+        # what is made from it on the branch (a managed table's, through the namespace, with the branch).
+        if branch is not None:
+            ds = ds.checkout_version((branch, None))
         field = _top_level_field(ds.schema, column)
         udf = self.load_udf(ds, udf_path)
         inputs = _inputs(udf, input_columns, ds.schema, column)

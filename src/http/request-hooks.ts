@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Metrics } from '../metrics/metrics.js';
 import { invalidInput } from '../model/errors.js';
-import { requireMainBranch } from '../service/catalog/catalog.js';
 import { ANONYMOUS, type Principal, type RequestContext, type VendRecord } from '../service/context/request-context.js';
 import { type Authenticate, authenticator } from './authentication.js';
 import type { Authorizer } from './authorization.js';
@@ -17,7 +16,7 @@ import { parsePathId, type RouteConfig } from './route.js';
 //                 the JSON body (before zod sees it)
 //   (validation)  body, then query, by the route's zod schemas (zod-compilers.ts)
 //   preHandler    the map limits of the query, the body id against the path id, the request
-//                 context (echoed as headers), the main-branch-only check
+//                 context (echoed as headers)
 //   preSerialization  with authorization, a listing's names cut to what the caller may see
 //   onResponse    the audit record of a mutation or of a request that may vend credentials; the
 //                 request's count and time (metrics)
@@ -65,13 +64,6 @@ function contextOf(request: FastifyRequest): Record<string, string> {
     if (name.startsWith(CONTEXT_HEADER) && typeof value === 'string') context[name.slice(CONTEXT_HEADER.length)] = value;
   }
   return context;
-}
-
-/** The value at `path` of the request (e.g. ['body', 'query', 'branch']). */
-function valueAt(request: FastifyRequest, path: readonly string[]): unknown {
-  let value: unknown = { query: request.query, body: request.body };
-  for (const key of path) value = asRecord(value)?.[key];
-  return value;
 }
 
 /** Without authorization every principal may do everything. */
@@ -229,7 +221,6 @@ function prepareHandler(request: FastifyRequest, reply: FastifyReply, limits: Re
   request.ctx = { ...request.ctx, context };
   // Context travels back the way it came in, so callers can correlate.
   for (const [key, value] of Object.entries(context)) void reply.header(`${CONTEXT_HEADER}${key.toLowerCase()}`, value);
-  for (const path of route?.mainBranchOnly ?? []) requireMainBranch(valueAt(request, path) as string | null | undefined);
 }
 
 /** Whether a request to a route that vends could have vended: it asked, or vending is configured and it did not decline. */

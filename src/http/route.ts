@@ -58,8 +58,6 @@ export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType 
   vends?: boolean;
   /** False where the body's `id` names something else than the path's (transactions); default true. */
   bodyIdIsPathId?: boolean;
-  /** Only the main branch exists here: a `branch` naming another one (query, body, or the body's query) is a 406. */
-  mainBranchOnly?: boolean;
   /** A list of the body bounded by a request limit (limits.ts): past it, a 400 before anything is validated or done. */
   boundedList?: BoundedList;
   /** Its answer is filtered to what the caller may see (see FilteredListing). */
@@ -99,8 +97,6 @@ export interface RouteConfig {
   operationId: string;
   mutation: boolean;
   vends: boolean;
-  /** Where the request's `branch` fields are (e.g. ['body', 'query', 'branch']), when the route serves only the main branch. */
-  mainBranchOnly: readonly (readonly string[])[] | null;
   arrowBody: boolean;
   bodyIdIsPathId: boolean;
   boundedList: BoundedList | null;
@@ -157,27 +153,6 @@ export function queryOrBody<Q extends object, B extends object, K extends keyof 
 const shapeOf = (schema: z.ZodType | undefined): Record<string, z.ZodType> | undefined =>
   schema instanceof z.ZodObject ? (schema.shape as Record<string, z.ZodType>) : undefined;
 
-/** Unwraps optional and nullable wrappers, to reach a nested object schema. */
-function unwrapped(schema: z.ZodType | undefined): z.ZodType | undefined {
-  let s = schema;
-  while (s instanceof z.ZodOptional || s instanceof z.ZodNullable) s = s.unwrap() as z.ZodType;
-  return s;
-}
-
-/**
- * The `branch` fields a route's schemas declare: in the query, in the body, and in a query nested
- * in the body (explain_plan). Only declared fields count: a bare-map body may have a key "branch".
- */
-function branchFields(route: RouteSpec): string[][] {
-  const fields: string[][] = [];
-  if (shapeOf(route.query)?.branch) fields.push(['query', 'branch']);
-  const body = shapeOf(route.body);
-  if (body?.branch) fields.push(['body', 'branch']);
-  if (shapeOf(unwrapped(body?.query))?.branch) fields.push(['body', 'query', 'branch']);
-  if (fields.length === 0) throw new Error(`route ${route.operationId} is mainBranchOnly but its schemas declare no branch field`);
-  return fields;
-}
-
 const toFastifyPath = (p: string): string => p.replace(/\{([^}]+)\}/g, ':$1');
 
 const ARROW_FILE = 'application/vnd.apache.arrow.file';
@@ -190,7 +165,6 @@ function registerRoute(app: FastifyInstance, route: RouteSpec, options: RouteGro
     operationId: route.operationId,
     mutation: route.mutation ?? false,
     vends: route.vends ?? false,
-    mainBranchOnly: route.mainBranchOnly ? branchFields(route) : null,
     arrowBody: route.arrowBody ?? false,
     bodyIdIsPathId: route.bodyIdIsPathId ?? true,
     boundedList: route.boundedList ?? null,

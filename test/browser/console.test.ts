@@ -1,6 +1,6 @@
 // The web console in a real browser (Debian's chromium, driven by playwright-core) against the real
 // service over real Lance tables (test/support/console-fixture.ts): from the root to a table, its
-// versions, a Lance commit; from the root to the jobs list and a backfill job held running, whose
+// versions, a Lance commit; a branch's version timeline; from the root to the jobs list and a backfill job held running, whose
 // progress bar moves once the job goes on; paging (namespaces, versions, jobs), counting, search,
 // the jobs list before any job, API errors, and credentials when authentication is on.
 // Everything is checked on the screen. Chromium comes from scripts/install-browser-test-deps.sh.
@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenTestApp, type TestApp } from '../support/app.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
 import {
+  BRANCH_DELETED,
   BULK_TABLES,
   type HeldJob,
   holdRunningJob,
@@ -155,6 +156,27 @@ describe.skipIf(missing)('web console in chromium', () => {
     await poll(text(page.getByTestId('operation'))).toBe('delete');
     await poll(text(page.getByTestId('properties'))).toContain('version4');
     await see(page, 'Lance commit');
+  });
+
+  it("shows each branch's version timeline: from the table's branches to one, and between it and main", async () => {
+    const page = await open('#/table/sales/orders');
+    await page.getByTestId('branches').getByRole('link', { name: 'exp/first-load', exact: true }).click();
+    await poll(text(page.getByTestId('versions-branch'))).toBe('exp/first-load');
+    const versions = page.getByTestId('versions');
+    // The branch's history: the version it was forked at (main's 2) and the delete on it.
+    await poll(count(versions.locator('tbody tr'))).toBe(2);
+    const row = (v: number) => versions.locator(`tr[data-version="${v}"]`);
+    await poll(text(row(2).getByTestId('rows'))).toBe('200');
+    await poll(text(row(3).getByTestId('rows'))).toBe(String(200 - BRANCH_DELETED));
+    await poll(count(page.getByTestId('version-chart').locator('circle'))).toBe(2);
+    await poll(text(page.getByTestId('versions-shown'))).toBe('2 versions shown, down to the first');
+    // main's timeline is one click away, and offers the branch's back.
+    await page.getByTestId('version-lines').getByRole('link', { name: 'main', exact: true }).click();
+    await poll(count(versions.locator('tbody tr'))).toBe(8);
+    await poll(text(row(3).getByTestId('rows'))).toBe('300');
+    await poll(count(page.getByTestId('versions-branch'))).toBe(0);
+    await page.getByTestId('version-lines').getByRole('link', { name: 'exp/first-load', exact: true }).click();
+    await poll(count(versions.locator('tbody tr'))).toBe(2);
   });
 
   it('lists the jobs, running first; follows a running job from the list to its end', async () => {

@@ -295,6 +295,72 @@ describe.each(backends())('branches on $name', (backend) => {
     expect(await lineOf(location, null)).toEqual(main);
   });
 
+  it("replaces a branch's schema metadata on the branch alone; a missing branch is 404 code 22 and changes nothing", async () => {
+    const location = await createTable('sm', 1);
+    expect((await post('sm', 'branches/create', { name: 'dev' })).status).toBe(200);
+    expect((await post('sm', 'branches/create', { name: 'other' })).status).toBe(200);
+    const metadataOf = async (branch: string | null) => {
+      const opened = await connectTable(location, engineOptions);
+      try {
+        const on = branch === null ? opened : await (await opened.branches()).checkout(branch);
+        return { version: await on.version(), metadata: Object.fromEntries((await on.schema()).metadata) };
+      } finally {
+        opened.close();
+      }
+    };
+    const main = await lineOf(location, null);
+    const mainMetadata = await metadataOf(null);
+    const other = await metadataOf('other');
+    const dev = await metadataOf('dev');
+    // The old code answered 406 here: the service's own commit knew main's history only.
+    // The body is the bare map: its key "branch" is metadata, the branch is the query's.
+    const updated = await fx.t.call('POST', path('sm', 'schema_metadata/update', '?branch=dev'), { owner: 'dev-team', branch: 'x' });
+    expect(updated.status, updated.text).toBe(200);
+    expect(updated.json).toEqual({ owner: 'dev-team', branch: 'x' });
+    expect(await metadataOf('dev')).toEqual({ version: dev.version + 1, metadata: { owner: 'dev-team', branch: 'x' } });
+    const described = await post('sm', 'describe', { branch: 'dev', load_detailed_metadata: true });
+    expect([described.json.version, (described.json.schema as { metadata?: unknown }).metadata]).toEqual([dev.version + 1, { owner: 'dev-team', branch: 'x' }]);
+    // The branch's history goes on from the service's commit: the engine writes on top of it.
+    expect((await fx.t.call('POST', path('sm', 'insert', '?branch=dev'), peopleStream([6]), ARROW)).status).toBe(200);
+    expect(await metadataOf('dev')).toEqual({ version: dev.version + 2, metadata: { owner: 'dev-team', branch: 'x' } });
+    expect(await lineOf(location, 'dev')).toMatchObject({ ids: [1, 2, 3, 4, 5, 6] });
+    expect(await lineOf(location, null)).toEqual(main);
+    expect(await metadataOf(null)).toEqual(mainMetadata);
+    expect(await metadataOf('other')).toEqual(other);
+
+    const missing = await fx.t.call('POST', path('sm', 'schema_metadata/update', '?branch=nope'), { owner: 'x' });
+    expectError(missing, 404, 22);
+    expectError(await fx.t.call('POST', path('sm', 'schema_metadata/update', '?branch=..'), { owner: 'x' }), 400, 13);
+    expect(await metadataOf(null)).toEqual(mainMetadata);
+    expect(await metadataOf('other')).toEqual(other);
+  });
+
+  /** A table `<ns>$m` with rows 1..3 in a new namespace with managed versioning, and a branch `dev` of it. */
+  async function managedTableWithBranch(ns: string) {
+    expect((await fx.t.call('POST', `/v1/namespace/${ns}/create`, { properties: { managed_versioning: 'true' } })).status).toBe(200);
+    const made = await fx.t.call('POST', `/v1/table/${ns}%24m/create`, peopleStream([1, 2, 3]), ARROW);
+    expect(made.status).toBe(200);
+    const mpost = (op: string, body: unknown) => fx.t.call('POST', `/v1/table/${ns}%24m/${op}`, body);
+    const versionsOf = async (branch?: string) =>
+      ((await mpost('version/list', branch === undefined ? {} : { branch })).json.versions as Array<{ version: number }>).map((v) => v.version);
+    expect((await mpost('branches/create', { name: 'dev' })).status).toBe(200);
+    return { location: String(made.json.location), mpost, versionsOf };
+  }
+
+  it("replaces the schema metadata of a managed table's branch through the service, on the branch alone", async () => {
+    const { mpost, versionsOf } = await managedTableWithBranch('msm');
+    const devBefore = await versionsOf('dev');
+    const mainBefore = await versionsOf();
+    const updated = await fx.t.call('POST', '/v1/table/msm%24m/schema_metadata/update?branch=dev', { owner: 'dev-team' });
+    expect(updated.status, updated.text).toBe(200);
+    expect(await versionsOf('dev')).toEqual([...devBefore, (devBefore.at(-1) ?? 0) + 1]);
+    expect(await versionsOf()).toEqual(mainBefore);
+    const schemaOf = async (branch?: string) =>
+      ((await mpost('describe', { ...(branch ? { branch } : {}), load_detailed_metadata: true })).json.schema as { metadata?: unknown }).metadata ?? {};
+    expect(await schemaOf('dev')).toEqual({ owner: 'dev-team' });
+    expect(await schemaOf()).toEqual({});
+  });
+
   it.skipIf(!existsSync(DEFAULT_INDEX_PYTHON))('builds the index types pylance builds on the branch alone', async () => {
     const location = await createTable('x1', 1);
     expect((await post('x1', 'branches/create', { name: 'dev' })).status).toBe(200);
@@ -309,14 +375,7 @@ describe.each(backends())('branches on $name', (backend) => {
   });
 
   it('writes to a branch of a managed table through the service, on the branch alone', async () => {
-    expect((await fx.t.call('POST', '/v1/namespace/managed/create', { properties: { managed_versioning: 'true' } })).status).toBe(200);
-    const made = await fx.t.call('POST', '/v1/table/managed%24m/create', peopleStream([1, 2, 3]), ARROW);
-    expect(made.status).toBe(200);
-    const location = String(made.json.location);
-    const mpost = (op: string, body: unknown) => fx.t.call('POST', `/v1/table/managed%24m/${op}`, body);
-    const versionsOf = async (branch?: string) =>
-      ((await mpost('version/list', branch === undefined ? {} : { branch })).json.versions as Array<{ version: number }>).map((v) => v.version);
-    expect((await mpost('branches/create', { name: 'dev' })).status).toBe(200);
+    const { location, mpost, versionsOf } = await managedTableWithBranch('managed');
     const devBefore = await versionsOf('dev');
     const mainBefore = await versionsOf();
     const main = await lineOf(location, null);

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
 import { startTestApp, type TestApp } from '../support/app.js';
-import { readColumn } from '../support/arrow-data.js';
+import { connectTable, readColumn } from '../support/arrow-data.js';
 import { type Backend, localBackend, s3Backends, type TestRoot } from '../support/backends.js';
 import { type GenevaJobRow, numbersStream, waitForGenevaJobRow, waitForJob } from '../support/jobs.js';
 import { describeRun, run } from '../support/python.js';
@@ -216,6 +216,82 @@ describe.skipIf(!available)('Python UDF columns (udf_execution local)', () => {
     expect(row.metrics.map((m) => JSON.parse(m) as { name: string; n: number })).toContainEqual(
       expect.objectContaining({ name: 'rows_checkpointed', n: 2500 }),
     );
+  });
+
+  /** Every [id, value of `column`] on `branch` (main when absent), straight from the store; null when the column is not there. */
+  async function columnOn(location: string, column: string, branch?: string): Promise<Array<[number, number | null]> | null> {
+    const opened = await connectTable(location, root.store.engineStorageOptions(), branch);
+    try {
+      if (!(await opened.schema()).fields.some((f) => f.name === column)) return null;
+      const rows = (await opened.query().select(['id', column]).toArray()) as Array<Record<string, bigint | null>>;
+      return rows.map((r): [number, number | null] => [Number(r.id), r[column] === null ? null : Number(r[column])]).sort((a, b) => a[0] - b[0]);
+    } finally {
+      opened.close();
+    }
+  }
+
+  it('adds, binds and backfills UDF columns on a branch: the branch alone changes, main and the other branches stay', { timeout: 60_000 }, async () => {
+    const location = await table('onbranch', 2000);
+    for (const name of ['dev', 'other']) expect((await post('onbranch', 'branches/create', { name })).status).toBe(200);
+    const mainVersion = await version('onbranch');
+    // The old code answered 406 to all three: the UDF workers opened the table on main only.
+    const added = await post('onbranch', 'add_columns', { branch: 'dev', new_columns: [udfColumn('t3')] });
+    expect(added.status, added.text).toBe(200);
+    const started = await post('onbranch', 'backfill_column', { branch: 'dev', column: 't3', where: 'id < 1500', checkpoint_size: 500 });
+    expect(started.status, started.text).toBe(202);
+    const done = await waitForJob(admin, String(started.json.job_id));
+    expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+    const filled = await columnOn(location, 't3', 'dev');
+    expect(filled?.length).toBe(2000);
+    expect(filled?.filter(([id, v]) => v !== (id < 1500 ? id * 3 : null))).toEqual([]);
+    // A plain column of the branch bound to the UDF, then filled where the first left it empty.
+    expect((await post('onbranch', 'add_columns', { branch: 'dev', new_columns: [{ name: 'v', expression: 'CAST(NULL AS BIGINT)' }] })).status).toBe(200);
+    const { outputs: _outputs, ...vc } = udfColumn('v').virtual_column;
+    const bound = await post('onbranch', 'alter_columns', { branch: 'dev', alterations: [{ path: 'v', virtual_column: vc }] });
+    expect(bound.status, bound.text).toBe(200);
+    const again = await post('onbranch', 'backfill_column', { branch: 'dev', column: 'v', where: 'id >= 1500' });
+    expect(again.status, again.text).toBe(202);
+    expect((await waitForJob(admin, String(again.json.job_id))).status).toBe('Succeeded');
+    expect((await columnOn(location, 'v', 'dev'))?.filter(([id, v]) => v !== (id >= 1500 ? id * 3 : null))).toEqual([]);
+    expect(await version('onbranch')).toBe(mainVersion);
+    expect(await columnOn(location, 't3')).toBeNull();
+    expect(await columnOn(location, 't3', 'other')).toBeNull();
+    // A missing branch is 404 code 22 for each, and changes nothing.
+    for (const [op, body] of [
+      ['add_columns', { branch: 'nope', new_columns: [udfColumn('z')] }],
+      ['alter_columns', { branch: 'nope', alterations: [{ path: 'x', virtual_column: vc }] }],
+      ['backfill_column', { branch: 'nope', column: 't3' }],
+    ] as const) {
+      const res = await post('onbranch', op, body);
+      expect([res.status, res.json.code], `${op}: ${res.text}`).toEqual([404, 22]);
+    }
+    expect(await version('onbranch')).toBe(mainVersion);
+  });
+
+  it("backfills a UDF column on a managed table's branch: the worker's commit goes through the service onto the branch's history", {
+    timeout: 60_000,
+  }, async () => {
+    expect((await app.call('POST', '/v1/namespace/managed/create', { properties: { managed_versioning: 'true' } }, as('admin'))).status).toBe(200);
+    const mpost = (op: string, body: unknown) => app.call('POST', `/v1/table/managed%24u/${op}`, body, as('admin'));
+    const created = await app.call('POST', '/v1/table/managed%24u/create', numbersStream(1000), { ...ARROW, ...as('admin') });
+    expect(created.status, created.text).toBe(200);
+    const location = String(created.json.location);
+    expect((await mpost('branches/create', { name: 'dev' })).status).toBe(200);
+    const versions = async (branch?: string) =>
+      ((await mpost('version/list', branch === undefined ? {} : { branch })).json.versions as Array<{ version: number }>).map((v) => v.version);
+    const mainBefore = await versions();
+    expect((await mpost('add_columns', { branch: 'dev', new_columns: [udfColumn('t3')] })).status).toBe(200);
+    const devBefore = await versions('dev');
+    const started = await mpost('backfill_column', { branch: 'dev', column: 't3' });
+    expect(started.status, started.text).toBe(202);
+    const done = await waitForJob(admin, String(started.json.job_id));
+    expect(done.status, JSON.stringify(done.properties)).toBe('Succeeded');
+    expect((await columnOn(location, 't3', 'dev'))?.filter(([id, v]) => v !== id * 3)).toEqual([]);
+    const devAfter = await versions('dev');
+    expect(devAfter.slice(0, devBefore.length)).toEqual(devBefore);
+    expect(devAfter.length).toBeGreaterThan(devBefore.length);
+    expect(await versions()).toEqual(mainBefore);
+    expect(await columnOn(location, 't3')).toBeNull();
   });
 });
 

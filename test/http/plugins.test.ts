@@ -140,21 +140,15 @@ describe('the HTTP request pipeline', () => {
     expect((await post('/v1/transaction/tx-1/describe', { id: ['ns', 't'] })).statusCode).toBe(200);
   });
 
-  it('answers 406 for another branch on main-branch-only routes, before the handler runs', async () => {
-    for (const url of ['/v1/table/ns%24t/schema_metadata/update?branch=dev']) {
-      const res = await post(url, {});
-      expect(res.statusCode, url).toBe(406);
-      expect(res.json(), url).toMatchObject({ code: 0, error: expect.stringContaining('dev') });
-    }
-    expect(calls).toHaveLength(0);
-    expect((await post('/v1/table/ns%24t/schema_metadata/update?branch=main', {})).statusCode).toBe(200);
-    // A route that honours branches hands the branch to its service.
+  it('hands the branch a route declares to its service; a bare-map body\'s key "branch" is the map\'s', async () => {
+    // No route refuses a branch before its handler any more: each service resolves the branch it is given.
     expect((await post('/v1/table/ns%24t/count_rows', { branch: 'dev' })).statusCode).toBe(200);
     expect(calls.at(-1)?.args).toContainEqual(expect.objectContaining({ branch: 'dev' }));
-    // A bare-map body may hold a key "branch": only the fields the schemas declare are branches.
-    const map = await post('/v1/table/ns%24t/schema_metadata/update', { branch: 'dev' });
+    const map = await post('/v1/table/ns%24t/schema_metadata/update?branch=dev', { branch: 'x' });
     expect(map.statusCode).toBe(200);
-    expect(map.json()).toEqual({ branch: 'dev' });
-    expect((await post('/v1/table/ns%24t/schema_metadata/update?branch=dev', {})).statusCode).toBe(406);
+    expect(map.json()).toEqual({ branch: 'x' });
+    expect(calls.at(-1)?.args).toEqual([['ns', 't'], { branch: 'x' }, 'dev']);
+    expect((await post('/v1/table/ns%24t/schema_metadata/update', { branch: 'dev' })).statusCode).toBe(200);
+    expect(calls.at(-1)?.args).toEqual([['ns', 't'], { branch: 'dev' }, undefined]);
   });
 });

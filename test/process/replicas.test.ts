@@ -26,7 +26,9 @@ import { type PylanceWriter, startPylanceWriter, writerRows, writerSchema } from
 //   in this process append to one managed-versioning table through the spreader;
 // - CreateTableVersion, BatchCreateTableVersions and BatchCommitTables on four tables, racing;
 // - table and namespace drops, describes, exists, lists of tables, namespaces and versions;
-// - one backfill job (AlterTableBackfillColumns).
+// - one backfill job (AlterTableBackfillColumns);
+// - branches of one managed table: racing creates (three at once) of new names, inserts on them,
+//   deletes and lists, while main is never written.
 // Halfway, the replica running the backfill job is SIGKILLed right after a request was sent to it,
 // and restarted. Every acknowledged outcome is recorded on the client side; at the end:
 // - no lost commit: every acknowledged version is in its table's history with the content that
@@ -39,6 +41,10 @@ import { type PylanceWriter, startPylanceWriter, writerRows, writerSchema } from
 //   and its column is right on every row.
 // - no stale read: a row count or latest version read through any replica is at least what was
 //   acknowledged before the read was sent.
+// - branches: one create of a name acknowledged as new at most; a branch acknowledged and not
+//   deleted is listed and holds exactly its fork's rows and its acknowledged inserts (an in-doubt
+//   insert all or nothing, a refused one not at all); a deleted one is neither listed nor read;
+//   no insert on a live branch is told it is not there; main keeps its rows and its one version.
 // What a request answered "in doubt" did is decided from the catalog afterwards: a create took
 // effect if the name exists and no other create of it was acknowledged; a commit took effect if
 // its version holds its manifest's bytes (a batch: all of its entries or none, its declare too);
@@ -65,6 +71,10 @@ const NODE_PHASES = [4, 5];
 const ROWS_PER_APPEND = 2;
 const SEED_IDS = [0, 1, 2];
 const VERSION_TABLES = ['b0', 'b1', 'b2', 'b3'];
+/** The managed table whose branches the workload creates, writes and deletes; main holds these ids and is never written. */
+const BRANCHED: string[] = ['base', 'br'];
+const BRANCHED_SEED = 5;
+const BRANCH_INSERT_ROWS = 3;
 const BF_ROWS = 40_000;
 const BF_CHUNK = 1_000;
 const RUN_TIMEOUT_MS = 180_000;
@@ -85,12 +95,15 @@ function prng(seed: number): () => number {
   };
 }
 
-/** Rows {id: int64, x: int64 = id % 97} for ids [0, n), as an Arrow IPC stream. */
-function numbersStream(n: number): Buffer {
-  const ids = BigInt64Array.from(range(0, n), (i) => BigInt(i));
-  const xs = BigInt64Array.from(range(0, n), (i) => BigInt(i % 97));
-  return Buffer.from(arrow.tableToIPC(new arrow.Table({ id: arrow.vectorFromArray(ids), x: arrow.vectorFromArray(xs) }), 'stream'));
+/** Rows {id: int64, x: int64 = id % 97} for `ids`, as an Arrow IPC stream. */
+function idsStream(ids: number[]): Buffer {
+  const id = BigInt64Array.from(ids, (i) => BigInt(i));
+  const xs = BigInt64Array.from(ids, (i) => BigInt(i % 97));
+  return Buffer.from(arrow.tableToIPC(new arrow.Table({ id: arrow.vectorFromArray(id), x: arrow.vectorFromArray(xs) }), 'stream'));
 }
+
+/** Rows for ids [0, n) (see idsStream). */
+const numbersStream = (n: number): Buffer => idsStream(range(0, n));
 
 interface Answer {
   status: number;
@@ -146,6 +159,21 @@ interface Commit {
   declared?: string[];
 }
 
+/** A branch of BRANCHED whose create the workload attempted, and what was done to it. */
+interface BranchRecord {
+  name: string;
+  /** Creates acknowledged as new; answered 409 code 23 (the name taken); 409 code 14 (a create that failed holding the name); in doubt. */
+  created: number;
+  conflicts: string[];
+  failedClaims: number;
+  inDoubt: number;
+  ackedAt?: number;
+  deleteSentAt?: number;
+  deleteAcked?: boolean;
+  /** Inserts on it: acknowledged, in doubt (all or nothing), or refused (nothing). */
+  inserts: Array<{ ids: number[]; outcome: 'acked' | 'in-doubt' | 'refused' }>;
+}
+
 interface Append {
   writer: string;
   ids: number[];
@@ -162,6 +190,9 @@ class Ledger {
   readonly ackedVersions = new Map<string, Map<number, { bytes: Buffer; at: number }>>();
   readonly inDoubtCommits: Commit[] = [];
   readonly appends: Append[] = [];
+  readonly branches = new Map<string, BranchRecord>();
+  /** Deleted branches (acknowledged) whose tree/<name>/ still holds objects at the end. */
+  leftTrees: string[] = [];
   readonly violations: string[] = [];
   readonly unexpected: string[] = [];
   readonly ops: Record<string, number> = {};
@@ -230,6 +261,11 @@ class Ledger {
   live(kind: Entity['kind']): Entity[] {
     return [...this.entities.values()].filter((e) => e.kind === kind && e.ackedAt !== undefined && e.dropSentAt === undefined);
   }
+
+  /** Branches acknowledged and with no delete sent. */
+  liveBranches(): BranchRecord[] {
+    return [...this.branches.values()].filter((b) => b.ackedAt !== undefined && b.deleteSentAt === undefined);
+  }
 }
 
 /** Runs the workload and the checks on one backend, and prints the summary line. */
@@ -280,6 +316,10 @@ class ReplicaRun {
     for (const ns of ['vers', 'plain', 'jobs']) await must(ns, this.call('POST', `/v1/namespace/${ns}/create`, {}));
     for (const t of VERSION_TABLES) await must(t, this.call('POST', `/v1/table/${enc(['vers', t])}/declare`, {}));
     await must(
+      'base$br',
+      this.call('POST', `/v1/table/${enc(BRANCHED)}/create`, numbersStream(BRANCHED_SEED), { 'content-type': 'application/vnd.apache.arrow.stream' }),
+    );
+    await must(
       'jobs$bf',
       this.call('POST', `/v1/table/${enc(['jobs', 'bf'])}/create`, numbersStream(BF_ROWS), { 'content-type': 'application/vnd.apache.arrow.stream' }),
     );
@@ -299,6 +339,7 @@ class ReplicaRun {
       ['namespace', ['plain']],
       ['namespace', ['jobs']],
       ['table', ['jobs', 'bf']],
+      ['table', BRANCHED],
       ...VERSION_TABLES.map((t) => ['table', ['vers', t]]),
     ] as Array<[Entity['kind'], string[]]>) {
       const e = this.ledger.entity(kind, id);
@@ -496,21 +537,104 @@ class ReplicaRun {
     else if ((latest ?? 0) < atLeast) this.ledger.violations.push(`latest version of ${table}: ${String(latest)}, but ${atLeast} was acknowledged before`);
   }
 
+  private branchPath(op: string, query = ''): string {
+    return `/v1/table/${enc(BRANCHED)}/${op}${query}`;
+  }
+
+  /** Three creates of a new branch of BRANCHED at once, from main's latest: one is acknowledged as new at most. */
+  private async raceBranchCreate(): Promise<void> {
+    const name = `b${++this.seq}`;
+    const b: BranchRecord = { name, created: 0, conflicts: [], failedClaims: 0, inDoubt: 0, inserts: [] };
+    this.ledger.branches.set(name, b);
+    const answers = await Promise.all(range(0, 3).map(() => this.call('POST', this.branchPath('branches/create'), { name })));
+    for (const a of answers) {
+      if (a.status === 200) {
+        b.created++;
+        b.ackedAt ??= this.ledger.tick();
+      } else if (a.status === 409 && a.json.code === ErrorCode.TableBranchAlreadyExists) b.conflicts.push(a.text);
+      else if (a.status === 409 && a.json.code === ErrorCode.ConcurrentModification) b.failedClaims++;
+      else if (a.inDoubt) b.inDoubt++;
+      else this.ledger.unexpected.push(`create branch ${name}: ${a.status} ${a.text}`);
+    }
+    if (b.created > 1) this.ledger.violations.push(`branch ${name}: ${b.created} creates acknowledged as new`);
+  }
+
+  /** An insert of new ids on a live branch: a 404 code 22 is a violation unless its delete was sent before the answer. */
+  private async branchInsert(): Promise<void> {
+    const b = this.pick(this.ledger.liveBranches());
+    if (!b) return;
+    const ids = range(10_000 + BRANCH_INSERT_ROWS * ++this.seq, BRANCH_INSERT_ROWS);
+    const a = await this.call('POST', this.branchPath('insert', `?branch=${b.name}`), idsStream(ids), {
+      'content-type': 'application/vnd.apache.arrow.stream',
+    });
+    if (a.status === 200) b.inserts.push({ ids, outcome: 'acked' });
+    else if (a.inDoubt) b.inserts.push({ ids, outcome: 'in-doubt' });
+    else if (a.status === 404 && a.json.code === ErrorCode.TableBranchNotFound) {
+      b.inserts.push({ ids, outcome: 'refused' });
+      if (b.deleteSentAt === undefined) this.ledger.violations.push(`insert on branch ${b.name}: 404 code 22, though it was acknowledged and never deleted`);
+    } else if (a.status === 409 && a.json.code === ErrorCode.ConcurrentModification) b.inserts.push({ ids, outcome: 'refused' });
+    else this.ledger.unexpected.push(`insert on branch ${b.name}: ${a.status} ${a.text}`);
+  }
+
+  /** The only delete of a live branch. */
+  private async branchDelete(): Promise<void> {
+    const b = this.pick(this.ledger.liveBranches());
+    if (!b) return;
+    b.deleteSentAt = this.ledger.tick();
+    const a = await this.call('POST', this.branchPath('branches/delete'), { name: b.name });
+    if (a.status === 200) b.deleteAcked = true;
+    else if (a.status === 404) this.ledger.violations.push(`delete of branch ${b.name}: 404, though it was acknowledged and this is its only delete`);
+    else if (!a.inDoubt) this.ledger.unexpected.push(`delete of branch ${b.name}: ${a.status} ${a.text}`);
+  }
+
+  /** Every branch of BRANCHED, a page of 7 at a time (undefined after an unexpected answer). */
+  private async listBranches(): Promise<Set<string> | undefined> {
+    const names = new Set<string>();
+    let token: string | undefined;
+    for (let page = 0; page < 200; page++) {
+      const a = await this.call('GET', this.branchPath('branches/list', `?limit=7${token ? `&page_token=${encodeURIComponent(token)}` : ''}`));
+      if (a.status !== 200) {
+        this.ledger.unexpected.push(`list branches: ${a.status} ${a.text}`);
+        return undefined;
+      }
+      for (const name of Object.keys((a.json.branches as Record<string, unknown> | undefined) ?? {})) names.add(name);
+      token = (a.json.page_token as string | null | undefined) ?? undefined;
+      if (!token) return names;
+    }
+    throw new Error('list branches: more than 200 pages');
+  }
+
+  /** The listing holds every branch acknowledged before it began and not deleted, and none nobody created. */
+  private async branchList(): Promise<void> {
+    const startedAt = this.ledger.tick();
+    const listed = await this.listBranches();
+    if (!listed) return;
+    for (const b of this.ledger.branches.values()) {
+      if (b.ackedAt !== undefined && b.ackedAt < startedAt && b.deleteSentAt === undefined && !listed.has(b.name))
+        this.ledger.violations.push(`list branches: ${b.name} missing (acknowledged at ${b.ackedAt}, listed at ${startedAt})`);
+    }
+    for (const name of listed) if (!this.ledger.branches.has(name)) this.ledger.violations.push(`list branches: ${name} listed, but nobody created it`);
+  }
+
   private async operation(i: number): Promise<void> {
     const r = this.kindRng();
     if (i === KILL_AT) return;
     const kinds: Array<[number, string, () => Promise<void>]> = [
-      [0.1, 'create namespace x3', () => this.raceCreate('namespace')],
-      [0.1, 'create table x3', () => this.raceCreate('table')],
-      [0.18, 'describe/exists', () => this.describe()],
-      [0.08, 'list', () => this.list()],
-      [0.06, 'drop table', () => this.drop('table')],
+      [0.08, 'create namespace x3', () => this.raceCreate('namespace')],
+      [0.08, 'create table x3', () => this.raceCreate('table')],
+      [0.12, 'describe/exists', () => this.describe()],
+      [0.07, 'list', () => this.list()],
+      [0.05, 'drop table', () => this.drop('table')],
       [0.03, 'drop namespace', () => this.drop('namespace')],
-      [0.1, 'create version', () => this.commit('single')],
-      [0.12, 'batch create versions', () => this.commit('batch')],
-      [0.08, 'batch commit', () => this.commit('batch-commit')],
-      [0.06, 'read latest', () => this.readLatest()],
-      [0.09, 'list versions', () => this.listVersions()],
+      [0.09, 'create version', () => this.commit('single')],
+      [0.1, 'batch create versions', () => this.commit('batch')],
+      [0.07, 'batch commit', () => this.commit('batch-commit')],
+      [0.05, 'read latest', () => this.readLatest()],
+      [0.06, 'create branch x3', () => this.raceBranchCreate()],
+      [0.09, 'insert on a branch', () => this.branchInsert()],
+      [0.04, 'delete branch', () => this.branchDelete()],
+      [0.03, 'list branches', () => this.branchList()],
+      [0.04, 'list versions', () => this.listVersions()],
     ];
     let acc = 0;
     for (const [weight, kind, run] of kinds) {
@@ -716,6 +840,7 @@ class ReplicaRun {
     await this.checkVersionTables();
     await this.checkAppends();
     await this.checkJob();
+    await this.checkBranches();
     // Joined, so that a failure prints each answer in full.
     expect(ledger.unexpected.join('\n'), 'answers no client should get').toBe('');
     expect(this.spreader.stats.unreachable, 'requests with no replica to take them').toBe(0);
@@ -864,6 +989,64 @@ class ReplicaRun {
     expect((await waitForGenevaJobRow(jobTable, this.root.store.engineStorageOptions(), this.jobId, 'DONE')).status).toBe('DONE');
   }
 
+  /** The branches of BRANCHED at the end (see the header), and main untouched. */
+  private async checkBranches(): Promise<void> {
+    const { ledger } = this;
+    const listed = await this.listBranches();
+    if (!listed) return;
+    const described = await this.call('POST', `/v1/table/${enc(BRANCHED)}/describe`, {});
+    expect(described.status, described.text).toBe(200);
+    const location = String(described.json.location);
+    const idsOn = async (branch?: string): Promise<number[]> => {
+      const table = await connectTable(location, this.root.store.engineStorageOptions(), branch);
+      try {
+        const data = await table.query().select(['id']).toArrow();
+        const col = data.getChild('id');
+        return Array.from({ length: data.numRows }, (_, i) => Number(col?.get(i) as bigint)).sort((a, b) => a - b);
+      } finally {
+        table.close();
+      }
+    };
+    const seed = range(0, BRANCHED_SEED);
+    expect(await idsOn(), "main's rows").toEqual(seed);
+    const mainVersions = ((await this.listAll(`/v1/table/${enc(BRANCHED)}/version/list`, 'versions')) ?? []) as Array<{ version: number }>;
+    expect(
+      mainVersions.map((v) => v.version),
+      "main's history",
+    ).toEqual([1]);
+    const treeOf = (name: string) => `${tableDirKey({ namespace: BRANCHED.slice(0, -1), name: BRANCHED.at(-1) as string })}tree/${name}/`;
+    for (const b of ledger.branches.values()) {
+      if (b.deleteAcked) {
+        if (listed.has(b.name)) ledger.violations.push(`branch ${b.name}: deleted (acknowledged) but listed`);
+        const read = await this.call('POST', this.branchPath('count_rows'), { branch: b.name });
+        if (read.status !== 404 || read.json.code !== ErrorCode.TableBranchNotFound)
+          ledger.violations.push(`branch ${b.name}: deleted (acknowledged) but read: ${read.status} ${read.text}`);
+        if ((await listAll(this.root.store, treeOf(b.name))).objects.length > 0) ledger.leftTrees.push(b.name);
+      } else if (b.created === 1 && b.deleteSentAt === undefined) {
+        if (!listed.has(b.name)) {
+          ledger.violations.push(`branch ${b.name}: created (acknowledged), never deleted, but not listed`);
+          continue;
+        }
+        const ids = new Set(await idsOn(b.name));
+        const expected = [...seed, ...b.inserts.filter((x) => x.outcome === 'acked').flatMap((x) => x.ids)];
+        for (const id of expected) if (!ids.has(id)) ledger.violations.push(`branch ${b.name}: row ${id}, acknowledged, is not there`);
+        for (const x of b.inserts) {
+          const landed = x.ids.filter((id) => ids.has(id)).length;
+          if (x.outcome === 'refused' && landed > 0) ledger.violations.push(`branch ${b.name}: refused insert of ${x.ids.join(',')} landed`);
+          if (x.outcome === 'in-doubt' && landed !== 0 && landed !== x.ids.length)
+            ledger.violations.push(`branch ${b.name}: in-doubt insert of ${x.ids.join(',')} landed in part`);
+        }
+        const written = new Set([...seed, ...b.inserts.flatMap((x) => x.ids)]);
+        for (const id of ids) if (!written.has(id)) ledger.violations.push(`branch ${b.name}: row ${id}, which no insert on it wrote`);
+      } else if (b.created === 0 && b.inDoubt === 0) {
+        if (listed.has(b.name)) ledger.violations.push(`branch ${b.name}: listed, but no create of it was acknowledged or in doubt`);
+        // A 409 for a name that ends up free is explained only by a create that held it and failed.
+        if (b.conflicts.length > 0 && b.failedClaims === 0)
+          ledger.violations.push(`branch ${b.name}: ${b.conflicts.length} creates answered 409, but nobody created it: ${b.conflicts.join(' | ')}`);
+      }
+    }
+  }
+
   summary(workloadMs: number, totalMs: number): string {
     const short = (request: string) => decodeURIComponent(request.replace(/^POST \/v1\//, '').replace(/\?.*$/, ''));
     const { ledger, spreader, kill } = this;
@@ -878,6 +1061,9 @@ class ReplicaRun {
       `${appends.length} real-client appends (${appends.filter((a) => a.writer.startsWith('py')).length} pylance, ${appends.filter((a) => a.writer === 'node').length} lancedb; ${appends.filter((a) => a.error).length} failed, of which ${ledger.failedAppendsLanded} landed); ` +
       `${s.requests} requests (by replica slot ${s.answeredBy.join('/')}); conflicts: ${ledger.nameConflicts} name (${ledger.failedClaims.length} creates failed holding the name's claim), ${ledger.versionConflicts} version (${ledger.gaveUp} commits gave up); ` +
       `retries ${s.retriedRefused + s.retriedReads} (${s.retriedRefused} refused, ${s.retriedReads} reads cut off); in doubt ${s.inDoubt.length} (${s.inDoubt.map(short).join(', ')}; resent by their client: ${s.inDoubtResent.length}); ` +
+      `branches: ${ledger.branches.size} names raced, ${[...ledger.branches.values()].filter((b) => b.created === 1).length} created, ` +
+      `${sum([...ledger.branches.values()].map((b) => b.inserts.length))} inserts on them (${sum([...ledger.branches.values()].map((b) => b.inserts.filter((x) => x.outcome === 'refused').length))} refused), ` +
+      `${[...ledger.branches.values()].filter((b) => b.deleteAcked).length} deleted (trees left behind: ${ledger.leftTrees.join(' ') || 'none'}); ` +
       `SIGKILL of slot ${kill?.slot} with ${kill?.inFlight} requests in flight at job chunk ${kill?.chunksDone}, back in ${kill?.downMs} ms; ` +
       `workload ${(workloadMs / 1000).toFixed(1)} s, with settling and checks ${(totalMs / 1000).toFixed(1)} s; violations ${ledger.violations.length}` +
       ledger.failedClaims.map((text) => `\n  ${text.slice(0, 400)}`).join('') +

@@ -16,6 +16,8 @@ const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 export const BULK_TABLES = 120;
 export const MANY_VERSIONS = 56;
 export const ORDER_ROWS = 300;
+/** Rows the delete on the branch exp/first-load of sales$orders takes (ids below it). */
+export const BRANCH_DELETED = 20;
 
 type Call = TestApp['call'];
 
@@ -97,6 +99,8 @@ export async function seedCatalog(call: Call): Promise<SeededCatalog> {
   await ok(call, 'POST', `${table('sales$orders')}/create_index`, { column: 'embedding', index_type: 'IVF_FLAT', num_partitions: 2, distance_type: 'cosine' });
   await ok(call, 'POST', `${table('sales$orders')}/tags/create`, { tag: 'indexed', version: 8 });
   await ok(call, 'POST', `${table('sales$orders')}/branches/create`, { name: 'exp/first-load', from_version: 2 });
+  // The branch's own history: its first version (2, main's 200 rows) and a delete on it alone.
+  await ok(call, 'POST', `${table('sales$orders')}/delete`, { branch: 'exp/first-load', predicate: `id < ${BRANCH_DELETED}` });
   await ok(call, 'POST', `${table('sales$customers')}/create`, ordersStream(0, 20), ARROW);
   await ok(call, 'POST', `${table('sales$returns')}/declare`, { properties: { note: 'filled by the nightly job' } });
   await ok(call, 'POST', `${table('sales$eu$invoices')}/create`, ordersStream(0, 5), ARROW);

@@ -268,7 +268,7 @@ function Tags({ id }: { id: string[] }) {
   );
 }
 
-/** The table's branches (Lance's own): where each was forked from, when, and its first manifest's size. */
+/** The table's branches (Lance's own): where each was forked from, when, and its first manifest's size; each links to its version timeline. */
 function Branches({ id }: { id: string[] }) {
   const list = usePagedList(async (token, signal) => {
     const page = await api.listBranches(id, { limit: LIST_PAGE, pageToken: token, signal });
@@ -291,7 +291,9 @@ function Branches({ id }: { id: string[] }) {
         <tbody>
           {list.items.map(([name, branch]) => (
             <tr key={name}>
-              <td class="mono">{name}</td>
+              <td class="mono">
+                <Link to={{ page: 'versions', id, branch: name }}>{name}</Link>
+              </td>
               <td class="mono">{branch.parentBranch ?? 'main'}</td>
               <td class="num">{branch.parentVersion}</td>
               <td>{formatTime(branch.createAt * 1000)}</td>

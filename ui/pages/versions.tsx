@@ -1,20 +1,25 @@
+import { Fragment } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, api, type TableVersion } from '../api.js';
 import { VersionChart, type VersionDetail } from '../chart.js';
-import { Breadcrumbs, ErrorBox, Link, Loading } from '../components.js';
+import { Breadcrumbs, ErrorBox, Link, Loading, useApi } from '../components.js';
 import { formatBytes, formatCount, formatTime } from '../format.js';
 
 // The version timeline of a table: the latest versions a page at a time (ListTableVersions newest
 // first, 50 a page, "load more" for the next), so a table with 100,000 versions shows as fast as
 // one with ten. For each version on screen, its Lance commit's operation (DescribeTransaction of
 // `<table id>$<version>`) and its row count (CountTableRows at that version) are asked for a few
-// at a time; the chart plots what has arrived.
+// at a time; the chart plots what has arrived. Each line of history has its timeline: main's, and
+// each branch's (ListTableVersions and CountTableRows with `branch`; a Lance commit's transaction
+// is asked for on main only, as DescribeTransaction names a version by the table and its number).
 
 export const VERSION_PAGE = 50;
+/** Branches offered as other timelines (the first page of ListTableBranches). */
+const BRANCH_LINKS = 100;
 /** Detail calls in flight at once. */
 const DETAIL_CONCURRENCY = 4;
 
-export function VersionsPage({ id }: { id: string[] }) {
+export function VersionsPage({ id, branch }: { id: string[]; branch?: string | undefined }) {
   const [versions, setVersions] = useState<TableVersion[]>([]);
   const [next, setNext] = useState<string | undefined>(undefined);
   const [state, setState] = useState<{ loading: boolean; error?: unknown }>({ loading: true });
@@ -25,7 +30,7 @@ export function VersionsPage({ id }: { id: string[] }) {
   const loadPage = async (token: string | undefined) => {
     setState({ loading: true });
     try {
-      const page = await api.listVersions(id, { limit: VERSION_PAGE, pageToken: token, signal: abort.current.signal });
+      const page = await api.listVersions(id, { limit: VERSION_PAGE, pageToken: token, signal: abort.current.signal }, branch);
       setVersions((v) => [...v, ...page.versions]);
       setNext(page.page_token || undefined);
       setState({ loading: false });
@@ -34,7 +39,7 @@ export function VersionsPage({ id }: { id: string[] }) {
     }
   };
   useEffect(() => void loadPage(undefined), []);
-  useVersionDetails(id, versions, abort.current.signal, setDetails);
+  useVersionDetails(id, branch, versions, abort.current.signal, setDetails);
 
   const name = id[id.length - 1] as string;
   return (
@@ -42,11 +47,25 @@ export function VersionsPage({ id }: { id: string[] }) {
       <Breadcrumbs id={id.slice(0, -1)} last={<Link to={{ page: 'table', id }}>{name}</Link>} />
       <h1>
         <span class="kind">versions of</span> {name}
+        {branch !== undefined && (
+          <>
+            {' '}
+            <span class="kind">on branch</span> <span data-testid="versions-branch">{branch}</span>
+          </>
+        )}
       </h1>
+      <BranchLinks id={id} branch={branch} />
       <p class="muted small">
-        Newest first, {VERSION_PAGE} at a time. The operation of each version is what Lance recorded in its transaction file (DescribeTransaction of{' '}
-        <code>{`${id.join('$')}$<version>`}</code>); rows are CountTableRows at that version; bytes are the size of the version's manifest (the API reports data
-        bytes only for the latest version, on the table page).
+        Newest first, {VERSION_PAGE} at a time.{' '}
+        {branch === undefined ? (
+          <>
+            The operation of each version is what Lance recorded in its transaction file (DescribeTransaction of <code>{`${id.join('$')}$<version>`}</code>);{' '}
+          </>
+        ) : (
+          <>A branch's history starts at the version it was forked at. Operations are shown for main's versions only (DescribeTransaction names main's); </>
+        )}
+        rows are CountTableRows at that version; bytes are the size of the version's manifest (the API reports data bytes only for the latest version, on the
+        table page).
       </p>
       {versions.length > 0 && <VersionChart versions={versions} details={details} />}
       <ErrorBox error={state.error} onRetry={() => void loadPage(next)} />
@@ -70,7 +89,9 @@ export function VersionsPage({ id }: { id: string[] }) {
                   <td class="num">{v.version}</td>
                   <td class="mono small">{formatTime(v.timestamp_millis)}</td>
                   <td data-testid="operation">
-                    {d?.error ? (
+                    {branch !== undefined ? (
+                      <span class="muted">—</span>
+                    ) : d?.error ? (
                       <span class="error-inline" title={d.error}>
                         unavailable
                       </span>
@@ -109,9 +130,31 @@ export function VersionsPage({ id }: { id: string[] }) {
   );
 }
 
+/** The table's lines of history, main first, each a link to its timeline; the one on screen is not a link. */
+function BranchLinks({ id, branch }: { id: string[]; branch: string | undefined }) {
+  const listed = useApi((signal) => api.listBranches(id, { limit: BRANCH_LINKS, signal }), []);
+  const names = Object.keys(listed.data?.branches ?? {});
+  // Only a table with branches has a choice to offer (a failed listing leaves the timeline as it is).
+  if (names.length === 0 && branch === undefined) return null;
+  const lines: Array<string | undefined> = [undefined, ...[...new Set(branch === undefined ? names : [...names, branch])].sort()];
+  return (
+    <p class="small" data-testid="version-lines">
+      Timeline of:{' '}
+      {lines.map((line, i) => (
+        <Fragment key={line ?? ''}>
+          {i > 0 && ' · '}
+          {line === branch ? <strong>{line ?? 'main'}</strong> : <Link to={{ page: 'versions', id, branch: line }}>{line ?? 'main'}</Link>}
+        </Fragment>
+      ))}
+      {listed.data?.page_token ? ' · …' : ''}
+    </p>
+  );
+}
+
 /** Asks for the details of every listed version that has none yet, DETAIL_CONCURRENCY at a time. */
 function useVersionDetails(
   id: string[],
+  branch: string | undefined,
   versions: TableVersion[],
   signal: AbortSignal,
   setDetails: (f: (d: ReadonlyMap<number, VersionDetail>) => ReadonlyMap<number, VersionDetail>) => void,
@@ -129,7 +172,7 @@ function useVersionDetails(
       while (running.current < DETAIL_CONCURRENCY && queue.current.length > 0 && !signal.aborted) {
         const version = queue.current.shift() as number;
         running.current++;
-        void detailOf(id, version, signal)
+        void detailOf(id, branch, version, signal)
           .then((detail) => !signal.aborted && setDetails((d) => new Map(d).set(version, detail)))
           .finally(() => {
             running.current--;
@@ -141,16 +184,17 @@ function useVersionDetails(
   }, [versions]);
 }
 
-async function detailOf(id: string[], version: number, signal: AbortSignal): Promise<VersionDetail> {
-  const [transaction, rows] = await Promise.allSettled([
-    twice(() => api.describeTransaction([...id, String(version)], signal), signal),
-    twice(() => api.countRows(id, version, signal), signal),
+/** A version's row count and, on main, its Lance commit's operation; `error` when nothing asked for came. */
+async function detailOf(id: string[], branch: string | undefined, version: number, signal: AbortSignal): Promise<VersionDetail> {
+  const [rows, transaction] = await Promise.allSettled([
+    twice(() => api.countRows(id, version, signal, branch), signal),
+    branch === undefined ? twice(() => api.describeTransaction([...id, String(version)], signal), signal) : Promise.resolve(undefined),
   ]);
   const detail: VersionDetail = {};
-  if (transaction.status === 'fulfilled') detail.operation = transaction.value.properties.operation;
   if (rows.status === 'fulfilled') detail.rows = rows.value;
-  const failures = [transaction, rows].filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => (r.reason as Error).message);
-  if (failures.length === 2) detail.error = failures.join('; ');
+  if (transaction.status === 'fulfilled' && transaction.value) detail.operation = transaction.value.properties.operation;
+  const failures = [rows, transaction].filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => (r.reason as Error).message);
+  if (failures.length === (branch === undefined ? 2 : 1)) detail.error = failures.join('; ');
   return detail;
 }
 

@@ -90,6 +90,7 @@ export class PythonUdfs implements UdfOps {
           udf_path: fill.udfPath,
           input_columns: fill.inputColumns,
           filter: fill.filter,
+          branch: at.branch ?? null,
           ...(this.options.batchRows !== undefined ? { batch_rows: this.options.batchRows } : {}),
         };
         return fillAnswer.parse(await this.send(worker, request, `a fill of column ${fill.column}`));

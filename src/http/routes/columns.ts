@@ -74,9 +74,9 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       body: UpdateTableSchemaMetadataBody,
       query: UpdateTableSchemaMetadataQuery,
       response: UpdateTableSchemaMetadataBody,
-      mainBranchOnly: true,
       mutation: true,
-      handler: ({ ctx, id, body }) => columns.updateSchemaMetadata(ctx, id, body),
+      // The body is the bare map (it may hold a key "branch"): the branch is the query's alone.
+      handler: ({ ctx, id, body, query }) => columns.updateSchemaMetadata(ctx, id, body, query.branch),
     }),
     defineRoute({
       operationId: 'GetTableStats',

@@ -1,4 +1,4 @@
-import { ErrorCode, NamespaceError, unsupported } from '../../model/errors.js';
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { leaseExpired, pollUntil } from '../coordination/leases.js';
 import { namespaceDirKey, namespaceRecordKey } from './layout.js';
@@ -133,11 +133,4 @@ export async function createInNamespace<T>(
     throw namespaceNotFound(id);
   }
   return result;
-}
-
-/** Only the main branch exists here: any other `branch` of a request is a 406 that says so. */
-export function requireMainBranch(branch: string | null | undefined): void {
-  if (branch !== undefined && branch !== null && branch !== '' && branch !== 'main') {
-    throw unsupported(`branches are not supported yet: branch ${JSON.stringify(branch)}`);
-  }
 }

@@ -48,11 +48,6 @@ function isSqlBinding(entry: VirtualColumnLike): boolean {
  * Virtual columns that are neither SQL bindings nor Geneva's Python UDFs are refused with the
  * reason: the UDF backends this service runs are those two.
  */
-/** Geneva's UDF envelopes are stored beside main's history: a Python UDF column on a branch is a 406. */
-function requireMainForPythonUdfs(branch: BranchName): void {
-  if (branch !== null) throw unsupported(`Python UDF columns on a branch are not supported yet: branch ${JSON.stringify(branch)}`);
-}
-
 function refuseVirtualColumn(column: string, entry: VirtualColumnLike): never {
   const backend = entry.udf_backend ? `udf_backend ${JSON.stringify(entry.udf_backend)}` : 'a virtual_column without udf_backend';
   throw unsupported(
@@ -160,7 +155,6 @@ export class ColumnService {
       }
       const seen = new Set<string>();
       if (python.length > 0) {
-        requireMainForPythonUdfs(branch);
         requirePythonUdfs(this.tables, ctx, id, 'alter_columns');
         const bindings = request.alterations.map((a, i) => {
           const where = `alterations[${i}]`;
@@ -174,7 +168,7 @@ export class ColumnService {
           seen.add(column);
           return parsePythonUdf(`${where}.virtual_column`, column, a.virtual_column as AlterVirtualColumnEntry);
         });
-        return this.bindPythonUdfs(ctx, id, bindings);
+        return this.bindPythonUdfs(ctx, id, bindings, branch);
       }
       const bindings = request.alterations.map((a, i): SqlBinding => {
         const where = `alterations[${i}]`;
@@ -240,8 +234,7 @@ export class ColumnService {
     if (kinds.includes('virtual')) {
       if (kinds.some((k) => k !== 'virtual'))
         throw invalidInput('new_columns: UDF columns and SQL columns cannot be added in the same request; send them separately');
-      requireMainForPythonUdfs(branch);
-      return this.addPythonUdfColumns(ctx, id, request.new_columns);
+      return this.addPythonUdfColumns(ctx, id, request.new_columns, branch);
     }
     const names = new Set<string>();
     const columns = request.new_columns.map((entry, i) => {
@@ -265,9 +258,10 @@ export class ColumnService {
   /**
    * Adds columns bound to Geneva Python UDFs: their envelopes are stored first (content-addressed,
    * so a failed add leaves only a file nothing points to), then the all-null columns with their
-   * bindings in one commit.
+   * bindings in one commit. On a branch, the envelopes are still the table's (`_udfs/` of its
+   * directory, which every branch's dataset reads) and the commit is the branch's.
    */
-  private async addPythonUdfColumns(ctx: RequestContext, id: string[], entries: AddColumnsEntry[]): Promise<AlterTableAddColumnsResponse> {
+  private async addPythonUdfColumns(ctx: RequestContext, id: string[], entries: AddColumnsEntry[], branch: BranchName): Promise<AlterTableAddColumnsResponse> {
     requirePythonUdfs(this.tables, ctx, id, 'add_columns');
     const names = new Set<string>();
     const columns = entries.map((entry, i) => {
@@ -278,18 +272,23 @@ export class ColumnService {
       const dataType = outputTypeOf(where, entry.name, vc.outputs);
       return { binding: parsePythonUdf(where, entry.name, vc), dataType, outputMetadata: vc.outputs[0]?.metadata ?? {} };
     });
-    return this.tables.writeTable(ctx, id, async (table) => {
-      for (const c of columns) await this.checkInputs(table.at, c.binding);
-      await storeEnvelopes(
-        table,
-        columns.map((c) => c.binding),
-      );
-      const newColumns: NewColumns = {
-        kind: 'empty',
-        columns: columns.map((c) => ({ name: c.binding.column, dataType: c.dataType, metadata: { ...c.outputMetadata, ...c.binding.fieldMetadata } })),
-      };
-      return this.engine.columns.addColumns(table.at, newColumns);
-    });
+    return this.tables.writeTable(
+      ctx,
+      id,
+      async (table) => {
+        for (const c of columns) await this.checkInputs(table.at, c.binding);
+        await storeEnvelopes(
+          table,
+          columns.map((c) => c.binding),
+        );
+        const newColumns: NewColumns = {
+          kind: 'empty',
+          columns: columns.map((c) => ({ name: c.binding.column, dataType: c.dataType, metadata: { ...c.outputMetadata, ...c.binding.fieldMetadata } })),
+        };
+        return this.engine.columns.addColumns(table.at, newColumns);
+      },
+      { branch },
+    );
   }
 
   /** Each input column of a UDF binding must exist (404 code 12 otherwise). */
@@ -300,27 +299,32 @@ export class ColumnService {
   /**
    * Binds existing top-level columns to Geneva Python UDFs (alter_columns virtual_column with
    * udf_backend DockerUDFSpecV1): envelopes stored, then one commit of their field metadata
-   * (a SQL binding the column had is removed).
+   * (a SQL binding the column had is removed), on `branch` as addPythonUdfColumns.
    */
-  private async bindPythonUdfs(ctx: RequestContext, id: string[], bindings: PythonUdfBinding[]): Promise<AlterTableAlterColumnsResponse> {
-    return this.tables.writeTable(ctx, id, async (table) => {
-      for (const b of bindings) {
-        const field = await this.engine.columns.field(table.at, [b.column]);
-        if (field.metadata[COMPUTED_COLUMN_METADATA.marker] === 'true') {
-          throw invalidInput(
-            `column ${formatFieldPath([b.column])} was declared computed through add_columns; Lance keeps that binding immutable: drop the column and add it again`,
-          );
+  private async bindPythonUdfs(ctx: RequestContext, id: string[], bindings: PythonUdfBinding[], branch: BranchName): Promise<AlterTableAlterColumnsResponse> {
+    return this.tables.writeTable(
+      ctx,
+      id,
+      async (table) => {
+        for (const b of bindings) {
+          const field = await this.engine.columns.field(table.at, [b.column]);
+          if (field.metadata[COMPUTED_COLUMN_METADATA.marker] === 'true') {
+            throw invalidInput(
+              `column ${formatFieldPath([b.column])} was declared computed through add_columns; Lance keeps that binding immutable: drop the column and add it again`,
+            );
+          }
+          await this.checkInputs(table.at, b);
         }
-        await this.checkInputs(table.at, b);
-      }
-      await storeEnvelopes(table, bindings);
-      const changes: FieldMetadataChange[] = bindings.map((b) => ({
-        path: [b.column],
-        replace: false,
-        metadata: { ...b.fieldMetadata, [VIRTUAL_COLUMN_METADATA.expression]: null, [VIRTUAL_COLUMN_METADATA.inputs]: null },
-      }));
-      return { version: (await this.engine.columns.updateFieldMetadata(table.at, changes)).version };
-    });
+        await storeEnvelopes(table, bindings);
+        const changes: FieldMetadataChange[] = bindings.map((b) => ({
+          path: [b.column],
+          replace: false,
+          metadata: { ...b.fieldMetadata, [VIRTUAL_COLUMN_METADATA.expression]: null, [VIRTUAL_COLUMN_METADATA.inputs]: null },
+        }));
+        return { version: (await this.engine.columns.updateFieldMetadata(table.at, changes)).version };
+      },
+      { branch },
+    );
   }
 
   async updateFieldMetadata(ctx: RequestContext, id: string[], request: UpdateFieldMetadataRequest): Promise<UpdateFieldMetadataResponse> {
@@ -358,15 +362,26 @@ export class ColumnService {
    * table is created, so the service makes this commit itself: the next version's manifest is the
    * latest one with only its version, schema metadata and time changed, committed through the
    * version path like any commit (a concurrent commit wins the race; this one is then retried on
-   * top of it, a bounded number of times).
+   * top of it, a bounded number of times). On a branch, the commit is the branch's next version
+   * (the branch's latest manifest, changed the same way); main and the other branches stay.
    */
-  async updateSchemaMetadata(ctx: RequestContext, id: string[], metadata: Record<string, string>): Promise<Record<string, string>> {
+  async updateSchemaMetadata(
+    ctx: RequestContext,
+    id: string[],
+    metadata: Record<string, string>,
+    branchField?: string | null,
+  ): Promise<Record<string, string>> {
+    const branch = normalizeBranch(branchField);
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.tables.write(ctx, id, (table) =>
-          this.tables.commitManifest(ctx, table, (latest) =>
-            nextManifestWithSchemaMetadata(latest.bytes, { version: latest.version + 1, schemaMetadata: metadata, timestampMillis: Date.now() }),
-          ),
+        await this.tables.write(
+          ctx,
+          id,
+          (table) =>
+            this.tables.commitManifest(ctx, table, (latest) =>
+              nextManifestWithSchemaMetadata(latest.bytes, { version: latest.version + 1, schemaMetadata: metadata, timestampMillis: Date.now() }),
+            ),
+          { branch },
         );
         return metadata;
       } catch (e) {

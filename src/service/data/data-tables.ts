@@ -11,6 +11,7 @@ import { pausePoint } from '../coordination/fault-points.js';
 import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
 import { branchLatestCommitted, latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
+import { onBranch, versionsOn } from '../versions/branch-versions.js';
 import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 
@@ -167,23 +168,32 @@ export class DataTables {
   }
 
   /**
-   * Commits manifest bytes the service built itself as the next version of a table, through the
-   * version path every commit takes (reservation, latest + 1, create-if-absent). A lost race is a
-   * 409 code 14; the staged file is removed either way.
+   * Commits manifest bytes the service built itself as the next version of the line of history
+   * the request resolved (main, or its branch: `build` gets that line's latest manifest), through
+   * the version path every commit takes (reservation, latest + 1, create-if-absent; on a branch,
+   * its ref read again holding the slot, so a branch deleted meanwhile is 404 code 22). A lost race
+   * is a 409 code 14; the staged file is removed either way.
    */
   async commitManifest(ctx: RequestContext, table: DataTable, build: (latest: { version: number; bytes: Buffer }) => Buffer): Promise<number> {
-    const versions = new TableVersions(table.dir);
+    const branch = table.branch?.name ?? null;
+    const versions = versionsOn(table.dir, branch);
+    const { store, key } = versions.dir;
     const latest = await versions.latest();
-    const current = latest ? await table.dir.store.get(latest.key) : null;
-    if (!latest || !current) throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(table.id)} has no committed version`);
+    const current = latest ? await store.get(latest.key) : null;
+    if (!latest || !current) throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(table.id)} has no committed version${onBranch(branch)}`);
     const version = latest.version + 1;
     const staged = stagedManifestPath(version, randomUUID());
-    await table.dir.store.put(`${table.dir.key}${staged}`, build({ version: latest.version, bytes: current.body }));
+    await store.put(`${key}${staged}`, build({ version: latest.version, bytes: current.body }));
     try {
-      await this.versions.commitUnderWriteLease(ctx, table, { version, manifest_path: staged, naming_scheme: latest.scheme });
+      await this.versions.commitUnderWriteLease(ctx, table, {
+        version,
+        manifest_path: staged,
+        naming_scheme: latest.scheme,
+        ...(branch !== null ? { branch } : {}),
+      });
     } catch (e) {
       // A successful create removes the staged file itself; a failed one leaves it to us.
-      await table.dir.store.delete(`${table.dir.key}${staged}`);
+      await store.delete(`${key}${staged}`);
       throw e;
     }
     return version;

@@ -79,8 +79,6 @@ export class JobService {
       const computedSql = m[COMPUTED_COLUMN_METADATA.expression];
       const python = pythonUdfOf(m);
       if (python) {
-        // The UDF workers open the table by the resolver's handle, which names no branch.
-        if (branch !== null) throw unsupported(`a Python UDF column's backfill on a branch is not supported yet: branch ${JSON.stringify(branch)}`);
         requirePythonUdfs(this.tables, ctx, id, 'backfill_column');
         binding = { mode: 'udf', expression: '', udf: { path: python.udfPath, inputs: python.inputs } };
       } else if (m[VIRTUAL_COLUMN_METADATA.marker] === 'true' && (m[VIRTUAL_COLUMN_METADATA.backend] ?? '').toLowerCase() === SQL_UDF_BACKEND && virtualSql) {
