@@ -111,6 +111,28 @@ describe.each(backends())('branches on $name', (backend) => {
     expect(await engineView(location, null)).toEqual([2, 4]);
   });
 
+  it("keeps a branch's tree whole: a name whose later segment names one of its directories is 400 code 13 to create and 409 code 19 to delete", async () => {
+    const location = await createTable('b3n', 1);
+    expect((await post('b3n', 'branches/create', { name: 'x' })).status).toBe(200);
+    expect((await fx.t.call('POST', path('b3n', 'insert', '?branch=x'), peopleStream([10, 11]), ARROW)).status).toBe(200);
+    const before = await engineView(location, 'x');
+    for (const segment of ['data', '_versions', '_transactions', '_indices', '_deletions', '_refs', '_catalog', 'tree'])
+      expectError(await post('b3n', 'branches/create', { name: `x/${segment}`, from_branch: 'x' }), 400, 13, new RegExp(`"${segment}"`));
+    expectError(await post('b3n', 'branches/create', { name: 'x/ok/data' }), 400, 13, /"x\/ok"/);
+    // pylance makes such a name; deleting it through Lance would remove x's data files: the service refuses.
+    const { store } = fx.root;
+    const refs = `${location.slice(store.location('').length).replace(/^\//, '')}/_refs/branches/`;
+    const xRef = await store.get(`${refs}x.json`);
+    await store.put(`${refs}x%2Fdata.json`, xRef?.body ?? '');
+    expect(Object.keys((await post('b3n', 'branches/list')).json.branches as object).sort()).toEqual(['x', 'x/data']);
+    expectError(await post('b3n', 'branches/delete', { name: 'x/data' }), 409, 19, /x\/data/);
+    expect(await engineView(location, 'x')).toEqual(before);
+    expect((await post('b3n', 'count_rows', { branch: 'x' })).text).toBe(String(before[1]));
+    // A segment that merely starts or ends like one is a name like any other, and so is a first segment.
+    for (const name of ['data', 'tree', 'x/database', 'x/my_data'])
+      expect((await post('b3n', 'branches/create', { name, from_branch: 'x' })).status, name).toBe(200);
+  });
+
   it('settles concurrent creates of one name: one wins, the others are 409 code 23, and the branch is whole', async () => {
     const location = await createTable('b5', 2);
     const results = await Promise.all([1, 2, 3, 4].map((v) => post('b5', 'branches/create', { name: 'race', from_version: v <= 2 ? v : undefined })));

@@ -15,7 +15,7 @@ import { awaitClaim } from '../coordination/claims.js';
 import type { DataTables, OpenTable } from '../data/data-tables.js';
 import { onEngine } from '../errors/engine-errors.js';
 import { resolveTable } from '../tables/resolved-table.js';
-import { findBranchRef, listBranchRefs, normalizeBranch, requireBranchName, resolveBranch } from './branch-refs.js';
+import { findBranchRef, listBranchRefs, normalizeBranch, requireBranchName, requireDeletableBranchName, resolveBranch } from './branch-refs.js';
 
 /** A page of branches without a `limit` holds at most this many: one LIST of the refs and as many GETs. */
 export const DEFAULT_BRANCH_PAGE = 1000;
@@ -75,7 +75,7 @@ export class BranchService {
   }
 
   async delete(ctx: RequestContext, id: string[], request: DeleteTableBranchRequest): Promise<DeleteTableBranchResponse> {
-    requireBranchName(request.name);
+    requireDeletableBranchName(request.name);
     await this.changeRefs(ctx, id, async (table) => {
       await resolveBranch(table.dir, request.name, displayId(id));
       await onEngine(id, () => this.tables.engine.branches.delete(unmanaged(table), request.name));
