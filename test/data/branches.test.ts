@@ -78,6 +78,11 @@ describe.each(backends())('branches on $name', (backend) => {
     expectError(await post('b2', 'branches/create', { name: 'x', from_branch: 'dev', from_version: 9 }), 404, 11, /version 9/);
     for (const name of ['main', '', 'a..b', 'a//b', '/a', 'a/', 'x.lock', 'sp ace', 'at@', 'back\\slash'])
       expectError(await post('b2', 'branches/create', { name }), 400, 13, /branch name/);
+    for (const name of ['.', 'a/./b', 'dev/.']) {
+      expectError(await post('b2', 'branches/create', { name, from_branch: 'dev' }), 400, 13, /segment "\."/);
+      expectError(await post('b2', 'count_rows', { branch: name }), 400, 13, /segment "\."/);
+      expectError(await post('b2', 'branches/delete', { name }), 400, 13, /segment "\."/);
+    }
     expectError(await post('b2', 'branches/create', { name: 'x', from_branch: 'a..b' }), 400, 13, /from_branch/);
     // A name no store can hold as a file name (255 bytes on a local disk; S3 keys end at 1,024).
     for (const name of ['x'.repeat(300), 'é'.repeat(200), `${'seg/'.repeat(300)}x`]) {

@@ -44,6 +44,7 @@ describe('branch names, as Lance checks them', () => {
       'with-dash',
       'with_underscore',
       'with.dot',
+      '.x/x.',
       'é',
     ])
       expect(branchNameProblem(name), name).toBeNull();
@@ -61,6 +62,9 @@ describe('branch names, as Lance checks them', () => {
       'bad segment',
       'main',
       'a%2Fb',
+      '.',
+      'a/./b',
+      'dev/.',
       'x'.repeat(201),
       'é'.repeat(34),
     ])

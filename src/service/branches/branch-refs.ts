@@ -24,7 +24,7 @@ const MAIN = 'main';
  * Lance's rule for a branch name (lance-table `check_valid_branch`, as pylance 14 applies it):
  * '/'-separated segments, none empty, each of Unicode letters and digits, '.', '-', '_' only;
  * no '..', no leading or trailing '/', not ending in '.lock', and not 'main' (the default
- * branch). Returns what is wrong, or null for a good name.
+ * branch); and, since Lance then fails on its tree's path, no segment '.'. Returns what is wrong, or null for a good name.
  */
 export function branchNameProblem(name: string): string | null {
   if (name === '') return 'a branch name must not be empty';
@@ -33,6 +33,8 @@ export function branchNameProblem(name: string): string | null {
   if (name.includes('..')) return 'a branch name must not contain ".."';
   for (const segment of name.split('/')) {
     if (segment === '') return 'a branch name must not have an empty segment between "/"';
+    // Lance accepts it, then fails on the path tree/<name>/ (object_store: illegal character sequence ".").
+    if (segment === '.') return 'a branch name must not have a segment "."';
     if (!SEGMENT.test(segment)) return `its segment ${JSON.stringify(segment)} has a character other than a letter, a digit, ".", "-" or "_"`;
   }
   if (name.endsWith('.lock')) return 'a branch name must not end with ".lock"';
