@@ -254,6 +254,22 @@ describe.each(backends())('branches on $name', (backend) => {
     }
   }
 
+  it('describes by a tag on the branch the tag points into; a tag with a version or a branch is 400 code 13', async () => {
+    await createTable('dt1', 3); // main: v1 5 rows, v2 4, v3 3
+    expect((await post('dt1', 'branches/create', { name: 'dev', from_version: 1 })).status).toBe(200);
+    expect((await fx.t.call('POST', path('dt1', 'insert', '?branch=dev'), peopleStream([10, 11, 12]), ARROW)).status).toBe(200); // dev v2: 8 rows
+    expect((await post('dt1', 'tags/create', { branch: 'dev', tag: 'devtag', version: 2 })).status).toBe(200);
+    const detailed = { load_detailed_metadata: true };
+    const byTag = await post('dt1', 'describe', { tag: 'devtag', ...detailed });
+    const devV2 = await post('dt1', 'describe', { branch: 'dev', version: 2, ...detailed });
+    const mainV2 = await post('dt1', 'describe', { version: 2, ...detailed });
+    expect(devV2.json.stats).not.toEqual(mainV2.json.stats);
+    expect([byTag.status, byTag.json.version, byTag.json.stats]).toEqual([200, 2, devV2.json.stats]);
+    for (const branch of ['dev', 'other', 'main']) expectError(await post('dt1', 'describe', { tag: 'devtag', branch, ...detailed }), 400, 13, /branch or tag/);
+    expectError(await post('dt1', 'describe', { tag: 'devtag', branch: 'dev' }), 400, 13, /branch or tag/);
+    expectError(await post('dt1', 'describe', { tag: 'devtag', version: 2, ...detailed }), 400, 13, /version or tag/);
+  });
+
   it('writes on a branch land on it alone: rows, columns, metadata, indices, tags and restore; main and the other branches stay as they were', async () => {
     const location = await createTable('w1', 1);
     expect((await post('w1', 'branches/create', { name: 'dev' })).status).toBe(200);
