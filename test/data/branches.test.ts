@@ -270,6 +270,24 @@ describe.each(backends())('branches on $name', (backend) => {
     expectError(await post('dt1', 'describe', { tag: 'devtag', version: 2, ...detailed }), 400, 13, /version or tag/);
   });
 
+  it('a branch in the query string and another in the body is 400 code 13, changing nothing; the same line in both is one', async () => {
+    await createTable('qb1', 1);
+    expect((await post('qb1', 'create_scalar_index', { column: 'id', index_type: 'btree', name: 'id_idx' })).status).toBe(200);
+    expect((await post('qb1', 'branches/create', { name: 'dev' })).status).toBe(200);
+    const names = async (query: string) =>
+      ((await fx.t.call('GET', path('qb1', 'index/list', query))).json.indexes as Array<{ index_name: string }>).map((i) => i.index_name);
+    for (const query of ['?branch=', '?branch=main', '?branch=other'])
+      expectError(await fx.t.call('POST', path('qb1', 'index/id_idx/drop', query), { branch: 'dev' }), 400, 13, /different lines/);
+    expectError(await fx.t.call('POST', path('qb1', 'index/id_idx/drop', '?branch=dev'), { branch: '' }), 400, 13, /different lines/);
+    expect([await names(''), await names('?branch=dev')]).toEqual([['id_idx'], ['id_idx']]);
+    for (const op of ['count_rows', 'version/list', 'stats', 'index/list'])
+      expectError(await post('qb1', op, { branch: 'dev' }, '?branch=main'), 400, 13, /different lines/);
+    expect((await post('qb1', 'count_rows', { branch: 'main' }, '?branch=')).status).toBe(200);
+    expect((await post('qb1', 'count_rows', { branch: null }, '?branch=dev')).status).toBe(200);
+    expect((await fx.t.call('POST', path('qb1', 'index/id_idx/drop', '?branch=dev'), { branch: 'dev' })).status).toBe(200);
+    expect([await names(''), await names('?branch=dev')]).toEqual([['id_idx'], []]);
+  });
+
   it('writes on a branch land on it alone: rows, columns, metadata, indices, tags and restore; main and the other branches stay as they were', async () => {
     const location = await createTable('w1', 1);
     expect((await post('w1', 'branches/create', { name: 'dev' })).status).toBe(200);
