@@ -94,6 +94,7 @@ describe.each(backends())('branches on $name', (backend) => {
     expect(await engineView(location, 'dev')).toEqual([2, 4]);
     expectError(await post('missing', 'branches/create', { name: 'x' }), 404, 4);
     expectError(await post('missing', 'branches/list'), 404, 4);
+    expectError(await post('missing', 'branches/list', { limit: 0 }), 404, 4);
   });
 
   it("deletes a branch and its tree, keeps one others were forked from (Lance's rule: 409 code 19 naming them), 404 code 22 for a missing one", async () => {

@@ -46,8 +46,8 @@ export class BranchService {
     const scope = JSON.stringify(id);
     const afterName = pageTokens.decode('branches', scope, page.pageToken);
     const limit = page.limit ?? DEFAULT_BRANCH_PAGE;
-    if (limit === 0) return { branches: {}, page_token: null };
     const table = await resolveTable(this.tables.catalog, id);
+    if (limit === 0) return { branches: {}, page_token: null };
     const listed = await listBranchRefs(table.dir, { ...(afterName === undefined ? {} : { afterName }), limit: Math.min(limit, DEFAULT_BRANCH_PAGE) });
     const branches: Record<string, BranchContents> = {};
     for (const { name, contents } of listed.branches) branches[name] = contents;
