@@ -289,6 +289,27 @@ describe.each(backends())('branches on $name', (backend) => {
     expect([await names(''), await names('?branch=dev')]).toEqual([['id_idx'], []]);
   });
 
+  it('names the branch in a 404 code 11: a version it lacks, and a branch whose every version was deleted', async () => {
+    await createTable('nv1', 2);
+    expect((await post('nv1', 'branches/create', { name: 'dev' })).status).toBe(200);
+    for (const [op, body] of [
+      ['count_rows', { branch: 'dev', version: 99 }],
+      ['describe', { branch: 'dev', version: 99, load_detailed_metadata: true }],
+      ['restore', { branch: 'dev', version: 99 }],
+      ['tags/create', { branch: 'dev', tag: 't99', version: 99 }],
+    ] as const)
+      expectError(await post('nv1', op, body), 404, 11, /has no version 99 on branch "dev"$/);
+    expect((await post('nv1', 'version/delete', { branch: 'dev', ranges: [{ start_version: 0, end_version: 100 }] })).status).toBe(200);
+    for (const res of [
+      await post('nv1', 'count_rows', { branch: 'dev' }),
+      await post('nv1', 'describe', { branch: 'dev', load_detailed_metadata: true }),
+      await fx.t.call('POST', path('nv1', 'insert', '?branch=dev'), peopleStream([11]), ARROW),
+    ]) {
+      expectError(res, 404, 11, /has no version on branch "dev"/);
+      expect(String(res.json.error)).not.toMatch(/undefined|_versions/);
+    }
+  });
+
   it('writes on a branch land on it alone: rows, columns, metadata, indices, tags and restore; main and the other branches stay as they were', async () => {
     const location = await createTable('w1', 1);
     expect((await post('w1', 'branches/create', { name: 'dev' })).status).toBe(200);

@@ -185,6 +185,9 @@ function parseBranchRef(name: string, key: string, body: Buffer, etag: string): 
   return { name, contents, etag };
 }
 
+/** The words that name a line of history in a message: none for main. */
+export const onBranch = (branch: BranchName): string => (branch === null ? '' : ` on branch ${JSON.stringify(branch)}`);
+
 /** The 404 code 22 of a branch that does not exist. */
 export function branchNotFound(tableName: string, name: string): NamespaceError {
   return new NamespaceError(ErrorCode.TableBranchNotFound, `table ${tableName} has no branch ${JSON.stringify(name)}`);

@@ -1,4 +1,3 @@
-import { EngineError } from '../../engine/lance-engine.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type { DescribeTableRequest, DescribeTableResponse } from '../../model/tables.js';
 import { type BranchName, branchDir, normalizeBranch, resolveBranch } from '../branches/branch-refs.js';
@@ -62,11 +61,7 @@ export async function describeTable(
     const early = expected === undefined ? undefined : versions.readManifest(expected).catch(() => null);
     const at = { ...datasetAt(dir), ...(branch ? { branch: branch.name } : {}), ...(latest ? { latest } : {}) };
     const { version, schema } = await deps.engine.describeDataset(at, asked).catch((e: unknown) => {
-      if (e instanceof EngineError && e.kind === 'version_not_found') {
-        const where = branch ? ` on branch ${JSON.stringify(branch.name)}` : '';
-        throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}${where}`, { cause: e });
-      }
-      throw engineFailure(e, id);
+      throw engineFailure(e, id, { version: asked, branch: branch?.name ?? null });
     });
     const manifest = (version === expected ? await early : null) ?? (await versions.readManifest(version));
     response.table = ref.name;
