@@ -105,6 +105,10 @@ describe.each(backends())('branches on $name', (backend) => {
     const treeKey = `${location.slice(store.location('').length).replace(/^\//, '')}/tree/`;
     expect((await store.list(treeKey)).objects.length).toBeGreaterThan(0);
     expectError(await post('b3', 'branches/delete', { name: 'parent' }), 409, 19, /child/);
+    // Lance keeps a branch a tag points into as well.
+    expect((await post('b3', 'tags/create', { branch: 'child', tag: 'on-child', version: 2 })).status).toBe(200);
+    expectError(await post('b3', 'branches/delete', { name: 'child' }), 409, 19, /on-child/);
+    expect((await post('b3', 'tags/delete', { tag: 'on-child' })).status).toBe(200);
     expect(Object.keys((await post('b3', 'branches/list')).json.branches as object).sort()).toEqual(['child', 'parent']);
     expect((await post('b3', 'branches/delete', { name: 'child' })).status).toBe(200);
     expect((await post('b3', 'branches/delete', { name: 'parent' })).status).toBe(200);
