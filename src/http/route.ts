@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { ErrorCode, invalidInput, NamespaceError } from '../model/errors.js';
+import { normalizeBranch } from '../service/branches/branch-refs.js';
 import type { RequestContext } from '../service/context/request-context.js';
 import { escapeRegExp } from './errors.js';
 import type { BoundedList, LargeBodySlots } from './limits.js';
@@ -147,6 +148,21 @@ export function queryOrBody<Q extends object, B extends object, K extends keyof 
   const out = {} as { [P in K]: Exclude<Q[P], undefined> | B[P] };
   for (const key of keys) out[key] = (query[key] ?? body[key]) as Exclude<Q[typeof key], undefined> | B[typeof key];
   return out;
+}
+
+/**
+ * The `branch` of a route that takes it in the query string and in the body. Both may carry it; when
+ * both name a line (null and absent name none; "" and "main" name main) they must name the same one
+ * (400 code 13 otherwise), so that a write never lands on a line its sender did not mean.
+ */
+export function branchOfQueryOrBody(query: { branch?: string | null }, body: { branch?: string | null }): string | null | undefined {
+  const [inQuery, inBody] = [query.branch, body.branch];
+  if (inQuery === undefined || inQuery === null) return inBody;
+  if (inBody !== undefined && inBody !== null && normalizeBranch(inQuery) !== normalizeBranch(inBody))
+    throw invalidInput(
+      `the query string's branch ${JSON.stringify(inQuery)} and the body's ${JSON.stringify(inBody)} name different lines of history; give one`,
+    );
+  return inQuery;
 }
 
 /** The object shape of a schema, if it is an object schema. */

@@ -78,6 +78,11 @@ describe.each(backends())('branches on $name', (backend) => {
     expectError(await post('b2', 'branches/create', { name: 'x', from_branch: 'dev', from_version: 9 }), 404, 11, /version 9/);
     for (const name of ['main', '', 'a..b', 'a//b', '/a', 'a/', 'x.lock', 'sp ace', 'at@', 'back\\slash'])
       expectError(await post('b2', 'branches/create', { name }), 400, 13, /branch name/);
+    for (const name of ['.', 'a/./b', 'dev/.']) {
+      expectError(await post('b2', 'branches/create', { name, from_branch: 'dev' }), 400, 13, /segment "\."/);
+      expectError(await post('b2', 'count_rows', { branch: name }), 400, 13, /segment "\."/);
+      expectError(await post('b2', 'branches/delete', { name }), 400, 13, /segment "\."/);
+    }
     expectError(await post('b2', 'branches/create', { name: 'x', from_branch: 'a..b' }), 400, 13, /from_branch/);
     // A name no store can hold as a file name (255 bytes on a local disk; S3 keys end at 1,024).
     for (const name of ['x'.repeat(300), 'é'.repeat(200), `${'seg/'.repeat(300)}x`]) {
@@ -89,6 +94,7 @@ describe.each(backends())('branches on $name', (backend) => {
     expect(await engineView(location, 'dev')).toEqual([2, 4]);
     expectError(await post('missing', 'branches/create', { name: 'x' }), 404, 4);
     expectError(await post('missing', 'branches/list'), 404, 4);
+    expectError(await post('missing', 'branches/list', { limit: 0 }), 404, 4);
   });
 
   it("deletes a branch and its tree, keeps one others were forked from (Lance's rule: 409 code 19 naming them), 404 code 22 for a missing one", async () => {
@@ -99,6 +105,10 @@ describe.each(backends())('branches on $name', (backend) => {
     const treeKey = `${location.slice(store.location('').length).replace(/^\//, '')}/tree/`;
     expect((await store.list(treeKey)).objects.length).toBeGreaterThan(0);
     expectError(await post('b3', 'branches/delete', { name: 'parent' }), 409, 19, /child/);
+    // Lance keeps a branch a tag points into as well.
+    expect((await post('b3', 'tags/create', { branch: 'child', tag: 'on-child', version: 2 })).status).toBe(200);
+    expectError(await post('b3', 'branches/delete', { name: 'child' }), 409, 19, /on-child/);
+    expect((await post('b3', 'tags/delete', { tag: 'on-child' })).status).toBe(200);
     expect(Object.keys((await post('b3', 'branches/list')).json.branches as object).sort()).toEqual(['child', 'parent']);
     expect((await post('b3', 'branches/delete', { name: 'child' })).status).toBe(200);
     expect((await post('b3', 'branches/delete', { name: 'parent' })).status).toBe(200);
@@ -109,6 +119,28 @@ describe.each(backends())('branches on $name', (backend) => {
     // A deleted name can be taken again.
     expect((await post('b3', 'branches/create', { name: 'parent' })).status).toBe(200);
     expect(await engineView(location, null)).toEqual([2, 4]);
+  });
+
+  it("keeps a branch's tree whole: a name whose later segment names one of its directories is 400 code 13 to create and 409 code 19 to delete", async () => {
+    const location = await createTable('b3n', 1);
+    expect((await post('b3n', 'branches/create', { name: 'x' })).status).toBe(200);
+    expect((await fx.t.call('POST', path('b3n', 'insert', '?branch=x'), peopleStream([10, 11]), ARROW)).status).toBe(200);
+    const before = await engineView(location, 'x');
+    for (const segment of ['data', '_versions', '_transactions', '_indices', '_deletions', '_refs', '_catalog', 'tree'])
+      expectError(await post('b3n', 'branches/create', { name: `x/${segment}`, from_branch: 'x' }), 400, 13, new RegExp(`"${segment}"`));
+    expectError(await post('b3n', 'branches/create', { name: 'x/ok/data' }), 400, 13, /"x\/ok"/);
+    // pylance makes such a name; deleting it through Lance would remove x's data files: the service refuses.
+    const { store } = fx.root;
+    const refs = `${location.slice(store.location('').length).replace(/^\//, '')}/_refs/branches/`;
+    const xRef = await store.get(`${refs}x.json`);
+    await store.put(`${refs}x%2Fdata.json`, xRef?.body ?? '');
+    expect(Object.keys((await post('b3n', 'branches/list')).json.branches as object).sort()).toEqual(['x', 'x/data']);
+    expectError(await post('b3n', 'branches/delete', { name: 'x/data' }), 409, 19, /x\/data/);
+    expect(await engineView(location, 'x')).toEqual(before);
+    expect((await post('b3n', 'count_rows', { branch: 'x' })).text).toBe(String(before[1]));
+    // A segment that merely starts or ends like one is a name like any other, and so is a first segment.
+    for (const name of ['data', 'tree', 'x/database', 'x/my_data'])
+      expect((await post('b3n', 'branches/create', { name, from_branch: 'x' })).status, name).toBe(200);
   });
 
   it('settles concurrent creates of one name: one wins, the others are 409 code 23, and the branch is whole', async () => {
@@ -226,6 +258,61 @@ describe.each(backends())('branches on $name', (backend) => {
       opened.close();
     }
   }
+
+  it('describes by a tag on the branch the tag points into; a tag with a version or a branch is 400 code 13', async () => {
+    await createTable('dt1', 3); // main: v1 5 rows, v2 4, v3 3
+    expect((await post('dt1', 'branches/create', { name: 'dev', from_version: 1 })).status).toBe(200);
+    expect((await fx.t.call('POST', path('dt1', 'insert', '?branch=dev'), peopleStream([10, 11, 12]), ARROW)).status).toBe(200); // dev v2: 8 rows
+    expect((await post('dt1', 'tags/create', { branch: 'dev', tag: 'devtag', version: 2 })).status).toBe(200);
+    const detailed = { load_detailed_metadata: true };
+    const byTag = await post('dt1', 'describe', { tag: 'devtag', ...detailed });
+    const devV2 = await post('dt1', 'describe', { branch: 'dev', version: 2, ...detailed });
+    const mainV2 = await post('dt1', 'describe', { version: 2, ...detailed });
+    expect(devV2.json.stats).not.toEqual(mainV2.json.stats);
+    expect([byTag.status, byTag.json.version, byTag.json.stats]).toEqual([200, 2, devV2.json.stats]);
+    for (const branch of ['dev', 'other', 'main']) expectError(await post('dt1', 'describe', { tag: 'devtag', branch, ...detailed }), 400, 13, /branch or tag/);
+    expectError(await post('dt1', 'describe', { tag: 'devtag', branch: 'dev' }), 400, 13, /branch or tag/);
+    expectError(await post('dt1', 'describe', { tag: 'devtag', version: 2, ...detailed }), 400, 13, /version or tag/);
+  });
+
+  it('a branch in the query string and another in the body is 400 code 13, changing nothing; the same line in both is one', async () => {
+    await createTable('qb1', 1);
+    expect((await post('qb1', 'create_scalar_index', { column: 'id', index_type: 'btree', name: 'id_idx' })).status).toBe(200);
+    expect((await post('qb1', 'branches/create', { name: 'dev' })).status).toBe(200);
+    const names = async (query: string) =>
+      ((await fx.t.call('GET', path('qb1', 'index/list', query))).json.indexes as Array<{ index_name: string }>).map((i) => i.index_name);
+    for (const query of ['?branch=', '?branch=main', '?branch=other'])
+      expectError(await fx.t.call('POST', path('qb1', 'index/id_idx/drop', query), { branch: 'dev' }), 400, 13, /different lines/);
+    expectError(await fx.t.call('POST', path('qb1', 'index/id_idx/drop', '?branch=dev'), { branch: '' }), 400, 13, /different lines/);
+    expect([await names(''), await names('?branch=dev')]).toEqual([['id_idx'], ['id_idx']]);
+    for (const op of ['count_rows', 'version/list', 'stats', 'index/list'])
+      expectError(await post('qb1', op, { branch: 'dev' }, '?branch=main'), 400, 13, /different lines/);
+    expect((await post('qb1', 'count_rows', { branch: 'main' }, '?branch=')).status).toBe(200);
+    expect((await post('qb1', 'count_rows', { branch: null }, '?branch=dev')).status).toBe(200);
+    expect((await fx.t.call('POST', path('qb1', 'index/id_idx/drop', '?branch=dev'), { branch: 'dev' })).status).toBe(200);
+    expect([await names(''), await names('?branch=dev')]).toEqual([['id_idx'], []]);
+  });
+
+  it('names the branch in a 404 code 11: a version it lacks, and a branch whose every version was deleted', async () => {
+    await createTable('nv1', 2);
+    expect((await post('nv1', 'branches/create', { name: 'dev' })).status).toBe(200);
+    for (const [op, body] of [
+      ['count_rows', { branch: 'dev', version: 99 }],
+      ['describe', { branch: 'dev', version: 99, load_detailed_metadata: true }],
+      ['restore', { branch: 'dev', version: 99 }],
+      ['tags/create', { branch: 'dev', tag: 't99', version: 99 }],
+    ] as const)
+      expectError(await post('nv1', op, body), 404, 11, /has no version 99 on branch "dev"$/);
+    expect((await post('nv1', 'version/delete', { branch: 'dev', ranges: [{ start_version: 0, end_version: 100 }] })).status).toBe(200);
+    for (const res of [
+      await post('nv1', 'count_rows', { branch: 'dev' }),
+      await post('nv1', 'describe', { branch: 'dev', load_detailed_metadata: true }),
+      await fx.t.call('POST', path('nv1', 'insert', '?branch=dev'), peopleStream([11]), ARROW),
+    ]) {
+      expectError(res, 404, 11, /has no version on branch "dev"/);
+      expect(String(res.json.error)).not.toMatch(/undefined|_versions/);
+    }
+  });
 
   it('writes on a branch land on it alone: rows, columns, metadata, indices, tags and restore; main and the other branches stay as they were', async () => {
     const location = await createTable('w1', 1);

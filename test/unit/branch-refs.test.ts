@@ -8,7 +8,10 @@ import {
   branchTreeDir,
   listBranchRefs,
   normalizeBranch,
+  requireBranchName,
+  requireDeletableBranchName,
   resolveBranch,
+  treeClashProblem,
 } from '../../src/service/branches/branch-refs.js';
 import type { StoreDir } from '../../src/service/catalog/locations.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
@@ -41,6 +44,7 @@ describe('branch names, as Lance checks them', () => {
       'with-dash',
       'with_underscore',
       'with.dot',
+      '.x/x.',
       'é',
     ])
       expect(branchNameProblem(name), name).toBeNull();
@@ -58,10 +62,22 @@ describe('branch names, as Lance checks them', () => {
       'bad segment',
       'main',
       'a%2Fb',
+      '.',
+      'a/./b',
+      'dev/.',
       'x'.repeat(201),
       'é'.repeat(34),
     ])
       expect(branchNameProblem(name), name).not.toBeNull();
+  });
+  it('refuses a new name whose later segment names a directory of a branch tree, and still reads one', () => {
+    for (const name of ['x/data', 'x/_versions', 'x/_catalog', 'a/b/tree', 'x/_new_dir/y'])
+      expect([treeClashProblem(name), normalizeBranch(name)], name).toEqual([expect.stringContaining('segment'), name]);
+    for (const name of ['data', '_x', 'tree/a', 'x/database', 'x/my_data']) expect(treeClashProblem(name), name).toBeNull();
+    expect(treeClashProblem('a/b/data')).toContain('"a/b"');
+    expect(() => requireBranchName('x/data')).toThrow(/not a valid branch name/);
+    expect(() => requireDeletableBranchName('x/data')).toThrow(expect.objectContaining({ code: ErrorCode.InvalidTableState }));
+    expect(() => requireDeletableBranchName('main')).toThrow(expect.objectContaining({ code: ErrorCode.InvalidInput }));
   });
   it('reads absent, null, "" and "main" as main, and refuses a bad name with 400 code 13 naming the field', () => {
     for (const branch of [undefined, null, '', 'main']) expect(normalizeBranch(branch)).toBeNull();

@@ -40,7 +40,7 @@ export function branchRoutes(branches: BranchService): RouteGroup {
     }),
     defineRoute({
       operationId: 'DeleteTableBranch',
-      summary: 'Delete a branch and its history (409 code 19 while other branches were forked from it)',
+      summary: 'Delete a branch and its history (409 code 19 while other branches were forked from it or a tag points into it)',
       tag: 'Branch',
       paths: ['/table/{id}/branches/delete'],
       methods: ['POST'],

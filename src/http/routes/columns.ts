@@ -17,7 +17,7 @@ import {
   UpdateTableSchemaMetadataQuery,
 } from '../../model/columns.js';
 import type { ColumnService } from '../../service/data/columns.js';
-import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
+import { branchOfQueryOrBody, defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function columnRoutes(columns: ColumnService): RouteGroup {
   return routeGroup('/v1', [
@@ -87,7 +87,7 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       body: GetTableStatsRequest,
       query: BranchQuery,
       response: GetTableStatsResponse,
-      handler: ({ ctx, id, body, query }) => columns.tableStats(ctx, id, queryOrBody(query, body, ['branch']).branch),
+      handler: ({ ctx, id, body, query }) => columns.tableStats(ctx, id, branchOfQueryOrBody(query, body)),
     }),
     defineRoute({
       operationId: 'DescribeTableIndexStats',
@@ -99,7 +99,12 @@ export function columnRoutes(columns: ColumnService): RouteGroup {
       query: DescribeTableIndexStatsQuery,
       response: DescribeTableIndexStatsResponse,
       handler: ({ ctx, id, body, query, params }) =>
-        columns.indexStats(ctx, id, { indexName: params.index_name ?? '', bodyIndexName: body.index_name, ...queryOrBody(query, body, ['version', 'branch']) }),
+        columns.indexStats(ctx, id, {
+          indexName: params.index_name ?? '',
+          bodyIndexName: body.index_name,
+          ...queryOrBody(query, body, ['version']),
+          branch: branchOfQueryOrBody(query, body),
+        }),
     }),
   ]);
 }

@@ -11,7 +11,7 @@ import {
   ListTableIndicesResponse,
 } from '../../model/indices.js';
 import type { IndexService } from '../../service/data/indices.js';
-import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
+import { branchOfQueryOrBody, defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function indexRoutes(indices: IndexService): RouteGroup {
   return routeGroup('/v1', [
@@ -47,7 +47,8 @@ export function indexRoutes(indices: IndexService): RouteGroup {
       query: ListTableIndicesQuery,
       response: ListTableIndicesResponse,
       handler: ({ ctx, id, body, query }) => {
-        const { page_token, limit, version, branch } = queryOrBody(query, body, ['page_token', 'limit', 'version', 'branch']);
+        const { page_token, limit, version } = queryOrBody(query, body, ['page_token', 'limit', 'version']);
+        const branch = branchOfQueryOrBody(query, body);
         return indices.list(ctx, id, { pageToken: page_token, limit, version, branch });
       },
     }),
@@ -67,7 +68,7 @@ export function indexRoutes(indices: IndexService): RouteGroup {
         if (body.index_name && body.index_name !== name) {
           throw invalidInput(`the index_name in the body ${JSON.stringify(body.index_name)} does not match the one in the path ${JSON.stringify(name)}`);
         }
-        return indices.drop(ctx, id, name, queryOrBody(query, body, ['branch']).branch);
+        return indices.drop(ctx, id, name, branchOfQueryOrBody(query, body));
       },
     }),
   ]);

@@ -14,7 +14,7 @@ import {
   UpdateTableResponse,
 } from '../../model/rows.js';
 import type { RowService } from '../../service/data/rows.js';
-import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
+import { branchOfQueryOrBody, defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function rowRoutes(rows: RowService): RouteGroup {
   return routeGroup('/v1', [
@@ -74,7 +74,8 @@ export function rowRoutes(rows: RowService): RouteGroup {
       body: CountTableRowsRequest,
       query: CountTableRowsQuery,
       response: CountTableRowsResponse,
-      handler: ({ ctx, id, body, query }) => rows.count(ctx, id, queryOrBody(query, body, ['predicate', 'version', 'branch'])),
+      handler: ({ ctx, id, body, query }) =>
+        rows.count(ctx, id, { ...queryOrBody(query, body, ['predicate', 'version']), branch: branchOfQueryOrBody(query, body) }),
     }),
     defineRoute({
       operationId: 'RestoreTable',

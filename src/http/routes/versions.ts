@@ -14,7 +14,7 @@ import {
   ListTableVersionsResponse,
 } from '../../model/versions.js';
 import type { TableVersionService } from '../../service/versions/table-version-service.js';
-import { defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
+import { branchOfQueryOrBody, defineRoute, queryOrBody, type RouteGroup, routeGroup } from '../route.js';
 
 export function versionRoutes(versions: TableVersionService): RouteGroup {
   return routeGroup('/v1', [
@@ -49,7 +49,8 @@ export function versionRoutes(versions: TableVersionService): RouteGroup {
       query: ListTableVersionsQuery,
       response: ListTableVersionsResponse,
       handler: ({ ctx, id, body, query }) => {
-        const { page_token, limit, descending, branch } = queryOrBody(query, body, ['page_token', 'limit', 'descending', 'branch']);
+        const { page_token, limit, descending } = queryOrBody(query, body, ['page_token', 'limit', 'descending']);
+        const branch = branchOfQueryOrBody(query, body);
         return versions.list(ctx, id, { pageToken: page_token, limit, descending, branch });
       },
     }),

@@ -24,7 +24,7 @@ const MAIN = 'main';
  * Lance's rule for a branch name (lance-table `check_valid_branch`, as pylance 14 applies it):
  * '/'-separated segments, none empty, each of Unicode letters and digits, '.', '-', '_' only;
  * no '..', no leading or trailing '/', not ending in '.lock', and not 'main' (the default
- * branch). Returns what is wrong, or null for a good name.
+ * branch); and, since Lance then fails on its tree's path, no segment '.'. Returns what is wrong, or null for a good name.
  */
 export function branchNameProblem(name: string): string | null {
   if (name === '') return 'a branch name must not be empty';
@@ -33,6 +33,8 @@ export function branchNameProblem(name: string): string | null {
   if (name.includes('..')) return 'a branch name must not contain ".."';
   for (const segment of name.split('/')) {
     if (segment === '') return 'a branch name must not have an empty segment between "/"';
+    // Lance accepts it, then fails on the path tree/<name>/ (object_store: illegal character sequence ".").
+    if (segment === '.') return 'a branch name must not have a segment "."';
     if (!SEGMENT.test(segment)) return `its segment ${JSON.stringify(segment)} has a character other than a letter, a digit, ".", "-" or "_"`;
   }
   if (name.endsWith('.lock')) return 'a branch name must not end with ".lock"';
@@ -50,10 +52,42 @@ const MAX_ENCODED_NAME_BYTES = 200;
 // Rust's char::is_alphanumeric is Unicode's Alphabetic or Numeric.
 const SEGMENT = /^[\p{Alphabetic}\p{N}._-]+$/u;
 
-/** A 400 code 13 unless `name` is a name Lance accepts for a new branch. */
+/**
+ * Branch `a/<seg>` keeps its history in `tree/a/<seg>/`, inside branch `a`'s own tree; Lance accepts
+ * a segment that names one of `a`'s directories (`data`, `_versions`...), and deleting such a
+ * branch removes that directory of `a` with it. So no segment after the first may name a directory
+ * a dataset's tree holds or may hold: `data`, `tree`, or any name starting with "_" (Lance's
+ * `_versions`, `_transactions`, `_indices`, `_deletions`, `_refs`, the service's `_catalog`...).
+ * Returns what is wrong, or null.
+ */
+export function treeClashProblem(name: string): string | null {
+  const segments = name.split('/');
+  const at = segments.findIndex((segment, i) => i > 0 && (segment.startsWith('_') || segment === 'data' || segment === 'tree'));
+  if (at === -1) return null;
+  return `its segment ${JSON.stringify(segments[at])} would put its tree inside a directory of the tree of branch ${JSON.stringify(segments.slice(0, at).join('/'))} (no segment after the first may be "data", "tree" or start with "_")`;
+}
+
+/**
+ * A 400 code 13 unless `name` is a name for a new branch: one Lance accepts whose tree does not
+ * lie inside another branch's directories.
+ */
 export function requireBranchName(name: string, field = 'name'): void {
-  const problem = branchNameProblem(name);
+  refuseBadName(name, field, branchNameProblem(name) ?? treeClashProblem(name));
+}
+
+function refuseBadName(name: string, field: string, problem: string | null): void {
   if (problem !== null) throw invalidInput(`${field} ${JSON.stringify(name)} is not a valid branch name: ${problem}`);
+}
+
+/**
+ * A 400 code 13 unless `name` is a name Lance accepts; a 409 code 19 when it is one whose tree lies
+ * inside another branch's directories (treeClashProblem; only pylance makes those): Lance would
+ * delete that directory of the other branch with it, so the service never hands such a delete to Lance.
+ */
+export function requireDeletableBranchName(name: string): void {
+  refuseBadName(name, 'name', branchNameProblem(name));
+  const clash = treeClashProblem(name);
+  if (clash !== null) throw new NamespaceError(ErrorCode.InvalidTableState, `branch ${JSON.stringify(name)} cannot be deleted: ${clash}`);
 }
 
 /**
@@ -62,7 +96,8 @@ export function requireBranchName(name: string, field = 'name'): void {
  */
 export function normalizeBranch(branch: string | null | undefined, field = 'branch'): BranchName {
   if (branch === undefined || branch === null || branch === '' || branch === MAIN) return null;
-  requireBranchName(branch, field);
+  // A name whose tree clashes with another branch's (treeClashProblem) may exist, made by pylance: it can be read.
+  refuseBadName(branch, field, branchNameProblem(branch));
   return branch;
 }
 
@@ -149,6 +184,9 @@ function parseBranchRef(name: string, key: string, body: Buffer, etag: string): 
   if (parentBranch !== null && parentBranch !== undefined && parentBranch !== MAIN) contents.parentBranch = parentBranch;
   return { name, contents, etag };
 }
+
+/** The words that name a line of history in a message: none for main. */
+export const onBranch = (branch: BranchName): string => (branch === null ? '' : ` on branch ${JSON.stringify(branch)}`);
 
 /** The 404 code 22 of a branch that does not exist. */
 export function branchNotFound(tableName: string, name: string): NamespaceError {

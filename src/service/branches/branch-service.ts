@@ -15,7 +15,7 @@ import { awaitClaim } from '../coordination/claims.js';
 import type { DataTables, OpenTable } from '../data/data-tables.js';
 import { onEngine } from '../errors/engine-errors.js';
 import { resolveTable } from '../tables/resolved-table.js';
-import { findBranchRef, listBranchRefs, normalizeBranch, requireBranchName, resolveBranch } from './branch-refs.js';
+import { findBranchRef, listBranchRefs, normalizeBranch, requireBranchName, requireDeletableBranchName, resolveBranch } from './branch-refs.js';
 
 /** A page of branches without a `limit` holds at most this many: one LIST of the refs and as many GETs. */
 export const DEFAULT_BRANCH_PAGE = 1000;
@@ -46,8 +46,8 @@ export class BranchService {
     const scope = JSON.stringify(id);
     const afterName = pageTokens.decode('branches', scope, page.pageToken);
     const limit = page.limit ?? DEFAULT_BRANCH_PAGE;
-    if (limit === 0) return { branches: {}, page_token: null };
     const table = await resolveTable(this.tables.catalog, id);
+    if (limit === 0) return { branches: {}, page_token: null };
     const listed = await listBranchRefs(table.dir, { ...(afterName === undefined ? {} : { afterName }), limit: Math.min(limit, DEFAULT_BRANCH_PAGE) });
     const branches: Record<string, BranchContents> = {};
     for (const { name, contents } of listed.branches) branches[name] = contents;
@@ -75,7 +75,7 @@ export class BranchService {
   }
 
   async delete(ctx: RequestContext, id: string[], request: DeleteTableBranchRequest): Promise<DeleteTableBranchResponse> {
-    requireBranchName(request.name);
+    requireDeletableBranchName(request.name);
     await this.changeRefs(ctx, id, async (table) => {
       await resolveBranch(table.dir, request.name, displayId(id));
       await onEngine(id, () => this.tables.engine.branches.delete(unmanaged(table), request.name));

@@ -78,7 +78,7 @@ export class TagService {
 }
 
 /** The branch tag `name` points into (Lance's ref `_refs/tags/<name>.json`); undefined for main or a tag gone meanwhile. */
-async function tagBranch(dir: StoreDir, name: string): Promise<string | undefined> {
+export async function tagBranch(dir: StoreDir, name: string): Promise<string | undefined> {
   const object = await dir.store.get(`${dir.key}_refs/tags/${encodeURIComponent(name)}.json`);
   if (!object) return undefined;
   try {

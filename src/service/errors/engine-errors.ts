@@ -2,6 +2,7 @@ import { EngineError } from '../../engine/lance-engine.js';
 import { MergeTimedOut } from '../../engine/ports/rows.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import { InvalidKeyError, PreconditionFailedError, StoreUnavailableError } from '../../store/object-store.js';
+import { type BranchName, onBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 
 // The one translation of store and engine failures into the NamespaceError a client sees. Engine
@@ -12,6 +13,8 @@ import { displayId } from '../catalog/catalog.js';
 export interface EngineFailureContext {
   /** The version the request asked for: a missing version is then named as that version (the engine names a manifest path). */
   version?: number | undefined;
+  /** The branch the request worked on (branch-refs.ts normalizeBranch); main when absent or null. */
+  branch?: BranchName | undefined;
 }
 
 /**
@@ -44,10 +47,13 @@ export function engineFailure(e: unknown, id: string[], about: EngineFailureCont
       return as(ErrorCode.ConcurrentModification, `${table}: ${e.message}`);
     case 'not_a_dataset':
       return as(ErrorCode.InvalidTableState, `${table} has no readable Lance dataset: ${e.message}`);
-    case 'version_not_found':
-      return about.version === undefined
-        ? as(ErrorCode.TableVersionNotFound, `${table}: ${e.message}`)
-        : as(ErrorCode.TableVersionNotFound, `${table} has no version ${about.version}`);
+    case 'version_not_found': {
+      const branch = about.branch ?? null;
+      if (about.version !== undefined) return as(ErrorCode.TableVersionNotFound, `${table} has no version ${about.version}${onBranch(branch)}`);
+      // A branch whose every version was deleted (its ref stays): Lance names the missing directory.
+      if (branch !== null) return as(ErrorCode.TableVersionNotFound, `${table} has no version${onBranch(branch)} (every version of it was deleted)`);
+      return as(ErrorCode.TableVersionNotFound, `${table}: ${e.message}`);
+    }
     case 'column_not_found':
       return as(ErrorCode.TableColumnNotFound, `${table}: ${e.message}`);
     case 'index_not_found':

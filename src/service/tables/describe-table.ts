@@ -1,12 +1,12 @@
-import { EngineError } from '../../engine/lance-engine.js';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
 import type { DescribeTableRequest, DescribeTableResponse } from '../../model/tables.js';
-import { branchDir, normalizeBranch, resolveBranch } from '../branches/branch-refs.js';
+import { type BranchName, branchDir, normalizeBranch, resolveBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { tableRefOf } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
+import { tagBranch } from '../data/tags.js';
 import { engineFailure, onEngine } from '../errors/engine-errors.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import { branchLatestCommitted, latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
@@ -33,8 +33,10 @@ export async function describeTable(
   const detailed = flags.loadDetailedMetadata ? await resolveTableWithLatest(deps, id) : null;
   const table = detailed?.table ?? (await resolveTable(deps, id));
   const { state, dir } = table;
-  // A branch (404 code 22 when it has no ref): its version, schema and stats, the rest the table's.
-  const branch = await resolveBranch(dir, normalizeBranch(request.branch), displayId(id));
+  // A tag names a version and the branch it points into; a branch (404 code 22 when it has no ref): its version, schema and stats, the rest the table's.
+  requireTagAlone(request);
+  const tagged = flags.loadDetailedMetadata ? await taggedVersion(deps, id, dir, request.tag) : undefined;
+  const branch = await resolveBranch(dir, tagged ? tagged.branch : normalizeBranch(request.branch), displayId(id));
   const properties = state.record?.value.properties ?? {};
   const managedVersioning = await table.managedVersioning();
   const response: DescribeTableResponse = {
@@ -50,7 +52,7 @@ export async function describeTable(
     if (response.is_only_declared) {
       throw new NamespaceError(ErrorCode.InvalidTableState, `table ${displayId(id)} is declared but has no data yet, so it has no detailed metadata`);
     }
-    const asked = await askedVersion(deps, id, dir, request);
+    const asked = tagged ? tagged.version : (request.version ?? undefined);
     const versions = new TableVersions(branchDir(dir, branch));
     const branchLatest = branch === null ? undefined : branchLatestCommitted(await versions.latest(), state, branch);
     const latest = branch === null ? (detailed?.latest ? latestCommitted(detailed.latest, state) : undefined) : branchLatest;
@@ -59,11 +61,7 @@ export async function describeTable(
     const early = expected === undefined ? undefined : versions.readManifest(expected).catch(() => null);
     const at = { ...datasetAt(dir), ...(branch ? { branch: branch.name } : {}), ...(latest ? { latest } : {}) };
     const { version, schema } = await deps.engine.describeDataset(at, asked).catch((e: unknown) => {
-      if (e instanceof EngineError && e.kind === 'version_not_found') {
-        const where = branch ? ` on branch ${JSON.stringify(branch.name)}` : '';
-        throw new NamespaceError(ErrorCode.TableVersionNotFound, `table ${displayId(id)} has no version ${asked}${where}`, { cause: e });
-      }
-      throw engineFailure(e, id);
+      throw engineFailure(e, id, { version: asked, branch: branch?.name ?? null });
     });
     const manifest = (version === expected ? await early : null) ?? (await versions.readManifest(version));
     response.table = ref.name;
@@ -78,12 +76,24 @@ export async function describeTable(
   return response;
 }
 
-/** The version a describe asks for: `version`, or the one `tag` points to (the spec allows one of the two). */
-async function askedVersion(deps: CatalogDeps, id: string[], dir: StoreDir, request: DescribeTableRequest): Promise<number | undefined> {
-  const { version, tag } = request;
-  if (tag === undefined || tag === null) return version ?? undefined;
+/** The spec: a tag cannot be used with `version` or `branch` (400 code 13). */
+function requireTagAlone({ tag, version, branch }: DescribeTableRequest): void {
+  if (tag === undefined || tag === null) return;
   if (version !== undefined && version !== null) throw invalidInput('give either version or tag, not both');
-  return onEngine(id, () => deps.engine.tags.version(datasetAt(dir), tag));
+  if (branch !== undefined && branch !== null && branch !== '')
+    throw invalidInput('give either branch or tag, not both: a tag names the branch it points into');
+}
+
+/** The version and branch `tag` points to (Lance records the branch in the tag), or undefined without a tag. */
+async function taggedVersion(
+  deps: CatalogDeps,
+  id: string[],
+  dir: StoreDir,
+  tag: string | null | undefined,
+): Promise<{ version: number; branch: BranchName } | undefined> {
+  if (tag === undefined || tag === null) return undefined;
+  const [version, branch] = await Promise.all([onEngine(id, () => deps.engine.tags.version(datasetAt(dir), tag)), tagBranch(dir, tag)]);
+  return { version, branch: branch ?? null };
 }
 
 /** 404 unless the table is visible (and, when `version` is given, that version exists). */

@@ -9,7 +9,7 @@ import type {
   TableVersion,
 } from '../../model/versions.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
-import { branchNotFound, normalizeBranch } from '../branches/branch-refs.js';
+import { branchNotFound, normalizeBranch, onBranch } from '../branches/branch-refs.js';
 import { createInNamespace, displayId, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
@@ -23,7 +23,7 @@ import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable,
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
 import type { BatchRecovery, VersionSettings } from './batch-recovery.js';
-import { lineId, nextVersionOn, onBranch, refOf, requireBranchFound, slotId, type VersionLine, versionLine } from './branch-versions.js';
+import { lineId, nextVersionOn, refOf, requireBranchFound, slotId, type VersionLine, versionLine } from './branch-versions.js';
 import { conflict, type PlannedVersion, planVersion, stagedMissing, versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';

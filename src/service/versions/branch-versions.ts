@@ -46,9 +46,6 @@ export const lineId = (entry: Pick<BatchEntry, 'location' | 'branch'>): string =
 /** One version slot of one line of one dataset, as a key of maps and sets. */
 export const slotId = (entry: Pick<BatchEntry, 'location' | 'branch' | 'version'>): string => `${lineId(entry)}#${entry.version}`;
 
-/** The words that name a line of history in a message: none for main. */
-export const onBranch = (branch: BranchName): string => (branch === null ? '' : ` on branch ${JSON.stringify(branch)}`);
-
 /**
  * The ref of the branch of `line` (null for main, or a branch without one): one GET, made at the
  * same time as the line's other reads.

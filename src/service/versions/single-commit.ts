@@ -1,5 +1,5 @@
 import type { CreateTableVersionEntry, CreateTableVersionResponse, TableVersion } from '../../model/versions.js';
-import { normalizeBranch } from '../branches/branch-refs.js';
+import { normalizeBranch, onBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { reservedMarkerKey } from '../catalog/layout.js';
@@ -10,7 +10,7 @@ import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
 import { type AfterAnswer, nextTurn } from './after-answer.js';
-import { nextVersionOn, onBranch, refOf, versionLine } from './branch-versions.js';
+import { nextVersionOn, refOf, versionLine } from './branch-versions.js';
 import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
 import type { CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';

@@ -11,7 +11,7 @@ import type {
   DescribeTableVersionResponse,
   ListTableVersionsResponse,
 } from '../../model/versions.js';
-import { type BranchName, type BranchRef, normalizeBranch } from '../branches/branch-refs.js';
+import { type BranchName, type BranchRef, normalizeBranch, onBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
@@ -23,7 +23,7 @@ import type { TransactionLog } from '../transactions/transaction-log.js';
 import { AfterAnswer } from './after-answer.js';
 import { BatchCommits } from './batch-commit.js';
 import { BatchRecovery, type VersionSettings } from './batch-recovery.js';
-import { onBranch, refOf, requireBranchFound, type VersionLine, versionLine } from './branch-versions.js';
+import { refOf, requireBranchFound, type VersionLine, versionLine } from './branch-versions.js';
 import { commitCoordinator } from './commit-coordinator.js';
 import { versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
