@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DatasetLocation } from '../../engine/lance-engine.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
-import { type BranchName, type BranchRef, branchTreeDir, requireBranchRef } from '../branches/branch-refs.js';
+import { type BranchName, type BranchRef, branchTreeDir, onBranch, requireBranchRef } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { stagedManifestPath, type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
@@ -11,7 +11,7 @@ import { pausePoint } from '../coordination/fault-points.js';
 import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
 import { branchLatestCommitted, latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
-import { onBranch, versionsOn } from '../versions/branch-versions.js';
+import { versionsOn } from '../versions/branch-versions.js';
 import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
 import type { TableVersionService } from '../versions/table-version-service.js';
 
