@@ -217,3 +217,23 @@ export async function allBranchNames(dataDir: StoreDir): Promise<string[]> {
   const { objects } = await listAll(dataDir.store, prefix, { delimiter: '/' });
   return objects.map(({ key }) => nameOfRefKey(prefix, key)).filter((name): name is string => name !== null);
 }
+
+/**
+ * Removes what is left in branch `name`'s tree (`tree/<name>/`) but the trees of the branches
+ * nested under it (`<name>/<more>`, which Lance keeps there): what a write that outlived the
+ * branch's delete placed, or what Lance's own delete leaves of a branch with nested ones (its
+ * whole tree). Called by the branch's delete once its writes ended, and by a fork of the name
+ * before the engine forks it, so that a branch never takes an old one's files as its history.
+ * One LIST of the refs and one of the tree when nothing is nested.
+ */
+export async function removeBranchLeftovers(dataDir: StoreDir, name: string): Promise<void> {
+  const tree = branchTreeDir(dataDir, name);
+  const nested = (await allBranchNames(dataDir)).filter((n) => n.startsWith(`${name}/`)).map((n) => branchTreeDir(dataDir, n).key);
+  if (nested.length === 0) {
+    await dataDir.store.deletePrefix(tree.key);
+    return;
+  }
+  const { objects } = await listAll(dataDir.store, tree.key);
+  const keep = objects.filter(({ key }) => nested.some((prefix) => key.startsWith(prefix))).map(({ key }) => key);
+  await dataDir.store.deletePrefix(tree.key, { keep });
+}

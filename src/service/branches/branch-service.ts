@@ -12,10 +12,12 @@ import { branchClaimKey } from '../catalog/layout.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import type { RequestContext } from '../context/request-context.js';
 import { awaitClaim } from '../coordination/claims.js';
+import { pausePoint } from '../coordination/fault-points.js';
 import type { DataTables, OpenTable } from '../data/data-tables.js';
 import { onEngine } from '../errors/engine-errors.js';
 import { resolveTable } from '../tables/resolved-table.js';
-import { findBranchRef, listBranchRefs, normalizeBranch, requireBranchName, resolveBranch } from './branch-refs.js';
+import { versionsOn } from '../versions/branch-versions.js';
+import { findBranchRef, listBranchRefs, normalizeBranch, removeBranchLeftovers, requireBranchName, resolveBranch } from './branch-refs.js';
 
 /** A page of branches without a `limit` holds at most this many: one LIST of the refs and as many GETs. */
 export const DEFAULT_BRANCH_PAGE = 1000;
@@ -36,6 +38,14 @@ const CLAIM_WAIT_MS = 10_000;
  * fork from a branch and that branch's delete (the fork would refer to a deleted tree). So each
  * takes the table's branch claim (coordination/claims.ts, `_catalog/branches.json`) and checks the
  * refs only once it holds it: the name free, the source there. Test: data/branches.test.ts races them.
+ *
+ * A delete meets the writes in flight on the branch as a drop meets a table's (the protocol and its
+ * invariant are in tables/table-fences.ts): the engine removes the ref (and the tree, but for a
+ * branch nested ones live in, whose tree Lance leaves whole), the delete waits until no write
+ * and no commit holds the branch, then removes what is left of its tree but the nested trees
+ * (removeBranchLeftovers). A fork removes such leftovers of its name too before the engine forks
+ * (a delete killed before its end, or a writer frozen past its lease), so a branch never takes an
+ * old one's manifests as its history. Tests: process/branch-delete-races.test.ts.
  */
 export class BranchService {
   constructor(private readonly tables: DataTables) {}
@@ -61,6 +71,7 @@ export class BranchService {
     await this.changeRefs(ctx, id, async (table) => {
       const [source, taken] = await Promise.all([resolveBranch(table.dir, from, displayId(id)), findBranchRef(table.dir, request.name)]);
       if (taken) throw this.exists(table, request.name);
+      await removeBranchLeftovers(table.dir, request.name);
       try {
         await onEngine(id, () => this.tables.engine.branches.create(unmanaged(table), request.name, source?.name ?? null, fromVersion), {
           version: fromVersion,
@@ -79,6 +90,9 @@ export class BranchService {
     await this.changeRefs(ctx, id, async (table) => {
       await resolveBranch(table.dir, request.name, displayId(id));
       await onEngine(id, () => this.tables.engine.branches.delete(unmanaged(table), request.name));
+      await pausePoint('branch-delete:after-ref');
+      await this.tables.catalog.fences.branchWritesEnded(table.ref, request.name, versionsOn(table.dir, request.name));
+      await removeBranchLeftovers(table.dir, request.name);
     });
     return {};
   }

@@ -4,13 +4,13 @@ import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { reservedMarkerKey } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
-import { faultPoint } from '../coordination/fault-points.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
 import { type AfterAnswer, nextTurn } from './after-answer.js';
-import { nextVersionOn, onBranch, refOf, versionLine } from './branch-versions.js';
+import { nextVersionOn, onBranch, refOf, requireSameRef, versionLine } from './branch-versions.js';
 import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
 import type { CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -46,8 +46,8 @@ import type { VersionSlots } from './version-slots.js';
 // 2 more HEADs to the lookup and the hint after the answer (not fsynced: readers probe past a
 // stale one): 16 calls (before the hint was left to its writers, 14 and 4 fsyncs; before that,
 // 16 and 8). The first version of a declared table: 14 (no hint yet, one LIST instead; Lance's
-// reserved marker goes). On a branch, one GET more, the branch's ref, read at once with the
-// latest version: 13 for what Lance's clients commit.
+// reserved marker goes). On a branch, two GETs more, the branch's ref, read at once with the
+// staged manifest and again with the latest version: 14 for what Lance's clients commit.
 
 export class SingleCommits {
   constructor(
@@ -73,7 +73,8 @@ export class SingleCommits {
     const line = versionLine(table.dir, normalizeBranch(request.branch));
     const { versions } = line;
     // Only a staged Lance manifest of this version is ever consumed; checked before anything is written.
-    const staged = await versions.readStaged(versions.stagedKey(request.manifest_path), request.version);
+    // On a branch, its ref is resolved at the same time: holding the slot, the commit reads it again (requireSameRef).
+    const [staged, resolvedRef] = await Promise.all([versions.readStaged(versions.stagedKey(request.manifest_path), request.version), refOf(line)]);
     const busy = () => conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
     // A request that names its naming scheme (Lance's do) knows its final manifest name before the
     // latest version: its manifest and sidecar are written (on a local disk, fsynced) while the slot
@@ -84,6 +85,7 @@ export class SingleCommits {
     // before it answers.
     const trailing: Array<() => Promise<unknown>> = [];
     const leave = (work: () => Promise<unknown>) => void trailing.push(work);
+    if (line.branch !== null) await pausePoint('commit:before-slot');
     const slot = await this.slots.hold(versions, request.version, busy).catch(async (e: unknown) => {
       await early?.abandon(e);
       throw e;
@@ -107,14 +109,14 @@ export class SingleCommits {
       // this reservation and waits for the commit, or is seen here (see table-fences.ts). One
       // lookup of the latest version, while holding the slot, decides everything else. On a
       // branch, its ref is read then too: a branch deleted before the slot was held takes no
-      // version (a delete after it must wait for the slot's release, as a drop waits for a
-      // table's: see table-fences.ts).
+      // version (a delete after it waits for the slot's release: see table-fences.ts).
       const [same, latest, ref] = await Promise.all([
         underWriteLease || isStillResolved(this.deps.store, state, ctx.requestId),
         versions.latest(),
         refOf(line),
       ]);
       if (!same) throw tableNotFound(id);
+      requireSameRef(id, line, resolvedRef, ref);
       const p = { ...(await planVersion(id, line, request, latest)), staged };
       const { entry } = p;
       const next = nextVersionOn(id, line, ref, latest, entry.version);
