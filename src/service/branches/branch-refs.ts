@@ -211,6 +211,26 @@ export async function listBranchRefs(dataDir: StoreDir, options: { afterName?: s
   return { branches, lastName };
 }
 
+/**
+ * The branches whose history goes back to branch `name` (forked from it, or from one forked from
+ * it, ...), by their refs: Lance keeps a branch while they refer to its versions (its
+ * delete_branch answers "Ref conflict: Branch p is referenced by [(c, 1), (g, 1)]" for g forked
+ * from c forked from p; probed with @lancedb/lancedb 0.39). One LIST of the refs and a GET each.
+ */
+export async function branchesForkedFrom(dataDir: StoreDir, name: string): Promise<string[]> {
+  const refs = (await Promise.all((await allBranchNames(dataDir)).map((n) => findBranchRef(dataDir, n)))).filter((r): r is BranchRef => r !== null);
+  const parentOf = new Map(refs.map((r) => [r.name, r.contents.parentBranch]));
+  const goesBackTo = (start: string): boolean => {
+    const seen = new Set<string>();
+    for (let at = parentOf.get(start); at !== undefined && !seen.has(at); at = parentOf.get(at)) {
+      if (at === name) return true;
+      seen.add(at);
+    }
+    return false;
+  };
+  return refs.map((r) => r.name).filter((n) => n !== name && goesBackTo(n));
+}
+
 /** Every branch's name, in the order of their refs' keys: for the few callers that must see them all (a delete looks for branches below the one it deletes). */
 export async function allBranchNames(dataDir: StoreDir): Promise<string[]> {
   const prefix = branchRefsPrefix(dataDir);

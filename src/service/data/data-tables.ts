@@ -108,7 +108,7 @@ export class DataTables {
         branch: branch.name,
         ...(managed
           ? {
-              coordinator: this.versions.coordinatorFor(ctx, table, true, branch.name),
+              coordinator: this.versions.coordinatorFor(ctx, table, true, branch.name, branch),
               coordinatorOn: (line: string | null) => this.versions.coordinatorFor(ctx, table, true, line),
             }
           : {}),
