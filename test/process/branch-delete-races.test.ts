@@ -71,6 +71,30 @@ describe.each(backends())('a branch deleted while work on it is in flight, two p
     await forkedAfresh('c1', 5);
   });
 
+  for (const [point, outcome] of [
+    ['batch:after-claims', 'it looks at the ref again after the delete removed it: 404 code 22, rolled back'],
+    ['batch:before-commit-point', 'it looked at the ref before: it commits, and its version goes with the branch'],
+  ] as const) {
+    it(`a batch holding a version slot of the branch at ${point}: the delete waits until it is done; ${outcome}; nothing is left in the tree`, async () => {
+      const table = point.replace(/\W/g, '_');
+      const dir = await tableWithBranch(table);
+      const slow = await crash.start(undefined, { points: [point], ms: PAUSE_MS });
+      const staged = `${dir}tree/dev/_versions/2.manifest-${randomUUID()}`;
+      await crash.root().store.put(staged, manifestBytes(2));
+      const entry = { id: ['ns', table], version: 2, manifest_path: crash.root().store.objectPath(staged), branch: 'dev' };
+      const batch = slow.call('POST', '/v1/table/version/batch-create', { entries: [entry] });
+      await reached(slow, point);
+      const deleted = await post(crash.watcher(), table, 'branches/delete', { name: 'dev' });
+      expect(deleted.status, deleted.text).toBe(200);
+      const done = await batch;
+      if (point === 'batch:after-claims') expect([done.status, done.json.code], done.text).toEqual([404, 22]);
+      else expect(done.status, done.text).toBe(200);
+      expect(await treeKeys(dir)).toEqual([]);
+      expect((await listAll(crash.root().store, `${dir}_catalog/reservations/`)).objects).toEqual([]);
+      await forkedAfresh(table, 5);
+    });
+  }
+
   for (const managed of [false, true]) {
     it(`a data write on the branch${managed ? ' of a managed table' : ''} paused after it read the ref: the delete waits for it, then nothing of it is left`, async () => {
       const table = managed ? 'm/w2' : 'w1';
