@@ -145,6 +145,16 @@ describe.each(backends())('branches on $name', (backend) => {
     expect(await engineView(location, null)).toEqual([2, 4]);
   });
 
+  it("a branch nested where its parent keeps its own files (p/data in p's data directory): forked and deleted, it leaves p whole", async () => {
+    await createTable('n2', 1);
+    expect((await post('n2', 'branches/create', { name: 'p' })).status).toBe(200);
+    expect((await fx.t.call('POST', `${path('n2', 'insert')}?branch=p`, peopleStream([7, 8]), ARROW)).status).toBe(200);
+    for (const step of ['branches/create', 'branches/delete']) expect((await post('n2', step, { name: 'p/data' })).status).toBe(200);
+    expect((await post('n2', 'count_rows', { branch: 'p' })).text).toBe('7');
+    // Every data file of p is still read (the query scans them all).
+    expect(await queryIds('n2', { branch: 'p', k: 10, vector: null })).toEqual([1, 2, 3, 4, 5, 7, 8]);
+  });
+
   it('settles concurrent creates of one name: one wins, the others are 409 code 23, and the branch is whole', async () => {
     const location = await createTable('b5', 2);
     const results = await Promise.all([1, 2, 3, 4].map((v) => post('b5', 'branches/create', { name: 'race', from_version: v <= 2 ? v : undefined })));

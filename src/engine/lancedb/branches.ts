@@ -7,8 +7,9 @@ import { classify, type TableAccess } from './table-access.js';
  * Classifies a failure of a branch operation by what Lance 4.x says (probed through
  * @lancedb/lancedb 0.39): a source branch without history ("Not found: .../tree/<b>/_versions"),
  * a missing source version ("Dataset at path .../_versions/<n>.manifest was not found"), an unknown
- * branch ("Ref not found"), and the internal error a clone onto a taken name ends in ("Clone operation should not enter
- * build_manifest", which the service's check before the engine leaves to a race).
+ * branch ("Ref not found"), and the internal error a clone onto a taken name ends in ("Clone
+ * operation should not enter build_manifest", which the service's check before the engine leaves
+ * to a race).
  */
 function branchFailure(e: unknown): EngineError {
   if (e instanceof EngineError) return e;

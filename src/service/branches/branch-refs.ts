@@ -238,22 +238,24 @@ export async function allBranchNames(dataDir: StoreDir): Promise<string[]> {
   return objects.map(({ key }) => nameOfRefKey(prefix, key)).filter((name): name is string => name !== null);
 }
 
+/** The directories of a Lance dataset's own files: a branch's tree holds its files in these, and the trees of branches nested in it beside them. */
+const DATASET_DIRS = new Set(['_versions', '_transactions', 'data', '_indices', '_deletions']);
+
 /**
- * Removes what is left in branch `name`'s tree (`tree/<name>/`) but the trees of the branches
- * nested under it (`<name>/<more>`, which Lance keeps there): what a write that outlived the
- * branch's delete placed, or what Lance's own delete leaves of a branch with nested ones (its
- * whole tree). Called by the branch's delete once its writes ended, and by a fork of the name
- * before the engine forks it, so that a branch never takes an old one's files as its history.
- * One LIST of the refs and one of the tree when nothing is nested.
+ * Removes what is left of branch `name`'s own files in its tree (`tree/<name>/` and Lance's
+ * directories in it), but the trees of the branches nested under it (`<name>/<more>`, which Lance
+ * keeps there) and anything else (a branch `p` that `name` is nested in may keep its own files
+ * beside: `p/data`'s tree is `p`'s data directory): what a write that outlived the branch's
+ * delete placed, or what Lance's own delete leaves of a branch with nested ones (its whole tree).
+ * Called by the branch's delete once its writes ended, and by a fork of the name before the
+ * engine forks it, so that a branch never takes an old one's files as its history. One LIST of
+ * the refs and one of the tree; a second one of the tree only when something is left.
  */
 export async function removeBranchLeftovers(dataDir: StoreDir, name: string): Promise<void> {
   const tree = branchTreeDir(dataDir, name);
-  const nested = (await allBranchNames(dataDir)).filter((n) => n.startsWith(`${name}/`)).map((n) => branchTreeDir(dataDir, n).key);
-  if (nested.length === 0) {
-    await dataDir.store.deletePrefix(tree.key);
-    return;
-  }
-  const { objects } = await listAll(dataDir.store, tree.key);
-  const keep = objects.filter(({ key }) => nested.some((prefix) => key.startsWith(prefix))).map(({ key }) => key);
-  await dataDir.store.deletePrefix(tree.key, { keep });
+  const [names, { objects }] = await Promise.all([allBranchNames(dataDir), listAll(dataDir.store, tree.key)]);
+  const nested = names.filter((n) => n.startsWith(`${name}/`)).map((n) => branchTreeDir(dataDir, n).key);
+  const own = (key: string) => DATASET_DIRS.has(key.slice(tree.key.length).split('/')[0] ?? '') && !nested.some((prefix) => key.startsWith(prefix));
+  if (!objects.some(({ key }) => own(key))) return;
+  await dataDir.store.deletePrefix(tree.key, { keep: objects.filter(({ key }) => !own(key)).map(({ key }) => key) });
 }

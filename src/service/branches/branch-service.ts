@@ -37,8 +37,8 @@ const CLAIM_WAIT_MS = 10_000;
 
 /**
  * The branch operations of the Lance namespace spec. A branch is Lance's own (branch-refs.ts): the
- * engine forks and deletes it, under the table's write lease (a drop waits for it); the service
- * reads the refs, and deletes them. Lance's rules hold: a taken name is a 409 code 23 (checked
+ * engine forks it, under the table's write lease (a drop waits for it), as does the delete; the
+ * service reads the refs, and deletes them. Lance's rules hold: a taken name is a 409 code 23 (checked
  * before the engine, which fails on it with an internal error), a branch other branches were
  * forked from cannot be deleted while they refer to its versions (409 code 19, naming them), and a
  * branch's delete removes its ref and its tree.
