@@ -238,8 +238,11 @@ export async function allBranchNames(dataDir: StoreDir): Promise<string[]> {
   return objects.map(({ key }) => nameOfRefKey(prefix, key)).filter((name): name is string => name !== null);
 }
 
-/** The directories of a Lance dataset's own files: a branch's tree holds its files in these, and the trees of branches nested in it beside them. */
-const DATASET_DIRS = new Set(['_versions', '_transactions', 'data', '_indices', '_deletions']);
+/**
+ * The directories of a dataset's own files, Lance's and the service's (`_catalog/`: its version
+ * sidecars): a branch's tree holds its files in these, and the trees of branches nested in it beside them.
+ */
+const DATASET_DIRS = new Set(['_versions', '_transactions', 'data', '_indices', '_deletions', '_catalog']);
 
 /**
  * Removes what is left of branch `name`'s own files in its tree (`tree/<name>/` and Lance's
