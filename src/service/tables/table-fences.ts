@@ -48,11 +48,15 @@ import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type
 // tombstone (branches/branch-service.ts). A write on a branch names it in its lease; a commit
 // on a branch holds its slot under the branch's reservations. Each reads the ref after it
 // announced itself and fails (404 code 22) when the ref is gone, or not the one it resolved
-// (single-commit.ts, batch-commit.ts, data-tables.ts). The delete removes the ref, then waits
+// (single-commit.ts, batch-commit.ts, data-tables.ts; a data write's own commits keep the ref it
+// read under its lease, which the delete waits for). The delete removes the ref, then waits
 // (branchWritesEnded) for the branch's writers and slots as long as they renew, as a deregister
 // does, and only then removes the branch's tree. Invariant: no write in flight on a branch leaves
 // a manifest in its tree after its delete: a writer that saw the ref is waited for and its work
-// goes with the tree; one that saw it gone never writes.
+// goes with the tree; one that saw it gone never writes. A commit that finds no ref at all is a
+// fork's first commit (pylance's create_branch commits before it writes the ref), not work on the
+// deleted branch; what it leaves, or a writer frozen past its lease, a fork of the name removes
+// before it forks (branch-service.ts).
 
 /**
  * The writer's look after it announced itself (a write lease, or a version-slot reservation):
