@@ -75,8 +75,6 @@ export type EngineErrorKind =
   | 'tag_exists'
   | 'branch_not_found'
   | 'branch_exists'
-  /** A branch other branches were forked from: Lance keeps it while they refer to its versions. */
-  | 'branch_in_use'
   | 'already_exists'
   | 'conflict'
   | 'unsupported'

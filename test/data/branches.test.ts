@@ -143,6 +143,32 @@ describe.each(backends())('branches on $name', (backend) => {
       expect((await post('b3n', 'branches/create', { name, from_branch: 'x' })).status, name).toBe(200);
   });
 
+  it('deletes a branch others are nested under (a while a/b lives in tree/a/b/): a/b stays whole, a is gone from every API, and a fork of a works', async () => {
+    const location = await createTable('n1', 2);
+    const { store } = fx.root;
+    const treeKey = `${location.slice(store.location('').length).replace(/^\//, '')}/tree/`;
+    expect((await post('n1', 'branches/create', { name: 'a' })).status).toBe(200);
+    expect((await post('n1', 'branches/create', { name: 'a/b' })).status).toBe(200);
+    expect((await post('n1', 'delete', { branch: 'a', predicate: 'id = 3' })).status).toBe(200);
+    expect((await post('n1', 'delete', { branch: 'a/b', predicate: 'id = 1' })).status).toBe(200);
+    const nested = (await store.list(`${treeKey}a/b/`)).objects.map((o) => o.key);
+    expect((await post('n1', 'branches/delete', { name: 'a' })).status).toBe(200);
+    expect(Object.keys((await post('n1', 'branches/list')).json.branches as object)).toEqual(['a/b']);
+    // Lance's own delete leaves all of tree/a/ (a/b lives in it); the service keeps only a/b's tree.
+    expect((await store.list(treeKey)).objects.map((o) => o.key).sort()).toEqual(nested.sort());
+    // The old code still read a's history here (200) and refused the fork below (409 code 23, Lance's internal error).
+    expectError(await post('n1', 'version/list', { branch: 'a' }), 404, 22);
+    expectError(await post('n1', 'version/describe', { branch: 'a' }), 404, 22);
+    expectError(await post('n1', 'count_rows', { branch: 'a' }), 404, 22);
+    expect((await post('n1', 'count_rows', { branch: 'a/b' })).text).toBe('3');
+    const again = await post('n1', 'branches/create', { name: 'a' });
+    expect(again.status, again.text).toBe(200);
+    expect((await post('n1', 'count_rows', { branch: 'a' })).text).toBe('4');
+    expect(((await post('n1', 'version/list', { branch: 'a' })).json.versions as Array<{ version: number }>).map((v) => v.version)).toEqual([2]);
+    expect((await engineView(location, 'a/b'))[1]).toBe(3);
+    expect(await engineView(location, null)).toEqual([2, 4]);
+  });
+
   it('settles concurrent creates of one name: one wins, the others are 409 code 23, and the branch is whole', async () => {
     const location = await createTable('b5', 2);
     const results = await Promise.all([1, 2, 3, 4].map((v) => post('b5', 'branches/create', { name: 'race', from_version: v <= 2 ? v : undefined })));

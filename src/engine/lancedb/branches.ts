@@ -7,9 +7,9 @@ import { classify, type TableAccess } from './table-access.js';
  * Classifies a failure of a branch operation by what Lance 4.x says (probed through
  * @lancedb/lancedb 0.39): a source branch without history ("Not found: .../tree/<b>/_versions"),
  * a missing source version ("Dataset at path .../_versions/<n>.manifest was not found"), an unknown
- * branch ("Ref not found"), a branch others were forked from ("Ref conflict ... is referenced by"),
- * and the internal error a clone onto a taken name ends in ("Clone operation should not enter
- * build_manifest", which the service's check before the engine leaves to a race).
+ * branch ("Ref not found"), and the internal error a clone onto a taken name ends in ("Clone
+ * operation should not enter build_manifest", which the service's check before the engine leaves
+ * to a race).
  */
 function branchFailure(e: unknown): EngineError {
   if (e instanceof EngineError) return e;
@@ -17,7 +17,6 @@ function branchFailure(e: unknown): EngineError {
   const message = engineMessage(e);
   if (/_versions\/\d+\.manifest was not found/i.test(raw)) return new EngineError('version_not_found', message, { cause: e });
   if (/Ref not found|tree\/\S*\/_versions(?!\/)/i.test(raw)) return new EngineError('branch_not_found', message, { cause: e });
-  if (/Ref conflict/i.test(raw)) return new EngineError('branch_in_use', message, { cause: e });
   if (/Clone operation should not enter build_manifest/i.test(raw)) return new EngineError('branch_exists', message, { cause: e });
   if (/Ref is invalid|Invalid input/i.test(raw)) return new EngineError('invalid_input', message, { cause: e });
   return new EngineError(classify(e).kind, message, { cause: e });
@@ -32,16 +31,6 @@ export class LancedbBranches implements BranchOps {
       try {
         const branches = await table.branches();
         (await branches.create(name, fromBranch ?? undefined, fromVersion)).close();
-      } catch (e) {
-        throw branchFailure(e);
-      }
-    });
-  }
-
-  delete(at: DatasetLocation, name: string): Promise<void> {
-    return this.access.write(at, async (table) => {
-      try {
-        await (await table.branches()).delete(name);
       } catch (e) {
         throw branchFailure(e);
       }

@@ -122,7 +122,6 @@ const REQUEST_ERRORS: ReadonlySet<EngineErrorKind> = new Set([
   'tag_exists',
   'branch_not_found',
   'branch_exists',
-  'branch_in_use',
   'unsupported',
   'already_exists',
 ]);

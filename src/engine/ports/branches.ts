@@ -2,8 +2,10 @@ import type { DatasetLocation } from '../dataset-location.js';
 
 /**
  * Engine operations on a dataset's branches (Lance keeps them under `_refs/branches/` and
- * `tree/<name>/`). The service reads the refs itself (service/branches/branch-refs.ts); the engine
- * makes and removes them, since a branch's first manifest is a Lance clone of its source.
+ * `tree/<name>/`). The service reads the refs itself (service/branches/branch-refs.ts), and
+ * removes them (branch-service.ts: a delete must wait for the writes on the branch between the
+ * ref and the tree, which Lance's delete removes at once); the engine makes them, since a
+ * branch's first manifest is a Lance clone of its source.
  */
 export interface BranchOps {
   /**
@@ -12,6 +14,4 @@ export interface BranchOps {
    * missing, 'version_not_found' when the source has no such version.
    */
   create(at: DatasetLocation, name: string, fromBranch: string | null, fromVersion: number | undefined): Promise<void>;
-  /** Throws 'branch_not_found' for an unknown branch, 'branch_in_use' when branches were forked from it (Lance's rule). */
-  delete(at: DatasetLocation, name: string): Promise<void>;
 }

@@ -249,9 +249,54 @@ export async function listBranchRefs(dataDir: StoreDir, options: { afterName?: s
   return { branches, lastName };
 }
 
+/**
+ * The branches whose history goes back to branch `name` (forked from it, or from one forked from
+ * it, ...), by their refs: Lance keeps a branch while they refer to its versions (its
+ * delete_branch answers "Ref conflict: Branch p is referenced by [(c, 1), (g, 1)]" for g forked
+ * from c forked from p; probed with @lancedb/lancedb 0.39). One LIST of the refs and a GET each.
+ */
+export async function branchesForkedFrom(dataDir: StoreDir, name: string): Promise<string[]> {
+  const refs = (await Promise.all((await allBranchNames(dataDir)).map((n) => findBranchRef(dataDir, n)))).filter((r): r is BranchRef => r !== null);
+  const parentOf = new Map(refs.map((r) => [r.name, r.contents.parentBranch]));
+  const goesBackTo = (start: string): boolean => {
+    const seen = new Set<string>();
+    for (let at = parentOf.get(start); at !== undefined && !seen.has(at); at = parentOf.get(at)) {
+      if (at === name) return true;
+      seen.add(at);
+    }
+    return false;
+  };
+  return refs.map((r) => r.name).filter((n) => n !== name && goesBackTo(n));
+}
+
 /** Every branch's name, in the order of their refs' keys: for the few callers that must see them all (a delete looks for branches below the one it deletes). */
 export async function allBranchNames(dataDir: StoreDir): Promise<string[]> {
   const prefix = branchRefsPrefix(dataDir);
   const { objects } = await listAll(dataDir.store, prefix, { delimiter: '/' });
   return objects.map(({ key }) => nameOfRefKey(prefix, key)).filter((name): name is string => name !== null);
+}
+
+/**
+ * The directories of a dataset's own files, Lance's and the service's (`_catalog/`: its version
+ * sidecars): a branch's tree holds its files in these, and the trees of branches nested in it beside them.
+ */
+const DATASET_DIRS = new Set(['_versions', '_transactions', 'data', '_indices', '_deletions', '_catalog']);
+
+/**
+ * Removes what is left of branch `name`'s own files in its tree (`tree/<name>/` and Lance's
+ * directories in it), but the trees of the branches nested under it (`<name>/<more>`, which Lance
+ * keeps there) and anything else (a branch `p` that `name` is nested in may keep its own files
+ * beside: `p/data`'s tree is `p`'s data directory): what a write that outlived the branch's
+ * delete placed, or what Lance's own delete leaves of a branch with nested ones (its whole tree).
+ * Called by the branch's delete once its writes ended, and by a fork of the name before the
+ * engine forks it, so that a branch never takes an old one's files as its history. One LIST of
+ * the refs and one of the tree; a second one of the tree only when something is left.
+ */
+export async function removeBranchLeftovers(dataDir: StoreDir, name: string): Promise<void> {
+  const tree = branchTreeDir(dataDir, name);
+  const [names, { objects }] = await Promise.all([allBranchNames(dataDir), listAll(dataDir.store, tree.key)]);
+  const nested = names.filter((n) => n.startsWith(`${name}/`)).map((n) => branchTreeDir(dataDir, n).key);
+  const own = (key: string) => DATASET_DIRS.has(key.slice(tree.key.length).split('/')[0] ?? '') && !nested.some((prefix) => key.startsWith(prefix));
+  if (!objects.some(({ key }) => own(key))) return;
+  await dataDir.store.deletePrefix(tree.key, { keep: objects.filter(({ key }) => !own(key)).map(({ key }) => key) });
 }

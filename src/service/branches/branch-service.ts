@@ -12,10 +12,23 @@ import { branchClaimKey } from '../catalog/layout.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import type { RequestContext } from '../context/request-context.js';
 import { awaitClaim } from '../coordination/claims.js';
+import { pausePoint } from '../coordination/fault-points.js';
 import type { DataTables, OpenTable } from '../data/data-tables.js';
 import { onEngine } from '../errors/engine-errors.js';
 import { resolveTable } from '../tables/resolved-table.js';
-import { findBranchRef, listBranchRefs, normalizeBranch, requireBranchName, requireDeletableBranchName, resolveBranch } from './branch-refs.js';
+import { versionsOn } from '../versions/branch-versions.js';
+import {
+  branchesForkedFrom,
+  branchRefKey,
+  findBranchRef,
+  listBranchRefs,
+  normalizeBranch,
+  removeBranchLeftovers,
+  requireBranchName,
+  requireBranchRef,
+  requireDeletableBranchName,
+  resolveBranch,
+} from './branch-refs.js';
 
 /** A page of branches without a `limit` holds at most this many: one LIST of the refs and as many GETs. */
 export const DEFAULT_BRANCH_PAGE = 1000;
@@ -25,17 +38,26 @@ const CLAIM_WAIT_MS = 10_000;
 
 /**
  * The branch operations of the Lance namespace spec. A branch is Lance's own (branch-refs.ts): the
- * engine forks and deletes it, under the table's write lease (a drop waits for it); the service
- * reads the refs. Lance's rules hold: a taken name is a 409 code 23 (checked before the engine,
- * which fails on it with an internal error), a branch other branches were forked from cannot be
- * deleted while they refer to its versions (409 code 19, naming them), and a branch's delete
- * removes its ref and its tree.
+ * engine forks it, under the table's write lease (a drop waits for it), as does the delete; the
+ * service reads the refs, and deletes them. Lance's rules hold: a taken name is a 409 code 23 (checked
+ * before the engine, which fails on it with an internal error), a branch other branches were
+ * forked from cannot be deleted while they refer to its versions (409 code 19, naming them), and a
+ * branch's delete removes its ref and its tree.
  *
  * Invariant: a table's refs change through one fork or delete at a time. Lance alone does not
  * settle two forks of one name (the loser fails inside the engine, or forks over the winner), nor a
  * fork from a branch and that branch's delete (the fork would refer to a deleted tree). So each
  * takes the table's branch claim (coordination/claims.ts, `_catalog/branches.json`) and checks the
  * refs only once it holds it: the name free, the source there. Test: data/branches.test.ts races them.
+ *
+ * A delete meets the writes in flight on the branch as a drop meets a table's (the protocol and its
+ * invariant are in tables/table-fences.ts): it removes the ref, waits until no write and no commit
+ * holds the branch, then removes its tree but the trees of branches nested in it
+ * (removeBranchLeftovers; Lance's own delete removes ref and tree at once, under a write in flight,
+ * and leaves the whole tree of a branch others are nested in, where its history would still be
+ * read). A fork removes such leftovers of its name too before the engine forks (a delete killed
+ * before its end, a writer frozen past its lease, a delete by Lance itself), so a branch never
+ * takes an old one's manifests as its history. Tests: process/branch-delete-races.test.ts.
  */
 export class BranchService {
   constructor(private readonly tables: DataTables) {}
@@ -61,6 +83,7 @@ export class BranchService {
     await this.changeRefs(ctx, id, async (table) => {
       const [source, taken] = await Promise.all([resolveBranch(table.dir, from, displayId(id)), findBranchRef(table.dir, request.name)]);
       if (taken) throw this.exists(table, request.name);
+      await removeBranchLeftovers(table.dir, request.name);
       try {
         await onEngine(id, () => this.tables.engine.branches.create(unmanaged(table), request.name, source?.name ?? null, fromVersion), {
           version: fromVersion,
@@ -77,8 +100,18 @@ export class BranchService {
   async delete(ctx: RequestContext, id: string[], request: DeleteTableBranchRequest): Promise<DeleteTableBranchResponse> {
     requireDeletableBranchName(request.name);
     await this.changeRefs(ctx, id, async (table) => {
-      await resolveBranch(table.dir, request.name, displayId(id));
-      await onEngine(id, () => this.tables.engine.branches.delete(unmanaged(table), request.name));
+      await requireBranchRef(table.dir, request.name, displayId(id));
+      const forked = await branchesForkedFrom(table.dir, request.name);
+      if (forked.length > 0) {
+        throw new NamespaceError(
+          ErrorCode.InvalidTableState,
+          `branch ${JSON.stringify(request.name)} of table ${displayId(id)} is referenced by the branches forked from it (${forked.join(', ')}): delete them first`,
+        );
+      }
+      await table.dir.store.delete(branchRefKey(table.dir, request.name));
+      await pausePoint('branch-delete:after-ref');
+      await this.tables.catalog.fences.branchWritesEnded(table.ref, request.name, versionsOn(table.dir, request.name));
+      await removeBranchLeftovers(table.dir, request.name);
     });
     return {};
   }
@@ -104,8 +137,8 @@ export class BranchService {
 }
 
 /**
- * The table's main dataset without its commit coordinator: forking or deleting a branch commits
- * nothing to main's history, and the coordinator answers for main's alone.
+ * The table's main dataset without its commit coordinator: forking a branch commits nothing to
+ * main's history, and the coordinator answers for main's alone.
  */
 function unmanaged(table: OpenTable) {
   const { coordinator: _, ...at } = table.at;

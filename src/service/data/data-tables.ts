@@ -109,7 +109,7 @@ export class DataTables {
         branch: branch.name,
         ...(managed
           ? {
-              coordinator: this.versions.coordinatorFor(ctx, table, true, branch.name),
+              coordinator: this.versions.coordinatorFor(ctx, table, true, branch.name, branch),
               coordinatorOn: (line: string | null) => this.versions.coordinatorFor(ctx, table, true, line),
             }
           : {}),
@@ -141,11 +141,17 @@ export class DataTables {
   ): Promise<T> {
     const ref = tableRefOf(id);
     const nameLinks = requireUnlinkedTable(this.deps.store, ref);
-    return this.deps.fences.whileWritingTo(ref, ctx.requestId, async () => {
-      const table = await this.open(ctx, id, { allowDeclared: options.allowDeclared, branch: options.branch, nameLinks });
-      await pausePoint('write:after-resolve');
-      return write(table);
-    });
+    // A write on a branch names it in its lease, and reads the branch's ref only after: its delete waits for it, or it is a 404 code 22 (table-fences.ts).
+    return this.deps.fences.whileWritingTo(
+      ref,
+      ctx.requestId,
+      async () => {
+        const table = await this.open(ctx, id, { allowDeclared: options.allowDeclared, branch: options.branch, nameLinks });
+        await pausePoint('write:after-resolve');
+        return write(table);
+      },
+      options.branch ?? null,
+    );
   }
 
   /**

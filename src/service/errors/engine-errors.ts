@@ -68,8 +68,6 @@ export function engineFailure(e: unknown, id: string[], about: EngineFailureCont
       return as(ErrorCode.TableBranchNotFound, `${table}: ${e.message}`);
     case 'branch_exists':
       return as(ErrorCode.TableBranchAlreadyExists, `${table}: ${e.message}`);
-    case 'branch_in_use':
-      return as(ErrorCode.InvalidTableState, `${table}: ${e.message}`);
     case 'unsupported':
       return as(ErrorCode.Unsupported);
     case 'unavailable':

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
+import type { BranchName } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import { deregisteredMarkerKey, type TableRef, tableRecordKey, writeLeaseKey, writersDirKey } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
@@ -42,6 +43,20 @@ import { deregisterMarker, incarnationOf, incarnationOfRecord, leftoverDir, type
 //
 // A deregister meets writers the same way with its marker (drop-table.ts), but waits for them,
 // single writers and batches alike, as long as they renew (writesEnded): it keeps the data.
+//
+// A branch's delete meets the writes on that branch the same way, with the branch's ref for the
+// tombstone (branches/branch-service.ts). A write on a branch names it in its lease; a commit
+// on a branch holds its slot under the branch's reservations. Each reads the ref after it
+// announced itself and fails (404 code 22) when the ref is gone, or not the one it resolved
+// (single-commit.ts, batch-commit.ts, data-tables.ts; a data write's own commits keep the ref it
+// read under its lease, which the delete waits for). The delete removes the ref, then waits
+// (branchWritesEnded) for the branch's writers and slots as long as they renew, as a deregister
+// does, and only then removes the branch's tree. Invariant: no write in flight on a branch leaves
+// a manifest in its tree after its delete: a writer that saw the ref is waited for and its work
+// goes with the tree; one that saw it gone never writes. A commit that finds no ref at all is a
+// fork's first commit (pylance's create_branch commits before it writes the ref), not work on the
+// deleted branch; what it leaves, or a writer frozen past its lease, a fork of the name removes
+// before it forks (branch-service.ts).
 
 /**
  * The writer's look after it announced itself (a write lease, or a version-slot reservation):
@@ -83,8 +98,8 @@ export async function putDeregisterMarker(store: ObjectStore, state: TableState)
   }
 }
 
-/** A writer's lease. */
-const Lease = z.object({ expires_at: z.string() });
+/** A writer's lease; `branch`: the branch it writes on (none on main). */
+const Lease = z.object({ expires_at: z.string(), branch: z.string().optional() });
 
 /** Whether batch `transactionId`, which holds a slot of a table being dropped, still holds it once brought as far as may be. */
 export type BatchSlotHolds = (transactionId: string) => Promise<boolean>;
@@ -129,10 +144,14 @@ export class TableFences {
     return lease;
   }
 
-  /** Puts the write lease of a writer of the table `ref` (see the protocol), renewed until release. */
-  private async announce(ref: TableRef, requestId: string): Promise<WriteLease> {
+  /**
+   * Puts the write lease of a writer of the table `ref` (see the protocol), renewed until release;
+   * one on a branch names it, so that the branch's delete waits for it.
+   */
+  private async announce(ref: TableRef, requestId: string, branch: BranchName = null): Promise<WriteLease> {
     const key = writeLeaseKey(ref, randomUUID());
-    const lease = () => encodeRecord({ request_id: requestId, expires_at: leaseUntil(this.leaseMs) });
+    const onBranch = branch === null ? {} : { branch };
+    const lease = () => encodeRecord({ request_id: requestId, expires_at: leaseUntil(this.leaseMs), ...onBranch });
     // Not fsynced: the lease matters only while its writer lives, and a crash of the machine ends
     // the writer too (an unreadable lease is no live lease to a drop, see anyLive).
     const transient = { durable: false };
@@ -180,8 +199,8 @@ export class TableFences {
    * (which must find it visible, or fail) is the writer's read after its lease (see the protocol),
    * one round trip fewer than resolving first and reading again.
    */
-  async whileWritingTo<T>(ref: TableRef, requestId: string, resolveAndWrite: () => Promise<T>): Promise<T> {
-    const lease = await this.announce(ref, requestId);
+  async whileWritingTo<T>(ref: TableRef, requestId: string, resolveAndWrite: () => Promise<T>, branch: BranchName = null): Promise<T> {
+    const lease = await this.announce(ref, requestId, branch);
     return this.under(lease, async () => {
       await pausePoint('write:after-lease');
       return resolveAndWrite();
@@ -241,7 +260,7 @@ export class TableFences {
     try {
       const writersDeadline = Date.now() + this.leaseMs;
       await pollUntil(async () => {
-        const slots = await this.slotsHeld(data);
+        const slots = await this.slotsHeld(new TableVersions(data));
         if (slots.byBatch) return false;
         return Date.now() >= writersDeadline || (!slots.bySingleWriter && !(await this.anyLive(this.store, writersDirKey(state.ref))));
       }, Number.POSITIVE_INFINITY);
@@ -263,12 +282,12 @@ export class TableFences {
    * batch that still holds them (each batch asked once, see BatchSlotHolds). An unreadable
    * reservation (cut short by a crash) holds nothing.
    */
-  private async slotsHeld(data: StoreDir): Promise<{ bySingleWriter: boolean; byBatch: boolean }> {
-    const { objects } = await listAll(data.store, new TableVersions(data).reservationsPrefix);
+  private async slotsHeld(line: TableVersions): Promise<{ bySingleWriter: boolean; byBatch: boolean }> {
+    const { objects } = await listAll(line.store, line.reservationsPrefix);
     let bySingleWriter = false;
     const batches = new Set<string>();
     for (const o of objects) {
-      const held = await readRecord(data.store, o.key, Reservation).catch(() => null);
+      const held = await readRecord(line.store, o.key, Reservation).catch(() => null);
       if (held?.value.transaction_id !== undefined) batches.add(held.value.transaction_id);
       else if (held && !leaseExpired(held.value.expires_at)) bySingleWriter = true;
     }
@@ -283,17 +302,32 @@ export class TableFences {
    * off). A writer that died stops renewing its lease and is waited for until it runs out.
    */
   async writesEnded(state: TableState, data: StoreDir): Promise<void> {
+    await this.ended(state.ref, new TableVersions(data), undefined);
+  }
+
+  /**
+   * Waits until no write on branch `branch` of the table `ref` is under way (a lease naming the
+   * branch, a slot of its line of history `line`), for as long as one is: the wait of the branch's
+   * delete once it removed the ref (see the protocol above).
+   */
+  async branchWritesEnded(ref: TableRef, branch: string, line: TableVersions): Promise<void> {
+    await this.ended(ref, line, branch);
+  }
+
+  /** Waits until no slot of `line` is held and no lease on the table `ref` (with `branch`, naming it) is live. */
+  private async ended(ref: TableRef, line: TableVersions, branch: string | undefined): Promise<void> {
     await pollUntil(async () => {
-      const slots = await this.slotsHeld(data);
-      return !slots.byBatch && !slots.bySingleWriter && !(await this.anyLive(this.store, writersDirKey(state.ref)));
+      const slots = await this.slotsHeld(line);
+      return !slots.byBatch && !slots.bySingleWriter && !(await this.anyLive(this.store, writersDirKey(ref), branch));
     }, Number.POSITIVE_INFINITY);
   }
 
-  private async anyLive(store: ObjectStore, prefix: string): Promise<boolean> {
+  /** Whether a lease under `prefix` is live (with `branch`: one naming that branch). */
+  private async anyLive(store: ObjectStore, prefix: string, branch?: string): Promise<boolean> {
     const { objects } = await listAll(store, prefix);
     for (const o of objects) {
       const lease = await readRecord(store, o.key, Lease).catch(() => null);
-      if (lease && !leaseExpired(lease.value.expires_at)) return true;
+      if (lease && !leaseExpired(lease.value.expires_at) && (branch === undefined || lease.value.branch === branch)) return true;
     }
     return false;
   }

@@ -9,7 +9,7 @@ import type {
   TableVersion,
 } from '../../model/versions.js';
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
-import { branchNotFound, normalizeBranch, onBranch } from '../branches/branch-refs.js';
+import { type BranchRef, branchNotFound, normalizeBranch, onBranch } from '../branches/branch-refs.js';
 import { createInNamespace, displayId, type ResolvedNamespace, resolveManagedVersioning, resolveNamespace } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { deregisteredMarkerKey, tableDirKey, tableRecordKey, tableRefOf } from '../catalog/layout.js';
@@ -23,7 +23,7 @@ import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable,
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
 import type { BatchRecovery, VersionSettings } from './batch-recovery.js';
-import { lineId, nextVersionOn, refOf, requireBranchFound, slotId, type VersionLine, versionLine } from './branch-versions.js';
+import { lineId, nextVersionOn, refOf, requireBranchFound, requireSameRef, slotId, type VersionLine, versionLine } from './branch-versions.js';
 import { conflict, type PlannedVersion, planVersion, stagedMissing, versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -47,6 +47,8 @@ import type { VersionSlots } from './version-slots.js';
 interface BatchVersion extends PlannedVersion {
   resolved: TableState | null;
   line: VersionLine;
+  /** The branch's ref as the entry was resolved (null on main, or on a branch's first commit): read again holding the slots (requireSameRef). */
+  ref?: BranchRef | null;
 }
 
 export class BatchCommits {
@@ -63,9 +65,9 @@ export class BatchCommits {
     const branch = normalizeBranch(request.branch);
     const { dir, state } = await resolveTable(this.deps, id);
     const line = versionLine(dir, branch);
-    const planned = await planVersion(id, line, request);
+    const [planned, ref] = await Promise.all([planVersion(id, line, request), refOf(line)]);
     const incarnation = incarnationOf(state);
-    return { ...planned, entry: { ...planned.entry, ...(incarnation !== null ? { incarnation } : {}) }, resolved: state, line };
+    return { ...planned, entry: { ...planned.entry, ...(incarnation !== null ? { incarnation } : {}) }, resolved: state, line, ref };
   }
 
   /**
@@ -238,6 +240,7 @@ export class BatchCommits {
         refOf(line),
       ]);
       if (!same) throw tableNotFound(first.entry.table_id);
+      requireSameRef(first.entry.table_id, line, first.ref ?? null, ref);
       group.sort((a, b) => a.entry.version - b.entry.version);
       const next = nextVersionOn(first.entry.table_id, line, ref, latestVersion, first.entry.version);
       group.forEach((p, i) => {

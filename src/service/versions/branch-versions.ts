@@ -1,3 +1,4 @@
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { type BranchName, type BranchRef, branchNotFound, branchTreeDir, encodeBranchSegment, findBranchRef } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import { branchReservationsDirKey } from '../catalog/layout.js';
@@ -67,6 +68,21 @@ export function nextVersionOn(id: string[], line: VersionLine, ref: BranchRef | 
   }
   if (line.branch === null) return 1;
   return ref ? ref.contents.parentVersion : requested;
+}
+
+/**
+ * A commit on a branch that resolved its ref (`resolved`) before it held its slot reads the ref
+ * again holding it (`now`): a ref gone or replaced meanwhile is a delete of the branch (perhaps
+ * a fork of its name anew) that did not see this commit, so it must not write (404 code 22: the
+ * branch it addressed is gone; see the branch delete's protocol in table-fences.ts). A commit that
+ * found no ref is a branch's first commit (see above) and has nothing to compare.
+ */
+export function requireSameRef(id: string[], line: VersionLine, resolved: BranchRef | null, now: BranchRef | null): void {
+  if (line.branch === null || resolved === null || now?.etag === resolved.etag) return;
+  throw new NamespaceError(
+    ErrorCode.TableBranchNotFound,
+    `branch ${JSON.stringify(line.branch)} of table ${displayId(id)} was deleted while this commit ran; nothing was committed`,
+  );
 }
 
 /** A read of a branch that has neither a ref nor a version (`found` false): 404 code 22. */

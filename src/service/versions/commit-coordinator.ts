@@ -2,7 +2,7 @@ import { type CommitCoordinator, type CoordinatedVersion, EngineError } from '..
 import { type Metrics, NO_METRICS } from '../../metrics/metrics.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { TableVersion } from '../../model/versions.js';
-import type { BranchName } from '../branches/branch-refs.js';
+import type { BranchName, BranchRef } from '../branches/branch-refs.js';
 import type { RequestContext } from '../context/request-context.js';
 import { isStoreOutage } from '../errors/engine-errors.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
@@ -24,7 +24,8 @@ const coordinated = (v: TableVersion): CoordinatedVersion => ({
  * managed versioning commit through the same create-if-absent of the next manifest, under the
  * same reservations, as clients' commits. Every callback works on the table as the request
  * resolved it; none looks it up again. `underWriteLease`: see SingleCommits.commit. `branch`: the
- * line of history it commits on (branch-versions.ts), main by default.
+ * line of history it commits on (branch-versions.ts), main by default; `leasedRef`: its ref as
+ * read under a write lease naming the branch (see SingleCommits.commit).
  */
 export function commitCoordinator(
   commits: Pick<SingleCommits, 'commit'>,
@@ -33,6 +34,7 @@ export function commitCoordinator(
   underWriteLease: boolean,
   metrics: Metrics = NO_METRICS,
   branch: BranchName = null,
+  leasedRef?: BranchRef,
 ): CommitCoordinator {
   const versions = versionsOn(table.dir, branch);
   const onWire = async (found: CommittedVersion[]) => (await versionsOnWire(versions, found)).map(coordinated);
@@ -60,6 +62,7 @@ export function commitCoordinator(
             ...(request.namingScheme !== undefined ? { naming_scheme: request.namingScheme } : {}),
           },
           underWriteLease,
+          leasedRef,
         );
         return coordinated(version);
       } catch (e) {

@@ -1,16 +1,16 @@
 import type { CreateTableVersionEntry, CreateTableVersionResponse, TableVersion } from '../../model/versions.js';
-import { normalizeBranch, onBranch } from '../branches/branch-refs.js';
+import { type BranchRef, normalizeBranch, onBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { reservedMarkerKey } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
-import { faultPoint } from '../coordination/fault-points.js';
+import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
 import { type AfterAnswer, nextTurn } from './after-answer.js';
-import { nextVersionOn, refOf, versionLine } from './branch-versions.js';
+import { nextVersionOn, refOf, requireSameRef, versionLine } from './branch-versions.js';
 import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
 import type { CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -46,8 +46,9 @@ import type { VersionSlots } from './version-slots.js';
 // 2 more HEADs to the lookup and the hint after the answer (not fsynced: readers probe past a
 // stale one): 16 calls (before the hint was left to its writers, 14 and 4 fsyncs; before that,
 // 16 and 8). The first version of a declared table: 14 (no hint yet, one LIST instead; Lance's
-// reserved marker goes). On a branch, one GET more, the branch's ref, read at once with the
-// latest version: 13 for what Lance's clients commit.
+// reserved marker goes). On a branch, two GETs more, the branch's ref, read at once with the
+// staged manifest and again with the latest version: 14 for what Lance's clients commit; none
+// for the service's own writes on a branch, which read the ref under their write lease.
 
 export class SingleCommits {
   constructor(
@@ -60,20 +61,25 @@ export class SingleCommits {
    * Commits one version of `table`. `underWriteLease`: the request holds a write lease on the
    * table (a drop waits for it, see table-fences.ts), so its commits need no second look at it.
    * Without one, the look again finds the table as resolved or 404s; a table this request is
-   * creating (its claim names ctx.requestId) counts as found.
+   * creating (its claim names ctx.requestId) counts as found. `leasedRef`: the ref of the branch
+   * the version is for, as the request read it under a write lease naming that branch (a delete
+   * of the branch waits for it), so it stands for the commit and is not read again.
    */
   async commit(
     ctx: RequestContext,
     table: ResolvedTable,
     request: Omit<CreateTableVersionEntry, 'id'>,
     underWriteLease: boolean,
+    leasedRef?: BranchRef,
   ): Promise<CreateTableVersionResponse> {
     const { id, state } = table;
     // The line of history the version is for: main, or a branch (its own history, branch-versions.ts).
     const line = versionLine(table.dir, normalizeBranch(request.branch));
     const { versions } = line;
     // Only a staged Lance manifest of this version is ever consumed; checked before anything is written.
-    const staged = await versions.readStaged(versions.stagedKey(request.manifest_path), request.version);
+    // On a branch, its ref is resolved at the same time: holding the slot, the commit reads it again (requireSameRef).
+    const readRef = () => (underWriteLease && leasedRef !== undefined ? Promise.resolve(leasedRef) : refOf(line));
+    const [staged, resolvedRef] = await Promise.all([versions.readStaged(versions.stagedKey(request.manifest_path), request.version), readRef()]);
     const busy = () => conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
     // A request that names its naming scheme (Lance's do) knows its final manifest name before the
     // latest version: its manifest and sidecar are written (on a local disk, fsynced) while the slot
@@ -84,6 +90,7 @@ export class SingleCommits {
     // before it answers.
     const trailing: Array<() => Promise<unknown>> = [];
     const leave = (work: () => Promise<unknown>) => void trailing.push(work);
+    if (line.branch !== null) await pausePoint('commit:before-slot');
     const slot = await this.slots.hold(versions, request.version, busy).catch(async (e: unknown) => {
       await early?.abandon(e);
       throw e;
@@ -107,14 +114,10 @@ export class SingleCommits {
       // this reservation and waits for the commit, or is seen here (see table-fences.ts). One
       // lookup of the latest version, while holding the slot, decides everything else. On a
       // branch, its ref is read then too: a branch deleted before the slot was held takes no
-      // version (a delete after it must wait for the slot's release, as a drop waits for a
-      // table's: see table-fences.ts).
-      const [same, latest, ref] = await Promise.all([
-        underWriteLease || isStillResolved(this.deps.store, state, ctx.requestId),
-        versions.latest(),
-        refOf(line),
-      ]);
+      // version (a delete after it waits for the slot's release: see table-fences.ts).
+      const [same, latest, ref] = await Promise.all([underWriteLease || isStillResolved(this.deps.store, state, ctx.requestId), versions.latest(), readRef()]);
       if (!same) throw tableNotFound(id);
+      requireSameRef(id, line, resolvedRef, ref);
       const p = { ...(await planVersion(id, line, request, latest)), staged };
       const { entry } = p;
       const next = nextVersionOn(id, line, ref, latest, entry.version);

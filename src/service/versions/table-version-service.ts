@@ -101,11 +101,12 @@ export class TableVersionService {
    * The engine's commit path for managed `table` (see commit-coordinator.ts). `underWriteLease`:
    * the request holds a write lease on the table; without one (a table being created), each commit
    * looks again at the table while it holds the version's slot. `branch`: the line of history the
-   * engine commits on (main by default), which the request resolved.
+   * engine commits on (main by default), which the request resolved; `leasedRef`: its ref, when
+   * the request read it under a write lease naming the branch (SingleCommits.commit).
    */
-  coordinatorFor(ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean, branch: BranchName = null): CommitCoordinator {
+  coordinatorFor(ctx: RequestContext, table: ResolvedTable, underWriteLease: boolean, branch: BranchName = null, leasedRef?: BranchRef): CommitCoordinator {
     const commits = { commit: (...args: Parameters<SingleCommits['commit']>) => this.counted('engine', () => this.single.commit(...args)) };
-    return commitCoordinator(commits, ctx, table, underWriteLease, this.deps.metrics, branch);
+    return commitCoordinator(commits, ctx, table, underWriteLease, this.deps.metrics, branch, leasedRef);
   }
 
   async describe(_ctx: RequestContext, id: string[], version: number | null | undefined, branch?: string | null): Promise<DescribeTableVersionResponse> {
