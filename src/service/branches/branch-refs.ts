@@ -269,6 +269,31 @@ export async function branchesForkedFrom(dataDir: StoreDir, name: string): Promi
   return refs.map((r) => r.name).filter((n) => n !== name && goesBackTo(n));
 }
 
+/** The branch a tag's ref (Lance's `_refs/tags/<tag>.json`) points into; undefined for main or an unreadable ref. */
+export function branchOfTagRef(body: Buffer): string | undefined {
+  try {
+    const branch = (JSON.parse(body.toString('utf8')) as { branch?: unknown }).branch;
+    return typeof branch === 'string' && normalizeBranch(branch) !== null ? branch : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The tags that point into branch `name`, which Lance keeps while they do: one LIST of the tags and a GET each, for a delete only. */
+export async function tagsPointingInto(dataDir: StoreDir, name: string): Promise<string[]> {
+  const prefix = `${dataDir.key}_refs/tags/`;
+  const { objects } = await listAll(dataDir.store, prefix, { delimiter: '/' });
+  const tags = await Promise.all(
+    objects
+      .filter(({ key }) => key.endsWith('.json'))
+      .map(async ({ key }) => {
+        const object = await dataDir.store.get(key);
+        return object && branchOfTagRef(object.body) === name ? decodeURIComponent(key.slice(prefix.length, -'.json'.length)) : null;
+      }),
+  );
+  return tags.filter((tag): tag is string => tag !== null);
+}
+
 /** Every branch's name, in the order of their refs' keys: for the few callers that must see them all (a delete looks for branches below the one it deletes). */
 export async function allBranchNames(dataDir: StoreDir): Promise<string[]> {
   const prefix = branchRefsPrefix(dataDir);

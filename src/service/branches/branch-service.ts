@@ -28,6 +28,7 @@ import {
   requireBranchRef,
   requireDeletableBranchName,
   resolveBranch,
+  tagsPointingInto,
 } from './branch-refs.js';
 
 /** A page of branches without a `limit` holds at most this many: one LIST of the refs and as many GETs. */
@@ -106,6 +107,13 @@ export class BranchService {
         throw new NamespaceError(
           ErrorCode.InvalidTableState,
           `branch ${JSON.stringify(request.name)} of table ${displayId(id)} is referenced by the branches forked from it (${forked.join(', ')}): delete them first`,
+        );
+      }
+      const tagged = await tagsPointingInto(table.dir, request.name);
+      if (tagged.length > 0) {
+        throw new NamespaceError(
+          ErrorCode.InvalidTableState,
+          `branch ${JSON.stringify(request.name)} of table ${displayId(id)} is referenced by tags (${tagged.join(', ')}): delete them first`,
         );
       }
       await table.dir.store.delete(branchRefKey(table.dir, request.name));

@@ -10,7 +10,7 @@ import type {
   UpdateTableTagRequest,
   UpdateTableTagResponse,
 } from '../../model/tags.js';
-import { normalizeBranch } from '../branches/branch-refs.js';
+import { branchOfTagRef, normalizeBranch } from '../branches/branch-refs.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
@@ -80,13 +80,7 @@ export class TagService {
 /** The branch tag `name` points into (Lance's ref `_refs/tags/<name>.json`); undefined for main or a tag gone meanwhile. */
 export async function tagBranch(dir: StoreDir, name: string): Promise<string | undefined> {
   const object = await dir.store.get(`${dir.key}_refs/tags/${encodeURIComponent(name)}.json`);
-  if (!object) return undefined;
-  try {
-    const branch = (JSON.parse(object.body.toString('utf8')) as { branch?: unknown }).branch;
-    return typeof branch === 'string' && normalizeBranch(branch) !== null ? branch : undefined;
-  } catch {
-    return undefined;
-  }
+  return object ? branchOfTagRef(object.body) : undefined;
 }
 
 /** Byte order of UTF-8 strings, the order every list of the service uses. */
