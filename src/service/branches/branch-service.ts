@@ -42,8 +42,8 @@ const CLAIM_WAIT_MS = 10_000;
  * engine forks it, under the table's write lease (a drop waits for it), as does the delete; the
  * service reads the refs, and deletes them. Lance's rules hold: a taken name is a 409 code 23 (checked
  * before the engine, which fails on it with an internal error), a branch other branches were
- * forked from cannot be deleted while they refer to its versions (409 code 19, naming them), and a
- * branch's delete removes its ref and its tree.
+ * forked from, or a tag points into, cannot be deleted while they refer to its versions (409 code
+ * 19, naming them), and a branch's delete removes its ref and its tree.
  *
  * Invariant: a table's refs change through one fork or delete at a time. Lance alone does not
  * settle two forks of one name (the loser fails inside the engine, or forks over the winner), nor a
