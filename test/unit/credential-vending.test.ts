@@ -2,9 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { NamespaceError } from '../../src/model/errors.js';
 import type { RequestContext, VendRecord } from '../../src/service/context/request-context.js';
 import { NO_CREDENTIALS_KEY, protectedKeys, TableCredentials } from '../../src/service/tables/credential-vending.js';
-import { versionsOn } from '../../src/service/versions/branch-versions.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
-import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import { S3ObjectStore } from '../../src/store/s3/s3-store.js';
 import { CredentialCache, type CredentialScope, type CredentialVendor } from '../../src/vending/credential-vendor.js';
 import { sessionPolicy } from '../../src/vending/sts-credential-vendor.js';
@@ -73,9 +71,6 @@ describe('session policy', () => {
       Resource: [
         '.lance-*',
         '_catalog/*',
-        'tree/*/_catalog/*',
-        'tree/*/*/_catalog/*',
-        'tree/*/*/*/_catalog/*',
         '_versions/*.manifest',
         '_versions/latest_version_hint.json',
         'tree/*/_versions/*.manifest',
@@ -86,21 +81,7 @@ describe('session policy', () => {
         'tree/*/*/*/_versions/latest_version_hint.json',
       ].map((k) => `arn:aws:s3:::bkt/ns/t.lance/${k}`),
     });
-    expect(protectedKeys(false)).toEqual(['.lance-*', '_catalog/*', 'tree/*/_catalog/*', 'tree/*/*/_catalog/*', 'tree/*/*/*/_catalog/*']);
-  });
-
-  it('protects the sidecar the service writes for a version of a branch as it does for main, with or without managed versioning', () => {
-    // A policy's `*` as AWS matches it (it spans '/'); the patterns of each depth for radosgw are above.
-    const matches = (pattern: string, key: string) => new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`).test(key);
-    const dir = { store: new MemoryObjectStore(), key: 't.lance/', owned: true };
-    for (const managed of [false, true])
-      for (const branch of [null, 'dev', 'feature/x', 'a/b/c']) {
-        const sidecar = versionsOn(dir, branch).sidecarKey(7).slice(dir.key.length);
-        expect(
-          protectedKeys(managed).some((p) => matches(p, sidecar)),
-          `${sidecar} managed=${managed}`,
-        ).toBe(true);
-      }
+    expect(protectedKeys(false)).toEqual(['.lance-*', '_catalog/*']);
   });
 });
 

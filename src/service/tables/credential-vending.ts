@@ -18,20 +18,17 @@ import type { RequestContext, VendRecord } from '../context/request-context.js';
 export const NO_CREDENTIALS_KEY = 'vended_credentials';
 
 /**
- * Keys of a table directory that vended credentials may not write, relative to the directory: the
- * service's records, main's and every branch's (a branch's versions keep their sidecars in
- * `tree/<branch>/_catalog/`); with managed versioning, the committed manifests of every branch too.
- * A branch's history is `tree/<branch>/`, and a branch name may have '/'. AWS's `*` spans '/',
- * radosgw's does not: one pattern per depth, up to BRANCH_DEPTHS segments (the session policy has a
- * size bound).
+ * Keys of a table directory that vended credentials may not write, relative to the directory. With
+ * managed versioning, the committed manifests of every branch too: a branch's history is
+ * `tree/<branch>/_versions/`, and a branch name may have '/'. AWS's `*` spans '/', radosgw's does
+ * not: one pattern per depth, up to BRANCH_DEPTHS segments (the session policy has a size bound).
  */
 export function protectedKeys(managedVersioning: boolean): string[] {
-  const records = (dir: string) => [`${dir}${CATALOG_DIR}/*`];
-  const history = (dir: string) => [`${dir}${VERSIONS_DIR}/*.manifest`, `${dir}${VERSIONS_DIR}/${LATEST_HINT}`];
-  const onBranches = (keys: (dir: string) => string[]) => Array.from({ length: BRANCH_DEPTHS }, (_, depth) => keys(`tree/${'*/'.repeat(depth + 1)}`)).flat();
-  const own = ['.lance-*', ...records(''), ...onBranches(records)];
+  const own = ['.lance-*', `${CATALOG_DIR}/*`];
   if (!managedVersioning) return own;
-  return [...own, ...history(''), ...onBranches(history)];
+  const history = (dir: string) => [`${dir}${VERSIONS_DIR}/*.manifest`, `${dir}${VERSIONS_DIR}/${LATEST_HINT}`];
+  const branches = Array.from({ length: BRANCH_DEPTHS }, (_, depth) => history(`tree/${'*/'.repeat(depth + 1)}`)).flat();
+  return [...own, ...history(''), ...branches];
 }
 
 /** How many segments of a branch's name the Deny of its manifests spells out on a store whose `*` does not span '/'. */
