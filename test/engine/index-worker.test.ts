@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
@@ -7,7 +6,6 @@ import { readManifestIndices } from '../../src/engine/lance-format/manifest-indi
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import type { IndexSpec } from '../../src/engine/ports/indices.js';
 import { DEFAULT_INDEX_PYTHON } from '../../src/engine/pylance/pylance-indices.js';
-import type { WorkerLog } from '../../src/engine/python-worker/worker-process.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { DataTables } from '../../src/service/data/data-tables.js';
@@ -18,6 +16,7 @@ import { TableVersionService } from '../../src/service/versions/table-version-se
 import { connectTable } from '../support/arrow-data.js';
 import { localBackend, type TestRoot } from '../support/backends.js';
 import { localCatalogDeps, withSettings } from '../support/local-catalog.js';
+import { recordingWorkerLog } from '../support/worker-log.js';
 
 // The second Lance engine (src/engine/pylance/, worker/index_worker.py): an index build on a table
 // with managed versioning commits through its commit coordinator, and when that commit meets
@@ -46,13 +45,7 @@ function rowsStream(n: number, from = 0): Buffer {
 const spec = (type: IndexSpec['type'], column: string, name: string): IndexSpec => ({ column, type, name, vector: {}, fts: {} });
 
 describe.skipIf(!available)('the index worker (pylance; needs .venv-index: scripts/install-index-worker.sh)', () => {
-  const logs: Array<{ message: string; pid: number | undefined }> = [];
-  const logged = new EventEmitter<{ line: [{ message: string; pid: number | undefined }] }>();
-  const log: WorkerLog = (_level, message, fields) => {
-    const line = { message, pid: fields.pid };
-    logs.push(line);
-    logged.emit('line', line);
-  };
+  const { log, lines: logs, next: nextLog } = recordingWorkerLog();
   let engine: LancedbEngine;
   let root: TestRoot;
 
@@ -148,14 +141,7 @@ describe.skipIf(!available)('the index worker (pylance; needs .venv-index: scrip
     expect(outcome).toBeInstanceOf(EngineError);
     expect(outcome).toMatchObject({ kind: 'unavailable', message: expect.stringMatching(/exited on signal SIGKILL while building index text_bf/) });
     expect((await at.coordinator?.latest())?.version).toBe(1);
-    const replaced = new Promise<{ message: string; pid: number | undefined }>((resolve) => {
-      const listener = (line: { message: string; pid: number | undefined }) => {
-        if (line.message !== 'starting a new index worker in place of one that ended') return;
-        logged.off('line', listener);
-        resolve(line);
-      };
-      logged.on('line', listener);
-    });
+    const replaced = nextLog(/^starting a new index worker in place of one that ended$/);
     expect(await engine.indices.createIndex(at, spec('BLOOMFILTER', 'text', 'text_bf'))).toEqual({ name: 'text_bf', version: 2 });
     expect((await replaced).pid).toBe(pid);
     const file = await versions.readManifestFile(2);

@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
@@ -7,7 +6,6 @@ import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import { UdfFailure, type UdfFill, type UdfOps } from '../../src/engine/ports/udfs.js';
 import type { Materialization } from '../../src/engine/ports/views.js';
 import { DEFAULT_UDF_PYTHON } from '../../src/engine/python-udf/python-udfs.js';
-import type { WorkerLog } from '../../src/engine/python-worker/worker-process.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { DataTables } from '../../src/service/data/data-tables.js';
@@ -19,6 +17,7 @@ import { type Backend, localBackend, s3Backends, type TestRoot } from '../suppor
 import { localCatalogDeps, withSettings } from '../support/local-catalog.js';
 import { type RayCluster, startRayCluster } from '../support/ray-cluster.js';
 import { genevaQuery, META, makeUdfEnvelopes, schemaMessage, viewRows } from '../support/views.js';
+import { recordingWorkerLog } from '../support/worker-log.js';
 
 // The Python UDF adapter (src/engine/python-udf/, worker/udf_worker.py) against real Geneva UDF
 // envelopes, built by test/support/geneva_udfs.py with the pinned Geneva, over real Lance datasets:
@@ -89,23 +88,7 @@ async function readAll(at: DatasetLocation): Promise<Row[]> {
 
 describe.skipIf(!available)('Python UDFs in worker processes (needs .venv-udf: scripts/install-udf-worker.sh)', () => {
   let envelopes: Record<string, { sha: string; body: string }> = {};
-  const logs: Array<{ message: string; pid: number | undefined }> = [];
-  const logged = new EventEmitter<{ line: [{ message: string; pid: number | undefined }] }>();
-  const log: WorkerLog = (_level, message, fields) => {
-    const line = { message, pid: fields.pid };
-    logs.push(line);
-    logged.emit('line', line);
-  };
-  /** The next log line matching `pattern` from now on. */
-  const nextLog = (pattern: RegExp) =>
-    new Promise<{ message: string; pid: number | undefined }>((resolve) => {
-      const listener = (line: { message: string; pid: number | undefined }) => {
-        if (!pattern.test(line.message)) return;
-        logged.off('line', listener);
-        resolve(line);
-      };
-      logged.on('line', listener);
-    });
+  const { log, lines: logs, next: nextLog } = recordingWorkerLog();
   let engine: LancedbEngine;
   let udfs: UdfOps;
 
