@@ -269,6 +269,10 @@ export async function branchesForkedFrom(dataDir: StoreDir, name: string): Promi
   return refs.map((r) => r.name).filter((n) => n !== name && goesBackTo(n));
 }
 
+/** Where Lance keeps a dataset's tags: `_refs/tags/<encoded name>.json` (the name percent-encoded as a URI component). */
+export const tagRefsPrefix = (dataDir: StoreDir): string => `${dataDir.key}_refs/tags/`;
+export const tagRefKey = (dataDir: StoreDir, name: string): string => `${tagRefsPrefix(dataDir)}${encodeURIComponent(name)}.json`;
+
 /** The branch a tag's ref (Lance's `_refs/tags/<tag>.json`) points into; undefined for main or an unreadable ref. */
 export function branchOfTagRef(body: Buffer): string | undefined {
   try {
@@ -281,7 +285,7 @@ export function branchOfTagRef(body: Buffer): string | undefined {
 
 /** The tags that point into branch `name`, which Lance keeps while they do: one LIST of the tags and a GET each, for a delete only. */
 export async function tagsPointingInto(dataDir: StoreDir, name: string): Promise<string[]> {
-  const prefix = `${dataDir.key}_refs/tags/`;
+  const prefix = tagRefsPrefix(dataDir);
   const { objects } = await listAll(dataDir.store, prefix, { delimiter: '/' });
   const tags = await Promise.all(
     objects

@@ -10,7 +10,7 @@ import type {
   UpdateTableTagRequest,
   UpdateTableTagResponse,
 } from '../../model/tags.js';
-import { branchOfTagRef, normalizeBranch } from '../branches/branch-refs.js';
+import { branchOfTagRef, normalizeBranch, tagRefKey } from '../branches/branch-refs.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
@@ -79,7 +79,7 @@ export class TagService {
 
 /** The branch tag `name` points into (Lance's ref `_refs/tags/<name>.json`); undefined for main or a tag gone meanwhile. */
 export async function tagBranch(dir: StoreDir, name: string): Promise<string | undefined> {
-  const object = await dir.store.get(`${dir.key}_refs/tags/${encodeURIComponent(name)}.json`);
+  const object = await dir.store.get(tagRefKey(dir, name));
   return object ? branchOfTagRef(object.body) : undefined;
 }
 
