@@ -12,7 +12,8 @@ export interface CredentialScope {
   access: DataAccess;
   /**
    * Keys under `prefix` that even read-write credentials may not write or delete (the service's
-   * own records), as patterns relative to the prefix in which '*' stands for any characters.
+   * own records), as patterns relative to the prefix in which '*' stands for any characters. Each
+   * must hold on stores whose '*' stops at the first occurrence of the character after it (radosgw).
    */
   protectedKeys: readonly string[];
 }

@@ -8,6 +8,7 @@ import { DeleteObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client }
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type App, createApp } from '../../src/app.js';
+import { latestHintKey, manifestKey, versionSidecarKey } from '../../src/service/catalog/layout.js';
 import { testConfig } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { s3Backends, type TestRoot } from '../support/backends.js';
@@ -117,6 +118,33 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
     await root?.dispose();
   });
 
+  const vended = async (who: string, id: string) => {
+    const res = await call(who, `/v1/table/${id}/describe`, { vend_credentials: true });
+    expect(res.status, res.text).toBe(200);
+    const o = res.json.storage_options as Record<string, string>;
+    const client = new S3Client({
+      endpoint: o.aws_endpoint,
+      region: o.aws_region,
+      forcePathStyle: true,
+      maxAttempts: 1,
+      credentials: { accessKeyId: o.aws_access_key_id ?? '', secretAccessKey: o.aws_secret_access_key ?? '', sessionToken: o.aws_session_token ?? '' },
+    });
+    const [, bucket = '', key = ''] = /^s3:\/\/([^/]+)\/(.*)$/.exec(String(res.json.location)) ?? [];
+    return { client, bucket, dir: `${key}/` };
+  };
+  const status = async (send: () => Promise<unknown>): Promise<number> => {
+    try {
+      await send();
+      return 200;
+    } catch (e) {
+      return (e as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode ?? -1;
+    }
+  };
+  const put = (v: Vended, key: string) => status(() => v.client.send(new PutObjectCommand({ Bucket: v.bucket, Key: key, Body: 'x' })));
+  const del = (v: Vended, key: string) => status(() => v.client.send(new DeleteObjectCommand({ Bucket: v.bucket, Key: key })));
+  const list = (v: Vended, prefix: string) => status(() => v.client.send(new ListObjectsV2Command({ Bucket: v.bucket, Prefix: prefix })));
+  type Vended = Awaited<ReturnType<typeof vended>>;
+
   it(
     'pylance writes and reads with vended credentials only, each reaching its own table, read-only for a reader',
     async () => {
@@ -221,34 +249,6 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
 
   it("a writer's credentials write its table's data, but not the service's records, a managed table's committed manifests (of main and of its branches) or a sibling; a reader's write nothing", async () => {
     expect((await call('admin', '/v1/table/vendm$m/create', peopleStream([1]), { 'content-type': 'application/vnd.apache.arrow.stream' })).status).toBe(200);
-    const vended = async (who: string, id: string) => {
-      const res = await call(who, `/v1/table/${id}/describe`, { vend_credentials: true });
-      expect(res.status, res.text).toBe(200);
-      const o = res.json.storage_options as Record<string, string>;
-      const client = new S3Client({
-        endpoint: o.aws_endpoint,
-        region: o.aws_region,
-        forcePathStyle: true,
-        maxAttempts: 1,
-        credentials: { accessKeyId: o.aws_access_key_id ?? '', secretAccessKey: o.aws_secret_access_key ?? '', sessionToken: o.aws_session_token ?? '' },
-      });
-      const [, bucket = '', key = ''] = /^s3:\/\/([^/]+)\/(.*)$/.exec(String(res.json.location)) ?? [];
-      return { client, bucket, dir: `${key}/` };
-    };
-    const status = async (send: () => Promise<unknown>): Promise<number> => {
-      try {
-        await send();
-        return 200;
-      } catch (e) {
-        return (e as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode ?? -1;
-      }
-    };
-    const put = (v: Awaited<ReturnType<typeof vended>>, key: string) =>
-      status(() => v.client.send(new PutObjectCommand({ Bucket: v.bucket, Key: key, Body: 'x' })));
-    const del = (v: Awaited<ReturnType<typeof vended>>, key: string) => status(() => v.client.send(new DeleteObjectCommand({ Bucket: v.bucket, Key: key })));
-    const list = (v: Awaited<ReturnType<typeof vended>>, prefix: string) =>
-      status(() => v.client.send(new ListObjectsV2Command({ Bucket: v.bucket, Prefix: prefix })));
-
     const writer = await vended('writer', 'vend$fresh');
     const sibling = await vended('admin', 'vend$sibling');
     const managed = await vended('writer', 'vendm$m');
@@ -285,6 +285,42 @@ describe.skipIf(!rgw)('credential vending on radosgw', () => {
       expect(await del(reader, `${reader.dir}.lance-table.json`)).toBe(403);
     } finally {
       for (const v of [writer, sibling, managed, reader]) v.client.destroy();
+    }
+  });
+
+  it("a writer's credentials never write the service's records, nor a managed table's committed manifests and Lance's hint, at the top or on a branch of one to three segments, and write all Lance writes there", async () => {
+    // Names holding the characters radosgw's `*` stops at in the Deny ('.', '_', '-', '/', and 'e'), and multi-byte ones.
+    const name = 'x_y.e-deep';
+    const branches = [null, 'dev', 'a_b/c.d', 'x-1/y_2/z.3', 'ü_1/ß.2/é'];
+    const tree = (branch: string | null) => (branch === null ? '' : `tree/${branch}/`);
+    const uuid = '0b7e1c2a-9f3d-4e5a-8b6c-1d2e3f4a5b6c';
+    const lanceWrites = (dir: string) => [
+      `${dir}data/${uuid}.lance`,
+      `${dir}_indices/${uuid}/index.idx`,
+      `${dir}_deletions/3-7-1234567890.arrow`,
+      `${dir}_transactions/7-${uuid}.txn`,
+      `${dir}_versions/18446744073709551608.manifest-${uuid}`,
+    ];
+    const history = (dir: string) => [manifestKey(dir, 7, 'V1'), manifestKey(dir, 7, 'V2'), latestHintKey(dir)];
+    for (const managed of [false, true]) {
+      const id = `${managed ? 'vendm' : 'vend'}$${name}`;
+      const created = await call('admin', `/v1/table/${id}/create`, peopleStream([1]), { 'content-type': 'application/vnd.apache.arrow.stream' });
+      expect(created.status, created.text).toBe(200);
+      const writer = await vended('writer', id);
+      try {
+        const denied = [
+          '.lance-table.json',
+          '.lance-reserved',
+          ...branches.flatMap((b) => [versionSidecarKey(tree(b), 7), `${tree(b)}_catalog/writers/planted.json`, ...(managed ? history(tree(b)) : [])]),
+        ];
+        const allowed = branches.flatMap((b) => [...lanceWrites(tree(b)), ...(managed ? [] : history(tree(b)))]);
+        const outcomes = async (keys: string[]) =>
+          Promise.all(keys.map(async (k) => [k, await put(writer, `${writer.dir}${k}`), await del(writer, `${writer.dir}${k}`)]));
+        expect(await outcomes(denied), `managed ${managed}`).toEqual(denied.map((k) => [k, 403, 403]));
+        expect(await outcomes(allowed), `managed ${managed}`).toEqual(allowed.map((k) => [k, 200, 200]));
+      } finally {
+        writer.client.destroy();
+      }
     }
   });
 });

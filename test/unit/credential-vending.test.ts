@@ -1,11 +1,14 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { NamespaceError } from '../../src/model/errors.js';
+import { latestHintKey } from '../../src/service/catalog/layout.js';
 import type { RequestContext, VendRecord } from '../../src/service/context/request-context.js';
 import { NO_CREDENTIALS_KEY, protectedKeys, TableCredentials } from '../../src/service/tables/credential-vending.js';
+import { versionsOn } from '../../src/service/versions/branch-versions.js';
 import { LocalObjectStore } from '../../src/store/local-store.js';
+import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import { S3ObjectStore } from '../../src/store/s3/s3-store.js';
 import { CredentialCache, type CredentialScope, type CredentialVendor } from '../../src/vending/credential-vendor.js';
-import { sessionPolicy } from '../../src/vending/sts-credential-vendor.js';
+import { locationPattern, sessionPolicy } from '../../src/vending/sts-credential-vendor.js';
 
 // Credential vending without a network: the session policy each vend sends, the cache in front
 // of the vendor, and which responses carry credentials, of which access level, or say why not.
@@ -55,7 +58,7 @@ describe('session policy', () => {
         Effect: 'Allow',
         Action: ['s3:ListBucket'],
         Resource: ['arn:aws:s3:::bkt'],
-        Condition: { StringLike: { 's3:prefix': ['root/ns/t.lance/', 'root/ns/t.lance/*'] } },
+        Condition: { StringLike: { 's3:prefix': ['root/ns/t.lance/*'] } },
       },
     ]);
   });
@@ -65,6 +68,7 @@ describe('session policy', () => {
       Statement: Array<Record<string, unknown>>;
     };
     expect(policy.Statement[0]?.Action).toEqual(['s3:GetObject', 's3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload', 's3:ListMultipartUploadParts']);
+    // The Deny names the directory `bkt/ns/t.lance/` as "up to the first 'e', then '/'" (locationPattern).
     expect(policy.Statement[2]).toEqual({
       Effect: 'Deny',
       Action: ['s3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload', 's3:ListMultipartUploadParts'],
@@ -73,15 +77,130 @@ describe('session policy', () => {
         '_catalog/*',
         '_versions/*.manifest',
         '_versions/latest_version_hint.json',
-        'tree/*/_versions/*.manifest',
-        'tree/*/_versions/latest_version_hint.json',
-        'tree/*/*/_versions/*.manifest',
-        'tree/*/*/_versions/latest_version_hint.json',
-        'tree/*/*/*/_versions/*.manifest',
-        'tree/*/*/*/_versions/latest_version_hint.json',
-      ].map((k) => `arn:aws:s3:::bkt/ns/t.lance/${k}`),
+        ...['tree/*/', 'tree/*/*/', 'tree/*/*/*/'].flatMap((branch) => [
+          `${branch}_catalog/*`,
+          `${branch}_versions/*.manifest`,
+          `${branch}_versions/latest_version_hint.json`,
+        ]),
+      ].map((k) => `arn:aws:s3:::*e/${k}`),
     });
-    expect(protectedKeys(false)).toEqual(['.lance-*', '_catalog/*']);
+    expect(protectedKeys(false)).toEqual(['.lance-*', '_catalog/*', 'tree/*/_catalog/*', 'tree/*/*/_catalog/*', 'tree/*/*/*/_catalog/*']);
+  });
+
+  // Whether a Resource pattern matches `bucket/key`, as AWS (and MinIO) match: `*` any characters, '/' too.
+  const awsMatch = (pattern: string, resource: string) =>
+    new RegExp(
+      `^${pattern
+        .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+        .replace(/\*/g, '.*')
+        .replace(/\?/g, '.')}$`,
+      's',
+    ).test(resource);
+  // As radosgw matches (Ceph's match_wildcards, src/rgw/rgw_string.cc), byte by byte: `*` never backtracks,
+  // it ends where the input first holds the pattern's next byte; a trailing `*` takes the rest.
+  const rgwMatch = (pattern: string, resource: string) => {
+    const [p, s] = [Buffer.from(pattern), Buffer.from(resource)];
+    let [i, j] = [0, 0];
+    const star = '*'.charCodeAt(0);
+    for (;;) {
+      if (i === p.length) return j === s.length;
+      if (p[i] === star) {
+        if (i + 1 === p.length) return true;
+        if (j === s.length || p[i + 1] === s[j]) i++;
+        else j++;
+      } else if (j < s.length && (p[i] === '?'.charCodeAt(0) || p[i] === s[j])) [i, j] = [i + 1, j + 1];
+      else return false;
+    }
+  };
+  const denyPatterns = (prefix: string, managed: boolean) => {
+    const policy = JSON.parse(sessionPolicy({ ...scope(prefix, 'read-write'), protectedKeys: protectedKeys(managed) })) as {
+      Statement: Array<{ Resource: string[] }>;
+    };
+    return (policy.Statement[2]?.Resource ?? []).map((r) => r.slice('arn:aws:s3:::'.length));
+  };
+
+  it("matches the Deny as radosgw does (its `*` stops at the next character's first occurrence) and as AWS does: the service's records and a managed table's committed manifests of main and of branches of up to three segments, and nothing Lance writes", () => {
+    // Locations holding the characters the patterns stop at ('.', '_', '/', 'e'), a multi-byte character, and names like the protected ones.
+    const prefixes = [
+      'ns/t.lance/',
+      'root_1/a.b_c/my_table.lance/',
+      'r/ns/.lance-table-0b7e1c2a/',
+      'r/ünï/tëst.lance/',
+      'r/_catalog/tree/_versions/t.lance/',
+      'e/ee/e.lance/',
+    ];
+    const branches = [null, 'dev', 'a_b', 'feature/x_y.z', 'a-1/b_2/c.3', 'ü/ß/é'];
+    const deeper = ['a/b/c/d', 'a_b/c.d/e-f/g_h/i'];
+    const lanceWrites = (dir: string) => [
+      `${dir}data/0b7e1c2a-9f3d-4e5a-8b6c-1d2e3f4a5b6c.lance`,
+      `${dir}_indices/0b7e1c2a-9f3d-4e5a-8b6c-1d2e3f4a5b6c/index.idx`,
+      `${dir}_deletions/3-7-1234567890.arrow`,
+      `${dir}_transactions/7-0b7e1c2a-9f3d-4e5a-8b6c-1d2e3f4a5b6c.txn`,
+      `${dir}_versions/18446744073709551608.manifest-0b7e1c2a-9f3d-4e5a-8b6c-1d2e3f4a5b6c`,
+      `${dir}_versions/7.manifest-0b7e1c2a-9f3d-4e5a-8b6c-1d2e3f4a5b6c`,
+      `${dir}_refs/branches/feature%2Fx.json`,
+      `${dir}_refs/tags/v1.json`,
+    ];
+    for (const prefix of prefixes)
+      for (const managed of [false, true]) {
+        const dataDir = { store: new MemoryObjectStore(), key: prefix, owned: true };
+        const patterns = denyPatterns(prefix, managed);
+        const denied = (match: (p: string, r: string) => boolean, key: string) => patterns.some((p) => match(p, `bkt/${key}`));
+        const protectedOn = (branch: string | null) => {
+          const versions = versionsOn(dataDir, branch);
+          const records = [versions.sidecarKey(7), `${versions.dir.key}_catalog/writers/planted.json`];
+          const history = [versions.finalKey(7, 'V1'), versions.finalKey(7, 'V2'), latestHintKey(versions.dir.key)];
+          return managed ? [...records, ...history] : records;
+        };
+        const lanceOn = (branch: string | null) => [
+          ...lanceWrites(versionsOn(dataDir, branch).dir.key),
+          ...(managed ? [] : [versionsOn(dataDir, branch).finalKey(7, 'V2'), latestHintKey(versionsOn(dataDir, branch).dir.key)]),
+        ];
+        const where = `prefix ${prefix}, managed ${managed}`;
+        for (const key of [`${prefix}.lance-table.json`, `${prefix}.lance-reserved`, ...branches.flatMap(protectedOn)]) {
+          expect(denied(rgwMatch, key), `radosgw: ${key} (${where})`).toBe(true);
+          expect(denied(awsMatch, key), `AWS: ${key} (${where})`).toBe(true);
+        }
+        // Deeper branch names: covered where `*` spans '/' only.
+        for (const key of deeper.flatMap(protectedOn)) expect(denied(awsMatch, key), `AWS: ${key} (${where})`).toBe(true);
+        // What Lance writes stays writable: exactly so on radosgw; on AWS too, unless the location itself holds
+        // a protected name (its Deny is wider than the directory: fail closed).
+        for (const key of [...branches, ...deeper].flatMap(lanceOn)) {
+          expect(denied(rgwMatch, key), `radosgw: ${key} (${where})`).toBe(false);
+          if (!prefix.includes('/_catalog/')) expect(denied(awsMatch, key), `AWS: ${key} (${where})`).toBe(false);
+        }
+      }
+  });
+
+  it('names a location in a few characters by a pattern that matches exactly it on radosgw, and it on AWS', () => {
+    const locations = ['bkt/ns/t.lance/', 'b/r/ünï/tëst.lance/', 'bucket-1/a/a/a/a/', 'bkt/x.y_z-w/.lance-table-ab/', 'bkt/€€/€/', 'bkt/₤₤₤₤₤€€€€/€/'] as const;
+    for (const location of locations) {
+      const pattern = locationPattern(location);
+      expect(rgwMatch(`${pattern}k`, `${location}k`), `${pattern} for ${location}`).toBe(true);
+      expect(awsMatch(pattern, location), `${pattern} for ${location}`).toBe(true);
+      expect(pattern.length).toBeLessThanOrEqual(location.length);
+      // On radosgw it ends exactly where the location does: a key under a longer location is not under this one.
+      expect(rgwMatch(`${pattern}k`, `${location}x/k`)).toBe(false);
+    }
+    expect(locationPattern('bkt/ns/t.lance/')).toBe('*e/');
+    // A multi-byte character is spelled, never a place `*` stops at: radosgw would stop at the first byte of '€', which begins '₤' too.
+    expect(locationPattern('b/€€€€€€/₤/')).not.toContain('*€');
+  });
+
+  it('stays well under the 2,048 characters STS takes for a 200-character location, and fails closed beyond', () => {
+    const bucket = 'b'.repeat(63); // S3's longest bucket name
+    const prefix =
+      'lakehouse/warehouse_prod/analytics_team/customer_events/archive_2024/tables/region_eu_west_1/team_growth/experiments/daily_rollups/session_level/feature_store_v2/events_per_customer_and_day_v03.lance/';
+    expect(prefix.length).toBe(200);
+    const lengths = [false, true].map((managed) => sessionPolicy({ bucket, prefix, access: 'read-write', protectedKeys: protectedKeys(managed) }).length);
+    expect(lengths[0]).toBeLessThan(1_300);
+    expect(lengths[1]).toBeLessThan(1_700);
+    // A location no short pattern names (a hundred one-letter segments) is refused rather than sent to be refused.
+    const spelled = 'a/'.repeat(100);
+    expect(() => sessionPolicy({ bucket, prefix: spelled, access: 'read-write', protectedKeys: protectedKeys(true) })).toThrow(
+      /session policy for .* would be \d+ bytes, more than STS takes \(2048\)/,
+    );
+    expect(sessionPolicy({ bucket, prefix: spelled, access: 'read', protectedKeys: protectedKeys(true) }).length).toBeLessThan(2_048);
   });
 });
 

@@ -18,20 +18,26 @@ import type { RequestContext, VendRecord } from '../context/request-context.js';
 export const NO_CREDENTIALS_KEY = 'vended_credentials';
 
 /**
- * Keys of a table directory that vended credentials may not write, relative to the directory. With
- * managed versioning, the committed manifests of every branch too: a branch's history is
- * `tree/<branch>/_versions/`, and a branch name may have '/'. AWS's `*` spans '/', radosgw's does
- * not: one pattern per depth, up to BRANCH_DEPTHS segments (the session policy has a size bound).
+ * Keys of a table directory that vended credentials may not write, relative to the directory: the
+ * service's records (`.lance-*`, and `_catalog/` of main and of every branch, where a branch's
+ * versions keep their sidecars) and, with managed versioning, the committed manifests and Lance's
+ * hint of main and of every branch (a branch's history is `tree/<branch>/_versions/`; a branch name
+ * may have '/'). Each pattern must hold on every store: AWS's `*` spans '/', radosgw's stops at the
+ * first occurrence of the character after it (sts-credential-vendor.ts), so `tree/<branch>/` is
+ * spelled once per depth, `*` per segment, for names of up to BRANCH_DEPTHS segments.
  */
 export function protectedKeys(managedVersioning: boolean): string[] {
-  const own = ['.lance-*', `${CATALOG_DIR}/*`];
-  if (!managedVersioning) return own;
+  const own = (dir: string) => [`${dir}${CATALOG_DIR}/*`];
   const history = (dir: string) => [`${dir}${VERSIONS_DIR}/*.manifest`, `${dir}${VERSIONS_DIR}/${LATEST_HINT}`];
-  const branches = Array.from({ length: BRANCH_DEPTHS }, (_, depth) => history(`tree/${'*/'.repeat(depth + 1)}`)).flat();
-  return [...own, ...history(''), ...branches];
+  const keys = (dir: string) => (managedVersioning ? [...own(dir), ...history(dir)] : own(dir));
+  const branches = Array.from({ length: BRANCH_DEPTHS }, (_, depth) => keys(`tree/${'*/'.repeat(depth + 1)}`)).flat();
+  return ['.lance-*', ...keys(''), ...branches];
 }
 
-/** How many segments of a branch's name the Deny of its manifests spells out on a store whose `*` does not span '/'. */
+/**
+ * How many segments of a branch's name the Deny spells out for a store whose `*` does not span '/'
+ * (radosgw): a name with more has its tree's protected keys covered only where `*` spans '/' (AWS).
+ */
 const BRANCH_DEPTHS = 3;
 
 export interface VendTarget {
