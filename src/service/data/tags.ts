@@ -11,7 +11,8 @@ import type {
   UpdateTableTagRequest,
   UpdateTableTagResponse,
 } from '../../model/tags.js';
-import { findTagRef, listTagRefs, normalizeBranch, type TagRef } from '../branches/branch-refs.js';
+import { underBranchClaim } from '../branches/branch-claim.js';
+import { type BranchName, findTagRef, listTagRefs, normalizeBranch, type TagRef } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
@@ -58,14 +59,33 @@ export class TagService {
   async create(ctx: RequestContext, id: string[], request: CreateTableTagRequest): Promise<CreateTableTagResponse> {
     // On a branch, Lance records the branch in the tag (TagContents.branch): the version is that branch's.
     const branch = normalizeBranch(request.branch);
-    await this.tables.writeTable(ctx, id, (table) => this.engine.tags.create(table.at, request.tag, request.version), { branch, version: request.version });
+    await this.intoLine(ctx, id, branch, () =>
+      this.tables.writeTable(ctx, id, (table) => this.engine.tags.create(table.at, request.tag, request.version), { branch, version: request.version }),
+    );
     return {};
   }
 
   async update(ctx: RequestContext, id: string[], request: UpdateTableTagRequest): Promise<UpdateTableTagResponse> {
     const branch = normalizeBranch(request.branch);
-    await this.tables.writeTable(ctx, id, (table) => this.engine.tags.update(table.at, request.tag, request.version), { branch, version: request.version });
+    await this.intoLine(ctx, id, branch, () =>
+      this.tables.writeTable(ctx, id, (table) => this.engine.tags.update(table.at, request.tag, request.version), { branch, version: request.version }),
+    );
     return {};
+  }
+
+  /**
+   * Runs the write of a tag pointing into `branch`. Invariant: the service never leaves a tag
+   * pointing into a deleted branch. A tag into a branch is written holding the table's branch
+   * claim, taken before its write reads the branch's ref (under its write lease, 404 code 22 when
+   * gone) and released once the tag is written; a delete of the branch holds the same claim from
+   * before it reads the tags until it has removed the ref (branches/branch-service.ts). The two
+   * never overlap, so either the tag is there when the delete reads the tags (409 code 19), or the
+   * ref is gone when the tag's write reads it. The claim comes before the write lease, as the
+   * delete, holding the claim, waits for the leases that name the branch. A tag into main needs
+   * neither. Test: process/branch-delete-races.test.ts.
+   */
+  private intoLine<T>(ctx: RequestContext, id: string[], branch: BranchName, write: () => Promise<T>): Promise<T> {
+    return branch === null ? write() : underBranchClaim(this.tables.catalog, ctx, id, write);
   }
 
   async delete(ctx: RequestContext, id: string[], request: DeleteTableTagRequest): Promise<DeleteTableTagResponse> {
