@@ -277,8 +277,9 @@ export const api = {
     return response.arrayBuffer();
   },
   /** A transaction: the service's own (a job, a batch) by its id, or a Lance commit as [...table id, version]. */
-  describeTransaction(id: readonly string[], signal?: AbortSignal): Promise<Transaction> {
+  /** DescribeTransaction; `branch`: a Lance commit's line of history (a field of the service's, not the spec's). */
+  describeTransaction(id: readonly string[], signal?: AbortSignal, branch?: string): Promise<Transaction> {
     const { segment, query } = idPath(id);
-    return call('DescribeTransaction', 'POST', `/v1/transaction/${segment}/describe`, query, {}, signal);
+    return call('DescribeTransaction', 'POST', `/v1/transaction/${segment}/describe`, query, branch === undefined ? {} : { branch }, signal);
   },
 };

@@ -26,7 +26,7 @@ function Page({ route }: { route: Route }) {
     case 'transactions':
       return <TransactionsPage />;
     case 'transaction':
-      return <TransactionPage id={route.id} />;
+      return <TransactionPage id={route.id} branch={route.branch} />;
     case 'search':
       return <SearchPage query={route.query} />;
     case 'not-found':

@@ -9,11 +9,12 @@ export type Route =
   | { page: 'table'; id: string[] }
   | { page: 'versions'; id: string[]; branch?: string | undefined }
   | { page: 'transactions' }
-  | { page: 'transaction'; id: string[] }
+  | { page: 'transaction'; id: string[]; branch?: string | undefined }
   | { page: 'search'; query: string }
   | { page: 'not-found'; path: string };
 
 const encodeId = (id: readonly string[]): string => id.map(encodeURIComponent).join('/');
+const branchQuery = (branch: string | undefined): string => (branch === undefined ? '' : `?branch=${encodeURIComponent(branch)}`);
 
 function decodeId(rest: string): string[] | null {
   try {
@@ -30,11 +31,11 @@ export function href(route: Route): string {
     case 'table':
       return `#/table/${encodeId(route.id)}`;
     case 'versions':
-      return `#/versions/${encodeId(route.id)}${route.branch === undefined ? '' : `?branch=${encodeURIComponent(route.branch)}`}`;
+      return `#/versions/${encodeId(route.id)}${branchQuery(route.branch)}`;
     case 'transactions':
       return '#/transactions';
     case 'transaction':
-      return `#/transaction/${encodeId(route.id)}`;
+      return `#/transaction/${encodeId(route.id)}${branchQuery(route.branch)}`;
     case 'search':
       return `#/search?q=${encodeURIComponent(route.query)}`;
     case 'not-found':
@@ -51,12 +52,12 @@ export function parseRoute(hash: string): Route {
   const match = /^\/(ns|table|versions|transaction)\/(.+)$/.exec(head);
   const id = match ? decodeId(match[2] as string) : null;
   if (match && id?.every((part) => part !== '')) {
-    if (match[1] === 'versions') {
-      // A branch's timeline (absent: main's).
+    if (match[1] === 'versions' || match[1] === 'transaction') {
+      // A branch's timeline, or a Lance commit on a branch (absent: main's).
       const branch = new URLSearchParams(query).get('branch');
-      return branch ? { page: 'versions', id, branch } : { page: 'versions', id };
+      return branch ? { page: match[1], id, branch } : { page: match[1], id };
     }
-    const page = match[1] === 'ns' ? 'namespace' : (match[1] as 'table' | 'transaction');
+    const page = match[1] === 'ns' ? 'namespace' : 'table';
     return { page, id };
   }
   return { page: 'not-found', path };

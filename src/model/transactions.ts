@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { caseInsensitiveEnum, RequestBase, ResponseBase } from './common.js';
 
+// Beyond the spec: its DescribeTransactionRequest and AlterTransactionRequest carry no `branch`, and a
+// Lance commit's id (`<table id>$<version>`) names a version of main; with `branch`, of that branch.
+const TransactionBranch = z.string().nullable().optional().meta({
+  description:
+    'Not in the spec: the line of history of a Lance commit named `<table id>$<version or uuid>`. Absent, null, "" or "main" is main; a branch that does not exist is a 404 code 22.',
+});
+
 export const TransactionStatusInput = caseInsensitiveEnum(['Queued', 'Running', 'Succeeded', 'Failed', 'Canceled'], 'Transaction status.');
 
 // The spec leaves every field of an action optional. One without the field it acts on (a status
@@ -30,9 +37,11 @@ export const AlterTransactionAction = z
   .meta({ id: 'AlterTransactionAction' });
 export type AlterTransactionAction = z.infer<typeof AlterTransactionAction>;
 
-export const AlterTransactionRequest = z.object({ ...RequestBase, actions: z.array(AlterTransactionAction).min(1) }).meta({ id: 'AlterTransactionRequest' });
+export const AlterTransactionRequest = z
+  .object({ ...RequestBase, branch: TransactionBranch, actions: z.array(AlterTransactionAction).min(1) })
+  .meta({ id: 'AlterTransactionRequest' });
 
-export const DescribeTransactionRequest = z.object({ ...RequestBase }).meta({ id: 'DescribeTransactionRequest' });
+export const DescribeTransactionRequest = z.object({ ...RequestBase, branch: TransactionBranch }).meta({ id: 'DescribeTransactionRequest' });
 
 export const TransactionResponse = z
   .object({ ...ResponseBase, status: z.string(), properties: z.record(z.string(), z.string()) })

@@ -177,6 +177,13 @@ describe.skipIf(missing)('web console in chromium', () => {
     await poll(count(page.getByTestId('versions-branch'))).toBe(0);
     await page.getByTestId('version-lines').getByRole('link', { name: 'exp/first-load', exact: true }).click();
     await poll(count(versions.locator('tbody tr'))).toBe(2);
+    // The branch's own commits, as Lance recorded them in its tree: the fork's clone, then the delete.
+    await poll(text(row(2).getByTestId('operation'))).toBe('clone');
+    await poll(text(row(3).getByTestId('operation'))).toBe('delete');
+    await row(3).getByRole('link', { name: 'delete' }).click();
+    await poll(text(page.getByTestId('transaction-branch'))).toBe('exp/first-load');
+    await poll(text(page.getByTestId('status'))).toBe('Succeeded');
+    await poll(text(page.getByTestId('properties'))).toContain('version3');
   });
 
   it('lists the jobs, running first; follows a running job from the list to its end', async () => {

@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
+import { manifestFileName } from '../../src/engine/lance-format/manifest-names.js';
 import { DEFAULT_INDEX_PYTHON } from '../../src/engine/pylance/pylance-indices.js';
 import { useNamespaceFixture } from '../support/app.js';
 import { connectTable, peopleStream } from '../support/arrow-data.js';
@@ -95,6 +97,31 @@ describe.each(backends())('branches on $name', (backend) => {
     expectError(await post('missing', 'branches/create', { name: 'x' }), 404, 4);
     expectError(await post('missing', 'branches/list'), 404, 4);
     expectError(await post('missing', 'branches/list', { limit: 0 }), 404, 4);
+  });
+
+  it('on a table without managed versioning a branch exists only by its ref: a commit on a branch without one is 404 code 22 and writes nothing; the name stays forkable', async () => {
+    await createTable('b2u', 3);
+    const dir = 'ns/b2u.lance/';
+    // What a client might stage for a branch it never forked: main's version 1, under the branch's tree.
+    const main1 = await fx.root.store.get(`${dir}_versions/${manifestFileName(1, 'V2')}`);
+    const stage = async () => {
+      const key = `${dir}tree/ghost/_versions/1.manifest-${randomUUID()}`;
+      await fx.root.store.put(key, main1?.body ?? Buffer.alloc(0));
+      return fx.root.store.objectPath(key);
+    };
+    const entry = async () => ({ id: ['ns', 'b2u'], version: 1, manifest_path: await stage(), naming_scheme: 'V2', branch: 'ghost' });
+    const { id: _, ...single } = await entry();
+    expectError(await post('b2u', 'version/create', single), 404, 22, /ghost/);
+    expectError(await fx.t.call('POST', '/v1/table/version/batch-create', { entries: [await entry()] }), 404, 22, /ghost/);
+    expectError(await fx.t.call('POST', '/v1/table/batch-commit', { operations: [{ create_table_version: await entry() }] }), 404, 22, /ghost/);
+    await fx.t.app.settled();
+    const tree = (await fx.root.store.list(`${dir}tree/`, {})).objects.map((o) => o.key);
+    expect(tree.filter((key) => !/\/_versions\/1\.manifest-[0-9a-f-]+$/.test(key))).toEqual([]);
+    expect((await fx.root.store.list(`${dir}_catalog/reservations/`, {})).objects).toEqual([]);
+    // The name is free: it forks, once.
+    expect((await post('b2u', 'branches/create', { name: 'ghost', from_version: 1 })).status).toBe(200);
+    expectError(await post('b2u', 'branches/create', { name: 'ghost' }), 409, 23);
+    expect((await post('b2u', 'count_rows', { branch: 'ghost' })).text).toBe('5');
   });
 
   it("deletes a branch and its tree, keeps one others were forked from (Lance's rule: 409 code 19 naming them), 404 code 22 for a missing one", async () => {

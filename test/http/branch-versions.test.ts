@@ -31,10 +31,13 @@ describe.each(backends())('table versions on branches on $name', (backend) => {
   const fx = useTestApp(backend);
   let counter = 0;
 
-  /** A table in its own namespace with versions 1..`mainVersions` on main; helpers bound to it. */
+  /**
+   * A table with managed versioning (what Lance's clients commit through the version API) in its
+   * own namespace, with versions 1..`mainVersions` on main; helpers bound to it.
+   */
   async function table(mainVersions = 2) {
     const ns = `bv${++counter}`;
-    await fx.t.call('POST', `/v1/namespace/${ns}/create`, {});
+    await fx.t.call('POST', `/v1/namespace/${ns}/create`, { properties: { managed_versioning: 'true' } });
     expect((await fx.t.call('POST', `/v1/table/${ns}%24t/declare`, {})).status).toBe(200);
     const dir = `${ns}/t.lance/`;
     const path = `/v1/table/${ns}%24t`;

@@ -145,4 +145,40 @@ describe.each(backends())('transactions on $name', (backend) => {
       expect(res.json.code, id).toBe(10);
     }
   });
+
+  it("describes a branch's Lance commits with the request's branch, by version or uuid, apart from main's", async () => {
+    const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
+    await fx.t.call('POST', '/v1/namespace/lb/create', {});
+    expect((await fx.t.call('POST', '/v1/table/lb%24events/create', peopleStream([1, 2]), ARROW)).status).toBe(200);
+    expect((await fx.t.call('POST', '/v1/table/lb%24events/branches/create', { name: 'dev/x' })).status).toBe(200);
+    // dev/x's version 2 appends, main's version 2 deletes: the same number on two lines of history.
+    expect((await fx.t.call('POST', '/v1/table/lb%24events/insert?branch=dev%2Fx', peopleStream([3]), ARROW)).json.version).toBe(2);
+    expect((await fx.t.call('POST', '/v1/table/lb%24events/delete', { predicate: 'id = 1' })).json.version).toBe(2);
+    const describe = (id: string, body: Record<string, unknown>) => fx.t.call('POST', `/v1/transaction/${id}/describe`, body);
+    // The branch's first version is Lance's clone of main's 1, committed in the branch's tree.
+    expect((await describe('lb%24events%241', { branch: 'dev/x' })).json).toMatchObject({ properties: { version: '1', operation: 'clone' } });
+    const onBranch = await describe('lb%24events%242', { branch: 'dev/x' });
+    expect(onBranch.status, onBranch.text).toBe(200);
+    expect(onBranch.json).toMatchObject({ status: 'Succeeded', properties: { version: '2', read_version: '1', operation: 'append' } });
+    const onMain = await describe('lb%24events%242', {});
+    expect(onMain.json).toMatchObject({ properties: { version: '2', operation: 'delete' } });
+    for (const main of ['main', '', null]) expect((await describe('lb%24events%242', { branch: main })).json).toEqual(onMain.json);
+    const uuid = String((onBranch.json.properties as Record<string, string>).uuid);
+    expect(uuid).not.toBe((onMain.json.properties as Record<string, string>).uuid);
+    expect((await describe(`lb%24events%24${uuid}`, { branch: 'dev/x' })).json).toEqual(onBranch.json);
+    expect((await describe('2', { id: ['lb', 'events'], branch: 'dev/x' })).json).toEqual(onBranch.json);
+    // A branch's commit is not main's, nor the other way round.
+    expect((await describe(`lb%24events%24${uuid}`, {})).json.code).toBe(10);
+    expect((await describe('lb%24events%243', { branch: 'dev/x' })).json.code).toBe(10);
+    // Properties set on one line's commit stay on it.
+    const altered = await fx.t.call('POST', '/v1/transaction/lb%24events%242/alter', { branch: 'dev/x', actions: [set('reviewed', 'yes')] });
+    expect(altered.json).toMatchObject({ status: 'Succeeded', properties: { reviewed: 'yes', operation: 'append' } });
+    expect((await describe('lb%24events%242', { branch: 'dev/x' })).json.properties).toMatchObject({ reviewed: 'yes' });
+    expect((await describe('lb%24events%242', {})).json.properties).not.toHaveProperty('reviewed');
+    // A branch that is not there, or a name Lance refuses.
+    const missing = await describe('lb%24events%242', { branch: 'nope' });
+    expect([missing.status, missing.json.code]).toEqual([404, 22]);
+    const bad = await describe('lb%24events%242', { branch: 'a..b' });
+    expect([bad.status, bad.json.code]).toEqual([400, 13]);
+  });
 });

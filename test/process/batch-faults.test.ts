@@ -130,7 +130,9 @@ async function makeTemplate(expect: ExpectStatic, backend: Backend): Promise<Tes
       expect(res.json.version).toBe(1);
       const branch = BRANCH[t];
       if (branch !== undefined) {
-        // The branch forked at version 1, as Lance's create_branch commits it: its first manifest, then its ref.
+        // The branch forked at version 1: its ref, then its first manifest (the table has no managed
+        // versioning, where a branch exists only by its ref; see branch-versions.ts).
+        await root.store.put(`${tableDir(t)}_refs/branches/${branch}.json`, JSON.stringify({ parentVersion: 1, createAt: 1, manifestSize: 1 }));
         const prefix = `${tableDir(t)}_versions/`;
         const v1 = (await keysUnder(root, prefix)).find((k) => parseManifestFileName(k.slice(prefix.length))?.version === 1) ?? '';
         const staged = `${lineDir(t)}_versions/1.manifest-${randomUUID()}`;
@@ -141,7 +143,6 @@ async function makeTemplate(expect: ExpectStatic, backend: Backend): Promise<Tes
           branch,
         });
         expect(first.status, first.text).toBe(200);
-        await root.store.put(`${tableDir(t)}_refs/branches/${branch}.json`, JSON.stringify({ parentVersion: 1, createAt: 1, manifestSize: 1 }));
       }
     }
     await stopService(setup, expect);

@@ -126,6 +126,47 @@ describe.each(backends())('a branch deleted while work on it is in flight, two p
     await forkedAfresh('w3', 5);
   });
 
+  // A tag into a branch against the branch's delete (the protocol and its invariant are in
+  // src/service/data/tags.ts): the tag's write and the delete hold the table's branch claim in turn,
+  // so the tag is there when the delete reads the tags (409 code 19), or the branch is gone when the
+  // tag's write reads its ref (404 code 22). The old code took no claim for the tag: the delete read
+  // no tag, removed the branch, and the tag written meanwhile pointed into nothing.
+  it('a tag into the branch paused after it read the ref: the delete waits for it, then refuses (409 code 19); the tag points into a branch that is there', async () => {
+    await tableWithBranch('g1');
+    const slow = await crash.start(undefined, { points: ['write:after-resolve'], ms: PAUSE_MS });
+    const tagging = post(slow, 'g1', 'tags/create', { tag: 'keep', version: 1, branch: 'dev' });
+    await reached(slow, 'write:after-resolve');
+    const deleted = await post(crash.watcher(), 'g1', 'branches/delete', { name: 'dev' });
+    const tagged = await tagging;
+    expect(tagged.status, tagged.text).toBe(200);
+    expect([deleted.status, deleted.json.code], deleted.text).toEqual([409, 19]);
+    expect(String(deleted.json.error)).toMatch(/keep/);
+    const watcher = crash.watcher();
+    expect(Object.keys((await post(watcher, 'g1', 'branches/list')).json.branches as object)).toEqual(['dev']);
+    expect((await post(watcher, 'g1', 'tags/version', { tag: 'keep' })).json).toEqual({ version: 1, branch: 'dev' });
+    expect((await post(watcher, 'g1', 'count_rows', { branch: 'dev', version: 1 })).text).toBe('5');
+  });
+
+  it('a delete paused after it read the tags: a tag created or moved into the branch waits for it, then finds the branch gone (404 code 22), and no tag points into it', async () => {
+    const dir = await tableWithBranch('g2');
+    const watcher = crash.watcher();
+    expect((await post(watcher, 'g2', 'tags/create', { tag: 'onmain', version: 1 })).status).toBe(200);
+    const slow = await crash.start(undefined, { points: ['branch-delete:after-tags'], ms: PAUSE_MS });
+    const deleting = post(slow, 'g2', 'branches/delete', { name: 'dev' });
+    await reached(slow, 'branch-delete:after-tags');
+    const [created, moved] = await Promise.all([
+      post(watcher, 'g2', 'tags/create', { tag: 'keep', version: 1, branch: 'dev' }),
+      post(watcher, 'g2', 'tags/update', { tag: 'onmain', version: 1, branch: 'dev' }),
+    ]);
+    expect([created.status, created.json.code], created.text).toEqual([404, 22]);
+    expect([moved.status, moved.json.code], moved.text).toEqual([404, 22]);
+    expect((await deleting).status).toBe(200);
+    const tags = (await post(watcher, 'g2', 'tags/list')).json.tags as Record<string, { branch?: string }>;
+    expect(Object.keys(tags)).toEqual(['onmain']);
+    expect(tags.onmain?.branch).toBeUndefined();
+    expect(await treeKeys(dir)).toEqual([]);
+  });
+
   it('a delete killed after the ref went, a branch nested under it: a fork of the name works and takes nothing of the old one; the nested one stays whole', async () => {
     const dir = await tableWithBranch('k1');
     const watcher = crash.watcher();

@@ -34,16 +34,17 @@ describe.each(backends())('create_table_version killed half-way on $name', (back
       const store = crash.root().store;
       const v1 = (await listAll(store, `${dir}_versions/`)).objects.find((o) => parseManifestFileName(o.key.slice(`${dir}_versions/`.length))?.version === 1);
       expect(v1).toBeDefined();
-      // On a branch: forked at version 1 (its first manifest, then its ref, as Lance's create_branch commits them).
+      // On a branch: forked at version 1 (its ref, then its first manifest: the table has no managed
+      // versioning, where a branch exists only by its ref; see branch-versions.ts).
       const line = branch === undefined ? dir : `${dir}tree/${branch}/`;
       const onBranch = branch === undefined ? {} : { branch };
       if (branch !== undefined) {
+        await store.put(`${dir}_refs/branches/${branch}.json`, JSON.stringify({ parentVersion: 1, createAt: 1, manifestSize: 1 }));
         await store.put(`${line}_versions/1.manifest-staged`, (await store.get(v1?.key ?? ''))?.body ?? Buffer.alloc(0));
         const first = await crash
           .watcher()
           .call('POST', `${path}/version/create`, { version: 1, manifest_path: store.objectPath(`${line}_versions/1.manifest-staged`), branch });
         expect(first.status, first.text).toBe(200);
-        await store.put(`${dir}_refs/branches/${branch}.json`, JSON.stringify({ parentVersion: 1, createAt: 1, manifestSize: 1 }));
       }
       await store.put(`${line}_versions/2.manifest-staged`, manifestBytes(2));
       const request = {

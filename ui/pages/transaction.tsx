@@ -51,9 +51,10 @@ export function TransactionsPage() {
   );
 }
 
-export function TransactionPage({ id }: { id: string[] }) {
+/** A transaction by its id; `branch`: the line of history of a Lance commit (absent: main). */
+export function TransactionPage({ id, branch }: { id: string[]; branch?: string | undefined }) {
   const state = usePolled(
-    (signal) => api.describeTransaction(id, signal),
+    (signal) => api.describeTransaction(id, signal, branch),
     (data) => !ENDED.has(data.status),
     POLL_MS,
     [],
@@ -73,6 +74,12 @@ export function TransactionPage({ id }: { id: string[] }) {
       </nav>
       <h1>
         <span class="kind">{kindOf(props, lanceCommit)}</span> <span class="mono">{id.join('$')}</span>
+        {branch !== undefined && (
+          <>
+            {' '}
+            <span class="kind">on branch</span> <span data-testid="transaction-branch">{branch}</span>
+          </>
+        )}
       </h1>
       <ErrorBox error={state.error} onRetry={state.reload} />
       {!data && !state.error && <Loading what="the transaction" />}
@@ -103,7 +110,7 @@ export function TransactionPage({ id }: { id: string[] }) {
               )}
               {props.version && lanceCommit && (
                 <>
-                  , version {props.version} (<Link to={{ page: 'versions', id: table }}>timeline</Link>)
+                  , version {props.version} (<Link to={{ page: 'versions', id: table, branch }}>timeline</Link>)
                 </>
               )}
             </p>

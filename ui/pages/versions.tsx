@@ -10,8 +10,7 @@ import { formatBytes, formatCount, formatTime } from '../format.js';
 // one with ten. For each version on screen, its Lance commit's operation (DescribeTransaction of
 // `<table id>$<version>`) and its row count (CountTableRows at that version) are asked for a few
 // at a time; the chart plots what has arrived. Each line of history has its timeline: main's, and
-// each branch's (ListTableVersions and CountTableRows with `branch`; a Lance commit's transaction
-// is asked for on main only, as DescribeTransaction names a version by the table and its number).
+// each branch's (ListTableVersions, CountTableRows and DescribeTransaction with `branch`).
 
 export const VERSION_PAGE = 50;
 /** Branches offered as other timelines (the first page of ListTableBranches). */
@@ -56,16 +55,10 @@ export function VersionsPage({ id, branch }: { id: string[]; branch?: string | u
       </h1>
       <BranchLinks id={id} branch={branch} />
       <p class="muted small">
-        Newest first, {VERSION_PAGE} at a time.{' '}
-        {branch === undefined ? (
-          <>
-            The operation of each version is what Lance recorded in its transaction file (DescribeTransaction of <code>{`${id.join('$')}$<version>`}</code>);{' '}
-          </>
-        ) : (
-          <>A branch's history starts at the version it was forked at. Operations are shown for main's versions only (DescribeTransaction names main's); </>
-        )}
-        rows are CountTableRows at that version; bytes are the size of the version's manifest (the API reports data bytes only for the latest version, on the
-        table page).
+        Newest first, {VERSION_PAGE} at a time. {branch !== undefined && <>A branch's history starts at the version it was forked at. </>}
+        The operation of each version is what Lance recorded in its transaction file (DescribeTransaction of <code>{`${id.join('$')}$<version>`}</code>
+        {branch !== undefined && <> with the branch</>}); rows are CountTableRows at that version; bytes are the size of the version's manifest (the API reports
+        data bytes only for the latest version, on the table page).
       </p>
       {versions.length > 0 && <VersionChart versions={versions} details={details} />}
       <ErrorBox error={state.error} onRetry={() => void loadPage(next)} />
@@ -89,14 +82,12 @@ export function VersionsPage({ id, branch }: { id: string[]; branch?: string | u
                   <td class="num">{v.version}</td>
                   <td class="mono small">{formatTime(v.timestamp_millis)}</td>
                   <td data-testid="operation">
-                    {branch !== undefined ? (
-                      <span class="muted">—</span>
-                    ) : d?.error ? (
+                    {d?.error ? (
                       <span class="error-inline" title={d.error}>
                         unavailable
                       </span>
                     ) : (
-                      <Link to={{ page: 'transaction', id: [...id, String(v.version)] }}>{d?.operation ?? (d ? 'not recorded' : '…')}</Link>
+                      <Link to={{ page: 'transaction', id: [...id, String(v.version)], branch }}>{d?.operation ?? (d ? 'not recorded' : '…')}</Link>
                     )}
                   </td>
                   <td class="num" data-testid="rows">
@@ -184,17 +175,17 @@ function useVersionDetails(
   }, [versions]);
 }
 
-/** A version's row count and, on main, its Lance commit's operation; `error` when nothing asked for came. */
+/** A version's row count and its Lance commit's operation (on its line of history); `error` when nothing asked for came. */
 async function detailOf(id: string[], branch: string | undefined, version: number, signal: AbortSignal): Promise<VersionDetail> {
   const [rows, transaction] = await Promise.allSettled([
     twice(() => api.countRows(id, version, signal, branch), signal),
-    branch === undefined ? twice(() => api.describeTransaction([...id, String(version)], signal), signal) : Promise.resolve(undefined),
+    twice(() => api.describeTransaction([...id, String(version)], signal, branch), signal),
   ]);
   const detail: VersionDetail = {};
   if (rows.status === 'fulfilled') detail.rows = rows.value;
-  if (transaction.status === 'fulfilled' && transaction.value) detail.operation = transaction.value.properties.operation;
+  if (transaction.status === 'fulfilled') detail.operation = transaction.value.properties.operation;
   const failures = [rows, transaction].filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => (r.reason as Error).message);
-  if (failures.length === (branch === undefined ? 2 : 1)) detail.error = failures.join('; ');
+  if (failures.length === 2) detail.error = failures.join('; ');
   return detail;
 }
 

@@ -1,5 +1,5 @@
 import { type DatasetLocation, EngineError } from '../dataset-location.js';
-import type { TagInfo, TagOps } from '../ports/tags.js';
+import type { TagOps } from '../ports/tags.js';
 import { engineMessage } from './rows.js';
 import { classify, type Table, type TableAccess } from './table-access.js';
 
@@ -29,18 +29,6 @@ export class LancedbTags implements TagOps {
         throw tagFailure(e);
       }
     });
-  }
-
-  list(at: DatasetLocation): Promise<Map<string, TagInfo>> {
-    return this.withTags(at, 'read', async (tags) => {
-      const listed = await tags.list();
-      // TagContents are native objects whose fields are getters: copy them out by name.
-      return new Map(Object.entries(listed).map(([name, contents]) => [name, { version: contents.version, manifestSize: contents.manifestSize }] as const));
-    });
-  }
-
-  version(at: DatasetLocation, tag: string): Promise<number> {
-    return this.withTags(at, 'read', (tags) => tags.getVersion(tag));
   }
 
   create(at: DatasetLocation, tag: string, version: number): Promise<void> {

@@ -4,7 +4,7 @@ import { defineRoute, type RouteGroup, routeGroup } from '../route.js';
 
 // The path id is the transaction's (a service transaction id, or a Lance-form table id plus uuid
 // or version); the body `id`, when a client sends one, names the table, so it is not compared
-// with the path.
+// with the path; the body `branch` (not in the spec), the line of history of a Lance commit.
 export function transactionRoutes(transactions: TransactionService): RouteGroup {
   return routeGroup('/v1', [
     defineRoute({
@@ -16,7 +16,7 @@ export function transactionRoutes(transactions: TransactionService): RouteGroup 
       body: DescribeTransactionRequest,
       bodyIdIsPathId: false,
       response: TransactionResponse,
-      handler: ({ ctx, id, body }) => transactions.describe(ctx, id, body.id),
+      handler: ({ ctx, id, body }) => transactions.describe(ctx, id, body.id, body.branch),
     }),
     defineRoute({
       operationId: 'AlterTransaction',
@@ -28,7 +28,7 @@ export function transactionRoutes(transactions: TransactionService): RouteGroup 
       bodyIdIsPathId: false,
       response: TransactionResponse,
       mutation: true,
-      handler: ({ ctx, id, body }) => transactions.alter(ctx, id, body.id, body.actions),
+      handler: ({ ctx, id, body }) => transactions.alter(ctx, id, body.id, body.actions, body.branch),
     }),
   ]);
 }

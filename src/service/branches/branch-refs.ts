@@ -156,8 +156,11 @@ export function branchDir(dataDir: StoreDir, branch: BranchRef | null): StoreDir
   return branch === null ? dataDir : branchTreeDir(dataDir, branch.name);
 }
 
-/** The branch's name from its ref's key (null: not a ref Lance would have written). */
-function nameOfRefKey(prefix: string, key: string): string | null {
+/**
+ * The name of the ref at `key` in the refs' directory `prefix` (Lance's `<encoded name>.json`),
+ * or null: not a ref Lance would have written (or, with `problem`, of a name it refuses).
+ */
+function nameOfRefKey(prefix: string, key: string, problem: (name: string) => string | null = branchNameProblem): string | null {
   if (!key.startsWith(prefix) || !key.endsWith('.json')) return null;
   const segment = key.slice(prefix.length, -'.json'.length);
   if (segment.includes('/')) return null;
@@ -167,7 +170,7 @@ function nameOfRefKey(prefix: string, key: string): string | null {
   } catch {
     return null;
   }
-  return branchNameProblem(name) === null && encodeBranchSegment(name) === segment ? name : null;
+  return name !== '' && problem(name) === null && encodeBranchSegment(name) === segment ? name : null;
 }
 
 function parseBranchRef(name: string, key: string, body: Buffer, etag: string): BranchRef {
@@ -223,30 +226,43 @@ export interface BranchRefPage {
 }
 
 /**
- * Up to `limit` branches after the branch `afterName` (from the first when undefined): one LIST of
- * the refs' directory (a page of it) and one GET per branch listed, at the same time. A ref deleted
- * between the two is left out.
+ * Up to `limit` names of the refs in the directory `prefix`, after the ref at `startAfter` (from
+ * the first when undefined), in the byte order of their keys: one LIST of the directory sized to
+ * the page; entries that are not refs (another tool's files) are skipped, so a page may take
+ * more than one. `lastName`: the page's last name when more may follow, else null.
  */
-export async function listBranchRefs(dataDir: StoreDir, options: { afterName?: string; limit: number }): Promise<BranchRefPage> {
-  const { store } = dataDir;
-  const prefix = branchRefsPrefix(dataDir);
+async function listRefNames(
+  dataDir: StoreDir,
+  prefix: string,
+  nameOf: (key: string) => string | null,
+  options: { startAfter: string | undefined; limit: number },
+): Promise<{ names: string[]; lastName: string | null }> {
   const names: string[] = [];
-  let startAfter = options.afterName === undefined ? undefined : branchRefKey(dataDir, options.afterName);
+  let { startAfter } = options;
   let more = true;
-  // Entries that are not refs (another tool's files) are skipped, so a page may take more than one LIST.
   while (more && names.length < options.limit) {
-    const page = await store.list(prefix, { delimiter: '/', startAfter, maxKeys: options.limit - names.length });
+    const page = await dataDir.store.list(prefix, { delimiter: '/', startAfter, maxKeys: options.limit - names.length });
     for (const { key } of page.objects) {
-      const name = nameOfRefKey(prefix, key);
+      const name = nameOf(key);
       if (name !== null) names.push(name);
     }
     more = page.nextStartAfter !== undefined;
     startAfter = page.nextStartAfter;
   }
+  return { names, lastName: more ? (names.at(-1) ?? null) : null };
+}
+
+/**
+ * Up to `limit` branches after the branch `afterName` (from the first when undefined): one LIST of
+ * the refs' directory (a page of it) and one GET per branch listed, at the same time. A ref deleted
+ * between the two is left out.
+ */
+export async function listBranchRefs(dataDir: StoreDir, options: { afterName?: string; limit: number }): Promise<BranchRefPage> {
+  const prefix = branchRefsPrefix(dataDir);
+  const startAfter = options.afterName === undefined ? undefined : branchRefKey(dataDir, options.afterName);
+  const { names, lastName } = await listRefNames(dataDir, prefix, (key) => nameOfRefKey(prefix, key), { startAfter, limit: options.limit });
   const refs = await Promise.all(names.map((name) => findBranchRef(dataDir, name)));
-  const branches = refs.filter((ref): ref is BranchRef => ref !== null);
-  const lastName = more ? (names.at(-1) ?? null) : null;
-  return { branches, lastName };
+  return { branches: refs.filter((ref): ref is BranchRef => ref !== null), lastName };
 }
 
 /**
@@ -273,14 +289,58 @@ export async function branchesForkedFrom(dataDir: StoreDir, name: string): Promi
 export const tagRefsPrefix = (dataDir: StoreDir): string => `${dataDir.key}_refs/tags/`;
 export const tagRefKey = (dataDir: StoreDir, name: string): string => `${tagRefsPrefix(dataDir)}${encodeURIComponent(name)}.json`;
 
-/** The branch a tag's ref (Lance's `_refs/tags/<tag>.json`) points into; undefined for main or an unreadable ref. */
-export function branchOfTagRef(body: Buffer): string | undefined {
+/** A tag's ref as Lance writes it (camelCase: branch, version, manifestSize, createdAt, updatedAt, metadata). */
+const StoredTagContents = z.object({
+  branch: z.string().nullish(),
+  version: z.number().int().nonnegative(),
+  manifestSize: z.number().int().nonnegative(),
+});
+
+/** A tag as its ref says: the version it points to, that version's manifest size, and the branch it points into (absent: main). */
+export interface TagRef {
+  name: string;
+  version: number;
+  manifestSize: number;
+  branch?: string;
+}
+
+/** What the tag ref `body` says, or null when it is not one Lance would have written. */
+function tagOfRef(name: string, body: Buffer): TagRef | null {
+  let json: unknown;
   try {
-    const branch = (JSON.parse(body.toString('utf8')) as { branch?: unknown }).branch;
-    return typeof branch === 'string' && normalizeBranch(branch) !== null ? branch : undefined;
+    json = JSON.parse(body.toString('utf8'));
   } catch {
-    return undefined;
+    return null;
   }
+  const parsed = StoredTagContents.safeParse(json);
+  if (!parsed.success) return null;
+  const { branch, version, manifestSize } = parsed.data;
+  const named = typeof branch === 'string' && branch !== '' && branch !== MAIN ? branch : undefined;
+  return { name, version, manifestSize, ...(named === undefined ? {} : { branch: named }) };
+}
+
+/** Tag `name` as its ref says (one GET), or null when there is none; a 500 for a ref Lance would not have written. */
+export async function findTagRef(dataDir: StoreDir, name: string): Promise<TagRef | null> {
+  const key = tagRefKey(dataDir, name);
+  const object = await dataDir.store.get(key);
+  if (!object) return null;
+  const tag = tagOfRef(name, object.body);
+  if (!tag) throw new NamespaceError(ErrorCode.Internal, `the ref of tag ${JSON.stringify(name)} (${key}) is not a Lance tag ref`);
+  return tag;
+}
+
+/**
+ * Up to `limit` tags after the tag `afterName` (from the first when undefined), in the byte order of
+ * their refs' keys, as their refs say: one LIST of `_refs/tags/` sized to the page and one GET per
+ * tag listed, all at once (the engine's listing would read every tag of the table, and not say
+ * which branch each points into). A tag deleted between the two is left out.
+ */
+export async function listTagRefs(dataDir: StoreDir, options: { afterName?: string; limit: number }): Promise<{ tags: TagRef[]; lastName: string | null }> {
+  const prefix = tagRefsPrefix(dataDir);
+  const startAfter = options.afterName === undefined ? undefined : tagRefKey(dataDir, options.afterName);
+  const { names, lastName } = await listRefNames(dataDir, prefix, (key) => nameOfRefKey(prefix, key, () => null), { startAfter, limit: options.limit });
+  const tags = await Promise.all(names.map((name) => findTagRef(dataDir, name)));
+  return { tags: tags.filter((tag): tag is TagRef => tag !== null), lastName };
 }
 
 /** The tags that point into branch `name`, which Lance keeps while they do: one LIST of the tags and a GET each, for a delete only. */
@@ -288,12 +348,11 @@ export async function tagsPointingInto(dataDir: StoreDir, name: string): Promise
   const prefix = tagRefsPrefix(dataDir);
   const { objects } = await listAll(dataDir.store, prefix, { delimiter: '/' });
   const tags = await Promise.all(
-    objects
-      .filter(({ key }) => key.endsWith('.json'))
-      .map(async ({ key }) => {
-        const object = await dataDir.store.get(key);
-        return object && branchOfTagRef(object.body) === name ? decodeURIComponent(key.slice(prefix.length, -'.json'.length)) : null;
-      }),
+    objects.map(async ({ key }) => {
+      const tag = nameOfRefKey(prefix, key, () => null);
+      const object = tag === null ? null : await dataDir.store.get(key);
+      return tag !== null && object && tagOfRef(tag, object.body)?.branch === name ? tag : null;
+    }),
   );
   return tags.filter((tag): tag is string => tag !== null);
 }

@@ -8,15 +8,14 @@ import type {
 } from '../../model/branches.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { displayId } from '../catalog/catalog.js';
-import { branchClaimKey } from '../catalog/layout.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import type { RequestContext } from '../context/request-context.js';
-import { awaitClaim } from '../coordination/claims.js';
 import { pausePoint } from '../coordination/fault-points.js';
 import type { DataTables, OpenTable } from '../data/data-tables.js';
 import { onEngine } from '../errors/engine-errors.js';
 import { resolveTable } from '../tables/resolved-table.js';
 import { versionsOn } from '../versions/branch-versions.js';
+import { underBranchClaim } from './branch-claim.js';
 import {
   branchesForkedFrom,
   branchRefKey,
@@ -34,9 +33,6 @@ import {
 /** A page of branches without a `limit` holds at most this many: one LIST of the refs and as many GETs. */
 export const DEFAULT_BRANCH_PAGE = 1000;
 
-/** How long a fork or delete waits for another one of the same table before it is a 409 code 14 (retry). */
-const CLAIM_WAIT_MS = 10_000;
-
 /**
  * The branch operations of the Lance namespace spec. A branch is Lance's own (branch-refs.ts): the
  * engine forks it, under the table's write lease (a drop waits for it), as does the delete; the
@@ -50,6 +46,8 @@ const CLAIM_WAIT_MS = 10_000;
  * fork from a branch and that branch's delete (the fork would refer to a deleted tree). So each
  * takes the table's branch claim (coordination/claims.ts, `_catalog/branches.json`) and checks the
  * refs only once it holds it: the name free, the source there. Test: data/branches.test.ts races them.
+ * A tag's create or update into a branch holds the same claim (data/tags.ts), so the tags a delete
+ * reads under it are every tag into the branch.
  *
  * A delete meets the writes in flight on the branch as a drop meets a table's (the protocol and its
  * invariant are in tables/table-fences.ts): it removes the ref, waits until no write and no commit
@@ -116,6 +114,7 @@ export class BranchService {
           `branch ${JSON.stringify(request.name)} of table ${displayId(id)} is referenced by tags (${tagged.join(', ')}): delete them first`,
         );
       }
+      await pausePoint('branch-delete:after-tags');
       await table.dir.store.delete(branchRefKey(table.dir, request.name));
       await pausePoint('branch-delete:after-ref');
       await this.tables.catalog.fences.branchWritesEnded(table.ref, request.name, versionsOn(table.dir, request.name));
@@ -126,17 +125,7 @@ export class BranchService {
 
   /** Runs `change` under the table's write lease and its branch claim (see the invariant above). */
   private changeRefs(ctx: RequestContext, id: string[], change: (table: OpenTable) => Promise<void>): Promise<void> {
-    const { store, settings } = this.tables.catalog;
-    return this.tables.write(ctx, id, async (table) => {
-      const release = await awaitClaim(store, branchClaimKey(table.ref), ctx.requestId, settings.leaseMs, Date.now() + CLAIM_WAIT_MS);
-      if (release === null)
-        throw new NamespaceError(ErrorCode.ConcurrentModification, `another fork or delete of a branch of table ${displayId(id)} is under way; try again`);
-      try {
-        await change(table);
-      } finally {
-        await release();
-      }
-    });
+    return this.tables.write(ctx, id, (table) => underBranchClaim(this.tables.catalog, ctx, id, () => change(table)));
   }
 
   private exists(table: OpenTable, name: string): NamespaceError {

@@ -1,3 +1,4 @@
+import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type {
   CreateTableTagRequest,
   CreateTableTagResponse,
@@ -10,10 +11,11 @@ import type {
   UpdateTableTagRequest,
   UpdateTableTagResponse,
 } from '../../model/tags.js';
-import { branchOfTagRef, normalizeBranch, tagRefKey } from '../branches/branch-refs.js';
+import { underBranchClaim } from '../branches/branch-claim.js';
+import { type BranchName, findTagRef, listTagRefs, normalizeBranch, type TagRef } from '../branches/branch-refs.js';
+import { displayId } from '../catalog/catalog.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
-import { paginate } from '../catalog/page-token.js';
 import type { RequestContext } from '../context/request-context.js';
 import type { DataTables } from './data-tables.js';
 
@@ -25,35 +27,31 @@ export class TagService {
     return this.tables.engine;
   }
 
-  /** Tags by name in byte order, a page at a time; page tokens are signed and bound to the table. */
+  /**
+   * Tags in the byte order of their refs' keys (for the names Lance takes, of ASCII letters, digits,
+   * '.', '-' and '_', their names' byte order), a page at a time (at most DEFAULT_TAG_PAGE without a
+   * `limit`); page tokens are signed and bound to the table. Read from the refs, not the engine:
+   * one LIST of `_refs/tags/` sized to the page and one GET per tag of the page (listTagRefs), where
+   * the engine read every tag of the table and the service then each tag of the page again for its branch.
+   */
   async list(ctx: RequestContext, id: string[], page: PageRequest): Promise<ListTableTagsResponse> {
     const { pageTokens } = this.tables.catalog;
     const scope = JSON.stringify(id);
-    const after = pageTokens.decode('tags', scope, page.pageToken);
+    const afterName = pageTokens.decode('tags', scope, page.pageToken);
+    const limit = Math.min(page.limit ?? DEFAULT_TAG_PAGE, DEFAULT_TAG_PAGE);
     return this.tables.readTable(ctx, id, async (table) => {
-      const tags = await this.engine.tags.list(table.at);
-      const names = [...tags.keys()].sort(byteOrder).filter((name) => after === undefined || byteOrder(name, after) > 0);
-      const { page: pageNames, pageToken } = paginate(
-        names,
-        page.limit,
-        (n) => n,
-        (last) => pageTokens.encode('tags', scope, last),
-      );
-      // The engine does not say which branch a tag points into; its ref does (one GET per tag of the page).
-      const branches = await Promise.all(pageNames.map((name) => tagBranch(table.dir, name)));
-      const out: Record<string, TagContents> = {};
-      pageNames.forEach((name, i) => {
-        const tag = tags.get(name);
-        const branch = branches[i];
-        if (tag) out[name] = { ...(branch ? { branch } : {}), version: tag.version, manifestSize: tag.manifestSize };
-      });
-      return { tags: out, page_token: pageToken };
+      if (limit === 0) return { tags: {}, page_token: null };
+      const listed = await listTagRefs(table.dir, { ...(afterName === undefined ? {} : { afterName }), limit });
+      const tags: Record<string, TagContents> = {};
+      for (const { name, ...contents } of listed.tags) tags[name] = contents;
+      return { tags, page_token: listed.lastName === null ? null : pageTokens.encode('tags', scope, listed.lastName) };
     });
   }
 
+  /** The version and branch of one tag: one GET, of its ref. */
   async version(ctx: RequestContext, id: string[], request: GetTableTagVersionRequest): Promise<GetTableTagVersionResponse> {
     return this.tables.readTable(ctx, id, async (table) => {
-      const [version, branch] = await Promise.all([this.engine.tags.version(table.at, request.tag), tagBranch(table.dir, request.tag)]);
+      const { version, branch } = await requireTag(table.dir, id, request.tag);
       return { version, ...(branch ? { branch } : {}) };
     });
   }
@@ -61,14 +59,33 @@ export class TagService {
   async create(ctx: RequestContext, id: string[], request: CreateTableTagRequest): Promise<CreateTableTagResponse> {
     // On a branch, Lance records the branch in the tag (TagContents.branch): the version is that branch's.
     const branch = normalizeBranch(request.branch);
-    await this.tables.writeTable(ctx, id, (table) => this.engine.tags.create(table.at, request.tag, request.version), { branch, version: request.version });
+    await this.intoLine(ctx, id, branch, () =>
+      this.tables.writeTable(ctx, id, (table) => this.engine.tags.create(table.at, request.tag, request.version), { branch, version: request.version }),
+    );
     return {};
   }
 
   async update(ctx: RequestContext, id: string[], request: UpdateTableTagRequest): Promise<UpdateTableTagResponse> {
     const branch = normalizeBranch(request.branch);
-    await this.tables.writeTable(ctx, id, (table) => this.engine.tags.update(table.at, request.tag, request.version), { branch, version: request.version });
+    await this.intoLine(ctx, id, branch, () =>
+      this.tables.writeTable(ctx, id, (table) => this.engine.tags.update(table.at, request.tag, request.version), { branch, version: request.version }),
+    );
     return {};
+  }
+
+  /**
+   * Runs the write of a tag pointing into `branch`. Invariant: the service never leaves a tag
+   * pointing into a deleted branch. A tag into a branch is written holding the table's branch
+   * claim, taken before its write reads the branch's ref (under its write lease, 404 code 22 when
+   * gone) and released once the tag is written; a delete of the branch holds the same claim from
+   * before it reads the tags until it has removed the ref (branches/branch-service.ts). The two
+   * never overlap, so either the tag is there when the delete reads the tags (409 code 19), or the
+   * ref is gone when the tag's write reads it. The claim comes before the write lease, as the
+   * delete, holding the claim, waits for the leases that name the branch. A tag into main needs
+   * neither. Test: process/branch-delete-races.test.ts.
+   */
+  private intoLine<T>(ctx: RequestContext, id: string[], branch: BranchName, write: () => Promise<T>): Promise<T> {
+    return branch === null ? write() : underBranchClaim(this.tables.catalog, ctx, id, write);
   }
 
   async delete(ctx: RequestContext, id: string[], request: DeleteTableTagRequest): Promise<DeleteTableTagResponse> {
@@ -77,13 +94,12 @@ export class TagService {
   }
 }
 
-/** The branch tag `name` points into (Lance's ref `_refs/tags/<name>.json`); undefined for main or a tag gone meanwhile. */
-export async function tagBranch(dir: StoreDir, name: string): Promise<string | undefined> {
-  const object = await dir.store.get(tagRefKey(dir, name));
-  return object ? branchOfTagRef(object.body) : undefined;
-}
+/** A page of tags without a `limit` holds at most this many: one LIST of the refs and as many GETs. */
+export const DEFAULT_TAG_PAGE = 1000;
 
-/** Byte order of UTF-8 strings, the order every list of the service uses. */
-function byteOrder(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+/** Tag `name` as its ref says (one GET): 404 code 8 when the table `id` has no such tag. */
+export async function requireTag(dir: StoreDir, id: string[], name: string): Promise<TagRef> {
+  const tag = await findTagRef(dir, name);
+  if (!tag) throw new NamespaceError(ErrorCode.TableTagNotFound, `table ${displayId(id)} has no tag ${JSON.stringify(name)}`);
+  return tag;
 }

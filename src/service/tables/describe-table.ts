@@ -6,8 +6,8 @@ import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { tableRefOf } from '../catalog/layout.js';
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
-import { tagBranch } from '../data/tags.js';
-import { engineFailure, onEngine } from '../errors/engine-errors.js';
+import { requireTag } from '../data/tags.js';
+import { engineFailure } from '../errors/engine-errors.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import { branchLatestCommitted, latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { datasetAt } from './table-location.js';
@@ -35,7 +35,7 @@ export async function describeTable(
   const { state, dir } = table;
   // A tag names a version and the branch it points into; a branch (404 code 22 when it has no ref): its version, schema and stats, the rest the table's.
   requireTagAlone(request);
-  const tagged = flags.loadDetailedMetadata ? await taggedVersion(deps, id, dir, request.tag) : undefined;
+  const tagged = flags.loadDetailedMetadata ? await taggedVersion(id, dir, request.tag) : undefined;
   const branch = await resolveBranch(dir, tagged ? tagged.branch : normalizeBranch(request.branch), displayId(id));
   const properties = state.record?.value.properties ?? {};
   const managedVersioning = await table.managedVersioning();
@@ -85,14 +85,9 @@ function requireTagAlone({ tag, version, branch }: DescribeTableRequest): void {
 }
 
 /** The version and branch `tag` points to (Lance records the branch in the tag), or undefined without a tag. */
-async function taggedVersion(
-  deps: CatalogDeps,
-  id: string[],
-  dir: StoreDir,
-  tag: string | null | undefined,
-): Promise<{ version: number; branch: BranchName } | undefined> {
+async function taggedVersion(id: string[], dir: StoreDir, tag: string | null | undefined): Promise<{ version: number; branch: BranchName } | undefined> {
   if (tag === undefined || tag === null) return undefined;
-  const [version, branch] = await Promise.all([onEngine(id, () => deps.engine.tags.version(datasetAt(dir), tag)), tagBranch(dir, tag)]);
+  const { version, branch } = await requireTag(dir, id, tag);
   return { version, branch: branch ?? null };
 }
 

@@ -3,13 +3,14 @@ import { readTransactionSummary } from '../../engine/lance-format/manifest.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import type { AlterTransactionAction } from '../../model/transactions.js';
 import { listAll } from '../../store/object-store.js';
+import { type BranchName, normalizeBranch, onBranch, resolveBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { lanceTransactionKey, lanceTransactionsDirKey, tableRefOf } from '../catalog/layout.js';
 import type { Versioned } from '../catalog/records.js';
 import type { RequestContext } from '../context/request-context.js';
 import { dataDir, requireVisibleTable } from '../tables/table-state.js';
-import { TableVersions } from '../versions/dataset-versions.js';
+import { versionsOn } from '../versions/branch-versions.js';
 import { TERMINAL, type TransactionLog, type TransactionRecord, type TransactionStatus } from './transaction-log.js';
 
 // DescribeTransaction and AlterTransaction.
@@ -22,7 +23,8 @@ import { TERMINAL, type TransactionLog, type TransactionRecord, type Transaction
 // Ids: the service's own records (batches, jobs) by their id; and, as Lance's clients send them, a
 // table id followed by a Lance transaction uuid or a version number (`ns$events$12`), which names
 // the Lance commit of that version: status Succeeded, properties from its transaction file, plus
-// whatever properties were set on it (kept in a record of their own).
+// whatever properties were set on it (kept in a record of their own). The request's `branch` (not
+// in the spec, whose Lance-form id names a version of main) makes it a commit on that branch.
 
 const ALTER_ATTEMPTS = 10;
 
@@ -48,14 +50,21 @@ export class TransactionService {
     private readonly log: TransactionLog,
   ) {}
 
-  async describe(_ctx: RequestContext, id: string[], tableId: string[] | undefined): Promise<TransactionView> {
-    const found = await this.find(id, tableId);
+  async describe(_ctx: RequestContext, id: string[], tableId: string[] | undefined, branch?: string | null): Promise<TransactionView> {
+    const found = await this.find(id, tableId, normalizeBranch(branch));
     return { status: found.record.value.status, properties: found.record.value.properties };
   }
 
-  async alter(_ctx: RequestContext, id: string[], tableId: string[] | undefined, actions: AlterTransactionAction[]): Promise<TransactionView> {
+  async alter(
+    _ctx: RequestContext,
+    id: string[],
+    tableId: string[] | undefined,
+    actions: AlterTransactionAction[],
+    branch?: string | null,
+  ): Promise<TransactionView> {
+    const line = normalizeBranch(branch);
     for (let attempt = 0; attempt < ALTER_ATTEMPTS; attempt++) {
-      const found = await this.find(id, tableId);
+      const found = await this.find(id, tableId, line);
       const next = this.apply(found.record.value, actions, found.lanceCommit);
       if (next === found.record.value) return { status: next.status, properties: next.properties };
       const written = found.stored ? await this.log.update(found.record, next) : await this.createOverlay(next);
@@ -119,9 +128,13 @@ export class TransactionService {
   /**
    * Resolves a transaction id: a record of the service's, else the Lance form (table id + uuid or
    * version), where the table id is the leading parts of the id or, when the id is a single part,
-   * the request body's `id` (some clients send the table there).
+   * the request body's `id` (some clients send the table there); a commit on `branch` (null: main).
    */
-  private async find(id: string[], tableId: string[] | undefined): Promise<{ record: Versioned<TransactionRecord>; stored: boolean; lanceCommit: boolean }> {
+  private async find(
+    id: string[],
+    tableId: string[] | undefined,
+    branch: BranchName,
+  ): Promise<{ record: Versioned<TransactionRecord>; stored: boolean; lanceCommit: boolean }> {
     const joined = id.join('$');
     if (id.length === 1) {
       const own = await this.log.read(id[0] ?? '');
@@ -130,9 +143,10 @@ export class TransactionService {
     const table = id.length > 1 ? id.slice(0, -1) : tableId && tableId.length > 0 ? tableId : undefined;
     const ref = id[id.length - 1] ?? '';
     if (!table) throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify(joined)} does not exist`);
-    const commit = await this.lanceCommit(table, ref);
+    const commit = await this.lanceCommit(table, ref, branch);
+    // The properties set on a commit are kept by its table, version and (but for main's) branch.
     const overlayId = `lance-${createHash('sha256')
-      .update(JSON.stringify([...table, String(commit.version)]))
+      .update(JSON.stringify([...table, String(commit.version), ...(branch === null ? [] : [branch])]))
       .digest('base64url')
       .slice(0, 32)}`;
     const overlay = await this.log.read(overlayId);
@@ -148,8 +162,12 @@ export class TransactionService {
     };
   }
 
-  /** The Lance commit that made a version (by number or by its transaction uuid). */
-  private async lanceCommit(table: string[], ref: string): Promise<{ version: number; properties: Record<string, string> }> {
+  /**
+   * The Lance commit that made a version of main or of `branch` (by number or by its transaction
+   * uuid): that line's manifest and the transaction file it names, both in the line's own
+   * directory (a branch's in `tree/<branch>/`: `_versions/`, `_transactions/`).
+   */
+  private async lanceCommit(table: string[], ref: string, branch: BranchName): Promise<{ version: number; properties: Record<string, string> }> {
     if (!/^\d{1,15}$/.test(ref) && !/^[0-9a-f-]{36}$/i.test(ref)) {
       throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify([...table, ref].join('$'))} does not exist`);
     }
@@ -161,8 +179,12 @@ export class TransactionService {
         { cause: e },
       );
     });
-    const versions = new TableVersions(dataDir(this.deps.locations, state));
-    const notFound = () => new NamespaceError(ErrorCode.TransactionNotFound, `table ${displayId(table)} has no Lance commit ${JSON.stringify(ref)}`);
+    const dir = dataDir(this.deps.locations, state);
+    // A branch that does not exist is a 404 code 22 (one GET of its ref).
+    await resolveBranch(dir, branch, displayId(table));
+    const versions = versionsOn(dir, branch);
+    const notFound = () =>
+      new NamespaceError(ErrorCode.TransactionNotFound, `table ${displayId(table)} has no Lance commit ${JSON.stringify(ref)}${onBranch(branch)}`);
     const describeVersion = async (version: number) => {
       const summary = await versions.readManifest(version);
       if (!summary) return null;

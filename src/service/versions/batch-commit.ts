@@ -23,7 +23,17 @@ import { dataDir, incarnationOf, isVisible, readTableState, requireVisibleTable,
 import type { TableOp, TransactionLog } from '../transactions/transaction-log.js';
 import { BatchLease } from './batch-lease.js';
 import type { BatchRecovery, VersionSettings } from './batch-recovery.js';
-import { lineId, nextVersionOn, refOf, requireBranchFound, requireSameRef, slotId, type VersionLine, versionLine } from './branch-versions.js';
+import {
+  lineId,
+  nextVersionOn,
+  refOf,
+  requireBranchFound,
+  requireRefOrManaged,
+  requireSameRef,
+  slotId,
+  type VersionLine,
+  versionLine,
+} from './branch-versions.js';
 import { conflict, type PlannedVersion, planVersion, stagedMissing, versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -63,9 +73,11 @@ export class BatchCommits {
   /** A version of an existing table (on the line of its history the request's `branch` names), resolved once. */
   private async plan(id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<BatchVersion> {
     const branch = normalizeBranch(request.branch);
-    const { dir, state } = await resolveTable(this.deps, id);
+    const table = await resolveTable(this.deps, id);
+    const { dir, state } = table;
     const line = versionLine(dir, branch);
     const [planned, ref] = await Promise.all([planVersion(id, line, request), refOf(line)]);
+    await requireRefOrManaged(table, line, ref);
     const incarnation = incarnationOf(state);
     return { ...planned, entry: { ...planned.entry, ...(incarnation !== null ? { incarnation } : {}) }, resolved: state, line, ref };
   }

@@ -18,9 +18,10 @@ import { type CommittedVersion, TableVersions } from './dataset-versions.js';
 // that version of its parent) and has no gaps from there. Lance's create_branch on a table with
 // managed versioning commits that first manifest through the service before it writes the ref
 // (pylance 14: list versions of the branch, describe the source version, create_table_version
-// on the branch, then the ref), so a commit on a branch without a ref is that first commit, at
-// whatever version it names, while the branch has no version; a branch with versions and no ref
-// is none (404 code 22), as is, to a read, a branch with neither.
+// on the branch, then the ref), so on such a table a commit on a branch without a ref is that
+// first commit, at whatever version it names, while the branch has no version; on any other
+// table it is 404 code 22 (requireRefOrManaged). A branch with versions and no ref is none (404
+// code 22), as is, to a read, a branch with neither.
 
 /** The versions of one line of history of the dataset at `dataDir`: main (null) or a branch. */
 export function versionsOn(dataDir: StoreDir, branch: BranchName): TableVersions {
@@ -68,6 +69,24 @@ export function nextVersionOn(id: string[], line: VersionLine, ref: BranchRef | 
   }
   if (line.branch === null) return 1;
   return ref ? ref.contents.parentVersion : requested;
+}
+
+/**
+ * A commit on a branch without a ref (`ref` null: none when the request resolved it) is taken only
+ * where the service is the table's commit path, managed versioning: that is where Lance's
+ * create_branch commits the branch's first manifest before it writes the ref (see above). On
+ * any other table a branch exists only by its ref (Lance forks it directly, the service's own
+ * fork too), so such a commit is 404 code 22 and writes nothing: a history left without a ref
+ * would make its name unforkable. Reads the table's flag only then (off the path of a commit on
+ * main or on a branch with a ref).
+ */
+export async function requireRefOrManaged(
+  table: { id: string[]; managedVersioning(): Promise<boolean> },
+  line: VersionLine,
+  ref: BranchRef | null,
+): Promise<void> {
+  if (line.branch === null || ref !== null) return;
+  if (!(await table.managedVersioning())) throw branchNotFound(displayId(table.id), line.branch);
 }
 
 /**

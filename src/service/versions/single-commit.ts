@@ -10,7 +10,7 @@ import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
 import { type AfterAnswer, nextTurn } from './after-answer.js';
-import { nextVersionOn, refOf, requireSameRef, versionLine } from './branch-versions.js';
+import { nextVersionOn, refOf, requireRefOrManaged, requireSameRef, versionLine } from './branch-versions.js';
 import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
 import type { CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -80,6 +80,7 @@ export class SingleCommits {
     // On a branch, its ref is resolved at the same time: holding the slot, the commit reads it again (requireSameRef).
     const readRef = () => (underWriteLease && leasedRef !== undefined ? Promise.resolve(leasedRef) : refOf(line));
     const [staged, resolvedRef] = await Promise.all([versions.readStaged(versions.stagedKey(request.manifest_path), request.version), readRef()]);
+    await requireRefOrManaged(table, line, resolvedRef);
     const busy = () => conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
     // A request that names its naming scheme (Lance's do) knows its final manifest name before the
     // latest version: its manifest and sidecar are written (on a local disk, fsynced) while the slot
