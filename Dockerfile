@@ -12,4 +12,5 @@ RUN npm run build && npm prune --omit=dev
 # --config file with `auth` to run it authenticated.
 ENV LANCE_NS_HOST=0.0.0.0 LANCE_NS_ROOT=/data LANCE_NS_INSECURE=true
 EXPOSE 2333
-CMD ["node", "dist/main.js"]
+# --no-memory-reducer: see docs/operations.md (Node flags).
+CMD ["node", "--no-memory-reducer", "dist/main.js"]

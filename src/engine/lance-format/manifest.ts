@@ -45,9 +45,9 @@ export class ProtoReader {
   private pos: number;
 
   constructor(
-    private readonly buf: Buffer,
+    private buf: Buffer,
     begin = 0,
-    private readonly end = buf.length,
+    private end = buf.length,
   ) {
     this.pos = begin;
   }
@@ -114,6 +114,14 @@ export class ProtoReader {
     return new ProtoReader(this.buf, this.from, this.to);
   }
 
+  /** Makes this cursor one over the fields inside the payload of `outer`'s field last read: inner() without a new cursor, for a field met once per fragment. */
+  enter(outer: ProtoReader): this {
+    this.buf = outer.buf;
+    this.pos = outer.from;
+    this.end = outer.to;
+    return this;
+  }
+
   private varint(): number {
     let result = 0;
     let scale = 1;
@@ -170,15 +178,20 @@ export function readManifestSummary(file: Buffer): ManifestSummary {
     transactionFile: undefined,
   };
   const manifest = new ProtoReader(body);
+  // One cursor for every fragment, and one for every deletion file, entered in turn: every commit
+  // checks its staged manifest here, and a cursor per fragment was 300 KB of garbage per commit on
+  // a table of 2,300 fragments, half of all the service allocated for a pylance append.
+  const fragment = new ProtoReader(body);
+  const deletion = new ProtoReader(body);
   while (manifest.next()) {
     if (manifest.num === 3 && manifest.wire === 0) summary.version = manifest.value;
     else if (manifest.holds(2)) {
       summary.numFragments++;
-      const fragment = manifest.inner();
+      fragment.enter(manifest);
       while (fragment.next()) {
         if (fragment.num === 4 && fragment.wire === 0) summary.physicalRows += fragment.value;
         if (fragment.holds(3)) {
-          const deletion = fragment.inner();
+          deletion.enter(fragment);
           while (deletion.next()) if (deletion.num === 4 && deletion.wire === 0) summary.numDeletedRows += deletion.value;
         }
       }
