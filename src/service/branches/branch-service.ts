@@ -128,7 +128,9 @@ export class BranchService {
   private changeRefs(ctx: RequestContext, id: string[], change: (table: OpenTable) => Promise<void>): Promise<void> {
     const { store, settings } = this.tables.catalog;
     return this.tables.write(ctx, id, async (table) => {
-      const release = await awaitClaim(store, branchClaimKey(table.ref), ctx.requestId, settings.leaseMs, Date.now() + CLAIM_WAIT_MS);
+      // Not fsynced: it guards no state of its own (each holder checks the refs and the tree it
+      // finds), so a claim lost with the machine's crash, which ends its holder too, loses nothing.
+      const release = await awaitClaim(store, branchClaimKey(table.ref), ctx.requestId, settings.leaseMs, Date.now() + CLAIM_WAIT_MS, { durable: false });
       if (release === null)
         throw new NamespaceError(ErrorCode.ConcurrentModification, `another fork or delete of a branch of table ${displayId(id)} is under way; try again`);
       try {
