@@ -22,6 +22,7 @@ import {
   branchRefKey,
   findBranchRef,
   listBranchRefs,
+  listBranchTree,
   normalizeBranch,
   removeBranchLeftovers,
   requireBranchName,
@@ -82,9 +83,15 @@ export class BranchService {
     const from = normalizeBranch(request.from_branch, 'from_branch');
     const fromVersion = request.from_version ?? undefined;
     await this.changeRefs(ctx, id, async (table) => {
-      const [source, taken] = await Promise.all([resolveBranch(table.dir, from, displayId(id)), findBranchRef(table.dir, request.name)]);
+      // Read at once: the source's ref, the name's, and what its tree holds (nothing, unless a
+      // branch of the name lived before), which is removed only once the name is known free.
+      const [source, taken, tree] = await Promise.all([
+        resolveBranch(table.dir, from, displayId(id)),
+        findBranchRef(table.dir, request.name),
+        listBranchTree(table.dir, request.name),
+      ]);
       if (taken) throw this.exists(table, request.name);
-      await removeBranchLeftovers(table.dir, request.name);
+      await removeBranchLeftovers(table.dir, request.name, tree);
       try {
         await onEngine(id, () => this.tables.engine.branches.create(unmanaged(table), request.name, source?.name ?? null, fromVersion), {
           version: fromVersion,
