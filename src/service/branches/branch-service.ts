@@ -93,7 +93,7 @@ export class BranchService {
       if (taken) throw this.exists(table, request.name);
       await removeBranchLeftovers(table.dir, request.name, tree);
       try {
-        await onEngine(id, () => this.tables.engine.branches.create(unmanaged(table), request.name, source?.name ?? null, fromVersion), {
+        await onEngine(id, () => this.tables.engine.branches.create(table.at, request.name, source?.name ?? null, fromVersion), {
           version: fromVersion,
         });
       } catch (e) {
@@ -151,13 +151,4 @@ export class BranchService {
   private exists(table: OpenTable, name: string): NamespaceError {
     return new NamespaceError(ErrorCode.TableBranchAlreadyExists, `table ${displayId(table.id)} already has a branch ${JSON.stringify(name)}`);
   }
-}
-
-/**
- * The table's main dataset without its commit coordinator: forking a branch commits nothing to
- * main's history, and the coordinator answers for main's alone.
- */
-function unmanaged(table: OpenTable) {
-  const { coordinator: _, ...at } = table.at;
-  return at;
 }
