@@ -8,7 +8,7 @@ import type {
 } from '../../model/branches.js';
 import { ErrorCode, NamespaceError } from '../../model/errors.js';
 import { displayId } from '../catalog/catalog.js';
-import { branchClaimKey } from '../catalog/layout.js';
+import { branchClaimKey, type TableRef } from '../catalog/layout.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import type { RequestContext } from '../context/request-context.js';
 import { awaitClaim } from '../coordination/claims.js';
@@ -131,21 +131,21 @@ export class BranchService {
     return {};
   }
 
-  /** Runs `change` under the table's write lease and its branch claim (see the invariant above). */
+  /**
+   * Runs `change` under the table's write lease and its branch claim (see the invariant above),
+   * the claim taken while the table is opened (DataTables.writeClaimed).
+   */
   private changeRefs(ctx: RequestContext, id: string[], change: (table: OpenTable) => Promise<void>): Promise<void> {
     const { store, settings } = this.tables.catalog;
-    return this.tables.write(ctx, id, async (table) => {
+    const claim = async (ref: TableRef) => {
       // Not fsynced: it guards no state of its own (each holder checks the refs and the tree it
       // finds), so a claim lost with the machine's crash, which ends its holder too, loses nothing.
-      const release = await awaitClaim(store, branchClaimKey(table.ref), ctx.requestId, settings.leaseMs, Date.now() + CLAIM_WAIT_MS, { durable: false });
+      const release = await awaitClaim(store, branchClaimKey(ref), ctx.requestId, settings.leaseMs, Date.now() + CLAIM_WAIT_MS, { durable: false });
       if (release === null)
         throw new NamespaceError(ErrorCode.ConcurrentModification, `another fork or delete of a branch of table ${displayId(id)} is under way; try again`);
-      try {
-        await change(table);
-      } finally {
-        await release();
-      }
-    });
+      return release;
+    };
+    return this.tables.writeClaimed(ctx, id, claim, change);
   }
 
   private exists(table: OpenTable, name: string): NamespaceError {
