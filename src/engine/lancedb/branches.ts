@@ -35,10 +35,12 @@ export class LancedbBranches implements BranchOps {
    * of their own opened without one.
    */
   create(at: DatasetLocation, name: string, fromBranch: string | null, fromVersion: number | undefined): Promise<void> {
+    // Main's latest, named when the caller read it: Lance otherwise lists main's _versions/ for it (a LIST on S3).
+    const version = fromVersion ?? (fromBranch === null ? at.latest?.version : undefined);
     const fork = async (table: Table) => {
       try {
         const branches = await table.branches();
-        (await branches.create(name, fromBranch ?? undefined, fromVersion)).close();
+        (await branches.create(name, fromBranch ?? undefined, version)).close();
       } catch (e) {
         throw branchFailure(e);
       }
