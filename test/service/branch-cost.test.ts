@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { LanceEngine } from '../../src/engine/lance-engine.js';
 import { branchRefKey } from '../../src/service/branches/branch-refs.js';
 import { BranchService } from '../../src/service/branches/branch-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
@@ -7,7 +8,8 @@ import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
-import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
+import { catalogRootKinds, localCatalogDeps, noEngine, useCatalogRoot, useLocalRoot } from '../support/local-catalog.js';
+import { manifestBytes } from '../support/manifests.js';
 import { readLog } from '../support/store-double.js';
 
 // What a branch costs in store calls: a page of ListTableBranches is one LIST of the refs and one
@@ -69,5 +71,40 @@ describe.each(catalogRootKinds)('branch costs (%s)', (kind) => {
     expect(opened.versionsDir.key).toBe('t.lance/tree/dev/');
     expect(reads.filter((k) => k.startsWith('t.lance/_refs/'))).toEqual(['t.lance/_refs/branches/dev.json']);
     await expect(services(store).data.open(ctx, ['t'], { allowDeclared: true, branch: 'nope' })).rejects.toMatchObject({ code: 22 });
+  });
+});
+
+describe('what a fork costs', () => {
+  const root = useLocalRoot('lance-ns-fork-cost-');
+
+  it('a fork of a new name reads its ref and lists its tree, and never lists the refs of the other branches', async () => {
+    const dir = { store: root.store, key: 't.lance/', owned: true };
+    // The engine's part (Lance's clone and ref) is not what is measured here: its double writes the ref.
+    const engine = new Proxy(noEngine, {
+      get: (target, name) =>
+        name === 'branches'
+          ? { create: async (_at: unknown, branch: string) => void (await root.store.put(branchRefKey(dir, branch), ref(1))) }
+          : Reflect.get(target, name),
+    }) as LanceEngine;
+    const build = (store: ObjectStore) => {
+      const deps = localCatalogDeps(store, root.dir, engine);
+      const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: 30_000 });
+      return { branches: new BranchService(new DataTables(deps, versions)), versions, tables: new TableService(deps, (...a) => versions.coordinatorFor(...a)) };
+    };
+    const setup = build(root.store);
+    await setup.tables.declare(ctx, ['t'], {});
+    await root.store.put('t.lance/_versions/1.manifest-staged', manifestBytes(1));
+    await setup.versions.create(ctx, ['t'], { version: 1, manifest_path: root.store.objectPath('t.lance/_versions/1.manifest-staged') });
+    for (let i = 0; i < 50; i++) await root.store.put(branchRefKey(dir, `b${i}`), ref(1));
+
+    const { store, reads } = readLog(root.store);
+    await build(store).branches.create(ctx, ['t'], { name: 'dev' });
+    expect(reads.filter((k) => k.includes('_refs/') || k.includes('tree/'))).toEqual(['t.lance/_refs/branches/dev.json', 'list t.lance/tree/dev/']);
+    // A name with leftovers in its tree (a delete killed half-way) lists the refs nested in it alone.
+    await root.store.put('t.lance/tree/old/_versions/1.manifest', manifestBytes(1));
+    reads.length = 0;
+    await build(store).branches.create(ctx, ['t'], { name: 'old' });
+    expect(reads.filter((k) => k.startsWith('list t.lance/_refs/'))).toEqual(['list t.lance/_refs/branches/old%2F']);
+    expect(await root.store.head('t.lance/tree/old/_versions/1.manifest')).toBeNull();
   });
 });

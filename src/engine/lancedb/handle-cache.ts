@@ -140,6 +140,22 @@ export class HandleCache<H extends KeptHandle> {
   }
 
   /**
+   * Runs `fn` on the handle kept for `location` as it is, unchecked against any version (for work
+   * that reads nothing of its own version: opening another line of history from it); undefined,
+   * without running `fn`, when none is kept.
+   */
+  async withKeptAsIs<T>(location: string, fn: (handle: H) => Promise<T>): Promise<{ value: T } | undefined> {
+    const kept = this.entries.get(location);
+    if (!kept || kept.evicted) return undefined;
+    kept.users++;
+    try {
+      return { value: await fn(kept.handle) };
+    } finally {
+      this.release(kept);
+    }
+  }
+
+  /**
    * Closes the handles kept for `location` and for its branches (keyed by branchKey; its table was
    * dropped, deregistered or renamed) and discards the opens in flight.
    */

@@ -255,9 +255,9 @@ export class TableAccess {
     }
   }
 
-  /** Opens the dataset by a registered handle name, on `branch` (main when undefined), at `version` when given. */
-  private async openTable(name: string, version: number | undefined, branch?: string): Promise<Table> {
-    if (branch !== undefined) return this.openBranch(name, branch, version);
+  /** Opens the dataset by a registered handle name, on `at.branch` (main when undefined), at `version` when given. */
+  private async openTable(name: string, version: number | undefined, at?: DatasetLocation): Promise<Table> {
+    if (at?.branch !== undefined) return this.openBranch(name, at, at.branch, version);
     let table: Table;
     try {
       table = await this.connection.openTable(name);
@@ -283,7 +283,19 @@ export class TableAccess {
    * branch when given. The service looked its ref up first, so a history that is not there is a
    * missing version (or a branch deleted meanwhile).
    */
-  private async openBranch(name: string, branch: string, version: number | undefined): Promise<Table> {
+  private async openBranch(name: string, at: DatasetLocation, branch: string, version: number | undefined): Promise<Table> {
+    // Lance opens a branch by opening main's latest first (a LIST of _versions/ on S3, then the
+    // branch's own): the branch's latest checked out from the main dataset kept open for the
+    // location reads the branch's history alone. Only for a table without a coordinator: a kept
+    // handle's version calls go to the coordinator of main's last request, and a branch of a
+    // managed table commits through its own. Lance reads the branch afresh from the store, so the
+    // kept handle's own version does not matter; should that fail, the branch is opened anew.
+    if (version === undefined && at.coordinator === undefined && this.kept.enabled) {
+      const fromMain = await this.kept
+        .withKeptAsIs(branchKey(at.location, undefined), async (main) => (await main.table.branches()).checkout(branch))
+        .catch(() => undefined);
+      if (fromMain) return fromMain.value;
+    }
     try {
       return await this.connection.openTable(name, undefined, version === undefined ? { branch } : { branch, version });
     } catch (e) {
@@ -297,7 +309,7 @@ export class TableAccess {
   /** Opens the dataset (at `version` when given) for one operation and closes it afterwards. */
   private async withFreshTable<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, version: number | undefined): Promise<T> {
     return this.withHandle(at, async (name) => {
-      const table = await this.openTable(name, version, at.branch);
+      const table = await this.openTable(name, version, at);
       try {
         return await fn(table);
       } finally {
@@ -341,7 +353,7 @@ export class TableAccess {
     let table: Table | undefined;
     let adopted = false;
     try {
-      table = await this.openTable(name, options.version, at.branch);
+      table = await this.openTable(name, options.version, at);
       const result = await fn(table);
       const version = await table.version().catch(() => undefined);
       if (version !== undefined) {
@@ -360,7 +372,7 @@ export class TableAccess {
   private async openKept(at: DatasetLocation): Promise<KeptTable> {
     const name = this.register(at);
     try {
-      return this.keptTable(await this.openTable(name, undefined, at.branch), name);
+      return this.keptTable(await this.openTable(name, undefined, at), name);
     } catch (e) {
       this.unregister(name);
       throw e;

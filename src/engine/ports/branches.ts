@@ -11,7 +11,9 @@ export interface BranchOps {
   /**
    * Forks branch `name` from `fromBranch` (null: main) at `fromVersion` (its latest when undefined).
    * Throws 'branch_exists' when the name is taken, 'branch_not_found' when the source branch is
-   * missing, 'version_not_found' when the source has no such version.
+   * missing, 'version_not_found' when the source has no such version. `at` is the table's main
+   * dataset as the request resolved it (with its coordinator, if any: the fork commits nothing to
+   * main's history, and the engine forks without it).
    */
   create(at: DatasetLocation, name: string, fromBranch: string | null, fromVersion: number | undefined): Promise<void>;
 }

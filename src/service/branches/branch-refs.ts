@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ErrorCode, invalidInput, NamespaceError } from '../../model/errors.js';
-import { listAll } from '../../store/object-store.js';
+import { type ListPage, listAll } from '../../store/object-store.js';
 import type { StoreDir } from '../catalog/locations.js';
 
 // Lance's branches as they lie in a dataset's directory (pylance 14 and @lancedb/lancedb 0.39
@@ -370,6 +370,18 @@ export async function allBranchNames(dataDir: StoreDir): Promise<string[]> {
  */
 const DATASET_DIRS = new Set(['_versions', '_transactions', 'data', '_indices', '_deletions', '_catalog']);
 
+/** Every key in branch `name`'s tree (its own files and the trees of branches nested in it): one LIST, a page for a fresh name. */
+export function listBranchTree(dataDir: StoreDir, name: string): Promise<ListPage> {
+  return listAll(dataDir.store, branchTreeDir(dataDir, name).key);
+}
+
+/** The branches nested in branch `name` (`<name>/<more>`): one LIST of the refs that start with its encoded name and "%2F". */
+async function branchesNestedIn(dataDir: StoreDir, name: string): Promise<string[]> {
+  const prefix = branchRefsPrefix(dataDir);
+  const { objects } = await listAll(dataDir.store, `${prefix}${encodeBranchSegment(`${name}/`)}`, { delimiter: '/' });
+  return objects.map(({ key }) => nameOfRefKey(prefix, key)).filter((n): n is string => n?.startsWith(`${name}/`) === true);
+}
+
 /**
  * Removes what is left of branch `name`'s own files in its tree (`tree/<name>/` and Lance's
  * directories in it), but the trees of the branches nested under it (`<name>/<more>`, which Lance
@@ -377,14 +389,18 @@ const DATASET_DIRS = new Set(['_versions', '_transactions', 'data', '_indices', 
  * beside: `p/data`'s tree is `p`'s data directory): what a write that outlived the branch's
  * delete placed, or what Lance's own delete leaves of a branch with nested ones (its whole tree).
  * Called by the branch's delete once its writes ended, and by a fork of the name before the
- * engine forks it, so that a branch never takes an old one's files as its history. One LIST of
- * the refs and one of the tree; a second one of the tree only when something is left.
+ * engine forks it, so that a branch never takes an old one's files as its history. `listed` is
+ * the tree's listing (listBranchTree) when the caller read it already. Cost: one LIST of the tree
+ * (a fork's, of a name never used, finds nothing and stops there); when it holds something, one
+ * LIST of the refs of the branches nested in it, and a second one of the tree to delete.
  */
-export async function removeBranchLeftovers(dataDir: StoreDir, name: string): Promise<void> {
+export async function removeBranchLeftovers(dataDir: StoreDir, name: string, listed?: ListPage): Promise<void> {
   const tree = branchTreeDir(dataDir, name);
-  const [names, { objects }] = await Promise.all([allBranchNames(dataDir), listAll(dataDir.store, tree.key)]);
-  const nested = names.filter((n) => n.startsWith(`${name}/`)).map((n) => branchTreeDir(dataDir, n).key);
-  const own = (key: string) => DATASET_DIRS.has(key.slice(tree.key.length).split('/')[0] ?? '') && !nested.some((prefix) => key.startsWith(prefix));
+  const { objects } = listed ?? (await listBranchTree(dataDir, name));
+  const maybeOwn = (key: string) => DATASET_DIRS.has(key.slice(tree.key.length).split('/')[0] ?? '');
+  if (!objects.some(({ key }) => maybeOwn(key))) return;
+  const nested = (await branchesNestedIn(dataDir, name)).map((n) => branchTreeDir(dataDir, n).key);
+  const own = (key: string) => maybeOwn(key) && !nested.some((prefix) => key.startsWith(prefix));
   if (!objects.some(({ key }) => own(key))) return;
   await dataDir.store.deletePrefix(tree.key, { keep: objects.filter(({ key }) => !own(key)).map(({ key }) => key) });
 }

@@ -6,7 +6,9 @@ import { keepRenewed, leaseExpired, leaseUntil, pollUntil } from './leases.js';
 // table's branches) holds an object, put create-if-absent. The holder renews the claim's lease
 // while it works (a large body on S3 may take long); a claim whose lease ran out was left by a dead
 // holder and is taken over by a replace-if-unchanged of exactly that claim. The holder releases
-// only its own claim.
+// only its own claim: one it put or renewed less than a lease ago cannot have been taken over
+// (its lease has not run out), so it deletes that without a look (as a write lease is released,
+// table-fences.ts); past that, only if it still holds exactly its own.
 
 /** When a claim's lease ends; undefined for an unreadable claim, which is then treated as stale. */
 function claimLease(body: Buffer): string | undefined {
@@ -18,17 +20,37 @@ function claimLease(body: Buffer): string | undefined {
   }
 }
 
+/** How a claim is put. */
+export interface ClaimOptions {
+  /**
+   * Whether the claim must survive a crash of the machine (the default). A claim that matters only
+   * while its holder lives (it guards no state a later holder does not check for itself) need
+   * not: the machine's crash ends the holder too, and a claim lost with it is no live claim. On a
+   * local disk that spares the fsyncs of the file and its directory.
+   */
+  durable?: boolean;
+}
+
 /** Takes the claim `key`; returns its release, or null while another request holds it. */
-export async function takeClaim(store: ObjectStore, key: string, requestId: string, leaseMs: number): Promise<(() => Promise<void>) | null> {
+export async function takeClaim(
+  store: ObjectStore,
+  key: string,
+  requestId: string,
+  leaseMs: number,
+  options: ClaimOptions = {},
+): Promise<(() => Promise<void>) | null> {
   const claim = () => encodeRecord({ request_id: requestId, lease_until: leaseUntil(leaseMs) });
+  const put = { durable: options.durable ?? true };
   /** Puts the claim under `condition` and keeps it renewed; returns its release. */
   const hold = async (condition: { ifNoneMatch: '*' } | { ifMatch: string }) => {
-    const stampedAt = Date.now();
-    let current = (await store.put(key, claim(), condition)).etag;
+    let stampedAt = Date.now();
+    let current = (await store.put(key, claim(), condition, put)).etag;
     const renewal = keepRenewed(
       leaseMs,
       async () => {
-        current = (await store.put(key, claim(), { ifMatch: current })).etag;
+        const began = Date.now();
+        current = (await store.put(key, claim(), { ifMatch: current }, put)).etag;
+        stampedAt = began;
       },
       stampedAt,
     );
@@ -37,7 +59,8 @@ export async function takeClaim(store: ObjectStore, key: string, requestId: stri
         () => true,
         () => false,
       );
-      if (renewed && (await store.head(key))?.etag === current) await store.delete(key);
+      // Within the lease of its last stamp the claim is still this one's (see the header): no HEAD.
+      if (renewed && (Date.now() - stampedAt < leaseMs || (await store.head(key))?.etag === current)) await store.delete(key);
     };
   };
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -60,10 +83,17 @@ export async function takeClaim(store: ObjectStore, key: string, requestId: stri
 }
 
 /** As takeClaim, waiting with a short backoff while another request holds the claim, until `deadline` (epoch ms); null if it is still held then. */
-export async function awaitClaim(store: ObjectStore, key: string, requestId: string, leaseMs: number, deadline: number): Promise<(() => Promise<void>) | null> {
+export async function awaitClaim(
+  store: ObjectStore,
+  key: string,
+  requestId: string,
+  leaseMs: number,
+  deadline: number,
+  options: ClaimOptions = {},
+): Promise<(() => Promise<void>) | null> {
   let release: (() => Promise<void>) | null = null;
   await pollUntil(async () => {
-    release = await takeClaim(store, key, requestId, leaseMs);
+    release = await takeClaim(store, key, requestId, leaseMs, options);
     return release !== null;
   }, deadline);
   return release;
