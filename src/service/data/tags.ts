@@ -28,8 +28,8 @@ export class TagService {
   }
 
   /**
-   * Tags in the byte order of their refs' keys (for the names Lance takes, of ASCII letters, digits,
-   * '.', '-' and '_', their names' byte order), a page at a time (at most DEFAULT_TAG_PAGE without a
+   * Tags in the byte order of their refs' keys, `<name>.json` (not always the names' order:
+   * `v1.0.1.json` < `v1.0.json`; one LIST cannot give that), a page at a time (at most DEFAULT_TAG_PAGE without a
    * `limit`); page tokens are signed and bound to the table. Read from the refs, not the engine:
    * one LIST of `_refs/tags/` sized to the page and one GET per tag of the page (listTagRefs), where
    * the engine read every tag of the table and the service then each tag of the page again for its branch.

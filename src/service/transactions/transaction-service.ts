@@ -144,12 +144,18 @@ export class TransactionService {
     const ref = id[id.length - 1] ?? '';
     if (!table) throw new NamespaceError(ErrorCode.TransactionNotFound, `transaction ${JSON.stringify(joined)} does not exist`);
     const commit = await this.lanceCommit(table, ref, branch);
-    // The properties set on a commit are kept by its table, version and (but for main's) branch.
-    const overlayId = `lance-${createHash('sha256')
-      .update(JSON.stringify([...table, String(commit.version), ...(branch === null ? [] : [branch])]))
-      .digest('base64url')
-      .slice(0, 32)}`;
-    const overlay = await this.log.read(overlayId);
+    // The properties set on a commit are kept by the commit itself: its table, line of history,
+    // version and transaction uuid, so that a table or branch made again under the same name, or a
+    // table whose id spells another's id and branch, never answers with another commit's record.
+    const uuid = commit.properties.uuid ?? null;
+    const overlayId = overlayIdOf([table, branch, commit.version, uuid]);
+    let overlay = await this.log.read(overlayId);
+    // Records written before the uuid and branch were part of the id: a main commit's by table and
+    // version alone, taken only while they are of the same commit.
+    if (!overlay && branch === null && uuid !== null) {
+      const legacy = await this.log.read(overlayIdOf([...table, String(commit.version)]));
+      if (legacy?.value.properties.uuid === uuid) overlay = legacy;
+    }
     if (overlay) return { record: overlay, stored: true, lanceCommit: true };
     const now = new Date().toISOString();
     return {
@@ -217,3 +223,6 @@ export class TransactionService {
     throw notFound();
   }
 }
+
+/** The id of the record of properties set on a Lance commit, from what identifies the commit. */
+const overlayIdOf = (identity: unknown[]): string => `lance-${createHash('sha256').update(JSON.stringify(identity)).digest('base64url').slice(0, 32)}`;
