@@ -23,10 +23,12 @@
 // (what it holds after declaring them one at a time, which takes it minutes). Lance-written tables
 // are written through each server by pylance's namespace integration, as a client would.
 //
-// Every row runs its workload with the same load generator (fetch from this process, or pylance
-// from a Python process) against this service, then the reference, for a few rounds, after the
-// same untimed warm-up calls on each (WARM_UP_CALLS of the row's probe); the figures
-// printed are the medians over the rounds. The ratio says how many times faster this service is
+// Every row runs its workload with the same load generator against this service, then the
+// reference, for a few rounds: node:http from this process, `requests` from a Python process (as
+// pylance users call the REST API; both where users use both), or pylance itself. A row labelled
+// warm first makes the same untimed calls on each (WARM_UP_CALLS of the row's probe); each label
+// names its fixture (what the catalog holds, the tables touched, warm or not, the client). The
+// figures printed are the medians over the rounds. The ratio says how many times faster this service is
 // (>1: faster). Where the reference lacks an operation or answers differently, the row says so.
 // On radosgw the proxy also counts the store calls a request makes on each server's root.
 
