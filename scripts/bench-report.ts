@@ -73,15 +73,19 @@ interface Measured {
   ref: Figure;
 }
 
+/** A row's label in a chart: without its parenthesized details (the table under the charts has them), so that it fits beside the bars. */
+const chartLabel = (label: string): string => label.replace(/ \([^()]*\)/g, '');
+
 function measured(rows: RowResult[]): Measured[] {
   const out: Measured[] = [];
   for (const r of rows) {
     const ours = figures(r.outcome.ours);
     const ref = figures(r.outcome.ref);
+    const label = chartLabel(r.label);
     r.parts.forEach((part, i) => {
       const o = ours[i];
       const f = ref[i];
-      if (o && f && o.value > 0 && f.value > 0) out.push({ label: r.parts.length === 1 ? r.label : `${r.label}: ${part}`, ours: o, ref: f });
+      if (o && f && o.value > 0 && f.value > 0) out.push({ label: r.parts.length === 1 ? label : `${label}: ${part}`, ours: o, ref: f });
     });
   }
   return out;
@@ -108,7 +112,7 @@ function barChart(
 ): string {
   // Wide enough for the longest label (about 6.6 px a character at this size), within reason.
   const longest = Math.max(...groups.map((g) => g.label.length));
-  const labelWidth = Math.min(600, Math.max(200, Math.ceil(longest * 6.6) + 16));
+  const labelWidth = Math.min(880, Math.max(200, Math.ceil(longest * 6.6) + 16));
   const plotWidth = 420;
   const barHeight = 14;
   const groupGap = 12;

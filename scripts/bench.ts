@@ -1,6 +1,6 @@
 // This service beside the reference server, workload by workload (issue 9's two tables).
 //
-//   npm run bench -- [--store local|s3|both] [--quick] [--only <row-substring>] [--page <dir>]
+//   npm run bench -- [--store local|s3|both] [--quick] [--only <row-substring>] [--page <dir>] [--from-source]
 //
 // A full run (both stores, no --quick, no --only) also writes the run of record,
 // docs/benchmarks/side-by-side.md with SVG charts and results.json (bench-report.ts); --page <dir>
@@ -23,10 +23,12 @@
 // (what it holds after declaring them one at a time, which takes it minutes). Lance-written tables
 // are written through each server by pylance's namespace integration, as a client would.
 //
-// Every row runs its workload with the same load generator (fetch from this process, or pylance
-// from a Python process) against this service, then the reference, for a few rounds, after the
-// same untimed warm-up calls on each (WARM_UP_CALLS of the row's probe); the figures
-// printed are the medians over the rounds. The ratio says how many times faster this service is
+// Every row runs its workload with the same load generator against this service, then the
+// reference, for a few rounds: node:http from this process, `requests` from a Python process (as
+// pylance users call the REST API; both where users use both), or pylance itself. A row labelled
+// warm first makes the same untimed calls on each (WARM_UP_CALLS of the row's probe); each label
+// names its fixture (what the catalog holds, the tables touched, warm or not, the client). The
+// figures printed are the medians over the rounds. The ratio says how many times faster this service is
 // (>1: faster). Where the reference lacks an operation or answers differently, the row says so.
 // On radosgw the proxy also counts the store calls a request makes on each server's root.
 
@@ -185,7 +187,10 @@ function lanceStorageOptions(access: StoreAccess): Record<string, string> {
   };
 }
 
-async function startOurs(access: StoreAccess, root: string): Promise<string> {
+/** How this service is started: as built (what ships), or from its sources through tsx (--from-source, for smoke runs). */
+const service = { fromSource: false };
+
+async function startOurs(access: StoreAccess, root: string): Promise<Started> {
   const port = await freePort();
   const args = ['--root', root, '--host', '127.0.0.1', '--port', String(port), '--log-level', 'warn'];
   if (access.s3) {
@@ -194,20 +199,29 @@ async function startOurs(access: StoreAccess, root: string): Promise<string> {
   }
   // Only what the service needs from this environment: no AWS_* or LANCE_NS_* leaks in.
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' };
-  const child = spawn(process.execPath, [path.join(repo, 'dist/main.js'), ...args], {
+  const entry = service.fromSource ? ['--import', import.meta.resolve('tsx'), path.join(repo, 'src/main.ts')] : [path.join(repo, 'dist/main.js')];
+  const child = spawn(process.execPath, [...entry, ...args], {
     cwd: repo,
     env,
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const exited = track(child);
-  cleanups.push(() => stopChild(child, exited));
+  const stop = () => stopChild(child, exited);
+  cleanups.push(stop);
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(`${url}/health/live`, exited, 'this service');
-  return url;
+  return { url, stop };
 }
 
-/** Runs bench_reference.py `command`; resolves with the first JSON line it prints (the process may go on). */
-function startPython(command: string, config: unknown): { first: Promise<Record<string, unknown>>; child: ChildProcess; exited: Promise<number | null> } {
+/** A running bench_reference.py command: `next()` resolves with the next JSON line it prints. */
+interface PythonProcess {
+  next: () => Promise<Record<string, unknown>>;
+  child: ChildProcess;
+  exited: Promise<number | null>;
+}
+
+/** Runs bench_reference.py `command` with its configuration; the process may go on after its first answer. */
+function startPython(command: string, config: unknown): PythonProcess {
   const child = spawn(PYTHON, [PY_HELPER, command], { cwd: repo, stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, RUST_LOG: 'error' } });
   const exited = track(child);
   // The configuration is the first line of its stdin (a catalog of 10,000 tables is too long for argv).
@@ -216,49 +230,70 @@ function startPython(command: string, config: unknown): { first: Promise<Record<
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString('utf8')).slice(-4000);
   });
-  const first = new Promise<Record<string, unknown>>((resolve, reject) => {
-    readline.createInterface({ input: child.stdout }).on('line', (line) => {
-      try {
-        resolve(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        // not ours
-      }
-    });
-    void exited.then((code) => reject(new Error(`bench_reference.py ${command} exited (${code}) without an answer: ${stderr.trim()}`)));
+  const answers: Array<Record<string, unknown>> = [];
+  const waiting: Array<{ resolve: (answer: Record<string, unknown>) => void; reject: (e: Error) => void }> = [];
+  let ended: Error | undefined;
+  readline.createInterface({ input: child.stdout }).on('line', (line) => {
+    let answer: Record<string, unknown>;
+    try {
+      answer = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      return; // not ours
+    }
+    const waiter = waiting.shift();
+    if (waiter) waiter.resolve(answer);
+    else answers.push(answer);
   });
-  return { first, child, exited };
+  void exited.then((code) => {
+    ended = new Error(`bench_reference.py ${command} exited (${code}) without an answer: ${stderr.trim()}`);
+    for (const waiter of waiting.splice(0)) waiter.reject(ended);
+  });
+  const next = (): Promise<Record<string, unknown>> => {
+    const answer = answers.shift();
+    if (answer) return Promise.resolve(answer);
+    if (ended) return Promise.reject(ended);
+    return new Promise((resolve, reject) => waiting.push({ resolve, reject }));
+  };
+  return { next, child, exited };
 }
 
 async function runPython(command: string, config: unknown): Promise<Record<string, unknown>> {
   checkAborted();
-  const { first, child, exited } = startPython(command, config);
+  const { next, child, exited } = startPython(command, config);
   child.stdin?.end();
-  const answer = await first;
+  const answer = await next();
   const code = await exited;
   if (code !== 0) throw new Error(`bench_reference.py ${command} exited with ${code}`);
   return answer;
 }
 
+/** A server this bench started: its URL, and how to stop it before the run ends (cleanup stops it otherwise). */
+interface Started {
+  url: string;
+  stop: () => Promise<void>;
+}
+
 /**
- * Starts a server command of bench_reference.py and resolves with its URL: it prints its port once
- * it listens, and closing its stdin is how it is told to stop.
+ * Starts a server command of bench_reference.py: it prints its port once it listens, and closing
+ * its stdin is how it is told to stop.
  */
-async function startPythonServer(command: 'serve' | 'null', config: unknown): Promise<string> {
-  const { first, child, exited } = startPython(command, config);
-  cleanups.push(async () => {
+async function startPythonServer(command: 'serve' | 'null', config: unknown): Promise<Started> {
+  const { next, child, exited } = startPython(command, config);
+  const stop = async () => {
     child.stdin?.end();
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
     await exited;
     clearTimeout(timer);
-  });
-  const { port } = await first;
-  return `http://127.0.0.1:${String(port)}`;
+  };
+  cleanups.push(stop);
+  const { port } = await next();
+  return { url: `http://127.0.0.1:${String(port)}`, stop };
 }
 
 /** The null namespace of bench_reference.py on a local directory: the floor of pylance's managed-commit protocol. */
-const startNullNamespace = (root: string, durable: boolean): Promise<string> => startPythonServer('null', { root, durable });
+const startNullNamespace = async (root: string, durable: boolean): Promise<string> => (await startPythonServer('null', { root, durable })).url;
 
-async function startReference(access: StoreAccess, root: string, extra: Record<string, string> = {}): Promise<string> {
+function startReference(access: StoreAccess, root: string, extra: Record<string, string> = {}): Promise<Started> {
   const properties: Record<string, string> = { root, ...extra };
   for (const [k, v] of Object.entries(lanceStorageOptions(access))) properties[`storage.${k}`] = v;
   return startPythonServer('serve', { properties });
@@ -333,8 +368,12 @@ interface Load {
   p99: number;
 }
 
-/** `clients` concurrent callers, each taking the next of `total` operations until none is left. */
-async function closedLoop(clients: number, total: number, op: (i: number) => Promise<void>): Promise<Load> {
+/**
+ * `clients` concurrent callers, each taking the next of `total` operations until none is left. An
+ * operation that returns a number has taken that many milliseconds of what is measured (the rest
+ * of it is set-up, such as the write before a list after a write).
+ */
+async function closedLoop(clients: number, total: number, op: (i: number) => Promise<number | undefined>): Promise<Load> {
   const samples: number[] = [];
   let next = 0;
   const started = now();
@@ -344,14 +383,55 @@ async function closedLoop(clients: number, total: number, op: (i: number) => Pro
         checkAborted();
         const i = next++;
         const t = now();
-        await op(i);
-        samples.push(now() - t);
+        const measured = await op(i);
+        samples.push(measured ?? now() - t);
       }
     }),
   );
   const elapsed = now() - started;
   samples.sort((a, b) => a - b);
   return { rate: total / (elapsed / 1000), p50: percentile(samples, 50), p99: percentile(samples, 99) };
+}
+
+/** The clients a row is measured from: users call the service from Node (LanceDB) and from Python (pylance). */
+type Client = 'Node' | 'Python';
+
+/**
+ * One request of an iteration, made alike by the Node and the Python client. "{i}" in the path or
+ * in a string of the body becomes the iteration's number; an untimed step is set-up.
+ */
+interface Step {
+  method: 'GET' | 'POST';
+  path: string;
+  body?: unknown;
+  timed?: boolean;
+}
+
+const numbered = (text: string, n: number): string => text.replaceAll('{i}', String(n));
+
+/**
+ * `count` iterations of `steps` on `base`, one after another, numbered from `first`, from one
+ * client: Node (keep-alive node:http from this process) or Python (`requests` in a process of its
+ * own, one keep-alive session, as pylance users call the REST API: bench_reference.py calls).
+ */
+async function clientLoop(client: Client, base: string, steps: Step[], count: number, first = 0): Promise<Load> {
+  if (client === 'Python') {
+    const answer = await runPython('calls', { url: base, steps, count, first });
+    if (typeof answer.error === 'string') throw new UnusableAnswer(`Python client: ${answer.error}`);
+    const samples = (Array.isArray(answer.ms) ? answer.ms.filter((x): x is number => typeof x === 'number') : []).sort((a, b) => a - b);
+    const total = samples.reduce((sum, x) => sum + x, 0);
+    return { rate: samples.length / (total / 1000), p50: percentile(samples, 50), p99: percentile(samples, 99) };
+  }
+  return closedLoop(1, count, async (i) => {
+    let spent = 0;
+    for (const step of steps) {
+      const body = step.body === undefined ? undefined : (JSON.parse(numbered(JSON.stringify(step.body), first + i)) as unknown);
+      const t = now();
+      await call(base, step.method, numbered(step.path, first + i), body);
+      if (step.timed !== false) spent += now() - t;
+    }
+    return spent;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -546,6 +626,12 @@ interface Sizes {
   pageSize: number;
   /** Branches of the table whose branches are listed. */
   branches: number;
+  /** Lance-written tables described in turn (0: no such row). */
+  manyTables: number;
+  /** Namespaces created, then tables declared, per client in a fresh root. */
+  freshWrites: number;
+  /** Appends per writer in the concurrent-writers row. */
+  writerAppends: number;
 }
 
 function sizesFor(store: StoreKind, quick: boolean): Sizes {
@@ -567,6 +653,9 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
           dataCalls: 10,
           pageSize: 100,
           branches: 100,
+          manyTables: 50,
+          freshWrites: 10,
+          writerAppends: 5,
         }
       : {
           rounds: 3,
@@ -584,6 +673,9 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
           dataCalls: 30,
           pageSize: 100,
           branches: 1000,
+          manyTables: 1_000,
+          freshWrites: 50,
+          writerAppends: 50,
         };
   }
   return quick
@@ -603,6 +695,9 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
         dataCalls: 5,
         pageSize: 25,
         branches: 25,
+        manyTables: 0,
+        freshWrites: 5,
+        writerAppends: 3,
       }
     : {
         rounds: 3,
@@ -620,6 +715,9 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
         dataCalls: 15,
         pageSize: 100,
         branches: 200,
+        manyTables: 0,
+        freshWrites: 20,
+        writerAppends: 10,
       };
 }
 
@@ -905,7 +1003,7 @@ async function branchRows(bench: Bench, needs: (label: string) => boolean): Prom
   const rows: RowSpec[] = [];
   const n = sizes.branches;
   const routeOf = (table: string) => `/v1/table/${idPath('bench', table)}/branches`;
-  const listLabel = `list branches, ${count(n)} branches, one call`;
+  const listLabel = `list branches, ${count(n)} branches, one call (Node), warm`;
   if (needs(listLabel)) {
     log(`fixture: bench$branched, forked ${count(n)} times on each side`);
     await writeThrough(servers, ['bench', 'branched'], 100, 0);
@@ -933,7 +1031,7 @@ async function branchRows(bench: Bench, needs: (label: string) => boolean): Prom
       probe: list,
     });
   }
-  const createLabel = 'create branch of a Lance-written table, 1 client';
+  const createLabel = 'create branch of a Lance-written table, 1 client (Node), no warm-up';
   if (needs(createLabel)) {
     log('fixture: bench$forks');
     await writeThrough(servers, ['bench', 'forks'], 100, 0);
@@ -951,16 +1049,322 @@ async function branchRows(bench: Bench, needs: (label: string) => boolean): Prom
   return rows;
 }
 
+const CLIENTS: Client[] = ['Node', 'Python'];
+/** `$`, the separator of a multi-level id, as it appears in a path ("{i}" must stay unencoded for the clients to fill in). */
+const SEP = encodeURIComponent('$');
+
+/** A root of its own for one measurement, empty; removed with the run's roots. */
+let freshRoots = 0;
+async function freshRoot(bench: Bench, side: Side): Promise<string> {
+  const name = `fresh-${freshRoots++}-${side}`;
+  if (bench.servers.access.kind === 'local') {
+    const dir = path.join(path.dirname(bench.roots.ours), name);
+    await mkdir(dir);
+    return dir;
+  }
+  return `${path.posix.dirname(bench.roots.ours)}/${name}-${randomBytes(3).toString('hex')}`;
+}
+
+/**
+ * Single-client writes into an empty catalog: per round, side and client, a fresh root with a server
+ * started on it (this service or the reference, no warm-up: what the first writes of a new catalog
+ * meet), `n` root-level namespaces created one after another, then `n` tables declared in the first.
+ */
+function emptyCatalogRow(bench: Bench, label: string): RowSpec {
+  const n = bench.sizes.freshWrites;
+  return {
+    label,
+    parts: CLIENTS.flatMap((client) => [`create namespace, ${client}`, `declare table, ${client}`]),
+    run: async (side) => {
+      const figures: Figure[] = [];
+      for (const client of CLIENTS) {
+        const root = await freshRoot(bench, side);
+        const server = side === 'ours' ? await startOurs(bench.servers.access, root) : await startReference(bench.servers.access, root);
+        try {
+          const creates = await clientLoop(client, server.url, [{ method: 'POST', path: '/v1/namespace/n{i}/create', body: {} }], n);
+          const declares = await clientLoop(client, server.url, [{ method: 'POST', path: `/v1/table/n0${SEP}t{i}/declare`, body: {} }], n);
+          figures.push(rate(creates), rate(declares));
+        } finally {
+          await server.stop();
+        }
+      }
+      return figures;
+    },
+  };
+}
+
+/** Catalog writes from `clients` Node callers in `namespace`: child namespaces created, then tables declared. */
+function catalogWritesRow(bench: Bench, label: string, namespace: string, clients: number, creates: number, declares: number): RowSpec {
+  const writes = async (base: string, batch: string, creates: number, declares: number): Promise<[Load, Load]> => [
+    await closedLoop(clients, creates, (i) => call(base, 'POST', `/v1/namespace/${idPath(namespace, `n${batch}_${i}`)}/create`, {}).then(() => undefined)),
+    await closedLoop(clients, declares, (i) => call(base, 'POST', `/v1/table/${idPath(namespace, `d${batch}_${i}`)}/declare`, {}).then(() => undefined)),
+  ];
+  let batch = 0;
+  return {
+    label,
+    parts: ['create namespace', 'declare table'],
+    warm: async (side) => void (await writes(bench.servers.url[side], 'warm', WARM_UP_CALLS / 2, WARM_UP_CALLS / 2)),
+    run: async (side) => (await writes(bench.servers.url[side], String(batch++), creates, declares)).map((load) => rate(load)),
+  };
+}
+
+/** ListTables of `namespace` (`tables` tables) in one call, p50 from each client; the count is checked first. */
+function listTablesRow(bench: Bench, label: string, namespace: string, tables: number, calls: number): RowSpec {
+  const route = `/v1/namespace/${idPath(namespace)}/table/list`;
+  return {
+    label,
+    parts: CLIENTS,
+    run: async (side) => {
+      const base = bench.servers.url[side];
+      const seen = await listAll(base, namespace);
+      if (seen !== tables) throw new UnusableAnswer(`listed ${seen} of ${tables} tables`);
+      const figures: Figure[] = [];
+      for (const client of CLIENTS) figures.push(latency(await clientLoop(client, base, [{ method: 'GET', path: route }], calls)));
+      return figures;
+    },
+    probe: (side) => call(bench.servers.url[side], 'GET', route),
+    scale: { series: 'list tables, one call', n: tables },
+  };
+}
+
+/**
+ * ListTables right after a write: each call follows a declare in the same namespace (untimed), as
+ * a Spark `CREATE TABLE` is followed by lookups; one call from each client, and the first page of
+ * `pageSize` from Node.
+ */
+function listAfterWriteRow(bench: Bench, label: string, namespace: string, calls: number, pageSize: number): RowSpec {
+  const route = `/v1/namespace/${idPath(namespace)}/table/list`;
+  let batch = 0;
+  const afterDeclare = (prefix: string, list: string): Step[] => [
+    { method: 'POST', path: `/v1/table/${idPath(namespace)}${SEP}${prefix}_{i}/declare`, body: {}, timed: false },
+    { method: 'GET', path: list },
+  ];
+  return {
+    label,
+    parts: ['one call, Node', 'one call, Python', `first page of ${pageSize}, Node`],
+    probe: (side) => call(bench.servers.url[side], 'GET', route),
+    run: async (side) => {
+      const base = bench.servers.url[side];
+      const b = batch++;
+      return [
+        latency(await clientLoop('Node', base, afterDeclare(`wn${b}`, route), calls)),
+        latency(await clientLoop('Python', base, afterDeclare(`wp${b}`, route), calls)),
+        latency(await clientLoop('Node', base, afterDeclare(`wq${b}`, `${route}?limit=${pageSize}`), calls)),
+      ];
+    },
+  };
+}
+
+/** Lance-written tables `namespace$t000000`...: `n` of them on each side, written by pylance through each server. */
+async function manyTablesFixture(bench: Bench, namespace: string, n: number): Promise<void> {
+  log(`fixture: ${count(n)} Lance-written tables in ${namespace}, 100 rows each`);
+  for (const side of SIDES) {
+    const started = now();
+    await call(bench.servers.url[side], 'POST', `/v1/namespace/${idPath(namespace)}/create`, {});
+    const table_ids = Array.from({ length: n }, (_, i) => [namespace, tableName(i)]);
+    await runPython('tables', { url: bench.servers.url[side], table_ids, rows: 100, threads: 4, storage_options: lanceStorageOptions(bench.servers.access) });
+    log(`  ${side === 'ours' ? 'this service' : 'reference'}: ${count(n)} tables written in ${secs(now() - started)}`);
+  }
+}
+
+/** DescribeTable from `clients` Node callers across the `n` tables of manyTablesFixture, in turn, with no warm-up calls. */
+function describeManyRow(bench: Bench, label: string, namespace: string, n: number, clients: number): RowSpec {
+  return {
+    label,
+    parts: ['describe'],
+    run: async (side) => {
+      const base = bench.servers.url[side];
+      const load = await closedLoop(clients, bench.sizes.describes, (i) =>
+        call(base, 'POST', `/v1/table/${idPath(namespace, tableName(i % n))}/describe`, {}).then(() => undefined),
+      );
+      return [rate(load, { name: 'p99', ms: load.p99 })];
+    },
+    // No warm-up: a describe across many tables is mostly of a table not described lately.
+    warm: async () => undefined,
+  };
+}
+
+/** The latest version of `table` (a Lance-written table of `versions` versions): describe_table_version and list_table_versions, from each client. */
+function latestVersionRow(bench: Bench, label: string, table: string[], versions: number, clients: Client[]): RowSpec {
+  const route = `/v1/table/${idPath(...table)}/version`;
+  const describe: Step = { method: 'POST', path: `${route}/describe`, body: {} };
+  const list: Step = { method: 'POST', path: `${route}/list`, body: { descending: true, limit: 1 } };
+  return {
+    label,
+    parts: [...clients.map((c) => `describe_table_version (latest), ${c}`), ...clients.map((c) => `list_table_versions (descending, limit 1), ${c}`)],
+    run: async (side) => {
+      const base = bench.servers.url[side];
+      const described = ((await call(base, 'POST', `${route}/describe`, {})).version as { version?: unknown } | undefined)?.version;
+      if (described !== versions) throw new UnusableAnswer(`describe_table_version without a version answered ${String(described)}`);
+      const figures: Figure[] = [];
+      for (const step of [describe, list]) for (const client of clients) figures.push(latency(await clientLoop(client, base, [step], bench.sizes.lookups)));
+      return figures;
+    },
+    probe: async (side) => ({
+      describe: await call(bench.servers.url[side], 'POST', `${route}/describe`, {}),
+      list: await call(bench.servers.url[side], 'POST', `${route}/list`, { descending: true, limit: 1 }),
+    }),
+  };
+}
+
+/** Why a Python writer failed: the last line it wrote to stderr (the exception), not the whole traceback. */
+function writerFailure(e: unknown): UnusableAnswer {
+  const lines = (e instanceof Error ? e.message : String(e)).split('\n').filter((l) => l.trim() !== '');
+  return new UnusableAnswer(`pylance writer: ${(lines.at(-1) ?? '').trim().slice(0, 160)}`);
+}
+
+/**
+ * A pylance process per target appending `appends` one-row batches to it (through a namespace when
+ * the target has `url`, else straight to its `uri`), started together once all are connected:
+ * appends/s over the span from the start to the last one's end.
+ */
+async function concurrentAppends(appends: number, targets: Array<Record<string, unknown>>, firstId: number): Promise<number> {
+  const procs = targets.map((target, w) => startPython('write', { ...target, rows: 0, first_id: firstId + w * appends, appends, barrier: true }));
+  try {
+    await Promise.all(procs.map((p) => p.next()));
+    for (const p of procs) p.child.stdin?.end('go\n');
+    const answers = await Promise.all(procs.map((p) => p.next()));
+    const started = Math.min(...answers.map((a) => Number(a.started)));
+    const ended = Math.max(...answers.map((a) => Number(a.ended)));
+    return (targets.length * appends) / (ended - started);
+  } catch (e) {
+    throw writerFailure(e);
+  } finally {
+    for (const p of procs) p.child.stdin?.end();
+    await Promise.all(procs.map((p) => p.exited));
+  }
+}
+
+/**
+ * Managed appends from `writers` pylance processes at once, each to a managed-versioning table of
+ * its own, on each side; and (in this service's rounds, just before it) as many processes appending
+ * to plain Lance datasets of their own under `floorDir` (a directory or an s3:// prefix), without
+ * any namespace: the floor.
+ */
+async function concurrentAppendsRow(bench: Bench, label: string, writers: number, floorDir: string): Promise<RowSpec> {
+  const { servers, sizes } = bench;
+  const storage_options = lanceStorageOptions(servers.access);
+  const tables = Array.from({ length: writers }, (_, w) => ['managed', `writer${w}`]);
+  const floorUris = tables.map((_, w) => `${floorDir}/writer${w}.lance`);
+  log(
+    `fixture: ${writers} tables managed$writer<n>, created by pylance through each server with managed versioning, and ${writers} plain Lance datasets in ${floorDir}`,
+  );
+  for (const table of tables) await writeThrough(servers, table, 10, 0, true);
+  for (const uri of floorUris) await runPython('write', { uri, rows: 10, create: true, appends: 0, storage_options });
+  const managed = (side: Side) => tables.map((table_id) => ({ url: servers.managedUrl[side], table_id, storage_options }));
+  const plain = floorUris.map((uri) => ({ uri, storage_options }));
+  const floor: number[] = [];
+  const ours: number[] = [];
+  let firstId = 2_000_000;
+  const next = () => {
+    firstId += 100_000;
+    return firstId;
+  };
+  return {
+    label,
+    parts: ['appends'],
+    // As many untimed appends in all as other rows make warm-up calls.
+    warm: async (side) => {
+      await concurrentAppends(Math.ceil(WARM_UP_CALLS / writers), managed(side), next()).catch(() => undefined);
+      if (side === 'ours') await concurrentAppends(Math.ceil(WARM_UP_CALLS / writers), plain, next()).catch(() => undefined);
+    },
+    run: async (side) => {
+      if (side === 'ours') floor.push(await concurrentAppends(sizes.writerAppends, plain, next()));
+      const rate = await concurrentAppends(sizes.writerAppends, managed(side), next());
+      if (side === 'ours') ours.push(rate);
+      return [{ value: rate, unit: '/s' }];
+    },
+    note: () =>
+      `plain Lance (${writers} pylance processes appending to a directory each, no namespace): ${median(floor).toFixed(0)}/s, ` +
+      `${(median(floor) / median(ours)).toFixed(2)}× this service's rate (medians over the rounds; plain Lance just before this service in each)`,
+  };
+}
+
+/**
+ * An update and a delete of one row by id on `table` (the data table), from each client, each call on
+ * a row of its own; the note has the same calls on a warm `@lancedb/lancedb` handle of a plain Lance
+ * dataset of as many rows (no HTTP, no catalog), and this service's (Node) distance from it.
+ */
+async function updateDeleteRow(bench: Bench, label: string, table: string[], floorUri: string): Promise<RowSpec> {
+  const { servers, sizes } = bench;
+  const storage_options = lanceStorageOptions(servers.access);
+  log(`fixture: ${floorUri}, ${count(sizes.dataRows)} rows written by pylance without a namespace (the warm engine handle's table)`);
+  await runPython('write', { uri: floorUri, rows: sizes.dataRows, create: true, appends: 0, storage_options });
+  const direct = await openDirect(floorUri, storage_options);
+  const route = `/v1/table/${idPath(...table)}`;
+  const update: Step = { method: 'POST', path: `${route}/update`, body: { predicate: 'id = {i}', updates: [['value', 'value * 2 + 1']] } };
+  const remove: Step = { method: 'POST', path: `${route}/delete`, body: { predicate: 'id = {i}' } };
+  // Each call's row is one no call has touched: updates count up from 0, deletes from half the table.
+  const next = { update: 0, delete: Math.floor(sizes.dataRows / 2) };
+  const take = (kind: 'update' | 'delete', calls: number) => {
+    const first = next[kind];
+    next[kind] += calls;
+    return first;
+  };
+  const floors = { update: [] as number[], delete: [] as number[] };
+  const engine = async (kind: 'update' | 'delete') => {
+    const first = take(kind, sizes.dataCalls);
+    const t = direct.table;
+    const load = await closedLoop(1, sizes.dataCalls, (i) =>
+      (kind === 'update' ? t.update({ where: `id = ${first + i}`, valuesSql: { value: 'value * 2 + 1' } }) : t.delete(`id = ${first + i}`)).then(
+        () => undefined,
+      ),
+    );
+    floors[kind].push(load.p50);
+  };
+  const ours: Record<'update' | 'delete', number[]> = { update: [], delete: [] };
+  return {
+    label,
+    parts: [...CLIENTS.map((c) => `update, ${c}`), ...CLIENTS.map((c) => `delete, ${c}`)],
+    warm: async (side) => {
+      await clientLoop('Node', servers.url[side], [update], WARM_UP_CALLS / 4, take('update', WARM_UP_CALLS / 4));
+      await clientLoop('Node', servers.url[side], [remove], WARM_UP_CALLS / 4, take('delete', WARM_UP_CALLS / 4));
+      if (side === 'ours') for (const kind of ['update', 'delete'] as const) for (let i = 0; i < WARM_UP_CALLS / 4 / sizes.dataCalls; i++) await engine(kind);
+    },
+    run: async (side) => {
+      const base = servers.url[side];
+      const figures: Figure[] = [];
+      for (const [kind, step] of [
+        ['update', update],
+        ['delete', remove],
+      ] as const) {
+        for (const client of CLIENTS) {
+          const load = await clientLoop(client, base, [step], sizes.dataCalls, take(kind, sizes.dataCalls));
+          figures.push(latency(load));
+          if (side === 'ours' && client === 'Node') ours[kind].push(load.p50);
+        }
+        if (side === 'ours') await engine(kind);
+      }
+      return figures;
+    },
+    note: () => {
+      const gap = (kind: 'update' | 'delete') => median(ours[kind]) - median(floors[kind].slice(-ours[kind].length));
+      const sign = (x: number) => `${x >= 0 ? '+' : ''}${ms(x)}`;
+      return (
+        `warm engine handle (no HTTP, no catalog): update ${ms(median(floors.update.slice(-ours.update.length)))} ms, delete ${ms(median(floors.delete.slice(-ours.delete.length)))} ms; ` +
+        `this service (Node) minus the handle: update ${sign(gap('update'))} ms, delete ${sign(gap('delete'))} ms`
+      );
+    },
+  };
+}
+
 async function localRows(bench: Bench): Promise<RowSpec[]> {
   const { servers, sizes, roots, s3 } = bench;
   const rows: RowSpec[] = [];
   const big = sizes.bigTables;
   const mid = sizes.midTables;
+  const many = sizes.manyTables;
   const needs = (label: string) => wants(bench, label);
+  const floorDir = path.dirname(roots.ours);
 
-  const createLabel = `create namespace, ${count(big)} entries present, 8 clients`;
-  const listBig = `list tables, ${count(big)} tables, one call`;
-  if (needs(createLabel) || needs(listBig)) {
+  const emptyLabel = `single-client writes into an empty catalog (a fresh root and server per round and client, no warm-up; ${count(sizes.freshWrites)} root namespaces, then ${count(sizes.freshWrites)} tables in one)`;
+  rows.push(emptyCatalogRow(bench, emptyLabel));
+
+  const listMid = `list tables, ${count(mid)} declared tables present, one call, warm`;
+  const listBig = `list tables, ${count(big)} declared tables present, one call, warm`;
+  const afterWrite = `list tables right after a declare (untimed) in the same namespace, ${count(big)}+ declared tables present, warm`;
+  const writes8 = `catalog writes, 8 clients (Node), in a namespace of ${count(big)}+ declared tables, warm`;
+  if (needs(listBig) || needs(afterWrite) || needs(writes8)) {
     log(`fixture: namespace big with ${count(big)} declared tables`);
     for (const side of SIDES) await call(servers.url[side], 'POST', `/v1/namespace/big/create`, {});
     await declareMany(
@@ -971,7 +1375,6 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
       s3,
     );
   }
-  const listMid = `list tables, ${count(mid)} tables, one call`;
   if (needs(listMid)) {
     log(`fixture: namespace mid with ${count(mid)} declared tables`);
     for (const side of SIDES) await call(servers.url[side], 'POST', `/v1/namespace/mid/create`, {});
@@ -983,84 +1386,36 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
       s3,
     );
   }
+  // The lists of big first: the rows after them declare more tables in it.
+  rows.push(listTablesRow(bench, listMid, 'mid', mid, sizes.listCalls));
+  rows.push(listTablesRow(bench, listBig, 'big', big, Math.max(2, Math.ceil(sizes.listCalls / 2))));
+  rows.push(listAfterWriteRow(bench, afterWrite, 'big', sizes.listCalls, sizes.pageSize));
+  rows.push(catalogWritesRow(bench, writes8, 'big', 8, sizes.creates, sizes.declares * 4));
 
-  let created = 0;
-  rows.push({
-    label: createLabel,
-    parts: ['create'],
-    run: async (side) => {
-      const base = servers.url[side];
-      const batch = created++;
-      return [
-        rate(
-          await closedLoop(8, sizes.creates, (i) => call(base, 'POST', `/v1/namespace/${idPath('big', `n${batch}_${i}`)}/create`, {}).then(() => undefined)),
-        ),
-      ];
-    },
-  });
+  const describeMany = `describe table, 64 clients (Node), across ${count(many)} Lance-written tables in turn, no warm-up`;
+  if (needs(describeMany)) await manyTablesFixture(bench, 'many', many);
+  rows.push(describeManyRow(bench, describeMany, 'many', many, 64));
 
-  let declared = 0;
-  rows.push({
-    label: 'declare table, 0 entries, 1 client',
-    parts: ['declare'],
-    run: async (side) => {
-      const base = servers.url[side];
-      const namespace = `empty${declared++}`;
-      await call(base, 'POST', `/v1/namespace/${namespace}/create`, {});
-      return [
-        rate(await closedLoop(1, sizes.declares, (i) => call(base, 'POST', `/v1/table/${idPath(namespace, tableName(i))}/declare`, {}).then(() => undefined))),
-      ];
-    },
-  });
-
-  const describeLabel = 'describe table, 64 clients';
-  const historyLabel = `latest version of a Lance-written table, ${count(sizes.historyVersions)} versions`;
+  const describeLabel = `describe table, 64 clients (Node), one Lance-written table, warm (${WARM_UP_CALLS} calls before)`;
+  const historyLabel = `latest version of a Lance-written table in a child namespace, ${count(sizes.historyVersions)} versions, warm`;
+  const rootHistoryLabel = `latest version of a root-level Lance-written table, ${count(sizes.historyVersions)} versions, warm`;
   if (needs(describeLabel) || needs(historyLabel)) await historyFixture(bench);
   rows.push(describeRow(bench, describeLabel, 64));
-
-  const listProbe = (side: Side) => call(servers.url[side], 'GET', `/v1/namespace/mid/table/list`);
-  const listSeries = 'list tables, one call';
-  rows.push({ label: listMid, parts: ['list'], run: listRow(bench, 'mid', mid, sizes.listCalls), probe: listProbe, scale: { series: listSeries, n: mid } });
-  rows.push({
-    label: listBig,
-    parts: ['list'],
-    run: listRow(bench, 'big', big, Math.max(2, Math.ceil(sizes.listCalls / 2))),
-    probe: (side) => call(servers.url[side], 'GET', `/v1/namespace/big/table/list`),
-    scale: { series: listSeries, n: big },
-  });
-
-  const appendsLabel = 'managed appends through pylance, 1 writer';
-  if (needs(appendsLabel) || needs('create_table_version')) {
-    rows.push(
-      await appendsRow(
-        bench,
-        appendsLabel,
-        path.join(path.dirname(roots.ours), 'plain-lance', 'writes.lance'),
-        path.join(path.dirname(roots.ours), 'null-namespace'),
-      ),
-    );
+  rows.push(latestVersionRow(bench, historyLabel, ['bench', 'history'], sizes.historyVersions, ['Node']));
+  if (needs(rootHistoryLabel)) {
+    log(`fixture: history (root level), ${sizes.historyVersions} versions written by pylance`);
+    await writeThrough(servers, ['history'], 100, sizes.historyVersions - 1);
   }
+  rows.push(latestVersionRow(bench, rootHistoryLabel, ['history'], sizes.historyVersions, CLIENTS));
 
-  rows.push({
-    label: historyLabel,
-    parts: ['describe_table_version (latest)', 'list_table_versions (descending, limit 1)'],
-    run: async (side) => {
-      const route = `/v1/table/${idPath('bench', 'history')}/version`;
-      const base = servers.url[side];
-      const latestOf = (answer: Record<string, unknown>) => (answer.version as { version?: unknown } | undefined)?.version;
-      const described = latestOf(await call(base, 'POST', `${route}/describe`, {}));
-      if (described !== sizes.historyVersions) throw new UnusableAnswer(`describe_table_version without a version answered ${String(described)}`);
-      const describe = await closedLoop(1, sizes.lookups, () => call(base, 'POST', `${route}/describe`, {}).then(() => undefined));
-      const list = await closedLoop(1, sizes.lookups, () => call(base, 'POST', `${route}/list`, { descending: true, limit: 1 }).then(() => undefined));
-      return [latency(describe), latency(list)];
-    },
-    probe: async (side) => ({
-      describe: await call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/describe`, {}),
-      list: await call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/list`, { descending: true, limit: 1 }),
-    }),
-  });
+  const appendsLabel = `managed appends through pylance, 1 writer, warm (${WARM_UP_CALLS} appends before)`;
+  if (needs(appendsLabel) || needs('create_table_version')) {
+    rows.push(await appendsRow(bench, appendsLabel, path.join(floorDir, 'plain-lance', 'writes.lance'), path.join(floorDir, 'null-namespace')));
+  }
+  const appends4Label = `managed appends through pylance, 4 writers at once, a table each (${count(sizes.writerAppends)} appends each), warm`;
+  if (needs(appends4Label)) rows.push(await concurrentAppendsRow(bench, appends4Label, 4, path.join(floorDir, 'plain-lance-4')));
 
-  const deepLabel = `describe with detailed metadata, ${count(sizes.deepVersions)} versions`;
+  const deepLabel = `describe with detailed metadata, ${count(sizes.deepVersions)} versions, warm`;
   if (needs(deepLabel)) {
     log(`fixture: bench$deep, ${count(sizes.deepVersions)} versions (pylance create, then Lance config commits)`);
     const { uri } = await writeThrough(servers, ['bench', 'deep'], 1_000, 0);
@@ -1080,25 +1435,28 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
     probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'deep')}/describe`, { load_detailed_metadata: true }),
   });
 
-  const dataLabel = `count rows / describe detailed / stats, ${count(sizes.dataRows)} rows`;
+  const dataLabel = `count rows / describe detailed / stats, ${count(sizes.dataRows)} rows, warm`;
+  const updateLabel = `update / delete 1 row by id, ${count(sizes.dataRows)} rows, warm (${WARM_UP_CALLS / 4} of each before)`;
   const floors: number[][] = [[], [], []];
-  if (needs(dataLabel)) {
+  if (needs(dataLabel) || needs(updateLabel)) {
     log(`fixture: bench$data, ${count(sizes.dataRows)} rows written by pylance`);
     const { uri } = await writeThrough(servers, ['bench', 'data'], sizes.dataRows, 0);
     const direct = await openDirect(uri.ours, lanceStorageOptions(servers.access));
+    const table = `/v1/table/${idPath('bench', 'data')}`;
+    const countRows: Step = { method: 'POST', path: `${table}/count_rows`, body: {} };
     rows.push({
       label: dataLabel,
-      parts: ['count rows', 'describe detailed', 'stats'],
+      parts: ['count rows, Node', 'count rows, Python', 'describe detailed, Node', 'stats, Node'],
       run: async (side) => {
         const base = servers.url[side];
-        const table = `/v1/table/${idPath('bench', 'data')}`;
         const counted = await call(base, 'POST', `${table}/count_rows`, {});
         const n = typeof counted.value === 'number' ? counted.value : counted.count;
         if (n !== sizes.dataRows) throw new UnusableAnswer(`count_rows answered ${JSON.stringify(counted)}`);
         const figures = [
-          latency(await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/count_rows`, {}).then(() => undefined))),
-          latency(await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/describe`, { load_detailed_metadata: true }).then(() => undefined))),
-          latency(await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/stats`, {}).then(() => undefined))),
+          latency(await clientLoop('Node', base, [countRows], sizes.dataCalls)),
+          latency(await clientLoop('Python', base, [countRows], sizes.dataCalls)),
+          latency(await clientLoop('Node', base, [{ method: 'POST', path: `${table}/describe`, body: { load_detailed_metadata: true } }], sizes.dataCalls)),
+          latency(await clientLoop('Node', base, [{ method: 'POST', path: `${table}/stats`, body: {} }], sizes.dataCalls)),
         ];
         if (side === 'ours') {
           // The warm-engine floor, in the same round: one handle kept open, no HTTP, no catalog.
@@ -1109,9 +1467,9 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
         }
         return figures;
       },
-      note: () => `warm engine handle: ${floors.map((f) => ms(median(f))).join(' / ')} ms`,
+      note: () =>
+        `warm engine handle: count ${ms(median(floors[0] ?? []))} / describe ${ms(median(floors[1] ?? []))} / stats ${ms(median(floors[2] ?? []))} ms`,
       probe: async (side) => {
-        const table = `/v1/table/${idPath('bench', 'data')}`;
         const base = servers.url[side];
         return {
           count_rows: await call(base, 'POST', `${table}/count_rows`, {}),
@@ -1120,6 +1478,8 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
         };
       },
     });
+    // After the counts: its deletes change the count.
+    rows.push(await updateDeleteRow(bench, updateLabel, ['bench', 'data'], path.join(floorDir, 'engine-floor', 'data.lance')));
   }
   rows.push(...(await branchRows(bench, needs)));
   return rows;
@@ -1131,8 +1491,15 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
   const mid = sizes.midTables;
   const needs = (label: string) => wants(bench, label);
 
-  const createLabel = `create namespace / declare table, ${count(mid)} entries, 8 clients`;
-  const listLabel = `list tables, ${count(mid)} tables, one call / pages of ${sizes.pageSize}`;
+  rows.push(
+    emptyCatalogRow(
+      bench,
+      `single-client writes into an empty catalog (a fresh root and server per round and client, no warm-up; ${count(sizes.freshWrites)} root namespaces, then ${count(sizes.freshWrites)} tables in one)`,
+    ),
+  );
+
+  const createLabel = `catalog writes, 8 clients (Node), in a namespace of ${count(mid)}+ declared tables, warm`;
+  const listLabel = `list tables, ${count(mid)} declared tables present, warm`;
   if (needs(createLabel) || needs(listLabel)) {
     log(`fixture: namespaces mid and decl with ${count(mid)} declared tables each`);
     for (const ns of ['mid', 'decl']) {
@@ -1146,47 +1513,45 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
       );
     }
   }
-  let batch = 0;
-  rows.push({
-    label: createLabel,
-    parts: ['create namespace', 'declare table'],
-    run: async (side) => {
-      const base = servers.url[side];
-      const b = batch++;
-      const creates = await closedLoop(8, sizes.creates, (i) =>
-        call(base, 'POST', `/v1/namespace/${idPath('decl', `n${b}_${i}`)}/create`, {}).then(() => undefined),
-      );
-      const declares = await closedLoop(8, sizes.declares, (i) =>
-        call(base, 'POST', `/v1/table/${idPath('decl', `d${b}_${i}`)}/declare`, {}).then(() => undefined),
-      );
-      return [rate(creates), rate(declares)];
-    },
-  });
+  rows.push(catalogWritesRow(bench, createLabel, 'decl', 8, sizes.creates, sizes.declares));
 
-  const describeLabel = 'describe table, 16 clients';
-  const latestLabel = `latest version, ${count(sizes.historyVersions)} versions, 1 / 8 clients`;
+  const describeLabel = `describe table, 16 clients (Node), one Lance-written table, warm (${WARM_UP_CALLS} calls before)`;
+  const latestLabel = `latest version of a Lance-written table in a child namespace, ${count(sizes.historyVersions)} versions, warm`;
+  const rootLatestLabel = `latest version of a root-level Lance-written table, ${count(sizes.historyVersions)} versions, warm`;
   if (needs(describeLabel) || needs(latestLabel)) await historyFixture(bench);
   rows.push(describeRow(bench, describeLabel, 16));
 
+  const listRoute = '/v1/namespace/mid/table/list';
   rows.push({
     label: listLabel,
-    parts: ['one call', `pages of ${sizes.pageSize}`],
+    parts: ['one call, Node', 'one call, Python', `all pages of ${sizes.pageSize}, Node`],
     run: async (side) => [
       ...(await listRow(bench, 'mid', mid, sizes.listCalls)(side)),
+      latency(await clientLoop('Python', servers.url[side], [{ method: 'GET', path: listRoute }], sizes.listCalls)),
       ...(await listRow(bench, 'mid', mid, sizes.listCalls, sizes.pageSize)(side)),
     ],
     probe: (side) => call(servers.url[side], 'GET', `/v1/namespace/mid/table/list?limit=${sizes.pageSize}`),
   });
 
-  const appendsLabel = 'managed appends via pylance, 1 writer';
+  if (needs(rootLatestLabel)) {
+    log(`fixture: history (root level), ${sizes.historyVersions} versions written by pylance`);
+    await writeThrough(servers, ['history'], 100, sizes.historyVersions - 1);
+  }
+  rows.push(latestVersionRow(bench, rootLatestLabel, ['history'], sizes.historyVersions, CLIENTS));
+
+  const appendsLabel = `managed appends through pylance, 1 writer, warm (${WARM_UP_CALLS} appends before)`;
   if (needs(appendsLabel) || needs('create_table_version')) {
     rows.push(await appendsRow(bench, appendsLabel, `${path.posix.dirname(roots.ours)}/plain-lance-${randomBytes(3).toString('hex')}/writes.lance`));
+  }
+  const appends4Label = `managed appends through pylance, 4 writers at once, a table each (${count(sizes.writerAppends)} appends each), warm`;
+  if (needs(appends4Label)) {
+    rows.push(await concurrentAppendsRow(bench, appends4Label, 4, `${path.posix.dirname(roots.ours)}/plain-lance-4-${randomBytes(3).toString('hex')}`));
   }
 
   const lookupCalls: Record<Side, string> = { ours: '?', ref: '?' };
   rows.push({
     label: latestLabel,
-    parts: ['1 client p50', '8 clients p50'],
+    parts: ['describe_table_version (latest), 1 client p50', '8 clients p50'],
     run: async (side, round) => {
       const base = servers.url[side];
       const route = `/v1/table/${idPath('bench', 'history')}/version/describe`;
@@ -1202,7 +1567,7 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
     probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'history')}/version/describe`, {}),
   });
 
-  const dataLabel = `count rows / update 1 row, ${count(sizes.dataRows)} rows`;
+  const dataLabel = `count rows / update 1 row by id, ${count(sizes.dataRows)} rows, warm`;
   if (needs(dataLabel)) {
     log(`fixture: bench$data, ${count(sizes.dataRows)} rows written by pylance`);
     await writeThrough(servers, ['bench', 'data'], sizes.dataRows, 0);
@@ -1210,16 +1575,24 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
     const updateCalls: Record<Side, string> = { ours: '?', ref: '?' };
     rows.push({
       label: dataLabel,
-      parts: ['count rows', 'update 1 row'],
+      parts: ['count rows, Node', 'count rows, Python', 'update, Node', 'update, Python'],
       run: async (side, round) => {
         const base = servers.url[side];
         const table = `/v1/table/${idPath('bench', 'data')}`;
-        const update = () =>
-          call(base, 'POST', `${table}/update`, { predicate: `id = ${updated++}`, updates: [['value', 'value * 2 + 1']] }).then(() => undefined);
-        const counts = await closedLoop(1, sizes.dataCalls, () => call(base, 'POST', `${table}/count_rows`, {}).then(() => undefined));
-        const updates = await closedLoop(1, sizes.dataCalls, update);
-        if (round === 0) updateCalls[side] = await storeCalls(bench, side, 3, update);
-        return [latency(counts), latency(updates)];
+        const countRows: Step = { method: 'POST', path: `${table}/count_rows`, body: {} };
+        const update: Step = { method: 'POST', path: `${table}/update`, body: { predicate: 'id = {i}', updates: [['value', 'value * 2 + 1']] } };
+        const figures: Figure[] = [];
+        for (const client of CLIENTS) figures.push(latency(await clientLoop(client, base, [countRows], sizes.dataCalls)));
+        for (const client of CLIENTS) {
+          figures.push(latency(await clientLoop(client, base, [update], sizes.dataCalls, updated)));
+          updated += sizes.dataCalls;
+        }
+        if (round === 0) {
+          updateCalls[side] = await storeCalls(bench, side, 3, () =>
+            call(base, 'POST', `${table}/update`, { predicate: `id = ${updated++}`, updates: [['value', 'value * 2 + 1']] }),
+          );
+        }
+        return figures;
       },
       ...(bench.s3Proxy ? { note: () => `store calls per update: this service ${updateCalls.ours}; reference ${updateCalls.ref}` } : {}),
       probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'data')}/count_rows`, {}),
@@ -1256,8 +1629,8 @@ async function runStore(kind: StoreKind, quick: boolean, only: string | undefine
       await s3.send(new CreateBucketCommand({ Bucket: BUCKET }));
     }
     const roots = await makeRoots(access);
-    const url = { ours: await startOurs(access, roots.ours), ref: await startReference(access, roots.ref) };
-    const managedUrl = { ours: url.ours, ref: await startReference(access, roots.ref, { table_version_tracking_enabled: 'true' }) };
+    const url = { ours: (await startOurs(access, roots.ours)).url, ref: (await startReference(access, roots.ref)).url };
+    const managedUrl = { ours: url.ours, ref: (await startReference(access, roots.ref, { table_version_tracking_enabled: 'true' })).url };
     log(`this service at ${url.ours}, reference at ${url.ref} (managed versioning: ${managedUrl.ref}), roots ${roots.ours} and ${roots.ref}`);
     const servers: Servers = { url, managedUrl, access };
     const commitTimer = {
@@ -1328,17 +1701,26 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     strict: true,
-    options: { store: { type: 'string', default: 'both' }, quick: { type: 'boolean', default: false }, only: { type: 'string' }, page: { type: 'string' } },
+    options: {
+      store: { type: 'string', default: 'both' },
+      quick: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      page: { type: 'string' },
+      'from-source': { type: 'boolean', default: false },
+    },
   });
   const which = values.store;
   if (which !== 'local' && which !== 's3' && which !== 'both') throw new Error(`--store must be local, s3 or both, not ${JSON.stringify(which)}`);
   const stores: StoreKind[] = which === 'both' ? ['local', 's3'] : [which];
   const quick = values.quick === true;
   // What ships: through tsx, esbuild's keepNames wraps every function made per request (0.02-0.14 ms
-  // more per pylance append in paired runs).
-  log('building the service (npm run build)');
-  const build = spawnSync('npm', ['run', 'build', '--silent'], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
-  if (build.status !== 0) throw new Error(`npm run build failed (exit ${String(build.status ?? build.signal)}): ${build.stderr}`);
+  // more per pylance append in paired runs), so only a smoke run (--from-source) skips the build.
+  service.fromSource = values['from-source'] === true;
+  if (!service.fromSource) {
+    log('building the service (npm run build)');
+    const build = spawnSync('npm', ['run', 'build', '--silent'], { cwd: repo, stdio: ['ignore', 'ignore', 'pipe'], encoding: 'utf8' });
+    if (build.status !== 0) throw new Error(`npm run build failed (exit ${String(build.status ?? build.signal)}): ${build.stderr}`);
+  }
   const load = () =>
     os
       .loadavg()

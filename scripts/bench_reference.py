@@ -17,6 +17,12 @@ scripts/install-python-test-deps.sh), the command as the argument and its JSON c
                                  "url" is given (lance.write_dataset(namespace_client=..., table_id=...),
                                  what a client does) or straight to "uri" (plain Lance, no
                                  namespace). Prints {"append_ms": [...], "version": v, "uri": ...}.
+                                 With "barrier", prints {"ready": true} once connected and
+                                 waits for a line on stdin before its appends (so that several
+                                 writers start together), and adds "started"/"ended" (epoch s).
+  tables {"url", "table_ids", "rows", "threads"}
+                                 creates each table of `table_ids` with `rows` rows through
+                                 pylance's namespace integration, `threads` at a time.
   interleave {"targets": [{"name", "url" | "uri", "table_id", "storage_options"}], "appends", "block", "first_id"}
                                  appends one row `appends` times to each target (as "write" does),
                                  in blocks of `block` appends per target taken in turn, each block
@@ -24,6 +30,13 @@ scripts/install-python-test-deps.sh), the command as the argument and its JSON c
                                  order: a machine whose speed drifts slows every target alike,
                                  whatever its place. Prints {"append_ms": {name: [...]},
                                  "block_ms": {name: [ms of each block]}}.
+  calls  {"url", "steps": [{"method", "path", "body", "timed"}], "count", "first"}
+                                 the Python client of a row, as pylance users call the REST API
+                                 (requests, one keep-alive session): `count` iterations, each
+                                 making the steps in order ("{i}" in a path or a body's strings
+                                 becomes the iteration's number, from "first"); the time of an iteration is
+                                 the sum of its "timed" steps. Prints {"ms": [...]}, or
+                                 {"error": "..."} at the first answer that is not 2xx.
   commits {"uri", "count", "storage_options"}
                                  adds `count` versions to an existing dataset with the cheapest
                                  real Lance commit (a config change), to build long histories.
@@ -195,11 +208,34 @@ def write(config: dict) -> None:
     first = config.get("first_id", config["rows"])
     step = config.get("append_rows", 1)
     append_ms = []
+    if config.get("barrier"):
+        print(json.dumps({"ready": True}), flush=True)
+        sys.stdin.readline()
+    began = time.time()
     for i in range(config.get("appends", 0)):
         started = time.perf_counter()
         ds = put(data(first + i * step, step), "append")
         append_ms.append((time.perf_counter() - started) * 1000)
-    print(json.dumps({"append_ms": append_ms, "version": ds.version if ds else None, "uri": ds.uri if ds else None}), flush=True)
+    ended = time.time()
+    answer = {"append_ms": append_ms, "version": ds.version if ds else None, "uri": ds.uri if ds else None, "started": began, "ended": ended}
+    print(json.dumps(answer), flush=True)
+
+
+def tables(config: dict) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import lance
+    import lance_namespace
+
+    ns = lance_namespace.connect("rest", {"uri": config["url"]})
+    options = config.get("storage_options") or None
+
+    def create(table_id: list) -> None:
+        lance.write_dataset(data(0, config["rows"]), mode="create", storage_options=options, namespace_client=ns, table_id=table_id)
+
+    with ThreadPoolExecutor(config.get("threads", 4)) as pool:
+        list(pool.map(create, config["table_ids"]))
+    print(json.dumps({"tables": len(config["table_ids"])}), flush=True)
 
 
 def interleave(config: dict) -> None:
@@ -242,6 +278,34 @@ def interleave(config: dict) -> None:
     print(json.dumps({"append_ms": append_ms, "block_ms": block_ms}), flush=True)
 
 
+def calls(config: dict) -> None:
+    import requests
+
+    session = requests.Session()
+    session.trust_env = False  # loopback: no proxy from the environment
+    base = config["url"].rstrip("/")
+    steps = config["steps"]
+    first = config.get("first", 0)
+    out = []
+    for i in range(config["count"]):
+        n = str(first + i)
+        spent = 0.0
+        for step in steps:
+            path = step["path"].replace("{i}", n)
+            body = step.get("body")
+            payload = None if body is None else json.loads(json.dumps(body).replace("{i}", n))
+            started = time.perf_counter()
+            answer = session.request(step["method"], base + path, json=payload)
+            answer.content  # the whole body, as a client reads it
+            if step.get("timed", True):
+                spent += (time.perf_counter() - started) * 1000
+            if not answer.ok:
+                print(json.dumps({"error": f"HTTP {answer.status_code}: {answer.text[:200]}"}), flush=True)
+                return
+        out.append(spent)
+    print(json.dumps({"ms": out}), flush=True)
+
+
 def commits(config: dict) -> None:
     import lance
 
@@ -252,4 +316,4 @@ def commits(config: dict) -> None:
 
 
 if __name__ == "__main__":
-    {"serve": serve, "null": null, "fill": fill, "write": write, "interleave": interleave, "commits": commits}[sys.argv[1]](json.loads(sys.stdin.readline()))
+    {"serve": serve, "null": null, "fill": fill, "write": write, "tables": tables, "interleave": interleave, "calls": calls, "commits": commits}[sys.argv[1]](json.loads(sys.stdin.readline()))
