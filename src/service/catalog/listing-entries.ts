@@ -4,7 +4,7 @@ import { faultPoint } from '../coordination/fault-points.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
 import { readNamespace } from './catalog.js';
-import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, type TableRef } from './layout.js';
+import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, listingLogKey, type TableRef } from './layout.js';
 import type { ListingSnapshots } from './listing-snapshot.js';
 import { LinkedLocation, type Locations } from './locations.js';
 
@@ -50,8 +50,11 @@ export class IndexEntries {
   /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
   async begin(kind: ChildKind, ref: TableRef, op: string = randomUUID()): Promise<string> {
     const key = indexPendingKey(kind, ref, Date.parse(leaseUntil(this.leaseMs)), op);
-    // Snapshots taken before this change stop holding before it changes anything (listing-snapshot.ts).
-    await Promise.all([this.store.put(key, ''), this.snapshots.invalidate(ref.namespace, kind)]);
+    // Snapshots taken before this change stop holding before it changes anything, and those taken
+    // after know of its pending entry (listing-snapshot.ts): the stamp goes once the entry is there.
+    await this.store.put(key, '');
+    faultPoint('index:after-pending');
+    await this.snapshots.invalidate(ref.namespace, kind);
     return key;
   }
 
@@ -68,12 +71,16 @@ export class IndexEntries {
       // Written: read the state again, so that a change made meanwhile is not overwritten unseen.
       const again = await this.observe(kind, ref);
       if (again.visible === truth.visible && again.data === truth.data) break;
-      // Kept changing: the pending entries stay, and listings read the state.
-      if (round === SETTLE_ROUNDS - 1) return;
+      // Kept changing: the pending entries stay, and listings read the state (snapshots taken meanwhile know of them).
+      if (round === SETTLE_ROUNDS - 1) return this.snapshots.invalidate(ref.namespace, kind);
       truth = again;
     }
-    // Snapshots of the index no longer hold (listing-snapshot.ts): their stamp goes before the pending entry.
+    // In turn (listing-snapshot.ts): the change into the index's log, for snapshots to catch up by;
+    // the stamp, so that no snapshot taken before it holds; the pending entry.
+    await this.store.put(listingLogKey(kind, ref, randomUUID()), '', { ifNoneMatch: '*' }, { durable: false });
+    faultPoint('index:after-log');
     await this.snapshots.invalidate(ref.namespace, kind);
+    faultPoint('index:after-stamp');
     for (const key of pending) await this.store.delete(key);
   }
 
