@@ -27,6 +27,16 @@ import { LinkedLocation, type Locations } from './locations.js';
 
 const SETTLE_ROUNDS = 5;
 
+/**
+ * The index's keys are empty: what makes one durable is the file system's journal, which keeps
+ * the order of metadata changes across a crash (as the deletes of entries rely on), not an fsync
+ * of its own. A pending entry is so before the state change its operation then makes durable
+ * (its fsync commits the journal), and an entry, or a log key, before the pending entry's delete
+ * that follows it; one lost with the machine leaves its pending entry, and a listing reads the
+ * state. So none of them costs an fsync (on a local disk; an object store is always durable).
+ */
+const EMPTY_ENTRY = { durable: false } as const;
+
 /** What a change made of a child: visible or gone, with data or not. */
 export interface Made {
   visible: boolean;
@@ -52,7 +62,7 @@ export class IndexEntries {
     const key = indexPendingKey(kind, ref, Date.parse(leaseUntil(this.leaseMs)), op);
     // Snapshots taken before this change stop holding before it changes anything, and those taken
     // after know of its pending entry (listing-snapshot.ts): the stamp goes once the entry is there.
-    await this.store.put(key, '');
+    await this.store.put(key, '', undefined, EMPTY_ENTRY);
     faultPoint('index:after-pending');
     await this.snapshots.invalidate(ref.namespace, kind);
     return key;
@@ -77,7 +87,7 @@ export class IndexEntries {
     }
     // In turn (listing-snapshot.ts): the change into the index's log, for snapshots to catch up by;
     // the stamp, so that no snapshot taken before it holds; the pending entry.
-    await this.store.put(listingLogKey(kind, ref, randomUUID()), '', { ifNoneMatch: '*' }, { durable: false });
+    await this.store.put(listingLogKey(kind, ref, randomUUID()), '', { ifNoneMatch: '*' }, EMPTY_ENTRY);
     faultPoint('index:after-log');
     await this.snapshots.invalidate(ref.namespace, kind);
     faultPoint('index:after-stamp');
@@ -112,8 +122,12 @@ export class IndexEntries {
   private async apply(kind: ChildKind, ref: TableRef, truth: Truth): Promise<void> {
     const visible = indexVisibleKey(kind, ref);
     await Promise.all([
-      truth.visible ? this.store.put(visible, '') : this.store.delete(visible),
-      kind === 'table' ? (truth.visible && truth.data ? this.store.put(indexDataKey(ref), '') : this.store.delete(indexDataKey(ref))) : undefined,
+      truth.visible ? this.store.put(visible, '', undefined, EMPTY_ENTRY) : this.store.delete(visible),
+      kind === 'table'
+        ? truth.visible && truth.data
+          ? this.store.put(indexDataKey(ref), '', undefined, EMPTY_ENTRY)
+          : this.store.delete(indexDataKey(ref))
+        : undefined,
     ]);
   }
 
