@@ -1,17 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { NO_METRICS } from '../../src/metrics/metrics.js';
-import { type CatalogDeps, catalogDeps } from '../../src/service/catalog/catalog-deps.js';
+import type { CatalogDeps } from '../../src/service/catalog/catalog-deps.js';
 import { COMPACT_AT } from '../../src/service/catalog/listing-catch-up.js';
-import { Locations } from '../../src/service/catalog/locations.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
-import { PageTokens } from '../../src/service/catalog/page-token.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
-import { TableCredentials } from '../../src/service/tables/credential-vending.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { listAll, type ObjectStore, type PutCondition, type PutOptions } from '../../src/store/object-store.js';
-import { parseLocation, storeAt } from '../../src/store/open-store.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
-import { noEngine } from '../support/local-catalog.js';
+import { testRootCatalogDeps } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
 // The listing snapshot's catch-up (src/service/catalog/listing-catch-up.ts, its invariants in
@@ -23,19 +18,7 @@ import { storeDouble } from '../support/store-double.js';
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 
-function depsOf(root: TestRoot, store: ObjectStore = root.store): CatalogDeps {
-  const location = parseLocation(root.root);
-  if (!location) throw new Error(`not a root: ${root.root}`);
-  return catalogDeps({
-    store,
-    engine: noEngine,
-    locations: new Locations(store, location, (l) => storeAt(l, root.s3)),
-    pageTokens: new PageTokens('k'),
-    settings: { managedVersioningDefault: false, leaseMs: 30_000 },
-    credentials: new TableCredentials(null),
-    metrics: NO_METRICS,
-  });
-}
+const depsOf = testRootCatalogDeps;
 
 function servicesOver(deps: CatalogDeps) {
   return {
@@ -90,6 +73,21 @@ function signal(): { promise: Promise<void>; resolve: () => void } {
   return { promise: made.promise, resolve: () => made.resolve() };
 }
 
+const ns = ['ns'];
+
+/** Runs `test` on a new root of `backend` whose namespace ns holds `tables`, with services whose store does not fail. */
+async function onNewRoot(backend: Backend, tables: string[], test: (root: TestRoot, healthy: ReturnType<typeof servicesOver>) => Promise<void>): Promise<void> {
+  const root = await backend.newRoot();
+  try {
+    const healthy = servicesOver(depsOf(root));
+    await healthy.namespaces.create(ctx, ns, {});
+    for (const t of tables) await healthy.tables.declare(ctx, [...ns, t], {});
+    await test(root, healthy);
+  } finally {
+    await root.dispose();
+  }
+}
+
 const CHANGE_STEPS: Record<string, Step> = {
   'the pending entry': { method: 'put', key: (k) => k.includes('/_catalog/pending/') },
   "the stamp's delete before the change": { method: 'delete', key: (k) => k.endsWith('/tables.stamp'), nth: 1 },
@@ -104,12 +102,7 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
   it.each(Object.keys(CHANGE_STEPS))(
     'a declare and a drop whose store fails %s: every other process lists exactly what exists',
     async (stepName) => {
-      const root = await backend.newRoot();
-      try {
-        const healthy = servicesOver(depsOf(root));
-        const ns = ['ns'];
-        await healthy.namespaces.create(ctx, ns, {});
-        for (const t of ['a', 'm', 'z']) await healthy.tables.declare(ctx, [...ns, t], {});
+      await onNewRoot(backend, ['a', 'm', 'z'], async (root, healthy) => {
         const reader = servicesOver(depsOf(root)).tables;
         const { store, state } = failing(root.store, CHANGE_STEPS[stepName] as Step);
         const writer = servicesOver(depsOf(root, store)).tables;
@@ -140,20 +133,13 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
         await check('after a second declare');
         await healthy.tables.drop(ctx, [...ns, 'a']);
         await check('after a drop elsewhere');
-      } finally {
-        await root.dispose();
-      }
+      });
     },
     60_000,
   );
 
   it('a pending entry slow to land, then a change whose settle fails: a list made meanwhile does not outlive it', async () => {
-    const root = await backend.newRoot();
-    try {
-      const healthy = servicesOver(depsOf(root));
-      const ns = ['ns'];
-      await healthy.namespaces.create(ctx, ns, {});
-      await healthy.tables.declare(ctx, [...ns, 'a'], {});
+    await onNewRoot(backend, ['a'], async (root) => {
       const reader = servicesOver(depsOf(root)).tables;
       expect((await reader.list(ctx, ns, {})).tables).toEqual(['a']);
       // The writer's pending entry waits until the reader has listed; its settle then fails at the index.
@@ -178,9 +164,7 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
       await declared;
       expect((await reader.list(ctx, ns, {})).tables).toEqual(['a', 'b']);
       expect(await pages(reader, ns, 1)).toEqual(['a', 'b']);
-    } finally {
-      await root.dispose();
-    }
+    });
   });
 
   const COMPACTION_STEPS: Record<string, Step> = {
@@ -190,12 +174,7 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
   it.each(Object.keys(COMPACTION_STEPS))(
     'a compaction whose store fails %s: every process lists exactly, and a later one compacts the log',
     async (stepName) => {
-      const root = await backend.newRoot();
-      try {
-        const healthy = servicesOver(depsOf(root));
-        const ns = ['ns'];
-        await healthy.namespaces.create(ctx, ns, {});
-        await healthy.tables.declare(ctx, [...ns, 'a'], {});
+      await onNewRoot(backend, ['a'], async (root, healthy) => {
         const other = servicesOver(depsOf(root)).tables;
         expect((await other.list(ctx, ns, {})).tables).toEqual(['a']);
         const { store, state } = failing(root.store, COMPACTION_STEPS[stepName] as Step);
@@ -219,9 +198,7 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
         for (const service of [other, compacting, servicesOver(depsOf(root)).tables]) expect((await service.list(ctx, ns, {})).tables).toEqual(after);
         // Compacted by then (a later catch-up stores its snapshot and deletes what it reflects).
         expect(await logKeys()).toBeLessThan(COMPACT_AT);
-      } finally {
-        await root.dispose();
-      }
+      });
     },
     60_000,
   );

@@ -1,18 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { NO_METRICS } from '../../src/metrics/metrics.js';
-import { type CatalogDeps, catalogDeps } from '../../src/service/catalog/catalog-deps.js';
+import type { CatalogDeps } from '../../src/service/catalog/catalog-deps.js';
 import { compareNames } from '../../src/service/catalog/layout.js';
 import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.js';
-import { Locations } from '../../src/service/catalog/locations.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
-import { PageTokens } from '../../src/service/catalog/page-token.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
-import { TableCredentials } from '../../src/service/tables/credential-vending.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { listAll, type ObjectStore, type PutCondition } from '../../src/store/object-store.js';
-import { parseLocation, storeAt } from '../../src/store/open-store.js';
-import { type Backend, backends, type TestRoot } from '../support/backends.js';
-import { catalogRootKinds, noEngine, useCatalogRoot, withSettings } from '../support/local-catalog.js';
+import { type Backend, backends } from '../support/backends.js';
+import { catalogRootKinds, testRootCatalogDeps, useCatalogRoot, withSettings } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
 // The listing index (src/service/catalog/listing-index.ts): a page costs what the page costs, and the
@@ -330,20 +325,7 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
   });
 });
 
-/** Catalog deps over a test root of any backend (local or S3). */
-function depsOf(root: TestRoot, store: ObjectStore = root.store): CatalogDeps {
-  const location = parseLocation(root.root);
-  if (!location) throw new Error(`not a root: ${root.root}`);
-  return catalogDeps({
-    store,
-    engine: noEngine,
-    locations: new Locations(store, location, (l) => storeAt(l, root.s3)),
-    pageTokens: new PageTokens('k'),
-    settings: { managedVersioningDefault: false, leaseMs: 30_000 },
-    credentials: new TableCredentials(null),
-    metrics: NO_METRICS,
-  });
-}
+const depsOf = testRootCatalogDeps;
 
 describe.each(backends())('listing index under concurrent changes on $name', (backend: Backend) => {
   it('declares, drops and renames racing paged listings: every table there throughout appears exactly once, none that never was', async () => {
