@@ -1,8 +1,8 @@
 import pLimit from 'p-limit';
 import type { ObjectStore } from '../../store/object-store.js';
 import { faultPoint } from '../coordination/fault-points.js';
-import { type ChildKind, compareNames, indexDataDirKey, indexDataKey, indexVisibleDirKey, indexVisibleKey, listingLogDirKey, nameOfLogKey } from './layout.js';
-import { allNames, CHECK_CONCURRENCY, LIST_PAGE, pendingOf } from './listing-reads.js';
+import { type ChildKind, indexDataDirKey, indexDataKey, indexVisibleDirKey, indexVisibleKey, listingLogDirKey, nameOfLogKey } from './layout.js';
+import { allNames, CHECK_CONCURRENCY, firstAfter, LIST_PAGE, type Pending, pendingOf } from './listing-reads.js';
 import type { IndexSnapshot, ListingSnapshots, PendingEntry } from './listing-snapshot.js';
 
 // A snapshot of the listing index brought up to date by what changed since it was stored, read
@@ -57,7 +57,7 @@ export class SnapshotCatchUp {
     stamp: string,
     base: IndexSnapshot,
     log: Map<string, string>,
-    pending: Map<string, { key: string; until: number }[]>,
+    pending: Map<string, Pending[]>,
   ): Promise<IndexSnapshot> {
     const changed = [...new Set([...log].filter(([key]) => !base.applied.has(key)).map(([, name]) => name))];
     const limit = pLimit(CHECK_CONCURRENCY);
@@ -73,18 +73,28 @@ export class SnapshotCatchUp {
         }),
       ),
     );
-    const names = base.names ?? [];
-    const data = new Set(base.data);
-    const gone = new Set(entries.filter((e) => !e.visible).map((e) => e.name));
-    const had = new Set(names);
-    const added = entries.filter((e) => e.visible && !had.has(e.name)).map((e) => e.name);
+    // A few names changed among many: placed by binary search into a copy, the rest left as it is.
+    let names = base.names ?? [];
+    let data = base.data;
     for (const e of entries) {
-      if (e.visible && e.data) data.add(e.name);
-      else data.delete(e.name);
+      const next = firstAfter(names, e.name);
+      const present = next > 0 && names[next - 1] === e.name;
+      const at = present ? next - 1 : next;
+      if (e.visible !== present) {
+        if (names === base.names) names = names.slice();
+        if (e.visible) names.splice(at, 0, e.name);
+        else names.splice(at, 1);
+      }
+      const withData = e.visible && e.data;
+      if (withData !== data.has(e.name)) {
+        if (data === base.data) data = new Set(data);
+        if (withData) data.add(e.name);
+        else data.delete(e.name);
+      }
     }
     const snapshot: IndexSnapshot = {
       stamp,
-      names: gone.size === 0 && added.length === 0 ? names : merged(names, gone, added),
+      names,
       data,
       pending: pendingEntries(pending),
       base: base.base,
@@ -139,20 +149,6 @@ export class SnapshotCatchUp {
   }
 }
 
-function pendingEntries(byName: Map<string, { key: string; until: number }[]>): PendingEntry[] {
+function pendingEntries(byName: Map<string, Pending[]>): PendingEntry[] {
   return [...byName].flatMap(([name, entries]) => entries.map((e) => ({ name, ...e })));
-}
-
-/** `names` (in index order) without `gone`, with `added` (not among them) in place. */
-function merged(names: string[], gone: Set<string>, added: string[]): string[] {
-  const adding = [...added].sort(compareNames);
-  const out: string[] = [];
-  let i = 0;
-  for (const name of names) {
-    if (gone.has(name)) continue;
-    while (i < adding.length && compareNames(adding[i] ?? '', name) < 0) out.push(adding[i++] ?? '');
-    out.push(name);
-  }
-  while (i < adding.length) out.push(adding[i++] ?? '');
-  return out;
 }
