@@ -13,12 +13,12 @@ import { type ServiceProcess, useCrashRoot } from '../support/service-process.js
 const LEASE_MS = 1_500;
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 
-/** The table's index entries, as `tables/v`, `data/t`, `pending/<until>.<op>`. */
+/** The table's index entries, as `tables/v`, `data/t`, `pending/<until>.<op>` (not its keys in the log of changes, `tables.log/`). */
 async function indexEntries(root: TestRoot, table: string): Promise<string[]> {
   const prefix = 'ns/_catalog/';
   return (await listAll(root.store, prefix)).objects
     .map((o) => o.key.slice(prefix.length).split('/'))
-    .filter(([, name]) => name === table)
+    .filter(([kind, name]) => name === table && kind !== 'tables.log')
     .map(([kind, , entry]) => `${kind}/${entry}`);
 }
 

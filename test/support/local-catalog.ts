@@ -11,8 +11,8 @@ import { TableCredentials } from '../../src/service/tables/credential-vending.js
 import { LocalObjectStore } from '../../src/store/local-store.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
-import { type StoreLocation, storeAt } from '../../src/store/open-store.js';
-import { REMOVE_ROOT } from './backends.js';
+import { parseLocation, type S3Connection, type StoreLocation, storeAt } from '../../src/store/open-store.js';
+import { REMOVE_ROOT, type TestRoot } from './backends.js';
 
 // Service-level tests over a catalog in a temporary local directory or in memory, without HTTP.
 
@@ -35,11 +35,16 @@ export function useLocalRoot(prefix: string): { dir: string; store: LocalObjectS
 }
 
 /** The deps of one process over `store`: services built on the same deps share its fences and listing index, as in app.ts. */
-function catalogDeps(store: ObjectStore, rootLocation: StoreLocation, engine: LanceEngine): CatalogDeps {
+function catalogDeps(
+  store: ObjectStore,
+  rootLocation: StoreLocation,
+  engine: LanceEngine,
+  s3: S3Connection = { region: 'x', forcePathStyle: true },
+): CatalogDeps {
   return withSharedHelpers({
     store,
     engine,
-    locations: new Locations(store, rootLocation, (location) => storeAt(location, { region: 'x', forcePathStyle: true })),
+    locations: new Locations(store, rootLocation, (location) => storeAt(location, s3)),
     pageTokens: new PageTokens('k'),
     settings: { managedVersioningDefault: false, leaseMs: 30_000 },
     credentials: new TableCredentials(null),
@@ -50,6 +55,13 @@ function catalogDeps(store: ObjectStore, rootLocation: StoreLocation, engine: La
 /** `deps` with other settings, its shared helpers built again for them (as a process started with those settings has). */
 export function withSettings(deps: CatalogDeps, settings: Partial<CatalogDeps['settings']>): CatalogDeps {
   return withSharedHelpers({ ...deps, settings: { ...deps.settings, ...settings } });
+}
+
+/** What the services run on over a test root of any backend (local or S3), through `store` (a double of its store, or its own). */
+export function testRootCatalogDeps(root: TestRoot, store: ObjectStore = root.store): CatalogDeps {
+  const location = parseLocation(root.root);
+  if (!location) throw new Error(`not a root: ${root.root}`);
+  return catalogDeps(store, location, noEngine, root.s3);
 }
 
 /** What the services run on, over `store` (a double of the local root at `dir`, or that root's own store). */

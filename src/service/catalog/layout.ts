@@ -140,7 +140,8 @@ export const storeCheckKey = (process: string, probe: number): string => `${CATA
 //   namespace-pending/<name>/<until>.<op>   the same for a child namespace
 //   index.ready                             the index covers every child
 //   tables.stamp, tables.snapshot           the index in one object (catalog/listing-snapshot.ts)
-//   namespaces.stamp, namespaces.snapshot   the same for child namespaces
+//   tables.log/<name>/<token>               a change of the name's entries since the snapshot (the same)
+//   namespaces.stamp, namespaces.snapshot, namespaces.log/   the same for child namespaces
 
 /** The two kinds of child a namespace's listing index holds. */
 export type ChildKind = 'table' | 'namespace';
@@ -182,6 +183,15 @@ export function parsePendingKey(dir: string, key: string): { name: string; until
 export const indexReadyKey = (ns: string[]): string => `${namespaceCatalogDirKey(ns)}index.ready`;
 export const listingStampKey = (ns: string[], kind: ChildKind): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].visible}.stamp`;
 export const listingSnapshotKey = (ns: string[], kind: ChildKind): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].visible}.snapshot`;
+/** The folder of the log of changes of a kind's entries: `<name>/<token>`, a token never written twice. */
+export const listingLogDirKey = (ns: string[], kind: ChildKind): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].visible}.log/`;
+export const listingLogKey = (kind: ChildKind, ref: TableRef, token: string): string =>
+  `${indexNameDirKey(listingLogDirKey(ref.namespace, kind), ref.name)}${token}`;
+/** The name a log key under the folder `dir` is of (null: not one). */
+export function nameOfLogKey(dir: string, key: string): string | null {
+  const [name, token, rest] = key.slice(dir.length).split('/');
+  return name && token && rest === undefined ? name : null;
+}
 
 // ---- <root>/<ns>/<t>.lance/_catalog/: what writers of a table name leave while they write.
 

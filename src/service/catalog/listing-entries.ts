@@ -4,7 +4,7 @@ import { faultPoint } from '../coordination/fault-points.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
 import { readNamespace } from './catalog.js';
-import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, type TableRef } from './layout.js';
+import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, listingLogKey, type TableRef } from './layout.js';
 import type { ListingSnapshots } from './listing-snapshot.js';
 import { LinkedLocation, type Locations } from './locations.js';
 
@@ -26,6 +26,16 @@ import { LinkedLocation, type Locations } from './locations.js';
 // for the names on its page that have one.
 
 const SETTLE_ROUNDS = 5;
+
+/**
+ * The index's keys are empty: what makes one durable is the file system's journal, which keeps
+ * the order of metadata changes across a crash (as the deletes of entries rely on), not an fsync
+ * of its own. A pending entry is so before the state change its operation then makes durable
+ * (its fsync commits the journal), and an entry, or a log key, before the pending entry's delete
+ * that follows it; one lost with the machine leaves its pending entry, and a listing reads the
+ * state. So none of them costs an fsync (on a local disk; an object store is always durable).
+ */
+const EMPTY_ENTRY = { durable: false } as const;
 
 /** What a change made of a child: visible or gone, with data or not. */
 export interface Made {
@@ -50,8 +60,11 @@ export class IndexEntries {
   /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
   async begin(kind: ChildKind, ref: TableRef, op: string = randomUUID()): Promise<string> {
     const key = indexPendingKey(kind, ref, Date.parse(leaseUntil(this.leaseMs)), op);
-    // Snapshots taken before this change stop holding before it changes anything (listing-snapshot.ts).
-    await Promise.all([this.store.put(key, ''), this.snapshots.invalidate(ref.namespace, kind)]);
+    // Snapshots taken before this change stop holding before it changes anything, and those taken
+    // after know of its pending entry (listing-snapshot.ts): the stamp goes once the entry is there.
+    await this.store.put(key, '', undefined, EMPTY_ENTRY);
+    faultPoint('index:after-pending');
+    await this.snapshots.invalidate(ref.namespace, kind);
     return key;
   }
 
@@ -68,12 +81,16 @@ export class IndexEntries {
       // Written: read the state again, so that a change made meanwhile is not overwritten unseen.
       const again = await this.observe(kind, ref);
       if (again.visible === truth.visible && again.data === truth.data) break;
-      // Kept changing: the pending entries stay, and listings read the state.
-      if (round === SETTLE_ROUNDS - 1) return;
+      // Kept changing: the pending entries stay, and listings read the state (snapshots taken meanwhile know of them).
+      if (round === SETTLE_ROUNDS - 1) return this.snapshots.invalidate(ref.namespace, kind);
       truth = again;
     }
-    // Snapshots of the index no longer hold (listing-snapshot.ts): their stamp goes before the pending entry.
+    // In turn (listing-snapshot.ts): the change into the index's log, for snapshots to catch up by;
+    // the stamp, so that no snapshot taken before it holds; the pending entry.
+    await this.store.put(listingLogKey(kind, ref, randomUUID()), '', { ifNoneMatch: '*' }, EMPTY_ENTRY);
+    faultPoint('index:after-log');
     await this.snapshots.invalidate(ref.namespace, kind);
+    faultPoint('index:after-stamp');
     for (const key of pending) await this.store.delete(key);
   }
 
@@ -105,8 +122,12 @@ export class IndexEntries {
   private async apply(kind: ChildKind, ref: TableRef, truth: Truth): Promise<void> {
     const visible = indexVisibleKey(kind, ref);
     await Promise.all([
-      truth.visible ? this.store.put(visible, '') : this.store.delete(visible),
-      kind === 'table' ? (truth.visible && truth.data ? this.store.put(indexDataKey(ref), '') : this.store.delete(indexDataKey(ref))) : undefined,
+      truth.visible ? this.store.put(visible, '', undefined, EMPTY_ENTRY) : this.store.delete(visible),
+      kind === 'table'
+        ? truth.visible && truth.data
+          ? this.store.put(indexDataKey(ref), '', undefined, EMPTY_ENTRY)
+          : this.store.delete(indexDataKey(ref))
+        : undefined,
     ]);
   }
 

@@ -1,6 +1,7 @@
 import type { ObjectStore } from '../../store/object-store.js';
 import type { ChildKind, TableRef } from './layout.js';
 import { IndexBuilder } from './listing-build.js';
+import { SnapshotCatchUp } from './listing-catch-up.js';
 import { IndexEntries, type Made } from './listing-entries.js';
 import { type IndexPage, IndexPages } from './listing-pages.js';
 import { ListingSnapshots } from './listing-snapshot.js';
@@ -22,7 +23,8 @@ import type { Locations } from './locations.js';
 // Its rooms: listing-entries.ts keeps a name's entries matching its child's state (the pending
 // entries, and the invariant that makes the index safe to read); listing-pages.ts answers pages
 // from it, through listing-reads.ts (LISTs of the index) and listing-snapshot.ts (the index in one
-// object); listing-build.ts indexes a namespace the index does not cover yet.
+// object, which listing-catch-up.ts brings up to date by the index's log of changes); listing-build.ts
+// indexes a namespace the index does not cover yet.
 
 /** One per process (built in app.ts, see catalog-deps.ts), so that every service reads and keeps the same snapshots. */
 export class ListingIndex {
@@ -34,7 +36,7 @@ export class ListingIndex {
     const snapshots = new ListingSnapshots(store);
     this.entries = new IndexEntries(store, locations, leaseMs, snapshots);
     this.builder = new IndexBuilder(store, this.entries, snapshots);
-    this.pages = new IndexPages(store, this.entries, this.builder, snapshots);
+    this.pages = new IndexPages(store, this.entries, this.builder, snapshots, new SnapshotCatchUp(store, snapshots));
   }
 
   /** Announces a change of the name's state; returns the pending key to pass to `settle` (listing-entries.ts). */

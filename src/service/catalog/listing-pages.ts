@@ -1,10 +1,11 @@
 import pLimit from 'p-limit';
 import type { ObjectStore } from '../../store/object-store.js';
-import { type ChildKind, compareNames, indexDataDirKey, indexVisibleDirKey } from './layout.js';
+import { type ChildKind, compareNames } from './layout.js';
 import type { IndexBuilder } from './listing-build.js';
+import type { SnapshotCatchUp } from './listing-catch-up.js';
 import type { IndexEntries } from './listing-entries.js';
-import { allNames, CHECK_CONCURRENCY, type Pending, pendingByName, pendingOf, snapshotCursor, storeCursor } from './listing-reads.js';
-import type { IndexSnapshot, ListingSnapshots, PendingEntry } from './listing-snapshot.js';
+import { CHECK_CONCURRENCY, type Pending, pendingByName, pendingOf, snapshotCursor, storeCursor } from './listing-reads.js';
+import type { ListingSnapshots } from './listing-snapshot.js';
 import type { PageTokens } from './page-token.js';
 
 // Pages of a namespace's children, read from its listing index (listing-index.ts): a page costs
@@ -18,7 +19,8 @@ import type { PageTokens } from './page-token.js';
 // Listings that read every name (no limit) keep the index and its pending entries in one object as
 // well, checked against a stamp that every begin and every settle deletes (listing-snapshot.ts), so
 // that they read two keys instead of LISTing a key per name; a page after such a listing reads it
-// from memory while the stamp matches.
+// from memory while the stamp matches, and catches it up by the index's log of changes when it does
+// not (listing-catch-up.ts).
 
 /** Declared tables a page that excludes them checks for data before it ends short (see page). */
 const MIN_CHECKS = 100;
@@ -38,6 +40,7 @@ export class IndexPages {
     private readonly entries: IndexEntries,
     private readonly builder: IndexBuilder,
     private readonly snapshots: ListingSnapshots,
+    private readonly catchUp: SnapshotCatchUp,
   ) {}
 
   /**
@@ -69,8 +72,9 @@ export class IndexPages {
   /**
    * Up to `want` child names of `ns` after `after` (in compareNames order), tables only with data
    * unless `includeDeclared`. The index and its pending entries come from its snapshot when the
-   * stamp says it holds (a listing of every name builds it), else from a LIST of the pending entries
-   * and delimited LISTs of the index sized to the page. State is read only for names on the page with a pending entry, and for declared
+   * stamp says it holds, or once caught up by the index's log (a listing of every name builds it,
+   * and a process that keeps one catches it up), else from a LIST of the pending entries and
+   * delimited LISTs of the index sized to the page. State is read only for names on the page with a pending entry, and for declared
    * tables when they are excluded: then, `bounded`, a page that has checked many of them ends short
    * (resumeAfter), so that no request reads a number of tables beyond its page.
    */
@@ -110,19 +114,17 @@ export class IndexPages {
     let cursor = fromStore;
     let pending: Map<string, Pending[]>;
     let prefetched = firstStretch;
-    const snapshot = [kept, stored].find((s): s is IndexSnapshot => s !== undefined && s !== null && stamp !== null && s.stamp === stamp);
+    const had = kept ?? stored ?? undefined;
+    let snapshot = stamp !== null && had?.stamp === stamp ? had : undefined;
+    // Stale: caught up by the index's log (or, for a whole listing, rebuilt) when there is one to catch up.
+    if (!pendingListed && !snapshot && (had?.names || whole))
+      snapshot = (await this.catchUp.current(kind, ns, stamp, had, whole ? isReady : null)) ?? undefined;
     if (pendingListed) pending = pendingListed;
     else if (snapshot?.names) {
       cursor = snapshotCursor(snapshot.names, snapshot.data, from);
       pending = pendingByName(snapshot.pending);
-    } else if (whole && !snapshot) {
-      this.snapshots.forget(ns, kind);
-      if (!(await isReady())) return indexedFirst();
-      const built = await this.buildSnapshot(kind, ns, stamp);
-      cursor = snapshotCursor(built.names, built.data, from);
-      pending = pendingByName(built.pending);
     } else {
-      // A stale snapshot, or a current one that only says the index is too large for it: the index itself.
+      // No snapshot, or a current one that only says the index is too large for it: the index itself.
       if (!snapshot) this.snapshots.forget(ns, kind);
       let ready: boolean;
       [pending, prefetched, ready] = await Promise.all([pendingOf(this.store, kind, ns), fromStore.next(want), snapshot !== undefined || isReady()]);
@@ -175,27 +177,6 @@ export class IndexPages {
           .catch(() => undefined);
     }
     return { names, more: false };
-  }
-
-  /**
-   * Lists the whole index (names, and for tables which have data) after reading the stamp, and
-   * stores it as the snapshot of that stamp (listing-snapshot.ts); returns what it listed.
-   */
-  private async buildSnapshot(
-    kind: ChildKind,
-    ns: string[],
-    stampRead: string | null,
-  ): Promise<{ names: string[]; data: Set<string>; pending: PendingEntry[] }> {
-    const stamp = stampRead ?? (await this.snapshots.createStamp(ns, kind));
-    const [names, data, pendingByNames] = await Promise.all([
-      allNames(this.store, indexVisibleDirKey(kind, ns)),
-      kind === 'table' ? allNames(this.store, indexDataDirKey(ns)) : [],
-      pendingOf(this.store, kind, ns),
-    ]);
-    const withData = new Set(data);
-    const pending = [...pendingByNames].flatMap(([name, entries]) => entries.map((e) => ({ name, ...e })));
-    await this.snapshots.write(ns, kind, stamp, names, withData, pending);
-    return { names, data: withData, pending };
   }
 
   /** The candidates a listing shows: a name with a pending entry by its state (settling it when dead), a declared one if it has data where wanted. */

@@ -41,17 +41,21 @@ export function pendingByName(entries: PendingEntry[]): Map<string, Pending[]> {
 
 const stretchSize = (room: number): number => Math.min(LIST_PAGE, Number.isFinite(room) ? room + 1 : LIST_PAGE);
 
-/** A cursor over a snapshot's names, after `after`. */
-export function snapshotCursor(names: string[], data: Set<string>, after: string | undefined): IndexCursor {
-  // The first name past `after`: names are in compareNames order.
+/** Index of the first of `names` (in compareNames order, as a snapshot holds them) past `after`. */
+export function firstAfter(names: string[], after: string): number {
   let low = 0;
   let high = names.length;
-  while (after !== undefined && low < high) {
+  while (low < high) {
     const mid = (low + high) >>> 1;
     if (compareNames(names[mid] ?? '', after) <= 0) low = mid + 1;
     else high = mid;
   }
-  let at = low;
+  return low;
+}
+
+/** A cursor over a snapshot's names, after `after`. */
+export function snapshotCursor(names: string[], data: Set<string>, after: string | undefined): IndexCursor {
+  let at = after === undefined ? 0 : firstAfter(names, after);
   return {
     next: async (room) => {
       const stretch = names.slice(at, at + stretchSize(room));

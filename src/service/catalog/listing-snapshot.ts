@@ -4,28 +4,56 @@ import { type ObjectStore, PreconditionFailedError } from '../../store/object-st
 import { type ChildKind, listingSnapshotKey, listingStampKey } from './layout.js';
 
 // A namespace's listing index in one object, so that a listing reads one key instead of LISTing a
-// key per child (an object store answers a LIST of a thousand keys many times slower than a GET).
+// key per child (an object store answers a LIST of a thousand keys many times slower than a GET),
+// and a log of the index's changes since, so that a snapshot catches up by what changed instead of
+// being listed again whole after every write (listing-catch-up.ts).
 //
 //   _catalog/<folder>.stamp      a random token, never written twice; deleted by every change of the index
 //   _catalog/<folder>.snapshot   { stamp, names, data, pending }: the index and its pending entries as
-//                                listed after that stamp was read
+//                                they were after that stamp was read
+//   _catalog/<folder>.log/<name>/<token>   the name's entries changed (a token per change, never reused)
 //
-// (one pair per kind of child, `tables` and `namespaces`; the keys are built in layout.ts)
+// (one set per kind of child, `tables` and `namespaces`; the keys are built in layout.ts)
 //
-// Invariant: while a snapshot's stamp is the current stamp, the snapshot's pending entries are the
-// index's (as far as they matter: see below) and it holds the index entries of every other name. How
-// it holds: a snapshot is built by reading the stamp (creating a new one, if-none-match, when there
-// is none), then LISTing the whole index and its pending entries, then writing them with the stamp
-// read first. An operation deletes the stamp before it changes a child's state (IndexEntries.begin
-// in listing-entries.ts, at once with putting its pending entry) and again after it wrote the index
-// and before it deletes its pending entry (IndexEntries.settle); a token once deleted never comes
-// back. So a reader that finds the snapshot's stamp read it before any state change or index write
-// made after the builder's LISTs: it may answer as of the snapshot, an instant within its own
-// request, reading the state of the names the snapshot has pending entries for (as every listing does).
-// A snapshot is a cache: written without a condition, it need not survive a crash. The stamp's
-// deletion, like the index's own deletes, relies on the file system keeping the order of metadata
-// changes across a crash (journaling file systems do). Deleting rather than replacing the stamp leaves
-// nothing behind when a change settles in a namespace just dropped.
+// Invariant 1 (the stamp): while a snapshot's stamp is the current stamp, the snapshot's pending
+// entries are the index's (as far as they matter: see below) and it holds the index entries of
+// every other name. How it holds: a snapshot is made by reading the stamp (creating a new one,
+// if-none-match, when there is none), then reading the index and its pending entries, and is
+// stamped with the token read first. An operation puts its pending entry and then deletes the stamp
+// before it changes a child's state (IndexEntries.begin in listing-entries.ts), and deletes it again
+// after it wrote the index and its log key and before it deletes its pending entry
+// (IndexEntries.settle); a token once deleted never comes back. So a reader that finds the
+// snapshot's stamp read it before any state change or index write made after the snapshot's reads,
+// and a snapshot made after a change began knows of its pending entry: it may answer as of the
+// snapshot, an instant within its own request, reading the state of the names the snapshot has
+// pending entries for (as every listing does).
+//
+// Invariant 2 (the log): every log key that is gone is reflected by the stored snapshot (the
+// snapshot holds its name's entries as they were at some moment after the key was written), and
+// every change of a name's entries settled since is in the log. How it holds: settle writes the log
+// key after the index and before the stamp and the pending entry go (a change that dies before,
+// or gives up, leaves its pending entry, which every snapshot made after its begin knows of); a
+// snapshot is stored only in place of the one its maker read before listing the log, by a
+// conditional put (if-match its etag, if-none-match when there was none), so that of two makers
+// of one base only one stores; and only its maker deletes log keys, those it listed, once its
+// snapshot is in place. So a process that LISTs the log, then finds the stored snapshot still the
+// one it keeps (its etag), has every change its snapshot lacks in that LIST: it catches up by
+// reading the entries of the names listed (the index is written before the log), under the stamp
+// it read before the LISTs, which then makes it current as invariant 1 says. Log keys are unique
+// per change, so a key already applied (by this process, since its base) is not read again.
+//
+// Cost: a list after a write is the stamp (gone: a new one, if-none-match), a LIST of the log and
+// one of the pending entries, a HEAD of the snapshot, and two HEADs per name changed since the
+// snapshot this process keeps (a GET of the snapshot when another process compacted it); a
+// write is one more put (its log key) than without the log. The log is compacted by the catch-up
+// that finds it COMPACT_AT keys long (its snapshot stored, durable, and the keys deleted), and a
+// namespace without a snapshot, or written to REBUILD_AT times with no whole listing, is listed
+// whole (the log first, then the index).
+//
+// The stamp's deletion and the log key (a non-durable create of an empty file), like the index's own
+// deletes, rely on the file system keeping the order of metadata changes across a crash
+// (journaling file systems do). Deleting rather than replacing the stamp leaves nothing behind when
+// a change settles in a namespace just dropped.
 
 const PendingEntry = z.object({ name: z.string(), key: z.string(), until: z.number() });
 export type PendingEntry = z.infer<typeof PendingEntry>;
@@ -45,6 +73,10 @@ export interface IndexSnapshot {
   names: string[] | null;
   data: Set<string>;
   pending: PendingEntry[];
+  /** The etag of the stored snapshot this one is, or was caught up from (null: none that was current). */
+  base: string | null;
+  /** The log keys this one reflects beyond its base (listing-catch-up.ts). */
+  applied: Set<string>;
 }
 
 /** Above this many children a namespace is listed from the index itself, page by page. */
@@ -67,7 +99,8 @@ export class ListingSnapshots {
   /** The current stamp (null: none yet). */
   async stamp(ns: string[], kind: ChildKind): Promise<string | null> {
     const object = await this.store.get(listingStampKey(ns, kind));
-    return object ? object.body.toString('utf8') : null;
+    // Empty: a stamp the machine's crash caught before its bytes were on disk (see createStamp) holds nothing.
+    return object && object.body.length > 0 ? object.body.toString('utf8') : null;
   }
 
   /** A stamp for a builder that found none: a new one, or the one another builder created meanwhile. */
@@ -75,13 +108,16 @@ export class ListingSnapshots {
     for (;;) {
       const fresh = randomUUID();
       try {
-        await this.store.put(listingStampKey(ns, kind), fresh, { ifNoneMatch: '*' });
+        // Not durable: a stamp lost with the machine only makes the snapshots of it stale, as a change does.
+        await this.store.put(listingStampKey(ns, kind), fresh, { ifNoneMatch: '*' }, { durable: false });
         return fresh;
       } catch (e) {
         if (!(e instanceof PreconditionFailedError)) throw e;
       }
       const current = await this.stamp(ns, kind);
       if (current !== null) return current;
+      // Gone again, or empty (left by a crash): deleting a stamp only ever makes snapshots stale.
+      await this.invalidate(ns, kind);
     }
   }
 
@@ -97,7 +133,7 @@ export class ListingSnapshots {
     return snapshot;
   }
 
-  /** The stored snapshot (null: none, or unreadable). */
+  /** The stored snapshot (null: none, or unreadable), kept; `base` is its etag. */
   async read(ns: string[], kind: ChildKind): Promise<IndexSnapshot | null> {
     const object = await this.store.get(listingSnapshotKey(ns, kind));
     if (!object) return null;
@@ -105,22 +141,40 @@ export class ListingSnapshots {
     try {
       parsed = Snapshot.parse(JSON.parse(object.body.toString('utf8')));
     } catch {
-      return null; // a cache: an unreadable one is rebuilt
+      return null; // rebuilt: the next write replaces it (if-match its etag, see head)
     }
-    const snapshot = { stamp: parsed.stamp, names: parsed.names ?? null, data: new Set(parsed.data ?? []), pending: parsed.pending ?? [] };
+    const snapshot: IndexSnapshot = {
+      stamp: parsed.stamp,
+      names: parsed.names ?? null,
+      data: new Set(parsed.data ?? []),
+      pending: parsed.pending ?? [],
+      base: object.etag,
+      applied: new Set(),
+    };
     this.keep(ns, kind, snapshot);
     return snapshot;
   }
 
+  /** The stored snapshot's etag (null: none). */
+  async head(ns: string[], kind: ChildKind): Promise<string | null> {
+    return (await this.store.head(listingSnapshotKey(ns, kind)))?.etag ?? null;
+  }
+
   /**
-   * Stores and keeps a snapshot of `names` built under `stamp` (read before the index was listed);
-   * past SNAPSHOT_MAX_NAMES only a marker that says so. A failed write is a cache not filled.
+   * Keeps `snapshot` and stores it in place of the stored one whose etag is `replacing` (null: in
+   * place of none); past SNAPSHOT_MAX_NAMES only a marker that says so. Returns the new etag, or
+   * null when another writer replaced it first (or the store failed): then it is only kept here.
    */
-  async write(ns: string[], kind: ChildKind, stamp: string, names: string[], data: Set<string>, pending: PendingEntry[]): Promise<void> {
-    const snapshot: IndexSnapshot = names.length > SNAPSHOT_MAX_NAMES ? { stamp, names: null, data: new Set(), pending: [] } : { stamp, names, data, pending };
-    const body = snapshot.names === null ? { stamp } : { stamp, names, data: [...data], pending };
-    this.keep(ns, kind, snapshot);
-    await this.store.put(listingSnapshotKey(ns, kind), JSON.stringify(body), undefined, { durable: false, besideExisting: true }).catch(() => undefined);
+  async write(ns: string[], kind: ChildKind, snapshot: IndexSnapshot, replacing: string | null): Promise<string | null> {
+    const large = snapshot.names !== null && snapshot.names.length > SNAPSHOT_MAX_NAMES;
+    const kept: IndexSnapshot = large ? { ...snapshot, names: null, data: new Set(), pending: [] } : snapshot;
+    const body = kept.names === null ? { stamp: kept.stamp } : { stamp: kept.stamp, names: kept.names, data: [...kept.data], pending: kept.pending };
+    this.keep(ns, kind, kept);
+    const condition = replacing === null ? { ifNoneMatch: '*' as const } : { ifMatch: replacing };
+    // Durable: the log keys it reflects are deleted once it is in place.
+    const written = await this.store.put(listingSnapshotKey(ns, kind), JSON.stringify(body), condition, { besideExisting: true }).catch(() => null);
+    if (written) kept.base = written.etag;
+    return written?.etag ?? null;
   }
 
   /** Forgets this process's snapshot (found stale). */
@@ -132,7 +186,8 @@ export class ListingSnapshots {
     this.keptNames -= old.names?.length ?? 0;
   }
 
-  private keep(ns: string[], kind: ChildKind, snapshot: IndexSnapshot): void {
+  /** Keeps `snapshot` as this process's snapshot of the index. */
+  keep(ns: string[], kind: ChildKind, snapshot: IndexSnapshot): void {
     this.forget(ns, kind);
     const size = snapshot.names?.length ?? 0;
     if (size > KEPT_NAMES) return;

@@ -1,0 +1,154 @@
+import pLimit from 'p-limit';
+import type { ObjectStore } from '../../store/object-store.js';
+import { faultPoint } from '../coordination/fault-points.js';
+import { type ChildKind, indexDataDirKey, indexDataKey, indexVisibleDirKey, indexVisibleKey, listingLogDirKey, nameOfLogKey } from './layout.js';
+import { allNames, CHECK_CONCURRENCY, firstAfter, LIST_PAGE, type Pending, pendingOf } from './listing-reads.js';
+import type { IndexSnapshot, ListingSnapshots, PendingEntry } from './listing-snapshot.js';
+
+// A snapshot of the listing index brought up to date by what changed since it was stored, read
+// from the index's log (listing-snapshot.ts says why that is exact), instead of LISTing the whole
+// index again: a listing after a write costs the stamp, a LIST of the log and one of the pending
+// entries, a HEAD of the snapshot, and two HEADs per name changed since the snapshot this
+// process keeps (one call per name on a namespace's children). Only a namespace without a
+// snapshot, or whose log has grown past REBUILD_AT, is listed whole.
+
+/** A log this long is compacted: the snapshot caught up replaces the stored one, and the keys it reflects go. */
+export const COMPACT_AT = 64;
+/** A log this long (a namespace written to for long with no listing of it whole) is not read: the index is listed whole. */
+const REBUILD_AT = 2_000;
+
+export class SnapshotCatchUp {
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly snapshots: ListingSnapshots,
+  ) {}
+
+  /**
+   * The index as of a moment after `stampRead` (the stamp read just before; null: none) was read,
+   * stamped with it: `had` (a snapshot this process kept, or the stored one, no longer current)
+   * caught up by the log, or, when that cannot be, the whole index listed again if `rebuild` is
+   * given and says the index is complete (listing-build.ts). Null: neither (the caller reads the
+   * index itself).
+   */
+  async current(
+    kind: ChildKind,
+    ns: string[],
+    stampRead: string | null,
+    had: IndexSnapshot | undefined,
+    rebuild: (() => Promise<boolean>) | null,
+  ): Promise<IndexSnapshot | null> {
+    const stamp = stampRead ?? (await this.snapshots.createStamp(ns, kind));
+    if (had?.names) {
+      const [log, pending] = await Promise.all([this.log(kind, ns), pendingOf(this.store, kind, ns)]);
+      if (log.size < REBUILD_AT) {
+        // After the log's LIST: a base still stored then has lost none of the keys it does not reflect.
+        const etag = await this.snapshots.head(ns, kind);
+        const base = had.base !== null && had.base === etag ? had : etag === null ? null : await this.snapshots.read(ns, kind);
+        if (base?.names) return this.caughtUp(kind, ns, stamp, base, log, pending);
+      }
+    }
+    return rebuild && (await rebuild()) ? this.rebuilt(kind, ns, stamp) : null;
+  }
+
+  /** `base` with the log's changes it does not reflect applied, read from the index; compacted when the log is long. */
+  private async caughtUp(
+    kind: ChildKind,
+    ns: string[],
+    stamp: string,
+    base: IndexSnapshot,
+    log: Map<string, string>,
+    pending: Map<string, Pending[]>,
+  ): Promise<IndexSnapshot> {
+    const changed = [...new Set([...log].filter(([key]) => !base.applied.has(key)).map(([, name]) => name))];
+    const limit = pLimit(CHECK_CONCURRENCY);
+    const entries = await Promise.all(
+      changed.map((name) =>
+        limit(async () => {
+          const ref = { namespace: ns, name };
+          const [visible, data] = await Promise.all([
+            this.store.head(indexVisibleKey(kind, ref)),
+            kind === 'table' ? this.store.head(indexDataKey(ref)) : null,
+          ]);
+          return { name, visible: visible !== null, data: data !== null };
+        }),
+      ),
+    );
+    // A few names changed among many: placed by binary search into a copy, the rest left as it is.
+    let names = base.names ?? [];
+    let data = base.data;
+    for (const e of entries) {
+      const next = firstAfter(names, e.name);
+      const present = next > 0 && names[next - 1] === e.name;
+      const at = present ? next - 1 : next;
+      if (e.visible !== present) {
+        if (names === base.names) names = names.slice();
+        if (e.visible) names.splice(at, 0, e.name);
+        else names.splice(at, 1);
+      }
+      const withData = e.visible && e.data;
+      if (withData !== data.has(e.name)) {
+        if (data === base.data) data = new Set(data);
+        if (withData) data.add(e.name);
+        else data.delete(e.name);
+      }
+    }
+    const snapshot: IndexSnapshot = {
+      stamp,
+      names,
+      data,
+      pending: pendingEntries(pending),
+      base: base.base,
+      applied: new Set(log.keys()),
+    };
+    if (log.size < COMPACT_AT || base.base === null) {
+      this.snapshots.keep(ns, kind, snapshot);
+      return snapshot;
+    }
+    // It reflects every key of the log as listed: it replaces the base it was caught up from, if
+    // that is still the one stored, and then those keys can go.
+    if ((await this.snapshots.write(ns, kind, snapshot, base.base)) !== null) await this.drop([...log.keys()]);
+    return snapshot;
+  }
+
+  /** The whole index listed (after its log) and stored under `stamp` in place of what is stored, and the log it reflects deleted. */
+  private async rebuilt(kind: ChildKind, ns: string[], stamp: string): Promise<IndexSnapshot> {
+    // In turn: the snapshot's etag, the log, the index, so that the snapshot written reflects every key deleted.
+    const replacing = await this.snapshots.head(ns, kind);
+    const log = await this.log(kind, ns);
+    const [names, data, pending] = await Promise.all([
+      allNames(this.store, indexVisibleDirKey(kind, ns)),
+      kind === 'table' ? allNames(this.store, indexDataDirKey(ns)) : [],
+      pendingOf(this.store, kind, ns),
+    ]);
+    const snapshot: IndexSnapshot = { stamp, names, data: new Set(data), pending: pendingEntries(pending), base: null, applied: new Set(log.keys()) };
+    if ((await this.snapshots.write(ns, kind, snapshot, replacing)) !== null) await this.drop([...log.keys()]);
+    return snapshot;
+  }
+
+  /** The log's keys and the name of each. */
+  private async log(kind: ChildKind, ns: string[]): Promise<Map<string, string>> {
+    const dir = listingLogDirKey(ns, kind);
+    const keys = new Map<string, string>();
+    let startAfter: string | undefined;
+    for (;;) {
+      const listing = await this.store.list(dir, { maxKeys: LIST_PAGE, ...(startAfter ? { startAfter } : {}) });
+      for (const o of listing.objects) {
+        const name = nameOfLogKey(dir, o.key);
+        if (name !== null) keys.set(o.key, name);
+      }
+      if (!listing.nextStartAfter) return keys;
+      startAfter = listing.nextStartAfter;
+    }
+  }
+
+  /** Deletes log keys a stored snapshot reflects; one that stays is read again by a catch-up, and deleted by the next compaction. */
+  private async drop(keys: string[]): Promise<void> {
+    faultPoint('listing:before-log-delete');
+    const limit = pLimit(CHECK_CONCURRENCY);
+    await Promise.all(keys.map((key) => limit(() => this.store.delete(key).catch(() => undefined))));
+  }
+}
+
+function pendingEntries(byName: Map<string, Pending[]>): PendingEntry[] {
+  return [...byName].flatMap(([name, entries]) => entries.map((e) => ({ name, ...e })));
+}

@@ -1,0 +1,205 @@
+import { describe, expect, it } from 'vitest';
+import type { CatalogDeps } from '../../src/service/catalog/catalog-deps.js';
+import { COMPACT_AT } from '../../src/service/catalog/listing-catch-up.js';
+import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
+import type { RequestContext } from '../../src/service/context/request-context.js';
+import { TableService } from '../../src/service/tables/table-service.js';
+import { listAll, type ObjectStore, type PutCondition, type PutOptions } from '../../src/store/object-store.js';
+import { type Backend, backends, type TestRoot } from '../support/backends.js';
+import { testRootCatalogDeps } from '../support/local-catalog.js';
+import { storeDouble } from '../support/store-double.js';
+
+// The listing snapshot's catch-up (src/service/catalog/listing-catch-up.ts, its invariants in
+// listing-snapshot.ts) when the store fails a step: of a change (the pending entry, the stamp's
+// deletes, the index, the log key, the pending entry's delete), and of a compaction (the snapshot's
+// put, the log's deletes). Each "process" is a CatalogDeps of its own, with its own snapshots; after
+// each failure, every other process's next list (whole, paged, and a new process's) shows exactly
+// the tables that exist.
+
+const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
+
+const depsOf = testRootCatalogDeps;
+
+function servicesOver(deps: CatalogDeps) {
+  return {
+    namespaces: new NamespaceService(deps),
+    tables: new TableService(deps, () => {
+      throw new Error('no managed tables here');
+    }),
+  };
+}
+
+type Step = { method: 'put' | 'delete'; key: (k: string) => boolean; nth?: number };
+
+/** `inner`, failing the `nth` (from 1) put or delete that `step` names, once armed; how many it failed. */
+function failing(inner: ObjectStore, step: Step) {
+  let seen = 0;
+  let armed = false;
+  const state = { failed: 0, arm: () => (armed = true) };
+  const fails = (method: Step['method'], key: string) => {
+    if (!armed || method !== step.method || !step.key(key)) return false;
+    seen++;
+    if (seen !== (step.nth ?? 1)) return false;
+    state.failed++;
+    return true;
+  };
+  const store = storeDouble(inner, {
+    put: (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) =>
+      fails('put', k) ? Promise.reject(new Error(`store failed: put ${k}`)) : inner.put(k, b, c, o),
+    delete: (k: string, o?: Parameters<ObjectStore['delete']>[1]) =>
+      fails('delete', k) ? Promise.reject(new Error(`store failed: delete ${k}`)) : inner.delete(k, o),
+  });
+  return { store, state };
+}
+
+async function pages(tables: TableService, ns: string[], limit: number): Promise<string[]> {
+  const names: string[] = [];
+  let pageToken: string | undefined;
+  for (let i = 0; i < 1_000; i++) {
+    const page = await tables.list(ctx, ns, { limit, ...(pageToken ? { pageToken } : {}) });
+    names.push(...page.tables);
+    if (!page.page_token) return names;
+    pageToken = page.page_token;
+  }
+  throw new Error('listing did not end');
+}
+
+/** A promise and what resolves it. */
+function signal(): { promise: Promise<void>; resolve: () => void } {
+  const made: { promise?: Promise<void>; resolve: () => void } = { resolve: () => undefined };
+  made.promise = new Promise<void>((resolve) => {
+    made.resolve = resolve;
+  });
+  return { promise: made.promise, resolve: () => made.resolve() };
+}
+
+const ns = ['ns'];
+
+/** Runs `test` on a new root of `backend` whose namespace ns holds `tables`, with services whose store does not fail. */
+async function onNewRoot(backend: Backend, tables: string[], test: (root: TestRoot, healthy: ReturnType<typeof servicesOver>) => Promise<void>): Promise<void> {
+  const root = await backend.newRoot();
+  try {
+    const healthy = servicesOver(depsOf(root));
+    await healthy.namespaces.create(ctx, ns, {});
+    for (const t of tables) await healthy.tables.declare(ctx, [...ns, t], {});
+    await test(root, healthy);
+  } finally {
+    await root.dispose();
+  }
+}
+
+const CHANGE_STEPS: Record<string, Step> = {
+  'the pending entry': { method: 'put', key: (k) => k.includes('/_catalog/pending/') },
+  "the stamp's delete before the change": { method: 'delete', key: (k) => k.endsWith('/tables.stamp'), nth: 1 },
+  "the index's entry": { method: 'put', key: (k) => k.includes('/_catalog/tables/') },
+  "the index's delete": { method: 'delete', key: (k) => k.includes('/_catalog/tables/') },
+  'the log key': { method: 'put', key: (k) => k.includes('/_catalog/tables.log/') },
+  "the stamp's delete after the change": { method: 'delete', key: (k) => k.endsWith('/tables.stamp'), nth: 2 },
+  "the pending entry's delete": { method: 'delete', key: (k) => k.includes('/_catalog/pending/') },
+};
+
+describe.each(backends())('listing snapshot catch-up when the store fails a step, on $name', (backend: Backend) => {
+  it.each(Object.keys(CHANGE_STEPS))(
+    'a declare and a drop whose store fails %s: every other process lists exactly what exists',
+    async (stepName) => {
+      await onNewRoot(backend, ['a', 'm', 'z'], async (root, healthy) => {
+        const reader = servicesOver(depsOf(root)).tables;
+        const { store, state } = failing(root.store, CHANGE_STEPS[stepName] as Step);
+        const writer = servicesOver(depsOf(root, store)).tables;
+        const exists = (t: string) =>
+          healthy.tables.exists(ctx, [...ns, t], undefined).then(
+            () => true,
+            () => false,
+          );
+        const check = async (what: string) => {
+          const expected = [];
+          for (const t of ['a', 'f', 'm', 'z']) if (await exists(t)) expected.push(t);
+          const fresh = servicesOver(depsOf(root)).tables;
+          expect((await reader.list(ctx, ns, {})).tables, `${what}: the reader's whole list`).toEqual(expected);
+          expect(await pages(reader, ns, 1), `${what}: the reader's pages`).toEqual(expected);
+          expect((await fresh.list(ctx, ns, {})).tables, `${what}: a new process's list`).toEqual(expected);
+          expect((await writer.list(ctx, ns, {})).tables, `${what}: the writer's own list`).toEqual(expected);
+        };
+        // The reader and the writer keep a current snapshot.
+        await check('before');
+        state.arm();
+        await writer.declare(ctx, [...ns, 'f'], {}).catch(() => undefined);
+        await check('after the declare');
+        await writer.drop(ctx, [...ns, 'f']).catch(() => undefined);
+        await check('after the drop');
+        expect(state.failed).toBe(1);
+        // Changes after it, with the store well again, are seen by the next list of each.
+        await writer.declare(ctx, [...ns, 'f'], {}).catch(() => undefined);
+        await check('after a second declare');
+        await healthy.tables.drop(ctx, [...ns, 'a']);
+        await check('after a drop elsewhere');
+      });
+    },
+    60_000,
+  );
+
+  it('a pending entry slow to land, then a change whose settle fails: a list made meanwhile does not outlive it', async () => {
+    await onNewRoot(backend, ['a'], async (root) => {
+      const reader = servicesOver(depsOf(root)).tables;
+      expect((await reader.list(ctx, ns, {})).tables).toEqual(['a']);
+      // The writer's pending entry waits until the reader has listed; its settle then fails at the index.
+      const atPending = signal();
+      const gate = signal();
+      const slow = storeDouble(root.store, {
+        put: async (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) => {
+          if (k.includes('/_catalog/pending/')) {
+            atPending.resolve();
+            await gate.promise;
+          }
+          if (k.includes('/_catalog/tables/')) throw new Error('store failed');
+          return root.store.put(k, b, c, o);
+        },
+      });
+      const writer = servicesOver(depsOf(root, slow)).tables;
+      const declared = writer.declare(ctx, [...ns, 'b'], {});
+      await atPending.promise;
+      expect((await reader.list(ctx, ns, {})).tables).toEqual(['a']);
+      gate.resolve();
+      // Acknowledged (the settle's failure leaves the pending entry for listings to read the table by).
+      await declared;
+      expect((await reader.list(ctx, ns, {})).tables).toEqual(['a', 'b']);
+      expect(await pages(reader, ns, 1)).toEqual(['a', 'b']);
+    });
+  });
+
+  const COMPACTION_STEPS: Record<string, Step> = {
+    "the snapshot's put": { method: 'put', key: (k) => k.endsWith('/tables.snapshot') },
+    "a log key's delete": { method: 'delete', key: (k) => k.includes('/_catalog/tables.log/'), nth: 3 },
+  };
+  it.each(Object.keys(COMPACTION_STEPS))(
+    'a compaction whose store fails %s: every process lists exactly, and a later one compacts the log',
+    async (stepName) => {
+      await onNewRoot(backend, ['a'], async (root, healthy) => {
+        const other = servicesOver(depsOf(root)).tables;
+        expect((await other.list(ctx, ns, {})).tables).toEqual(['a']);
+        const { store, state } = failing(root.store, COMPACTION_STEPS[stepName] as Step);
+        const compacting = servicesOver(depsOf(root, store)).tables;
+        expect((await compacting.list(ctx, ns, {})).tables).toEqual(['a']);
+        const made = Array.from({ length: COMPACT_AT }, (_, i) => `c${String(i).padStart(3, '0')}`);
+        for (let i = 0; i < made.length; i += 16) await Promise.all(made.slice(i, i + 16).map((t) => healthy.tables.declare(ctx, [...ns, t], {})));
+        const logKeys = async () => (await listAll(root.store, 'ns/_catalog/tables.log/')).objects.length;
+        expect(await logKeys()).toBe(COMPACT_AT);
+        state.arm();
+        // The compaction fails part-way: the list is still exact, from the snapshot caught up.
+        expect((await compacting.list(ctx, ns, {})).tables).toEqual(['a', ...made]);
+        expect(state.failed).toBe(1);
+        expect(await logKeys()).toBeGreaterThan(0);
+        for (const service of [other, compacting, servicesOver(depsOf(root)).tables]) {
+          expect((await service.list(ctx, ns, {})).tables).toEqual(['a', ...made]);
+          expect(await pages(service, ns, 7)).toEqual(['a', ...made]);
+        }
+        await healthy.tables.drop(ctx, [...ns, 'c005']);
+        const after = ['a', ...made.filter((t) => t !== 'c005')];
+        for (const service of [other, compacting, servicesOver(depsOf(root)).tables]) expect((await service.list(ctx, ns, {})).tables).toEqual(after);
+        // Compacted by then (a later catch-up stores its snapshot and deletes what it reflects).
+        expect(await logKeys()).toBeLessThan(COMPACT_AT);
+      });
+    },
+    60_000,
+  );
+});
