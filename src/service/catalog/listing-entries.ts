@@ -85,6 +85,13 @@ export class IndexEntries {
       if (round === SETTLE_ROUNDS - 1) return this.snapshots.invalidate(ref.namespace, kind);
       truth = again;
     }
+    // A change that leaves no child under the name of a namespace dropped meanwhile logs nothing: the
+    // drop took the index and its log with it, and the log key would be all that is left of it.
+    // (One GET, only for changes that end without a child: drops and failed creates.)
+    if (!truth.visible && ref.namespace.length > 0 && (await readNamespace(this.store, ref.namespace)) === null) {
+      for (const key of pending) await this.store.delete(key);
+      return;
+    }
     // In turn (listing-snapshot.ts): the change into the index's log, for snapshots to catch up by;
     // the stamp, so that no snapshot taken before it holds; the pending entry.
     await this.store.put(listingLogKey(kind, ref, randomUUID()), '', { ifNoneMatch: '*' }, EMPTY_ENTRY);
