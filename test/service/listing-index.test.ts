@@ -109,10 +109,10 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     // No limit: one pass over the index and its data names, kept as the index's snapshot; still no table read.
     counted.reset();
     expect((await listing.list(ctx, ['ns'], {})).tables).toEqual(all);
-    // The namespace record, the stamp and the snapshot (none yet); the marker, since no snapshot
-    // holds; a new stamp; the snapshot's etag (none), the index's log (a key per declare), the
-    // index, its data names and its pending entries; the snapshot written; the log it reflects deleted.
-    expect(counted.calls).toEqual({ get: 3, head: 2, list: 4, put: 2, delete: all.length });
+    // The namespace record, the stamp and the snapshot (none yet); a new stamp; the ready marker's
+    // token; the snapshot's etag (none), the index's log (a key per declare), the index, its data
+    // names and its pending entries; the snapshot written; the log it reflects deleted.
+    expect(counted.calls).toEqual({ get: 4, head: 1, list: 4, put: 2, delete: all.length });
     // Another process reads the snapshot (with the pending entries) instead of LISTing the index;
     // a snapshot that holds says the index is ready.
     const elsewhere = servicesOver(root.deps(counted.store)).tables;
@@ -124,12 +124,13 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     expect((await elsewhere.list(ctx, ['ns'], { limit: 10, pageToken: first.page_token ?? '' })).tables).toEqual(all.slice(10, 20));
     expect(counted.calls).toEqual({ get: 2 });
     // A change elsewhere takes the stamp and adds to the index's log: the page catches the kept
-    // snapshot up by it (the namespace record, the stamp gone and a new one, the log and the
-    // pending entries, the snapshot's etag, the changed name's two entries), not LISTing the index.
+    // snapshot up by it (the namespace record, the stamp gone and a new one, the ready marker's
+    // token, the log and the pending entries, the snapshot's etag, the changed name's two entries),
+    // not LISTing the index.
     await tables.declare(ctx, ['ns', 't0010a'], {});
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], { limit: 2, pageToken: first.page_token ?? '' })).tables).toEqual(['t0010', 't0010a']);
-    expect(counted.calls).toEqual({ get: 2, put: 1, list: 2, head: 3 });
+    expect(counted.calls).toEqual({ get: 3, put: 1, list: 2, head: 3 });
     // ... and a whole listing after it is current under the new stamp.
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], {})).tables).toEqual([...all.slice(0, 11), 't0010a', ...all.slice(11)]);
@@ -138,7 +139,7 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], {})).tables).toEqual(all);
     // Both changes of the name are in the log; the one already applied is not read again.
-    expect(counted.calls).toEqual({ get: 2, put: 1, list: 2, head: 3 });
+    expect(counted.calls).toEqual({ get: 3, put: 1, list: 2, head: 3 });
 
     // ListAllTables: per namespace on the way, its directory and its index, not its tables.
     await listing.listAll(ctx, '.', { limit: 5 }); // the root's first listing indexes it (it has no tables)
@@ -426,7 +427,7 @@ describe('listing snapshot of a namespace too large for one', () => {
     for (const t of all) await root.store.put(`big/_catalog/tables/${t}/v`, '');
     expect((await tables.list(ctx, ['big'], {})).tables).toEqual(all);
     const snapshot = await root.store.get('big/_catalog/tables.snapshot');
-    expect(Object.keys(JSON.parse(snapshot?.body.toString('utf8') ?? '{}'))).toEqual(['stamp']);
+    expect(Object.keys(JSON.parse(snapshot?.body.toString('utf8') ?? '{}'))).toEqual(['stamp', 'ready']);
     // Another process meets the marker: the index itself, then from memory it knows to go there at once.
     const counted = counting(root.store);
     const elsewhere = servicesOver(root.deps(counted.store)).tables;

@@ -2,6 +2,7 @@ import pLimit from 'p-limit';
 import type { ObjectStore } from '../../store/object-store.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import { type ChildKind, indexDataDirKey, indexDataKey, indexVisibleDirKey, indexVisibleKey, listingLogDirKey, nameOfLogKey } from './layout.js';
+import type { IndexBuilder } from './listing-build.js';
 import { allNames, CHECK_CONCURRENCY, firstAfter, LIST_PAGE, type Pending, pendingOf } from './listing-reads.js';
 import type { IndexSnapshot, ListingSnapshots, PendingEntry } from './listing-snapshot.js';
 
@@ -21,33 +22,33 @@ export class SnapshotCatchUp {
   constructor(
     private readonly store: ObjectStore,
     private readonly snapshots: ListingSnapshots,
+    private readonly builder: IndexBuilder,
   ) {}
 
   /**
    * The index as of a moment after `stampRead` (the stamp read just before; null: none) was read,
    * stamped with it: `had` (a snapshot this process kept, or the stored one, no longer current)
-   * caught up by the log, or, when that cannot be, the whole index listed again if `rebuild` is
-   * given and says the index is complete (listing-build.ts). Null: neither (the caller reads the
-   * index itself).
+   * caught up by the log, or, when that cannot be, the whole index listed again if `whole`. Null:
+   * neither, or the namespace's ready marker is gone (the caller reads the index itself, and
+   * builds it when the marker is missing: listing-build.ts). A base is one of the marker's current
+   * token: a snapshot from before a drop of the namespace (however far that got) or a rebuild is none.
    */
-  async current(
-    kind: ChildKind,
-    ns: string[],
-    stampRead: string | null,
-    had: IndexSnapshot | undefined,
-    rebuild: (() => Promise<boolean>) | null,
-  ): Promise<IndexSnapshot | null> {
+  async current(kind: ChildKind, ns: string[], stampRead: string | null, had: IndexSnapshot | undefined, whole: boolean): Promise<IndexSnapshot | null> {
     const stamp = stampRead ?? (await this.snapshots.createStamp(ns, kind));
-    if (had?.names) {
-      const [log, pending] = await Promise.all([this.log(kind, ns), pendingOf(this.store, kind, ns)]);
-      if (log.size < REBUILD_AT) {
-        // After the log's LIST: a base still stored then has lost none of the keys it does not reflect.
-        const etag = await this.snapshots.head(ns, kind);
-        const base = had.base !== null && had.base === etag ? had : etag === null ? null : await this.snapshots.read(ns, kind);
-        if (base?.names) return this.caughtUp(kind, ns, stamp, base, log, pending);
-      }
+    const byLog = had?.names ? had : undefined;
+    const [ready, log, pending] = await Promise.all([
+      this.builder.readyToken(ns),
+      byLog ? this.log(kind, ns) : undefined,
+      byLog ? pendingOf(this.store, kind, ns) : undefined,
+    ]);
+    if (ready === null) return null;
+    if (log && pending && log.size < REBUILD_AT) {
+      // After the log's LIST: a base still stored then has lost none of the keys it does not reflect.
+      const etag = await this.snapshots.head(ns, kind);
+      const base = byLog?.base !== null && byLog?.base === etag ? byLog : etag === null ? null : await this.snapshots.read(ns, kind);
+      if (base?.names && base.ready === ready) return this.caughtUp(kind, ns, stamp, base, log, pending);
     }
-    return rebuild && (await rebuild()) ? this.rebuilt(kind, ns, stamp) : null;
+    return whole ? this.rebuilt(kind, ns, stamp, ready) : null;
   }
 
   /** `base` with the log's changes it does not reflect applied, read from the index; compacted when the log is long. */
@@ -94,6 +95,7 @@ export class SnapshotCatchUp {
     }
     const snapshot: IndexSnapshot = {
       stamp,
+      ready: base.ready,
       names,
       data,
       pending: pendingEntries(pending),
@@ -111,7 +113,7 @@ export class SnapshotCatchUp {
   }
 
   /** The whole index listed (after its log) and stored under `stamp` in place of what is stored, and the log it reflects deleted. */
-  private async rebuilt(kind: ChildKind, ns: string[], stamp: string): Promise<IndexSnapshot> {
+  private async rebuilt(kind: ChildKind, ns: string[], stamp: string, ready: string): Promise<IndexSnapshot> {
     // In turn: the snapshot's etag, the log, the index, so that the snapshot written reflects every key deleted.
     const replacing = await this.snapshots.head(ns, kind);
     const log = await this.log(kind, ns);
@@ -120,7 +122,7 @@ export class SnapshotCatchUp {
       kind === 'table' ? allNames(this.store, indexDataDirKey(ns)) : [],
       pendingOf(this.store, kind, ns),
     ]);
-    const snapshot: IndexSnapshot = { stamp, names, data: new Set(data), pending: pendingEntries(pending), base: null, applied: new Set(log.keys()) };
+    const snapshot: IndexSnapshot = { stamp, ready, names, data: new Set(data), pending: pendingEntries(pending), base: null, applied: new Set(log.keys()) };
     if ((await this.snapshots.write(ns, kind, snapshot, replacing)) !== null) await this.drop([...log.keys()]);
     return snapshot;
   }

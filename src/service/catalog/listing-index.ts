@@ -36,7 +36,7 @@ export class ListingIndex {
     const snapshots = new ListingSnapshots(store);
     this.entries = new IndexEntries(store, locations, leaseMs, snapshots);
     this.builder = new IndexBuilder(store, this.entries, snapshots);
-    this.pages = new IndexPages(store, this.entries, this.builder, snapshots, new SnapshotCatchUp(store, snapshots));
+    this.pages = new IndexPages(store, this.entries, this.builder, snapshots, new SnapshotCatchUp(store, snapshots, this.builder));
   }
 
   /** Announces a change of the name's state; returns the pending key to pass to `settle` (listing-entries.ts). */

@@ -60,6 +60,8 @@ export type PendingEntry = z.infer<typeof PendingEntry>;
 
 const Snapshot = z.object({
   stamp: z.string(),
+  /** The namespace's ready marker's token when the snapshot's index was read (listing-build.ts). */
+  ready: z.string().optional(),
   pending: z.array(PendingEntry).optional(),
   /** Every indexed name, in index order; absent when there were more than SNAPSHOT_MAX_NAMES. */
   names: z.array(z.string()).optional(),
@@ -69,6 +71,8 @@ const Snapshot = z.object({
 
 export interface IndexSnapshot {
   stamp: string;
+  /** The ready marker's token read before the index was (null: unknown); a base only while it is the marker's. */
+  ready: string | null;
   /** Indexed names in index order; null when the index is too large to keep in one object. */
   names: string[] | null;
   data: Set<string>;
@@ -145,6 +149,7 @@ export class ListingSnapshots {
     }
     const snapshot: IndexSnapshot = {
       stamp: parsed.stamp,
+      ready: parsed.ready ?? null,
       names: parsed.names ?? null,
       data: new Set(parsed.data ?? []),
       pending: parsed.pending ?? [],
@@ -168,7 +173,9 @@ export class ListingSnapshots {
   async write(ns: string[], kind: ChildKind, snapshot: IndexSnapshot, replacing: string | null): Promise<string | null> {
     const large = snapshot.names !== null && snapshot.names.length > SNAPSHOT_MAX_NAMES;
     const kept: IndexSnapshot = large ? { ...snapshot, names: null, data: new Set(), pending: [] } : snapshot;
-    const body = kept.names === null ? { stamp: kept.stamp } : { stamp: kept.stamp, names: kept.names, data: [...kept.data], pending: kept.pending };
+    const ready = kept.ready === null ? {} : { ready: kept.ready };
+    const body =
+      kept.names === null ? { stamp: kept.stamp, ...ready } : { stamp: kept.stamp, ...ready, names: kept.names, data: [...kept.data], pending: kept.pending };
     this.keep(ns, kind, kept);
     const condition = replacing === null ? { ifNoneMatch: '*' as const } : { ifMatch: replacing };
     // Durable: the log keys it reflects are deleted once it is in place.
