@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogDeps } from '../../src/service/catalog/catalog-deps.js';
 import { compareNames } from '../../src/service/catalog/layout.js';
+import { COMPACT_AT } from '../../src/service/catalog/listing-catch-up.js';
 import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
@@ -109,16 +110,18 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     // No limit: one pass over the index and its data names, kept as the index's snapshot; still no table read.
     counted.reset();
     expect((await listing.list(ctx, ['ns'], {})).tables).toEqual(all);
-    // The namespace record, the stamp and the snapshot (none yet); a new stamp; the ready marker's
-    // token; the snapshot's etag (none), the index's log (a key per declare), the index, its data
-    // names and its pending entries; the snapshot written; the log it reflects deleted.
-    expect(counted.calls).toEqual({ get: 4, head: 1, list: 4, put: 2, delete: all.length });
-    // Another process reads the snapshot (with the pending entries) instead of LISTing the index;
-    // a snapshot that holds says the index is ready.
+    // The writes kept the index's log short (each that made it COMPACT_AT keys long stored the
+    // snapshot caught up by it): the namespace record, the stamp and that snapshot; a new stamp;
+    // the ready marker's token, the log and the pending entries; the snapshot's etag; two HEADs per
+    // name in the log (at most COMPACT_AT, and the declares of one batch running at once), no LIST of the index.
+    expect([counted.calls.get, counted.calls.list]).toEqual([4, 2]);
+    expect(counted.calls.head).toBeLessThanOrEqual(1 + 2 * (COMPACT_AT + 25));
+    // Another process reads the stored snapshot (with the pending entries) instead of LISTing the
+    // index, and catches it up as the first did (the log is not compacted before COMPACT_AT keys).
     const elsewhere = servicesOver(root.deps(counted.store)).tables;
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], {})).tables).toEqual(all);
-    expect(counted.calls).toEqual({ get: 3 });
+    expect([counted.calls.get, counted.calls.list]).toEqual([4, 2]);
     // A page after it there: the snapshot from memory, since the stamp says it still holds.
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], { limit: 10, pageToken: first.page_token ?? '' })).tables).toEqual(all.slice(10, 20));

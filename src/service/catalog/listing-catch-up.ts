@@ -17,6 +17,8 @@ import type { IndexSnapshot, ListingSnapshots, PendingEntry } from './listing-sn
 export const COMPACT_AT = 64;
 /** A log this long (a namespace written to for long with no listing of it whole) is not read: the index is listed whole. */
 const REBUILD_AT = 2_000;
+/** Log keys one request deletes at most; those left are read again, and deleted by the next compaction. */
+const DELETES_PER_REQUEST = 2 * COMPACT_AT;
 
 export class SnapshotCatchUp {
   constructor(
@@ -49,6 +51,25 @@ export class SnapshotCatchUp {
       if (base?.names && base.ready === ready) return this.caughtUp(kind, ns, stamp, base, log, pending);
     }
     return whole ? this.rebuilt(kind, ns, stamp, ready) : null;
+  }
+
+  /**
+   * Compacts the log once it is COMPACT_AT keys long; called by the write that added a key, so
+   * that the log stays bounded in a namespace that no whole listing catches up (listed by pages
+   * only, or too large for a snapshot). One LIST while it is shorter.
+   */
+  async compactIfLong(kind: ChildKind, ns: string[]): Promise<void> {
+    const { objects } = await this.store.list(listingLogDirKey(ns, kind), { maxKeys: COMPACT_AT });
+    if (objects.length < COMPACT_AT) return;
+    const [stamp, stored, ready] = await Promise.all([this.snapshots.stamp(ns, kind), this.snapshots.read(ns, kind), this.builder.readyToken(ns)]);
+    if (stored && stored.names === null && stored.ready === ready) {
+      // Only a marker, which no listing catches up: it is stored again (so that a rebuild that
+      // read the index before the changes listed cannot replace it) and the keys listed go.
+      const log = await this.log(kind, ns);
+      if ((await this.snapshots.write(ns, kind, { ...stored, applied: new Set(log.keys()) }, stored.base)) !== null) await this.drop([...log.keys()]);
+      return;
+    }
+    await this.current(kind, ns, stamp, stored ?? undefined, true);
   }
 
   /** `base` with the log's changes it does not reflect applied, read from the index; compacted when the log is long. */
@@ -147,7 +168,7 @@ export class SnapshotCatchUp {
   private async drop(keys: string[]): Promise<void> {
     faultPoint('listing:before-log-delete');
     const limit = pLimit(CHECK_CONCURRENCY);
-    await Promise.all(keys.map((key) => limit(() => this.store.delete(key).catch(() => undefined))));
+    await Promise.all(keys.slice(0, DELETES_PER_REQUEST).map((key) => limit(() => this.store.delete(key).catch(() => undefined))));
   }
 }
 
