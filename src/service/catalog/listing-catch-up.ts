@@ -7,13 +7,12 @@ import { allNames, CHECK_CONCURRENCY, firstAfter, LIST_PAGE, type Pending, pendi
 import type { IndexSnapshot, ListingSnapshots, PendingEntry } from './listing-snapshot.js';
 
 // A snapshot of the listing index brought up to date by what changed since it was stored, read
-// from the index's log (listing-snapshot.ts says why that is exact), instead of LISTing the whole
-// index again: a listing after a write costs the stamp, a LIST of the log and one of the pending
-// entries, a HEAD of the snapshot, and two HEADs per name changed since the snapshot this
-// process keeps (one call per name on a namespace's children). Only a namespace without a
-// snapshot, or whose log has grown past REBUILD_AT, is listed whole.
+// from the index's log (listing-snapshot.ts says why that is exact, and what it costs), instead of
+// LISTing the whole index again; the write that makes the log long compacts it (compactIfLong).
+// Only a namespace without a snapshot of its ready marker's token, or whose log has grown past
+// REBUILD_AT, is listed whole.
 
-/** A log this long is compacted: the snapshot caught up replaces the stored one, and the keys it reflects go. */
+/** A log this long is compacted (by the write that made it so): the snapshot caught up replaces the stored one, and the keys it reflects go. */
 export const COMPACT_AT = 64;
 /** A log this long (a namespace written to for long with no listing of it whole) is not read: the index is listed whole. */
 const REBUILD_AT = 2_000;
