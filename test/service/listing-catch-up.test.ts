@@ -6,6 +6,7 @@ import type { RequestContext } from '../../src/service/context/request-context.j
 import { TableService } from '../../src/service/tables/table-service.js';
 import { listAll, type ObjectStore, type PutCondition, type PutOptions } from '../../src/store/object-store.js';
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
+import { pages } from '../support/listing-services.js';
 import { testRootCatalogDeps } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
@@ -50,18 +51,6 @@ function failing(inner: ObjectStore, step: Step) {
       fails('delete', k) ? Promise.reject(new Error(`store failed: delete ${k}`)) : inner.delete(k, o),
   });
   return { store, state };
-}
-
-async function pages(tables: TableService, ns: string[], limit: number): Promise<string[]> {
-  const names: string[] = [];
-  let pageToken: string | undefined;
-  for (let i = 0; i < 1_000; i++) {
-    const page = await tables.list(ctx, ns, { limit, ...(pageToken ? { pageToken } : {}) });
-    names.push(...page.tables);
-    if (!page.page_token) return names;
-    pageToken = page.page_token;
-  }
-  throw new Error('listing did not end');
 }
 
 /** A promise and what resolves it. */

@@ -8,6 +8,7 @@ import type { RequestContext } from '../../src/service/context/request-context.j
 import { TableService } from '../../src/service/tables/table-service.js';
 import { listAll, type ObjectStore, type PutCondition } from '../../src/store/object-store.js';
 import { type Backend, backends } from '../support/backends.js';
+import { counting } from '../support/listing-services.js';
 import { catalogRootKinds, testRootCatalogDeps, useCatalogRoot, withSettings } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
@@ -16,38 +17,6 @@ import { storeDouble } from '../support/store-double.js';
 // stops answering half-way), tables it never saw, and creates, drops and renames racing listings.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
-
-interface Counted {
-  store: ObjectStore;
-  calls: Record<string, number>;
-  total(): number;
-  reset(): void;
-}
-
-/** `inner`, counting its calls by method. */
-function counting(inner: ObjectStore): Counted {
-  const calls: Record<string, number> = {};
-  /** The answer of a call to `name`, counted. */
-  const counted = <T>(name: string, answer: T): T => {
-    calls[name] = (calls[name] ?? 0) + 1;
-    return answer;
-  };
-  const store = storeDouble(inner, {
-    get: (k) => counted('get', inner.get(k)),
-    head: (k) => counted('head', inner.head(k)),
-    put: (k, b, c) => counted('put', inner.put(k, b, c)),
-    delete: (k) => counted('delete', inner.delete(k)),
-    list: ((p: string, o?: Parameters<ObjectStore['list']>[1]) => counted('list', inner.list(p, o))) as ObjectStore['list'],
-  });
-  return {
-    store,
-    calls,
-    total: () => Object.values(calls).reduce((a, b) => a + b, 0),
-    reset: () => {
-      for (const k of Object.keys(calls)) delete calls[k];
-    },
-  };
-}
 
 function servicesOver(deps: CatalogDeps) {
   return {

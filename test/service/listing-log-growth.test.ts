@@ -1,36 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { COMPACT_AT } from '../../src/service/catalog/listing-catch-up.js';
 import { MemoryObjectStore } from '../../src/store/memory-store.js';
-import type { ObjectStore } from '../../src/store/object-store.js';
-import { ctx, keysUnder, pages, servicesOver } from '../support/listing-services.js';
+import { counting, ctx, keysUnder, pages, servicesOver } from '../support/listing-services.js';
 import { memoryCatalogDeps } from '../support/local-catalog.js';
-import { storeDouble } from '../support/store-double.js';
 
 // Cost: a namespace that is only ever listed by pages (a client that always sends a limit).
 
 const ns = ['ns'];
-
-function counting(inner: ObjectStore) {
-  const calls: Record<string, number> = {};
-  const counted = <T>(name: string, answer: T): T => {
-    calls[name] = (calls[name] ?? 0) + 1;
-    return answer;
-  };
-  const store = storeDouble(inner, {
-    get: (k) => counted('get', inner.get(k)),
-    head: (k) => counted('head', inner.head(k)),
-    put: (k, b, c, o) => counted('put', inner.put(k, b, c, o)),
-    delete: (k, o) => counted('delete', inner.delete(k, o)),
-    list: ((p: string, o?: Parameters<ObjectStore['list']>[1]) => counted('list', inner.list(p, o))) as ObjectStore['list'],
-  });
-  return {
-    store,
-    calls,
-    reset: () => {
-      for (const k of Object.keys(calls)) delete calls[k];
-    },
-  };
-}
 
 describe('the log of a namespace listed only by pages', () => {
   it('stays compacted (at most COMPACT_AT keys), and a whole list after many writes costs no more than a few calls per change since the last list', async () => {
