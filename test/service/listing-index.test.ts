@@ -1,12 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogDeps } from '../../src/service/catalog/catalog-deps.js';
 import { compareNames } from '../../src/service/catalog/layout.js';
+import { COMPACT_AT } from '../../src/service/catalog/listing-catch-up.js';
 import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { listAll, type ObjectStore, type PutCondition } from '../../src/store/object-store.js';
 import { type Backend, backends } from '../support/backends.js';
+import { counting } from '../support/listing-services.js';
 import { catalogRootKinds, testRootCatalogDeps, useCatalogRoot, withSettings } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
@@ -15,38 +17,6 @@ import { storeDouble } from '../support/store-double.js';
 // stops answering half-way), tables it never saw, and creates, drops and renames racing listings.
 
 const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
-
-interface Counted {
-  store: ObjectStore;
-  calls: Record<string, number>;
-  total(): number;
-  reset(): void;
-}
-
-/** `inner`, counting its calls by method. */
-function counting(inner: ObjectStore): Counted {
-  const calls: Record<string, number> = {};
-  /** The answer of a call to `name`, counted. */
-  const counted = <T>(name: string, answer: T): T => {
-    calls[name] = (calls[name] ?? 0) + 1;
-    return answer;
-  };
-  const store = storeDouble(inner, {
-    get: (k) => counted('get', inner.get(k)),
-    head: (k) => counted('head', inner.head(k)),
-    put: (k, b, c) => counted('put', inner.put(k, b, c)),
-    delete: (k) => counted('delete', inner.delete(k)),
-    list: ((p: string, o?: Parameters<ObjectStore['list']>[1]) => counted('list', inner.list(p, o))) as ObjectStore['list'],
-  });
-  return {
-    store,
-    calls,
-    total: () => Object.values(calls).reduce((a, b) => a + b, 0),
-    reset: () => {
-      for (const k of Object.keys(calls)) delete calls[k];
-    },
-  };
-}
 
 function servicesOver(deps: CatalogDeps) {
   return {
@@ -109,27 +79,30 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     // No limit: one pass over the index and its data names, kept as the index's snapshot; still no table read.
     counted.reset();
     expect((await listing.list(ctx, ['ns'], {})).tables).toEqual(all);
-    // The namespace record, the stamp and the snapshot (none yet); the marker, since no snapshot
-    // holds; a new stamp; the snapshot's etag (none), the index's log (a key per declare), the
-    // index, its data names and its pending entries; the snapshot written; the log it reflects deleted.
-    expect(counted.calls).toEqual({ get: 3, head: 2, list: 4, put: 2, delete: all.length });
-    // Another process reads the snapshot (with the pending entries) instead of LISTing the index;
-    // a snapshot that holds says the index is ready.
+    // The writes kept the index's log short (each that made it COMPACT_AT keys long stored the
+    // snapshot caught up by it): the namespace record, the stamp and that snapshot; a new stamp;
+    // the ready marker's token, the log and the pending entries; the snapshot's etag; two HEADs per
+    // name in the log (at most COMPACT_AT, and the declares of one batch running at once), no LIST of the index.
+    expect([counted.calls.get, counted.calls.list]).toEqual([4, 2]);
+    expect(counted.calls.head).toBeLessThanOrEqual(1 + 2 * (COMPACT_AT + 25));
+    // Another process reads the stored snapshot (with the pending entries) instead of LISTing the
+    // index, and catches it up as the first did (the log is not compacted before COMPACT_AT keys).
     const elsewhere = servicesOver(root.deps(counted.store)).tables;
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], {})).tables).toEqual(all);
-    expect(counted.calls).toEqual({ get: 3 });
+    expect([counted.calls.get, counted.calls.list]).toEqual([4, 2]);
     // A page after it there: the snapshot from memory, since the stamp says it still holds.
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], { limit: 10, pageToken: first.page_token ?? '' })).tables).toEqual(all.slice(10, 20));
     expect(counted.calls).toEqual({ get: 2 });
     // A change elsewhere takes the stamp and adds to the index's log: the page catches the kept
-    // snapshot up by it (the namespace record, the stamp gone and a new one, the log and the
-    // pending entries, the snapshot's etag, the changed name's two entries), not LISTing the index.
+    // snapshot up by it (the namespace record, the stamp gone and a new one, the ready marker's
+    // token, the log and the pending entries, the snapshot's etag, the changed name's two entries),
+    // not LISTing the index.
     await tables.declare(ctx, ['ns', 't0010a'], {});
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], { limit: 2, pageToken: first.page_token ?? '' })).tables).toEqual(['t0010', 't0010a']);
-    expect(counted.calls).toEqual({ get: 2, put: 1, list: 2, head: 3 });
+    expect(counted.calls).toEqual({ get: 3, put: 1, list: 2, head: 3 });
     // ... and a whole listing after it is current under the new stamp.
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], {})).tables).toEqual([...all.slice(0, 11), 't0010a', ...all.slice(11)]);
@@ -138,7 +111,7 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     counted.reset();
     expect((await elsewhere.list(ctx, ['ns'], {})).tables).toEqual(all);
     // Both changes of the name are in the log; the one already applied is not read again.
-    expect(counted.calls).toEqual({ get: 2, put: 1, list: 2, head: 3 });
+    expect(counted.calls).toEqual({ get: 3, put: 1, list: 2, head: 3 });
 
     // ListAllTables: per namespace on the way, its directory and its index, not its tables.
     await listing.listAll(ctx, '.', { limit: 5 }); // the root's first listing indexes it (it has no tables)
@@ -426,7 +399,7 @@ describe('listing snapshot of a namespace too large for one', () => {
     for (const t of all) await root.store.put(`big/_catalog/tables/${t}/v`, '');
     expect((await tables.list(ctx, ['big'], {})).tables).toEqual(all);
     const snapshot = await root.store.get('big/_catalog/tables.snapshot');
-    expect(Object.keys(JSON.parse(snapshot?.body.toString('utf8') ?? '{}'))).toEqual(['stamp']);
+    expect(Object.keys(JSON.parse(snapshot?.body.toString('utf8') ?? '{}'))).toEqual(['stamp', 'ready']);
     // Another process meets the marker: the index itself, then from memory it knows to go there at once.
     const counted = counting(root.store);
     const elsewhere = servicesOver(root.deps(counted.store)).tables;

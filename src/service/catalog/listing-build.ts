@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { childOfPrefix, indexReadyKey, namespaceDirKey } from './layout.js';
@@ -21,6 +22,16 @@ export class IndexBuilder {
   /** Whether the namespace's index covers every child (its ready marker is there). */
   async isReady(ns: string[]): Promise<boolean> {
     return (await this.store.head(indexReadyKey(ns))) !== null;
+  }
+
+  /**
+   * The ready marker's token (null: no marker, the index is to be built): a new one for each
+   * namespace created and each build, so that a listing snapshot made before a drop of the
+   * namespace, or before a rebuild, is of another token (listing-snapshot.ts). '' for a marker
+   * written before markers held one, or whose bytes a crash lost.
+   */
+  async readyToken(ns: string[]): Promise<string | null> {
+    return (await this.store.get(indexReadyKey(ns)))?.body.toString('utf8') ?? null;
   }
 
   /** Builds the index of a namespace that has none yet (see the header); safe to run on several replicas at once. */
@@ -48,7 +59,7 @@ export class IndexBuilder {
    * keeps it ahead of the entries written after it (see EMPTY_ENTRY in listing-entries.ts).
    */
   async markReady(ns: string[]): Promise<void> {
-    await this.store.put(indexReadyKey(ns), '', { ifNoneMatch: '*' }, { durable: false }).catch((e: unknown) => {
+    await this.store.put(indexReadyKey(ns), randomUUID(), { ifNoneMatch: '*' }, { durable: false }).catch((e: unknown) => {
       if (!(e instanceof PreconditionFailedError)) throw e;
     });
   }

@@ -2,52 +2,73 @@ import pLimit from 'p-limit';
 import type { ObjectStore } from '../../store/object-store.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import { type ChildKind, indexDataDirKey, indexDataKey, indexVisibleDirKey, indexVisibleKey, listingLogDirKey, nameOfLogKey } from './layout.js';
+import type { IndexBuilder } from './listing-build.js';
 import { allNames, CHECK_CONCURRENCY, firstAfter, LIST_PAGE, type Pending, pendingOf } from './listing-reads.js';
 import type { IndexSnapshot, ListingSnapshots, PendingEntry } from './listing-snapshot.js';
 
 // A snapshot of the listing index brought up to date by what changed since it was stored, read
-// from the index's log (listing-snapshot.ts says why that is exact), instead of LISTing the whole
-// index again: a listing after a write costs the stamp, a LIST of the log and one of the pending
-// entries, a HEAD of the snapshot, and two HEADs per name changed since the snapshot this
-// process keeps (one call per name on a namespace's children). Only a namespace without a
-// snapshot, or whose log has grown past REBUILD_AT, is listed whole.
+// from the index's log (listing-snapshot.ts says why that is exact, and what it costs), instead of
+// LISTing the whole index again; the write that makes the log long compacts it (compactIfLong).
+// Only a namespace without a snapshot of its ready marker's token, or whose log has grown past
+// REBUILD_AT, is listed whole.
 
-/** A log this long is compacted: the snapshot caught up replaces the stored one, and the keys it reflects go. */
+/** A log this long is compacted (by the write that made it so): the snapshot caught up replaces the stored one, and the keys it reflects go. */
 export const COMPACT_AT = 64;
 /** A log this long (a namespace written to for long with no listing of it whole) is not read: the index is listed whole. */
 const REBUILD_AT = 2_000;
+/** Log keys one request deletes at most; those left are read again, and deleted by the next compaction. */
+const DELETES_PER_REQUEST = 2 * COMPACT_AT;
 
 export class SnapshotCatchUp {
   constructor(
     private readonly store: ObjectStore,
     private readonly snapshots: ListingSnapshots,
+    private readonly builder: IndexBuilder,
   ) {}
 
   /**
    * The index as of a moment after `stampRead` (the stamp read just before; null: none) was read,
    * stamped with it: `had` (a snapshot this process kept, or the stored one, no longer current)
-   * caught up by the log, or, when that cannot be, the whole index listed again if `rebuild` is
-   * given and says the index is complete (listing-build.ts). Null: neither (the caller reads the
-   * index itself).
+   * caught up by the log, or, when that cannot be, the whole index listed again if `whole`. Null:
+   * neither, or the namespace's ready marker is gone (the caller reads the index itself, and
+   * builds it when the marker is missing: listing-build.ts). A base is one of the marker's current
+   * token: a snapshot from before a drop of the namespace (however far that got) or a rebuild is none.
    */
-  async current(
-    kind: ChildKind,
-    ns: string[],
-    stampRead: string | null,
-    had: IndexSnapshot | undefined,
-    rebuild: (() => Promise<boolean>) | null,
-  ): Promise<IndexSnapshot | null> {
+  async current(kind: ChildKind, ns: string[], stampRead: string | null, had: IndexSnapshot | undefined, whole: boolean): Promise<IndexSnapshot | null> {
     const stamp = stampRead ?? (await this.snapshots.createStamp(ns, kind));
-    if (had?.names) {
-      const [log, pending] = await Promise.all([this.log(kind, ns), pendingOf(this.store, kind, ns)]);
-      if (log.size < REBUILD_AT) {
-        // After the log's LIST: a base still stored then has lost none of the keys it does not reflect.
-        const etag = await this.snapshots.head(ns, kind);
-        const base = had.base !== null && had.base === etag ? had : etag === null ? null : await this.snapshots.read(ns, kind);
-        if (base?.names) return this.caughtUp(kind, ns, stamp, base, log, pending);
-      }
+    const byLog = had?.names ? had : undefined;
+    const [ready, log, pending] = await Promise.all([
+      this.builder.readyToken(ns),
+      byLog ? this.log(kind, ns) : undefined,
+      byLog ? pendingOf(this.store, kind, ns) : undefined,
+    ]);
+    if (ready === null) return null;
+    if (log && pending && log.size < REBUILD_AT) {
+      // After the log's LIST: a base still stored then has lost none of the keys it does not reflect.
+      const etag = await this.snapshots.head(ns, kind);
+      const base = byLog?.base !== null && byLog?.base === etag ? byLog : etag === null ? null : await this.snapshots.read(ns, kind);
+      if (base?.names && base.ready === ready) return this.caughtUp(kind, ns, stamp, base, log, pending);
     }
-    return rebuild && (await rebuild()) ? this.rebuilt(kind, ns, stamp) : null;
+    return whole ? this.rebuilt(kind, ns, stamp, ready) : null;
+  }
+
+  /**
+   * Compacts the log once it is COMPACT_AT keys long; called by the write that added a key, so
+   * that the log stays bounded in a namespace that no whole listing catches up (listed by pages
+   * only, or too large for a snapshot). One LIST while it is shorter.
+   */
+  async compactIfLong(kind: ChildKind, ns: string[]): Promise<void> {
+    const { objects } = await this.store.list(listingLogDirKey(ns, kind), { maxKeys: COMPACT_AT });
+    if (objects.length < COMPACT_AT) return;
+    const [stamp, stored, ready] = await Promise.all([this.snapshots.stamp(ns, kind), this.snapshots.read(ns, kind), this.builder.readyToken(ns)]);
+    if (stored && stored.names === null && stored.ready === ready) {
+      // Only a marker, which no listing catches up: it is stored again (so that a rebuild that
+      // read the index before the changes listed cannot replace it) and the keys listed go.
+      const log = await this.log(kind, ns);
+      if ((await this.snapshots.write(ns, kind, { ...stored, applied: new Set(log.keys()) }, stored.base)) !== null) await this.drop([...log.keys()]);
+      return;
+    }
+    await this.current(kind, ns, stamp, stored ?? undefined, true);
   }
 
   /** `base` with the log's changes it does not reflect applied, read from the index; compacted when the log is long. */
@@ -94,6 +115,7 @@ export class SnapshotCatchUp {
     }
     const snapshot: IndexSnapshot = {
       stamp,
+      ready: base.ready,
       names,
       data,
       pending: pendingEntries(pending),
@@ -111,7 +133,7 @@ export class SnapshotCatchUp {
   }
 
   /** The whole index listed (after its log) and stored under `stamp` in place of what is stored, and the log it reflects deleted. */
-  private async rebuilt(kind: ChildKind, ns: string[], stamp: string): Promise<IndexSnapshot> {
+  private async rebuilt(kind: ChildKind, ns: string[], stamp: string, ready: string): Promise<IndexSnapshot> {
     // In turn: the snapshot's etag, the log, the index, so that the snapshot written reflects every key deleted.
     const replacing = await this.snapshots.head(ns, kind);
     const log = await this.log(kind, ns);
@@ -120,7 +142,7 @@ export class SnapshotCatchUp {
       kind === 'table' ? allNames(this.store, indexDataDirKey(ns)) : [],
       pendingOf(this.store, kind, ns),
     ]);
-    const snapshot: IndexSnapshot = { stamp, names, data: new Set(data), pending: pendingEntries(pending), base: null, applied: new Set(log.keys()) };
+    const snapshot: IndexSnapshot = { stamp, ready, names, data: new Set(data), pending: pendingEntries(pending), base: null, applied: new Set(log.keys()) };
     if ((await this.snapshots.write(ns, kind, snapshot, replacing)) !== null) await this.drop([...log.keys()]);
     return snapshot;
   }
@@ -145,7 +167,7 @@ export class SnapshotCatchUp {
   private async drop(keys: string[]): Promise<void> {
     faultPoint('listing:before-log-delete');
     const limit = pLimit(CHECK_CONCURRENCY);
-    await Promise.all(keys.map((key) => limit(() => this.store.delete(key).catch(() => undefined))));
+    await Promise.all(keys.slice(0, DELETES_PER_REQUEST).map((key) => limit(() => this.store.delete(key).catch(() => undefined))));
   }
 }
 

@@ -55,6 +55,8 @@ export class IndexEntries {
     private readonly locations: Locations,
     private readonly leaseMs: number,
     private readonly snapshots: ListingSnapshots,
+    /** Compacts the index's log when it is long (SnapshotCatchUp.compactIfLong). */
+    private readonly compactLog: (kind: ChildKind, ns: string[]) => Promise<void>,
   ) {}
 
   /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
@@ -99,6 +101,8 @@ export class IndexEntries {
     await this.snapshots.invalidate(ref.namespace, kind);
     faultPoint('index:after-stamp');
     for (const key of pending) await this.store.delete(key);
+    // Settled: the log is kept bounded (a failure leaves it to the next write or whole listing).
+    await this.compactLog(kind, ref.namespace).catch(() => undefined);
   }
 
   /** Settles the name and deletes every pending entry of the operation `op` (a batch's transaction, which another process may finish). */

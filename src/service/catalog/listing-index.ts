@@ -34,9 +34,12 @@ export class ListingIndex {
 
   constructor(store: ObjectStore, locations: Locations, leaseMs: number) {
     const snapshots = new ListingSnapshots(store);
-    this.entries = new IndexEntries(store, locations, leaseMs, snapshots);
+    // The entries compact the log through the catch-up, which reads the ready marker through the builder, which settles through the entries.
+    let catchUp: SnapshotCatchUp | undefined;
+    this.entries = new IndexEntries(store, locations, leaseMs, snapshots, async (kind, ns) => catchUp?.compactIfLong(kind, ns));
     this.builder = new IndexBuilder(store, this.entries, snapshots);
-    this.pages = new IndexPages(store, this.entries, this.builder, snapshots, new SnapshotCatchUp(store, snapshots));
+    catchUp = new SnapshotCatchUp(store, snapshots, this.builder);
+    this.pages = new IndexPages(store, this.entries, this.builder, snapshots, catchUp);
   }
 
   /** Announces a change of the name's state; returns the pending key to pass to `settle` (listing-entries.ts). */

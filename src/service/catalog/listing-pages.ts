@@ -117,8 +117,7 @@ export class IndexPages {
     const had = kept ?? stored ?? undefined;
     let snapshot = stamp !== null && had?.stamp === stamp ? had : undefined;
     // Stale: caught up by the index's log (or, for a whole listing, rebuilt) when there is one to catch up.
-    if (!pendingListed && !snapshot && (had?.names || whole))
-      snapshot = (await this.catchUp.current(kind, ns, stamp, had, whole ? isReady : null)) ?? undefined;
+    if (!pendingListed && !snapshot && (had?.names || whole)) snapshot = (await this.catchUp.current(kind, ns, stamp, had, whole)) ?? undefined;
     if (pendingListed) pending = pendingListed;
     else if (snapshot?.names) {
       cursor = snapshotCursor(snapshot.names, snapshot.data, from);

@@ -9,8 +9,8 @@ import { type ChildKind, listingSnapshotKey, listingStampKey } from './layout.js
 // being listed again whole after every write (listing-catch-up.ts).
 //
 //   _catalog/<folder>.stamp      a random token, never written twice; deleted by every change of the index
-//   _catalog/<folder>.snapshot   { stamp, names, data, pending }: the index and its pending entries as
-//                                they were after that stamp was read
+//   _catalog/<folder>.snapshot   { stamp, ready, names, data, pending }: the index and its pending entries
+//                                as they were after that stamp was read, and the ready marker's token then
 //   _catalog/<folder>.log/<name>/<token>   the name's entries changed (a token per change, never reused)
 //
 // (one set per kind of child, `tables` and `namespaces`; the keys are built in layout.ts)
@@ -42,13 +42,27 @@ import { type ChildKind, listingSnapshotKey, listingStampKey } from './layout.js
 // it read before the LISTs, which then makes it current as invariant 1 says. Log keys are unique
 // per change, so a key already applied (by this process, since its base) is not read again.
 //
-// Cost: a list after a write is the stamp (gone: a new one, if-none-match), a LIST of the log and
-// one of the pending entries, a HEAD of the snapshot, and two HEADs per name changed since the
-// snapshot this process keeps (a GET of the snapshot when another process compacted it); a
-// write is one more put (its log key) than without the log. The log is compacted by the catch-up
-// that finds it COMPACT_AT keys long (its snapshot stored, durable, and the keys deleted), and a
-// namespace without a snapshot, or written to REBUILD_AT times with no whole listing, is listed
-// whole (the log first, then the index).
+// Invariant 3 (the incarnation): a snapshot is a base only while its `ready` is the token of the
+// namespace's ready marker, read with the log's LIST (listing-build.ts writes a new random one for
+// each namespace created and each build). A drop deletes the snapshots and the marker before the
+// rest of the namespace's catalog (namespace-service.ts), so a drop that stops part-way, having
+// cut the log short, leaves no base, and the namespace is indexed again; a snapshot that a slow
+// listing puts after the drop (if-none-match, as there is none) is of the old token, and no base of
+// the namespace created again under the name. A deleted marker (a rebuild asked for) likewise.
+// Not covered: a stamp whose create (if-none-match) is held up past the drop and the namespace's
+// creation again, with a snapshot of it: that snapshot is current by its stamp until the new
+// namespace's first change.
+//
+// Cost: a list after a write is the stamp (gone: a new one, if-none-match), at once the ready
+// marker's GET, a LIST of the log and one of the pending entries, then a HEAD of the snapshot,
+// and two HEADs per name changed since the snapshot this process keeps (a GET of the snapshot
+// when another process compacted it). A write is one more put (its log key) and one LIST (of up
+// to COMPACT_AT log keys) than without the log: the write that finds the log COMPACT_AT keys long
+// compacts it (the snapshot caught up, or the index listed whole when there is no base, stored
+// durably, then the keys it reflects deleted, at most DELETES_PER_REQUEST), so the log stays
+// about COMPACT_AT keys long whoever lists, and a list after a write reads fewer than COMPACT_AT
+// names (plus the writes running at once). A namespace without a snapshot, or with REBUILD_AT
+// log keys, is listed whole (the log first, then the index).
 //
 // The stamp's deletion and the log key (a non-durable create of an empty file), like the index's own
 // deletes, rely on the file system keeping the order of metadata changes across a crash
@@ -60,6 +74,8 @@ export type PendingEntry = z.infer<typeof PendingEntry>;
 
 const Snapshot = z.object({
   stamp: z.string(),
+  /** The namespace's ready marker's token when the snapshot's index was read (listing-build.ts). */
+  ready: z.string().optional(),
   pending: z.array(PendingEntry).optional(),
   /** Every indexed name, in index order; absent when there were more than SNAPSHOT_MAX_NAMES. */
   names: z.array(z.string()).optional(),
@@ -69,6 +85,8 @@ const Snapshot = z.object({
 
 export interface IndexSnapshot {
   stamp: string;
+  /** The ready marker's token read before the index was (null: unknown); a base only while it is the marker's. */
+  ready: string | null;
   /** Indexed names in index order; null when the index is too large to keep in one object. */
   names: string[] | null;
   data: Set<string>;
@@ -145,6 +163,7 @@ export class ListingSnapshots {
     }
     const snapshot: IndexSnapshot = {
       stamp: parsed.stamp,
+      ready: parsed.ready ?? null,
       names: parsed.names ?? null,
       data: new Set(parsed.data ?? []),
       pending: parsed.pending ?? [],
@@ -168,7 +187,9 @@ export class ListingSnapshots {
   async write(ns: string[], kind: ChildKind, snapshot: IndexSnapshot, replacing: string | null): Promise<string | null> {
     const large = snapshot.names !== null && snapshot.names.length > SNAPSHOT_MAX_NAMES;
     const kept: IndexSnapshot = large ? { ...snapshot, names: null, data: new Set(), pending: [] } : snapshot;
-    const body = kept.names === null ? { stamp: kept.stamp } : { stamp: kept.stamp, names: kept.names, data: [...kept.data], pending: kept.pending };
+    const ready = kept.ready === null ? {} : { ready: kept.ready };
+    const body =
+      kept.names === null ? { stamp: kept.stamp, ...ready } : { stamp: kept.stamp, ...ready, names: kept.names, data: [...kept.data], pending: kept.pending };
     this.keep(ns, kind, kept);
     const condition = replacing === null ? { ifNoneMatch: '*' as const } : { ifMatch: replacing };
     // Durable: the log keys it reflects are deleted once it is in place.

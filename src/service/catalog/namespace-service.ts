@@ -15,7 +15,17 @@ import { nameBeingChanged } from '../tables/name-claim.js';
 import { dropDataDir, isVisible, LinkedTableDir, leftoverDir, readTableState, stateWithoutLinks } from '../tables/table-state.js';
 import { createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
 import type { CatalogDeps } from './catalog-deps.js';
-import { childOfPrefix, isOwnTableDir, namespaceCatalogDirKey, namespaceDirKey, namespaceRecordKey, type TableRef, validateNamespaceId } from './layout.js';
+import {
+  childOfPrefix,
+  indexReadyKey,
+  isOwnTableDir,
+  listingSnapshotKey,
+  namespaceCatalogDirKey,
+  namespaceDirKey,
+  namespaceRecordKey,
+  type TableRef,
+  validateNamespaceId,
+} from './layout.js';
 import { encodeRecord, type NamespaceRecord } from './records.js';
 
 const CAS_RETRIES = 10;
@@ -195,6 +205,10 @@ export class NamespaceService {
           // its own mark; a table through the table drop's, so that writes under way end first.
           if (child?.kind === 'namespace') await this.drop(_ctx, [...ns, child.name], { mode: 'Skip', behavior: 'Cascade' });
           if (child?.kind === 'table' && !(await this.dropTableData({ namespace: ns, name: child.name }))) continue;
+          // Of the catalog, the listing snapshots and the ready marker first: a drop that stops
+          // part-way (a store that deletes in key order and fails, a crash during a recursive
+          // delete) leaves no snapshot to catch up from a log it cut short, and an index built again.
+          if (prefix === catalogPrefix) for (const k of catalogFirstKeys(ns)) await this.store.delete(k);
           await this.store.deletePrefix(prefix);
         }
         for (const o of remaining.objects) if (o.key !== key) await this.store.delete(o.key);
@@ -285,3 +299,6 @@ export class NamespaceService {
     );
   }
 }
+
+/** The keys of a namespace's catalog its drop deletes before the rest (see dropNamespace). */
+const catalogFirstKeys = (ns: string[]): string[] => [listingSnapshotKey(ns, 'table'), listingSnapshotKey(ns, 'namespace'), indexReadyKey(ns)];
