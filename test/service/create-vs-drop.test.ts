@@ -49,7 +49,7 @@ describe.each(catalogRootKinds)('create in a namespace vs. a Restrict drop (%s)'
       (e: unknown) => e instanceof NamespaceError && e.code === ErrorCode.NamespaceNotFound,
     );
     expect(dropResult).toEqual({ properties: {} });
-    expect((await root.store.list('', {})).objects).toEqual([]);
+    expect(await leftovers(root.store)).toEqual([]);
   });
 
   it('a drop that lists after the child landed fails as not empty, and the child stays', async () => {
@@ -76,6 +76,14 @@ describe.each(catalogRootKinds)('create in a namespace vs. a Restrict drop (%s)'
       await services(root.store).namespaces.drop(ctx, ['a'], { behavior: 'Cascade' });
     });
     await expect(services(store).namespaces.create(ctx, ['a', 'b', 'c'], {})).rejects.toBeInstanceOf(NamespaceError);
-    expect((await root.store.list('', {})).objects).toEqual([]);
+    expect(await leftovers(root.store)).toEqual([]);
   });
 });
+
+/**
+ * What is left under the root but the root's listing log (listing-snapshot.ts), where the create
+ * and the drop of a child namespace are logged until a compaction: nothing of the dropped namespace.
+ */
+async function leftovers(store: ObjectStore): Promise<string[]> {
+  return (await store.list('', {})).objects.map((o) => o.key).filter((key) => !key.startsWith('_catalog/namespaces.log/'));
+}
