@@ -58,6 +58,50 @@ function rng(seed: number) {
   };
 }
 
+type Services = ReturnType<typeof servicesOver>;
+
+/** What the writers did: each name's state, operations in flight and begun on it, and what the listers found wrong. */
+interface World {
+  state: Map<string, boolean>;
+  busy: Map<string, number>;
+  touched: Map<string, number>;
+  failures: string[];
+  stopped: () => boolean;
+}
+
+/**
+ * Listers that list until the writers stop, whole or by pages of a random size (`list` with
+ * pageSize null: whole), each list checked against the state of every name no operation touched
+ * while it ran; a list that fails (the store failing) is not checked.
+ */
+function checkedListers(
+  listers: Services[],
+  world: World,
+  rand: () => number,
+  list: (l: Services, pageSize: number | null) => Promise<string[]>,
+): Promise<void>[] {
+  const { state, busy, touched, failures } = world;
+  return listers.map(async (l, li) => {
+    while (!world.stopped()) {
+      const before = new Map(state);
+      const touchedBefore = new Map(touched);
+      const busyBefore = new Set([...busy].filter(([, n]) => n > 0).map(([k]) => k));
+      const whole = rand() < 0.5;
+      let names: string[];
+      try {
+        names = await list(l, whole ? null : 1 + Math.floor(rand() * 5));
+      } catch {
+        continue;
+      }
+      for (const [name, was] of before) {
+        if (busyBefore.has(name) || touched.get(name) !== touchedBefore.get(name)) continue;
+        if (names.includes(name) !== was)
+          failures.push(`lister ${li} (${whole ? 'whole' : 'pages'}): ${name} should be ${was ? 'listed' : 'absent'}: got ${names.join(',')}`);
+      }
+    }
+  });
+}
+
 describe('interleaved writers and listers', () => {
   for (const [seed, share] of [
     [1, 0],
@@ -104,25 +148,9 @@ describe('interleaved writers and listers', () => {
           }
         }
       });
-      const listing = listers.map(async (l, li) => {
-        while (!stop) {
-          const before = new Map(state);
-          const touchedBefore = new Map(touched);
-          const busyBefore = new Set([...busy].filter(([, n]) => n > 0).map(([k]) => k));
-          const mode = rand();
-          let names: string[];
-          try {
-            names = mode < 0.5 ? (await l.tables.list(ctx, ns, {})).tables : await pages(l.tables, ns, 1 + Math.floor(rand() * 5));
-          } catch {
-            continue;
-          }
-          for (const [name, was] of before) {
-            if (busyBefore.has(name) || touched.get(name) !== touchedBefore.get(name)) continue;
-            if (names.includes(name) !== was)
-              failures.push(`lister ${li} (${mode < 0.5 ? 'whole' : 'pages'}): ${name} should be ${was ? 'listed' : 'absent'}: got ${names.join(',')}`);
-          }
-        }
-      });
+      const listing = checkedListers(listers, { state, busy, touched, failures, stopped: () => stop }, rand, async (l, pageSize) =>
+        pageSize === null ? (await l.tables.list(ctx, ns, {})).tables : pages(l.tables, ns, pageSize),
+      );
       await Promise.all(writing);
       stop = true;
       await Promise.all(listing);
@@ -200,26 +228,10 @@ describe('interleaved declares, drops and renames across two namespaces', () => 
           }
         }
       });
-      const listing = listers.map(async (l, li) => {
-        while (!stop) {
-          const before = new Map(state);
-          const touchedBefore = new Map(touched);
-          const busyBefore = new Set([...busy].filter(([, n]) => n > 0).map(([k]) => k));
-          const mode = rand();
-          let names: string[];
-          try {
-            const listNs = async (n: string) =>
-              (mode < 0.5 ? (await l.tables.list(ctx, [n], {})).tables : await pages(l.tables, [n], 1 + Math.floor(rand() * 5))).map((t) => `${n}|${t}`);
-            names = [...(await listNs('ns')), ...(await listNs('ns2'))];
-          } catch {
-            continue;
-          }
-          for (const [name, was] of before) {
-            if (busyBefore.has(name) || touched.get(name) !== touchedBefore.get(name)) continue;
-            if (names.includes(name) !== was)
-              failures.push(`lister ${li} (${mode < 0.5 ? 'whole' : 'pages'}): ${name} should be ${was ? 'listed' : 'absent'}: got ${names.join(',')}`);
-          }
-        }
+      const listing = checkedListers(listers, { state, busy, touched, failures, stopped: () => stop }, rand, async (l, pageSize) => {
+        const listNs = async (n: string) =>
+          (pageSize === null ? (await l.tables.list(ctx, [n], {})).tables : await pages(l.tables, [n], pageSize)).map((t) => `${n}|${t}`);
+        return [...(await listNs('ns')), ...(await listNs('ns2'))];
       });
       await Promise.all(writing);
       stop = true;
