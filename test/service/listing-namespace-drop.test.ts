@@ -49,17 +49,7 @@ describe('namespace drops and the listing log', () => {
     await healthy.namespaces.create(ctx, ns, {});
     await healthy.tables.declare(ctx, [...ns, 't'], {});
     // A listing (a fresh process: no snapshot stored yet, so it rebuilds) whose snapshot put is slow.
-    const atPut = signal();
-    const gate = signal();
-    const slow: ObjectStore = storeDouble(store, {
-      put: async (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) => {
-        if (k === 'ns/_catalog/tables.snapshot') {
-          atPut.resolve();
-          await gate.promise;
-        }
-        return store.put(k, b, c, o);
-      },
-    });
+    const { slow, atPut, gate } = snapshotPutHeld(store);
     const lister = servicesOver(memoryCatalogDeps(slow));
     const listed = lister.tables.list(ctx, ns, {});
     await atPut.promise;
@@ -85,17 +75,7 @@ describe('namespace drops and the listing log', () => {
       const healthy = servicesOver(depsOf(store));
       await healthy.namespaces.create(ctx, ns, {});
       await healthy.tables.declare(ctx, [...ns, 't'], {});
-      const atPut = signal();
-      const gate = signal();
-      const slow: ObjectStore = storeDouble(store, {
-        put: async (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) => {
-          if (k === 'ns/_catalog/tables.snapshot') {
-            atPut.resolve();
-            await gate.promise;
-          }
-          return store.put(k, b, c, o);
-        },
-      });
+      const { slow, atPut, gate } = snapshotPutHeld(store);
       const lister = servicesOver(depsOf(slow));
       const listed = lister.tables.list(ctx, ns, {});
       await atPut.promise;
@@ -110,3 +90,19 @@ describe('namespace drops and the listing log', () => {
     }
   });
 });
+
+/** `store` with its put of ns's tables snapshot held: `atPut` once it is reached, held until `gate` resolves. */
+function snapshotPutHeld(store: ObjectStore) {
+  const atPut = signal();
+  const gate = signal();
+  const slow: ObjectStore = storeDouble(store, {
+    put: async (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) => {
+      if (k === 'ns/_catalog/tables.snapshot') {
+        atPut.resolve();
+        await gate.promise;
+      }
+      return store.put(k, b, c, o);
+    },
+  });
+  return { slow, atPut, gate };
+}
