@@ -27,7 +27,7 @@ Failures: kind one of
   "exists"        an index of that name exists
   "invalid_input" the request, or the column's type, does not fit the index type
   "not_found"     with "what": "dataset" | "column"
-  "conflict"      the commit lost a race Lance could not rebase over
+  "conflict"      every commit of BUILD_ATTEMPTS builds lost a race Lance could not rebase over
   "internal"      anything else (the message says what; the service classifies it further)
 """
 
@@ -44,6 +44,8 @@ import lance_namespace  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 VECTOR_TYPES = {"IVF_SQ", "IVF_HNSW_FLAT"}
+# Builds of one request; inside each, Lance itself rebases and retries a lost commit (up to 20 times).
+BUILD_ATTEMPTS = 3
 SCALAR_TYPES = {"NGRAM", "ZONEMAP", "BLOOMFILTER", "RTREE"}
 # The spec's build parameters as pylance's create_index takes them (kmeans iterations are `max_iters` there).
 VECTOR_PARAMS = {
@@ -105,6 +107,18 @@ class Worker:
         branch = request.get("branch")
         if branch is not None and not isinstance(branch, str):
             raise Failure("invalid_input", "branch must be a string")
+        # A build whose commit lost every one of Lance's rebase attempts (appends landing back to back
+        # on a loaded machine) is built again from the new latest version, a bounded number of times:
+        # a conflict reaches the client only when the table never stood still long enough for a commit.
+        for attempt in range(1, BUILD_ATTEMPTS + 1):
+            try:
+                return self._build(resolver, table_id, branch, column, index_type, name, distance, params)
+            except Failure as failure:
+                if failure.kind != "conflict" or attempt == BUILD_ATTEMPTS:
+                    raise
+
+    def _build(self, resolver, table_id, branch, column, index_type, name, distance, params):
+        """One build over the latest version, committed (Lance rebases it over appends up to its own retry limit)."""
         ds = _open(_namespace(resolver), table_id, branch)
         if any(index.name == name for index in ds.describe_indices()):
             raise Failure("exists", f"an index named {name!r} already exists")

@@ -60,10 +60,10 @@ describe.skipIf(!available)('the index worker (pylance; needs .venv-index: scrip
 
   /**
    * A managed table `<name>/t` of 20 rows, and a build of `index` whose first commit (through the
-   * coordinator) first runs `meanwhile`; the build's outcome, the versions it asked to create, and
-   * the table's location and directory.
+   * coordinator) first runs `meanwhile` (and so do its next ones up to the `lost`th); the build's
+   * outcome, the versions it asked to create, and the table's location and directory.
    */
-  async function buildMeeting(name: string, index: IndexSpec, meanwhile: (at: DatasetLocation) => Promise<unknown>) {
+  async function buildMeeting(name: string, index: IndexSpec, meanwhile: (at: DatasetLocation) => Promise<unknown>, lost = 0) {
     const deps = withSettings(localCatalogDeps(root.store, root.root, engine), { managedVersioningDefault: true, leaseMs: 30_000 });
     const versions = new TableVersionService(deps, new TransactionLog(root.store), { leaseMs: 30_000 });
     await new NamespaceService(deps).create(ctx, [name], {});
@@ -81,7 +81,9 @@ describe.skipIf(!available)('the index worker (pylance; needs .venv-index: scrip
               describe: (v) => coordinator.describe(v),
               list: () => coordinator.list(),
               create: async (request) => {
-                if (creates.push(request.version) === 1) await meanwhile({ location: table.at.location, storageOptions: table.at.storageOptions, coordinator });
+                if (creates.push(request.version) <= Math.max(1, lost)) {
+                  await meanwhile({ location: table.at.location, storageOptions: table.at.storageOptions, coordinator });
+                }
                 return coordinator.create(request);
               },
             },
@@ -127,6 +129,23 @@ describe.skipIf(!available)('the index worker (pylance; needs .venv-index: scrip
     expect(file && readManifestIndices(file).map((i) => [i.name, i.type, i.numIndexedRows, i.numUnindexedRows])).toEqual([['text_ngram', 'NGRAM', 20, 15]]);
     // A filter the index answers, with a scan of the rows it does not cover, as brute force: row 10, and 100 to 109.
     expect(await engine.columns.countRows(at, "contains(text, 'row 10')")).toBe(all.filter((i) => `row ${i}`.includes('row 10')).length);
+  });
+
+  // A build whose commit lost every rebase Lance tries (an append landing before each of its 21
+  // commits) is built again from the latest version: a client sees a conflict only when every
+  // build lost. The appends' rows all stay.
+  it("a build whose commit loses all of Lance's retries to appends is built again and commits", { timeout: 120_000 }, async () => {
+    let appended = 0;
+    const { outcome, creates, at } = await buildMeeting(
+      'starved',
+      spec('ZONEMAP', 'id', 'id_zm'),
+      (other) => engine.rows.insert(other, rowsStream(1, 100 + appended++), 'append'),
+      21,
+    );
+    expect(appended).toBe(21);
+    expect(outcome).toEqual({ name: 'id_zm', version: 23 });
+    expect(creates.length).toBe(22);
+    expect(await ids(at)).toEqual([...Array.from({ length: 20 }, (_, i) => i), ...Array.from({ length: 21 }, (_, i) => 100 + i)]);
   });
 
   it('a worker killed in the middle of a build fails it as unavailable and changes nothing; the next build gets a new worker', async () => {
