@@ -1,8 +1,10 @@
-"""Builds Lance indices with pylance for the catalog service: the types @lancedb/lancedb cannot.
+"""The pylance engine worker of the catalog service: builds the index types @lancedb/lancedb
+cannot, and maintains tables (compaction, index upkeep, version cleanup), which the Node binding
+runs only all at once (`optimize()`) and whose cleanup refuses tagged old versions.
 
 A long-lived process the service starts (src/engine/pylance/) with the pinned Python of
 scripts/install-index-worker.sh (pylance, pyarrow, lance-namespace). It runs no user code: it
-opens a dataset through the service's resolver, builds one index, and commits it.
+opens a dataset through the service's resolver, does one thing, and commits it.
 
 Protocol: line_protocol.py.
 
@@ -21,7 +23,23 @@ Requests:
       column is a geometry (a GeoArrow extension type), builds the index over the latest version and
       commits it (a Lance CreateIndex: rows appended meanwhile stay, as rows the index does not cover).
       -> {"id": 2, "ok": true, "name": "<index name>", "version": <committed version>}
-  {"id": 3, "op": "shutdown"}
+  {"id": 3, "op": "inspect", "resolver", "table_id", "target_rows_per_fragment": <int>}
+      -> {"id": 3, "ok": true, "version", "fragments", "small_fragments", "rows", "deleted_rows",
+          "indices": [{"name", "unindexed_rows"}], "versions": [{"version", "timestamp_millis"}]}
+  {"id": 4, "op": "compact", "resolver", "table_id", "target_rows_per_fragment": <int> | null,
+   "materialize_deletions_threshold": <0..1> | null}
+      Lance's compact_files (a Rewrite: rebased over appends, and over deletes and updates of rows
+      it did not rewrite; a conflict otherwise).
+      -> {"id": 4, "ok": true, "version": <int> | null (nothing to do), "fragments_before",
+          "fragments_after", "rows_rewritten", "bytes_rewritten"}
+  {"id": 5, "op": "optimize_indices", "resolver", "table_id"}
+      -> {"id": 5, "ok": true, "version": <int> | null, "indices_updated", "rows_indexed"}
+  {"id": 6, "op": "cleanup", "resolver", "table_id", "older_than_millis": <int>, "keep": [<int>]}
+      Removes main's versions committed before older_than_millis but the latest, those in `keep`,
+      tagged ones and branches' bases (Lance keeps these two itself too), and the files only they
+      reference. Branches' own histories (tree/<b>/) are left alone.
+      -> {"id": 6, "ok": true, "versions_removed", "bytes_removed"}
+  {"id": 7, "op": "shutdown"}
 
 Failures: kind one of
   "exists"        an index of that name exists
@@ -129,6 +147,113 @@ class Worker:
             raise failure from e
         return {"name": name, "version": ds.version}
 
+    def inspect(self, request):
+        target = _positive(request, "target_rows_per_fragment") or DEFAULT_TARGET_ROWS
+        ds = _open(_namespace(_field(request, "resolver", str)), _field(request, "table_id", list))
+        fragments = [f.metadata for f in ds.get_fragments()]
+        rows = sum(f.num_rows for f in fragments)
+        return {
+            "version": ds.version,
+            "fragments": len(fragments),
+            "small_fragments": sum(1 for f in fragments if f.num_rows < target),
+            "rows": rows,
+            "deleted_rows": sum(f.num_deletions for f in fragments),
+            "indices": [{"name": name, "unindexed_rows": unindexed} for name, unindexed in _unindexed(ds).items()],
+            "versions": [{"version": v["version"], "timestamp_millis": _millis(v["timestamp"])} for v in ds.versions()],
+        }
+
+    def compact(self, request):
+        options = {}
+        target = _positive(request, "target_rows_per_fragment")
+        if target is not None:
+            options["target_rows_per_fragment"] = target
+        threshold = request.get("materialize_deletions_threshold")
+        if threshold is not None:
+            if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 <= threshold <= 1:
+                raise Failure("invalid_input", "materialize_deletions_threshold must be a number from 0 to 1")
+            options["materialize_deletions_threshold"] = float(threshold)
+        ds = _open(_namespace(_field(request, "resolver", str)), _field(request, "table_id", list))
+        before = {f.id: f for f in (f.metadata for f in ds.get_fragments())}
+        read_version = ds.version
+        metrics = _committing(lambda: ds.optimize.compact_files(**options))
+        if metrics.fragments_removed == 0 and metrics.fragments_added == 0:
+            return {"version": None, "fragments_before": len(before), "fragments_after": len(before), "rows_rewritten": 0, "bytes_rewritten": 0}
+        after = {f.id for f in (f.metadata for f in ds.get_fragments())}
+        # The fragments the rewrite replaced (those of appends rebased under it stay in both sets).
+        rewritten = [f for fid, f in before.items() if fid not in after]
+        return {
+            "version": ds.version if ds.version != read_version else None,
+            "fragments_before": len(before),
+            "fragments_after": len(after),
+            "rows_rewritten": sum(f.physical_rows for f in rewritten),
+            "bytes_rewritten": sum(d.file_size_bytes or 0 for f in rewritten for d in f.files),
+        }
+
+    def optimize_indices(self, request):
+        ds = _open(_namespace(_field(request, "resolver", str)), _field(request, "table_id", list))
+        before = _unindexed(ds)
+        behind = {name: n for name, n in before.items() if n > 0}
+        if not behind:
+            return {"version": None, "indices_updated": 0, "rows_indexed": 0}
+        _committing(lambda: ds.optimize.optimize_indices(index_names=list(behind)))
+        after = _unindexed(ds)
+        return {
+            "version": ds.version,
+            "indices_updated": len(behind),
+            "rows_indexed": sum(max(0, n - after.get(name, 0)) for name, n in behind.items()),
+        }
+
+    def cleanup(self, request):
+        older_than = _field(request, "older_than_millis", int)
+        keep = set(_field(request, "keep", list))
+        ds = _open(_namespace(_field(request, "resolver", str)), _field(request, "table_id", list))
+        latest = ds.version
+        # Lance keeps tagged versions (error_if_tagged_old_versions=False) and branches' bases itself;
+        # named here too, so that what goes is decided in one place.
+        keep |= {t["version"] for t in ds.tags.list().values() if t.get("branch") in (None, "main")}
+        keep |= {b["parent_version"] for b in ds.branches.list().values() if b.get("parent_branch") in (None, "main")}
+        doomed = [v["version"] for v in ds.versions() if v["version"] != latest and v["version"] not in keep and _millis(v["timestamp"]) < older_than]
+        if not doomed:
+            return {"versions_removed": 0, "bytes_removed": 0}
+        stats = ds.cleanup_old_versions(versions=doomed, error_if_tagged_old_versions=False)
+        return {"versions_removed": stats.old_versions, "bytes_removed": stats.bytes_removed}
+
+
+# Lance's default target_rows_per_fragment.
+DEFAULT_TARGET_ROWS = 1024 * 1024
+
+
+def _positive(request, name):
+    value = request.get(name)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise Failure("invalid_input", f"{name} must be a positive integer")
+    return value
+
+
+def _millis(timestamp):
+    """A version's commit time as pylance gives it (a naive datetime in local time) in ms since the epoch."""
+    return int(timestamp.timestamp() * 1000)
+
+
+def _unindexed(ds):
+    """Per index (vector, scalar and FTS alike; system indices aside): rows of the latest version it does not cover."""
+    out = {}
+    for index in ds.describe_indices():
+        if index.name.startswith("__"):
+            continue
+        out[index.name] = ds.stats.index_stats(index.name).get("num_unindexed_rows", 0)
+    return out
+
+
+def _committing(commit):
+    """Runs a maintenance commit; a race Lance could not rebase over is a conflict."""
+    try:
+        return commit()
+    except Exception as e:  # noqa: BLE001
+        if CONFLICT.search(str(e)):
+            raise Failure("conflict", str(e)) from e
+        raise
+
 
 def _classified(e):
     """A build failure as the Failure Lance's words say it is, or None when they do not tell."""
@@ -174,7 +299,15 @@ def _require_geometry(column, field):
 
 def main():
     worker = Worker()
-    line_protocol.serve(_requests, _respond, {"ping": worker.ping, "create_index": worker.create_index})
+    handlers = {
+        "ping": worker.ping,
+        "create_index": worker.create_index,
+        "inspect": worker.inspect,
+        "compact": worker.compact,
+        "optimize_indices": worker.optimize_indices,
+        "cleanup": worker.cleanup,
+    }
+    line_protocol.serve(_requests, _respond, handlers)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { type JsonArrowSchema, jsonSchemaToArrow, schemaToJson } from '../json-arrow-schema.js';
 import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
 import type { UdfOps } from '../ports/udfs.js';
-import { PylanceIndexBuilder, type PylanceIndexOptions } from '../pylance/pylance-indices.js';
+import { PylanceIndexBuilder } from '../pylance/pylance-indices.js';
+import { PylanceMaintenance } from '../pylance/pylance-maintenance.js';
+import { type PylanceIndexOptions, PylanceWorkers } from '../pylance/pylance-worker.js';
 import { type PythonUdfOptions, PythonUdfs } from '../python-udf/python-udfs.js';
 import { LancedbBranches } from './branches.js';
 import { LancedbColumns } from './columns.js';
@@ -22,7 +24,7 @@ const END_OF_STREAM = Buffer.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
 export interface LancedbEngineOptions {
   /** Runs Python UDFs (engine.udfs) in worker processes with these settings; without it, engine.udfs is undefined. */
   udf?: PythonUdfOptions;
-  /** The index workers (pylance), which build the index types @lancedb/lancedb cannot; they start with the first such build. */
+  /** The index workers (pylance), which build the index types @lancedb/lancedb cannot and maintain tables; they start with the first request. */
   indexWorkers?: PylanceIndexOptions;
   /** Bounds of Lance's caches, shared by every dataset (default DEFAULT_LANCE_SESSION_LIMITS). */
   session?: LanceSessionLimits;
@@ -37,17 +39,19 @@ export class LancedbEngine implements LanceEngine {
   readonly branches: LancedbBranches;
   readonly queries: LancedbQueries;
   readonly views: LancedbViews;
+  readonly maintenance: PylanceMaintenance;
   readonly udfs: UdfOps | undefined;
 
   private constructor(
     private readonly access: TableAccess,
     udfs: UdfOps | undefined,
-    private readonly pylance: PylanceIndexBuilder,
+    private readonly pylance: PylanceWorkers,
   ) {
     this.udfs = udfs;
     this.rows = new LancedbRows(access);
     this.columns = new LancedbColumns(access);
-    this.indices = new LancedbIndices(access, pylance);
+    this.indices = new LancedbIndices(access, new PylanceIndexBuilder(pylance));
+    this.maintenance = new PylanceMaintenance(pylance);
     this.tags = new LancedbTags(access);
     this.branches = new LancedbBranches(access);
     this.queries = new LancedbQueries(access);
@@ -61,11 +65,7 @@ export class LancedbEngine implements LanceEngine {
   static async start(keptHandles?: HandleCacheLimits, options: LancedbEngineOptions = {}): Promise<LancedbEngine> {
     const access = await TableAccess.start(keptHandles, options.session);
     try {
-      return new LancedbEngine(
-        access,
-        options.udf ? await PythonUdfs.start(access, options.udf) : undefined,
-        new PylanceIndexBuilder(access, options.indexWorkers),
-      );
+      return new LancedbEngine(access, options.udf ? await PythonUdfs.start(access, options.udf) : undefined, new PylanceWorkers(access, options.indexWorkers));
     } catch (e) {
       await access.close();
       throw e;

@@ -63,7 +63,10 @@ export interface CleanupResult {
 /** Engine operations that maintain a dataset (main only; branches are not maintained). */
 export interface MaintenanceOps {
   inspect(at: DatasetLocation, options?: { targetRowsPerFragment?: number | undefined }): Promise<MaintenanceInspection>;
-  /** Compacts small fragments and materializes deletions; commits once. */
+  /**
+   * Compacts small fragments and materializes deletions. Lance commits it as two versions: the
+   * fragment ids it reserves, then the Rewrite (the version returned).
+   */
   compact(at: DatasetLocation, options: CompactionOptions): Promise<CompactionResult>;
   /** Brings every index up to date with the rows outside it (Lance's optimize_indices); commits once. */
   optimizeIndices(at: DatasetLocation): Promise<IndexUpkeepResult>;
