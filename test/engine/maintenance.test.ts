@@ -84,10 +84,12 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
         return fn({ ...table.at, coordinator: recording });
       });
     return {
+      ns,
       plain,
       write,
       creates,
-      open: async () => (await data.open(ctx, [ns, 't'])).at,
+      versions,
+      open: async (branch?: string) => (await data.open(ctx, [ns, 't'], branch === undefined ? {} : { branch })).at,
       meanwhile: (fn: (at: DatasetLocation) => Promise<unknown>) => {
         meanwhile = fn;
       },
@@ -100,6 +102,17 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
       return (await table.query().select(['id', 'n']).toArray())
         .map((r: { id: bigint; n: number }): [number, number] => [Number(r.id), r.n])
         .sort((a, b) => a[0] - b[0]);
+    } finally {
+      table.close();
+    }
+  }
+
+  /** Rows of the dataset at `version` (the latest when undefined), of `branch` when given. */
+  async function countAt(at: DatasetLocation, version: number | undefined, branch?: string): Promise<number> {
+    const table = await connectTable(at.location, at.storageOptions, branch);
+    try {
+      if (version !== undefined) await table.checkout(version);
+      return await table.countRows();
     } finally {
       table.close();
     }
@@ -182,6 +195,67 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
       await compactions;
       expect(await rows(t.plain)).toEqual([...expected.entries()].sort((a, b) => a[0] - b[0]));
       console.log(`${backend.name}${label}: compactions racing a writer: ${outcomes.join(', ')}`);
+    });
+
+    it(`brings every index up to date with the rows appended since it was built, in one commit${label}`, async () => {
+      const t = await fragmentedTable(managed ? 'indicesm' : 'indices', 5, managed);
+      const index = (column: string, type: 'BTREE' | 'BITMAP') => ({ column, type, name: `${column}_idx`, vector: {}, fts: {} });
+      await engine.indices.createIndex(t.plain, index('id', 'BTREE'));
+      await engine.indices.createIndex(t.plain, index('n', 'BITMAP'));
+      for (let i = 5; i < 8; i++) await engine.rows.insert(t.plain, rowsStream(10, 10 * i), 'append');
+      const before = await engine.maintenance.inspect(t.plain);
+      expect(before.indices.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+        { name: 'id_idx', unindexedRows: 30 },
+        { name: 'n_idx', unindexedRows: 30 },
+      ]);
+      const result = await t.write((at) => engine.maintenance.optimizeIndices(at));
+      expect(result).toEqual({ version: before.version + 1, indicesUpdated: 2, rowsIndexed: 60 });
+      expect(t.creates).toEqual(managed ? [before.version + 1] : []);
+      expect((await engine.maintenance.inspect(await t.open())).indices.map((i) => i.unindexedRows)).toEqual([0, 0]);
+      expect(await engine.columns.countRows(await t.open(), 'id >= 45 AND id < 75')).toBe(30);
+      expect(await t.write((at) => engine.maintenance.optimizeIndices(at))).toEqual({ version: null, indicesUpdated: 0, rowsIndexed: 0 });
+    });
+
+    // Invariant: a cleanup removes exactly the versions it is asked to remove on main: never the
+    // latest, a tagged version, a branch's base or one in `keep`; nor a branch's own history; and
+    // the service's version listing still answers.
+    it(`removes old versions but the latest, tagged ones, branches' bases and those kept${label}`, async () => {
+      const t = await fragmentedTable(managed ? 'cleanupm' : 'cleanup', 8, managed);
+      await engine.tags.create(t.plain, 'release', 3);
+      await engine.branches.create(t.plain, 'dev', null, 5);
+      await engine.rows.insert(await t.open('dev'), rowsStream(1, 500), 'append');
+      await t.write((at) => engine.maintenance.compact(at, {}));
+      const before = await engine.maintenance.inspect(await t.open());
+      expect(before.versions.map((v) => v.version)).toEqual(range(1, 10));
+      // Nothing committed before the first version: nothing goes.
+      expect(await t.write((at) => engine.maintenance.cleanupOldVersions(at, { olderThanMillis: 0, keep: new Set() }))).toEqual({
+        versionsRemoved: 0,
+        bytesRemoved: 0,
+      });
+      const result = await t.write((at) => engine.maintenance.cleanupOldVersions(at, { olderThanMillis: Date.now() + 60_000, keep: new Set([7]) }));
+      expect(result.versionsRemoved).toBe(6);
+      expect(result.bytesRemoved).toBeGreaterThan(0);
+      const after = await t.open();
+      expect((await engine.maintenance.inspect(after)).versions.map((v) => v.version)).toEqual([3, 5, 7, 10]);
+      expect(await rows(after)).toEqual(range(0, 80).map((id) => [id, 0]));
+      // Kept versions still read (their data files stayed); the branch's history too.
+      expect(await countAt(after, 3)).toBe(30);
+      expect(await countAt(after, 5)).toBe(50);
+      expect(await countAt(after, 7)).toBe(70);
+      expect(await countAt(after, undefined, 'dev')).toBe(51);
+      // The service's listing of versions, and its describe of the latest and of a kept one.
+      const listed = await t.versions.list(ctx, [t.ns, 't'], {});
+      expect(listed.versions.map((v) => v.version)).toEqual([3, 5, 7, 10]);
+      const newest = await t.versions.list(ctx, [t.ns, 't'], { descending: true, limit: 1 });
+      expect(newest.versions.map((v) => v.version)).toEqual([10]);
+      expect(newest.page_token, 'older versions are left: a next page').toBeTruthy();
+      expect((await t.versions.describe(ctx, [t.ns, 't'], null)).version.version).toBe(10);
+      expect((await t.versions.describe(ctx, [t.ns, 't'], 5)).version.version).toBe(5);
+      expect(await t.versions.describe(ctx, [t.ns, 't'], 4).catch((e: unknown) => e)).toMatchObject({ code: 11 });
+      // Asked again: nothing more goes.
+      expect(await t.write((at) => engine.maintenance.cleanupOldVersions(at, { olderThanMillis: Date.now() + 60_000, keep: new Set([7]) }))).toMatchObject({
+        versionsRemoved: 0,
+      });
     });
   }
 });
