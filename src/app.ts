@@ -20,6 +20,10 @@ import { TagService } from './service/data/tags.js';
 import { HealthService } from './service/health/health-service.js';
 import { StoreCheck } from './service/health/store-check.js';
 import { JobService } from './service/jobs/job-service.js';
+import { MaintenanceRuns } from './service/maintenance/maintenance-run.js';
+import { PolicyMarkers, RunSlots } from './service/maintenance/policy-markers.js';
+import { MaintenanceScheduler } from './service/maintenance/scheduler.js';
+import { readTablePolicy } from './service/maintenance/table-policy.js';
 import { TableCredentials } from './service/tables/credential-vending.js';
 import { TableService } from './service/tables/table-service.js';
 import { TransactionLog } from './service/transactions/transaction-log.js';
@@ -112,6 +116,30 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     (ctx, id, arrowIpcStream) => tables.create(ctx, id, { arrowIpcStream, mode: 'ExistOk' }),
     logger,
   );
+  // Table maintenance: every replica's scheduler starts runs of the tables whose policy asks for them; its job runner works them.
+  const maintenanceRuns = new MaintenanceRuns(
+    engine.maintenance,
+    new RunSlots(store),
+    (id) => readTablePolicy(store, id),
+    { leaseMs: config.transactionLeaseMs },
+    metrics,
+    logger,
+  );
+  jobs.maintenanceWork = maintenanceRuns.work;
+  const maintenance = new MaintenanceScheduler(
+    deps,
+    data,
+    jobs,
+    transactionLog,
+    engine.maintenance,
+    new PolicyMarkers(store),
+    new RunSlots(store),
+    {
+      intervalMs: config.maintenanceIntervalMs,
+      leaseMs: config.transactionLeaseMs,
+    },
+    logger,
+  );
   const server = buildHttpServer(
     {
       namespaces: new NamespaceService(deps),
@@ -154,6 +182,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     },
   );
   jobs.start();
+  maintenance.start();
   storeCheck.start();
   // Every replica finishes batches whose coordinator died, once their lease has run out.
   versions.start();
@@ -165,6 +194,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     close: async () => {
       await server.close();
       await storeCheck.stop();
+      await maintenance.stop();
       await jobs.stop();
       await versions.stop();
       await engine.close();
