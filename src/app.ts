@@ -47,6 +47,10 @@ export interface App {
   engine: LancedbEngine;
   /** Resolves once what answered commits left for after their answer is done (see service/versions/after-answer.ts). */
   settled(): Promise<void>;
+  /** The table maintenance scheduler (its ticks run every --maintenance-interval-ms; tests call tick()). */
+  maintenance: MaintenanceScheduler;
+  /** Resolves when the job stops running in this process (tests). */
+  jobSettled(id: string): Promise<void>;
   /** Stops accepting requests, lets in-flight ones finish, then releases the store and engine. */
   close(): Promise<void>;
 }
@@ -191,6 +195,8 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     store,
     engine,
     settled: () => versions.settled(),
+    maintenance,
+    jobSettled: (id) => jobs.settled(id),
     close: async () => {
       await server.close();
       await storeCheck.stop();

@@ -1,0 +1,123 @@
+import { describe, expect, it } from 'vitest';
+import { CLOCK_ALLOWANCE_MS } from '../../src/service/maintenance/maintenance-plan.js';
+import { metricSamples, type TestApp, useTestApp } from '../support/app.js';
+import { peopleStream } from '../support/arrow-data.js';
+import { backends } from '../support/backends.js';
+import { waitForJob } from '../support/jobs.js';
+
+// Table maintenance run by the service (issue 33) through the HTTP API, with the real engine: the
+// policy as properties (a bad value is a 400 code 13 naming the key and changes nothing; a
+// namespace's policy is inherited, a table's wins), and a scheduler tick that starts a run which
+// compacts through the table's commit path, is described by DescribeTransaction, and is counted
+// by /metrics. Ticks are driven by the test (--maintenance-interval-ms 0 starts none).
+
+const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
+const LEASE_MS = 2000;
+
+async function appendSmall(t: TestApp, table: string, appends: number): Promise<void> {
+  for (let i = 0; i < appends; i++) {
+    const res = await t.call('POST', `/v1/table/${table}/insert`, peopleStream([100 + i]), ARROW);
+    expect(res.status, res.text).toBe(200);
+  }
+}
+
+async function countRows(t: TestApp, table: string): Promise<number> {
+  return Number((await t.call('POST', `/v1/table/${table}/count_rows`, {})).json.value);
+}
+
+async function metric(t: TestApp, name: string): Promise<number> {
+  const scraped = await t.app.server.inject({ method: 'GET', url: '/metrics' });
+  return metricSamples(scraped.body).get(name) ?? 0;
+}
+
+describe.each(backends())('table maintenance on $name', (backend) => {
+  const fx = useTestApp(backend, { maintenanceIntervalMs: 0, transactionLeaseMs: LEASE_MS });
+
+  it('refuses a bad policy value with 400 code 13 naming the key, and changes nothing', async () => {
+    const { t } = fx;
+    const ns = await t.call('POST', '/v1/namespace/bad/create', { properties: { 'maintenance.compact': 'sometimes' } });
+    expect(ns.status).toBe(400);
+    expect(ns.json.code).toBe(13);
+    expect(ns.json.error).toContain('maintenance.compact');
+    expect((await t.call('POST', '/v1/namespace/bad/describe', {})).status).toBe(404);
+
+    expect((await t.call('POST', '/v1/namespace/good/create', {})).status).toBe(200);
+    const declared = await t.call('POST', '/v1/table/good%24t/declare', { properties: { 'maintenance.cleanup_older_than': '7 days' } });
+    expect(declared.status).toBe(400);
+    expect(declared.json.code).toBe(13);
+    expect(declared.json.error).toContain('maintenance.cleanup_older_than');
+    expect((await t.call('POST', '/v1/table/good%24t/describe', {})).status).toBe(404);
+
+    const created = await t.call('POST', '/v1/table/good%24u/create', peopleStream([1, 2]), ARROW);
+    expect(created.status, created.text).toBe(200);
+    const update = await t.call('POST', '/v1/table/good%24u/update', {
+      updates: [['name', "'x'"]],
+      properties: { 'maintenance.min_fragments': '1' },
+    });
+    expect(update.status).toBe(400);
+    expect(update.json.error).toContain('maintenance.min_fragments');
+    // The update's rows were not written either: one version, the create's.
+    expect((await t.call('POST', '/v1/table/good%24u/version/list', {})).json.versions).toHaveLength(1);
+    expect((await t.call('POST', '/v1/table/good%24u/describe', {})).json.properties ?? {}).toEqual({});
+  });
+
+  it("starts one run for a table its namespace's policy covers, compacts it through the commit path, and records the run", async () => {
+    const { t } = fx;
+    expect((await t.call('POST', '/v1/namespace/m/create', { properties: { 'maintenance.compact': 'true', 'maintenance.min_fragments': '4' } })).status).toBe(
+      200,
+    );
+    // A child namespace inherits; its table u opts out with its own value.
+    expect((await t.call('POST', '/v1/namespace/m%24sub/create', {})).status).toBe(200);
+    for (const table of ['m%24sub%24t', 'm%24sub%24u']) {
+      const res = await t.call('POST', `/v1/table/${table}/create`, peopleStream([1]), ARROW);
+      expect(res.status, res.text).toBe(200);
+      await appendSmall(t, table, 5);
+    }
+    const optOut = await t.call('POST', '/v1/table/m%24sub%24u/update', { updates: [['name', 'name']], properties: { 'maintenance.compact': 'false' } });
+    expect(optOut.status, optOut.text).toBe(200);
+    const rowsBefore = await countRows(t, 'm%24sub%24t');
+
+    const first = await t.app.maintenance.tick();
+    expect(first.tables).toBe(2);
+    expect(first.started).toHaveLength(1);
+    const jobId = first.started[0] as string;
+    const job = await waitForJob(t, jobId);
+    expect(job.status, JSON.stringify(job)).toBe('Succeeded');
+    expect(Number(job.properties.fragments_before)).toBeGreaterThanOrEqual(6);
+    expect(Number(job.properties.fragments_after)).toBe(1);
+    expect(job.properties.steps).toBe('compact');
+    expect(await countRows(t, 'm%24sub%24t')).toBe(rowsBefore);
+    expect(await metric(t, 'lance_ns_maintenance_runs_total{outcome="succeeded"}')).toBe(1);
+    expect(await metric(t, 'lance_ns_maintenance_fragments_after_total')).toBe(1);
+
+    // Compacted: nothing due on the next tick.
+    expect((await t.app.maintenance.tick()).started).toEqual([]);
+  });
+
+  it('removes old versions but the tagged one, a branch base, the one a reader may hold and the latest', async () => {
+    const { t } = fx;
+    expect((await t.call('POST', '/v1/namespace/c/create', {})).status).toBe(200);
+    expect((await t.call('POST', '/v1/table/c%24t/create', peopleStream([1]), ARROW)).status).toBe(200);
+    await appendSmall(t, 'c%24t', 3); // versions 2, 3, 4
+    expect((await t.call('POST', '/v1/table/c%24t/tags/create', { tag: 'release', version: 1 })).status).toBe(200);
+    expect((await t.call('POST', '/v1/table/c%24t/branches/create', { name: 'dev', from_version: 2 })).status).toBe(200);
+    const set = await t.call('POST', '/v1/table/c%24t/update', { updates: [['name', 'name']], properties: { 'maintenance.cleanup_older_than': '1s' } });
+    expect(set.status, set.text).toBe(200); // version 5
+    // Time is the input here: every version but the latest must be older than the reader window (lease and clock allowance).
+    await new Promise((r) => setTimeout(r, LEASE_MS + CLOCK_ALLOWANCE_MS + 500));
+    await appendSmall(t, 'c%24t', 1); // version 6: 5 was the latest a moment ago, so a reader may hold it
+    const rows = await countRows(t, 'c%24t');
+    const { started } = await t.app.maintenance.tick();
+    expect(started).toHaveLength(1);
+    const job = await waitForJob(t, started[0] as string);
+    expect(job.status, JSON.stringify(job)).toBe('Succeeded');
+    expect(job.properties.versions_removed).toBe('2');
+    const left = (await t.call('POST', '/v1/table/c%24t/version/list', {})).json.versions as Array<{ version: number }>;
+    expect(left.map((v) => v.version).sort((a, b) => a - b)).toEqual([1, 2, 5, 6]);
+    expect(await countRows(t, 'c%24t')).toBe(rows);
+    expect((await t.call('POST', '/v1/table/c%24t/count_rows', { version: 1 })).json.value).toBe(1);
+    expect(await metric(t, 'lance_ns_maintenance_versions_removed_total')).toBe(2);
+    // What only the tag and the branch keep is not tried again at every tick.
+    expect((await t.app.maintenance.tick()).started).toEqual([]);
+  });
+});
