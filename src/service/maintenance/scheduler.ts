@@ -7,6 +7,7 @@ import { tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { readRecord, TableRecord } from '../catalog/records.js';
 import type { ServiceLogger } from '../context/logger.js';
 import type { RequestContext } from '../context/request-context.js';
+import { pausePoint } from '../coordination/fault-points.js';
 import { Poller } from '../coordination/markers.js';
 import type { DataTables } from '../data/data-tables.js';
 import type { JobService } from '../jobs/job-service.js';
@@ -131,6 +132,7 @@ export class MaintenanceScheduler {
     const steps = dueSteps(policy, inspection, slot?.value.last_runs ?? [], Date.now(), this.settings.leaseMs);
     if (steps.length === 0) return null;
     const jobId = this.log.newId();
+    await pausePoint('maintenance:before-claim');
     if (!(await this.slots.claim(id, slot, jobId))) return null;
     const job: MaintainTableJob = { kind: 'maintain_table', table_id: id, steps, steps_done: [], attempts: 0 };
     await this.jobs.submit(
