@@ -92,6 +92,19 @@ describe.each(backends())('table maintenance on $name', (backend) => {
 
     // Compacted: nothing due on the next tick.
     expect((await t.app.maintenance.tick()).started).toEqual([]);
+
+    // DescribeTable with_maintenance (the console's table page): the policy key by key, and the run.
+    const described = await t.call('POST', '/v1/table/m%24sub%24t/describe?with_maintenance=true', {});
+    const maintenance = described.json.maintenance as { policy: Array<Record<string, unknown>>; last_runs: Array<Record<string, unknown>> };
+    expect(maintenance.policy).toContainEqual({ key: 'maintenance.compact', value: 'true', from: 'namespace', namespace: ['m'] });
+    expect(maintenance.policy).toContainEqual({ key: 'maintenance.min_fragments', value: '4', from: 'namespace', namespace: ['m'] });
+    expect(maintenance.policy).toContainEqual({ key: 'maintenance.cleanup_older_than', value: 'none', from: 'default' });
+    expect(maintenance.last_runs).toHaveLength(1);
+    expect(maintenance.last_runs[0]).toMatchObject({ job_id: jobId, status: 'Succeeded', steps: ['compact'], fragments_after: 1 });
+    const optedOut = await t.call('POST', '/v1/table/m%24sub%24u/describe', { with_maintenance: true });
+    expect((optedOut.json.maintenance as { policy: unknown[] }).policy).toContainEqual({ key: 'maintenance.compact', value: 'false', from: 'table' });
+    // Without the flag, no extension field.
+    expect((await t.call('POST', '/v1/table/m%24sub%24t/describe', {})).json.maintenance).toBeUndefined();
   });
 
   it('removes old versions but the tagged one, a branch base, the one a reader may hold and the latest', async () => {

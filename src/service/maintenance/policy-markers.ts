@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MaintenanceRunSummary } from '../../model/maintenance.js';
 import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
 import { idOfJsonKey, MAINTENANCE_POLICIES_DIR, MAINTENANCE_RUNS_DIR } from '../catalog/layout.js';
 import { encodeRecord, readRecord, type Versioned } from '../catalog/records.js';
@@ -88,27 +89,9 @@ export async function acceptPolicy(store: ObjectStore, target: PolicyTarget, pro
   await new PolicyMarkers(store).note(target, properties);
 }
 
-/** What one finished run did, as its table's slot keeps it (and the console shows). */
-export const RunSummary = z.object({
-  job_id: z.string(),
-  status: z.string(),
-  finished_at: z.string(),
-  /** The table's latest version when the run ended. */
-  version: z.number().int().nullable(),
-  steps: z.array(z.string()),
-  fragments_before: z.number().int().optional(),
-  fragments_after: z.number().int().optional(),
-  rows_rewritten: z.number().int().optional(),
-  bytes_rewritten: z.number().int().optional(),
-  indices_updated: z.number().int().optional(),
-  rows_indexed: z.number().int().optional(),
-  versions_removed: z.number().int().optional(),
-  bytes_removed: z.number().int().optional(),
-  /** Old enough versions the cleanup kept (tagged, branches' bases): the scheduler skips a cleanup that could only keep them again. */
-  kept: z.array(z.number().int()).optional(),
-  error: z.string().optional(),
-});
-export type RunSummary = z.infer<typeof RunSummary>;
+/** What one finished run did, as its table's slot keeps it (and DescribeTable with_maintenance shows). */
+export const RunSummary = MaintenanceRunSummary;
+export type RunSummary = MaintenanceRunSummary;
 
 export const RunSlot = z.object({
   job_id: z.string().nullable(),

@@ -1,4 +1,5 @@
 import { invalidInput } from '../../model/errors.js';
+import type { MaintenancePolicyEntry } from '../../model/maintenance.js';
 
 // A table's maintenance policy (issue 33), as properties of the table or of any namespace above it:
 // the table's own value of a key wins, else that of the nearest namespace that sets it, else the
@@ -124,3 +125,28 @@ export function effectivePolicy(own: Record<string, string>, namespacesNearestFi
 
 /** Whether the policy asks for anything at all. */
 export const policyActs = (p: MaintenancePolicy): boolean => p.compact || p.optimizeIndices || p.cleanupOlderThanMs !== null;
+
+/** Each policy key's default, as a property value. */
+const DEFAULT_VALUES: Record<string, string> = {
+  [POLICY_KEYS.compact]: String(DEFAULT_POLICY.compact),
+  [POLICY_KEYS.minFragments]: String(DEFAULT_POLICY.minFragments),
+  [POLICY_KEYS.targetRowsPerFragment]: String(DEFAULT_POLICY.targetRowsPerFragment),
+  [POLICY_KEYS.optimizeIndices]: String(DEFAULT_POLICY.optimizeIndices),
+  [POLICY_KEYS.maxUnindexedRows]: String(DEFAULT_POLICY.maxUnindexedRows),
+  [POLICY_KEYS.cleanupOlderThan]: 'none',
+};
+
+/** Each policy key of a table as resolved: its value and where it comes from (the table, a namespace, the default). */
+export function policyEntries(
+  own: Record<string, string>,
+  namespacesNearestFirst: ReadonlyArray<{ id: string[]; properties: Record<string, string> }>,
+): MaintenancePolicyEntry[] {
+  return Object.keys(PARSERS).map((key): MaintenancePolicyEntry => {
+    if (own[key] !== undefined && PARSERS[key]?.parse(own[key])) return { key, value: own[key], from: 'table' };
+    for (const ns of namespacesNearestFirst) {
+      const value = ns.properties[key];
+      if (value !== undefined && PARSERS[key]?.parse(value)) return { key, value, from: 'namespace', namespace: ns.id };
+    }
+    return { key, value: DEFAULT_VALUES[key] ?? '', from: 'default' };
+  });
+}
