@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { EngineError } from '../../src/engine/dataset-location.js';
 import { CLOCK_ALLOWANCE_MS } from '../../src/service/maintenance/maintenance-plan.js';
 import { metricSamples, type TestApp, useTestApp } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
@@ -81,6 +82,7 @@ describe.each(backends())('table maintenance on $name', (backend) => {
     expect(first.tables).toBe(2);
     expect(first.started).toHaveLength(1);
     const jobId = first.started[0] as string;
+    await t.app.jobSettled(jobId);
     const job = await waitForJob(t, jobId);
     expect(job.status, JSON.stringify(job)).toBe('Succeeded');
     expect(Number(job.properties.fragments_before)).toBeGreaterThanOrEqual(6);
@@ -132,5 +134,35 @@ describe.each(backends())('table maintenance on $name', (backend) => {
     expect(await metric(t, 'lance_ns_maintenance_versions_removed_total')).toBe(2);
     // What only the tag and the branch keep is not tried again at every tick.
     expect((await t.app.maintenance.tick()).started).toEqual([]);
+  });
+
+  it('a run that loses its commit race ends Failed, is counted, and a later tick starts another', async () => {
+    const { t } = fx;
+    expect((await t.call('POST', '/v1/namespace/k/create', { properties: { 'maintenance.compact': 'true', 'maintenance.min_fragments': '3' } })).status).toBe(
+      200,
+    );
+    expect((await t.call('POST', '/v1/table/k%24t/create', peopleStream([1]), ARROW)).status).toBe(200);
+    await appendSmall(t, 'k%24t', 3);
+    // The engine's compaction answers as Lance does when a writer committed first.
+    const lost = vi.spyOn(t.app.engine.maintenance, 'compact').mockRejectedValueOnce(new EngineError('conflict', 'a writer committed first'));
+    try {
+      const first = await t.app.maintenance.tick();
+      expect(first.started).toHaveLength(1);
+      const failed = await waitForJob(t, first.started[0] as string);
+      expect(failed.status).toBe('Failed');
+      expect(failed.properties.error).toContain('lost a commit race');
+      expect(await metric(t, 'lance_ns_maintenance_runs_total{outcome="conflict"}')).toBe(1);
+      const second = await t.app.maintenance.tick();
+      expect(second.started).toHaveLength(1);
+      // Its summary is written to the slot after its record: wait for the run itself.
+      await t.app.jobSettled(second.started[0] as string);
+      const done = await waitForJob(t, second.started[0] as string);
+      expect(done.status, JSON.stringify(done)).toBe('Succeeded');
+      expect(done.properties.fragments_after).toBe('1');
+      const runs = (await t.call('POST', '/v1/table/k%24t/describe', { with_maintenance: true })).json.maintenance as { last_runs: Array<{ status: string }> };
+      expect(runs.last_runs.map((r) => r.status)).toEqual(['Succeeded', 'Failed']);
+    } finally {
+      lost.mockRestore();
+    }
   });
 });
