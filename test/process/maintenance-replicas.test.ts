@@ -105,6 +105,12 @@ describe.concurrent.each(backends())('table maintenance across processes on $nam
       expect(run.properties.fragments_after).toBe('1');
       const started = [a, b].flatMap((p) => (p as ServiceProcess).lines.filter((l) => l.msg === 'maintenance run started'));
       expect(started).toHaveLength(1);
+      // The run's audit line, by the replica that ran it.
+      const audited = [a, b].flatMap((p) =>
+        (p as ServiceProcess).lines.filter((l) => l.msg === 'audit' && (l.audit as { operation?: string } | undefined)?.operation === 'MaintainTable'),
+      );
+      expect(audited).toHaveLength(1);
+      expect(audited[0]?.audit).toMatchObject({ id: ['ns', 't'], status: 'succeeded', job_id: run.id, fragments_after: 1 });
       // Visible like any job.
       const described = await (b as ServiceProcess).call('POST', `/v1/transaction/${run.id}/describe`, {});
       expect(described.json.status).toBe('Succeeded');
