@@ -1,9 +1,8 @@
-import type { ChildProcess } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { listAll } from '../../src/store/object-store.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends, type TestRoot } from '../support/backends.js';
-import { type PausePoints, rootArgs, type ServiceProcess, startServiceProcess, stopService } from '../support/service-process.js';
+import { type PausePoints, processesByRoot, rootArgs, type ServiceProcess, startServiceProcess, stopService } from '../support/service-process.js';
 
 // Table maintenance across service processes on one root (issue 33 point 2): two replicas whose
 // schedulers both find the same table due (held at the claim so that both read the same slot)
@@ -16,31 +15,11 @@ const INTERVAL_MS = 100;
 const ARROW = { 'content-type': 'application/vnd.apache.arrow.stream' };
 
 /** The processes of each test (they run at once), by root: a test kills only its own. */
-const liveByRoot = new Map<TestRoot, Set<ChildProcess>>();
-afterAll(() => {
-  for (const live of liveByRoot.values()) for (const child of live) child.kill('SIGKILL');
-});
+const { liveOn, dispose, killAll } = processesByRoot();
+afterAll(killAll);
 
 function start(root: TestRoot, options: { faultPoint?: string; pause?: PausePoints } = {}): Promise<ServiceProcess> {
-  const live = liveByRoot.get(root) ?? new Set<ChildProcess>();
-  liveByRoot.set(root, live);
-  return startServiceProcess({ args: [...rootArgs(root, LEASE_MS), '--maintenance-interval-ms', String(INTERVAL_MS)], live, ...options });
-}
-
-async function dispose(root: TestRoot): Promise<void> {
-  const live = [...(liveByRoot.get(root) ?? [])];
-  await Promise.all(
-    live.map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve();
-          child.once('exit', () => resolve());
-          child.kill('SIGKILL');
-        }),
-    ),
-  );
-  liveByRoot.delete(root);
-  await root.dispose();
+  return startServiceProcess({ args: [...rootArgs(root, LEASE_MS), '--maintenance-interval-ms', String(INTERVAL_MS)], live: liveOn(root), ...options });
 }
 
 interface StoredRecord {
@@ -89,7 +68,7 @@ describe.concurrent.each(backends())('table maintenance across processes on $nam
     const root = await backend.newRoot();
     try {
       // Both schedulers wait at the claim, alive, so both claim the slot they read before either wrote it.
-      const pause = { points: ['maintenance:before-claim'], ms: 2000 };
+      const pause = { points: ['maintenance:before-claim'], ms: 4000 };
       const [a, b] = await Promise.all([start(root, { pause }), start(root, { pause })]);
       const rows = await dueTable(a as ServiceProcess);
       // Both got to the claim (each having read the slot before either claimed it) ...
