@@ -165,4 +165,31 @@ describe.each(backends())('table maintenance on $name', (backend) => {
       lost.mockRestore();
     }
   });
+
+  it('brings an index up to date once max_unindexed_rows rows are outside it', async () => {
+    const { t } = fx;
+    expect((await t.call('POST', '/v1/namespace/ix/create', {})).status).toBe(200);
+    expect((await t.call('POST', '/v1/table/ix%24t/create', peopleStream([1, 2, 3, 4, 5]), ARROW)).status).toBe(200);
+    const indexed = await t.call('POST', '/v1/table/ix%24t/create_scalar_index', { column: 'id', index_type: 'btree', name: 'by_id' });
+    expect(indexed.status, indexed.text).toBe(200);
+    await appendSmall(t, 'ix%24t', 3);
+    const unindexed = async () => Number((await t.call('POST', '/v1/table/ix%24t/index/by_id/stats', {})).json.num_unindexed_rows);
+    expect(await unindexed()).toBe(3);
+    const set = await t.call('POST', '/v1/table/ix%24t/update', {
+      updates: [['name', 'name']],
+      predicate: 'id < 0',
+      properties: { 'maintenance.optimize_indices': 'true', 'maintenance.max_unindexed_rows': '3' },
+    });
+    expect(set.status, set.text).toBe(200);
+    const { started } = await t.app.maintenance.tick();
+    expect(started).toHaveLength(1);
+    await t.app.jobSettled(started[0] as string);
+    const run = await waitForJob(t, started[0] as string);
+    expect(run.status, JSON.stringify(run)).toBe('Succeeded');
+    expect(run.properties.steps).toBe('optimize_indices');
+    expect(Number(run.properties.indices_updated)).toBe(1);
+    expect(await unindexed()).toBe(0);
+    expect(await countRows(t, 'ix%24t')).toBe(8);
+    expect((await t.app.maintenance.tick()).started).toEqual([]);
+  });
 });
