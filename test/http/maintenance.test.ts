@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { EngineError } from '../../src/engine/dataset-location.js';
 import { CLOCK_ALLOWANCE_MS } from '../../src/service/maintenance/maintenance-plan.js';
-import { metricSamples, type TestApp, useTestApp } from '../support/app.js';
+import { committedVersions, metricSamples, type TestApp, useTestApp } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
 import { waitForJob } from '../support/jobs.js';
@@ -191,5 +191,30 @@ describe.each(backends())('table maintenance on $name', (backend) => {
     expect(await unindexed()).toBe(0);
     expect(await countRows(t, 'ix%24t')).toBe(8);
     expect((await t.app.maintenance.tick()).started).toEqual([]);
+  });
+
+  it('on a managed table, a run commits through the service like a client commit', async () => {
+    const { t } = fx;
+    const ns = await t.call('POST', '/v1/namespace/mv/create', {
+      properties: { managed_versioning: 'true', 'maintenance.compact': 'true', 'maintenance.min_fragments': '3' },
+    });
+    expect(ns.status, ns.text).toBe(200);
+    expect((await t.call('POST', '/v1/table/mv%24t/create', peopleStream([1]), ARROW)).status).toBe(200);
+    await appendSmall(t, 'mv%24t', 3);
+    expect((await t.call('POST', '/v1/table/mv%24t/describe', {})).json.managed_versioning).toBe(true);
+    const committed = await committedVersions(t);
+    const { started } = await t.app.maintenance.tick();
+    expect(started).toHaveLength(1);
+    await t.app.jobSettled(started[0] as string);
+    const run = await waitForJob(t, started[0] as string);
+    expect(run.status, JSON.stringify(run)).toBe('Succeeded');
+    expect(run.properties.fragments_after).toBe('1');
+    // Every version the run committed (Lance's compaction may reserve fragment ids in a version of its own) went through the table's commit coordinator.
+    const versions = (await t.call('POST', '/v1/table/mv%24t/version/list', {})).json.versions as Array<{ version: number }>;
+    const latest = Math.max(...versions.map((v) => v.version));
+    expect(latest).toBe(Number(run.properties.last_committed_version));
+    expect(latest).toBeGreaterThan(4);
+    expect(await committedVersions(t)).toBe(committed + (latest - 4));
+    expect(await countRows(t, 'mv%24t')).toBe(4);
   });
 });
