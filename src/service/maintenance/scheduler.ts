@@ -94,7 +94,13 @@ export class MaintenanceScheduler {
         await this.markers.removeQuiet(marker.key, this.settings.leaseMs);
         continue;
       }
-      const found = kind === 'namespace' ? await tablesUnder(this.deps, id).catch(() => []) : [id];
+      const found =
+        kind === 'namespace'
+          ? await tablesUnder(this.deps, id).catch((e: unknown) => {
+              this.logger?.warn({ namespace: id, err: e }, 'maintenance: could not list the tables under a namespace with a policy');
+              return [];
+            })
+          : [id];
       for (const t of found) ids.set(JSON.stringify(t), t);
     }
     report.tables = ids.size;

@@ -5,7 +5,7 @@ import { createInNamespace, displayId, type ResolvedNamespace, resolveNamespace 
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { deregisteredMarkerKey, type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
 import { pausePoint } from '../coordination/fault-points.js';
-import { acceptPolicy } from '../maintenance/policy-markers.js';
+import { PolicyMarkers } from '../maintenance/policy-markers.js';
 import { holdMarker, nameBeingChanged, tableAlreadyExists } from './name-claim.js';
 import { dataDir, readTableState, requireVisibleTable, type TableState } from './table-state.js';
 
@@ -48,7 +48,7 @@ export async function renameTable(deps: CatalogDeps, id: string[], request: Rena
   if (targetState.dropped && !targetState.record) await deps.store.deletePrefix(targetState.dirKey);
   else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
   // The policy moves with the table: its marker is written for the new name first.
-  await acceptPolicy(deps.store, { kind: 'table', id: [...targetNs, request.new_table_name] }, state.record?.value.properties);
+  await new PolicyMarkers(deps.store).note({ kind: 'table', id: [...targetNs, request.new_table_name] }, state.record?.value.properties);
   await pausePoint('rename:after-check');
   // Both names change: the index hears of both (see catalog/listing-index.ts).
   await deps.listingIndex.around(
