@@ -38,7 +38,7 @@ function rowsStream(count: number, from = 0): Buffer {
 const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
 
 describe.skipIf(!available).each(backends())('table maintenance by the engine, on $name', (backend) => {
-  const { log } = recordingWorkerLog();
+  const { log, lines: logs } = recordingWorkerLog();
   let engine: LancedbEngine;
   let root: TestRoot;
 
@@ -66,6 +66,7 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
     for (let i = 1; i < appends; i++) await engine.rows.insert(plain, rowsStream(10, 10 * i), 'append');
     const creates: number[] = [];
     let meanwhile: ((at: DatasetLocation) => Promise<unknown>) | undefined;
+    let meanwhileAt = 1;
     /** Runs `fn` under a write lease on the table, as the service's jobs do. */
     const write = <T>(fn: (at: DatasetLocation) => Promise<T>): Promise<T> =>
       data.write(ctx, [ns, 't'], async (table) => {
@@ -76,7 +77,7 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
           describe: (v) => coordinator.describe(v),
           list: () => coordinator.list(),
           create: async (request) => {
-            if (creates.push(request.version) === 1 && meanwhile)
+            if (creates.push(request.version) === meanwhileAt && meanwhile)
               await meanwhile({ location: table.at.location, storageOptions: table.at.storageOptions, coordinator });
             return coordinator.create(request);
           },
@@ -90,8 +91,10 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
       creates,
       versions,
       open: async (branch?: string) => (await data.open(ctx, [ns, 't'], branch === undefined ? {} : { branch })).at,
-      meanwhile: (fn: (at: DatasetLocation) => Promise<unknown>) => {
+      /** `fn` runs before the `atCreate`th create (the first by default) of the writes that follow. */
+      meanwhile: (fn: (at: DatasetLocation) => Promise<unknown>, atCreate = 1) => {
         meanwhile = fn;
+        meanwhileAt = creates.length + atCreate;
       },
     };
   }
@@ -160,6 +163,27 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
       console.log(
         `${backend.name}: a compaction meeting an update and a delete: ${outcome instanceof Error ? `lost (${(outcome as EngineError).kind})` : 'rebased'}`,
       );
+    });
+
+    // A worker killed between the two commits of a compaction (its fragment ids reserved, the
+    // Rewrite not committed): the compaction fails as unavailable, the rows are the table's, and
+    // the next compaction (in a new worker) does the work.
+    it.runIf(managed)('a worker killed in the middle of a compaction changes no row; the next one compacts (managed versioning)', async () => {
+      const t = await fragmentedTable('killed', 6, managed);
+      t.meanwhile(async () => {
+        const pid = logs.filter((l) => l.message === 'index worker ready').pop()?.pid;
+        if (pid === undefined) throw new Error('no index worker pid');
+        process.kill(pid, 'SIGKILL');
+        throw new EngineError('conflict', 'the version is not taken: the worker is gone');
+      }, 2);
+      const outcome = await t.write((at) => engine.maintenance.compact(at, {})).catch((e: unknown) => e);
+      expect(outcome).toMatchObject({ kind: 'unavailable', message: expect.stringMatching(/SIGKILL while compacting a table/) });
+      expect(t.creates).toEqual([7, 8]);
+      expect(await rows(t.plain)).toEqual(range(0, 60).map((id) => [id, 0]));
+      expect((await engine.maintenance.inspect(t.plain)).version).toBe(7);
+      t.meanwhile(async () => undefined);
+      expect(await t.write((at) => engine.maintenance.compact(at, {}))).toMatchObject({ fragmentsBefore: 6, fragmentsAfter: 1, rowsRewritten: 60 });
+      expect(await rows(t.plain)).toEqual(range(0, 60).map((id) => [id, 0]));
     });
 
     it(`writers appending, updating and deleting while compactions run lose no row and revive or duplicate none${label}`, { timeout: 120_000 }, async () => {
