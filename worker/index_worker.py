@@ -38,7 +38,7 @@ Requests:
       Removes main's versions committed before older_than_millis but the latest, those in `keep`,
       tagged ones and branches' bases (Lance keeps these two itself too), and the files only they
       reference. Branches' own histories (tree/<b>/) are left alone.
-      -> {"id": 6, "ok": true, "versions_removed", "bytes_removed"}
+      -> {"id": 6, "ok": true, "versions_removed", "bytes_removed", "removed": [<version>]}
   {"id": 7, "op": "shutdown"}
 
 Failures: kind one of
@@ -214,9 +214,10 @@ class Worker:
         keep |= {b["parent_version"] for b in ds.branches.list().values() if b.get("parent_branch") in (None, "main")}
         doomed = [v["version"] for v in ds.versions() if v["version"] != latest and v["version"] not in keep and _millis(v["timestamp"]) < older_than]
         if not doomed:
-            return {"versions_removed": 0, "bytes_removed": 0}
+            return {"versions_removed": 0, "bytes_removed": 0, "removed": []}
         stats = ds.cleanup_old_versions(versions=doomed, error_if_tagged_old_versions=False)
-        return {"versions_removed": stats.old_versions, "bytes_removed": stats.bytes_removed}
+        remaining = {v["version"] for v in ds.versions()}
+        return {"versions_removed": stats.old_versions, "bytes_removed": stats.bytes_removed, "removed": [v for v in doomed if v not in remaining]}
 
 
 # Lance's default target_rows_per_fragment.

@@ -255,9 +255,10 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
       expect(await t.write((at) => engine.maintenance.cleanupOldVersions(at, { olderThanMillis: 0, keep: new Set() }))).toEqual({
         versionsRemoved: 0,
         bytesRemoved: 0,
+        removed: [],
       });
       const result = await t.write((at) => engine.maintenance.cleanupOldVersions(at, { olderThanMillis: Date.now() + 60_000, keep: new Set([7]) }));
-      expect(result.versionsRemoved).toBe(6);
+      expect(result).toMatchObject({ versionsRemoved: 6, removed: [1, 2, 4, 6, 8, 9] });
       expect(result.bytesRemoved).toBeGreaterThan(0);
       const after = await t.open();
       expect((await engine.maintenance.inspect(after)).versions.map((v) => v.version)).toEqual([3, 5, 7, 10]);

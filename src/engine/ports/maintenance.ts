@@ -58,6 +58,8 @@ export interface CleanupRequest {
 export interface CleanupResult {
   versionsRemoved: number;
   bytesRemoved: number;
+  /** Which versions went: the service's own files about them (version sidecars) can go too. */
+  removed: number[];
 }
 
 /** Engine operations that maintain a dataset (main only; branches are not maintained). */

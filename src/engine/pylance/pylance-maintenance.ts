@@ -36,7 +36,7 @@ const compaction = z.object({
   bytes_rewritten: count,
 });
 const upkeep = z.object({ version: z.number().int().positive().nullable(), indices_updated: count, rows_indexed: count });
-const cleanup = z.object({ versions_removed: count, bytes_removed: count });
+const cleanup = z.object({ versions_removed: count, bytes_removed: count, removed: z.array(z.number().int().positive()) });
 
 /** Main only: a branch's location commits to the branch, which maintenance does not touch. */
 function mainOnly(at: DatasetLocation): DatasetLocation {
@@ -92,6 +92,6 @@ export class PylanceMaintenance implements MaintenanceOps {
         keep: [...request.keep],
       }),
     );
-    return { versionsRemoved: answer.versions_removed, bytesRemoved: answer.bytes_removed };
+    return { versionsRemoved: answer.versions_removed, bytesRemoved: answer.bytes_removed, removed: answer.removed };
   }
 }
