@@ -36,6 +36,8 @@ export interface CompactionResult {
   fragmentsAfter: number;
   rowsRewritten: number;
   bytesRewritten: number;
+  /** Rewrite tasks run on the Ray cluster (0: in-process); see LancedbEngineOptions.maintenanceRay. */
+  rayTasks: number;
 }
 
 export interface IndexUpkeepResult {
