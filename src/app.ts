@@ -78,6 +78,10 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
         workers: config.indexWorkers,
         log: (level, message, fields) => logger[level]({ indexWorker: fields }, message),
       },
+      // Large compactions go to the Ray cluster the service is given (its rewrites as Ray tasks).
+      ...(config.udf.rayAddress !== undefined
+        ? { maintenanceRay: { address: config.udf.rayAddress, ...(config.udf.python !== undefined ? { python: config.udf.python } : {}) } }
+        : {}),
       session: { indexCacheBytes: config.lanceIndexCacheBytes, metadataCacheBytes: config.lanceMetadataCacheBytes },
     },
   );

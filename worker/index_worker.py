@@ -27,18 +27,21 @@ Requests:
       -> {"id": 3, "ok": true, "version", "fragments", "small_fragments", "rows", "deleted_rows",
           "indices": [{"name", "unindexed_rows"}], "versions": [{"version", "timestamp_millis"}]}
   {"id": 4, "op": "compact", "resolver", "table_id", "target_rows_per_fragment": <int> | null,
-   "materialize_deletions_threshold": <0..1> | null}
+   "materialize_deletions_threshold": <0..1> | null, "ray_address": "<host:port>" | null,
+   "distribute_above_rows": <int> | null}
       Lance's compact_files (a Rewrite: rebased over appends, and over deletes and updates of rows
-      it did not rewrite; a conflict otherwise).
+      it did not rewrite; a conflict otherwise). With ray_address (this worker's Python then has
+      ray), a plan of at least distribute_above_rows rows is rewritten in Ray tasks, one per
+      compaction task, and committed once here.
       -> {"id": 4, "ok": true, "version": <int> | null (nothing to do), "fragments_before",
-          "fragments_after", "rows_rewritten", "bytes_rewritten"}
+          "fragments_after", "rows_rewritten", "bytes_rewritten", "ray_tasks"}
   {"id": 5, "op": "optimize_indices", "resolver", "table_id"}
       -> {"id": 5, "ok": true, "version": <int> | null, "indices_updated", "rows_indexed"}
   {"id": 6, "op": "cleanup", "resolver", "table_id", "older_than_millis": <int>, "keep": [<int>]}
       Removes main's versions committed before older_than_millis but the latest, those in `keep`,
       tagged ones and branches' bases (Lance keeps these two itself too), and the files only they
       reference. Branches' own histories (tree/<b>/) are left alone.
-      -> {"id": 6, "ok": true, "versions_removed", "bytes_removed"}
+      -> {"id": 6, "ok": true, "versions_removed", "bytes_removed", "removed": [<version>]}
   {"id": 7, "op": "shutdown"}
 
 Failures: kind one of
@@ -172,12 +175,19 @@ class Worker:
             if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or not 0 <= threshold <= 1:
                 raise Failure("invalid_input", "materialize_deletions_threshold must be a number from 0 to 1")
             options["materialize_deletions_threshold"] = float(threshold)
-        ds = _open(_namespace(_field(request, "resolver", str)), _field(request, "table_id", list))
+        ray_address = request.get("ray_address")
+        resolver = _field(request, "resolver", str)
+        table_id = _field(request, "table_id", list)
+        ds = _open(_namespace(resolver), table_id)
         before = {f.id: f for f in (f.metadata for f in ds.get_fragments())}
         read_version = ds.version
-        metrics = _committing(lambda: ds.optimize.compact_files(**options))
-        if metrics.fragments_removed == 0 and metrics.fragments_added == 0:
-            return {"version": None, "fragments_before": len(before), "fragments_after": len(before), "rows_rewritten": 0, "bytes_rewritten": 0}
+        tasks = 0
+        if ray_address:
+            metrics, tasks = _committing(lambda: _compact_on_ray(ds, _namespace(resolver), table_id, options, ray_address, request.get("distribute_above_rows") or 0))
+        else:
+            metrics = _committing(lambda: ds.optimize.compact_files(**options))
+        if metrics is None or (metrics.fragments_removed == 0 and metrics.fragments_added == 0):
+            return {"version": None, "fragments_before": len(before), "fragments_after": len(before), "rows_rewritten": 0, "bytes_rewritten": 0, "ray_tasks": 0}
         after = {f.id for f in (f.metadata for f in ds.get_fragments())}
         # The fragments the rewrite replaced (those of appends rebased under it stay in both sets).
         rewritten = [f for fid, f in before.items() if fid not in after]
@@ -187,6 +197,7 @@ class Worker:
             "fragments_after": len(after),
             "rows_rewritten": sum(f.physical_rows for f in rewritten),
             "bytes_rewritten": sum(d.file_size_bytes or 0 for f in rewritten for d in f.files),
+            "ray_tasks": tasks,
         }
 
     def optimize_indices(self, request):
@@ -214,9 +225,47 @@ class Worker:
         keep |= {b["parent_version"] for b in ds.branches.list().values() if b.get("parent_branch") in (None, "main")}
         doomed = [v["version"] for v in ds.versions() if v["version"] != latest and v["version"] not in keep and _millis(v["timestamp"]) < older_than]
         if not doomed:
-            return {"versions_removed": 0, "bytes_removed": 0}
+            return {"versions_removed": 0, "bytes_removed": 0, "removed": []}
         stats = ds.cleanup_old_versions(versions=doomed, error_if_tagged_old_versions=False)
-        return {"versions_removed": stats.old_versions, "bytes_removed": stats.bytes_removed}
+        remaining = {v["version"] for v in ds.versions()}
+        return {"versions_removed": stats.old_versions, "bytes_removed": stats.bytes_removed, "removed": [v for v in doomed if v not in remaining]}
+
+
+_ray_rewrite = None
+
+
+def _rewrite(task, uri, storage_options):
+    """One compaction task, on a Ray worker: rewrites its fragments from the version planned (no commit)."""
+    import lance as lance_on_worker
+
+    return task.execute(lance_on_worker.dataset(uri, version=task.read_version, storage_options=storage_options or None))
+
+
+def _compact_on_ray(ds, ns, table_id, options, ray_address, distribute_above_rows):
+    """lance-ray's compact_files in shape: the plan here, each task's rewrite a Ray task (reading and
+    writing the store with the options the namespace describes), then one commit here, through the
+    namespace. A plan smaller than distribute_above_rows rows runs here, in this process. Returns
+    (metrics or None when there is nothing to do, Ray tasks run)."""
+    global _ray_rewrite
+    from lance.optimize import Compaction, CompactionOptions
+
+    plan = Compaction.plan(ds, CompactionOptions(**options))
+    if plan.num_tasks() == 0:
+        return None, 0
+    rows = sum(f.physical_rows for task in plan.tasks for f in task.fragments)
+    if rows < distribute_above_rows:
+        return ds.optimize.compact_files(**options), 0
+    import ray
+    from lance_namespace import DescribeTableRequest
+
+    described = ns.describe_table(DescribeTableRequest(id=table_id))
+    if _ray_rewrite is None:
+        ray.init(address=ray_address, logging_level="ERROR", log_to_driver=False, ignore_reinit_error=True)
+        _ray_rewrite = ray.remote(max_retries=1)(_rewrite)
+    uri = described.location
+    pending = [_ray_rewrite.remote(task, uri, described.storage_options) for task in plan.tasks]
+    rewrites = ray.get(pending)
+    return Compaction.commit(ds, rewrites), len(pending)
 
 
 # Lance's default target_rows_per_fragment.

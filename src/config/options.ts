@@ -333,7 +333,7 @@ export const UDF = group({
     rayAddress: option({
       flag: 'ray-address', arg: '<host:port>', kind: 'value', env: ['LANCE_NS_RAY_ADDRESS'], file: 'ray_address',
       schema: z.string().min(1).optional(),
-      help: 'the Ray cluster of --udf-execution ray',
+      help: 'the Ray cluster of --udf-execution ray, and of large compactions (their rewrites as Ray tasks)',
     }),
   },
 });

@@ -4,9 +4,9 @@ import { type JsonArrowSchema, jsonSchemaToArrow, schemaToJson } from '../json-a
 import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
 import type { UdfOps } from '../ports/udfs.js';
 import { PylanceIndexBuilder } from '../pylance/pylance-indices.js';
-import { PylanceMaintenance } from '../pylance/pylance-maintenance.js';
+import { DEFAULT_DISTRIBUTE_ABOVE_ROWS, type MaintenanceRay, PylanceMaintenance } from '../pylance/pylance-maintenance.js';
 import { type PylanceIndexOptions, PylanceWorkers } from '../pylance/pylance-worker.js';
-import { type PythonUdfOptions, PythonUdfs } from '../python-udf/python-udfs.js';
+import { DEFAULT_UDF_PYTHON, type PythonUdfOptions, PythonUdfs } from '../python-udf/python-udfs.js';
 import { LancedbBranches } from './branches.js';
 import { LancedbColumns } from './columns.js';
 import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
@@ -26,6 +26,12 @@ export interface LancedbEngineOptions {
   udf?: PythonUdfOptions;
   /** The index workers (pylance), which build the index types @lancedb/lancedb cannot and maintain tables; they start with the first request. */
   indexWorkers?: PylanceIndexOptions;
+  /**
+   * A Ray cluster for compactions of at least `distributeAboveRows` rows (default
+   * DEFAULT_DISTRIBUTE_ABOVE_ROWS): their rewrites run as Ray tasks, driven by a pylance worker
+   * with `python` (default: the UDF workers', which has ray), and commit once through the resolver.
+   */
+  maintenanceRay?: { address: string; python?: string; distributeAboveRows?: number };
   /** Bounds of Lance's caches, shared by every dataset (default DEFAULT_LANCE_SESSION_LIMITS). */
   session?: LanceSessionLimits;
 }
@@ -46,12 +52,13 @@ export class LancedbEngine implements LanceEngine {
     private readonly access: TableAccess,
     udfs: UdfOps | undefined,
     private readonly pylance: PylanceWorkers,
+    private readonly ray: MaintenanceRay | undefined,
   ) {
     this.udfs = udfs;
     this.rows = new LancedbRows(access);
     this.columns = new LancedbColumns(access);
     this.indices = new LancedbIndices(access, new PylanceIndexBuilder(pylance));
-    this.maintenance = new PylanceMaintenance(pylance);
+    this.maintenance = new PylanceMaintenance(pylance, ray);
     this.tags = new LancedbTags(access);
     this.branches = new LancedbBranches(access);
     this.queries = new LancedbQueries(access);
@@ -65,7 +72,19 @@ export class LancedbEngine implements LanceEngine {
   static async start(keptHandles?: HandleCacheLimits, options: LancedbEngineOptions = {}): Promise<LancedbEngine> {
     const access = await TableAccess.start(keptHandles, options.session);
     try {
-      return new LancedbEngine(access, options.udf ? await PythonUdfs.start(access, options.udf) : undefined, new PylanceWorkers(access, options.indexWorkers));
+      const ray = options.maintenanceRay;
+      return new LancedbEngine(
+        access,
+        options.udf ? await PythonUdfs.start(access, options.udf) : undefined,
+        new PylanceWorkers(access, options.indexWorkers),
+        ray
+          ? {
+              address: ray.address,
+              distributeAboveRows: ray.distributeAboveRows ?? DEFAULT_DISTRIBUTE_ABOVE_ROWS,
+              workers: new PylanceWorkers(access, { ...options.indexWorkers, python: ray.python ?? DEFAULT_UDF_PYTHON, workers: 1 }),
+            }
+          : undefined,
+      );
     } catch (e) {
       await access.close();
       throw e;
@@ -165,6 +184,7 @@ export class LancedbEngine implements LanceEngine {
   async close(): Promise<void> {
     await this.udfs?.close();
     await this.pylance.close();
+    await this.ray?.workers.close();
     await this.access.close();
   }
 }

@@ -36,6 +36,8 @@ export interface CompactionResult {
   fragmentsAfter: number;
   rowsRewritten: number;
   bytesRewritten: number;
+  /** Rewrite tasks run on the Ray cluster (0: in-process); see LancedbEngineOptions.maintenanceRay. */
+  rayTasks: number;
 }
 
 export interface IndexUpkeepResult {
@@ -58,6 +60,8 @@ export interface CleanupRequest {
 export interface CleanupResult {
   versionsRemoved: number;
   bytesRemoved: number;
+  /** Which versions went: the service's own files about them (version sidecars) can go too. */
+  removed: number[];
 }
 
 /** Engine operations that maintain a dataset (main only; branches are not maintained). */

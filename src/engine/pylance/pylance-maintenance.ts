@@ -34,9 +34,10 @@ const compaction = z.object({
   fragments_after: count,
   rows_rewritten: count,
   bytes_rewritten: count,
+  ray_tasks: count,
 });
 const upkeep = z.object({ version: z.number().int().positive().nullable(), indices_updated: count, rows_indexed: count });
-const cleanup = z.object({ versions_removed: count, bytes_removed: count });
+const cleanup = z.object({ versions_removed: count, bytes_removed: count, removed: z.array(z.number().int().positive()) });
 
 /** Main only: a branch's location commits to the branch, which maintenance does not touch. */
 function mainOnly(at: DatasetLocation): DatasetLocation {
@@ -44,8 +45,24 @@ function mainOnly(at: DatasetLocation): DatasetLocation {
   return at;
 }
 
+/**
+ * Compactions of at least this many rows (in the fragments planned for rewriting) run on the Ray
+ * cluster when one is given: below, one process rewrites them faster than Ray schedules tasks.
+ */
+export const DEFAULT_DISTRIBUTE_ABOVE_ROWS = 1_048_576;
+
+/** A Ray cluster for large compactions, and workers whose Python has ray (the UDF workers' venv). */
+export interface MaintenanceRay {
+  workers: PylanceWorkers;
+  address: string;
+  distributeAboveRows: number;
+}
+
 export class PylanceMaintenance implements MaintenanceOps {
-  constructor(private readonly workers: PylanceWorkers) {}
+  constructor(
+    private readonly workers: PylanceWorkers,
+    private readonly ray?: MaintenanceRay,
+  ) {}
 
   async inspect(at: DatasetLocation, options: { targetRowsPerFragment?: number | undefined } = {}): Promise<MaintenanceInspection> {
     const answer = inspection.parse(
@@ -63,11 +80,15 @@ export class PylanceMaintenance implements MaintenanceOps {
   }
 
   async compact(at: DatasetLocation, options: CompactionOptions): Promise<CompactionResult> {
+    // With a Ray cluster, the worker plans and decides by the plan's size (see _compact_on_ray).
+    const ray = this.ray;
     const answer = compaction.parse(
-      await this.workers.run(mainOnly(at), 'compacting a table', {
+      await (ray?.workers ?? this.workers).run(mainOnly(at), 'compacting a table', {
         op: 'compact',
         target_rows_per_fragment: options.targetRowsPerFragment ?? null,
         materialize_deletions_threshold: options.deletedShareThreshold ?? null,
+        ray_address: ray?.address ?? null,
+        distribute_above_rows: ray?.distributeAboveRows ?? null,
       }),
     );
     return {
@@ -76,6 +97,7 @@ export class PylanceMaintenance implements MaintenanceOps {
       fragmentsAfter: answer.fragments_after,
       rowsRewritten: answer.rows_rewritten,
       bytesRewritten: answer.bytes_rewritten,
+      rayTasks: answer.ray_tasks,
     };
   }
 
@@ -92,6 +114,6 @@ export class PylanceMaintenance implements MaintenanceOps {
         keep: [...request.keep],
       }),
     );
-    return { versionsRemoved: answer.versions_removed, bytesRemoved: answer.bytes_removed };
+    return { versionsRemoved: answer.versions_removed, bytesRemoved: answer.bytes_removed, removed: answer.removed };
   }
 }
