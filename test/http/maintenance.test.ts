@@ -1,6 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { EngineError } from '../../src/engine/dataset-location.js';
+import { versionSidecarKey } from '../../src/service/catalog/layout.js';
 import { CLOCK_ALLOWANCE_MS } from '../../src/service/maintenance/maintenance-plan.js';
+import { listAll } from '../../src/store/object-store.js';
 import { committedVersions, metricSamples, type TestApp, useTestApp } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';
@@ -215,6 +217,32 @@ describe.each(backends())('table maintenance on $name', (backend) => {
     expect(latest).toBe(Number(run.properties.last_committed_version));
     expect(latest).toBeGreaterThan(4);
     expect(await committedVersions(t)).toBe(committed + (latest - 4));
+    expect(await countRows(t, 'mv%24t')).toBe(4);
+
+    // A cleanup removes the service's sidecars of the versions it removed along with them (as if every version had one: metadata a client committed with).
+    const listed = async () => ((await t.call('POST', '/v1/table/mv%24t/version/list', {})).json.versions as Array<{ version: number }>).map((v) => v.version);
+    const set = await t.call('POST', '/v1/table/mv%24t/update', {
+      updates: [['name', 'name']],
+      predicate: 'id < 0',
+      properties: { 'maintenance.cleanup_older_than': '1s' },
+    });
+    expect(set.status, set.text).toBe(200);
+    for (const v of await listed()) {
+      await fx.root.store.put(
+        versionSidecarKey('mv/t.lance/', v),
+        JSON.stringify({ version: v, naming_scheme: 'V2', committed_at: new Date().toISOString(), metadata: { k: 'v' } }),
+      );
+    }
+    await new Promise((r) => setTimeout(r, LEASE_MS + CLOCK_ALLOWANCE_MS + 500));
+    const cleanup = (await t.app.maintenance.tick()).started;
+    expect(cleanup).toHaveLength(1);
+    await t.app.jobSettled(cleanup[0] as string);
+    const cleaned = await waitForJob(t, cleanup[0] as string);
+    expect(cleaned.status, JSON.stringify(cleaned)).toBe('Succeeded');
+    expect(Number(cleaned.properties.versions_removed)).toBeGreaterThan(0);
+    const left = await listed();
+    const sidecars = (await listAll(fx.root.store, 'mv/t.lance/_catalog/versions/')).objects.map((o) => o.key);
+    expect(sidecars.sort()).toEqual(left.map((v) => versionSidecarKey('mv/t.lance/', v)).sort());
     expect(await countRows(t, 'mv%24t')).toBe(4);
   });
 });

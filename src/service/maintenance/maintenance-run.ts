@@ -8,6 +8,7 @@ import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import type { OpenTable } from '../data/data-tables.js';
 import type { JobLease, JobRecords } from '../jobs/job-lease.js';
 import { StopSignal } from '../jobs/job-lease.js';
+import { TableVersions } from '../versions/dataset-versions.js';
 import type { MaintainTableJob, MaintenanceStep } from './maintenance-job.js';
 import { readerWindow } from './maintenance-plan.js';
 import type { MaintenancePolicy } from './policy.js';
@@ -139,6 +140,9 @@ export class MaintenanceRuns {
     const inspection = await this.ops.inspect(at);
     const keep = new Set([...referenced, ...readerWindow(inspection.versions, now, this.settings.leaseMs)]);
     const r = await this.ops.cleanupOldVersions(at, { olderThanMillis, keep });
+    // The service's sidecars of the versions that went (on a managed table): nothing reads them once their manifest is gone.
+    const versions = new TableVersions(table.versionsDir);
+    await Promise.all(r.removed.map((v) => versions.store.delete(versions.sidecarKey(v))));
     figures.versionsRemoved = r.versionsRemoved;
     figures.bytesRemoved = r.bytesRemoved;
     const kept = inspection.versions.filter((v) => v.timestampMillis < olderThanMillis && referenced.has(v.version)).map((v) => v.version);
