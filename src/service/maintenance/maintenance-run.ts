@@ -118,6 +118,7 @@ export class MaintenanceRuns {
         fragments_after: String(r.fragmentsAfter),
         rows_rewritten: String(r.rowsRewritten),
         bytes_rewritten: String(r.bytesRewritten),
+        ray_tasks: String(r.rayTasks),
         ...(r.version !== null ? { last_committed_version: String(r.version) } : {}),
       };
     }
