@@ -125,9 +125,10 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     logger,
   );
   // Table maintenance: every replica's scheduler starts runs of the tables whose policy asks for them; its job runner works them.
+  const runSlots = new RunSlots(store);
   const maintenanceRuns = new MaintenanceRuns(
     engine.maintenance,
-    new RunSlots(store),
+    runSlots,
     (id) => readTablePolicy(store, id),
     { leaseMs: config.transactionLeaseMs },
     metrics,
@@ -141,7 +142,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     transactionLog,
     engine.maintenance,
     new PolicyMarkers(store),
-    new RunSlots(store),
+    runSlots,
     {
       intervalMs: config.maintenanceIntervalMs,
       leaseMs: config.transactionLeaseMs,
