@@ -30,7 +30,7 @@ try {
     properties: { 'maintenance.compact': 'true', 'maintenance.min_fragments': '2', 'maintenance.cleanup_older_than': '30d' },
   });
   if (policy.status !== 200) throw new Error(`could not set the maintenance policy: ${policy.text}`);
-  for (const run of (await app.app.maintenance.tick()).started) await app.app.jobSettled(run);
+  for (const run of (await app.app.maintenance.tick()).started) await app.app.jobSettled(run.job);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   try {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });

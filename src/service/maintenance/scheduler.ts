@@ -40,7 +40,8 @@ export interface SchedulerSettings {
 export interface TickReport {
   markers: number;
   tables: number;
-  started: string[];
+  /** The runs started, with their tables. */
+  started: Array<{ job: string; table: string[] }>;
 }
 
 const systemContext: RequestContext = { requestId: 'maintenance-scheduler', principal: null, context: {} };
@@ -112,7 +113,7 @@ export class MaintenanceScheduler {
             this.logger?.warn({ table: id, err: e }, 'maintenance: could not look at the table');
             return null;
           });
-          if (started) report.started.push(started);
+          if (started) report.started.push({ job: started, table: id });
         }),
       ),
     );
