@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import readline from 'node:readline';
 
 import { arrow } from '../src/engine/arrow.js';
-import { DEFAULT_INDEX_PYTHON } from '../src/engine/pylance/pylance-indices.js';
+import { DEFAULT_INDEX_PYTHON } from '../src/engine/pylance/pylance-worker.js';
 import { type BenchService, checkAborted, cleanups, ms, now, type Summary, summarize } from './bench-support.js';
 
 const DIM = 16;

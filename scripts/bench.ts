@@ -44,6 +44,8 @@ import { parseArgs } from 'node:util';
 import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import pLimit from 'p-limit';
 
+import { LancedbEngine } from '../src/engine/lancedb/engine.js';
+import { lancedb } from '../src/engine/lancedb/table-access.js';
 import { freePort, startRgw } from '../test/support/s3-server.js';
 import { type Figure, formatRatio, type Outcome, type RowResult, type Scale, type Side, type StoreKind, speedup, writeBenchmarkPage } from './bench-report.js';
 import { checkAborted, cleanups, ms, now, openDirect, percentile, runMain, secs } from './bench-support.js';
@@ -103,7 +105,12 @@ async function call(base: string, method: 'GET' | 'POST', route: string, body?: 
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('end', () => {
+          const body = Buffer.concat(chunks);
+          // An Arrow answer (a query's) is timed, not read: its size stands for it.
+          const arrow = /arrow/.test(String(res.headers['content-type'] ?? '')) && (res.statusCode ?? 0) < 300;
+          resolve({ status: res.statusCode ?? 0, text: arrow ? JSON.stringify({ arrow_bytes: body.length }) : body.toString('utf8') });
+        });
       },
     );
     req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`${method} ${route}: no answer within ${REQUEST_TIMEOUT_MS} ms`)));
@@ -636,6 +643,8 @@ interface Sizes {
   freshWrites: number;
   /** Appends per writer in the concurrent-writers row. */
   writerAppends: number;
+  /** Small appends (10 rows each) building the table the maintenance row maintains. */
+  maintenanceAppends: number;
 }
 
 function sizesFor(store: StoreKind, quick: boolean): Sizes {
@@ -660,6 +669,7 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
           manyTables: 50,
           freshWrites: 10,
           writerAppends: 5,
+          maintenanceAppends: 50,
         }
       : {
           rounds: 3,
@@ -680,6 +690,7 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
           manyTables: 1_000,
           freshWrites: 50,
           writerAppends: 50,
+          maintenanceAppends: 1_000,
         };
   }
   return quick
@@ -702,6 +713,7 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
         manyTables: 0,
         freshWrites: 5,
         writerAppends: 3,
+        maintenanceAppends: 20,
       }
     : {
         rounds: 3,
@@ -722,6 +734,7 @@ function sizesFor(store: StoreKind, quick: boolean): Sizes {
         manyTables: 0,
         freshWrites: 20,
         writerAppends: 10,
+        maintenanceAppends: 1_000,
       };
 }
 
@@ -1485,6 +1498,8 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
     // After the counts: its deletes change the count.
     rows.push(await updateDeleteRow(bench, updateLabel, ['bench', 'data'], path.join(floorDir, 'engine-floor', 'data.lance')));
   }
+  const maintenanceLabel = `table of ${count(sizes.maintenanceAppends)} small appends`;
+  if (needs(maintenanceLabel)) rows.push(await maintenanceRow(bench, maintenanceLabel));
   rows.push(...(await branchRows(bench, needs)));
   return rows;
 }
@@ -1602,8 +1617,127 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
       probe: (side) => call(servers.url[side], 'POST', `/v1/table/${idPath('bench', 'data')}/count_rows`, {}),
     });
   }
+  const maintenanceLabel = `table of ${count(sizes.maintenanceAppends)} small appends`;
+  if (needs(maintenanceLabel)) rows.push(await maintenanceRow(bench, maintenanceLabel));
   rows.push(...(await branchRows(bench, needs)));
   return rows;
+}
+
+/**
+ * Table maintenance (issue 33): bench$frag on each side, 1,000 rows with an IVF_PQ index on `vec`
+ * and a BTREE on `id` (built directly with @lancedb/lancedb, the same on both sides), then
+ * `maintenanceAppends` appends of 10 rows through the server (pylance): small fragments and rows
+ * outside the indices. A filter query, a vector query (the index's) and CountTableRows through the
+ * server, before and after maintenance; maintenance on this side is the engine's (compact, then
+ * optimizeIndices: pylance's worker, as the service runs it), on the reference's @lancedb/lancedb
+ * optimize() run directly on its table (compaction, index optimize and a prune of nothing: the
+ * floor). Maintenance changes the table, so the row is measured once per side (the first round)
+ * and later rounds repeat that figure.
+ */
+async function maintenanceRow(bench: Bench, label: string): Promise<RowSpec> {
+  const { servers, sizes } = bench;
+  const table = ['bench', 'frag'];
+  const route = `/v1/table/${idPath(...table)}`;
+  const storageOptions = lanceStorageOptions(servers.access);
+  log(`fixture: bench$frag, 1,000 rows, IVF_PQ and BTREE indices, then ${count(sizes.maintenanceAppends)} appends of 10 rows through each server`);
+  const { uri } = await writeThrough(servers, table, 1_000, 0);
+  /** The table opened by @lancedb/lancedb through the side's server (the reference's directory name is not one lancedb.connect opens). */
+  const open = async (side: Side) => {
+    const db = await lancedb().connectNamespace('rest', { uri: servers.url[side] });
+    cleanups.push(async () => db.close());
+    const opened = await db.openTable('frag', ['bench']);
+    cleanups.push(async () => opened.close());
+    return opened;
+  };
+  for (const side of SIDES) {
+    const direct = await open(side);
+    const { Index } = lancedb();
+    await direct.createIndex('vec', { config: Index.ivfPq({ numPartitions: 4, numSubVectors: 4 }) });
+    await direct.createIndex('id', { config: Index.btree() });
+    await runPython('write', {
+      url: servers.url[side],
+      table_id: table,
+      rows: 0,
+      first_id: 1_000,
+      append_rows: 10,
+      appends: sizes.maintenanceAppends,
+      storage_options: storageOptions,
+    });
+  }
+  const rows = 1_000 + 10 * sizes.maintenanceAppends;
+  const vector = Array.from({ length: 16 }, (_, i) => (i % 4) / 4);
+  const queries = async (side: Side): Promise<Figure[]> => {
+    const base = servers.url[side];
+    const counted = await call(base, 'POST', `${route}/count_rows`, {});
+    const n = typeof counted.value === 'number' ? counted.value : counted.count;
+    if (n !== rows) throw new UnusableAnswer(`count_rows answered ${JSON.stringify(counted)}`);
+    let i = 0;
+    return [
+      latency(
+        await closedLoop(1, sizes.lookups, () =>
+          call(base, 'POST', `${route}/query`, { vector: {}, filter: `id = ${(i++ * 7919) % rows}`, k: 10, columns: { column_names: ['id', 'value'] } }).then(
+            () => undefined,
+          ),
+        ),
+      ),
+      latency(
+        await closedLoop(1, sizes.lookups, () =>
+          call(base, 'POST', `${route}/query`, { vector: { single_vector: vector }, vector_column: 'vec', k: 10, columns: { column_names: ['id'] } }).then(
+            () => undefined,
+          ),
+        ),
+      ),
+      latency(await closedLoop(1, sizes.lookups, () => call(base, 'POST', `${route}/count_rows`, {}).then(() => undefined))),
+    ];
+  };
+  const measured: Partial<Record<Side, Figure[]>> = {};
+  const fragments: Partial<Record<Side, string>> = {};
+  let engine: LancedbEngine | undefined;
+  return {
+    label,
+    parts: ['filter before', 'vector before', 'count before', 'maintenance', 'filter after', 'vector after', 'count after'],
+    split: [
+      `${label}: filter query (id = k), before maintenance`,
+      `${label}: vector query (IVF_PQ), before maintenance`,
+      `${label}: CountTableRows, before maintenance`,
+      `${label}: maintenance (this service: its engine's compact + optimizeIndices; reference: @lancedb/lancedb optimize() directly, the floor)`,
+      `${label}: filter query (id = k), after maintenance`,
+      `${label}: vector query (IVF_PQ), after maintenance`,
+      `${label}: CountTableRows, after maintenance`,
+    ],
+    // The queries, and this side's pylance worker started (the service's runs for as long as it does).
+    warm: async (side) => {
+      await queries(side);
+      if (side === 'ours') {
+        engine = await LancedbEngine.start();
+        cleanups.push(async () => engine?.close());
+        await engine.maintenance.inspect({ location: uri.ours, storageOptions });
+      }
+    },
+    run: async (side) => {
+      const done = measured[side];
+      if (done) return done;
+      const before = await queries(side);
+      const started = now();
+      if (side === 'ours') {
+        if (!engine) throw new UnusableAnswer('the engine did not start');
+        const at = { location: uri.ours, storageOptions };
+        const compacted = await engine.maintenance.compact(at, {});
+        const indexed = await engine.maintenance.optimizeIndices(at);
+        // Compaction leaves fragments the indices covered apart from those they did not: once they are indexed, once more.
+        const again = await engine.maintenance.compact(at, {});
+        fragments.ours = `this service: fragments ${compacted.fragmentsBefore} -> ${again.fragmentsAfter}, ${indexed.rowsIndexed} rows indexed`;
+      } else {
+        const stats = await (await open('ref')).optimize();
+        fragments.ref = `optimize(): ${stats.compaction.fragmentsRemoved} fragments removed, ${stats.compaction.fragmentsAdded} added`;
+      }
+      const took: Figure = { value: now() - started, unit: 'ms' };
+      const after = await queries(side);
+      measured[side] = [...before, took, ...after];
+      return measured[side];
+    },
+    note: () => [fragments.ours, fragments.ref].filter((n) => n !== undefined).join('; '),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

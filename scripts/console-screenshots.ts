@@ -23,6 +23,14 @@ try {
   const replica = startJobReplica(root, live);
   const seeded = await seedCatalog(app.call);
   const job = await holdRunningJob(app.call, await replica, seeded.jobTable, 0.35, true);
+  // A maintenance policy on sales/orders and one run of it, for the table page's Maintenance section.
+  const policy = await app.call('POST', '/v1/table/sales%24orders/update', {
+    updates: [['id', 'id']],
+    predicate: 'false',
+    properties: { 'maintenance.compact': 'true', 'maintenance.min_fragments': '2', 'maintenance.cleanup_older_than': '30d' },
+  });
+  if (policy.status !== 200) throw new Error(`could not set the maintenance policy: ${policy.text}`);
+  for (const run of (await app.app.maintenance.tick()).started) await app.app.jobSettled(run.job);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   try {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });

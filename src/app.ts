@@ -20,6 +20,10 @@ import { TagService } from './service/data/tags.js';
 import { HealthService } from './service/health/health-service.js';
 import { StoreCheck } from './service/health/store-check.js';
 import { JobService } from './service/jobs/job-service.js';
+import { MaintenanceRuns } from './service/maintenance/maintenance-run.js';
+import { PolicyMarkers, RunSlots } from './service/maintenance/policy-markers.js';
+import { MaintenanceScheduler } from './service/maintenance/scheduler.js';
+import { readTablePolicy } from './service/maintenance/table-policy.js';
 import { TableCredentials } from './service/tables/credential-vending.js';
 import { TableService } from './service/tables/table-service.js';
 import { TransactionLog } from './service/transactions/transaction-log.js';
@@ -43,6 +47,10 @@ export interface App {
   engine: LancedbEngine;
   /** Resolves once what answered commits left for after their answer is done (see service/versions/after-answer.ts). */
   settled(): Promise<void>;
+  /** The table maintenance scheduler (its ticks run every --maintenance-interval-ms; tests call tick()). */
+  maintenance: MaintenanceScheduler;
+  /** Resolves when the job stops running in this process (tests). */
+  jobSettled(id: string): Promise<void>;
   /** Stops accepting requests, lets in-flight ones finish, then releases the store and engine. */
   close(): Promise<void>;
 }
@@ -70,6 +78,10 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
         workers: config.indexWorkers,
         log: (level, message, fields) => logger[level]({ indexWorker: fields }, message),
       },
+      // Large compactions go to the Ray cluster the service is given (its rewrites as Ray tasks).
+      ...(config.udf.rayAddress !== undefined
+        ? { maintenanceRay: { address: config.udf.rayAddress, ...(config.udf.python !== undefined ? { python: config.udf.python } : {}) } }
+        : {}),
       session: { indexCacheBytes: config.lanceIndexCacheBytes, metadataCacheBytes: config.lanceMetadataCacheBytes },
     },
   );
@@ -110,6 +122,31 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     transactionLog,
     { leaseMs: config.transactionLeaseMs },
     (ctx, id, arrowIpcStream) => tables.create(ctx, id, { arrowIpcStream, mode: 'ExistOk' }),
+    logger,
+  );
+  // Table maintenance: every replica's scheduler starts runs of the tables whose policy asks for them; its job runner works them.
+  const runSlots = new RunSlots(store);
+  const maintenanceRuns = new MaintenanceRuns(
+    engine.maintenance,
+    runSlots,
+    (id) => readTablePolicy(store, id),
+    { leaseMs: config.transactionLeaseMs },
+    metrics,
+    logger,
+  );
+  jobs.maintenanceWork = maintenanceRuns.work;
+  const maintenance = new MaintenanceScheduler(
+    deps,
+    data,
+    jobs,
+    transactionLog,
+    engine.maintenance,
+    new PolicyMarkers(store),
+    runSlots,
+    {
+      intervalMs: config.maintenanceIntervalMs,
+      leaseMs: config.transactionLeaseMs,
+    },
     logger,
   );
   const server = buildHttpServer(
@@ -154,6 +191,7 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     },
   );
   jobs.start();
+  maintenance.start();
   storeCheck.start();
   // Every replica finishes batches whose coordinator died, once their lease has run out.
   versions.start();
@@ -162,9 +200,12 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     store,
     engine,
     settled: () => versions.settled(),
+    maintenance,
+    jobSettled: (id) => jobs.settled(id),
     close: async () => {
       await server.close();
       await storeCheck.stop();
+      await maintenance.stop();
       await jobs.stop();
       await versions.stop();
       await engine.close();

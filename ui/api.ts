@@ -228,7 +228,7 @@ export const api = {
       'DescribeTable',
       'POST',
       `/v1/table/${segment}/describe`,
-      { ...query, with_table_uri: true, check_declared: true, load_detailed_metadata: detailed },
+      { ...query, with_table_uri: true, check_declared: true, load_detailed_metadata: detailed, with_maintenance: true },
       {},
       signal,
     );

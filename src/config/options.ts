@@ -196,6 +196,12 @@ export const CATALOG = group({
       schema: positiveInt(), default: 30_000,
       help: 'after this an unfinished commit (a reservation, a batch before its commit point) is presumed dead',
     }),
+    maintenanceIntervalMs: option({
+      flag: 'maintenance-interval-ms', arg: '<ms>', kind: 'value', env: ['LANCE_NS_MAINTENANCE_INTERVAL_MS'], file: 'maintenance_interval_ms',
+      schema: nonNegativeInt(), default: 60_000,
+      help: 'how often this replica looks at the tables with a maintenance policy (0: never)',
+      details: 'Each look is one LIST of the policy markers, whatever the catalog holds; see [Table maintenance](maintenance.md). With `0` this replica starts no runs, but still finishes runs other replicas started and left.',
+    }),
     pageTokenSecret: option({
       flag: 'page-token-secret', arg: '<secret>', kind: 'value', env: ['LANCE_NS_PAGE_TOKEN_SECRET'], file: 'page_token_secret',
       schema: z.string().min(1), default: 'lance-namespace-page-token', defaultText: 'built in',
@@ -327,7 +333,7 @@ export const UDF = group({
     rayAddress: option({
       flag: 'ray-address', arg: '<host:port>', kind: 'value', env: ['LANCE_NS_RAY_ADDRESS'], file: 'ray_address',
       schema: z.string().min(1).optional(),
-      help: 'the Ray cluster of --udf-execution ray',
+      help: 'the Ray cluster of --udf-execution ray, and of large compactions (their rewrites as Ray tasks)',
     }),
   },
 });

@@ -3,6 +3,7 @@ import type { JsonArrowSchema } from './json-arrow-schema.js';
 import type { BranchOps } from './ports/branches.js';
 import type { ColumnOps } from './ports/columns.js';
 import type { IndexOps } from './ports/indices.js';
+import type { MaintenanceOps } from './ports/maintenance.js';
 import type { QueryOps } from './ports/queries.js';
 import type { RowOps } from './ports/rows.js';
 import type { TagOps } from './ports/tags.js';
@@ -59,6 +60,8 @@ export interface LanceEngine {
   readonly branches: BranchOps;
   readonly queries: QueryOps;
   readonly views: ViewOps;
+  /** Compaction, index upkeep and version cleanup (issue 33); the service decides when. */
+  readonly maintenance: MaintenanceOps;
   /** Python UDFs (Geneva's); undefined unless the engine was configured to run them. */
   readonly udfs?: UdfOps | undefined;
   /**

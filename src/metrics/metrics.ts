@@ -31,6 +31,18 @@ export interface ObservedFigures {
   jobsRunning?: () => number;
 }
 
+/** What one maintenance run did (service/maintenance/), for the counters of /metrics. */
+export interface MaintenanceFigures {
+  rowsRewritten: number;
+  bytesRewritten: number;
+  /** Fragments before and after a compaction (0 and 0 when the run did not compact). */
+  fragmentsBefore: number;
+  fragmentsAfter: number;
+  rowsIndexed: number;
+  versionsRemoved: number;
+  bytesRemoved: number;
+}
+
 export interface Metrics {
   /** One answered HTTP request of a route (`operation`: its operationId). */
   httpRequest(operation: string, status: number, seconds: number): void;
@@ -52,6 +64,11 @@ export interface Metrics {
   vend(access: string, outcome: string): void;
   /** A backfill job this replica finished with the status it recorded. */
   jobFinished(status: string): void;
+  /**
+   * A table maintenance run this replica ended: `succeeded`, `conflict` (it lost a commit race to a
+   * writer and is retried at a later tick) or `failed`; with what it did.
+   */
+  maintenanceRun(outcome: 'succeeded' | 'conflict' | 'failed', figures: MaintenanceFigures): void;
   observe(figures: ObservedFigures): void;
 }
 
@@ -69,5 +86,6 @@ export const NO_METRICS: Metrics = Object.freeze({
   commitRetry: () => undefined,
   vend: () => undefined,
   jobFinished: () => undefined,
+  maintenanceRun: () => undefined,
   observe: () => undefined,
 });

@@ -1,5 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { CommitOutcome, HandleCacheFigures, ObservedFigures, ScrapedMetrics, StoreOutcome } from './metrics.js';
+import type { CommitOutcome, HandleCacheFigures, MaintenanceFigures, ObservedFigures, ScrapedMetrics, StoreOutcome } from './metrics.js';
 
 // The Metrics port over prom-client, one registry per service (so that tests can run several).
 // Names follow Prometheus conventions: a `lance_ns_` prefix, `_total` counters, `_seconds`
@@ -39,6 +39,8 @@ export class PrometheusMetrics implements ScrapedMetrics {
   private readonly commitRetries: Counter<'writer'>;
   private readonly vends: Counter<'access' | 'outcome'>;
   private readonly jobsFinished: Counter<'status'>;
+  private readonly maintenanceRuns: Counter<'outcome'>;
+  private readonly maintenanceTotals: Record<keyof MaintenanceFigures, Counter>;
   private figures: ObservedFigures = {};
 
   constructor() {
@@ -94,6 +96,22 @@ export class PrometheusMetrics implements ScrapedMetrics {
       labelNames: ['status'],
       registers,
     });
+    this.maintenanceRuns = new Counter({
+      name: 'lance_ns_maintenance_runs_total',
+      help: 'Table maintenance runs this replica ended, by outcome (succeeded, conflict: lost a commit race and retried later, failed)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    const maintenance = (name: string, help: string) => new Counter({ name: `lance_ns_maintenance_${name}_total`, help, registers });
+    this.maintenanceTotals = {
+      rowsRewritten: maintenance('rows_rewritten', 'Rows rewritten by maintenance compactions'),
+      bytesRewritten: maintenance('bytes_rewritten', 'Bytes rewritten by maintenance compactions'),
+      fragmentsBefore: maintenance('fragments_before', 'Fragments of the tables maintenance compacted, before the compaction'),
+      fragmentsAfter: maintenance('fragments_after', 'Fragments of the tables maintenance compacted, after the compaction'),
+      rowsIndexed: maintenance('rows_indexed', 'Rows brought into indices by maintenance'),
+      versionsRemoved: maintenance('versions_removed', 'Table versions removed by maintenance cleanups'),
+      bytesRemoved: maintenance('bytes_removed', 'Bytes removed by maintenance cleanups'),
+    };
     const figures = () => this.figures;
     new Gauge({
       name: 'lance_ns_jobs_running',
@@ -186,6 +204,11 @@ export class PrometheusMetrics implements ScrapedMetrics {
 
   jobFinished(status: string): void {
     this.jobsFinished.inc({ status });
+  }
+
+  maintenanceRun(outcome: 'succeeded' | 'conflict' | 'failed', figures: MaintenanceFigures): void {
+    this.maintenanceRuns.inc({ outcome });
+    for (const [name, counter] of Object.entries(this.maintenanceTotals) as Array<[keyof MaintenanceFigures, Counter]>) counter.inc(figures[name]);
   }
 
   observe(figures: ObservedFigures): void {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { caseInsensitiveEnum, PageLimit, PageToken, Properties, QueryBoolean, QueryLimit, RequestBase, ResponseBase } from './common.js';
+import { TableMaintenance } from './maintenance.js';
 
 export const StorageOptions = z.record(z.string(), z.string()).meta({ id: 'StorageOptions' });
 
@@ -97,6 +98,7 @@ export type RegisterTableResponse = z.infer<typeof RegisterTableResponse>;
 
 export const DescribeTableQuery = z.object({
   with_table_uri: QueryBoolean.optional(),
+  with_maintenance: QueryBoolean.optional(),
   load_detailed_metadata: QueryBoolean.optional(),
   check_declared: QueryBoolean.optional(),
 });
@@ -111,6 +113,10 @@ export const DescribeTableRequest = z
     load_detailed_metadata: z.boolean().nullable().optional(),
     check_declared: z.boolean().nullable().optional(),
     vend_credentials: z.boolean().nullable().optional(),
+    with_maintenance: z.boolean().nullable().optional().meta({
+      description:
+        "Service extension: also answer `maintenance`, the table's maintenance policy as resolved (its own and its namespaces' properties) and its last runs.",
+    }),
   })
   .meta({ id: 'DescribeTableRequest' });
 export type DescribeTableRequest = z.infer<typeof DescribeTableRequest>;
@@ -150,6 +156,7 @@ export const DescribeTableResponse = z
     properties: Properties.nullable(),
     managed_versioning: z.boolean(),
     is_only_declared: z.boolean().nullable().optional(),
+    maintenance: TableMaintenance.optional().meta({ description: 'Service extension, with `with_maintenance`: see docs/maintenance.md.' }),
   })
   .meta({ id: 'DescribeTableResponse' });
 export type DescribeTableResponse = z.infer<typeof DescribeTableResponse>;

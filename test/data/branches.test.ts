@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { manifestFileName } from '../../src/engine/lance-format/manifest-names.js';
-import { DEFAULT_INDEX_PYTHON } from '../../src/engine/pylance/pylance-indices.js';
+import { DEFAULT_INDEX_PYTHON } from '../../src/engine/pylance/pylance-worker.js';
 import { useNamespaceFixture } from '../support/app.js';
 import { connectTable, peopleStream } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';

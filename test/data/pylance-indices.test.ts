@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
-import { DEFAULT_INDEX_PYTHON } from '../../src/engine/pylance/pylance-indices.js';
+import { DEFAULT_INDEX_PYTHON } from '../../src/engine/pylance/pylance-worker.js';
 import { committedVersions, useNamespaceFixture } from '../support/app.js';
 import { connectTable } from '../support/arrow-data.js';
 import { backends } from '../support/backends.js';

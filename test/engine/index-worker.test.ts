@@ -5,7 +5,7 @@ import { type CommitCoordinator, type DatasetLocation, EngineError } from '../..
 import { readManifestIndices } from '../../src/engine/lance-format/manifest-indices.js';
 import { LancedbEngine } from '../../src/engine/lancedb/engine.js';
 import type { IndexSpec } from '../../src/engine/ports/indices.js';
-import { DEFAULT_INDEX_PYTHON } from '../../src/engine/pylance/pylance-indices.js';
+import { DEFAULT_INDEX_PYTHON } from '../../src/engine/pylance/pylance-worker.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { DataTables } from '../../src/service/data/data-tables.js';

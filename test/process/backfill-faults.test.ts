@@ -1,9 +1,8 @@
-import type { ChildProcess } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { arrow } from '../../src/engine/arrow.js';
 import { readColumn, readRows } from '../support/arrow-data.js';
 import { type Backend, backends, localBackend, type TestRoot } from '../support/backends.js';
-import { rootArgs, type ServiceProcess, startServiceProcess, stopService } from '../support/service-process.js';
+import { processesByRoot, rootArgs, type ServiceProcess, startServiceProcess, stopService } from '../support/service-process.js';
 import { genevaQuery, META, schemaMessage } from '../support/views.js';
 
 // Crash tests of backfill jobs (src/service/jobs/job-runner.ts): the real service process is
@@ -43,37 +42,8 @@ async function waitForJob(running: Pick<Running, 'call'>, jobId: string, timeout
 type Running = ServiceProcess;
 
 /** The processes each test started, by its root (every test has a root of its own; they run at once). */
-const liveByRoot = new Map<TestRoot, Set<ChildProcess>>();
-const liveOn = (root: TestRoot): Set<ChildProcess> => {
-  let live = liveByRoot.get(root);
-  if (!live) {
-    live = new Set();
-    liveByRoot.set(root, live);
-  }
-  return live;
-};
-afterAll(() => {
-  for (const live of liveByRoot.values()) for (const child of live) child.kill('SIGKILL');
-});
-
-/**
- * Removes a test's root once every process the test started on it has exited: a failed
- * expectation leaves them writing into it, and the removal would then fail in the expectation's place.
- */
-async function disposeWhenStopped(root: TestRoot): Promise<void> {
-  await Promise.all(
-    [...liveOn(root)].map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve();
-          child.once('exit', () => resolve());
-          child.kill('SIGKILL');
-        }),
-    ),
-  );
-  liveByRoot.delete(root);
-  await root.dispose();
-}
+const { liveOn, dispose: disposeWhenStopped, killAll } = processesByRoot();
+afterAll(killAll);
 
 /** Starts the service process over the test root with the short lease. */
 const startService = (root: TestRoot, faultPoint?: string): Promise<Running> =>

@@ -58,10 +58,10 @@ export function withSettings(deps: CatalogDeps, settings: Partial<CatalogDeps['s
 }
 
 /** What the services run on over a test root of any backend (local or S3), through `store` (a double of its store, or its own). */
-export function testRootCatalogDeps(root: TestRoot, store: ObjectStore = root.store): CatalogDeps {
+export function testRootCatalogDeps(root: TestRoot, store: ObjectStore = root.store, engine: LanceEngine = noEngine): CatalogDeps {
   const location = parseLocation(root.root);
   if (!location) throw new Error(`not a root: ${root.root}`);
-  return catalogDeps(store, location, noEngine, root.s3);
+  return catalogDeps(store, location, engine, root.s3);
 }
 
 /** What the services run on, over `store` (a double of the local root at `dir`, or that root's own store). */

@@ -183,3 +183,39 @@ export function useCrashRoot(
   };
   return { root: () => made(root, 'root'), watcher: () => made(watcher, 'watcher'), start };
 }
+
+/**
+ * The service processes of tests that run at once, each on a root of its own: `liveOn(root)` is the
+ * set to hand startServiceProcess, and `dispose(root)` removes the root once every process started
+ * on it has exited (killing what is left: a failed expectation leaves them writing into it, and the
+ * removal would then fail in the expectation's place). `killAll` is for afterAll.
+ */
+export function processesByRoot() {
+  const liveByRoot = new Map<TestRoot, Set<ChildProcess>>();
+  const liveOn = (root: TestRoot): Set<ChildProcess> => {
+    let live = liveByRoot.get(root);
+    if (!live) {
+      live = new Set();
+      liveByRoot.set(root, live);
+    }
+    return live;
+  };
+  const dispose = async (root: TestRoot): Promise<void> => {
+    await Promise.all(
+      [...liveOn(root)].map(
+        (child) =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve();
+            child.once('exit', () => resolve());
+            child.kill('SIGKILL');
+          }),
+      ),
+    );
+    liveByRoot.delete(root);
+    await root.dispose();
+  };
+  const killAll = (): void => {
+    for (const live of liveByRoot.values()) for (const child of live) child.kill('SIGKILL');
+  };
+  return { liveOn, dispose, killAll };
+}

@@ -2,8 +2,8 @@ import { ApiError, api, type DescribeTableResponse, type IndexContent } from '..
 import { Breadcrumbs, ErrorBox, Link, Loading, listPlaceholder, Pager, PropertiesTable, useApi, usePagedList } from '../components.js';
 import { childrenOf, formatBytes, formatCount, formatTime, isNested, type JsonArrowField, typeLabel } from '../format.js';
 
-// A table: where it is, its properties and managed versioning, its schema (nested types as a tree),
-// rows and size, indices with their stats, tags and branches. Five API calls (describe, stats, a
+// A table: where it is, its properties and managed versioning, its maintenance policy and last runs,
+// its schema (nested types as a tree), rows and size, indices with their stats, tags and branches. Five API calls (describe, stats, a
 // page of indices, of tags, of branches) plus one stats call per index on the page.
 
 const LIST_PAGE = 100;
@@ -40,6 +40,7 @@ export function TablePage({ id }: { id: string[] }) {
           <Overview id={id} table={described.data} />
           <h2>Properties</h2>
           <PropertiesTable properties={described.data.properties} />
+          {described.data.maintenance && <Maintenance maintenance={described.data.maintenance} />}
           {declaredOnly ? (
             <p class="note">Declared only: the table has no data yet, so no schema, indices or tags.</p>
           ) : (
@@ -63,6 +64,83 @@ export function TablePage({ id }: { id: string[] }) {
         </>
       )}
     </section>
+  );
+}
+
+type TableMaintenance = NonNullable<DescribeTableResponse['maintenance']>;
+
+/** The maintenance policy as resolved for the table (each key: its value and where it comes from), and the last runs. */
+function Maintenance({ maintenance }: { maintenance: TableMaintenance }) {
+  const count = (n: number | undefined) => (n === undefined ? '—' : formatCount(n));
+  return (
+    <>
+      <h2>Maintenance</h2>
+      <table class="grid" data-testid="maintenance-policy">
+        <thead>
+          <tr>
+            <th>policy</th>
+            <th>value</th>
+            <th>set by</th>
+          </tr>
+        </thead>
+        <tbody>
+          {maintenance.policy.map((entry) => (
+            <tr key={entry.key} class={entry.from === 'default' ? 'muted' : undefined}>
+              <td class="mono">{entry.key}</td>
+              <td class="mono">{entry.value}</td>
+              <td>
+                {entry.from === 'namespace' && entry.namespace ? (
+                  <Link to={{ page: 'namespace', id: entry.namespace }}>namespace {entry.namespace.length === 0 ? '(root)' : entry.namespace.join('.')}</Link>
+                ) : entry.from === 'table' ? (
+                  'this table'
+                ) : (
+                  'default'
+                )}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <h3>Last runs</h3>
+      {maintenance.last_runs.length === 0 ? (
+        <p class="muted" data-testid="maintenance-runs">
+          No run yet.
+        </p>
+      ) : (
+        <table class="grid" data-testid="maintenance-runs">
+          <thead>
+            <tr>
+              <th>ended</th>
+              <th>status</th>
+              <th>steps</th>
+              <th class="num">fragments</th>
+              <th class="num">rows rewritten</th>
+              <th class="num">rows indexed</th>
+              <th class="num">versions removed</th>
+              <th class="num">version</th>
+              <th>run</th>
+            </tr>
+          </thead>
+          <tbody>
+            {maintenance.last_runs.map((run) => (
+              <tr key={run.job_id} title={run.error}>
+                <td>{formatTime(Date.parse(run.finished_at))}</td>
+                <td>{run.status}</td>
+                <td>{run.steps.join(', ')}</td>
+                <td class="num">{run.fragments_before === undefined ? '—' : `${formatCount(run.fragments_before)} → ${count(run.fragments_after)}`}</td>
+                <td class="num">{count(run.rows_rewritten)}</td>
+                <td class="num">{count(run.rows_indexed)}</td>
+                <td class="num">{count(run.versions_removed)}</td>
+                <td class="num">{run.version ?? '—'}</td>
+                <td class="mono">
+                  <Link to={{ page: 'transaction', id: [run.job_id] }}>{run.job_id.slice(0, 8)}</Link>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </>
   );
 }
 

@@ -3,8 +3,10 @@ import { type DatasetLocation, EngineError } from '../dataset-location.js';
 import { type JsonArrowSchema, jsonSchemaToArrow, schemaToJson } from '../json-arrow-schema.js';
 import type { CreateDatasetMode, LanceEngine } from '../lance-engine.js';
 import type { UdfOps } from '../ports/udfs.js';
-import { PylanceIndexBuilder, type PylanceIndexOptions } from '../pylance/pylance-indices.js';
-import { type PythonUdfOptions, PythonUdfs } from '../python-udf/python-udfs.js';
+import { PylanceIndexBuilder } from '../pylance/pylance-indices.js';
+import { DEFAULT_DISTRIBUTE_ABOVE_ROWS, type MaintenanceRay, PylanceMaintenance } from '../pylance/pylance-maintenance.js';
+import { type PylanceIndexOptions, PylanceWorkers } from '../pylance/pylance-worker.js';
+import { DEFAULT_UDF_PYTHON, type PythonUdfOptions, PythonUdfs } from '../python-udf/python-udfs.js';
 import { LancedbBranches } from './branches.js';
 import { LancedbColumns } from './columns.js';
 import type { HandleCacheLimits, HandleCacheStats } from './handle-cache.js';
@@ -22,8 +24,14 @@ const END_OF_STREAM = Buffer.from([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
 export interface LancedbEngineOptions {
   /** Runs Python UDFs (engine.udfs) in worker processes with these settings; without it, engine.udfs is undefined. */
   udf?: PythonUdfOptions;
-  /** The index workers (pylance), which build the index types @lancedb/lancedb cannot; they start with the first such build. */
+  /** The index workers (pylance), which build the index types @lancedb/lancedb cannot and maintain tables; they start with the first request. */
   indexWorkers?: PylanceIndexOptions;
+  /**
+   * A Ray cluster for compactions of at least `distributeAboveRows` rows (default
+   * DEFAULT_DISTRIBUTE_ABOVE_ROWS): their rewrites run as Ray tasks, driven by a pylance worker
+   * with `python` (default: the UDF workers', which has ray), and commit once through the resolver.
+   */
+  maintenanceRay?: { address: string; python?: string; distributeAboveRows?: number };
   /** Bounds of Lance's caches, shared by every dataset (default DEFAULT_LANCE_SESSION_LIMITS). */
   session?: LanceSessionLimits;
 }
@@ -37,17 +45,20 @@ export class LancedbEngine implements LanceEngine {
   readonly branches: LancedbBranches;
   readonly queries: LancedbQueries;
   readonly views: LancedbViews;
+  readonly maintenance: PylanceMaintenance;
   readonly udfs: UdfOps | undefined;
 
   private constructor(
     private readonly access: TableAccess,
     udfs: UdfOps | undefined,
-    private readonly pylance: PylanceIndexBuilder,
+    private readonly pylance: PylanceWorkers,
+    private readonly ray: MaintenanceRay | undefined,
   ) {
     this.udfs = udfs;
     this.rows = new LancedbRows(access);
     this.columns = new LancedbColumns(access);
-    this.indices = new LancedbIndices(access, pylance);
+    this.indices = new LancedbIndices(access, new PylanceIndexBuilder(pylance));
+    this.maintenance = new PylanceMaintenance(pylance, ray);
     this.tags = new LancedbTags(access);
     this.branches = new LancedbBranches(access);
     this.queries = new LancedbQueries(access);
@@ -61,10 +72,18 @@ export class LancedbEngine implements LanceEngine {
   static async start(keptHandles?: HandleCacheLimits, options: LancedbEngineOptions = {}): Promise<LancedbEngine> {
     const access = await TableAccess.start(keptHandles, options.session);
     try {
+      const ray = options.maintenanceRay;
       return new LancedbEngine(
         access,
         options.udf ? await PythonUdfs.start(access, options.udf) : undefined,
-        new PylanceIndexBuilder(access, options.indexWorkers),
+        new PylanceWorkers(access, options.indexWorkers),
+        ray
+          ? {
+              address: ray.address,
+              distributeAboveRows: ray.distributeAboveRows ?? DEFAULT_DISTRIBUTE_ABOVE_ROWS,
+              workers: new PylanceWorkers(access, { ...options.indexWorkers, python: ray.python ?? DEFAULT_UDF_PYTHON, workers: 1 }),
+            }
+          : undefined,
       );
     } catch (e) {
       await access.close();
@@ -165,6 +184,7 @@ export class LancedbEngine implements LanceEngine {
   async close(): Promise<void> {
     await this.udfs?.close();
     await this.pylance.close();
+    await this.ray?.workers.close();
     await this.access.close();
   }
 }

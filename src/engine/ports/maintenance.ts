@@ -36,6 +36,8 @@ export interface CompactionResult {
   fragmentsAfter: number;
   rowsRewritten: number;
   bytesRewritten: number;
+  /** Rewrite tasks run on the Ray cluster (0: in-process); see LancedbEngineOptions.maintenanceRay. */
+  rayTasks: number;
 }
 
 export interface IndexUpkeepResult {
@@ -58,12 +60,17 @@ export interface CleanupRequest {
 export interface CleanupResult {
   versionsRemoved: number;
   bytesRemoved: number;
+  /** Which versions went: the service's own files about them (version sidecars) can go too. */
+  removed: number[];
 }
 
 /** Engine operations that maintain a dataset (main only; branches are not maintained). */
 export interface MaintenanceOps {
   inspect(at: DatasetLocation, options?: { targetRowsPerFragment?: number | undefined }): Promise<MaintenanceInspection>;
-  /** Compacts small fragments and materializes deletions; commits once. */
+  /**
+   * Compacts small fragments and materializes deletions. Lance commits it as two versions: the
+   * fragment ids it reserves, then the Rewrite (the version returned).
+   */
   compact(at: DatasetLocation, options: CompactionOptions): Promise<CompactionResult>;
   /** Brings every index up to date with the rows outside it (Lance's optimize_indices); commits once. */
   optimizeIndices(at: DatasetLocation): Promise<IndexUpkeepResult>;

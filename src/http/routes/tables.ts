@@ -105,9 +105,10 @@ export function tableRoutes(tables: TableService): RouteGroup {
       response: DescribeTableResponse,
       vends: true,
       handler: ({ ctx, id, body, query }) => {
-        const flags = queryOrBody(query, body, ['with_table_uri', 'load_detailed_metadata', 'check_declared']);
+        const flags = queryOrBody(query, body, ['with_table_uri', 'load_detailed_metadata', 'check_declared', 'with_maintenance']);
         return tables.describe(ctx, id, body, {
           withTableUri: flags.with_table_uri ?? false,
+          withMaintenance: flags.with_maintenance ?? false,
           loadDetailedMetadata: flags.load_detailed_metadata ?? false,
           checkDeclared: flags.check_declared ?? false,
         });

@@ -121,6 +121,13 @@ export const transactionRecordKey = (id: string): string => `${TRANSACTIONS_DIR}
 export const BATCH_MARKERS_DIR = `${CATALOG_DIR}/batches/`;
 export const JOB_MARKERS_DIR = `${CATALOG_DIR}/jobs/`;
 export const markerKey = (dir: string, id: string): string => `${dir}${id}.json`;
+/**
+ * Table maintenance (service/maintenance/): a marker per table or namespace whose properties set a
+ * policy, so that the scheduler finds them with one LIST; and per table the slot naming its
+ * current run and the last ones (`<encoded id>.json` each, maintenance/policy-markers.ts).
+ */
+export const MAINTENANCE_POLICIES_DIR = `${CATALOG_DIR}/maintenance/policies/`;
+export const MAINTENANCE_RUNS_DIR = `${CATALOG_DIR}/maintenance/runs/`;
 /** The id of a `<id>.json` key directly under `dir` (a transaction record, a marker), or null for any other key. */
 export function idOfJsonKey(dir: string, key: string): string | null {
   const name = key.startsWith(dir) ? key.slice(dir.length) : '';

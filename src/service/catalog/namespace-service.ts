@@ -11,6 +11,7 @@ import type {
 import { listAll, PreconditionFailedError } from '../../store/object-store.js';
 import type { RequestContext } from '../context/request-context.js';
 import { keepRenewed, leaseUntil } from '../coordination/leases.js';
+import { acceptPolicy } from '../maintenance/policy-markers.js';
 import { nameBeingChanged } from '../tables/name-claim.js';
 import { dropDataDir, isVisible, LinkedTableDir, leftoverDir, readTableState, stateWithoutLinks } from '../tables/table-state.js';
 import { createInNamespace, displayId, namespaceLink, namespaceNotFound, readNamespace, requireNamespace, requireUnlinkedNamespace } from './catalog.js';
@@ -57,6 +58,7 @@ export class NamespaceService {
     }
     const mode = request.mode ?? 'Create';
     const properties = request.properties ?? {};
+    await acceptPolicy(this.store, { kind: 'namespace', id: ns }, properties);
     const key = namespaceRecordKey(ns);
     const fresh: NamespaceRecord = { properties, created_at: new Date().toISOString(), state: 'active' };
     if (ns.length > 0) {

@@ -20,6 +20,7 @@ import { encodeRecord, readRecord, TableRecord } from '../catalog/records.js';
 import type { ServiceLogger } from '../context/logger.js';
 import type { RequestContext } from '../context/request-context.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
+import { acceptPolicy } from '../maintenance/policy-markers.js';
 import { claimDatasetCreation } from '../tables/dataset-creation.js';
 import type { DataTable, DataTables } from './data-tables.js';
 
@@ -74,6 +75,7 @@ export class RowService {
       seen.add(column);
     }
     const branch = normalizeBranch(request.branch);
+    await acceptPolicy(this.tables.catalog.store, { kind: 'table', id }, request.properties);
     return this.tables.writeTable(
       ctx,
       id,

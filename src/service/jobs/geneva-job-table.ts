@@ -8,7 +8,7 @@ import type { RequestContext } from '../context/request-context.js';
 import { backoffMs, sleep } from '../coordination/backoff.js';
 import type { DataTables } from '../data/data-tables.js';
 import type { TransactionRecord } from '../transactions/transaction-log.js';
-import type { Job } from './job.js';
+import type { GenevaJob } from './job.js';
 
 // Geneva follows a job through its row in the Lance table `__system$geneva_jobs` (its JobRecord:
 // geneva/jobs/jobs.py), polling `job_id = '<id>'`. This module keeps that row current from the
@@ -80,7 +80,7 @@ const PROGRESS_EVERY_MS = 1000;
 const systemContext = (jobId: string): RequestContext => ({ requestId: `job-row-${jobId}`, principal: null, context: {} });
 
 /** What Geneva's row of a job says, from the job's transaction record. */
-function rowState(record: TransactionRecord, job: Job, now: Date): Record<string, unknown> {
+function rowState(record: TransactionRecord, job: GenevaJob, now: Date): Record<string, unknown> {
   const status = GENEVA_STATUS[record.status];
   const total = Number(record.properties.rows_total ?? (job.kind === 'backfill_column' ? job.plan?.rows : undefined) ?? 0);
   const done = Number(record.properties.rows_done ?? job.rows_done);
@@ -108,7 +108,7 @@ function rowState(record: TransactionRecord, job: Job, now: Date): Record<string
 }
 
 /** The row's columns that say what a job is about (Geneva's client writes column_name "" for a refresh). */
-function describedJob(job: Job): Record<'column_name' | 'job_type' | 'config' | 'input_columns' | 'output_columns', unknown> {
+function describedJob(job: GenevaJob): Record<'column_name' | 'job_type' | 'config' | 'input_columns' | 'output_columns', unknown> {
   if (job.kind === 'refresh_materialized_view') {
     return { column_name: '', job_type: 'REFRESH', config: JSON.stringify({ src_version: job.src_version }), input_columns: null, output_columns: null };
   }
@@ -140,7 +140,7 @@ export class GenevaJobTable {
    * Inserts the job's PENDING row (the table created first if needed), then brings it up to the
    * job's record as `current` reads it then; logged, never thrown.
    */
-  async launch(record: TransactionRecord, job: Job, launchedBy: string | null, current: () => Promise<TransactionRecord | null>): Promise<void> {
+  async launch(record: TransactionRecord, job: GenevaJob, launchedBy: string | null, current: () => Promise<TransactionRecord | null>): Promise<void> {
     const now = new Date(record.created_at);
     const row = {
       table_name: job.table_id[job.table_id.length - 1] ?? '',
@@ -171,7 +171,7 @@ export class GenevaJobTable {
    * The job's record changed (taken, checkpointed, finished, canceled): writes the row's status,
    * metrics and events. A change of progress alone is written at most every PROGRESS_EVERY_MS.
    */
-  async changed(record: TransactionRecord, job: Job): Promise<void> {
+  async changed(record: TransactionRecord, job: GenevaJob): Promise<void> {
     const status = GENEVA_STATUS[record.status];
     const last = this.lastProgress.get(record.id);
     if (last && last.status === status && Date.now() - last.at < PROGRESS_EVERY_MS) return;
@@ -181,7 +181,7 @@ export class GenevaJobTable {
   }
 
   /** Writes the row's server-side columns from the job's record (matched rows not yet ended only). */
-  private write(record: TransactionRecord, job: Job): Promise<void> {
+  private write(record: TransactionRecord, job: GenevaJob): Promise<void> {
     const state = rowState(record, job, new Date());
     return this.merge(systemContext(record.id), [state], schemaOf(Object.keys(state)), { insert: false });
   }

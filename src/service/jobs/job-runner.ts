@@ -11,6 +11,7 @@ import { faultPoint } from '../coordination/fault-points.js';
 import { Poller, pollIntervalMs, type UnfinishedMarkers } from '../coordination/markers.js';
 import type { DataTable, DataTables, OpenTable } from '../data/data-tables.js';
 import { udfLocation } from '../data/python-udf-columns.js';
+import type { MaintainTableJob } from '../maintenance/maintenance-job.js';
 import { TERMINAL } from '../transactions/transaction-log.js';
 import { LAST_REFRESHED_VERSION, VIEW_METADATA } from '../views/view-definition.js';
 import { type BackfillJob, type Chunk, mismatchFilter, planChunks, sqlIdentifier } from './backfill-plan.js';
@@ -80,6 +81,9 @@ async function withConflictRetries<T>(metrics: Metrics, fn: () => Promise<T>): P
     }
   }
 }
+
+/** How a runner works one kind of job, on its table opened under a write lease; ends it with records.finish. */
+export type JobWork<J extends Job> = (id: string, job: J, lease: JobLease, table: OpenTable, records: JobRecords) => Promise<void>;
 
 /** Finds unfinished jobs and works them; every replica runs one. */
 export class JobRunner {
@@ -203,10 +207,23 @@ export class JobRunner {
     await this.tables.write(
       ctx,
       initial.table_id,
-      (table) => (initial.kind === 'refresh_materialized_view' ? this.refreshView(ctx, id, initial, lease, table) : this.workOn(id, initial, lease, table)),
+      (table) => {
+        if (initial.kind === 'refresh_materialized_view') return this.refreshView(ctx, id, initial, lease, table);
+        if (initial.kind === 'maintain_table') return this.maintain(id, initial, lease, table);
+        return this.workOn(id, initial, lease, table);
+      },
       { branch: initial.kind === 'backfill_column' ? (initial.branch ?? null) : null },
     );
   }
+
+  /** Works a maintenance run with the worker the maintenance scheduler gave (maintenance/maintenance-run.ts). */
+  private maintain(id: string, job: MaintainTableJob, lease: JobLease, table: OpenTable): Promise<void> {
+    if (!this.maintenanceWork) throw invalidInput('this replica runs no table maintenance (--maintenance-interval-ms 0)');
+    return this.maintenanceWork(id, job, lease, table, this.records);
+  }
+
+  /** Set once by the maintenance scheduler that submits the runs (the scheduler needs the job service, which builds this runner). */
+  maintenanceWork: JobWork<MaintainTableJob> | undefined;
 
   /** The engine's Python UDFs, for a job that needs them; a 400 on a replica that runs none. */
   private pythonUdfs(): UdfOps {

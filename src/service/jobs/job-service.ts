@@ -11,12 +11,13 @@ import { pollIntervalMs, UnfinishedMarkers } from '../coordination/markers.js';
 import type { DataTables } from '../data/data-tables.js';
 import { pythonUdfOf, requirePythonUdfs } from '../data/python-udf-columns.js';
 import { engineFailure } from '../errors/engine-errors.js';
+import type { MaintainTableJob } from '../maintenance/maintenance-job.js';
 import type { TransactionLog, TransactionRecord } from '../transactions/transaction-log.js';
 import { type BackfillJob, DEFAULT_CHUNK_ROWS } from './backfill-plan.js';
 import { GenevaJobTable } from './geneva-job-table.js';
 import type { Job } from './job.js';
 import { JobRecords } from './job-lease.js';
-import { JobRunner } from './job-runner.js';
+import { JobRunner, type JobWork } from './job-runner.js';
 
 // The service's jobs: backfills (AlterTableBackfillColumns, checked here against the table) and
 // materialized views' refreshes (submitted by views/view-service.ts). Each is written (marker
@@ -55,7 +56,7 @@ export class JobService {
       settings.leaseMs,
       () => this.runner.isStopping(),
       metrics,
-      (record, job) => this.genevaJobs.changed(record, job),
+      (record, job) => (job.kind === 'maintain_table' ? Promise.resolve() : this.genevaJobs.changed(record, job)),
     );
     this.runner = new JobRunner(tables, records, this.markers, settings.pollMs ?? pollIntervalMs(settings.leaseMs), logger);
     metrics.observe({ jobsRunning: () => this.runner.runningCount });
@@ -146,17 +147,22 @@ export class JobService {
    * Writes a new job (its marker, then its transaction record, then Geneva's row) and hands it
    * to this replica's runner; returns its id once the job cannot be lost.
    */
-  async submit(ctx: RequestContext, operation: string, job: Job, properties: Record<string, string>): Promise<string> {
+  async submit(ctx: RequestContext, operation: string, job: Job, properties: Record<string, string>, jobId: string = this.log.newId()): Promise<string> {
     const now = new Date().toISOString();
-    const jobId = this.log.newId();
     const record: TransactionRecord = { id: jobId, status: 'Queued', operation, properties, created_at: now, updated_at: now, job };
     // The marker first: a record without one would never be run; a marker without a record is removed by the poller.
     await this.markers.add(jobId);
     await this.log.create(record);
     // Geneva's row before the answer: the client then finds it rather than adding a second one.
-    await this.genevaJobs.launch(record, job, ctx.principal?.id ?? null, async () => (await this.log.read(jobId))?.value ?? null);
+    if (job.kind !== 'maintain_table')
+      await this.genevaJobs.launch(record, job, ctx.principal?.id ?? null, async () => (await this.log.read(jobId))?.value ?? null);
     void this.runner.launch(jobId);
     return jobId;
+  }
+
+  /** How this replica's runner works maintenance runs (set by the maintenance scheduler, which submits them). */
+  set maintenanceWork(work: JobWork<MaintainTableJob>) {
+    this.runner.maintenanceWork = work;
   }
 
   /** Starts this replica's runner. */

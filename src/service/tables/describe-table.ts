@@ -8,6 +8,7 @@ import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
 import { requireTag } from '../data/tags.js';
 import { engineFailure } from '../errors/engine-errors.js';
+import { describeTableMaintenance } from '../maintenance/table-policy.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import { branchLatestCommitted, latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { datasetAt } from './table-location.js';
@@ -17,6 +18,8 @@ import { dataDir, requireVisibleTable, tableHasData } from './table-state.js';
 
 export interface DescribeFlags {
   withTableUri: boolean;
+  /** Answer `maintenance` too (a service extension: the slot and the namespaces' records are read). */
+  withMaintenance?: boolean;
   loadDetailedMetadata: boolean;
   checkDeclared: boolean;
 }
@@ -46,6 +49,7 @@ export async function describeTable(
     storage_options: await deps.credentials.storageOptions(ctx, { id, dir, managedVersioning }, request.vend_credentials),
   };
   if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
+  if (flags.withMaintenance) response.maintenance = await describeTableMaintenance(deps.store, id, properties);
   if (detailed) response.is_only_declared = detailed.latest === null;
   else if (flags.checkDeclared) response.is_only_declared = !(await tableHasData(deps.locations, state));
   if (flags.loadDetailedMetadata) {

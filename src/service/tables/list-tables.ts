@@ -44,6 +44,13 @@ export async function listAllTables(
   return { tables: ids.map((id) => id.join(delimiter)), page_token: pageToken };
 }
 
+/** Every table (declared ones left out) in `ns` and the namespaces below it, from the listing index: for the maintenance scheduler. */
+export async function tablesUnder(deps: CatalogDeps, ns: string[]): Promise<string[][]> {
+  const found: string[][] = [];
+  await walkTables(deps, ns, false, undefined, Infinity, found);
+  return found;
+}
+
 /**
  * Depth-first over the namespace tree with the children of each namespace in name order (a table
  * before a namespace of the same name), which is exactly the order of compareIds; so it can stop

@@ -5,6 +5,7 @@ import { createInNamespace, displayId, type ResolvedNamespace, resolveNamespace 
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { deregisteredMarkerKey, type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
 import { pausePoint } from '../coordination/fault-points.js';
+import { PolicyMarkers } from '../maintenance/policy-markers.js';
 import { holdMarker, nameBeingChanged, tableAlreadyExists } from './name-claim.js';
 import { dataDir, readTableState, requireVisibleTable, type TableState } from './table-state.js';
 
@@ -46,6 +47,8 @@ export async function renameTable(deps: CatalogDeps, id: string[], request: Rena
   // A dropped table's directory holds no table: it is cleared to make room.
   if (targetState.dropped && !targetState.record) await deps.store.deletePrefix(targetState.dirKey);
   else if (targetState.occupied) throw tableAlreadyExists([...targetNs, request.new_table_name]);
+  // The policy moves with the table: its marker is written for the new name first.
+  await new PolicyMarkers(deps.store).note({ kind: 'table', id: [...targetNs, request.new_table_name] }, state.record?.value.properties);
   await pausePoint('rename:after-check');
   // Both names change: the index hears of both (see catalog/listing-index.ts).
   await deps.listingIndex.around(

@@ -14,6 +14,7 @@ import type {
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import type { RequestContext } from '../context/request-context.js';
+import { acceptPolicy } from '../maintenance/policy-markers.js';
 import { type CoordinatorFor, type CreateTableInput, createTable } from './create-table.js';
 import { declareTable } from './declare-table.js';
 import { type DescribeFlags, describeTable, tableExists } from './describe-table.js';
@@ -41,15 +42,18 @@ export class TableService {
     private readonly coordinatorFor: CoordinatorFor,
   ) {}
 
-  declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
+  async declare(ctx: RequestContext, id: string[], request: DeclareTableRequest): Promise<DeclareTableResponse> {
+    await acceptPolicy(this.deps.store, { kind: 'table', id }, request.properties);
     return declareTable(this.deps, ctx, id, request);
   }
 
-  create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
+  async create(ctx: RequestContext, id: string[], input: CreateTableInput): Promise<CreateTableResponse> {
+    await acceptPolicy(this.deps.store, { kind: 'table', id }, input.properties);
     return createTable(this.deps, this.coordinatorFor, ctx, id, input);
   }
 
-  register(ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
+  async register(ctx: RequestContext, id: string[], request: RegisterTableRequest): Promise<RegisterTableResponse> {
+    await acceptPolicy(this.deps.store, { kind: 'table', id }, request.properties);
     return registerTable(this.deps, ctx, id, request);
   }
 

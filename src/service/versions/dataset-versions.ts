@@ -171,6 +171,19 @@ export class TableVersions {
   }
 
   /**
+   * Whether a version older than `version` (committed) is there: the one just before (one HEAD),
+   * or, past a gap that a cleanup of old versions leaves, the next older V2 name (one short LIST
+   * from it: V2 names sort newest first), or for V1 names the whole listing.
+   */
+  async hasOlderThan(version: number): Promise<boolean> {
+    if (version <= 0) return false;
+    if (await this.get(version - 1)) return true;
+    const page = await this.store.list(this.versionsPrefix, { delimiter: '/', maxKeys: 10, startAfter: this.finalKey(version, 'V2') });
+    if (page.objects.some((o) => (parseManifestFileName(o.key.slice(this.versionsPrefix.length))?.version ?? version) < version)) return true;
+    return (await this.all()).some((v) => v.version < version);
+  }
+
+  /**
    * The latest committed version. On V2 tables one short LIST finds it (V2 names sort newest
    * first, and a V2 table never gets V1 names again), so the cost does not grow with the number of
    * versions. V1 tables start from Lance's hint file and the first page, and probe upward

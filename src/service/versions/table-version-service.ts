@@ -166,7 +166,7 @@ export class TableVersionService {
         requireBranchFound(id, line, ref, latest !== null);
       }
       ordered = latest ? [latest] : [];
-      const [next, wire] = await Promise.all([latest ? this.hasOlder(versions, latest.version) : false, versionsOnWire(versions, ordered)]);
+      const [next, wire] = await Promise.all([latest ? versions.hasOlderThan(latest.version) : false, versionsOnWire(versions, ordered)]);
       const pageToken = next && latest ? this.deps.pageTokens.encode('versions', scope, String(latest.version)) : null;
       return { versions: wire, page_token: pageToken };
     }
@@ -187,10 +187,6 @@ export class TableVersionService {
       (last) => this.deps.pageTokens.encode('versions', scope, last),
     );
     return { versions: await versionsOnWire(versions, slice), page_token: pageToken };
-  }
-
-  private async hasOlder(versions: TableVersions, version: number): Promise<boolean> {
-    return version > 0 && (await versions.get(version - 1)) !== null;
   }
 
   /** Deletes the manifests of the versions in the ranges ([start, end), end -1 = through the latest). */
