@@ -1700,7 +1700,7 @@ async function maintenanceRow(bench: Bench, label: string): Promise<RowSpec> {
       `${label}: filter query (id = k), before maintenance`,
       `${label}: vector query (IVF_PQ), before maintenance`,
       `${label}: CountTableRows, before maintenance`,
-      `${label}: maintenance (this service: its engine's compact + optimizeIndices; reference: @lancedb/lancedb optimize() directly, the floor)`,
+      `${label}: maintenance (this service: its engine's compact, optimizeIndices, compact; reference: @lancedb/lancedb optimize() directly, the floor)`,
       `${label}: filter query (id = k), after maintenance`,
       `${label}: vector query (IVF_PQ), after maintenance`,
       `${label}: CountTableRows, after maintenance`,

@@ -161,7 +161,7 @@ class Worker:
             "small_fragments": sum(1 for f in fragments if f.num_rows < target),
             "rows": rows,
             "deleted_rows": sum(f.num_deletions for f in fragments),
-            "indices": [{"name": name, "unindexed_rows": unindexed} for name, unindexed in _unindexed(ds).items()],
+            "indices": [{"name": name, "unindexed_rows": unindexed} for name, unindexed in _unindexed(ds, fragments).items()],
             "versions": [{"version": v["version"], "timestamp_millis": _millis(v["timestamp"])} for v in ds.versions()],
         }
 
@@ -284,13 +284,18 @@ def _millis(timestamp):
     return int(timestamp.timestamp() * 1000)
 
 
-def _unindexed(ds):
-    """Per index (vector, scalar and FTS alike; system indices aside): rows of the latest version it does not cover."""
+def _unindexed(ds, fragments=None):
+    """Per index (vector, scalar and FTS alike; system indices aside): live rows of the latest
+    version in fragments none of its segments covers. From the manifest alone: index_stats would
+    load each index (a vector index's centroids too)."""
+    if fragments is None:
+        fragments = [f.metadata for f in ds.get_fragments()]
     out = {}
     for index in ds.describe_indices():
         if index.name.startswith("__"):
             continue
-        out[index.name] = ds.stats.index_stats(index.name).get("num_unindexed_rows", 0)
+        covered = set().union(*(segment.fragment_ids for segment in index.segments))
+        out[index.name] = sum(f.num_rows for f in fragments if f.id not in covered)
     return out
 
 
