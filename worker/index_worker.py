@@ -223,7 +223,9 @@ class Worker:
         # named here too, so that what goes is decided in one place.
         keep |= {t["version"] for t in ds.tags.list().values() if t.get("branch") in (None, "main")}
         keep |= {b["parent_version"] for b in ds.branches.list().values() if b.get("parent_branch") in (None, "main")}
-        doomed = [v["version"] for v in ds.versions() if v["version"] != latest and v["version"] not in keep and _millis(v["timestamp"]) < older_than]
+        # Only versions older than the one opened: a writer may have committed newer ones since,
+        # and the latest of all is never removed, whatever the cutoff.
+        doomed = [v["version"] for v in ds.versions() if v["version"] < latest and v["version"] not in keep and _millis(v["timestamp"]) < older_than]
         if not doomed:
             return {"versions_removed": 0, "bytes_removed": 0, "removed": []}
         stats = ds.cleanup_old_versions(versions=doomed, error_if_tagged_old_versions=False)

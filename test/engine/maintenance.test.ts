@@ -253,6 +253,29 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
       expect(await t.write((at) => engine.maintenance.optimizeIndices(at))).toEqual({ version: null, indicesUpdated: 0, rowsIndexed: 0 });
     });
 
+    // Invariant: a cleanup never removes the latest version, nor any version committed after the
+    // one it opened, whatever its cutoff: a writer appending meanwhile loses nothing.
+    it(`a cleanup racing appends removes no version they committed and no row${label}`, { timeout: 120_000 }, async () => {
+      const t = await fragmentedTable(managed ? 'cleanraceem' : 'cleanrace', 3, managed);
+      let cleaning = true;
+      const removed: number[] = [];
+      const cleanups = (async () => {
+        for (let i = 0; i < 4; i++) {
+          const result = await t.write((at) => engine.maintenance.cleanupOldVersions(at, { olderThanMillis: Date.now() + 3_600_000, keep: new Set() }));
+          removed.push(...result.removed);
+        }
+        cleaning = false;
+      })();
+      let next = 30;
+      const versions: number[] = [];
+      for (; cleaning || next < 60; next += 5) versions.push((await engine.rows.insert(await t.open(), rowsStream(5, next), 'append')).version);
+      await cleanups;
+      const last = versions[versions.length - 1] as number;
+      expect(removed).not.toContain(last);
+      expect((await engine.maintenance.inspect(await t.open())).version).toBe(last);
+      expect(await rows(t.plain)).toEqual(range(0, next).map((id) => [id, 0]));
+    });
+
     // Invariant: a cleanup removes exactly the versions it is asked to remove on main: never the
     // latest, a tagged version, a branch's base or one in `keep`; nor a branch's own history; and
     // the service's version listing still answers.
