@@ -137,7 +137,7 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
   for (const managed of [false, true]) {
     const label = managed ? ' (managed versioning)' : '';
 
-    it(`inspects a table of small appends and compacts it into one fragment, in one commit${label}`, async () => {
+    it(`inspects a table of small appends and compacts it into one fragment, through the commit path${label}`, async () => {
       const t = await fragmentedTable(managed ? 'compactm' : 'compact', 20, managed);
       await engine.rows.delete(t.plain, 'id < 5');
       const before = await engine.maintenance.inspect(t.plain);
