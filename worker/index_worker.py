@@ -175,7 +175,7 @@ class Worker:
             "small_fragments": sum(1 for f in fragments if f.num_rows < target),
             "rows": rows,
             "deleted_rows": sum(f.num_deletions for f in fragments),
-            "indices": [{"name": name, "unindexed_rows": unindexed} for name, unindexed in _unindexed(ds).items()],
+            "indices": [{"name": name, "unindexed_rows": unindexed} for name, unindexed in _unindexed(ds, fragments).items()],
             "versions": [{"version": v["version"], "timestamp_millis": _millis(v["timestamp"])} for v in ds.versions()],
         }
 
@@ -237,7 +237,9 @@ class Worker:
         # named here too, so that what goes is decided in one place.
         keep |= {t["version"] for t in ds.tags.list().values() if t.get("branch") in (None, "main")}
         keep |= {b["parent_version"] for b in ds.branches.list().values() if b.get("parent_branch") in (None, "main")}
-        doomed = [v["version"] for v in ds.versions() if v["version"] != latest and v["version"] not in keep and _millis(v["timestamp"]) < older_than]
+        # Only versions older than the one opened: a writer may have committed newer ones since,
+        # and the latest of all is never removed, whatever the cutoff.
+        doomed = [v["version"] for v in ds.versions() if v["version"] < latest and v["version"] not in keep and _millis(v["timestamp"]) < older_than]
         if not doomed:
             return {"versions_removed": 0, "bytes_removed": 0, "removed": []}
         stats = ds.cleanup_old_versions(versions=doomed, error_if_tagged_old_versions=False)
@@ -298,13 +300,18 @@ def _millis(timestamp):
     return int(timestamp.timestamp() * 1000)
 
 
-def _unindexed(ds):
-    """Per index (vector, scalar and FTS alike; system indices aside): rows of the latest version it does not cover."""
+def _unindexed(ds, fragments=None):
+    """Per index (vector, scalar and FTS alike; system indices aside): live rows of the latest
+    version in fragments none of its segments covers. From the manifest alone: index_stats would
+    load each index (a vector index's centroids too)."""
+    if fragments is None:
+        fragments = [f.metadata for f in ds.get_fragments()]
     out = {}
     for index in ds.describe_indices():
         if index.name.startswith("__"):
             continue
-        out[index.name] = ds.stats.index_stats(index.name).get("num_unindexed_rows", 0)
+        covered = set().union(*(segment.fragment_ids for segment in index.segments))
+        out[index.name] = sum(f.num_rows for f in fragments if f.id not in covered)
     return out
 
 

@@ -12,7 +12,7 @@ import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
 import { connectTable } from '../support/arrow-data.js';
-import { backends, localBackend, type TestRoot } from '../support/backends.js';
+import { backends, type TestRoot } from '../support/backends.js';
 import { testRootCatalogDeps, withSettings } from '../support/local-catalog.js';
 import { type RayCluster, startRayCluster } from '../support/ray-cluster.js';
 import { recordingWorkerLog } from '../support/worker-log.js';
@@ -137,7 +137,7 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
   for (const managed of [false, true]) {
     const label = managed ? ' (managed versioning)' : '';
 
-    it(`inspects a table of small appends and compacts it into one fragment, in one commit${label}`, async () => {
+    it(`inspects a table of small appends and compacts it into one fragment, through the commit path${label}`, async () => {
       const t = await fragmentedTable(managed ? 'compactm' : 'compact', 20, managed);
       await engine.rows.delete(t.plain, 'id < 5');
       const before = await engine.maintenance.inspect(t.plain);
@@ -253,6 +253,29 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
       expect(await t.write((at) => engine.maintenance.optimizeIndices(at))).toEqual({ version: null, indicesUpdated: 0, rowsIndexed: 0 });
     });
 
+    // Invariant: a cleanup never removes the latest version, nor any version committed after the
+    // one it opened, whatever its cutoff: a writer appending meanwhile loses nothing.
+    it(`a cleanup racing appends removes no version they committed and no row${label}`, { timeout: 120_000 }, async () => {
+      const t = await fragmentedTable(managed ? 'cleanraceem' : 'cleanrace', 3, managed);
+      let cleaning = true;
+      const removed: number[] = [];
+      const cleanups = (async () => {
+        for (let i = 0; i < 4; i++) {
+          const result = await t.write((at) => engine.maintenance.cleanupOldVersions(at, { olderThanMillis: Date.now() + 3_600_000, keep: new Set() }));
+          removed.push(...result.removed);
+        }
+        cleaning = false;
+      })();
+      let next = 30;
+      const versions: number[] = [];
+      for (; cleaning || next < 60; next += 5) versions.push((await engine.rows.insert(await t.open(), rowsStream(5, next), 'append')).version);
+      await cleanups;
+      const last = versions[versions.length - 1] as number;
+      expect(removed).not.toContain(last);
+      expect((await engine.maintenance.inspect(await t.open())).version).toBe(last);
+      expect(await rows(t.plain)).toEqual(range(0, next).map((id) => [id, 0]));
+    });
+
     // Invariant: a cleanup removes exactly the versions it is asked to remove on main: never the
     // latest, a tagged version, a branch's base or one in `keep`; nor a branch's own history; and
     // the service's version listing still answers.
@@ -301,40 +324,43 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
 // Past one machine (issue 33 point 5): with a Ray cluster, a compaction whose plan reaches the
 // size given rewrites its fragments in Ray tasks and commits once, through a managed table's
 // coordinator; below it, in the worker.
-describe.skipIf(!available || !existsSync(DEFAULT_UDF_PYTHON))('compaction on a one-node Ray cluster (needs .venv-udf)', () => {
-  const { log } = recordingWorkerLog();
-  let cluster: RayCluster | undefined;
-  let engine: LancedbEngine;
-  let root: TestRoot;
-  beforeAll(async () => {
-    root = await localBackend.newRoot();
-    cluster = await startRayCluster(DEFAULT_UDF_PYTHON);
-    engine = await LancedbEngine.start(undefined, { indexWorkers: { log }, maintenanceRay: { address: cluster.address, distributeAboveRows: 100 } });
-  }, 180_000);
-  afterAll(async () => {
-    await engine?.close();
-    await cluster?.stop();
-    await root?.dispose();
-  }, 120_000);
-  const { fragmentedTable, rows } = tableHelpers(
-    () => root,
-    () => engine,
-  );
+describe.skipIf(!available || !existsSync(DEFAULT_UDF_PYTHON)).each(backends())(
+  'compaction on a one-node Ray cluster (needs .venv-udf), on $name',
+  (backend) => {
+    const { log } = recordingWorkerLog();
+    let cluster: RayCluster | undefined;
+    let engine: LancedbEngine;
+    let root: TestRoot;
+    beforeAll(async () => {
+      root = await backend.newRoot();
+      cluster = await startRayCluster(DEFAULT_UDF_PYTHON);
+      engine = await LancedbEngine.start(undefined, { indexWorkers: { log }, maintenanceRay: { address: cluster.address, distributeAboveRows: 100 } });
+    }, 180_000);
+    afterAll(async () => {
+      await engine?.close();
+      await cluster?.stop();
+      await root?.dispose();
+    }, 120_000);
+    const { fragmentedTable, rows } = tableHelpers(
+      () => root,
+      () => engine,
+    );
 
-  it('rewrites on Ray and commits once through the coordinator; a small plan stays in the worker', { timeout: 180_000 }, async () => {
-    const t = await fragmentedTable('ray', 12, true);
-    await engine.rows.delete(t.plain, 'id < 5');
-    const result = await t.write((at) => engine.maintenance.compact(at, { targetRowsPerFragment: 40 }));
-    expect(result).toMatchObject({ fragmentsBefore: 12, rowsRewritten: 120 });
-    // Fragments of at most 40 rows: more than one, far fewer than 12.
-    expect(result.fragmentsAfter).toBeGreaterThan(1);
-    expect(result.fragmentsAfter).toBeLessThan(4);
-    expect(result.rayTasks).toBeGreaterThan(0);
-    // Two versions, as in the worker: the fragment ids reserved, then the Rewrite.
-    expect(t.creates).toEqual([14, 15]);
-    expect(await rows(t.plain)).toEqual(range(5, 115).map((id) => [id, 0]));
-    const smallTable = await fragmentedTable('raysmall', 5, true);
-    expect(await smallTable.write((at) => engine.maintenance.compact(at, {}))).toMatchObject({ rayTasks: 0, fragmentsBefore: 5, fragmentsAfter: 1 });
-    expect(await rows(smallTable.plain)).toEqual(range(0, 50).map((id) => [id, 0]));
-  });
-});
+    it('rewrites on Ray and commits once through the coordinator; a small plan stays in the worker', { timeout: 180_000 }, async () => {
+      const t = await fragmentedTable('ray', 12, true);
+      await engine.rows.delete(t.plain, 'id < 5');
+      const result = await t.write((at) => engine.maintenance.compact(at, { targetRowsPerFragment: 40 }));
+      expect(result).toMatchObject({ fragmentsBefore: 12, rowsRewritten: 120 });
+      // Fragments of at most 40 rows: more than one, far fewer than 12.
+      expect(result.fragmentsAfter).toBeGreaterThan(1);
+      expect(result.fragmentsAfter).toBeLessThan(4);
+      expect(result.rayTasks).toBeGreaterThan(0);
+      // Two versions, as in the worker: the fragment ids reserved, then the Rewrite.
+      expect(t.creates).toEqual([14, 15]);
+      expect(await rows(t.plain)).toEqual(range(5, 115).map((id) => [id, 0]));
+      const smallTable = await fragmentedTable('raysmall', 5, true);
+      expect(await smallTable.write((at) => engine.maintenance.compact(at, {}))).toMatchObject({ rayTasks: 0, fragmentsBefore: 5, fragmentsAfter: 1 });
+      expect(await rows(smallTable.plain)).toEqual(range(0, 50).map((id) => [id, 0]));
+    });
+  },
+);
