@@ -175,6 +175,27 @@ describe.each(backends())('table maintenance on $name', (backend) => {
     }
   });
 
+  it('inspects a table with a policy again only once a version was committed to it', async () => {
+    const { t } = fx;
+    expect((await t.call('POST', '/v1/namespace/q/create', { properties: { 'maintenance.compact': 'true', 'maintenance.min_fragments': '50' } })).status).toBe(
+      200,
+    );
+    expect((await t.call('POST', '/v1/table/q%24t/create', peopleStream([1]), ARROW)).status).toBe(200);
+    const inspected = vi.spyOn(t.app.engine.maintenance, 'inspect');
+    try {
+      const inspectionsOfQ = () => inspected.mock.calls.filter(([at]) => at.location.includes('/q/')).length;
+      expect(await tickFor(t, ['q', 't'])).toEqual([]);
+      expect(inspectionsOfQ()).toBe(1);
+      expect(await tickFor(t, ['q', 't'])).toEqual([]);
+      expect(inspectionsOfQ()).toBe(1);
+      await appendSmall(t, 'q%24t', 1);
+      expect(await tickFor(t, ['q', 't'])).toEqual([]);
+      expect(inspectionsOfQ()).toBe(2);
+    } finally {
+      inspected.mockRestore();
+    }
+  });
+
   it('brings an index up to date once max_unindexed_rows rows are outside it', async () => {
     const { t } = fx;
     expect((await t.call('POST', '/v1/namespace/ix/create', {})).status).toBe(200);

@@ -90,4 +90,32 @@ describe.each(catalogRootKinds)('the maintenance scheduler on a %s root', (kind)
     expect((await schedulerOver(root.deps(root.store), 0).tick()).tables).toBe(0);
     expect(await keysUnder(root.store, POLICY_MARKERS)).toEqual([]);
   });
+
+  // Invariant: a stored policy has a marker no tick deletes. A tick that found the table without a
+  // policy deletes only the markers it listed; a set racing it (its marker put after that LIST,
+  // its properties after the tick read them) keeps its own marker.
+  it('keeps the marker of a policy set while a tick removes the old ones', async () => {
+    const { namespaces, tables } = servicesOver(root.deps(root.store));
+    await namespaces.create(ctx, ['race'], {});
+    await tables.declare(ctx, ['race', 't'], { properties: { 'maintenance.compact': 'true' } });
+    const markers = new PolicyMarkers(root.store);
+    const [listed] = await markers.list();
+    if (!listed) throw new Error('no marker listed');
+    // The set racing the tick: its marker, then (as the tick deletes) its properties.
+    await markers.note({ kind: 'table', id: ['race', 't'] }, { 'maintenance.compact': 'true' });
+    await markers.removeQuiet(listed, -1);
+    const after = await markers.list();
+    expect(after.map((l) => [l.target, l.markers.length])).toEqual([[{ kind: 'table', id: ['race', 't'] }, 1]]);
+    expect(after[0]?.markers[0]?.key).not.toBe(listed.markers[0]?.key);
+  });
+
+  it('names markers by a digest, so a target of long names has one', async () => {
+    const long = (c: string) => c.repeat(240);
+    const { namespaces, tables } = servicesOver(root.deps(root.store));
+    await namespaces.create(ctx, [long('a')], {});
+    await namespaces.create(ctx, [long('a'), long('b')], {});
+    await tables.declare(ctx, [long('a'), long('b'), long('c')], { properties: { 'maintenance.cleanup_older_than': '1d' } });
+    const listed = await new PolicyMarkers(root.store).list();
+    expect(listed.map((l) => l.target.id)).toContainEqual([long('a'), long('b'), long('c')]);
+  });
 });

@@ -101,6 +101,14 @@ describe('when a run is due', () => {
     expect(dueSteps({ ...policy, maxUnindexedRows: 0 }, inspection({ indices: [{ name: 'i', unindexedRows: 0 }] }), [], NOW, LEASE)).toEqual([]);
   });
 
+  it('brings indices up to date before it compacts (Lance merges no indexed fragment with an unindexed one)', () => {
+    const policy = { ...DEFAULT_POLICY, compact: true, minFragments: 2, optimizeIndices: true, maxUnindexedRows: 1 };
+    expect(dueSteps(policy, inspection({ smallFragments: 5, indices: [{ name: 'i', unindexedRows: 5 }] }), [], NOW, LEASE)).toEqual([
+      'optimize_indices',
+      'compact',
+    ]);
+  });
+
   it('keeps every version that was the latest within the reader window, and the latest', () => {
     const versions = [
       { version: 1, timestampMillis: NOW - 10 * LEASE },

@@ -51,14 +51,15 @@ export function dueSteps(
   windowMs: number,
 ): MaintenanceStep[] {
   const steps: MaintenanceStep[] = [];
+  // Indices first: Lance's compaction never merges fragments an index covers with ones it does not.
+  if (policy.optimizeIndices && inspection.indices.some((i) => i.unindexedRows > 0 && i.unindexedRows >= policy.maxUnindexedRows))
+    steps.push('optimize_indices');
   if (
     policy.compact &&
     (inspection.smallFragments >= policy.minFragments || (inspection.deletedRows > 0 && deletedShareOf(inspection) >= policy.deletedShare))
   ) {
     steps.push('compact');
   }
-  if (policy.optimizeIndices && inspection.indices.some((i) => i.unindexedRows > 0 && i.unindexedRows >= policy.maxUnindexedRows))
-    steps.push('optimize_indices');
   if (policy.cleanupOlderThanMs !== null) {
     const lastCleanup = lastRuns.find((r) => r.status === 'Succeeded' && r.steps.includes('cleanup'));
     const kept = new Set(lastCleanup?.kept ?? []);

@@ -1,3 +1,4 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { MaintenanceRunSummary } from '../../model/maintenance.js';
 import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
@@ -8,14 +9,17 @@ import { parsePolicyProperties, setsPolicy } from './policy.js';
 // Where the maintenance scheduler finds its work without listing the catalog.
 //
 // Policy markers: a table or namespace whose properties set a `maintenance.*` key gets a marker
-// <root>/_catalog/maintenance/policies/<encoded target>.json, written before the properties are
-// (so a stored policy always has a marker); a scheduler tick is one LIST of that folder, whatever
-// the catalog holds. A marker is removed only by a tick that finds its target gone or without a
-// policy, and only when the marker was last written more than a lease ago (re-read just before the
-// delete): a set of a policy re-writes it, so only a set landing in the round trip between that
-// re-read and the delete can lose its marker (until the next set of the policy); see docs/maintenance.md.
+// <root>/_catalog/maintenance/policies/<digest of the target>.<token>.json holding the target, put
+// before the properties are (so a stored policy always has a marker); a scheduler tick is one LIST
+// of that folder, whatever the catalog holds (and a GET of each marker it has not read before).
+// Every set of a policy puts a marker of its own (a new token), and a marker is never rewritten.
+// Invariant: a policy that is stored has a marker no tick deletes. A tick deletes only markers it
+// listed, of a target it then found gone or without a policy, and only those written more than a
+// lease ago (a set's marker is put at most a lease before its properties); the marker of a set
+// racing that tick is not among them. Of a target with a policy a tick keeps the newest listed
+// marker and deletes the others.
 //
-// Run slots: <root>/_catalog/maintenance/runs/<encoded table id>.json names the table's current run
+// Run slots: <root>/_catalog/maintenance/runs/<digest of the table id>.json names the table's current run
 // (a job id) and keeps the last runs' summaries. Invariant: at most one run of a table is unfinished
 // at a time: a run is started only by a replace-if-unchanged (create-if-absent) of the slot read
 // when the run it named was finished (terminal, or its record missing for more than a lease), so of
@@ -26,56 +30,87 @@ export interface PolicyTarget {
   id: string[];
 }
 
-const encodeTarget = (t: PolicyTarget): string => Buffer.from(JSON.stringify([t.kind, ...t.id])).toString('base64url');
+/**
+ * A fixed-length name for a target, whatever the length of its id (names of 249 bytes at each
+ * level would not fit a file name otherwise): base64url of SHA-256 of the JSON of [kind, ...id].
+ */
+const digestOf = (t: PolicyTarget): string =>
+  createHash('sha256')
+    .update(JSON.stringify([t.kind, ...t.id]))
+    .digest('base64url');
 
-function decodeTarget(encoded: string): PolicyTarget | null {
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(encoded, 'base64url').toString('utf8'));
-    if (!Array.isArray(parsed) || !parsed.every((p) => typeof p === 'string')) return null;
-    const [kind, ...id] = parsed as string[];
-    return kind === 'table' || kind === 'namespace' ? { kind, id } : null;
-  } catch {
-    return null;
-  }
+const PolicyMarker = z.object({ kind: z.enum(['table', 'namespace']), id: z.array(z.string()) });
+
+/** `<digest>.<token>` of a marker's key, or null for a key that is not one. */
+function markerName(key: string): { digest: string; token: string } | null {
+  const name = idOfJsonKey(MAINTENANCE_POLICIES_DIR, key);
+  const dot = name === null ? -1 : name.indexOf('.');
+  return name === null || dot <= 0 ? null : { digest: name.slice(0, dot), token: name.slice(dot + 1) };
 }
 
 export interface ListedPolicy {
   target: PolicyTarget;
-  key: string;
-  lastModified: Date;
+  /** The target's markers, newest first. */
+  markers: Array<{ key: string; lastModified: Date }>;
 }
 
-export class PolicyMarkers {
-  constructor(private readonly store: ObjectStore) {}
+/** Markers read, by key (a marker is never rewritten): a tick GETs only the ones it has not seen. */
+const KNOWN_MARKERS = 10_000;
 
-  private key(target: PolicyTarget): string {
-    return `${MAINTENANCE_POLICIES_DIR}${encodeTarget(target)}.json`;
-  }
+export class PolicyMarkers {
+  private readonly known = new Map<string, PolicyTarget>();
+
+  constructor(private readonly store: ObjectStore) {}
 
   /** Marks the target when `properties` set a policy (call before writing them); nothing otherwise. */
   async note(target: PolicyTarget, properties: Record<string, string> | null | undefined): Promise<void> {
     if (!setsPolicy(properties)) return;
-    await this.store.put(this.key(target), JSON.stringify({ kind: target.kind, id: target.id, noted_at: new Date().toISOString() }));
+    const key = `${MAINTENANCE_POLICIES_DIR}${digestOf(target)}.${randomBytes(12).toString('base64url')}.json`;
+    await this.store.put(key, JSON.stringify({ kind: target.kind, id: target.id, noted_at: new Date().toISOString() }));
   }
 
-  /** Every marked target: one LIST of the markers' folder. */
+  /** Every marked target with its markers: one LIST of the markers' folder, and a GET of each marker not read before. */
   async list(): Promise<ListedPolicy[]> {
     const listing = await listAll(this.store, MAINTENANCE_POLICIES_DIR, { delimiter: '/', details: true });
-    const found: ListedPolicy[] = [];
-    for (const o of listing.objects) {
-      const encoded = idOfJsonKey(MAINTENANCE_POLICIES_DIR, o.key);
-      const target = encoded === null ? null : decodeTarget(encoded);
-      if (target) found.push({ target, key: o.key, lastModified: o.lastModified });
-    }
-    return found;
+    const byDigest = new Map<string, ListedPolicy>();
+    await Promise.all(
+      listing.objects.map(async (o) => {
+        const name = markerName(o.key);
+        const target = name && (await this.targetOf(o.key));
+        if (!name || !target) return;
+        const listed = byDigest.get(name.digest) ?? { target, markers: [] };
+        listed.markers.push({ key: o.key, lastModified: o.lastModified });
+        byDigest.set(name.digest, listed);
+      }),
+    );
+    for (const listed of byDigest.values()) listed.markers.sort((a, b) => b.lastModified.getTime() - a.lastModified.getTime());
+    return [...byDigest.values()];
   }
 
-  /** Removes a marker whose target has no policy, unless it was written within `quietMs` (see above). */
-  async removeQuiet(key: string, quietMs: number): Promise<boolean> {
-    const now = await this.store.head(key);
-    if (!now || Date.now() - now.lastModified.getTime() <= quietMs) return false;
+  private async targetOf(key: string): Promise<PolicyTarget | null> {
+    const known = this.known.get(key);
+    if (known) return known;
+    const record = await readRecord(this.store, key, PolicyMarker).catch(() => null);
+    if (!record) return null; // gone since the LIST, or not a marker
+    if (this.known.size >= KNOWN_MARKERS) this.known.clear();
+    this.known.set(key, record.value);
+    return record.value;
+  }
+
+  /** Deletes the listed markers of a target found without a policy that were written more than `quietMs` ago (see above). */
+  async removeQuiet(listed: ListedPolicy, quietMs: number): Promise<void> {
+    const before = Date.now() - quietMs;
+    await Promise.all(listed.markers.filter((m) => m.lastModified.getTime() < before).map((m) => this.forget(m.key)));
+  }
+
+  /** Deletes every listed marker of a target with a policy but its newest. */
+  async removeOlder(listed: ListedPolicy): Promise<void> {
+    await Promise.all(listed.markers.slice(1).map((m) => this.forget(m.key)));
+  }
+
+  private async forget(key: string): Promise<void> {
     await this.store.delete(key);
-    return true;
+    this.known.delete(key);
   }
 }
 
@@ -107,7 +142,7 @@ export class RunSlots {
   constructor(private readonly store: ObjectStore) {}
 
   private key(table: string[]): string {
-    return `${MAINTENANCE_RUNS_DIR}${encodeTarget({ kind: 'table', id: table })}.json`;
+    return `${MAINTENANCE_RUNS_DIR}${digestOf({ kind: 'table', id: table })}.json`;
   }
 
   read(table: string[]): Promise<Versioned<RunSlot> | null> {

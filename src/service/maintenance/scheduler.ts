@@ -1,5 +1,6 @@
 import pLimit from 'p-limit';
-import type { MaintenanceOps } from '../../engine/ports/maintenance.js';
+import type { DatasetLocation } from '../../engine/dataset-location.js';
+import type { MaintenanceInspection, MaintenanceOps } from '../../engine/ports/maintenance.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { readNamespace } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
@@ -46,8 +47,12 @@ export interface TickReport {
 
 const systemContext: RequestContext = { requestId: 'maintenance-scheduler', principal: null, context: {} };
 
+/** Inspections kept for tables whose latest version has not changed since (oldest dropped first). */
+const KEPT_INSPECTIONS = 10_000;
+
 export class MaintenanceScheduler {
   private poller: Poller | undefined;
+  private readonly inspections = new Map<string, { stamp: string; inspection: MaintenanceInspection }>();
 
   constructor(
     private readonly deps: CatalogDeps,
@@ -92,9 +97,10 @@ export class MaintenanceScheduler {
           ? (await readNamespace(this.store, id))?.value
           : (await readRecord(this.store, tableRecordKey(tableRefOf(id)), TableRecord))?.value;
       if (!own || !setsPolicy(own.properties)) {
-        await this.markers.removeQuiet(marker.key, this.settings.leaseMs);
+        await this.markers.removeQuiet(marker, this.settings.leaseMs);
         continue;
       }
+      if (marker.markers.length > 1) await this.markers.removeOlder(marker);
       const found =
         kind === 'namespace'
           ? await tablesUnder(this.deps, id).catch((e: unknown) => {
@@ -120,6 +126,26 @@ export class MaintenanceScheduler {
     return report;
   }
 
+  /**
+   * The table's inspection: the engine's (a pylance worker opens the dataset), or the one this
+   * replica made of the same committed version (a manifest's etag names its bytes, the incarnation
+   * the table) while the table's run slot is unchanged (every run, of any replica, records itself
+   * there: a cleanup changes the versions without committing one). What is due is then decided
+   * again from it, as time alone may make a cleanup due.
+   */
+  private async inspect(id: string[], at: DatasetLocation, targetRowsPerFragment: number, slotETag: string): Promise<MaintenanceInspection> {
+    const key = JSON.stringify(id);
+    const { latest } = at;
+    const stamp = latest ? `${latest.incarnation ?? ''}|${latest.version}|${latest.manifestETag}|${targetRowsPerFragment}|${slotETag}` : null;
+    const kept = this.inspections.get(key);
+    if (stamp !== null && kept?.stamp === stamp) return kept.inspection;
+    const inspection = await this.ops.inspect(at, { targetRowsPerFragment });
+    this.inspections.delete(key);
+    if (this.inspections.size >= KEPT_INSPECTIONS) this.inspections.delete(this.inspections.keys().next().value ?? '');
+    if (stamp !== null && inspection.version === latest?.version) this.inspections.set(key, { stamp, inspection });
+    return inspection;
+  }
+
   /** Starts a run of the table when one is due and none is unfinished; returns its job id. */
   private async consider(id: string[], namespaces: NamespaceProperties): Promise<string | null> {
     const policy = await readTablePolicy(this.store, id, namespaces);
@@ -135,7 +161,7 @@ export class MaintenanceScheduler {
     }
     const table = await this.tables.open(systemContext, id, { allowDeclared: true });
     if (!table.hasData) return null;
-    const inspection = await this.ops.inspect(table.at, { targetRowsPerFragment: policy.targetRowsPerFragment });
+    const inspection = await this.inspect(id, table.at, policy.targetRowsPerFragment, slot?.etag ?? '');
     const steps = dueSteps(policy, inspection, slot?.value.last_runs ?? [], Date.now(), this.settings.leaseMs);
     if (steps.length === 0) return null;
     const jobId = this.log.newId();
