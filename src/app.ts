@@ -41,7 +41,7 @@ export interface App {
   server: FastifyInstance;
   store: ObjectStore;
   engine: LancedbEngine;
-  /** Resolves once what answered commits left for after their answer is done (see service/versions/after-answer.ts). */
+  /** Resolves once what answered commits and catalog writes left for after their answer is done (see service/versions/after-answer.ts). */
   settled(): Promise<void>;
   /** Stops accepting requests, lets in-flight ones finish, then releases the store and engine. */
   close(): Promise<void>;
@@ -161,9 +161,10 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     server,
     store,
     engine,
-    settled: () => versions.settled(),
+    settled: async () => void (await Promise.all([versions.settled(), deps.listingIndex.settled()])),
     close: async () => {
       await server.close();
+      await deps.listingIndex.settled();
       await storeCheck.stop();
       await jobs.stop();
       await versions.stop();
