@@ -16,10 +16,10 @@ export async function declareTable(deps: CatalogDeps, ctx: RequestContext, id: s
   const ref = tableRefOf(id);
   // The namespace is read once here; the claim reads it once more, after its put (the protocol).
   const namespace = await resolveNamespaceCreatingSystem(deps, ctx, ref.namespace);
-  const state = await readTableState(deps.store, ref);
-  if (isVisible(state)) throw tableAlreadyExists(id);
   const properties = request.properties ?? {};
-  const managed = await resolveManagedVersioning(deps, namespace, properties);
+  // At once: the name's files, and the enclosing namespaces' records where managed versioning is inherited.
+  const [state, managed] = await Promise.all([readTableState(deps.store, ref), resolveManagedVersioning(deps, namespace, properties)]);
+  if (isVisible(state)) throw tableAlreadyExists(id);
   const record = placed(state, { properties, created_at: new Date().toISOString(), managed_versioning: managed, incarnation: randomUUID() });
   const own = recordDir(deps.locations, state.dirKey, record);
   const location = own.store.location(own.key);
