@@ -6,7 +6,7 @@ import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.j
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
-import { listAll, type ObjectStore, type PutCondition } from '../../src/store/object-store.js';
+import { listAll, type ObjectStore, type PutCondition, type PutOptions } from '../../src/store/object-store.js';
 import { type Backend, backends } from '../support/backends.js';
 import { counting } from '../support/listing-services.js';
 import { catalogRootKinds, testRootCatalogDeps, useCatalogRoot, withSettings } from '../support/local-catalog.js';
@@ -237,10 +237,10 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
       let dead = false;
       const fail = () => Promise.reject(new Error('the process died'));
       return storeDouble(root.store, {
-        put: (k: string, b: Buffer | string, c?: PutCondition) =>
+        put: (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) =>
           dead
             ? fail()
-            : root.store.put(k, b, c).then((r) => {
+            : root.store.put(k, b, c, o).then((r) => {
                 dead = after(k);
                 return r;
               }),
