@@ -242,12 +242,7 @@ export class LocalObjectStore implements ObjectStore {
     // A put that no condition guards and nobody needs durable (Lance's hint, a listing snapshot)
     // goes through the thread pool: right after another request's fsync its rename can wait
     // milliseconds on the file system's journal, which would hold every request up on the event loop.
-    // An empty one (a listing index's entry) stays on the loop, as deletes and their directories'
-    // prunes do: its five pool round trips waited behind the fsyncs of concurrent writes (4 ms at the
-    // median with 8 writers fsyncing, against 0.2 ms for its syscalls on the loop).
-    if (!condition && !durable && !sameAs && !placeAfter && Buffer.byteLength(body) > 0) {
-      return this.temps.replaceOffLoop(key, target, asBuffer(body), besideExisting);
-    }
+    if (!condition && !durable && !sameAs && !placeAfter) return this.temps.replaceOffLoop(key, target, asBuffer(body), besideExisting);
     return this.temps.replace(key, target, { body, sameAs: this.fileOf(sameAs), besideExisting }, durable, placeAfter);
   }
 
