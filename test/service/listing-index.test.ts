@@ -59,11 +59,16 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
   };
 
   it('a page costs a bounded number of store calls, whatever the namespace holds; pages never repeat or skip', async () => {
-    const { namespaces, tables } = servicesOver(root.deps(root.store));
+    const writer = root.deps(root.store);
+    const { namespaces, tables } = servicesOver(writer);
     await namespaces.create(ctx, ['ns'], {});
     const all = Array.from({ length: 250 }, (_, i) => name(i));
-    for (let i = 0; i < all.length; i += 25) await Promise.all(all.slice(i, i + 25).map((t) => tables.declare(ctx, ['ns', t], {})));
+    for (let i = 0; i < all.length; i += 25) {
+      await Promise.all(all.slice(i, i + 25).map((t) => tables.declare(ctx, ['ns', t], {})));
+      await writer.listingIndex.settled(); // the compactions the declares left for after their answers
+    }
     await namespaces.create(ctx, ['ns', 'child'], {});
+    await writer.listingIndex.settled();
 
     const counted = counting(root.store);
     const listing = servicesOver(root.deps(counted.store)).tables;

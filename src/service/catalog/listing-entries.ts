@@ -3,7 +3,7 @@ import type { ObjectStore } from '../../store/object-store.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
-import { AfterAnswer } from '../versions/after-answer.js';
+import { AfterAnswer, nextTurn } from '../versions/after-answer.js';
 import { readNamespace } from './catalog.js';
 import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, listingLogKey, type TableRef } from './layout.js';
 import type { ListingSnapshots } from './listing-snapshot.js';
@@ -105,10 +105,14 @@ export class IndexEntries {
     await this.snapshots.invalidate(ref.namespace, kind);
     faultPoint('index:after-stamp');
     for (const key of pending) await this.store.delete(key);
-    // Settled: the log is kept bounded, not waited for by the answer (a failure, or a process that
+    // Settled: the log is kept bounded, after the caller's answer (a failure, or a process that
     // dies first, leaves it to the next write or whole listing: a long log costs lists, never their
-    // truth). Begun at once, so that it has listed the log before the caller's next write.
-    this.after.add('listing log compaction', this.compactLog(kind, ref.namespace));
+    // truth). In a later turn: its LIST of the log (a readdir per name on a local disk) runs after
+    // the answer is written, not interleaved with it.
+    this.after.add(
+      'listing log compaction',
+      nextTurn().then(() => this.compactLog(kind, ref.namespace)),
+    );
   }
 
   /** Resolves once the compactions begun after settles so far have ended (see AfterAnswer). */
