@@ -1086,8 +1086,11 @@ async function freshRoot(bench: Bench, side: Side): Promise<string> {
  * Single-client writes into an empty catalog: per round, side and client, a fresh root with a server
  * started on it (this service or the reference, no warm-up: what the first writes of a new catalog
  * meet), `n` root-level namespaces created one after another, then `n` tables declared in the first.
+ * With `warm`, the server first takes WARM_UP_CALLS untimed writes of the same kinds (half
+ * namespaces `w<i>`, half tables in `w0`, from Node), so that the row tells a cold server's first
+ * writes (JIT, first store calls) from the writes themselves.
  */
-function emptyCatalogRow(bench: Bench, label: string): RowSpec {
+function emptyCatalogRow(bench: Bench, label: string, warm = false): RowSpec {
   const n = bench.sizes.freshWrites;
   return {
     label,
@@ -1098,6 +1101,10 @@ function emptyCatalogRow(bench: Bench, label: string): RowSpec {
         const root = await freshRoot(bench, side);
         const server = side === 'ours' ? await startOurs(bench.servers.access, root) : await startReference(bench.servers.access, root);
         try {
+          if (warm) {
+            await clientLoop('Node', server.url, [{ method: 'POST', path: '/v1/namespace/w{i}/create', body: {} }], WARM_UP_CALLS / 2);
+            await clientLoop('Node', server.url, [{ method: 'POST', path: `/v1/table/w0${SEP}t{i}/declare`, body: {} }], WARM_UP_CALLS / 2);
+          }
           const creates = await clientLoop(client, server.url, [{ method: 'POST', path: '/v1/namespace/n{i}/create', body: {} }], n);
           const declares = await clientLoop(client, server.url, [{ method: 'POST', path: `/v1/table/n0${SEP}t{i}/declare`, body: {} }], n);
           figures.push(rate(creates), rate(declares));
@@ -1108,6 +1115,22 @@ function emptyCatalogRow(bench: Bench, label: string): RowSpec {
       return figures;
     },
   };
+}
+
+/** The single-client rows of a new catalog: on a cold server, and on a server warmed by writes of the same kinds. */
+function emptyCatalogRows(bench: Bench): RowSpec[] {
+  const n = count(bench.sizes.freshWrites);
+  return [
+    emptyCatalogRow(
+      bench,
+      `single-client writes into an empty catalog (a fresh root and server per round and client, no warm-up; ${n} root namespaces, then ${n} tables in one)`,
+    ),
+    emptyCatalogRow(
+      bench,
+      `single-client writes into a new catalog on a warm server (a fresh root and server per round and client, ${WARM_UP_CALLS} untimed writes first: ${WARM_UP_CALLS / 2} namespaces, ${WARM_UP_CALLS / 2} tables in one; then ${n} root namespaces, then ${n} tables in one)`,
+      true,
+    ),
+  ];
 }
 
 /** Catalog writes from `clients` Node callers in `namespace`: child namespaces created, then tables declared. */
@@ -1374,8 +1397,7 @@ async function localRows(bench: Bench): Promise<RowSpec[]> {
   const needs = (label: string) => wants(bench, label);
   const floorDir = path.dirname(roots.ours);
 
-  const emptyLabel = `single-client writes into an empty catalog (a fresh root and server per round and client, no warm-up; ${count(sizes.freshWrites)} root namespaces, then ${count(sizes.freshWrites)} tables in one)`;
-  rows.push(emptyCatalogRow(bench, emptyLabel));
+  rows.push(...emptyCatalogRows(bench));
 
   const listMid = `list tables, ${count(mid)} declared tables present, one call, warm`;
   const listBig = `list tables, ${count(big)} declared tables present, one call, warm`;
@@ -1510,12 +1532,7 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
   const mid = sizes.midTables;
   const needs = (label: string) => wants(bench, label);
 
-  rows.push(
-    emptyCatalogRow(
-      bench,
-      `single-client writes into an empty catalog (a fresh root and server per round and client, no warm-up; ${count(sizes.freshWrites)} root namespaces, then ${count(sizes.freshWrites)} tables in one)`,
-    ),
-  );
+  rows.push(...emptyCatalogRows(bench));
 
   const createLabel = `catalog writes, 8 clients (Node), in a namespace of ${count(mid)}+ declared tables, warm`;
   const listLabel = `list tables, ${count(mid)} declared tables present, warm`;

@@ -45,7 +45,7 @@ export interface App {
   server: FastifyInstance;
   store: ObjectStore;
   engine: LancedbEngine;
-  /** Resolves once what answered commits left for after their answer is done (see service/versions/after-answer.ts). */
+  /** Resolves once what answered commits and catalog writes left for after their answer is done (see service/versions/after-answer.ts). */
   settled(): Promise<void>;
   /** The table maintenance scheduler (its ticks run every --maintenance-interval-ms; tests call tick()). */
   maintenance: MaintenanceScheduler;
@@ -199,11 +199,12 @@ export async function createApp(config: Config, logger: FastifyBaseLogger): Prom
     server,
     store,
     engine,
-    settled: () => versions.settled(),
+    settled: async () => void (await Promise.all([versions.settled(), deps.listingIndex.settled()])),
     maintenance,
     jobSettled: (id) => jobs.settled(id),
     close: async () => {
       await server.close();
+      await deps.listingIndex.settled();
       await storeCheck.stop();
       await maintenance.stop();
       await jobs.stop();

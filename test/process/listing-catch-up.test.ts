@@ -187,7 +187,8 @@ describe.each(backends())('listing snapshot catch-up across processes on $name',
     }
     const snapshotBefore = await crash.root().store.head('ns/_catalog/tables.snapshot');
     const dying = await crash.start('listing:before-log-delete');
-    await expect(dying.call('POST', `/v1/table/${enc(made[made.length - 1] ?? '')}/declare`, {})).rejects.toThrow();
+    // The compaction is not waited for by the declare's answer: the answer may get out before the kill.
+    await dying.call('POST', `/v1/table/${enc(made[made.length - 1] ?? '')}/declare`, {}).catch(() => undefined);
     expect(await dying.exited).toEqual({ code: null, signal: 'SIGKILL' });
     // It stored its snapshot (the watcher's kept one is not that any more) and left the log.
     expect((await crash.root().store.head('ns/_catalog/tables.snapshot'))?.etag).not.toBe(snapshotBefore?.etag);

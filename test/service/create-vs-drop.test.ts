@@ -3,7 +3,7 @@ import { ErrorCode, NamespaceError } from '../../src/model/errors.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
-import type { ObjectStore, PutCondition } from '../../src/store/object-store.js';
+import type { ObjectStore, PutCondition, PutOptions } from '../../src/store/object-store.js';
 import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
 import { storeDouble } from '../support/store-double.js';
 
@@ -16,12 +16,14 @@ const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 function pausingStore(inner: ObjectStore, key: string, hook: () => Promise<void>): ObjectStore {
   let fired = false;
   return storeDouble(inner, {
-    put: async (k: string, body: Buffer | string, condition?: PutCondition) => {
+    put: async (k: string, body: Buffer | string, condition?: PutCondition, options?: PutOptions) => {
       if (k === key && !fired) {
         fired = true;
+        // Right before it is placed: a put to be placed after another write waits for that write first.
+        await options?.placeAfter?.catch(() => undefined);
         await hook();
       }
-      return inner.put(k, body, condition);
+      return inner.put(k, body, condition, options);
     },
   });
 }

@@ -175,8 +175,10 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
         const logKeys = async () => (await listAll(root.store, 'ns/_catalog/tables.log/')).objects.length;
         expect(await logKeys()).toBe(COMPACT_AT - 1);
         state.arm();
-        // The write that makes the log COMPACT_AT keys long compacts it, and that fails part-way.
-        await servicesOver(depsOf(root, store)).tables.declare(ctx, [...ns, made[made.length - 1] ?? ''], {});
+        // The write that makes the log COMPACT_AT keys long compacts it (after its answer), and that fails part-way.
+        const compactor = depsOf(root, store);
+        await servicesOver(compactor).tables.declare(ctx, [...ns, made[made.length - 1] ?? ''], {});
+        await compactor.listingIndex.settled();
         expect(state.failed).toBe(1);
         expect(await logKeys()).toBeGreaterThan(0);
         // The list is still exact, from the snapshot caught up.

@@ -6,7 +6,7 @@ import { SNAPSHOT_MAX_NAMES } from '../../src/service/catalog/listing-snapshot.j
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
-import { listAll, type ObjectStore, type PutCondition } from '../../src/store/object-store.js';
+import { listAll, type ObjectStore, type PutCondition, type PutOptions } from '../../src/store/object-store.js';
 import { type Backend, backends } from '../support/backends.js';
 import { counting } from '../support/listing-services.js';
 import { catalogRootKinds, testRootCatalogDeps, useCatalogRoot, withSettings } from '../support/local-catalog.js';
@@ -59,11 +59,16 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
   };
 
   it('a page costs a bounded number of store calls, whatever the namespace holds; pages never repeat or skip', async () => {
-    const { namespaces, tables } = servicesOver(root.deps(root.store));
+    const writer = root.deps(root.store);
+    const { namespaces, tables } = servicesOver(writer);
     await namespaces.create(ctx, ['ns'], {});
     const all = Array.from({ length: 250 }, (_, i) => name(i));
-    for (let i = 0; i < all.length; i += 25) await Promise.all(all.slice(i, i + 25).map((t) => tables.declare(ctx, ['ns', t], {})));
+    for (let i = 0; i < all.length; i += 25) {
+      await Promise.all(all.slice(i, i + 25).map((t) => tables.declare(ctx, ['ns', t], {})));
+      await writer.listingIndex.settled(); // the compactions the declares left for after their answers
+    }
     await namespaces.create(ctx, ['ns', 'child'], {});
+    await writer.listingIndex.settled();
 
     const counted = counting(root.store);
     const listing = servicesOver(root.deps(counted.store)).tables;
@@ -237,10 +242,10 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
       let dead = false;
       const fail = () => Promise.reject(new Error('the process died'));
       return storeDouble(root.store, {
-        put: (k: string, b: Buffer | string, c?: PutCondition) =>
+        put: (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) =>
           dead
             ? fail()
-            : root.store.put(k, b, c).then((r) => {
+            : root.store.put(k, b, c, o).then((r) => {
                 dead = after(k);
                 return r;
               }),

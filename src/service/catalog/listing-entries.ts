@@ -3,6 +3,7 @@ import type { ObjectStore } from '../../store/object-store.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
+import { AfterAnswer, nextTurn } from '../versions/after-answer.js';
 import { readNamespace } from './catalog.js';
 import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, listingLogKey, type TableRef } from './layout.js';
 import type { ListingSnapshots } from './listing-snapshot.js';
@@ -59,6 +60,9 @@ export class IndexEntries {
     private readonly compactLog: (kind: ChildKind, ns: string[]) => Promise<void>,
   ) {}
 
+  /** What a settle leaves for after its caller's answer: the log's compaction. */
+  private readonly after = new AfterAnswer();
+
   /** Announces a change of the name's state; returns the pending key to pass to `settle`. */
   async begin(kind: ChildKind, ref: TableRef, op: string = randomUUID()): Promise<string> {
     const key = indexPendingKey(kind, ref, Date.parse(leaseUntil(this.leaseMs)), op);
@@ -101,8 +105,19 @@ export class IndexEntries {
     await this.snapshots.invalidate(ref.namespace, kind);
     faultPoint('index:after-stamp');
     for (const key of pending) await this.store.delete(key);
-    // Settled: the log is kept bounded (a failure leaves it to the next write or whole listing).
-    await this.compactLog(kind, ref.namespace).catch(() => undefined);
+    // Settled: the log is kept bounded, after the caller's answer (a failure, or a process that
+    // dies first, leaves it to the next write or whole listing: a long log costs lists, never their
+    // truth). In a later turn: its LIST of the log (a readdir per name on a local disk) runs after
+    // the answer is written, not interleaved with it.
+    this.after.add(
+      'listing log compaction',
+      nextTurn().then(() => this.compactLog(kind, ref.namespace)),
+    );
+  }
+
+  /** Resolves once the compactions begun after settles so far have ended (see AfterAnswer). */
+  settled(): Promise<void> {
+    return this.after.settled();
   }
 
   /** Settles the name and deletes every pending entry of the operation `op` (a batch's transaction, which another process may finish). */

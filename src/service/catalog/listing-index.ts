@@ -72,6 +72,11 @@ export class ListingIndex {
     return this.pages.page(...args);
   }
 
+  /** Resolves once what settles left for after their answer (the log's compaction) has ended. */
+  settled(): Promise<void> {
+    return this.entries.settled();
+  }
+
   /** Marks a namespace's index complete: a new namespace has no children to index (listing-build.ts). */
   markReady(ns: string[]): Promise<void> {
     return this.builder.markReady(ns);
