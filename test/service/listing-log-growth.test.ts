@@ -50,4 +50,19 @@ describe('the log of a namespace listed only by pages', () => {
     const total = Object.values(counted.calls).reduce((a, b) => a + b, 0);
     expect(total, `store calls of one whole list: ${JSON.stringify(counted.calls)}`).toBeLessThan(50);
   });
+
+  it('stays short in a namespace no listing has indexed yet (the root), and the first list there sees every change', async () => {
+    const store = new MemoryObjectStore();
+    const deps = memoryCatalogDeps(store);
+    const writer = servicesOver(deps);
+    for (let i = 0; i < 4 * COMPACT_AT; i++) {
+      await writer.tables.declare(ctx, [`t${i}`], {});
+      if (i % 2 === 1) await writer.tables.drop(ctx, [`t${i}`]);
+      await deps.listingIndex.settled();
+    }
+    const logKeys = (await keysUnder(store, '_catalog/tables.log/')).length;
+    expect(logKeys, 'log keys of the root after its writes').toBeLessThanOrEqual(COMPACT_AT);
+    const listed = (await servicesOver(memoryCatalogDeps(store)).tables.list(ctx, [], {})).tables;
+    expect(listed).toEqual(Array.from({ length: 2 * COMPACT_AT }, (_, i) => `t${2 * i}`).sort());
+  });
 });

@@ -61,6 +61,13 @@ export class SnapshotCatchUp {
     const { objects } = await this.store.list(listingLogDirKey(ns, kind), { maxKeys: COMPACT_AT });
     if (objects.length < COMPACT_AT) return;
     const [stamp, stored, ready] = await Promise.all([this.snapshots.stamp(ns, kind), this.snapshots.read(ns, kind), this.builder.readyToken(ns)]);
+    if (ready === null) {
+      // No index to catch up from yet (a namespace no listing has indexed: the root until its first
+      // listing, one Lance's catalog wrote): no snapshot is a base until a build puts the marker,
+      // after listing the namespace whole, past every change logged by the keys listed here.
+      await this.drop(objects.map((o) => o.key));
+      return;
+    }
     if (stored && stored.names === null && stored.ready === ready) {
       // Only a marker, which no listing catches up: it is stored again (so that a rebuild that
       // read the index before the changes listed cannot replace it) and the keys listed go.
