@@ -17,11 +17,15 @@ const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 
 describe('reservation files kept for reuse, and drops (local disk)', () => {
   const root = useLocalRoot('lance-ns-spares-');
-
-  it('commits reuse one reservation file; a drop leaves none of them behind, and the name can be declared again', async () => {
+  /** The catalog's services over the root, as one process has them. */
+  const services = () => {
     const deps = localCatalogDeps(root.store, root.dir);
     const versions = new TableVersionService(deps, new TransactionLog(root.store), { leaseMs: 30_000 });
-    const tables = new TableService(deps, (...a) => versions.coordinatorFor(...a));
+    return { deps, versions, tables: new TableService(deps, (...a) => versions.coordinatorFor(...a)) };
+  };
+
+  it('commits reuse one reservation file; a drop leaves none of them behind, and the name can be declared again', async () => {
+    const { versions, tables } = services();
     await tables.declare(ctx, ['t'], {});
     const reservations = path.join(root.dir, 't.lance/_catalog/reservations');
     const inodes = new Set<number>();
@@ -48,9 +52,7 @@ describe('reservation files kept for reuse, and drops (local disk)', () => {
   });
 
   it('write leases reuse one file in a directory kept for the next writer; a failed write takes what its lease made; a drop leaves none of it', async () => {
-    const deps = localCatalogDeps(root.store, root.dir);
-    const versions = new TableVersionService(deps, new TransactionLog(root.store), { leaseMs: 30_000 });
-    const tables = new TableService(deps, (...a) => versions.coordinatorFor(...a));
+    const { deps, versions, tables } = services();
     await tables.declare(ctx, ['w'], {});
     const writers = path.join(root.dir, 'w.lance/_catalog/writers');
     const inodes = new Set<number>();
