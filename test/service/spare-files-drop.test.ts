@@ -1,6 +1,7 @@
 import fsSync from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { tableRefOf } from '../../src/service/catalog/layout.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
 import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
@@ -16,11 +17,15 @@ const ctx: RequestContext = { requestId: 'test', principal: null, context: {} };
 
 describe('reservation files kept for reuse, and drops (local disk)', () => {
   const root = useLocalRoot('lance-ns-spares-');
-
-  it('commits reuse one reservation file; a drop leaves none of them behind, and the name can be declared again', async () => {
+  /** The catalog's services over the root, as one process has them. */
+  const services = () => {
     const deps = localCatalogDeps(root.store, root.dir);
     const versions = new TableVersionService(deps, new TransactionLog(root.store), { leaseMs: 30_000 });
-    const tables = new TableService(deps, (...a) => versions.coordinatorFor(...a));
+    return { deps, versions, tables: new TableService(deps, (...a) => versions.coordinatorFor(...a)) };
+  };
+
+  it('commits reuse one reservation file; a drop leaves none of them behind, and the name can be declared again', async () => {
+    const { versions, tables } = services();
     await tables.declare(ctx, ['t'], {});
     const reservations = path.join(root.dir, 't.lance/_catalog/reservations');
     const inodes = new Set<number>();
@@ -43,6 +48,30 @@ describe('reservation files kept for reuse, and drops (local disk)', () => {
     await root.store.put('t.lance/_versions/1.manifest-staged', manifestBytes(1));
     await versions.create(ctx, ['t'], { version: 1, manifest_path: '_versions/1.manifest-staged', naming_scheme: 'V2' });
     expect((await versions.describe(ctx, ['t'], undefined)).version.version).toBe(1);
+    await versions.stop();
+  });
+
+  it('write leases reuse one file in a directory kept for the next writer; a failed write takes what its lease made; a drop leaves none of it', async () => {
+    const { deps, versions, tables } = services();
+    await tables.declare(ctx, ['w'], {});
+    const writers = path.join(root.dir, 'w.lance/_catalog/writers');
+    const inodes = new Set<number>();
+    for (let i = 0; i < 4; i++) {
+      await deps.fences.whileWritingTo(tableRefOf(['w']), 'test', async () => {
+        for (const n of fsSync.readdirSync(writers)) if (!n.includes('.~tmp~')) inodes.add(fsSync.statSync(path.join(writers, n)).ino);
+      });
+      // Kept for the next writer, with the spare of the lease's file in it.
+      expect(fsSync.readdirSync(writers).every((n) => n.includes('.~tmp~'))).toBe(true);
+      await new Promise((r) => setTimeout(r, 15)); // a kernel clock tick: the file's mtime must move
+    }
+    expect(inodes.size).toBe(1);
+    // A write that fails (here as one to a missing table does, after its lease) leaves no directory.
+    const missing = deps.fences.whileWritingTo(tableRefOf(['ghost']), 'test', () => Promise.reject(new Error('no such table')));
+    await expect(missing).rejects.toThrow('no such table');
+    expect(fsSync.existsSync(path.join(root.dir, 'ghost.lance'))).toBe(false);
+
+    await tables.drop(ctx, ['w']);
+    expect(fsSync.readdirSync(path.join(root.dir, 'w.lance'), { recursive: true })).toEqual(['.lance-deregistered']);
     await versions.stop();
   });
 });

@@ -36,6 +36,8 @@ class FakeStore {
 class FakeHandle implements KeptHandle {
   closed = false;
   version_: number;
+  /** Checked out at a version: as Lance, it then refuses writes. */
+  pinned = false;
   constructor(
     private readonly store: FakeStore,
     private readonly location: string,
@@ -57,6 +59,17 @@ class FakeHandle implements KeptHandle {
     if (version < this.version_) throw new Error('a kept handle moved backwards');
     this.dataset = d;
     this.version_ = version;
+    this.pinned = true;
+  }
+  /** Commits the next version of the dataset through this handle, as Lance does (rebased onto the latest). */
+  async write(): Promise<number> {
+    if (this.closed) throw new Error('write through a closed handle');
+    if (this.pinned) throw new Error('table cannot be modified when a specific version is checked out');
+    const d = this.store.datasets.get(this.location);
+    if (!d || d.generation !== this.dataset.generation) throw new Error('the dataset is gone');
+    d.version++;
+    this.version_ = d.version;
+    return d.version;
   }
   close(): void {
     if (!this.closed) this.store.closed++;
@@ -76,7 +89,18 @@ function setup(limits = { maxEntries: 8, maxBytes: 1 << 30 }) {
       () => store.open(location),
       async (h) => h.read(),
     );
-  return { store, cache, read };
+  /** A write on the kept handle as TableAccess.write tries it first: undefined when the cache declines. */
+  const write = (location: string, during: () => Promise<void> = async () => {}) =>
+    cache.useToWrite(
+      location,
+      store.latest(location),
+      () => true,
+      async (h) => {
+        await during();
+        return h.write();
+      },
+    );
+  return { store, cache, read, write };
 }
 
 describe('kept dataset handles', () => {
@@ -228,6 +252,72 @@ describe('kept dataset handles', () => {
     await expect(use(new Error('bad'))).rejects.toThrow();
     expect(cache.stats().entries).toBe(0);
     expect(store.closed).toBe(1);
+  });
+
+  it('runs a write on the kept handle when it is current and was never checked out; the next read neither opens nor reloads', async () => {
+    const { store, cache, read, write } = setup();
+    store.datasets.set('a', { version: 1, generation: 1 });
+    expect(await write('a')).toBeUndefined(); // nothing kept
+    await read('a');
+    expect(await write('a')).toEqual({ value: 2 });
+    expect(await write('a')).toEqual({ value: 3 });
+    expect(await read('a')).toBe('1@3');
+    expect(cache.stats()).toMatchObject({ opens: 1, reloads: 0 });
+    // Behind the store (another replica wrote): declined, the caller writes on a handle of its own.
+    store.datasets.set('a', { version: 4, generation: 1 });
+    expect(await write('a')).toBeUndefined();
+    // Reloaded by a read, it is checked out at a version: read through only.
+    expect(await read('a')).toBe('1@4');
+    expect(await write('a')).toBeUndefined();
+    // The caller's own handle, current after its write, is kept and written through again.
+    const writer = await store.open('a');
+    cache.adopt('a', 'inc', writer, await writer.write(), 1000);
+    expect(await write('a')).toEqual({ value: 6 });
+    // Another incarnation, or a handle the caller does not accept: declined.
+    expect(
+      await cache.useToWrite(
+        'a',
+        store.latest('a', 'other'),
+        () => true,
+        (h) => h.write(),
+      ),
+    ).toBeUndefined();
+    expect(
+      await cache.useToWrite(
+        'a',
+        store.latest('a'),
+        () => false,
+        (h) => h.write(),
+      ),
+    ).toBeUndefined();
+    expect(store.opened).toBe(2);
+  });
+
+  it('never reloads a handle under its writer: a read that finds it behind meanwhile opens afresh', async () => {
+    const { store, cache, read, write } = setup();
+    store.datasets.set('a', { version: 1, generation: 1 });
+    await read('a');
+    let resume = () => {};
+    let started = () => {};
+    const writing = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const written = write('a', async () => {
+      started();
+      await new Promise<void>((resolve) => {
+        resume = resolve;
+      });
+    });
+    await writing;
+    // Another replica commits version 2; a read that checked it comes while the write runs.
+    store.datasets.set('a', { version: 2, generation: 1 });
+    expect(await read('a')).toBe('1@2');
+    expect(store.opened).toBe(2);
+    resume();
+    // The write went on on its handle, which was not checked out under it.
+    expect(await written).toEqual({ value: 3 });
+    expect(await read('a')).toBe('1@3');
+    expect(cache.stats().entries).toBe(1);
   });
 
   it("adopts a writer's handle unless the kept one is as new, and reads then need no reload", async () => {

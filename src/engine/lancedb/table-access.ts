@@ -343,12 +343,25 @@ export class TableAccess {
   }
 
   /**
-   * Runs a write on a dataset opened for it (at `version` when given: a restore). A handle that
-   * committed is current: with `at.latest` known, it becomes the location's (or its branch's) kept handle.
+   * Runs a write. An unmanaged table's on main at its latest runs on the dataset kept open for the
+   * location when that is current and was opened under the location's shared name, as `at` would
+   * be (handle-cache.ts: Writes); any other on a dataset opened for it (at `version` when given: a
+   * restore). A handle that committed is current: with `at.latest` known, it becomes the
+   * location's (or its branch's) kept handle.
    */
   async write<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number | undefined } = {}): Promise<T> {
     const latest = at.latest;
     if (latest === undefined || !this.kept.enabled) return this.withFreshTable(at, fn, options.version);
+    if (options.version === undefined && at.coordinator === undefined && at.branch === undefined) {
+      const name = sharedName(at);
+      const onKept = await this.kept.useToWrite(
+        at.location,
+        latest,
+        (kept) => kept.name === name,
+        (kept) => fn(kept.table),
+      );
+      if (onKept) return onKept.value;
+    }
     const name = this.register(at);
     let table: Table | undefined;
     let adopted = false;
@@ -357,7 +370,9 @@ export class TableAccess {
       const result = await fn(table);
       const version = await table.version().catch(() => undefined);
       if (version !== undefined) {
-        this.kept.adopt(branchKey(at.location, at.branch), latest.incarnation, this.keptTable(table, name), version, latest.manifestSize);
+        // Checked out at a version (a restore), Lance may hold it read-only: not to be written through.
+        const pinned = options.version !== undefined;
+        this.kept.adopt(branchKey(at.location, at.branch), latest.incarnation, this.keptTable(table, name), version, latest.manifestSize, pinned);
         adopted = true;
       }
       return result;

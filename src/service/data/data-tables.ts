@@ -132,6 +132,18 @@ export class DataTables {
    * the protocol asks for (table-fences.ts). Engine failures pass through as they are (the backfill
    * runner tells transient ones from the rest by them). The lease is put only in a `_catalog/`
    * neither reached through a symbolic link nor one (a 404 otherwise, see LinkedTableDir).
+   *
+   * What a one-row update or delete of an unmanaged table costs on a local disk besides Lance's
+   * own write (measured on 100,000 rows, server side, medians at load 10 on 2 cores): the lease's
+   * PUT, not fsynced, a rewrite of the file the previous lease left (0.2-0.3 ms); the open: the
+   * name directory's LIST (from the kept sorted listing) and the record's GET, Lance's hint's GET
+   * and two HEADs at once (0.3-0.4 ms, of which 0.1-0.2 ms parsing the record); the write itself on
+   * the dataset kept open (handle-cache.ts: as fast as a warm handle, and 0.1 ms to read its
+   * version after); the lease's DELETE, not waited for; no fsync of the service's. HTTP (body,
+   * validation, answer) adds about 0.4 ms to what a trivial route costs (0.4 ms). In one
+   * interleaved run (load 8-9), from a request's arrival to its answer, a delete stood 1.1 ms above
+   * the same call on a warm handle and an update 2.6 ms (9.9 and 6.3 ms before it wrote on the kept
+   * dataset with a lease that made and removed two directories).
    */
   async write<T>(
     ctx: RequestContext,
