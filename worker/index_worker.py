@@ -176,7 +176,10 @@ class Worker:
             "rows": rows,
             "deleted_rows": sum(f.num_deletions for f in fragments),
             "indices": [{"name": name, "unindexed_rows": unindexed} for name, unindexed in _unindexed(ds, fragments).items()],
-            "versions": [{"version": v["version"], "timestamp_millis": _millis(v["timestamp"])} for v in ds.versions()],
+            # Lance reads every version's manifest for them: only when asked (a cleanup's policy).
+            "versions": [{"version": v["version"], "timestamp_millis": _millis(v["timestamp"])} for v in ds.versions()]
+            if request.get("with_versions", True)
+            else [],
         }
 
     def compact(self, request):

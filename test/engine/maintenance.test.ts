@@ -144,6 +144,7 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
       expect(before).toMatchObject({ version: 21, fragments: 20, smallFragments: 20, rows: 195, deletedRows: 5, indices: [] });
       expect(before.versions.map((v) => v.version)).toEqual(range(1, 21));
       expect(await engine.maintenance.inspect(t.plain, { targetRowsPerFragment: 10 })).toMatchObject({ smallFragments: 1 });
+      expect((await engine.maintenance.inspect(t.plain, { withVersions: false })).versions).toEqual([]);
 
       const result = await t.write((at) => engine.maintenance.compact(at, {}));
       // Lance commits a compaction as two versions: the fragment ids it reserves, then the Rewrite.

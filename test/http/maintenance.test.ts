@@ -186,6 +186,8 @@ describe.each(backends())('table maintenance on $name', (backend) => {
       const inspectionsOfQ = () => inspected.mock.calls.filter(([at]) => at.location.includes('/q/')).length;
       expect(await tickFor(t, ['q', 't'])).toEqual([]);
       expect(inspectionsOfQ()).toBe(1);
+      // Without a cleanup in the policy, the versions (every manifest read) are not asked for.
+      expect(inspected.mock.calls.find(([at]) => at.location.includes('/q/'))?.[1]).toMatchObject({ withVersions: false });
       expect(await tickFor(t, ['q', 't'])).toEqual([]);
       expect(inspectionsOfQ()).toBe(1);
       await appendSmall(t, 'q%24t', 1);

@@ -18,8 +18,17 @@ export interface MaintenanceInspection {
   deletedRows: number;
   /** Per index: rows of the table not covered by it. */
   indices: Array<{ name: string; unindexedRows: number }>;
-  /** Versions on storage (main's `_versions/`), oldest first, with their commit times (ms since epoch). */
+  /**
+   * Versions on storage (main's `_versions/`), oldest first, with their commit times (ms since epoch);
+   * empty when not asked for (Lance reads every version's manifest for them).
+   */
   versions: Array<{ version: number; timestampMillis: number }>;
+}
+
+export interface InspectOptions {
+  targetRowsPerFragment?: number | undefined;
+  /** List the versions (default true): a read of every version's manifest, which only a cleanup needs. */
+  withVersions?: boolean | undefined;
 }
 
 export interface CompactionOptions {
@@ -66,7 +75,7 @@ export interface CleanupResult {
 
 /** Engine operations that maintain a dataset (main only; branches are not maintained). */
 export interface MaintenanceOps {
-  inspect(at: DatasetLocation, options?: { targetRowsPerFragment?: number | undefined }): Promise<MaintenanceInspection>;
+  inspect(at: DatasetLocation, options?: InspectOptions): Promise<MaintenanceInspection>;
   /**
    * Compacts small fragments and materializes deletions. Lance commits it as two versions: the
    * fragment ids it reserves, then the Rewrite (the version returned).

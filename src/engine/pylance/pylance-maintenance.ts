@@ -6,6 +6,7 @@ import type {
   CompactionOptions,
   CompactionResult,
   IndexUpkeepResult,
+  InspectOptions,
   MaintenanceInspection,
   MaintenanceOps,
 } from '../ports/maintenance.js';
@@ -64,9 +65,13 @@ export class PylanceMaintenance implements MaintenanceOps {
     private readonly ray?: MaintenanceRay,
   ) {}
 
-  async inspect(at: DatasetLocation, options: { targetRowsPerFragment?: number | undefined } = {}): Promise<MaintenanceInspection> {
+  async inspect(at: DatasetLocation, options: InspectOptions = {}): Promise<MaintenanceInspection> {
     const answer = inspection.parse(
-      await this.workers.run(mainOnly(at), 'inspecting a table', { op: 'inspect', target_rows_per_fragment: options.targetRowsPerFragment ?? null }),
+      await this.workers.run(mainOnly(at), 'inspecting a table', {
+        op: 'inspect',
+        target_rows_per_fragment: options.targetRowsPerFragment ?? null,
+        with_versions: options.withVersions ?? true,
+      }),
     );
     return {
       version: answer.version,

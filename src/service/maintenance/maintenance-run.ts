@@ -183,7 +183,7 @@ export class MaintenanceRuns {
   ): Promise<void> {
     this.metrics.maintenanceRun(outcome, figures);
     const version = table.hasData
-      ? await this.ops.inspect(table.at).then(
+      ? await this.ops.inspect(table.at, { withVersions: false }).then(
           (i) => i.version,
           () => null,
         )

@@ -133,13 +133,19 @@ export class MaintenanceScheduler {
    * there: a cleanup changes the versions without committing one). What is due is then decided
    * again from it, as time alone may make a cleanup due.
    */
-  private async inspect(id: string[], at: DatasetLocation, targetRowsPerFragment: number, slotETag: string): Promise<MaintenanceInspection> {
+  private async inspect(
+    id: string[],
+    at: DatasetLocation,
+    targetRowsPerFragment: number,
+    withVersions: boolean,
+    slotETag: string,
+  ): Promise<MaintenanceInspection> {
     const key = JSON.stringify(id);
     const { latest } = at;
-    const stamp = latest ? `${latest.incarnation ?? ''}|${latest.version}|${latest.manifestETag}|${targetRowsPerFragment}|${slotETag}` : null;
+    const stamp = latest ? `${latest.incarnation ?? ''}|${latest.version}|${latest.manifestETag}|${targetRowsPerFragment}|${withVersions}|${slotETag}` : null;
     const kept = this.inspections.get(key);
     if (stamp !== null && kept?.stamp === stamp) return kept.inspection;
-    const inspection = await this.ops.inspect(at, { targetRowsPerFragment });
+    const inspection = await this.ops.inspect(at, { targetRowsPerFragment, withVersions });
     this.inspections.delete(key);
     if (this.inspections.size >= KEPT_INSPECTIONS) this.inspections.delete(this.inspections.keys().next().value ?? '');
     if (stamp !== null && inspection.version === latest?.version) this.inspections.set(key, { stamp, inspection });
@@ -161,7 +167,8 @@ export class MaintenanceScheduler {
     }
     const table = await this.tables.open(systemContext, id, { allowDeclared: true });
     if (!table.hasData) return null;
-    const inspection = await this.inspect(id, table.at, policy.targetRowsPerFragment, slot?.etag ?? '');
+    // The versions (a read of each one's manifest) only for a cleanup: a table without one may have many.
+    const inspection = await this.inspect(id, table.at, policy.targetRowsPerFragment, policy.cleanupOlderThanMs !== null, slot?.etag ?? '');
     const steps = dueSteps(policy, inspection, slot?.value.last_runs ?? [], Date.now(), this.settings.leaseMs);
     if (steps.length === 0) return null;
     const jobId = this.log.newId();
