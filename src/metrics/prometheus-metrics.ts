@@ -92,7 +92,7 @@ export class PrometheusMetrics implements ScrapedMetrics {
     });
     this.jobsFinished = new Counter({
       name: 'lance_ns_jobs_finished_total',
-      help: 'Backfill jobs this replica finished, by status',
+      help: 'Jobs (backfills, view refreshes, maintenance runs) this replica finished, by status',
       labelNames: ['status'],
       registers,
     });
