@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { CLOCK_ALLOWANCE_MS } from '../../src/service/maintenance/maintenance-plan.js';
 import { listAll } from '../../src/store/object-store.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends, type TestRoot } from '../support/backends.js';
@@ -6,9 +7,9 @@ import { type PausePoints, processesByRoot, rootArgs, type ServiceProcess, start
 
 // Table maintenance across service processes on one root (issue 33 point 2): two replicas whose
 // schedulers both find the same table due (held at the claim so that both read the same slot)
-// start exactly one run, worked by one runner; a replica SIGKILLed before or after a run's
-// compaction commit leaves the run Running under its lease, and another process takes it over
-// once the lease has run out, finishes it, and the table keeps every row.
+// start exactly one run, worked by one runner; a replica SIGKILLed before or after each step of a
+// run (index upkeep, compaction, cleanup) leaves the run Running under its lease, and another
+// process takes it over once the lease has run out, finishes it, and the table keeps every row.
 
 const LEASE_MS = 1000;
 const INTERVAL_MS = 100;
@@ -47,15 +48,28 @@ async function until<T>(what: string, probe: () => Promise<T | null>, timeoutMs 
   }
 }
 
-/** ns$t with 7 one-row fragments, then a policy that compacts at 4 (set by an update of no row): due from the next tick on. */
-async function dueTable(service: ServiceProcess): Promise<number> {
+/**
+ * ns$t with 7 one-row fragments, then a policy that compacts at 4 (set by an update of no row): due
+ * from the next tick on. `allSteps`: also a BTREE index the last 6 appends are outside of, and old
+ * versions out of the reader window when the policy is set, so that one run does every step
+ * (optimize_indices, compact, cleanup).
+ */
+async function dueTable(service: ServiceProcess, allSteps = false): Promise<number> {
   expect((await service.call('POST', '/v1/namespace/ns/create', {})).status).toBe(200);
   expect((await service.call('POST', '/v1/table/ns%24t/create', peopleStream([1]), ARROW)).status).toBe(200);
+  if (allSteps)
+    expect((await service.call('POST', '/v1/table/ns%24t/create_scalar_index', { column: 'id', index_type: 'BTREE', name: 'by_id' })).status).toBe(200);
   for (let i = 2; i <= 7; i++) expect((await service.call('POST', '/v1/table/ns%24t/insert', peopleStream([i]), ARROW)).status).toBe(200);
+  // Time is the input of a cleanup: the versions must have left the reader window (lease and clock allowance).
+  if (allSteps) await new Promise((r) => setTimeout(r, LEASE_MS + CLOCK_ALLOWANCE_MS + 500));
   const set = await service.call('POST', '/v1/table/ns%24t/update', {
     updates: [['name', 'name']],
     predicate: 'id < 0',
-    properties: { 'maintenance.compact': 'true', 'maintenance.min_fragments': '4' },
+    properties: {
+      'maintenance.compact': 'true',
+      'maintenance.min_fragments': '4',
+      ...(allSteps ? { 'maintenance.optimize_indices': 'true', 'maintenance.max_unindexed_rows': '1', 'maintenance.cleanup_older_than': '1s' } : {}),
+    },
   });
   expect(set.status, set.text).toBe(200);
   return 7;
@@ -100,14 +114,14 @@ describe.concurrent.each(backends())('table maintenance across processes on $nam
     }
   });
 
-  it.each(['maintenance:before-compact', 'maintenance:after-compact'])(
+  it.each(['optimize_indices', 'compact', 'cleanup'].flatMap((step) => [`maintenance:before-${step}`, `maintenance:after-${step}`]))(
     'a replica killed at %s: another takes the run over after its lease',
     { timeout: 240_000 },
     async (point) => {
       const root = await backend.newRoot();
       try {
         const crashing = await start(root, { faultPoint: point });
-        const rows = await dueTable(crashing);
+        const rows = await dueTable(crashing, true);
         expect(await crashing.exited).toEqual({ code: null, signal: 'SIGKILL' });
         const [atCrash] = await runRecords(root);
         expect(atCrash?.status).toBe('Running');
@@ -119,7 +133,12 @@ describe.concurrent.each(backends())('table maintenance across processes on $nam
         const run = records[0] as StoredRecord;
         expect(run.status, JSON.stringify(run)).toBe('Succeeded');
         expect(run.job.attempts).toBe(2);
-        expect(run.job.steps_done).toEqual(['compact']);
+        expect(run.job.steps_done).toEqual(['optimize_indices', 'compact', 'cleanup']);
+        // What the run did is done once, whichever process did it: one fragment, every row indexed, old versions gone.
+        const stats = await recovering.call('POST', '/v1/table/ns%24t/index/by_id/stats', {});
+        expect(stats.json.num_unindexed_rows, stats.text).toBe(0);
+        const versions = (await recovering.call('POST', '/v1/table/ns%24t/version/list', {})).json.versions as unknown[];
+        expect(versions.length).toBeLessThan(8);
         expect(Number((await recovering.call('POST', '/v1/table/ns%24t/count_rows', {})).text)).toBe(rows);
         const inspected = await recovering.call('POST', '/v1/table/ns%24t/describe', {});
         expect(inspected.status).toBe(200);
