@@ -1387,6 +1387,9 @@ def compare_schema(document: dict, schema: dict, annotation, where: str, problem
 # Fields the service adds to every error body beyond the spec's ErrorResponse (RFC 9457 problem
 # details, documented in docs/compatibility.md's wire contract); clients ignore them.
 ERROR_EXTRAS = {"type", "title", "status"}
+# Fields the service sends only when a request asks with one of its own extensions (documented in
+# docs/compatibility.md): DescribeTable's `maintenance`, with `with_maintenance`.
+ASKED_EXTRAS = {m.DescribeTableResponse: {"maintenance"}}
 
 
 def compare_model(document: dict, schema: dict, model: type[BaseModel], where: str, problems: list[str], depth: int = 0) -> None:
@@ -1396,7 +1399,7 @@ def compare_model(document: dict, schema: dict, model: type[BaseModel], where: s
     fields = {(info.alias or name): info for name, info in model.model_fields.items()}
     for name, property_schema in properties.items():
         if name not in fields:
-            if not (model is m.ErrorResponse and name in ERROR_EXTRAS):
+            if not (model is m.ErrorResponse and name in ERROR_EXTRAS) and name not in ASKED_EXTRAS.get(model, ()):
                 problems.append(f"{where}.{name}: sent by the service, not in the client's {model.__name__}")
             continue
         compare_schema(document, property_schema, fields[name].annotation, f"{where}.{name}", problems, depth)
