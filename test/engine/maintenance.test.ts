@@ -12,7 +12,7 @@ import { TableService } from '../../src/service/tables/table-service.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
 import { connectTable } from '../support/arrow-data.js';
-import { backends, type TestRoot } from '../support/backends.js';
+import { backends, localBackend, type TestRoot } from '../support/backends.js';
 import { testRootCatalogDeps, withSettings } from '../support/local-catalog.js';
 import { type RayCluster, startRayCluster } from '../support/ray-cluster.js';
 import { recordingWorkerLog } from '../support/worker-log.js';
@@ -320,6 +320,22 @@ describe.skipIf(!available).each(backends())('table maintenance by the engine, o
       });
     });
   }
+});
+
+describe.skipIf(!available)('compaction on Ray without its Python', () => {
+  it("is unsupported, saying how to install the UDF worker's Python", async () => {
+    const root = await localBackend.newRoot();
+    const engine = await LancedbEngine.start(undefined, { maintenanceRay: { address: '127.0.0.1:1', python: '/nonexistent/python' } });
+    try {
+      const at: DatasetLocation = { location: root.store.location('plain.lance'), storageOptions: {} };
+      await engine.createDataset(at, rowsStream(5), 'create');
+      const failure = await engine.maintenance.compact(at, {}).catch((e: unknown) => e);
+      expect(failure).toMatchObject({ kind: 'unsupported', message: expect.stringMatching(/scripts\/install-udf-worker\.sh.*--udf-python/) });
+    } finally {
+      await engine.close();
+      await root.dispose();
+    }
+  });
 });
 
 // Past one machine (issue 33 point 5): with a Ray cluster, a compaction whose plan reaches the

@@ -81,7 +81,13 @@ export class LancedbEngine implements LanceEngine {
           ? {
               address: ray.address,
               distributeAboveRows: ray.distributeAboveRows ?? DEFAULT_DISTRIBUTE_ABOVE_ROWS,
-              workers: new PylanceWorkers(access, { ...options.indexWorkers, python: ray.python ?? DEFAULT_UDF_PYTHON, workers: 1 }),
+              workers: new PylanceWorkers(access, {
+                ...options.indexWorkers,
+                python: ray.python ?? DEFAULT_UDF_PYTHON,
+                workers: 1,
+                howToInstall:
+                  "Compaction on Ray runs in the UDF worker's Python (ray and pylance): install it with `bash scripts/install-udf-worker.sh`, or name one with --udf-python.",
+              }),
             }
           : undefined,
       );

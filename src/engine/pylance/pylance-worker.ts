@@ -25,6 +25,8 @@ export interface PylanceIndexOptions {
   workers?: number;
   /** Where the workers' stderr and notes about them go; default this process's stderr. */
   log?: WorkerLog;
+  /** How to install the Python, for messages: default the index worker's (scripts/install-index-worker.sh, --index-python). */
+  howToInstall?: string;
 }
 
 /** The pylance workers: one request at a time each, on a dataset opened through the engine's resolver. */
@@ -32,6 +34,7 @@ export class PylanceWorkers {
   private readonly python: string;
   private readonly log: WorkerLog;
   private readonly pool: WorkerPool;
+  private readonly howToInstall: string;
 
   constructor(
     private readonly resolver: HandleResolver,
@@ -39,6 +42,9 @@ export class PylanceWorkers {
   ) {
     this.python = options.python ?? DEFAULT_INDEX_PYTHON;
     this.log = options.log ?? stderrLog('index-worker');
+    this.howToInstall =
+      options.howToInstall ??
+      `Install its Python with \`${INSTALL}\` (npm install runs it when python3 3.10 or newer is on the PATH), or name one with pylance 14 with --index-python.`;
     this.pool = new WorkerPool({
       python: this.python,
       script: WORKER_SCRIPT,
@@ -51,7 +57,7 @@ export class PylanceWorkers {
   }
 
   private howToEnable(): string {
-    return `Install its Python with \`${INSTALL}\` (npm install runs it when python3 3.10 or newer is on the PATH), or name one with pylance 14 with --index-python.`;
+    return this.howToInstall;
   }
 
   /**
