@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import pLimit from 'p-limit';
 import { z } from 'zod';
 import { MaintenanceRunSummary } from '../../model/maintenance.js';
 import { listAll, type ObjectStore, PreconditionFailedError } from '../../store/object-store.js';
@@ -54,6 +55,9 @@ export interface ListedPolicy {
   markers: Array<{ key: string; lastModified: Date }>;
 }
 
+/** Markers a tick reads at once (the first tick of a replica reads them all). */
+const MARKER_READS = 16;
+
 /** Markers read, by key (a marker is never rewritten): a tick GETs only the ones it has not seen. */
 const KNOWN_MARKERS = 10_000;
 
@@ -73,10 +77,11 @@ export class PolicyMarkers {
   async list(): Promise<ListedPolicy[]> {
     const listing = await listAll(this.store, MAINTENANCE_POLICIES_DIR, { delimiter: '/', details: true });
     const byDigest = new Map<string, ListedPolicy>();
+    const limit = pLimit(MARKER_READS);
     await Promise.all(
       listing.objects.map(async (o) => {
         const name = markerName(o.key);
-        const target = name && (await this.targetOf(o.key));
+        const target = name && (await limit(() => this.targetOf(o.key)));
         if (!name || !target) return;
         const listed = byDigest.get(name.digest) ?? { target, markers: [] };
         listed.markers.push({ key: o.key, lastModified: o.lastModified });
