@@ -90,26 +90,31 @@ export class MaintenanceScheduler {
     if (listed.length === 0) return report;
     const namespaces: NamespaceProperties = new Map();
     const ids = new Map<string, string[]>();
-    for (const marker of listed) {
-      const { kind, id } = marker.target;
-      const own =
-        kind === 'namespace'
-          ? (await readNamespace(this.store, id))?.value
-          : (await readRecord(this.store, tableRecordKey(tableRefOf(id)), TableRecord))?.value;
-      if (!own || !setsPolicy(own.properties)) {
-        await this.markers.removeQuiet(marker, this.settings.leaseMs);
-        continue;
-      }
-      if (marker.markers.length > 1) await this.markers.removeOlder(marker);
-      const found =
-        kind === 'namespace'
-          ? await tablesUnder(this.deps, id).catch((e: unknown) => {
-              this.logger?.warn({ namespace: id, err: e }, 'maintenance: could not list the tables under a namespace with a policy');
-              return [];
-            })
-          : [id];
-      for (const t of found) ids.set(JSON.stringify(t), t);
-    }
+    const readLimit = pLimit(TABLE_CONCURRENCY);
+    await Promise.all(
+      listed.map((marker) =>
+        readLimit(async () => {
+          const { kind, id } = marker.target;
+          const own =
+            kind === 'namespace'
+              ? (await readNamespace(this.store, id))?.value
+              : (await readRecord(this.store, tableRecordKey(tableRefOf(id)), TableRecord))?.value;
+          if (!own || !setsPolicy(own.properties)) {
+            await this.markers.removeQuiet(marker, this.settings.leaseMs);
+            return;
+          }
+          if (marker.markers.length > 1) await this.markers.removeOlder(marker);
+          const found =
+            kind === 'namespace'
+              ? await tablesUnder(this.deps, id).catch((e: unknown) => {
+                  this.logger?.warn({ namespace: id, err: e }, 'maintenance: could not list the tables under a namespace with a policy');
+                  return [];
+                })
+              : [id];
+          for (const t of found) ids.set(JSON.stringify(t), t);
+        }),
+      ),
+    );
     report.tables = ids.size;
     const limit = pLimit(TABLE_CONCURRENCY);
     await Promise.all(
