@@ -9,8 +9,10 @@ import { PolicyMarkers, RunSlots } from '../../src/service/maintenance/policy-ma
 import { MaintenanceScheduler } from '../../src/service/maintenance/scheduler.js';
 import { TransactionLog } from '../../src/service/transactions/transaction-log.js';
 import { TableVersionService } from '../../src/service/versions/table-version-service.js';
+import { PreconditionFailedError } from '../../src/store/object-store.js';
 import { counting, ctx, keysUnder, servicesOver } from '../support/listing-services.js';
 import { catalogRootKinds, useCatalogRoot } from '../support/local-catalog.js';
+import { storeDouble } from '../support/store-double.js';
 
 // The maintenance scheduler's look at the catalog (issue 33 point 2), without the engine: a tick on
 // a catalog without a policy is one LIST, whatever the catalog holds; policy markers follow the
@@ -107,6 +109,12 @@ describe.each(catalogRootKinds)('the maintenance scheduler on a %s root', (kind)
     const after = await markers.list();
     expect(after.map((l) => [l.target, l.markers.length])).toEqual([[{ kind: 'table', id: ['race', 't'] }, 1]]);
     expect(after[0]?.markers[0]?.key).not.toBe(listed.markers[0]?.key);
+  });
+
+  it('says so when a run cannot be recorded in its slot, instead of dropping it silently', async () => {
+    const racing = storeDouble(root.store, { put: (key) => Promise.reject(new PreconditionFailedError(key, 'etag changed')) });
+    const summary = { job_id: 'j1', status: 'Succeeded' as const, finished_at: new Date().toISOString(), version: 3, steps: ['compact' as const] };
+    await expect(new RunSlots(racing).recordRun(['ns', 't'], summary)).rejects.toThrow(/changed at each of 10 attempts to record run j1/);
   });
 
   it('names markers by a digest, so a target of long names has one', async () => {

@@ -13,6 +13,10 @@ type Session = import('@lancedb/lancedb').Session;
 const require = createRequire(import.meta.url);
 export const lancedb = (): LancedbModule => require('@lancedb/lancedb') as LancedbModule;
 
+// One concern, past 450 lines: reaching a Lance dataset by its location through @lancedb/lancedb
+// (the private resolver, the version calls of managed tables, the kept handles' use for reads and
+// writes); the handle cache's own bookkeeping lives in handle-cache.ts.
+//
 // @lancedb/lancedb opens tables only by name under a connection, never by an arbitrary location.
 // Its REST namespace client, though, opens whatever location a namespace's `describe` (or
 // `declare`) answers. So the adapter runs a private resolver on 127.0.0.1: each operation

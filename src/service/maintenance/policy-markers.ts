@@ -140,6 +140,9 @@ export const RunSlot = z.object({
 });
 export type RunSlot = z.infer<typeof RunSlot>;
 
+/** Replace-if-unchanged attempts of recording a run before giving up. */
+const RECORD_ATTEMPTS = 10;
+
 /** How many finished runs a slot keeps. */
 export const KEPT_RUNS = 10;
 
@@ -166,9 +169,12 @@ export class RunSlots {
     }
   }
 
-  /** Adds a finished run to the slot (newest first), re-reading on a lost race; the current run stays named until a new one is claimed. */
+  /**
+   * Adds a finished run to the slot (newest first), re-reading on a lost race; the current run
+   * stays named until a new one is claimed. Throws when every attempt lost (the caller logs it).
+   */
   async recordRun(table: string[], summary: RunSummary): Promise<void> {
-    for (let attempt = 0; attempt < 10; attempt++) {
+    for (let attempt = 0; attempt < RECORD_ATTEMPTS; attempt++) {
       const found = await this.read(table);
       const runs = [summary, ...(found?.value.last_runs ?? []).filter((r) => r.job_id !== summary.job_id)].slice(0, KEPT_RUNS);
       const next: RunSlot = {
@@ -183,5 +189,6 @@ export class RunSlots {
         if (!(e instanceof PreconditionFailedError)) throw e;
       }
     }
+    throw new Error(`the run slot of ${JSON.stringify(table)} changed at each of ${RECORD_ATTEMPTS} attempts to record run ${summary.job_id}`);
   }
 }
