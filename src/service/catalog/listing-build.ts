@@ -13,6 +13,9 @@ import type { ListingSnapshots } from './listing-snapshot.js';
 // seen until it is rebuilt.
 
 export class IndexBuilder {
+  /** Builds running in this process, by namespace: listings that find one index missing at once (a ListAllTables lists a namespace's children and its tables) share one build. */
+  private readonly running = new Map<string, Promise<void>>();
+
   constructor(
     private readonly store: ObjectStore,
     private readonly entries: IndexEntries,
@@ -35,7 +38,16 @@ export class IndexBuilder {
   }
 
   /** Builds the index of a namespace that has none yet (see the header); safe to run on several replicas at once. */
-  async build(ns: string[]): Promise<void> {
+  build(ns: string[]): Promise<void> {
+    const key = namespaceDirKey(ns);
+    const running = this.running.get(key);
+    if (running) return running;
+    const built = this.buildOnce(ns).finally(() => this.running.delete(key));
+    this.running.set(key, built);
+    return built;
+  }
+
+  private async buildOnce(ns: string[]): Promise<void> {
     const dirKey = namespaceDirKey(ns);
     const limit = pLimit(CHECK_CONCURRENCY);
     let startAfter: string | undefined;
