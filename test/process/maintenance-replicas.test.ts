@@ -98,10 +98,14 @@ describe.concurrent.each(backends())('table maintenance across processes on $nam
       expect(run.properties.fragments_after).toBe('1');
       const started = [a, b].flatMap((p) => (p as ServiceProcess).lines.filter((l) => l.msg === 'maintenance run started'));
       expect(started).toHaveLength(1);
-      // The run's audit line, by the replica that ran it.
-      const audited = [a, b].flatMap((p) =>
-        (p as ServiceProcess).lines.filter((l) => l.msg === 'audit' && (l.audit as { operation?: string } | undefined)?.operation === 'MaintainTable'),
-      );
+      // The run's audit line, by the replica that ran it. It is logged after the record is finished,
+      // and reaches this process through a pipe: wait for it rather than read the lines once.
+      const auditLines = () =>
+        [a, b].flatMap((p) =>
+          (p as ServiceProcess).lines.filter((l) => l.msg === 'audit' && (l.audit as { operation?: string } | undefined)?.operation === 'MaintainTable'),
+        );
+      await until("the run's audit line", async () => (auditLines().length > 0 ? true : null), 30_000);
+      const audited = auditLines();
       expect(audited).toHaveLength(1);
       expect(audited[0]?.audit).toMatchObject({ id: ['ns', 't'], status: 'succeeded', job_id: run.id, fragments_after: 1 });
       // Visible like any job.
