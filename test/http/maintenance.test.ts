@@ -175,6 +175,26 @@ describe.each(backends())('table maintenance on $name', (backend) => {
     }
   });
 
+  it('a table dropped and created again under its name shows none of the runs of the one before', async () => {
+    const { t } = fx;
+    const policy = { 'maintenance.compact': 'true', 'maintenance.min_fragments': '3' };
+    expect((await t.call('POST', '/v1/namespace/r/create', { properties: policy })).status).toBe(200);
+    const lastRuns = async () =>
+      ((await t.call('POST', '/v1/table/r%24t/describe', { with_maintenance: true })).json.maintenance as { last_runs: Array<{ job_id: string }> }).last_runs;
+    expect((await t.call('POST', '/v1/table/r%24t/create', peopleStream([1]), ARROW)).status).toBe(200);
+    await appendSmall(t, 'r%24t', 3);
+    const [first] = await tickFor(t, ['r', 't']);
+    expect((await lastRuns()).map((r) => r.job_id)).toEqual([first]);
+    expect((await t.call('POST', '/v1/table/r%24t/drop', {})).status).toBe(200);
+    expect((await t.call('POST', '/v1/table/r%24t/create', peopleStream([1]), ARROW)).status).toBe(200);
+    expect(await lastRuns()).toEqual([]);
+    // Its own runs are its history from then on.
+    await appendSmall(t, 'r%24t', 3);
+    const [second] = await tickFor(t, ['r', 't']);
+    expect(second).toBeDefined();
+    expect((await lastRuns()).map((r) => r.job_id)).toEqual([second]);
+  });
+
   it('inspects a table with a policy again only once a version was committed to it', async () => {
     const { t } = fx;
     expect((await t.call('POST', '/v1/namespace/q/create', { properties: { 'maintenance.compact': 'true', 'maintenance.min_fragments': '50' } })).status).toBe(

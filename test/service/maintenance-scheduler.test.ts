@@ -114,7 +114,7 @@ describe.each(catalogRootKinds)('the maintenance scheduler on a %s root', (kind)
   it('says so when a run cannot be recorded in its slot, instead of dropping it silently', async () => {
     const racing = storeDouble(root.store, { put: (key) => Promise.reject(new PreconditionFailedError(key, 'etag changed')) });
     const summary = { job_id: 'j1', status: 'Succeeded' as const, finished_at: new Date().toISOString(), version: 3, steps: ['compact' as const] };
-    await expect(new RunSlots(racing).recordRun(['ns', 't'], summary)).rejects.toThrow(/changed at each of 10 attempts to record run j1/);
+    await expect(new RunSlots(racing).recordRun(['ns', 't'], summary, null)).rejects.toThrow(/changed at each of 10 attempts to record run j1/);
   });
 
   it('names markers by a digest, so a target of long names has one', async () => {

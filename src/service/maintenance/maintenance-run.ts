@@ -8,6 +8,7 @@ import { faultPoint, pausePoint } from '../coordination/fault-points.js';
 import type { OpenTable } from '../data/data-tables.js';
 import type { JobLease, JobRecords } from '../jobs/job-lease.js';
 import { StopSignal } from '../jobs/job-lease.js';
+import { incarnationOf } from '../tables/table-state.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import type { MaintainTableJob, MaintenanceStep } from './maintenance-job.js';
 import { readerWindow } from './maintenance-plan.js';
@@ -190,7 +191,7 @@ export class MaintenanceRuns {
       : null;
     const run: RunSummary = { ...summary, job_id: id, status, finished_at: new Date().toISOString(), version, steps: job.steps };
     await this.slots
-      .recordRun(job.table_id, run)
+      .recordRun(job.table_id, run, incarnationOf(table.state))
       .catch((e: unknown) => this.logger?.warn({ job: id, err: e }, 'maintenance run ended, but its summary was not recorded'));
     this.logger?.info(
       {

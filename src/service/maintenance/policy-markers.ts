@@ -133,12 +133,25 @@ export async function acceptPolicy(store: ObjectStore, target: PolicyTarget, pro
 export const RunSummary = MaintenanceRunSummary;
 export type RunSummary = MaintenanceRunSummary;
 
+/**
+ * A finished run as the slot keeps it: its summary and the incarnation of the table it ran on, so
+ * that a table dropped and created again under the name neither shows nor is scheduled by the runs
+ * of the one before (runs recorded without it count as any incarnation's).
+ */
+const StoredRun = z.object({ ...MaintenanceRunSummary.shape, incarnation: z.string().nullable().optional() });
+type StoredRun = z.infer<typeof StoredRun>;
+
 export const RunSlot = z.object({
   job_id: z.string().nullable(),
   started_at: z.string().optional(),
-  last_runs: z.array(RunSummary).default([]),
+  last_runs: z.array(StoredRun).default([]),
 });
 export type RunSlot = z.infer<typeof RunSlot>;
+
+/** The slot's runs of the table of `incarnation` (incarnationOf its state), newest first, as summaries. */
+export function runsOf(slot: RunSlot | undefined, incarnation: string | null): RunSummary[] {
+  return (slot?.last_runs ?? []).filter((r) => r.incarnation === undefined || r.incarnation === incarnation).map(({ incarnation: _, ...run }) => run);
+}
 
 /** Replace-if-unchanged attempts of recording a run before giving up. */
 const RECORD_ATTEMPTS = 10;
@@ -173,10 +186,11 @@ export class RunSlots {
    * Adds a finished run to the slot (newest first), re-reading on a lost race; the current run
    * stays named until a new one is claimed. Throws when every attempt lost (the caller logs it).
    */
-  async recordRun(table: string[], summary: RunSummary): Promise<void> {
+  async recordRun(table: string[], summary: RunSummary, incarnation: string | null): Promise<void> {
+    const stored: StoredRun = { ...summary, incarnation };
     for (let attempt = 0; attempt < RECORD_ATTEMPTS; attempt++) {
       const found = await this.read(table);
-      const runs = [summary, ...(found?.value.last_runs ?? []).filter((r) => r.job_id !== summary.job_id)].slice(0, KEPT_RUNS);
+      const runs = [stored, ...(found?.value.last_runs ?? []).filter((r) => r.job_id !== summary.job_id)].slice(0, KEPT_RUNS);
       const next: RunSlot = {
         job_id: found?.value.job_id ?? summary.job_id,
         ...(found?.value.started_at ? { started_at: found.value.started_at } : {}),

@@ -13,11 +13,12 @@ import { Poller } from '../coordination/markers.js';
 import type { DataTables } from '../data/data-tables.js';
 import type { JobService } from '../jobs/job-service.js';
 import { tablesUnder } from '../tables/list-tables.js';
+import { incarnationOf } from '../tables/table-state.js';
 import { TERMINAL, type TransactionLog } from '../transactions/transaction-log.js';
 import type { MaintainTableJob } from './maintenance-job.js';
 import { dueSteps } from './maintenance-plan.js';
 import { policyActs, setsPolicy } from './policy.js';
-import type { PolicyMarkers, RunSlots } from './policy-markers.js';
+import { type PolicyMarkers, type RunSlots, runsOf } from './policy-markers.js';
 import { type NamespaceProperties, readTablePolicy } from './table-policy.js';
 
 // The maintenance scheduler every replica runs (issue 33): every interval, one LIST of the policy
@@ -174,7 +175,7 @@ export class MaintenanceScheduler {
     if (!table.hasData) return null;
     // The versions (a read of each one's manifest) only for a cleanup: a table without one may have many.
     const inspection = await this.inspect(id, table.at, policy.targetRowsPerFragment, policy.cleanupOlderThanMs !== null, slot?.etag ?? '');
-    const steps = dueSteps(policy, inspection, slot?.value.last_runs ?? [], Date.now(), this.settings.leaseMs);
+    const steps = dueSteps(policy, inspection, runsOf(slot?.value, incarnationOf(table.state)), Date.now(), this.settings.leaseMs);
     if (steps.length === 0) return null;
     const jobId = this.log.newId();
     await pausePoint('maintenance:before-claim');

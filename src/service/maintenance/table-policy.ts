@@ -4,7 +4,7 @@ import { readNamespace } from '../catalog/catalog.js';
 import { tableRecordKey, tableRefOf } from '../catalog/layout.js';
 import { readRecord, TableRecord } from '../catalog/records.js';
 import { effectivePolicy, type MaintenancePolicy, policyEntries } from './policy.js';
-import { RunSlots } from './policy-markers.js';
+import { RunSlots, runsOf } from './policy-markers.js';
 
 /** Namespaces' properties read during one scheduler tick, by id, so that each is read once. */
 export type NamespaceProperties = Map<string, Promise<Record<string, string>>>;
@@ -36,7 +36,12 @@ export async function readTablePolicy(store: ObjectStore, id: string[], cache: N
 }
 
 /** DescribeTable's `maintenance` (with_maintenance): the policy key by key, from the table's properties and its namespaces', and the last runs from its slot. */
-export async function describeTableMaintenance(store: ObjectStore, id: string[], own: Record<string, string>): Promise<TableMaintenance> {
+export async function describeTableMaintenance(
+  store: ObjectStore,
+  id: string[],
+  own: Record<string, string>,
+  incarnation: string | null,
+): Promise<TableMaintenance> {
   const ancestors = ancestorsOf(id);
   const cache: NamespaceProperties = new Map();
   const [slot, ...layers] = await Promise.all([new RunSlots(store).read(id), ...ancestors.map((ns) => namespaceProperties(store, ns, cache))]);
@@ -45,6 +50,6 @@ export async function describeTableMaintenance(store: ObjectStore, id: string[],
       own,
       ancestors.map((ns, i) => ({ id: ns, properties: layers[i] ?? {} })),
     ),
-    last_runs: slot?.value.last_runs ?? [],
+    last_runs: runsOf(slot?.value, incarnation),
   };
 }

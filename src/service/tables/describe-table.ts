@@ -12,7 +12,7 @@ import { describeTableMaintenance } from '../maintenance/table-policy.js';
 import { TableVersions } from '../versions/dataset-versions.js';
 import { branchLatestCommitted, latestCommitted, resolveTable, resolveTableWithLatest } from './resolved-table.js';
 import { datasetAt } from './table-location.js';
-import { dataDir, requireVisibleTable, tableHasData } from './table-state.js';
+import { dataDir, incarnationOf, requireVisibleTable, tableHasData } from './table-state.js';
 
 // DescribeTable and TableExists.
 
@@ -49,7 +49,7 @@ export async function describeTable(
     storage_options: await deps.credentials.storageOptions(ctx, { id, dir, managedVersioning }, request.vend_credentials),
   };
   if (flags.withTableUri) response.table_uri = dir.store.uri(dir.key);
-  if (flags.withMaintenance) response.maintenance = await describeTableMaintenance(deps.store, id, properties);
+  if (flags.withMaintenance) response.maintenance = await describeTableMaintenance(deps.store, id, properties, incarnationOf(state));
   if (detailed) response.is_only_declared = detailed.latest === null;
   else if (flags.checkDeclared) response.is_only_declared = !(await tableHasData(deps.locations, state));
   if (flags.loadDetailedMetadata) {
