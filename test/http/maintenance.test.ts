@@ -114,6 +114,9 @@ describe.each(backends())('table maintenance on $name', (backend) => {
     expect(maintenance.policy).toContainEqual({ key: 'maintenance.cleanup_older_than', value: 'none', from: 'default' });
     expect(maintenance.last_runs).toHaveLength(1);
     expect(maintenance.last_runs[0]).toMatchObject({ job_id: jobId, status: 'Succeeded', steps: ['compact'], fragments_after: 1 });
+    // The version the table was at when the run ended: the compaction's, the latest since.
+    const latest = await t.call('POST', '/v1/table/m%24sub%24t/version/list', { descending: true, limit: 1 });
+    expect(maintenance.last_runs[0]?.version).toBe((latest.json.versions as Array<{ version: number }>)[0]?.version);
     const optedOut = await t.call('POST', '/v1/table/m%24sub%24u/describe', { with_maintenance: true });
     expect((optedOut.json.maintenance as { policy: unknown[] }).policy).toContainEqual({ key: 'maintenance.compact', value: 'false', from: 'table' });
     // Without the flag, no extension field.

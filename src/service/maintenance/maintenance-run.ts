@@ -183,9 +183,10 @@ export class MaintenanceRuns {
     started: number,
   ): Promise<void> {
     this.metrics.maintenanceRun(outcome, figures);
+    // The latest version from the table's versions directory (a LIST, or the hint and a probe), not an inspection by the engine.
     const version = table.hasData
-      ? await this.ops.inspect(table.at, { withVersions: false }).then(
-          (i) => i.version,
+      ? await new TableVersions(table.versionsDir).latest().then(
+          (v) => v?.version ?? null,
           () => null,
         )
       : null;
