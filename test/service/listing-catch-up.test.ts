@@ -156,6 +156,49 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
     });
   });
 
+  it('a catch-up held after its LIST of the log while another process drops a changed table and compacts the log: the drop is not lost', async () => {
+    await onNewRoot(backend, ['a', 'm'], async (root) => {
+      // The reader's HEAD of the stored snapshot waits, once armed, until the gate opens.
+      const atHead = signal();
+      const gate = signal();
+      let armed = false;
+      const held = storeDouble(root.store, {
+        head: async (k: string) => {
+          if (armed && k.endsWith('/tables.snapshot')) {
+            armed = false;
+            atHead.resolve();
+            await gate.promise;
+          }
+          return root.store.head(k);
+        },
+      });
+      const reader = servicesOver(depsOf(root, held)).tables;
+      expect((await reader.list(ctx, ns, {})).tables).toEqual(['a', 'm']);
+      const writerDeps = depsOf(root);
+      const writer = servicesOver(writerDeps).tables;
+      await writer.declare(ctx, [...ns, 'f'], {});
+      // The reader lists the log (f's declare) and reads f's entries; its HEAD waits.
+      armed = true;
+      const listing = reader.list(ctx, ns, {});
+      await atHead.promise;
+      // Meanwhile f is dropped and the log compacted past it: its keys gone, a new snapshot stored.
+      await writer.drop(ctx, [...ns, 'f']);
+      const made = Array.from({ length: COMPACT_AT }, (_, i) => `g${String(i).padStart(3, '0')}`);
+      for (const t of made) await writer.declare(ctx, [...ns, t], {});
+      await writerDeps.listingIndex.settled();
+      const logOfF = (await listAll(root.store, 'ns/_catalog/tables.log/')).objects.filter((o) => o.key.includes('/f/') || o.key.includes('/f.'));
+      expect(logOfF).toEqual([]);
+      gate.resolve();
+      // Concurrent with the drop and the declares: the tables at some instant of it.
+      const instants = [['a', 'f', 'm'], ...Array.from({ length: made.length + 1 }, (_, k) => ['a', ...made.slice(0, k), 'm'])];
+      expect(instants).toContainEqual((await listing).tables);
+      const expected = ['a', ...made, 'm'];
+      expect((await reader.list(ctx, ns, {})).tables, "the reader's next list").toEqual(expected);
+      expect(await pages(reader, ns, 7), "the reader's pages").toEqual(expected);
+      expect((await servicesOver(depsOf(root)).tables.list(ctx, ns, {})).tables, "a new process's list").toEqual(expected);
+    });
+  });
+
   const COMPACTION_STEPS: Record<string, Step> = {
     "the snapshot's put": { method: 'put', key: (k) => k.endsWith('/tables.snapshot') },
     "a log key's delete": { method: 'delete', key: (k) => k.includes('/_catalog/tables.log/'), nth: 3 },

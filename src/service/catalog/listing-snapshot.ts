@@ -53,10 +53,11 @@ import { type ChildKind, listingSnapshotKey, listingStampKey } from './layout.js
 // creation again, with a snapshot of it: that snapshot is current by its stamp until the new
 // namespace's first change.
 //
-// Cost: a list after a write is the stamp (gone: a new one, if-none-match), at once the ready
-// marker's GET, a LIST of the log and one of the pending entries, then a HEAD of the snapshot,
-// and two HEADs per name changed since the snapshot this process keeps (a GET of the snapshot
-// when another process compacted it). A write is one more put (its log key) and one LIST (of up
+// Cost: a list after a write is four round trips: the stamp (gone: a new one, if-none-match), at
+// once the ready marker's GET, a LIST of the log and one of the pending entries, then at once a
+// HEAD of the snapshot and two HEADs per name changed since the snapshot this process keeps (when
+// another process compacted it: a GET of the snapshot, then those HEADs again, as entries read
+// before it was stored may be older than it). A write is one more put (its log key) and one LIST (of up
 // to COMPACT_AT log keys) than without the log: the write that finds the log COMPACT_AT keys long
 // compacts it (the snapshot caught up, or the index listed whole when there is no base, stored
 // durably, then the keys it reflects deleted, at most DELETES_PER_REQUEST), so the log stays
