@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogDeps } from '../../src/service/catalog/catalog-deps.js';
+import { compareNames } from '../../src/service/catalog/layout.js';
 import { COMPACT_AT } from '../../src/service/catalog/listing-catch-up.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
@@ -196,6 +197,47 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
       expect((await reader.list(ctx, ns, {})).tables, "the reader's next list").toEqual(expected);
       expect(await pages(reader, ns, 7), "the reader's pages").toEqual(expected);
       expect((await servicesOver(depsOf(root)).tables.list(ctx, ns, {})).tables, "a new process's list").toEqual(expected);
+    });
+  });
+
+  it('log keys of every form (flat, a long name nested, nested as written before the flat form) and names that look like log keys: every process lists exactly, and compaction deletes them', async () => {
+    await onNewRoot(backend, ['a'], async (root, healthy) => {
+      const reader = servicesOver(depsOf(root)).tables;
+      expect((await reader.list(ctx, ns, {})).tables).toEqual(['a']);
+      const long = `l${'x'.repeat(248)}`;
+      const tricky = ['a.b', `t.${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`, long, 'z.'];
+      for (const t of tricky) await healthy.tables.declare(ctx, [...ns, t], {});
+      // A writer of the nested form only, as a process of the version before the flat one writes.
+      const nestedOnly = storeDouble(root.store, {
+        put: (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) =>
+          root.store.put(k.includes('/_catalog/tables.log/') ? k.replace(/\.([0-9a-f-]{36})$/, '/$1') : k, b, c, o),
+      });
+      const old = servicesOver(depsOf(root, nestedOnly)).tables;
+      await old.declare(ctx, [...ns, 'old'], {});
+      const logKeys = async () => (await listAll(root.store, 'ns/_catalog/tables.log/')).objects.map((o) => o.key.slice('ns/_catalog/tables.log/'.length));
+      const keys = await logKeys();
+      expect(keys.filter((k) => k.startsWith('old/'))).toHaveLength(1);
+      expect(keys.filter((k) => k.startsWith(`${long}/`))).toHaveLength(1);
+      expect(keys.filter((k) => k.startsWith('a.b.'))).toHaveLength(1);
+      const all = [...tricky, 'a', 'old'].sort(compareNames);
+      const check = async (expected: string[], what: string) => {
+        expect((await reader.list(ctx, ns, {})).tables, `${what}: the reader`).toEqual(expected);
+        expect(await pages(reader, ns, 2), `${what}: the reader's pages`).toEqual(expected);
+        expect((await servicesOver(depsOf(root)).tables.list(ctx, ns, {})).tables, `${what}: a new process`).toEqual(expected);
+      };
+      await check(all, 'declared');
+      await old.drop(ctx, [...ns, long]);
+      await healthy.tables.drop(ctx, [...ns, 'a.b']);
+      await healthy.tables.drop(ctx, [...ns, 'old']);
+      const left = all.filter((t) => t !== long && t !== 'a.b' && t !== 'old');
+      await check(left, 'dropped');
+      // Enough writes to compact: every form's keys go.
+      const made = Array.from({ length: COMPACT_AT }, (_, i) => `c${String(i).padStart(3, '0')}`);
+      const compactor = depsOf(root);
+      for (const t of made) await servicesOver(compactor).tables.declare(ctx, [...ns, t], {});
+      await compactor.listingIndex.settled();
+      expect((await logKeys()).filter((k) => !k.startsWith('c'))).toEqual([]);
+      await check([...left, ...made].sort(compareNames), 'compacted');
     });
   });
 

@@ -11,7 +11,7 @@ import { type ChildKind, listingSnapshotKey, listingStampKey } from './layout.js
 //   _catalog/<folder>.stamp      a random token, never written twice; deleted by every change of the index
 //   _catalog/<folder>.snapshot   { stamp, ready, names, data, pending }: the index and its pending entries
 //                                as they were after that stamp was read, and the ready marker's token then
-//   _catalog/<folder>.log/<name>/<token>   the name's entries changed (a token per change, never reused)
+//   _catalog/<folder>.log/<name>.<token>   the name's entries changed (a token per change, never reused; layout.ts)
 //
 // (one set per kind of child, `tables` and `namespaces`; the keys are built in layout.ts)
 //
