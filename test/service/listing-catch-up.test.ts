@@ -9,7 +9,7 @@ import { listAll, type ObjectStore, type PutCondition, type PutOptions } from '.
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { pages } from '../support/listing-services.js';
 import { testRootCatalogDeps } from '../support/local-catalog.js';
-import { storeDouble } from '../support/store-double.js';
+import { readLog, storeDouble } from '../support/store-double.js';
 
 // The listing snapshot's catch-up (src/service/catalog/listing-catch-up.ts, its invariants in
 // listing-snapshot.ts) when the store fails a step: of a change (the pending entry, the stamp's
@@ -238,6 +238,41 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
       await compactor.listingIndex.settled();
       expect((await logKeys()).filter((k) => !k.startsWith('c'))).toEqual([]);
       await check([...left, ...made].sort(compareNames), 'compacted');
+    });
+  });
+
+  it('a list after a write of its own process creates the new stamp without reading it first, and is exact whatever other processes did since', async () => {
+    await onNewRoot(backend, ['a'], async (root, healthy) => {
+      const { store, reads } = readLog(root.store);
+      const own = servicesOver(depsOf(root, store)).tables;
+      const other = servicesOver(depsOf(root)).tables;
+      const stampGets = () => reads.filter((k) => k.endsWith('/tables.stamp')).length;
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a']);
+      // Its own write, and nothing else: no GET of the stamp.
+      await own.declare(ctx, [...ns, 'b'], {});
+      reads.length = 0;
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'b']);
+      expect(stampGets()).toBe(0);
+      // Warm: the stamp read, as always.
+      reads.length = 0;
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'b']);
+      expect(stampGets()).toBe(1);
+      // Its write, then another process's write.
+      await own.declare(ctx, [...ns, 'c'], {});
+      await other.declare(ctx, [...ns, 'd'], {});
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'b', 'c', 'd']);
+      // Its write, then another process's list (which creates the stamp the create here then finds).
+      await own.drop(ctx, [...ns, 'b']);
+      expect((await other.list(ctx, ns, {})).tables).toEqual(['a', 'c', 'd']);
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'c', 'd']);
+      // Its write, another process's list and write, another's page.
+      await own.declare(ctx, [...ns, 'e'], {});
+      expect((await other.list(ctx, ns, {})).tables).toEqual(['a', 'c', 'd', 'e']);
+      await healthy.tables.drop(ctx, [...ns, 'c']);
+      expect(await pages(other, ns, 1)).toEqual(['a', 'd', 'e']);
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'd', 'e']);
+      expect(await pages(own, ns, 2)).toEqual(['a', 'd', 'e']);
+      expect((await servicesOver(depsOf(root)).tables.list(ctx, ns, {})).tables).toEqual(['a', 'd', 'e']);
     });
   });
 
