@@ -1179,19 +1179,34 @@ function listAfterWriteRow(bench: Bench, label: string, namespace: string, calls
     { method: 'POST', path: `/v1/table/${idPath(namespace)}${SEP}${prefix}_{i}/declare`, body: {}, timed: false },
     { method: 'GET', path: list },
   ];
+  // radosgw: the store calls of one list right after a declare (the declare itself not counted; the third such pair's list).
+  const listCalls: Record<Side, string> = { ours: '?', ref: '?' };
+  const countCalls = async (side: Side) => {
+    const base = bench.servers.url[side];
+    const b = batch++;
+    let counted = '?';
+    for (let i = 0; i < 3; i++) {
+      await call(base, 'POST', `/v1/table/${idPath(namespace, `wc${b}_${i}`)}/declare`, {});
+      counted = await storeCalls(bench, side, 1, () => call(base, 'GET', route));
+    }
+    return counted;
+  };
   return {
     label,
     parts: ['one call, Node', 'one call, Python', `first page of ${pageSize}, Node`],
     probe: (side) => call(bench.servers.url[side], 'GET', route),
-    run: async (side) => {
+    run: async (side, round) => {
       const base = bench.servers.url[side];
       const b = batch++;
-      return [
+      const figures = [
         latency(await clientLoop('Node', base, afterDeclare(`wn${b}`, route), calls)),
         latency(await clientLoop('Python', base, afterDeclare(`wp${b}`, route), calls)),
         latency(await clientLoop('Node', base, afterDeclare(`wq${b}`, `${route}?limit=${pageSize}`), calls)),
       ];
+      if (round === 0 && bench.s3Proxy) listCalls[side] = await countCalls(side);
+      return figures;
     },
+    ...(bench.s3Proxy ? { note: () => `store calls per list after a declare: this service ${listCalls.ours}; reference ${listCalls.ref}` } : {}),
   };
 }
 
@@ -1536,7 +1551,8 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
 
   const createLabel = `catalog writes, 8 clients (Node), in a namespace of ${count(mid)}+ declared tables, warm`;
   const listLabel = `list tables, ${count(mid)} declared tables present, warm`;
-  if (needs(createLabel) || needs(listLabel)) {
+  const afterWriteLabel = `list tables right after a declare (untimed) in the same namespace, ${count(mid)}+ declared tables present, warm`;
+  if (needs(createLabel) || needs(listLabel) || needs(afterWriteLabel)) {
     log(`fixture: namespaces mid and decl with ${count(mid)} declared tables each`);
     for (const ns of ['mid', 'decl']) {
       for (const side of SIDES) await call(servers.url[side], 'POST', `/v1/namespace/${ns}/create`, {});
@@ -1550,6 +1566,7 @@ async function s3Rows(bench: Bench): Promise<RowSpec[]> {
     }
   }
   rows.push(catalogWritesRow(bench, createLabel, 'decl', 8, sizes.creates, sizes.declares));
+  rows.push(listAfterWriteRow(bench, afterWriteLabel, 'decl', sizes.listCalls, sizes.pageSize));
 
   const describeLabel = `describe table, 16 clients (Node), one Lance-written table, warm (${WARM_UP_CALLS} calls before)`;
   const latestLabel = `latest version of a Lance-written table in a child namespace, ${count(sizes.historyVersions)} versions, warm`;

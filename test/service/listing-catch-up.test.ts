@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogDeps } from '../../src/service/catalog/catalog-deps.js';
+import { compareNames } from '../../src/service/catalog/layout.js';
 import { COMPACT_AT } from '../../src/service/catalog/listing-catch-up.js';
 import { NamespaceService } from '../../src/service/catalog/namespace-service.js';
 import type { RequestContext } from '../../src/service/context/request-context.js';
@@ -8,7 +9,7 @@ import { listAll, type ObjectStore, type PutCondition, type PutOptions } from '.
 import { type Backend, backends, type TestRoot } from '../support/backends.js';
 import { pages } from '../support/listing-services.js';
 import { testRootCatalogDeps } from '../support/local-catalog.js';
-import { storeDouble } from '../support/store-double.js';
+import { readLog, storeDouble } from '../support/store-double.js';
 
 // The listing snapshot's catch-up (src/service/catalog/listing-catch-up.ts, its invariants in
 // listing-snapshot.ts) when the store fails a step: of a change (the pending entry, the stamp's
@@ -153,6 +154,125 @@ describe.each(backends())('listing snapshot catch-up when the store fails a step
       await declared;
       expect((await reader.list(ctx, ns, {})).tables).toEqual(['a', 'b']);
       expect(await pages(reader, ns, 1)).toEqual(['a', 'b']);
+    });
+  });
+
+  it('a catch-up held after its LIST of the log while another process drops a changed table and compacts the log: the drop is not lost', async () => {
+    await onNewRoot(backend, ['a', 'm'], async (root) => {
+      // The reader's HEAD of the stored snapshot waits, once armed, until the gate opens.
+      const atHead = signal();
+      const gate = signal();
+      let armed = false;
+      const held = storeDouble(root.store, {
+        head: async (k: string) => {
+          if (armed && k.endsWith('/tables.snapshot')) {
+            armed = false;
+            atHead.resolve();
+            await gate.promise;
+          }
+          return root.store.head(k);
+        },
+      });
+      const reader = servicesOver(depsOf(root, held)).tables;
+      expect((await reader.list(ctx, ns, {})).tables).toEqual(['a', 'm']);
+      const writerDeps = depsOf(root);
+      const writer = servicesOver(writerDeps).tables;
+      await writer.declare(ctx, [...ns, 'f'], {});
+      // The reader lists the log (f's declare) and reads f's entries; its HEAD waits.
+      armed = true;
+      const listing = reader.list(ctx, ns, {});
+      await atHead.promise;
+      // Meanwhile f is dropped and the log compacted past it: its keys gone, a new snapshot stored.
+      await writer.drop(ctx, [...ns, 'f']);
+      const made = Array.from({ length: COMPACT_AT }, (_, i) => `g${String(i).padStart(3, '0')}`);
+      for (const t of made) await writer.declare(ctx, [...ns, t], {});
+      await writerDeps.listingIndex.settled();
+      const logOfF = (await listAll(root.store, 'ns/_catalog/tables.log/')).objects.filter((o) => o.key.includes('/f/') || o.key.includes('/f.'));
+      expect(logOfF).toEqual([]);
+      gate.resolve();
+      // Concurrent with the drop and the declares: the tables at some instant of it.
+      const instants = [['a', 'f', 'm'], ...Array.from({ length: made.length + 1 }, (_, k) => ['a', ...made.slice(0, k), 'm'])];
+      expect(instants).toContainEqual((await listing).tables);
+      const expected = ['a', ...made, 'm'];
+      expect((await reader.list(ctx, ns, {})).tables, "the reader's next list").toEqual(expected);
+      expect(await pages(reader, ns, 7), "the reader's pages").toEqual(expected);
+      expect((await servicesOver(depsOf(root)).tables.list(ctx, ns, {})).tables, "a new process's list").toEqual(expected);
+    });
+  });
+
+  it('log keys of every form (flat, a long name nested, nested as written before the flat form) and names that look like log keys: every process lists exactly, and compaction deletes them', async () => {
+    await onNewRoot(backend, ['a'], async (root, healthy) => {
+      const reader = servicesOver(depsOf(root)).tables;
+      expect((await reader.list(ctx, ns, {})).tables).toEqual(['a']);
+      const long = `l${'x'.repeat(248)}`;
+      const tricky = ['a.b', `t.${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`, long, 'z.'];
+      for (const t of tricky) await healthy.tables.declare(ctx, [...ns, t], {});
+      // A writer of the nested form only, as a process of the version before the flat one writes.
+      const nestedOnly = storeDouble(root.store, {
+        put: (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) =>
+          root.store.put(k.includes('/_catalog/tables.log/') ? k.replace(/\.([0-9a-f-]{36})$/, '/$1') : k, b, c, o),
+      });
+      const old = servicesOver(depsOf(root, nestedOnly)).tables;
+      await old.declare(ctx, [...ns, 'old'], {});
+      const logKeys = async () => (await listAll(root.store, 'ns/_catalog/tables.log/')).objects.map((o) => o.key.slice('ns/_catalog/tables.log/'.length));
+      const keys = await logKeys();
+      expect(keys.filter((k) => k.startsWith('old/'))).toHaveLength(1);
+      expect(keys.filter((k) => k.startsWith(`${long}/`))).toHaveLength(1);
+      expect(keys.filter((k) => k.startsWith('a.b.'))).toHaveLength(1);
+      const all = [...tricky, 'a', 'old'].sort(compareNames);
+      const check = async (expected: string[], what: string) => {
+        expect((await reader.list(ctx, ns, {})).tables, `${what}: the reader`).toEqual(expected);
+        expect(await pages(reader, ns, 2), `${what}: the reader's pages`).toEqual(expected);
+        expect((await servicesOver(depsOf(root)).tables.list(ctx, ns, {})).tables, `${what}: a new process`).toEqual(expected);
+      };
+      await check(all, 'declared');
+      await old.drop(ctx, [...ns, long]);
+      await healthy.tables.drop(ctx, [...ns, 'a.b']);
+      await healthy.tables.drop(ctx, [...ns, 'old']);
+      const left = all.filter((t) => t !== long && t !== 'a.b' && t !== 'old');
+      await check(left, 'dropped');
+      // Enough writes to compact: every form's keys go.
+      const made = Array.from({ length: COMPACT_AT }, (_, i) => `c${String(i).padStart(3, '0')}`);
+      const compactor = depsOf(root);
+      for (const t of made) await servicesOver(compactor).tables.declare(ctx, [...ns, t], {});
+      await compactor.listingIndex.settled();
+      expect((await logKeys()).filter((k) => !k.startsWith('c'))).toEqual([]);
+      await check([...left, ...made].sort(compareNames), 'compacted');
+    });
+  });
+
+  it('a list after a write of its own process creates the new stamp without reading it first, and is exact whatever other processes did since', async () => {
+    await onNewRoot(backend, ['a'], async (root, healthy) => {
+      const { store, reads } = readLog(root.store);
+      const own = servicesOver(depsOf(root, store)).tables;
+      const other = servicesOver(depsOf(root)).tables;
+      const stampGets = () => reads.filter((k) => k.endsWith('/tables.stamp')).length;
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a']);
+      // Its own write, and nothing else: no GET of the stamp.
+      await own.declare(ctx, [...ns, 'b'], {});
+      reads.length = 0;
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'b']);
+      expect(stampGets()).toBe(0);
+      // Warm: the stamp read, as always.
+      reads.length = 0;
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'b']);
+      expect(stampGets()).toBe(1);
+      // Its write, then another process's write.
+      await own.declare(ctx, [...ns, 'c'], {});
+      await other.declare(ctx, [...ns, 'd'], {});
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'b', 'c', 'd']);
+      // Its write, then another process's list (which creates the stamp the create here then finds).
+      await own.drop(ctx, [...ns, 'b']);
+      expect((await other.list(ctx, ns, {})).tables).toEqual(['a', 'c', 'd']);
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'c', 'd']);
+      // Its write, another process's list and write, another's page.
+      await own.declare(ctx, [...ns, 'e'], {});
+      expect((await other.list(ctx, ns, {})).tables).toEqual(['a', 'c', 'd', 'e']);
+      await healthy.tables.drop(ctx, [...ns, 'c']);
+      expect(await pages(other, ns, 1)).toEqual(['a', 'd', 'e']);
+      expect((await own.list(ctx, ns, {})).tables).toEqual(['a', 'd', 'e']);
+      expect(await pages(own, ns, 2)).toEqual(['a', 'd', 'e']);
+      expect((await servicesOver(depsOf(root)).tables.list(ctx, ns, {})).tables).toEqual(['a', 'd', 'e']);
     });
   });
 

@@ -33,7 +33,9 @@ export const VERSIONS_DIR = '_versions';
 export const CATALOG_DIR = '_catalog';
 /** Directories of tables whose name's directory holds a deregistered table's data: no namespace or table name can start with '.'. */
 const OWN_DIR_PREFIX = '.lance-table-';
-const MAX_NAME_BYTES = 255 - TABLE_SUFFIX.length;
+/** A file name's length on the file systems a local root lives on (and so an S3 key's part between slashes, for a root copied there). */
+const MAX_FILE_NAME_BYTES = 255;
+const MAX_NAME_BYTES = MAX_FILE_NAME_BYTES - TABLE_SUFFIX.length;
 
 /** A table: its namespace (possibly the root, []) and its name. */
 export interface TableRef {
@@ -147,7 +149,8 @@ export const storeCheckKey = (process: string, probe: number): string => `${CATA
 //   namespace-pending/<name>/<until>.<op>   the same for a child namespace
 //   index.ready                             the index covers every child
 //   tables.stamp, tables.snapshot           the index in one object (catalog/listing-snapshot.ts)
-//   tables.log/<name>/<token>               a change of the name's entries since the snapshot (the same)
+//   tables.log/<name>.<token>               a change of the name's entries since the snapshot (the same;
+//                                           <name>/<token> for a long name)
 //   namespaces.stamp, namespaces.snapshot, namespaces.log/   the same for child namespaces
 
 /** The two kinds of child a namespace's listing index holds. */
@@ -190,14 +193,26 @@ export function parsePendingKey(dir: string, key: string): { name: string; until
 export const indexReadyKey = (ns: string[]): string => `${namespaceCatalogDirKey(ns)}index.ready`;
 export const listingStampKey = (ns: string[], kind: ChildKind): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].visible}.stamp`;
 export const listingSnapshotKey = (ns: string[], kind: ChildKind): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].visible}.snapshot`;
-/** The folder of the log of changes of a kind's entries: `<name>/<token>`, a token never written twice. */
+/** The folder of the log of changes of a kind's entries: `<name>.<token>`, a token never written twice. */
 export const listingLogDirKey = (ns: string[], kind: ChildKind): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].visible}.log/`;
-export const listingLogKey = (kind: ChildKind, ref: TableRef, token: string): string =>
-  `${indexNameDirKey(listingLogDirKey(ref.namespace, kind), ref.name)}${token}`;
-/** The name a log key under the folder `dir` is of (null: not one). */
+/**
+ * `<name>.<token>`, flat, so that a LIST of the log on a local disk reads one directory, not one
+ * per name; `<name>/<token>` for a name too long for both to fit a file name (and as logs written
+ * before the flat form hold them). The token holds no '.' or '/'.
+ */
+export const listingLogKey = (kind: ChildKind, ref: TableRef, token: string): string => {
+  const dir = listingLogDirKey(ref.namespace, kind);
+  return Buffer.byteLength(ref.name, 'utf8') + 1 + Buffer.byteLength(token, 'utf8') <= MAX_FILE_NAME_BYTES
+    ? `${dir}${ref.name}.${token}`
+    : `${indexNameDirKey(dir, ref.name)}${token}`;
+};
+/** The name a log key under the folder `dir` is of, in either form (null: not one). */
 export function nameOfLogKey(dir: string, key: string): string | null {
-  const [name, token, rest] = key.slice(dir.length).split('/');
-  return name && token && rest === undefined ? name : null;
+  const [first, token, rest] = key.slice(dir.length).split('/');
+  if (!first || rest !== undefined) return null;
+  if (token !== undefined) return token === '' ? null : first;
+  const dot = first.lastIndexOf('.');
+  return dot > 0 && dot < first.length - 1 ? first.slice(0, dot) : null;
 }
 
 // ---- <root>/<ns>/<t>.lance/_catalog/: what writers of a table name leave while they write.

@@ -43,11 +43,16 @@ export class SnapshotCatchUp {
       byLog ? pendingOf(this.store, kind, ns) : undefined,
     ]);
     if (ready === null) return null;
-    if (log && pending && log.size < REBUILD_AT) {
+    if (byLog && log && pending && log.size < REBUILD_AT) {
       // After the log's LIST: a base still stored then has lost none of the keys it does not reflect.
-      const etag = await this.snapshots.head(ns, kind);
-      const base = byLog?.base !== null && byLog?.base === etag ? byLog : etag === null ? null : await this.snapshots.read(ns, kind);
-      if (base?.names && base.ready === ready) return this.caughtUp(kind, ns, stamp, base, log, pending);
+      // The entries of the names changed since the snapshot kept are read at once with that HEAD
+      // (after the LIST: the index is written before the log). They are used only when the HEAD
+      // finds that snapshot still stored: another stored since may reflect later changes of those
+      // names, whose log keys its maker then deleted, so with it they are read again, after it.
+      const [etag, entries] = await Promise.all([this.snapshots.head(ns, kind), this.entriesOf(kind, ns, changedSince(byLog, log))]);
+      const kept = byLog.base !== null && byLog.base === etag;
+      const base = kept ? byLog : etag === null ? null : await this.snapshots.read(ns, kind);
+      if (base?.names && base.ready === ready) return this.caughtUp(kind, ns, stamp, base, log, pending, kept ? entries : new Map());
     }
     return whole ? this.rebuilt(kind, ns, stamp, ready) : null;
   }
@@ -78,7 +83,7 @@ export class SnapshotCatchUp {
     await this.current(kind, ns, stamp, stored ?? undefined, true);
   }
 
-  /** `base` with the log's changes it does not reflect applied, read from the index; compacted when the log is long. */
+  /** `base` with the log's changes it does not reflect applied, read from the index (those not `read` already); compacted when the log is long. */
   private async caughtUp(
     kind: ChildKind,
     ns: string[],
@@ -86,25 +91,21 @@ export class SnapshotCatchUp {
     base: IndexSnapshot,
     log: Map<string, string>,
     pending: Map<string, Pending[]>,
+    read: Map<string, EntryState>,
   ): Promise<IndexSnapshot> {
-    const changed = [...new Set([...log].filter(([key]) => !base.applied.has(key)).map(([, name]) => name))];
-    const limit = pLimit(CHECK_CONCURRENCY);
-    const entries = await Promise.all(
-      changed.map((name) =>
-        limit(async () => {
-          const ref = { namespace: ns, name };
-          const [visible, data] = await Promise.all([
-            this.store.head(indexVisibleKey(kind, ref)),
-            kind === 'table' ? this.store.head(indexDataKey(ref)) : null,
-          ]);
-          return { name, visible: visible !== null, data: data !== null };
-        }),
-      ),
+    const changed = changedSince(base, log);
+    const fresh = await this.entriesOf(
+      kind,
+      ns,
+      changed.filter((name) => !read.has(name)),
     );
     // A few names changed among many: placed by binary search into a copy, the rest left as it is.
     let names = base.names ?? [];
     let data = base.data;
-    for (const e of entries) {
+    for (const name of changed) {
+      const state = read.get(name) ?? fresh.get(name);
+      if (state === undefined) continue; // every changed name was read, above or by the caller
+      const e = { name, ...state };
       const next = firstAfter(names, e.name);
       const present = next > 0 && names[next - 1] === e.name;
       const at = present ? next - 1 : next;
@@ -154,6 +155,24 @@ export class SnapshotCatchUp {
     return snapshot;
   }
 
+  /** The index entries of `names`, read at once (CHECK_CONCURRENCY at a time). */
+  private async entriesOf(kind: ChildKind, ns: string[], names: string[]): Promise<Map<string, EntryState>> {
+    const limit = pLimit(CHECK_CONCURRENCY);
+    const states = await Promise.all(
+      names.map((name) =>
+        limit(async () => {
+          const ref = { namespace: ns, name };
+          const [visible, data] = await Promise.all([
+            this.store.head(indexVisibleKey(kind, ref)),
+            kind === 'table' ? this.store.head(indexDataKey(ref)) : null,
+          ]);
+          return [name, { visible: visible !== null, data: data !== null }] as const;
+        }),
+      ),
+    );
+    return new Map(states);
+  }
+
   /** The log's keys and the name of each. */
   private async log(kind: ChildKind, ns: string[]): Promise<Map<string, string>> {
     const dir = listingLogDirKey(ns, kind);
@@ -176,6 +195,17 @@ export class SnapshotCatchUp {
     const limit = pLimit(CHECK_CONCURRENCY);
     await Promise.all(keys.slice(0, DELETES_PER_REQUEST).map((key) => limit(() => this.store.delete(key).catch(() => undefined))));
   }
+}
+
+/** What the index says of a name: visible, and with data (tables). */
+interface EntryState {
+  visible: boolean;
+  data: boolean;
+}
+
+/** The names of the log's keys that `base` does not reflect. */
+function changedSince(base: IndexSnapshot, log: Map<string, string>): string[] {
+  return [...new Set([...log].filter(([key]) => !base.applied.has(key)).map(([, name]) => name))];
 }
 
 function pendingEntries(byName: Map<string, Pending[]>): PendingEntry[] {

@@ -104,7 +104,7 @@ export class IndexPages {
     // drop of the namespace's catalog, so the ready marker is looked at only when no snapshot holds.
     const [readyListed, stamp, stored, firstStretch, pendingListed] = await Promise.all([
       bySnapshot ? undefined : isReady(),
-      bySnapshot ? this.snapshots.stamp(ns, kind) : null,
+      bySnapshot ? this.snapshots.stampFor(ns, kind, kept) : null,
       bySnapshot && !kept ? this.snapshots.read(ns, kind) : null,
       bySnapshot ? undefined : fromStore.next(want),
       bySnapshot ? undefined : pendingOf(this.store, kind, ns),

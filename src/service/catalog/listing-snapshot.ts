@@ -11,7 +11,7 @@ import { type ChildKind, listingSnapshotKey, listingStampKey } from './layout.js
 //   _catalog/<folder>.stamp      a random token, never written twice; deleted by every change of the index
 //   _catalog/<folder>.snapshot   { stamp, ready, names, data, pending }: the index and its pending entries
 //                                as they were after that stamp was read, and the ready marker's token then
-//   _catalog/<folder>.log/<name>/<token>   the name's entries changed (a token per change, never reused)
+//   _catalog/<folder>.log/<name>.<token>   the name's entries changed (a token per change, never reused; layout.ts)
 //
 // (one set per kind of child, `tables` and `namespaces`; the keys are built in layout.ts)
 //
@@ -53,10 +53,12 @@ import { type ChildKind, listingSnapshotKey, listingStampKey } from './layout.js
 // creation again, with a snapshot of it: that snapshot is current by its stamp until the new
 // namespace's first change.
 //
-// Cost: a list after a write is the stamp (gone: a new one, if-none-match), at once the ready
-// marker's GET, a LIST of the log and one of the pending entries, then a HEAD of the snapshot,
-// and two HEADs per name changed since the snapshot this process keeps (a GET of the snapshot
-// when another process compacted it). A write is one more put (its log key) and one LIST (of up
+// Cost: a list after a write is four round trips: the stamp (gone: a new one, if-none-match), at
+// once the ready marker's GET, a LIST of the log and one of the pending entries, then at once a
+// HEAD of the snapshot and two HEADs per name changed since the snapshot this process keeps (when
+// another process compacted it: a GET of the snapshot, then those HEADs again, as entries read
+// before it was stored may be older than it); three after a write of this process's own, which
+// creates the new stamp without reading the one it deleted (stampFor). A write is one more put (its log key) and one LIST (of up
 // to COMPACT_AT log keys) than without the log: the write that finds the log COMPACT_AT keys long
 // compacts it (the snapshot caught up, or the index listed whole when there is no base, stored
 // durably, then the keys it reflects deleted, at most DELETES_PER_REQUEST), so the log stays
@@ -95,6 +97,8 @@ export interface IndexSnapshot {
   base: string | null;
   /** The log keys this one reflects beyond its base (listing-catch-up.ts). */
   applied: Set<string>;
+  /** This process deleted its stamp since (a change it made): no use reading the stamp before catching it up. */
+  stampDeleted?: boolean;
 }
 
 /** Above this many children a namespace is listed from the index itself, page by page. */
@@ -111,7 +115,19 @@ export class ListingSnapshots {
 
   /** Announces a change of the index of `kind` in `ns`: no snapshot taken before it holds (see the invariant above). */
   async invalidate(ns: string[], kind: ChildKind): Promise<void> {
+    const kept = this.kept.get(listingSnapshotKey(ns, kind));
+    if (kept) kept.stampDeleted = true;
     await this.store.delete(listingStampKey(ns, kind));
+  }
+
+  /**
+   * The stamp a listing holds its snapshot up to: read, or when this process deleted the one its
+   * snapshot has, a new one created at once (createStamp; also read, when another process created
+   * one first). Either is read or created before the listing's reads of the index, as invariant 1
+   * asks; null: none (read).
+   */
+  async stampFor(ns: string[], kind: ChildKind, kept: IndexSnapshot | undefined): Promise<string | null> {
+    return kept?.stampDeleted ? this.createStamp(ns, kind) : this.stamp(ns, kind);
   }
 
   /** The current stamp (null: none yet). */
