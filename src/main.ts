@@ -1,3 +1,5 @@
+// First: sets the thread pool's size before any other module can start the pool.
+import './event-loop/thread-pool.js';
 import { pino } from 'pino';
 import { createApp } from './app.js';
 import { loadConfig } from './config.js';
