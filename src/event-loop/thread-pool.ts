@@ -1,7 +1,6 @@
 // The size of libuv's thread pool, set before anything starts it: main.ts imports this module
-// first, and ES modules run in import order, so this body runs before any other module's (their
-// files are read synchronously, which starts no pool). libuv reads UV_THREADPOOL_SIZE once, when
-// the pool first runs work.
+// alone, and the service (serve.ts) only once it ran. libuv reads UV_THREADPOOL_SIZE once, when
+// the pool first runs work, and loading a graph of ES modules may be such work.
 //
 // Why 16, not libuv's 4: every durable write waits in an fsync on the pool, and on a local disk
 // each can take milliseconds while the journal commits; with 4 threads, 8 clients' fsyncs fill the
