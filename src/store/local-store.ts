@@ -33,8 +33,10 @@ import {
 // Local-directory adapter: a key is a file under the root, its prefixes directories.
 //
 // Invariants:
-// - create-if-absent is `link(tmp, final)`: the kernel refuses an existing name (EEXIST), so of any
-//   number of concurrent creators, in this process or others on the same file system, exactly one wins.
+// - create-if-absent is `link(tmp, final)`, or for an empty body that need not be durable the
+//   exclusive open(2) of the final name itself (no bytes to show half-written): the kernel refuses
+//   an existing name (EEXIST), so of any number of concurrent creators, in this process or others
+//   on the same file system, exactly one wins.
 // - replace-if-unchanged holds a per-key lock (an in-process queue plus an O_EXCL lock file shared
 //   with other processes, see local-lock.ts) across "stat, compare etag, rename": no two such
 //   replaces interleave.
@@ -208,6 +210,13 @@ export class LocalObjectStore implements ObjectStore {
         if (current.etag !== condition.ifMatch) throw new PreconditionFailedError(key, 'etag changed');
         return this.temps.replace(key, target, { body, besideExisting }, durable);
       });
+    }
+    if (!durable && !sameAs && !placeAfter && !(condition && 'ifMatch' in condition) && body.length === 0) {
+      // An empty object nobody needs durable, where none is yet: made in place (TempFiles.createEmpty).
+      const made = this.temps.createEmpty(key, target, besideExisting);
+      if (made) return objectInfo(key, made);
+      if (condition) throw new PreconditionFailedError(key, 'object exists');
+      // Something is there: replaced by a new inode, as any put replaces (below).
     }
     if (condition && 'ifNoneMatch' in condition) {
       // A short-lived create (a slot's reservation) reuses the file of an earlier one (see local-spare-files.ts).

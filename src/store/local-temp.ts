@@ -138,6 +138,34 @@ export class TempFiles {
   }
 
   /**
+   * An empty object that need not be durable, created under `target` itself if no entry has that
+   * name (open with O_CREAT | O_EXCL, which also refuses a symbolic link): its stat, or null when
+   * the name is taken. There are no bytes to show half-written, so nothing is written out of
+   * sight first; a listing index's empty entries (service/catalog/listing-entries.ts) are each
+   * one open, fstat and close instead of a temporary file's write, link or rename and unlink.
+   */
+  createEmpty(key: string, target: string, besideExisting: boolean): BigIntStats | null {
+    for (let attempt = 0; ; attempt++) {
+      let fd: number;
+      try {
+        fd = fsSync.openSync(target, fsc.O_CREAT | fsc.O_EXCL | fsc.O_WRONLY, 0o644);
+      } catch (e) {
+        if (errCode(e) === 'EEXIST') return null;
+        if (errCode(e) === 'ENOENT' && besideExisting) throw directoryGone(key);
+        // No directory yet, or a concurrent delete pruned the one just made: make it (again).
+        if (errCode(e) !== 'ENOENT' || attempt >= 5) throw e;
+        makeDirs(path.dirname(target));
+        continue;
+      }
+      try {
+        return fsSync.fstatSync(fd, { bigint: true });
+      } finally {
+        fsSync.closeSync(fd);
+      }
+    }
+  }
+
+  /**
    * Writes a temporary file (fsynced if `durable`) next to `target`, creating parent directories
    * unless `besideExisting`; on failure none is left behind.
    */

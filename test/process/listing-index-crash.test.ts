@@ -18,6 +18,11 @@ async function indexEntries(root: TestRoot, table: string): Promise<string[]> {
   const prefix = 'ns/_catalog/';
   return (await listAll(root.store, prefix)).objects
     .map((o) => o.key.slice(prefix.length).split('/'))
+    .map(([kind = '', name = '', entry]) => {
+      // A pending entry is one file, `pending/<name>.~<until>.<op>` (layout.ts).
+      const flat = kind === 'pending' && entry === undefined ? name.indexOf('.~') : -1;
+      return flat >= 0 ? [kind, name.slice(0, flat), name.slice(flat + 2)] : [kind, name, entry];
+    })
     .filter(([kind, name]) => name === table && kind !== 'tables.log')
     .map(([kind, , entry]) => `${kind}/${entry}`);
 }

@@ -50,6 +50,7 @@ async function pagesOfNamespaces(namespaces: NamespaceService, ns: string[]): Pr
   return pages;
 }
 
+const keysOf = (objects: { key: string }[]): string[] => objects.map((o) => o.key);
 const name = (i: number) => `t${String(i).padStart(4, '0')}`;
 
 describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
@@ -233,6 +234,36 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     expect(await root.store.head('ns/_catalog/namespaces/made/v')).not.toBeNull();
   });
 
+  it('pending entries are one file each, a long name under a directory of its own; a listing reads and settles both forms, and entries left by earlier versions', async () => {
+    const deps = withLease(root.store, 60_000);
+    const { namespaces, tables } = servicesOver(deps);
+    await namespaces.create(ctx, ['ns'], {});
+    // A change whose store stops right after the pending entry (the process "dies"): the entry stays.
+    const died = (k: string) => k.includes('/_catalog/pending/');
+    const dying = storeDouble(root.store, {
+      put: (k: string, b: Buffer | string, c?: PutCondition, o?: PutOptions) =>
+        root.store.put(k, b, c, o).then((r) => (died(k) ? Promise.reject(new Error('the process died')) : r)),
+    });
+    const long = 'l'.repeat(240);
+    for (const t of ['short', long]) await expect(servicesOver(withLease(dying, -1)).tables.declare(ctx, ['ns', t], {})).rejects.toThrow('died');
+    // An entry as earlier versions wrote every one, `<name>/<until>.<op>`, of an operation long dead.
+    await root.store.put('ns/_catalog/pending/old/1.op', '', undefined, { durable: false });
+    await tables.declare(ctx, ['ns', 'old'], {});
+    const pendingKeys = async () => keysOf((await listAll(root.store, 'ns/_catalog/pending/')).objects);
+    const before = await pendingKeys();
+    expect(before.filter((k) => k.startsWith('ns/_catalog/pending/short.~'))).toHaveLength(1);
+    expect(before.filter((k) => k.startsWith(`ns/_catalog/pending/${long}/`))).toHaveLength(1);
+    expect(before).toContain('ns/_catalog/pending/old/1.op');
+    expect(before).toHaveLength(3);
+    // A declare that completes leaves no entry of its own, in either form.
+    await tables.declare(ctx, ['ns', 'fine'], {});
+    await tables.declare(ctx, ['ns', `${long}x`.slice(0, 241)], {});
+    expect(await pendingKeys()).toEqual(before);
+    // The dead ones are read (the tables whose state says so are listed) and settled by the listing.
+    expect((await tables.list(ctx, ['ns'], {})).tables).toEqual(['fine', `${long}x`.slice(0, 241), 'old'].sort(compareNames));
+    expect(await pendingKeys()).toEqual([]);
+  });
+
   it('a store that stops half-way through an operation leaves a pending entry: listings read the table, then settle it once it is dead', async () => {
     const deps = withLease(root.store, 60_000);
     const { namespaces } = servicesOver(deps);
@@ -273,8 +304,8 @@ describe.each(catalogRootKinds)('listing index (%s)', (kind) => {
     await dropping.drop(ctx, ['ns', 'gone']).catch(() => undefined);
     const entries = async () => (await listAll(root.store, 'ns/_catalog/')).objects.map((o) => o.key.slice('ns/_catalog/'.length));
     const before = await entries();
-    expect(before.filter((e) => e.startsWith('pending/kept/'))).toHaveLength(1);
-    expect(before.filter((e) => e.startsWith('pending/gone/'))).toHaveLength(1);
+    expect(before.filter((e) => e.startsWith('pending/kept.~'))).toHaveLength(1);
+    expect(before.filter((e) => e.startsWith('pending/gone.~'))).toHaveLength(1);
     expect(before).toContain('tables/gone/v');
     expect(before).not.toContain('tables/kept/v');
     // The pending entries ran out (written with a lease already over): the listing answers from the tables' state and settles them.

@@ -797,6 +797,63 @@ describe('LocalObjectStore specifics', () => {
     expect(await bodyOf(store, 'made/_versions/hint.json')).toBe('x');
   });
 
+  it('an empty put nobody needs durable is made in place: of processes racing to create the same keys exactly one wins each, a replace is a new file, a link is never followed', async () => {
+    // Separate processes, each with its own store, creating the same empty keys create-if-absent
+    // (each in a directory of its own, which the first to come makes) and unconditionally.
+    const script = `
+      const { LocalObjectStore } = await import(${JSON.stringify(path.resolve('src/store/local-store.ts'))});
+      const { PreconditionFailedError } = await import(${JSON.stringify(path.resolve('src/store/object-store.ts'))});
+      const store = new LocalObjectStore(process.argv[1]);
+      const won = [];
+      for (let i = 0; i < 100; i++) {
+        try {
+          await store.put('race/' + i + '/e', '', { ifNoneMatch: '*' }, { durable: false });
+          won.push(i);
+        } catch (e) {
+          if (!(e instanceof PreconditionFailedError)) throw e;
+        }
+        await store.put('all/' + i + '/v', '', undefined, { durable: false });
+      }
+      process.stdout.write(JSON.stringify(won));
+    `;
+    const { spawn } = await import('node:child_process');
+    const racers = Array.from({ length: 4 }, () => {
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, root.root], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString('utf8');
+      });
+      return new Promise<number[]>((resolve, reject) =>
+        child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`racer exited ${code}`)))),
+      );
+    });
+    const won = (await Promise.all(racers)).flat().sort((a, b) => a - b);
+    expect(won).toEqual(Array.from({ length: 100 }, (_, i) => i));
+    expect((await store.list('all/')).objects).toHaveLength(100);
+    expect((await store.list('race/')).objects).toHaveLength(100);
+    // In this process too: the second create is refused, and no temporary file is ever left.
+    await expect(store.put('race/0/e', '', { ifNoneMatch: '*' }, { durable: false })).rejects.toBeInstanceOf(PreconditionFailedError);
+    expect(await fs.readdir(path.join(root.root, 'race', '0'))).toEqual(['e']);
+    // An unconditional one over an existing object replaces it by a new file (a new etag), as any put does.
+    const before = await store.put('k/v', 'something');
+    const after = await store.put('k/v', '', undefined, { durable: false });
+    expect(after.etag).not.toBe(before.etag);
+    expect(await bodyOf(store, 'k/v')).toBe('');
+    // A symbolic link at the key is never written through, whether or not it leads anywhere.
+    await fs.writeFile(path.join(root.root, 'outside'), 'kept');
+    await fs.symlink(path.join(root.root, 'outside'), path.join(root.root, 'k', 'link'));
+    await fs.symlink(path.join(root.root, 'nowhere'), path.join(root.root, 'k', 'dangling'));
+    await expect(store.put('k/link', '', { ifNoneMatch: '*' }, { durable: false })).rejects.toBeInstanceOf(PreconditionFailedError);
+    await expect(store.put('k/dangling', '', { ifNoneMatch: '*' }, { durable: false })).rejects.toBeInstanceOf(PreconditionFailedError);
+    await store.put('k/link', '', undefined, { durable: false });
+    expect(await fs.readFile(path.join(root.root, 'outside'), 'utf8')).toBe('kept');
+    await expect(fs.stat(path.join(root.root, 'nowhere'))).rejects.toMatchObject({ code: 'ENOENT' });
+    // Beside what exists: refused where the directory went, made no directory.
+    await expect(store.put('gone/e', '', undefined, { durable: false, besideExisting: true })).rejects.toBeInstanceOf(PreconditionFailedError);
+    await expect(store.put('gone/e', '', { ifNoneMatch: '*' }, { durable: false, besideExisting: true })).rejects.toBeInstanceOf(PreconditionFailedError);
+    await expect(fs.stat(path.join(root.root, 'gone'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
   it('leaves no empty directory behind when the last key of a directory goes', async () => {
     await putAll(store, ['x/y/z/k', 'x/y/other']);
     await store.delete('x/y/z/k');

@@ -145,8 +145,9 @@ export const storeCheckKey = (process: string, probe: number): string => `${CATA
 //   tables/<name>/v                         a table of this name is visible
 //   data/<name>/t                           ... and has data
 //   namespaces/<name>/v                     a child namespace of this name exists
-//   pending/<name>/<until>.<op>             an operation is changing what the table name holds
-//   namespace-pending/<name>/<until>.<op>   the same for a child namespace
+//   pending/<name>.~<until>.<op>            an operation is changing what the table name holds
+//                                           (pending/<name>/<until>.<op> for a name too long for one file name)
+//   namespace-pending/<name>.~<until>.<op>  the same for a child namespace
 //   index.ready                             the index covers every child
 //   tables.stamp, tables.snapshot           the index in one object (catalog/listing-snapshot.ts)
 //   tables.log/<name>.<token>               a change of the name's entries since the snapshot (the same;
@@ -176,17 +177,37 @@ export const indexVisibleKey = (kind: ChildKind, ref: TableRef): string => `${in
 /** The folder of the tables that have data. */
 export const indexDataDirKey = (ns: string[]): string => `${namespaceCatalogDirKey(ns)}data/`;
 export const indexDataKey = (ref: TableRef): string => `${indexNameDirKey(indexDataDirKey(ref.namespace), ref.name)}t`;
-/** The folder of a kind's pending entries: `<name>/<until>.<op>`. */
+/**
+ * The folder of a kind's pending entries: `<name>.~<until>.<op>`, one file each, so that an entry
+ * costs its own put and delete, not a directory's too (a local disk's mkdir and rmdir, the most
+ * costly steps of a catalog write's index entries). No name holds '.~' (nameProblem), so the
+ * first one ends the name. A name whose entry would not fit in one file name (with the suffix a
+ * local store's write adds for a while) has `<name>/<until>.<op>` instead, as every name had
+ * before: readers take both.
+ */
 export const indexPendingDirKey = (kind: ChildKind, ns: string[]): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].pending}/`;
-export const indexPendingNameDirKey = (kind: ChildKind, ref: TableRef): string => indexNameDirKey(indexPendingDirKey(kind, ref.namespace), ref.name);
-export const indexPendingKey = (kind: ChildKind, ref: TableRef, until: number, op: string): string =>
-  `${indexPendingNameDirKey(kind, ref)}${until}.${pendingOpPart(op)}`;
+const PENDING_NAME_END = '.~';
+/** Well below a file name's 255 bytes, less the 18 of a local store's temporary suffix. */
+const FLAT_PENDING_MAX_BYTES = 200;
+export const indexPendingKey = (kind: ChildKind, ref: TableRef, until: number, op: string): string => {
+  const entry = `${until}.${pendingOpPart(op)}`;
+  const flat = `${ref.name}${PENDING_NAME_END}${entry}`;
+  const dir = indexPendingDirKey(kind, ref.namespace);
+  return Buffer.byteLength(flat) <= FLAT_PENDING_MAX_BYTES ? `${dir}${flat}` : `${indexNameDirKey(dir, ref.name)}${entry}`;
+};
+/** The prefix of every pending key of the name, in either form (and of other names that start with it: parsePendingKey tells them apart). */
+export const indexPendingNamePrefix = (kind: ChildKind, ref: TableRef): string => `${indexPendingDirKey(kind, ref.namespace)}${ref.name}`;
 /** Whether a pending key is one of the operation `op`'s. */
 export const isPendingOf = (key: string, op: string): boolean => key.endsWith(`.${pendingOpPart(op)}`);
 /** A pending key under a kind's folder `dir`, read back: its name and until when its operation is trusted (0: unreadable). */
 export function parsePendingKey(dir: string, key: string): { name: string; until: number } | null {
-  const [name, entry] = key.slice(dir.length).split('/');
-  if (!name || !entry) return null;
+  const rest = key.slice(dir.length);
+  const slash = rest.indexOf('/');
+  const end = slash >= 0 ? slash : rest.indexOf(PENDING_NAME_END);
+  if (end <= 0) return null;
+  const name = rest.slice(0, end);
+  const entry = rest.slice(end + (slash >= 0 ? 1 : PENDING_NAME_END.length));
+  if (!entry || entry.includes('/')) return null;
   const until = Number(entry.split('.')[0]);
   return { name, until: Number.isFinite(until) ? until : 0 };
 }

@@ -1,11 +1,22 @@
 import { randomUUID } from 'node:crypto';
-import type { ObjectStore } from '../../store/object-store.js';
+import { listAll, type ObjectStore } from '../../store/object-store.js';
 import { faultPoint } from '../coordination/fault-points.js';
 import { leaseExpired, leaseUntil } from '../coordination/leases.js';
 import { isVisible, LinkedTableDir, readTableState, tableHasData } from '../tables/table-state.js';
 import { AfterAnswer, nextTurn } from '../versions/after-answer.js';
 import { readNamespace } from './catalog.js';
-import { type ChildKind, indexDataKey, indexPendingKey, indexPendingNameDirKey, indexVisibleKey, isPendingOf, listingLogKey, type TableRef } from './layout.js';
+import {
+  type ChildKind,
+  indexDataKey,
+  indexPendingDirKey,
+  indexPendingKey,
+  indexPendingNamePrefix,
+  indexVisibleKey,
+  isPendingOf,
+  listingLogKey,
+  parsePendingKey,
+  type TableRef,
+} from './layout.js';
 import type { ListingSnapshots } from './listing-snapshot.js';
 import { LinkedLocation, type Locations } from './locations.js';
 
@@ -104,7 +115,7 @@ export class IndexEntries {
     faultPoint('index:after-log');
     await this.snapshots.invalidate(ref.namespace, kind);
     faultPoint('index:after-stamp');
-    for (const key of pending) await this.store.delete(key);
+    for (const key of pending) await this.deletePending(kind, ref, key);
     // Settled: the log is kept bounded, after the caller's answer (a failure, or a process that
     // dies first, leaves it to the next write or whole listing: a long log costs lists, never their
     // truth). In a later turn: its LIST of the log (a readdir per name on a local disk) runs after
@@ -115,6 +126,17 @@ export class IndexEntries {
     );
   }
 
+  /**
+   * Deletes a pending entry. One of the flat form keeps the kind's pending folder (the next change
+   * of any name puts its entry there: no rmdir now and mkdir then, which cost a local disk's
+   * journal more than the entry's own unlink); one under a name's directory (a long name) takes
+   * that directory with it. (In a namespace dropped meanwhile, nothing is kept: see settle.)
+   */
+  private deletePending(kind: ChildKind, ref: TableRef, key: string): Promise<void> {
+    const flat = !key.slice(indexPendingDirKey(kind, ref.namespace).length).includes('/');
+    return this.store.delete(key, { keepDirectory: flat });
+  }
+
   /** Resolves once the compactions begun after settles so far have ended (see AfterAnswer). */
   settled(): Promise<void> {
     return this.after.settled();
@@ -122,11 +144,12 @@ export class IndexEntries {
 
   /** Settles the name and deletes every pending entry of the operation `op` (a batch's transaction, which another process may finish). */
   async settleOp(kind: ChildKind, ref: TableRef, op: string): Promise<void> {
-    const { objects } = await this.store.list(indexPendingNameDirKey(kind, ref), { delimiter: '/' });
+    const dir = indexPendingDirKey(kind, ref.namespace);
+    const { objects } = await listAll(this.store, indexPendingNamePrefix(kind, ref));
     await this.settle(
       kind,
       ref,
-      objects.map((o) => o.key).filter((k) => isPendingOf(k, op)),
+      objects.map((o) => o.key).filter((k) => parsePendingKey(dir, k)?.name === ref.name && isPendingOf(k, op)),
     );
   }
 
