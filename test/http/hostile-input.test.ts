@@ -2,6 +2,7 @@ import fs, { promises as fsp } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { listAll } from '../../src/store/object-store.js';
 import { listenTestApp, type TestApp, useTestApp } from '../support/app.js';
 import { peopleStream } from '../support/arrow-data.js';
 import { backends, localBackend, type TestRoot } from '../support/backends.js';
@@ -51,6 +52,34 @@ describe.each(backends())('hostile input on $name', (backend) => {
     const fine = await fx.t.call('POST', '/v1/namespace/ctx3/create', { context: { 'trace-id': 'abc 123' } });
     expect(fine.status).toBe(200);
     expect(fine.headers['x-namespace-ctx-trace-id']).toBe('abc 123');
+  });
+
+  it('declares, lists and drops tables and namespaces with names of every length the catalog keys switch form at, up to the limit', async () => {
+    // The listing index's keys hold the name and a suffix in one file name while they fit, and a
+    // folder of the name beyond: each length on either side of the switch works end to end.
+    expect((await fx.t.call('POST', '/v1/namespace/lengths/create', {})).status).toBe(200);
+    const lengths = [180, 200, 201, 210, 217, 218, 219, 220, 237, 238, 249];
+    const names = lengths.map((n) => 'x'.repeat(n));
+    for (const name of names) {
+      const declared = await fx.t.call('POST', `/v1/table/lengths%24${name}/declare`, {});
+      expect(declared.status, `${name.length}: ${declared.text}`).toBe(200);
+      const made = await fx.t.call('POST', `/v1/namespace/lengths%24${name}/create`, {});
+      expect(made.status, `${name.length}: ${made.text}`).toBe(200);
+    }
+    // Every change settled: its listing log key written, no pending entry left behind for listings to read.
+    const { objects: left } = await listAll(fx.root.store, 'lengths/_catalog/', {});
+    expect(left.map((o) => o.key).filter((k) => k.includes('pending/'))).toEqual([]);
+    const sorted = [...names].sort();
+    const listed = await fx.t.call('GET', '/v1/namespace/lengths/table/list');
+    expect(listed.status, listed.text).toBe(200);
+    expect(listed.json.tables).toEqual(sorted);
+    expect((await fx.t.call('GET', '/v1/namespace/lengths/list')).json.namespaces).toEqual(sorted);
+    for (const name of names) {
+      expect((await fx.t.call('POST', `/v1/table/lengths%24${name}/drop`, {})).status).toBe(200);
+      expect((await fx.t.call('POST', `/v1/namespace/lengths%24${name}/drop`, {})).status).toBe(200);
+    }
+    expect((await fx.t.call('GET', '/v1/namespace/lengths/table/list')).json.tables).toEqual([]);
+    expect((await fx.t.call('GET', '/v1/namespace/lengths/list')).json.namespaces).toEqual([]);
   });
 
   it('answers ids too long for the store with 400 code 13, in batch bodies too', async () => {

@@ -187,13 +187,16 @@ export const indexDataKey = (ref: TableRef): string => `${indexNameDirKey(indexD
  */
 export const indexPendingDirKey = (kind: ChildKind, ns: string[]): string => `${namespaceCatalogDirKey(ns)}${INDEX_FOLDERS[kind].pending}/`;
 const PENDING_NAME_END = '.~';
-/** Well below a file name's 255 bytes, less the 18 of a local store's temporary suffix. */
-const FLAT_PENDING_MAX_BYTES = 200;
+/**
+ * The longest file name a flat key of the index (a pending entry, a log key) may have: well below a
+ * file name's 255 bytes less the suffix a local store's write adds to it for a while (18 bytes).
+ */
+const FLAT_ENTRY_MAX_BYTES = 200;
 export const indexPendingKey = (kind: ChildKind, ref: TableRef, until: number, op: string): string => {
   const entry = `${until}.${pendingOpPart(op)}`;
   const flat = `${ref.name}${PENDING_NAME_END}${entry}`;
   const dir = indexPendingDirKey(kind, ref.namespace);
-  return Buffer.byteLength(flat) <= FLAT_PENDING_MAX_BYTES ? `${dir}${flat}` : `${indexNameDirKey(dir, ref.name)}${entry}`;
+  return Buffer.byteLength(flat) <= FLAT_ENTRY_MAX_BYTES ? `${dir}${flat}` : `${indexNameDirKey(dir, ref.name)}${entry}`;
 };
 /** The prefix of every pending key of the name, in either form (and of other names that start with it: parsePendingKey tells them apart). */
 export const indexPendingNamePrefix = (kind: ChildKind, ref: TableRef): string => `${indexPendingDirKey(kind, ref.namespace)}${ref.name}`;
@@ -223,7 +226,7 @@ export const listingLogDirKey = (ns: string[], kind: ChildKind): string => `${na
  */
 export const listingLogKey = (kind: ChildKind, ref: TableRef, token: string): string => {
   const dir = listingLogDirKey(ref.namespace, kind);
-  return Buffer.byteLength(ref.name, 'utf8') + 1 + Buffer.byteLength(token, 'utf8') <= MAX_FILE_NAME_BYTES
+  return Buffer.byteLength(ref.name, 'utf8') + 1 + Buffer.byteLength(token, 'utf8') <= FLAT_ENTRY_MAX_BYTES
     ? `${dir}${ref.name}.${token}`
     : `${indexNameDirKey(dir, ref.name)}${token}`;
 };
