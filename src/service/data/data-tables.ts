@@ -138,8 +138,8 @@ export class DataTables {
    * PUT, not fsynced, a rewrite of the file the previous lease left (0.2-0.3 ms); the open: the
    * name directory's LIST (from the kept sorted listing) and the record's GET, Lance's hint's GET
    * and two HEADs at once (0.3-0.4 ms, of which 0.1-0.2 ms parsing the record); the write itself on
-   * the dataset kept open (handle-cache.ts: as fast as a warm handle, and 0.1 ms to read its
-   * version after); the lease's DELETE, not waited for; no fsync of the service's. HTTP (body,
+   * the dataset kept open (handle-cache.ts: as fast as a warm handle; its version after is the one
+   * the write's result names, not asked of the handle); the lease's DELETE, not waited for; no fsync of the service's. HTTP (body,
    * validation, answer) adds about 0.4 ms to what a trivial route costs (0.4 ms). In one
    * interleaved run (load 8-9), from a request's arrival to its answer, a delete stood 1.1 ms above
    * the same call on a warm handle and an update 2.6 ms (9.9 and 6.3 ms before it wrote on the kept
