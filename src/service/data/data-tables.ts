@@ -8,6 +8,7 @@ import { stagedManifestPath, type TableRef, tableDirKey, tableRefOf } from '../c
 import type { StoreDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
 import { pausePoint } from '../coordination/fault-points.js';
+import { settled, unwrap } from '../coordination/settled.js';
 import { type EngineFailureContext, onEngine } from '../errors/engine-errors.js';
 import { branchLatestCommitted, latestCommitted, type ResolvedTable, resolveTableWithLatest } from '../tables/resolved-table.js';
 import { requireUnlinkedTable } from '../tables/table-state.js';
@@ -54,17 +55,6 @@ async function readBranch(
   const [branch, branchLatest] = await Promise.all([requireBranchRef(dir, name, displayId(id)), new TableVersions(versionsDir).latest()]);
   return { branch, branchLatest, versionsDir };
 }
-
-/** A promise that never rejects (read ahead, maybe never awaited), and its outcome. */
-const settled = <T>(p: Promise<T>): Promise<{ value: T } | { error: unknown }> =>
-  p.then(
-    (value) => ({ value }),
-    (error: unknown) => ({ error }),
-  );
-const unwrap = <T>(outcome: { value: T } | { error: unknown }): T => {
-  if ('error' in outcome) throw outcome.error;
-  return outcome.value;
-};
 
 /** Resolves tables for the data services (rows, columns, indices, tags, queries). */
 export class DataTables {
