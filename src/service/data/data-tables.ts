@@ -5,7 +5,7 @@ import { type BranchName, type BranchRef, branchTreeDir, onBranch, requireBranch
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { stagedManifestPath, type TableRef, tableDirKey, tableRefOf } from '../catalog/layout.js';
-import type { StoreDir } from '../catalog/locations.js';
+import { type StoreDir, sameDir } from '../catalog/locations.js';
 import type { RequestContext } from '../context/request-context.js';
 import { pausePoint } from '../coordination/fault-points.js';
 import { settled, unwrap } from '../coordination/settled.js';
@@ -90,7 +90,7 @@ export class DataTables {
     if (options.branch) {
       // A branch: its ref, read once (404 code 22 when absent), and its latest version at the same
       // time; the engine opens the dataset on it.
-      const own = early !== undefined && dir.store === ownDir.store && dir.key === ownDir.key;
+      const own = early !== undefined && sameDir(dir, ownDir);
       const { branch, branchLatest, versionsDir } = own ? unwrap(await early) : await readBranch(dir, options.branch, id);
       const committed = branchLatestCommitted(branchLatest, state, branch);
       // A managed table's writes on the branch commit through the service, on the branch's own history.

@@ -15,6 +15,7 @@ import { type BranchName, type BranchRef, normalizeBranch, onBranch } from '../b
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { tableDirKey, tableRefOf } from '../catalog/layout.js';
+import { sameDir } from '../catalog/locations.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import type { ServiceLogger } from '../context/logger.js';
@@ -98,7 +99,7 @@ export class TableVersionService {
     const ahead =
       nameLinks.length === 0 ? settled(Promise.resolve().then(() => stagedOn(versionLine(ownDir, normalizeBranch(request.branch)), request))) : undefined;
     const table = resolvedTable(this.deps, id, await requireVisibleTable(this.deps.store, ref, { creatingRequest: ctx.requestId, nameLinks }));
-    const own = ahead !== undefined && table.dir.store === ownDir.store && table.dir.key === ownDir.key;
+    const own = ahead !== undefined && sameDir(table.dir, ownDir);
     return this.counted('single', () => this.single.commit(ctx, table, request, false, undefined, own ? ahead : undefined));
   }
 
