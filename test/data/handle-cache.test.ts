@@ -148,6 +148,18 @@ describe.each(backends())('kept datasets on $name', (backend) => {
     expect(await count('onkept')).toBe(4);
   });
 
+  it("keeps the kept dataset current after writes that change no row (the version their results name is the handle's)", async () => {
+    await create(fx.t, 'noop', [1, 2]);
+    expect(await count('noop')).toBe(2);
+    const before = kept();
+    const deleted = await post('noop', 'delete', { predicate: 'id = 99' });
+    const updated = await post('noop', 'update', { updates: [['name', "'n'"]], predicate: 'id = 99' });
+    expect([deleted.status, updated.status]).toEqual([200, 200]);
+    expect((await post('noop', 'delete', { predicate: 'id = 1' })).json.version).toBe(Math.max(Number(deleted.json.version), Number(updated.json.version)) + 1);
+    expect(await count('noop')).toBe(1);
+    expect(kept()).toMatchObject({ opens: before.opens, reloads: before.reloads, hits: before.hits + 4 });
+  });
+
   it('opens a table once for concurrent first reads', async () => {
     await create(other, 'crowd', [1, 2, 3, 4]);
     const before = kept();

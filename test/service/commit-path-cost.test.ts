@@ -172,6 +172,34 @@ describe('the cost of one create_table_version on a local root', () => {
     expect(chain).toBe(2);
   });
 
+  it("reads the staged manifest while the table is resolved (one round trip less on S3), and a missing table's 404 still comes first", async () => {
+    const events: string[] = [];
+    // The table record's read answers only once the staged manifest's has begun, or (resolved first) never: the commit would hang.
+    let stagedBegun: () => void = () => {};
+    const begun = new Promise<void>((resolve) => {
+      stagedBegun = resolve;
+    });
+    let armed = false;
+    const store = storeDouble(root.store, {
+      get: async (key: string) => {
+        if (key.includes('manifest-staged')) stagedBegun();
+        else if (armed && key === 't.lance/.lance-table.json') await begun;
+        events.push(key);
+        return root.store.get(key);
+      },
+    });
+    const deps = localCatalogDeps(store, root.dir);
+    const versions = new TableVersionService(deps, new TransactionLog(store), { leaseMs: 30_000 });
+    await new TableService(deps, (...a) => versions.coordinatorFor(...a)).declare(ctx, ['t'], {});
+    await root.store.put('t.lance/_versions/1.manifest-staged', manifestBytes(1));
+    armed = true;
+    expect((await versions.create(ctx, ['t'], { version: 1, manifest_path: '_versions/1.manifest-staged' })).version.version).toBe(1);
+    expect(events.some((k) => k.includes('manifest-staged'))).toBe(true);
+    // A table that is not there: its 404, not the staged path's 400.
+    await expect(versions.create(ctx, ['missing'], { version: 1, manifest_path: 'not/a/staged/path' })).rejects.toMatchObject({ code: 4 });
+    await versions.settled();
+  });
+
   it('the first version of a declared table: 14 store calls, 4 fsyncs, 3 waited for in turn', async () => {
     const { calls, fsyncs, chain } = await commitCost(0);
     // The staged manifest and Lance's reserved marker go before the answer; Lance's hint and the slot's release after it.

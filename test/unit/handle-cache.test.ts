@@ -293,6 +293,43 @@ describe('kept dataset handles', () => {
     expect(store.opened).toBe(2);
   });
 
+  it("takes a write's version from its result when told how, without asking the handle; a version behind the handle's only costs a reload", async () => {
+    const { store, cache, read } = setup();
+    store.datasets.set('a', { version: 1, generation: 1 });
+    await read('a');
+    const kept = (await cache.withKeptAsIs('a', async (h) => h)) as { value: FakeHandle };
+    let asked = 0;
+    const version = kept.value.version.bind(kept.value);
+    kept.value.version = () => {
+      asked++;
+      return version();
+    };
+    const written = await cache.useToWrite(
+      'a',
+      store.latest('a'),
+      () => true,
+      (h) => h.write(),
+      (v) => v,
+    );
+    expect(written).toEqual({ value: 2 });
+    expect(asked).toBe(0);
+    // Current at the version the write named: the next read neither opens nor reloads, the next write runs on it.
+    expect(await read('a')).toBe('1@2');
+    expect(cache.stats()).toMatchObject({ opens: 1, reloads: 0 });
+    // A result that names less than the handle reached (a concurrent write took it further) is safe: the next read reloads it to what the store says.
+    expect(
+      await cache.useToWrite(
+        'a',
+        store.latest('a'),
+        () => true,
+        (h) => h.write(),
+        () => 2,
+      ),
+    ).toEqual({ value: 3 });
+    expect(await read('a')).toBe('1@3');
+    expect(cache.stats()).toMatchObject({ opens: 1, reloads: 1 });
+  });
+
   it('never reloads a handle under its writer: a read that finds it behind meanwhile opens afresh', async () => {
     const { store, cache, read, write } = setup();
     store.datasets.set('a', { version: 1, generation: 1 });

@@ -159,13 +159,15 @@ export class HandleCache<H extends KeptHandle> {
    * Runs the write `fn` on the handle kept for `location` when it is current for `latest` as it is,
    * may be written through (see Writes in the header) and `accepts` it; undefined, without running
    * `fn`, otherwise (the caller writes on a handle of its own). The entry's version is the
-   * handle's after the write.
+   * handle's after the write: the version `committed` reads off the write's result when given (the
+   * handle is at least there; concurrent writes on it only take it further), else the handle's.
    */
   async useToWrite<T>(
     location: string,
     latest: LatestCommitted,
     accepts: (handle: H) => boolean,
     fn: (handle: H) => Promise<T>,
+    committed?: (value: T) => number,
   ): Promise<{ value: T } | undefined> {
     const kept = this.entries.get(location);
     const writable = kept && !kept.evicted && !kept.pinned && kept.refreshing === undefined && kept.incarnation === latest.incarnation;
@@ -176,7 +178,7 @@ export class HandleCache<H extends KeptHandle> {
     this.touch(kept);
     try {
       const value = await fn(kept.handle);
-      const version = await kept.handle.version().catch(() => undefined);
+      const version = committed ? committed(value) : await kept.handle.version().catch(() => undefined);
       if (version === undefined) this.evict(kept);
       else if (version > kept.version) {
         kept.version = version;

@@ -50,6 +50,9 @@ const changesSomething = (o: MergeInsertOptions): boolean =>
 const NOTHING_TO_DO =
   'The merge insert job is not configured to change the data in any way: set when_matched_update_all, when_not_matched_insert_all or when_not_matched_by_source_delete';
 
+/** A row write's result names the version it committed (or, changing nothing, the version it found): the handle is there. */
+const COMMITTED = { committed: (result: { version: number }) => result.version };
+
 /** The rows operations of the Lance engine over @lancedb/lancedb. */
 export class LancedbRows implements RowOps {
   constructor(private readonly access: TableAccess) {}
@@ -57,62 +60,78 @@ export class LancedbRows implements RowOps {
   async update(at: DatasetLocation, updates: ReadonlyArray<readonly [string, string]>, predicate?: string): Promise<{ updatedRows: number; version: number }> {
     // A Map, not an object: a column may be called anything, `__proto__` included.
     const valuesSql = new Map(updates.map(([column, expression]) => [column, expression] as const));
-    return this.access.write(at, async (table) => {
-      try {
-        const result = await table.update(predicate === undefined ? { valuesSql } : { valuesSql, where: predicate });
-        return { updatedRows: result.rowsUpdated, version: result.version };
-      } catch (e) {
-        throw rowFailure(e);
-      }
-    });
+    return this.access.write(
+      at,
+      async (table) => {
+        try {
+          const result = await table.update(predicate === undefined ? { valuesSql } : { valuesSql, where: predicate });
+          return { updatedRows: result.rowsUpdated, version: result.version };
+        } catch (e) {
+          throw rowFailure(e);
+        }
+      },
+      COMMITTED,
+    );
   }
 
   async delete(at: DatasetLocation, predicate: string): Promise<{ deletedRows: number; version: number }> {
-    return this.access.write(at, async (table) => {
-      try {
-        const result = await table.delete(predicate);
-        return { deletedRows: result.numDeletedRows, version: result.version };
-      } catch (e) {
-        throw rowFailure(e);
-      }
-    });
+    return this.access.write(
+      at,
+      async (table) => {
+        try {
+          const result = await table.delete(predicate);
+          return { deletedRows: result.numDeletedRows, version: result.version };
+        } catch (e) {
+          throw rowFailure(e);
+        }
+      },
+      COMMITTED,
+    );
   }
 
   async insert(at: DatasetLocation, arrowIpcStream: Buffer, mode: 'append' | 'overwrite'): Promise<{ insertedRows: number; version: number }> {
     const data = await arrowStreamToIpcFile(arrowIpcStream);
-    return this.access.write(at, async (table) => {
-      try {
-        const result = await addIpcFile(table, data.bytes, mode);
-        return { insertedRows: data.rows, version: result.version };
-      } catch (e) {
-        throw rowFailure(e);
-      }
-    });
+    return this.access.write(
+      at,
+      async (table) => {
+        try {
+          const result = await addIpcFile(table, data.bytes, mode);
+          return { insertedRows: data.rows, version: result.version };
+        } catch (e) {
+          throw rowFailure(e);
+        }
+      },
+      COMMITTED,
+    );
   }
 
   async mergeInsert(at: DatasetLocation, arrowIpcStream: Buffer, options: MergeInsertOptions): Promise<MergeInsertResult> {
     if (!changesSomething(options)) throw new EngineError('invalid_input', NOTHING_TO_DO);
     const data = await arrowStreamToIpcFile(arrowIpcStream);
-    return this.access.write(at, async (table) => {
-      let builder = nativeMergeInsert(table, options.on);
-      // A filter alone asks for the filtered form of its clause (as Lance's own REST adapter reads it).
-      if (options.updateAllWhere !== undefined) builder = builder.whenMatchedUpdateAll(options.updateAllWhere);
-      else if (options.whenMatchedUpdateAll) builder = builder.whenMatchedUpdateAll();
-      if (options.whenNotMatchedInsertAll) builder = builder.whenNotMatchedInsertAll();
-      if (options.deleteWhere !== undefined) builder = builder.whenNotMatchedBySourceDelete(options.deleteWhere);
-      else if (options.whenNotMatchedBySourceDelete) builder = builder.whenNotMatchedBySourceDelete();
-      if (options.useIndex !== undefined) builder = builder.useIndex(options.useIndex);
-      if (options.timeoutMs !== undefined) builder.setTimeout(options.timeoutMs);
-      try {
-        const result = await builder.execute(data.bytes);
-        return { version: result.version, insertedRows: result.numInsertedRows, updatedRows: result.numUpdatedRows, deletedRows: result.numDeletedRows };
-      } catch (e) {
-        if (/timed out/i.test(e instanceof Error ? e.message : String(e))) {
-          throw new MergeTimedOut(`${engineMessage(e)} (timeout ${options.timeoutMs ?? 'default'} ms)`, { cause: e });
+    return this.access.write(
+      at,
+      async (table) => {
+        let builder = nativeMergeInsert(table, options.on);
+        // A filter alone asks for the filtered form of its clause (as Lance's own REST adapter reads it).
+        if (options.updateAllWhere !== undefined) builder = builder.whenMatchedUpdateAll(options.updateAllWhere);
+        else if (options.whenMatchedUpdateAll) builder = builder.whenMatchedUpdateAll();
+        if (options.whenNotMatchedInsertAll) builder = builder.whenNotMatchedInsertAll();
+        if (options.deleteWhere !== undefined) builder = builder.whenNotMatchedBySourceDelete(options.deleteWhere);
+        else if (options.whenNotMatchedBySourceDelete) builder = builder.whenNotMatchedBySourceDelete();
+        if (options.useIndex !== undefined) builder = builder.useIndex(options.useIndex);
+        if (options.timeoutMs !== undefined) builder.setTimeout(options.timeoutMs);
+        try {
+          const result = await builder.execute(data.bytes);
+          return { version: result.version, insertedRows: result.numInsertedRows, updatedRows: result.numUpdatedRows, deletedRows: result.numDeletedRows };
+        } catch (e) {
+          if (/timed out/i.test(e instanceof Error ? e.message : String(e))) {
+            throw new MergeTimedOut(`${engineMessage(e)} (timeout ${options.timeoutMs ?? 'default'} ms)`, { cause: e });
+          }
+          throw rowFailure(e);
         }
-        throw rowFailure(e);
-      }
-    });
+      },
+      COMMITTED,
+    );
   }
 
   async initialStreamForMerge(arrowIpcStream: Buffer, options: MergeInsertOptions): Promise<Buffer> {

@@ -351,9 +351,14 @@ export class TableAccess {
    * location when that is current and was opened under the location's shared name, as `at` would
    * be (handle-cache.ts: Writes); any other on a dataset opened for it (at `version` when given: a
    * restore). A handle that committed is current: with `at.latest` known, it becomes the
-   * location's (or its branch's) kept handle.
+   * location's (or its branch's) kept handle, at the version `options.committed` reads off the
+   * write's result when given (one native call fewer than asking the handle), else the handle's.
    */
-  async write<T>(at: DatasetLocation, fn: (table: Table) => Promise<T>, options: { version?: number | undefined } = {}): Promise<T> {
+  async write<T>(
+    at: DatasetLocation,
+    fn: (table: Table) => Promise<T>,
+    options: { version?: number | undefined; committed?: (result: T) => number } = {},
+  ): Promise<T> {
     const latest = at.latest;
     if (latest === undefined || !this.kept.enabled) return this.withFreshTable(at, fn, options.version);
     if (options.version === undefined && at.coordinator === undefined && at.branch === undefined) {
@@ -363,6 +368,7 @@ export class TableAccess {
         latest,
         (kept) => kept.name === name,
         (kept) => fn(kept.table),
+        options.committed,
       );
       if (onKept) return onKept.value;
     }
@@ -372,7 +378,7 @@ export class TableAccess {
     try {
       table = await this.openTable(name, options.version, at);
       const result = await fn(table);
-      const version = await table.version().catch(() => undefined);
+      const version = options.committed ? options.committed(result) : await table.version().catch(() => undefined);
       if (version !== undefined) {
         // Checked out at a version (a restore), Lance may hold it read-only: not to be written through.
         const pinned = options.version !== undefined;

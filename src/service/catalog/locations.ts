@@ -38,6 +38,9 @@ const REFUSED = {
 // its entries, takes out of it. Registered locations are resolved again by every request, so a
 // link planted after the register is met too (LinkedLocation).
 
+/** Whether two directories are the same one of the same store. */
+export const sameDir = (a: StoreDir, b: StoreDir): boolean => a.store === b.store && a.key === b.key;
+
 /**
  * The symbolic links that keep the catalog out of the directory `dirKey` of `store`: the first on
  * the way to it (the directory itself included), or else those among its entries; none on a store

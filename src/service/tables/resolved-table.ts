@@ -3,7 +3,7 @@ import type { BranchRef } from '../branches/branch-refs.js';
 import { type ResolvedNamespace, resolveManagedVersioning } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { tableDirKey, tableRefOf } from '../catalog/layout.js';
-import type { StoreDir } from '../catalog/locations.js';
+import { type StoreDir, sameDir } from '../catalog/locations.js';
 import { type CommittedVersion, TableVersions } from '../versions/dataset-versions.js';
 import { dataDir, incarnationOf, requireUnlinkedTable, requireVisibleTable, type TableState } from './table-state.js';
 
@@ -70,7 +70,7 @@ export async function resolveTableWithLatest(
     links.length === 0 ? new TableVersions(ownDir).latest().catch(() => undefined) : undefined,
   ]);
   const table = resolvedTable(deps, id, state);
-  const own = table.dir.store === ownDir.store && table.dir.key === ownDir.key && ownLatest !== undefined;
+  const own = sameDir(table.dir, ownDir) && ownLatest !== undefined;
   return { table, latest: own ? ownLatest : await new TableVersions(table.dir).latest() };
 }
 

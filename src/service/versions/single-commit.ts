@@ -1,16 +1,18 @@
 import type { CreateTableVersionEntry, CreateTableVersionResponse, TableVersion } from '../../model/versions.js';
+import type { StoredObject } from '../../store/object-store.js';
 import { type BranchRef, normalizeBranch, onBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
 import { reservedMarkerKey } from '../catalog/layout.js';
 import type { RequestContext } from '../context/request-context.js';
 import { faultPoint, pausePoint } from '../coordination/fault-points.js';
+import { type Outcome, unwrap } from '../coordination/settled.js';
 import type { ResolvedTable } from '../tables/resolved-table.js';
 import { isStillResolved } from '../tables/table-fences.js';
 import { tableNotFound } from '../tables/table-state.js';
 import type { BatchEntry } from '../transactions/transaction-log.js';
 import { type AfterAnswer, nextTurn } from './after-answer.js';
-import { nextVersionOn, refOf, requireRefOrManaged, requireSameRef, versionLine } from './branch-versions.js';
+import { nextVersionOn, refOf, requireRefOrManaged, requireSameRef, type VersionLine, versionLine } from './branch-versions.js';
 import { beginWrites, conflict, type PlannedVersion, planVersion, versionsOnWire, writeManifest } from './commit-steps.js';
 import type { CommittedVersion, TableVersions } from './dataset-versions.js';
 import type { VersionSlots } from './version-slots.js';
@@ -30,7 +32,7 @@ import type { VersionSlots } from './version-slots.js';
 //
 // Cost, the next version of a table on a local disk (pinned by test/service/commit-path-cost.test.ts).
 // What Lance's clients commit: 12 store calls and 2 fsyncs, both waited for in turn. The request
-// resolves the table: 2 (LIST, GET of its record). The staged manifest: 1. The manifest: 1, the
+// resolves the table: 2 (LIST, GET of its record). The staged manifest: 1, read at once with those (in the table's name's directory: TableVersionService.create). The manifest: 1, the
 // staged file linked into place (its file fsynced while the checks run, then its directory), with
 // no sidecar, as the client's e_tag and size are the staged file's (needsNoSidecar in
 // commit-steps.ts). The slot: 2 (a put that is not fsynced, as a single writer's hold is harmless
@@ -73,6 +75,8 @@ export class SingleCommits {
    * creating (its claim names ctx.requestId) counts as found. `leasedRef`: the ref of the branch
    * the version is for, as the request read it under a write lease naming that branch (a delete
    * of the branch waits for it), so it stands for the commit and is not read again.
+   * `stagedRead`: the staged manifest (or the failure) as stagedOn read it for this table's line
+   * while the table was resolved (TableVersionService.create); read here otherwise.
    */
   async commit(
     ctx: RequestContext,
@@ -80,6 +84,7 @@ export class SingleCommits {
     request: Omit<CreateTableVersionEntry, 'id'>,
     underWriteLease: boolean,
     leasedRef?: BranchRef,
+    stagedRead?: Promise<Outcome<StoredObject | null>>,
   ): Promise<CreateTableVersionResponse> {
     const { id, state } = table;
     // The line of history the version is for: main, or a branch (its own history, branch-versions.ts).
@@ -88,7 +93,7 @@ export class SingleCommits {
     // Only a staged Lance manifest of this version is ever consumed; checked before anything is written.
     // On a branch, its ref is resolved at the same time: holding the slot, the commit reads it again (requireSameRef).
     const readRef = () => (underWriteLease && leasedRef !== undefined ? Promise.resolve(leasedRef) : refOf(line));
-    const [staged, resolvedRef] = await Promise.all([versions.readStaged(versions.stagedKey(request.manifest_path), request.version), readRef()]);
+    const [staged, resolvedRef] = await Promise.all([stagedRead ? stagedRead.then(unwrap) : stagedOn(line, request), readRef()]);
     await requireRefOrManaged(table, line, resolvedRef);
     const busy = () => conflict(`table ${displayId(id)}: version ${request.version} is being committed by another writer`);
     // A request that names its naming scheme (Lance's do) knows its final manifest name before the
@@ -185,6 +190,10 @@ export class SingleCommits {
     return existing;
   }
 }
+
+/** The staged manifest a create names, on the line of history it commits (a 400 for one that is not a manifest of its version). */
+export const stagedOn = (line: VersionLine, request: Pick<CreateTableVersionEntry, 'manifest_path' | 'version'>): Promise<StoredObject | null> =>
+  line.versions.readStaged(line.versions.stagedKey(request.manifest_path), request.version);
 
 /** The TableVersion of a version this request just committed, without reading it back. */
 function wireOfEntry(versions: TableVersions, entry: BatchEntry, committed: CommittedVersion): TableVersion {

@@ -14,11 +14,15 @@ import type {
 import { type BranchName, type BranchRef, normalizeBranch, onBranch } from '../branches/branch-refs.js';
 import { displayId } from '../catalog/catalog.js';
 import type { CatalogDeps } from '../catalog/catalog-deps.js';
+import { tableDirKey, tableRefOf } from '../catalog/layout.js';
+import { sameDir } from '../catalog/locations.js';
 import type { PageRequest } from '../catalog/namespace-service.js';
 import { paginate } from '../catalog/page-token.js';
 import type { ServiceLogger } from '../context/logger.js';
 import type { RequestContext } from '../context/request-context.js';
-import { type ResolvedTable, resolveTable, resolveTableWithLatest } from '../tables/resolved-table.js';
+import { settled } from '../coordination/settled.js';
+import { type ResolvedTable, resolvedTable, resolveTable, resolveTableWithLatest } from '../tables/resolved-table.js';
+import { requireUnlinkedTable, requireVisibleTable } from '../tables/table-state.js';
 import type { TransactionLog } from '../transactions/transaction-log.js';
 import { AfterAnswer } from './after-answer.js';
 import { BatchCommits } from './batch-commit.js';
@@ -27,7 +31,7 @@ import { refOf, requireBranchFound, type VersionLine, versionLine } from './bran
 import { commitCoordinator } from './commit-coordinator.js';
 import { versionsOnWire } from './commit-steps.js';
 import { type CommittedVersion, inRanges, TableVersions } from './dataset-versions.js';
-import { SingleCommits } from './single-commit.js';
+import { SingleCommits, stagedOn } from './single-commit.js';
 import { VersionSlots } from './version-slots.js';
 
 export type { VersionSettings } from './batch-recovery.js';
@@ -85,8 +89,18 @@ export class TableVersionService {
 
   /** Commits a staged manifest as the next version of table `id` (see single-commit.ts). */
   async create(ctx: RequestContext, id: string[], request: Omit<CreateTableVersionEntry, 'id'>): Promise<CreateTableVersionResponse> {
-    const table = await resolveTable(this.deps, id, ctx.requestId);
-    return this.counted('single', () => this.single.commit(ctx, table, request, false));
+    // The staged manifest is read while the table is resolved, where every table's dataset but a
+    // registered one's lives (its name's directory, when no entry of it is a symbolic link: see
+    // resolveTableWithLatest): one round trip less on S3. It counts only once the table is found
+    // there; a bad path or branch is left for the commit to refuse, after the table's 404.
+    const ref = tableRefOf(id);
+    const nameLinks = requireUnlinkedTable(this.deps.store, ref);
+    const ownDir = this.deps.locations.own(tableDirKey(ref));
+    const ahead =
+      nameLinks.length === 0 ? settled(Promise.resolve().then(() => stagedOn(versionLine(ownDir, normalizeBranch(request.branch)), request))) : undefined;
+    const table = resolvedTable(this.deps, id, await requireVisibleTable(this.deps.store, ref, { creatingRequest: ctx.requestId, nameLinks }));
+    const own = ahead !== undefined && sameDir(table.dir, ownDir);
+    return this.counted('single', () => this.single.commit(ctx, table, request, false, undefined, own ? ahead : undefined));
   }
 
   /**
