@@ -324,11 +324,21 @@ describe.skipIf(!available).each(backends())('indices pylance builds, on $name',
         if (building) duringBuild++;
         else after++;
       }
-      const built = await build;
+      let built = await build;
+      // Appends back to back can win every one of the build's rebases (Lance gives up after its
+      // retry timeout): then the build answers the spec's retryable conflict, having changed
+      // nothing, and the same build once the appends pause succeeds. Either way no row is lost.
+      const starved = built.status === 409;
+      if (starved) {
+        expect(built.json.code, built.text).toBe(14);
+        built = await fx.t.call('POST', tablePath('create_scalar_index'), { column: 'text', index_type: 'NGRAM' });
+      }
       expect(built.status, built.text).toBe(200);
       const appendedRows = next - 10_000;
       const total = ROWS + appendedRows;
-      console.log(`${backend.name}${managed ? ', managed' : ''}: ${duringBuild} appends of 10 rows committed while an NGRAM index was built`);
+      console.log(
+        `${backend.name}${managed ? ', managed' : ''}: ${duringBuild} appends of 10 rows committed while an NGRAM index was built${starved ? ' (it lost every rebase: built again after them)' : ''}`,
+      );
 
       const stats = await fx.t.call('POST', tablePath('index/text_idx/stats'), {});
       expect(stats.status).toBe(200);
